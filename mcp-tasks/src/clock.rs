@@ -1,0 +1,99 @@
+//! Wall-clock time for task timestamps and expiry.
+//!
+//! A [`Clock`] reads the system time once, when it is made, and from then on advances with
+//! tokio's monotonic clock. Timestamps on the wire are wall-clock (`createdAt`), yet a test
+//! on paused tokio time (`tokio::time::pause` + `advance`) moves every deadline with it.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::Instant;
+
+/// Milliseconds since the Unix epoch, anchored once and advanced by tokio's clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    anchor_ms: u64,
+    anchor: Instant,
+}
+
+impl Clock {
+    /// A clock anchored at the current system time.
+    #[must_use]
+    pub fn new() -> Self {
+        let anchor_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Self {
+            anchor_ms,
+            anchor: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since the Unix epoch.
+    #[must_use]
+    pub fn now_ms(&self) -> u64 {
+        let elapsed = Instant::now().saturating_duration_since(self.anchor);
+        self.anchor_ms
+            .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whole milliseconds of a duration, saturating at `u64::MAX`.
+#[must_use]
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
+/// e.g. `2026-08-01T10:00:00.000Z` (WIRE.md §7 item 10).
+#[must_use]
+pub fn rfc3339(epoch_ms: u64) -> String {
+    let secs = epoch_ms / 1000;
+    let ms = epoch_ms % 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    // Howard Hinnant's algorithm, for non-negative day counts.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339(1_785_578_400_123), "2026-08-01T10:00:00.123Z");
+        assert_eq!(rfc3339(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn advances_with_paused_tokio_time() {
+        let clock = Clock::new();
+        let before = clock.now_ms();
+        tokio::time::advance(Duration::from_secs(90)).await;
+        assert_eq!(clock.now_ms() - before, 90_000);
+    }
+}

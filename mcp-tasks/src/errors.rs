@@ -1,0 +1,100 @@
+//! Every JSON-RPC error this crate answers with, chosen in one place.
+//!
+//! A protocol error is returned to the caller as a JSON-RPC error; a tool failure is data
+//! (`completed` with `isError: true`); `failed` is only for JSON-RPC errors during execution
+//! (WIRE.md R45-R47).
+
+use rmcp::model::{ClientCapabilities, ErrorCode, ErrorData, JsonObject};
+use serde_json::json;
+
+use crate::EXTENSION_ID;
+
+/// `-32021` with `data.requiredCapabilities.extensions["io.modelcontextprotocol/tasks"] = {}`
+/// (WIRE.md R6, R43, §3.4).
+#[must_use]
+pub fn tasks_capability_required() -> ErrorData {
+    let mut extensions = rmcp::model::ExtensionCapabilities::new();
+    extensions.insert(EXTENSION_ID.to_owned(), JsonObject::new());
+    let mut caps = ClientCapabilities::default();
+    caps.extensions = Some(extensions);
+    ErrorData::missing_required_client_capability(caps)
+}
+
+/// `-32021` naming the client capability an input request needs (WIRE.md C8, C18).
+#[must_use]
+pub fn client_capability_required(capability: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability",
+        Some(json!({ "requiredCapabilities": { capability: {} } })),
+    )
+}
+
+/// `-32602` for an id that is unknown, purged, or owned by someone else (WIRE.md R17, R49).
+/// The three cases answer the same, so a caller learns nothing about other owners' tasks.
+#[must_use]
+pub fn task_not_found(method: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("{method}: task not found"), None)
+}
+
+/// `-32602` for a `tools/call` naming no tool of this server (WIRE.md §5.8).
+#[must_use]
+pub fn unknown_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown tool `{name}`"), None)
+}
+
+/// `-32602` for a malformed `inputResponses` value.
+#[must_use]
+pub fn bad_input_response(key: &str, expected: &str, problem: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("inputResponses[\"{key}\"] is not a valid {expected}: {problem}"),
+        None,
+    )
+}
+
+/// `-32603` when the store cannot take another task.
+#[must_use]
+pub fn store_full(capacity: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the task store is full ({capacity} tasks); retry once tasks finish or expire"),
+        Some(json!({ "capacity": capacity })),
+    )
+}
+
+/// `-32603` for a failure of the task store itself.
+#[must_use]
+pub fn store_failure(error: &dyn std::error::Error) -> ErrorData {
+    ErrorData::internal_error(format!("task store failure: {error}"), None)
+}
+
+/// `-32603` for a tool that panicked; the server keeps serving.
+#[must_use]
+pub fn tool_panicked(tool: &str, message: &str) -> ErrorData {
+    ErrorData::internal_error(format!("tool `{tool}` panicked: {message}"), None)
+}
+
+/// `-32603` for a non-terminal task whose TTL elapsed (WIRE.md R20).
+#[must_use]
+pub fn task_expired() -> ErrorData {
+    ErrorData::internal_error("task expired", None)
+}
+
+/// `-32603` for a call cancelled while it was still answered inline.
+#[must_use]
+pub fn request_cancelled() -> ErrorData {
+    ErrorData::internal_error("the request was cancelled", None)
+}
+
+/// The JSON object form of an error, as a failed task's `error` field carries it.
+#[must_use]
+pub fn to_object(error: &ErrorData) -> JsonObject {
+    match serde_json::to_value(error) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => {
+            let mut map = JsonObject::new();
+            map.insert("code".into(), json!(error.code.0));
+            map.insert("message".into(), json!(error.message));
+            map
+        }
+    }
+}

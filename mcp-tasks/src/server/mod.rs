@@ -1,0 +1,641 @@
+//! The rmcp glue: [`Engine`] answers `tools/list`, `tools/call` and `tasks/*`;
+//! [`TaskServer`] is a ready [`ServerHandler`] built on it.
+//!
+//! # Negotiation (WIRE.md §3)
+//!
+//! A call runs as a task only when **that request** runs on the modern wire (protocol
+//! `2026-07-28` or later, not a session opened with `initialize`) **and** its own `_meta`
+//! declares `io.modelcontextprotocol/tasks` (R1-R3). Nothing carries over from earlier
+//! requests (C3). On a legacy session the extension is undefined (R53): a declaration made
+//! at `initialize` or on the request changes nothing there.
+//!
+//! | tool mode | declaring request | any other request |
+//! | --- | --- | --- |
+//! | [`Mode::Required`] | task | `-32021` (R6) |
+//! | [`Mode::Optional`] | task, or inline within its inline budget | inline |
+//! | [`Mode::Inline`] | inline | inline |
+//!
+//! `tasks/get`, `tasks/update` and `tasks/cancel` answer `-32021` to a request that does not
+//! declare the extension (§2.8) and `-32602` for an id that is unknown, purged or owned by
+//! someone else (R17, R49). `tasks/result` and `tasks/list` are not methods of this
+//! extension and answer `-32601` (R54).
+//!
+//! # Delegating from an existing handler
+//!
+//! An rmcp [`ServerHandler`] of your own keeps its other methods and routes five calls and
+//! the capability to an [`Engine`]:
+//!
+//! ```no_run
+//! use mcp_tasks::{Engine, Toolkit};
+//! use rmcp::{ErrorData, RoleServer, ServerHandler, model::*, service::RequestContext};
+//!
+//! struct MyServer { tasks: Engine }
+//!
+//! impl ServerHandler for MyServer {
+//!     fn get_info(&self) -> ServerConfig {
+//!         ServerConfig::new(self.tasks.capabilities(ServerCapabilities::default()))
+//!     }
+//!     async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>)
+//!         -> Result<ListToolsResult, ErrorData> { Ok(self.tasks.list_tools()) }
+//!     async fn call_tool(&self, p: CallToolRequestParams, cx: RequestContext<RoleServer>)
+//!         -> Result<CallToolResponse, ErrorData> { self.tasks.call_tool(p, &cx).await }
+//!     async fn get_task(&self, p: GetTaskParams, cx: RequestContext<RoleServer>)
+//!         -> Result<GetTaskResult, ErrorData> { self.tasks.get_task(p, &cx).await }
+//!     async fn update_task(&self, p: UpdateTaskParams, cx: RequestContext<RoleServer>)
+//!         -> Result<(), ErrorData> { self.tasks.update_task(p, &cx).await }
+//!     async fn cancel_task(&self, p: CancelTaskParams, cx: RequestContext<RoleServer>)
+//!         -> Result<(), ErrorData> { self.tasks.cancel_task(p, &cx).await }
+//! }
+//! ```
+
+#![allow(deprecated, reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire")]
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams,
+        ClientCapabilities, CreateTaskResult, ElicitResult, GetTaskParams, GetTaskResult,
+        Implementation, InputRequest, InputResponses, ListRootsResult, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolsCapability,
+        UpdateTaskParams,
+    },
+    service::RequestContext,
+};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    EXTENSION_ID, errors,
+    id::new_task_id,
+    runtime::{ContextParts, Ended, Runtime, TaskContext, run_caught},
+    store::{MemoryStore, NewTask, StoreError, TaskSnapshot, TaskStore},
+    tool::{Failure, Mode},
+    toolkit::{Registered, Toolkit},
+};
+
+#[cfg(feature = "http")]
+mod serve_http;
+#[cfg(feature = "stdio")]
+mod serve_stdio;
+
+#[cfg(feature = "http")]
+pub use serve_http::{http_router, http_service, serve_http};
+#[cfg(feature = "stdio")]
+pub use serve_stdio::serve_stdio;
+
+/// The principal a task belongs to (WIRE.md R49).
+///
+/// Put one in the request's extensions (for Streamable HTTP: an axum/tower layer that inserts
+/// it into the HTTP request's extensions after authenticating the caller). A task records the
+/// owner of the request that created it; `tasks/*` requests from any other owner answer as
+/// for an unknown id. Requests without one get the engine's default owner.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Owner(pub Arc<str>);
+
+impl Owner {
+    /// An owner named `name`.
+    #[must_use]
+    pub fn new(name: impl Into<Arc<str>>) -> Self {
+        Self(name.into())
+    }
+}
+
+/// The default owner of requests that carry no [`Owner`].
+pub const DEFAULT_OWNER: &str = "anonymous";
+
+/// Answers `tools/list`, `tools/call` and `tasks/*` for a [`Toolkit`], with a [`TaskStore`].
+///
+/// Cheap to clone: clones share the toolkit, the store and the running tasks.
+#[derive(Clone)]
+pub struct Engine {
+    toolkit: Arc<Toolkit>,
+    state: Arc<crate::toolkit::StateMap>,
+    runtime: Arc<Runtime>,
+    default_owner: Arc<str>,
+    tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("toolkit", &self.toolkit)
+            .field("default_owner", &self.default_owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over `toolkit` with a [`MemoryStore`].
+    #[must_use]
+    pub fn new(toolkit: Toolkit) -> Self {
+        let state = Arc::new(toolkit.state().clone());
+        let tool_names = toolkit
+            .definitions()
+            .map(|d| (d.name().to_owned(), Arc::from(d.name())))
+            .collect();
+        Self {
+            toolkit: Arc::new(toolkit),
+            state,
+            runtime: Runtime::new(Arc::new(MemoryStore::new())),
+            default_owner: Arc::from(DEFAULT_OWNER),
+            tool_names: Arc::new(tool_names),
+        }
+    }
+
+    /// Uses `store` for tasks.
+    #[must_use]
+    pub fn with_store(self, store: impl TaskStore) -> Self {
+        self.with_shared_store(Arc::new(store))
+    }
+
+    /// Uses a store shared with other code.
+    #[must_use]
+    pub fn with_shared_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.runtime = Runtime::new(store);
+        self
+    }
+
+    /// Sets the owner of requests that carry no [`Owner`].
+    #[must_use]
+    pub fn with_default_owner(mut self, owner: impl Into<Arc<str>>) -> Self {
+        self.default_owner = owner.into();
+        self
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.runtime.store
+    }
+
+    /// The toolkit.
+    #[must_use]
+    pub fn toolkit(&self) -> &Toolkit {
+        &self.toolkit
+    }
+
+    /// `capabilities` plus `tools` and, when any tool can run as a task,
+    /// `extensions["io.modelcontextprotocol/tasks"] = {}` (exactly `{}`, WIRE.md §3.6).
+    #[must_use]
+    pub fn capabilities(&self, mut capabilities: ServerCapabilities) -> ServerCapabilities {
+        if !self.toolkit.is_empty() && capabilities.tools.is_none() {
+            capabilities.tools = Some(ToolsCapability::default());
+        }
+        if self.toolkit.has_task_tools() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(EXTENSION_ID.to_owned(), rmcp::model::JsonObject::new());
+        }
+        capabilities
+    }
+
+    /// Every tool, in registration order.
+    #[must_use]
+    pub fn list_tools(&self) -> ListToolsResult {
+        ListToolsResult::with_all_items(self.toolkit.definitions().map(|d| d.tool().clone()).collect())
+    }
+
+    /// Whether `tools/call` of `name` is for this engine.
+    #[must_use]
+    pub fn handles(&self, name: &str) -> bool {
+        self.toolkit.contains(name)
+    }
+
+    /// Answers `tools/call`: inline, with a task, or `-32021` (see the module docs).
+    ///
+    /// # Errors
+    /// `-32602` for an unknown tool; `-32021` for a task-only tool called without the
+    /// extension; the JSON-RPC error an inline call ended with; a store failure.
+    pub async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(registered) = self.toolkit.get(&params.name) else {
+            return Err(errors::unknown_tool(&params.name));
+        };
+        let definition = &registered.definition;
+        let declared = declares_tasks(context);
+        let as_task = match definition.mode() {
+            Mode::Required if !declared => return Err(errors::tasks_capability_required()),
+            Mode::Required => true,
+            Mode::Optional => declared,
+            Mode::Inline => false,
+        };
+        let arguments = params.arguments.unwrap_or_default();
+        let call = Call {
+            engine: self,
+            registered,
+            tool: self.tool_name(definition.name()),
+            owner: self.owner(context),
+            client_capabilities: client_capabilities(context),
+            arguments,
+        };
+        if !as_task {
+            return call.inline(context).await;
+        }
+        match definition.inline_budget() {
+            Some(budget) => call.within_budget(budget, context).await,
+            None => call.task().await,
+        }
+    }
+
+    /// Answers `tasks/get` with the task's `DetailedTask` (R14-R16).
+    ///
+    /// # Errors
+    /// `-32021` without the extension; `-32602` for an unknown or foreign id (R17, R49).
+    pub async fn get_task(
+        &self,
+        params: GetTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let snapshot = self.owned_task("tasks/get", &params.task_id, context).await?;
+        Ok(GetTaskResult::new(snapshot.to_detailed()))
+    }
+
+    /// Answers `tasks/update`: answers for outstanding keys go to the waiting work, other
+    /// keys are ignored, a subset is fine (R23-R27).
+    ///
+    /// # Errors
+    /// `-32021` without the extension; `-32602` for an unknown or foreign id, or for an
+    /// answer that is not the result type its request asked for.
+    pub async fn update_task(
+        &self,
+        params: UpdateTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let snapshot = self.owned_task("tasks/update", &params.task_id, context).await?;
+        validate_responses(&snapshot, &params.input_responses)?;
+        let accepted = match self
+            .runtime
+            .store
+            .deliver_input(&params.task_id, params.input_responses)
+            .await
+        {
+            Ok(accepted) => accepted,
+            Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/update")),
+            Err(error) => return Err(errors::store_failure(&error)),
+        };
+        self.runtime.deliver(&params.task_id, accepted);
+        Ok(())
+    }
+
+    /// Answers `tasks/cancel`: records the intent and signals the work; the status changes
+    /// when the work honours it (R35, R37).
+    ///
+    /// # Errors
+    /// `-32021` without the extension; `-32602` for an unknown or foreign id.
+    pub async fn cancel_task(
+        &self,
+        params: CancelTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.owned_task("tasks/cancel", &params.task_id, context).await?;
+        match self.runtime.store.request_cancel(&params.task_id).await {
+            Ok(()) => {}
+            Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/cancel")),
+            Err(error) => return Err(errors::store_failure(&error)),
+        }
+        self.runtime.cancel(&params.task_id);
+        Ok(())
+    }
+
+    /// The task, if the request may see it.
+    async fn owned_task(
+        &self,
+        method: &str,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<TaskSnapshot, ErrorData> {
+        if !declares_tasks(context) {
+            return Err(errors::tasks_capability_required());
+        }
+        let owner = self.owner(context);
+        match self.runtime.store.get(id).await {
+            Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
+            Ok(_) => Err(errors::task_not_found(method)),
+            Err(error) => Err(errors::store_failure(&error)),
+        }
+    }
+
+    fn owner(&self, context: &RequestContext<RoleServer>) -> Arc<str> {
+        if let Some(owner) = context.extensions.get::<Owner>() {
+            return owner.0.clone();
+        }
+        #[cfg(feature = "http")]
+        if let Some(owner) = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Owner>())
+        {
+            return owner.0.clone();
+        }
+        self.default_owner.clone()
+    }
+
+    fn tool_name(&self, name: &str) -> Arc<str> {
+        self.tool_names
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(name))
+    }
+}
+
+/// Whether this request runs on the modern wire: its own `_meta` names a protocol version
+/// without `initialize` and it does not come through a legacy session (R53).
+fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    let legacy_session = context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize());
+    !legacy_session
+        && context
+            .meta
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize())
+}
+
+/// Whether this very request declares the tasks extension, on the modern wire (R1-R3, R53).
+fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    is_modern(context)
+        && context
+            .meta
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+}
+
+/// The capabilities the creating request declared, for the input checks of C18.
+fn client_capabilities(context: &RequestContext<RoleServer>) -> ClientCapabilities {
+    context.client_capabilities().unwrap_or_default()
+}
+
+/// Checks that each answer for an outstanding key has the shape its request asks for.
+#[allow(deprecated, reason = "sampling and roots still work on the 2026-07-28 wire")]
+fn validate_responses(snapshot: &TaskSnapshot, responses: &InputResponses) -> Result<(), ErrorData> {
+    for (key, value) in responses {
+        let Some(request) = snapshot.input_requests.get(key) else {
+            continue;
+        };
+        let checked = match request {
+            InputRequest::Elicitation(_) => {
+                serde_json::from_value::<ElicitResult>(value.clone()).map(drop).map_err(|e| ("ElicitResult", e))
+            }
+            InputRequest::CreateMessage(_) => {
+                serde_json::from_value::<rmcp::model::CreateMessageResult>(value.clone())
+                    .map(drop)
+                    .map_err(|e| ("CreateMessageResult", e))
+            }
+            InputRequest::ListRoots(_) => serde_json::from_value::<ListRootsResult>(value.clone())
+                .map(drop)
+                .map_err(|e| ("ListRootsResult", e)),
+            _ => Ok(()),
+        };
+        if let Err((expected, error)) = checked {
+            return Err(errors::bad_input_response(key, expected, &error.to_string()));
+        }
+    }
+    Ok(())
+}
+
+/// One `tools/call` being answered.
+struct Call<'a> {
+    engine: &'a Engine,
+    registered: &'a Registered,
+    tool: Arc<str>,
+    owner: Arc<str>,
+    client_capabilities: ClientCapabilities,
+    arguments: rmcp::model::JsonObject,
+}
+
+impl Call<'_> {
+    fn parts(&self, id: Arc<str>, cancel: CancellationToken) -> ContextParts {
+        ContextParts {
+            id,
+            tool: self.tool.clone(),
+            owner: self.owner.clone(),
+            cancel,
+            client_capabilities: self.client_capabilities.clone(),
+            state: self.engine.state.clone(),
+            runtime: self.engine.runtime.clone(),
+        }
+    }
+
+    fn new_task(&self, id: Arc<str>, message: Option<String>) -> NewTask {
+        let definition = &self.registered.definition;
+        NewTask::new(id, self.owner.clone(), self.tool.clone())
+            .with_status_message(message)
+            .with_ttl(definition.ttl().duration())
+            .with_poll_interval(definition.poll_interval())
+            .with_arguments(self.arguments.clone())
+    }
+
+    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, ErrorData> {
+        self.engine.runtime.store.create(task).await.map_err(|error| match error {
+            StoreError::Full { capacity } => errors::store_full(capacity),
+            other => errors::store_failure(&other),
+        })
+    }
+
+    /// An ordinary call: the work runs here and its result is the answer.
+    async fn inline(self, context: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let ctx = TaskContext::inline(self.parts(Arc::from(""), context.ct.child_token()));
+        let work = match self.registered.tool.call(ctx, self.arguments.clone()) {
+            Ok(work) => work,
+            Err(error) => return Ok(error.into_result(&self.tool).into()),
+        };
+        inline_answer(&self.tool, run_caught(work).await)
+    }
+
+    /// A task from the start: the record exists before the work does.
+    async fn task(self) -> Result<CallToolResponse, ErrorData> {
+        let id: Arc<str> = Arc::from(new_task_id());
+        let cancel = CancellationToken::new();
+        let ctx = TaskContext::task(self.parts(id.clone(), cancel.clone()));
+        let work = match self.registered.tool.call(ctx, self.arguments.clone()) {
+            Ok(work) => work,
+            Err(error) => return Ok(error.into_result(&self.tool).into()),
+        };
+        let snapshot = self.create(self.new_task(id.clone(), None)).await?;
+        let runtime = &self.engine.runtime;
+        runtime.register(id.clone(), cancel);
+        runtime.spawn(id, self.tool.clone(), work);
+        Ok(CallToolResponse::Task(CreateTaskResult::new(snapshot.to_task())))
+    }
+
+    /// Start the work; answer inline if it ends within `budget`, else make it a task.
+    async fn within_budget(
+        self,
+        budget: std::time::Duration,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let id: Arc<str> = Arc::from(new_task_id());
+        let cancel = CancellationToken::new();
+        let (ctx, promote) = TaskContext::pending(self.parts(id.clone(), cancel.clone()));
+        let work = match self.registered.tool.call(ctx.clone(), self.arguments.clone()) {
+            Ok(work) => work,
+            Err(error) => return Ok(error.into_result(&self.tool).into()),
+        };
+        let (tx, mut ended) = oneshot::channel::<Ended>();
+        tokio::spawn(async move {
+            let _ = tx.send(run_caught(work).await);
+        });
+        tokio::select! {
+            result = &mut ended => {
+                let result = result.unwrap_or_else(|_| Err("the work was dropped".to_owned()));
+                return inline_answer(&self.tool, result);
+            }
+            () = tokio::time::sleep(budget) => {}
+            _ = promote => {}
+            () = context.ct.cancelled() => {
+                cancel.cancel();
+                return Err(errors::request_cancelled());
+            }
+        }
+        let message = ctx.begin_promotion();
+        let snapshot = match self.create(self.new_task(id.clone(), message)).await {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                cancel.cancel();
+                return Err(error);
+            }
+        };
+        let runtime = &self.engine.runtime;
+        runtime.register(id.clone(), cancel);
+        ctx.finish_promotion().await;
+        runtime.supervise(id, self.tool.clone(), ended);
+        Ok(CallToolResponse::Task(CreateTaskResult::new(snapshot.to_task())))
+    }
+}
+
+/// The answer to an inline call from how its work ended.
+fn inline_answer(tool: &str, ended: Ended) -> Result<CallToolResponse, ErrorData> {
+    match ended {
+        Ok(Ok(result)) => Ok(CallToolResponse::Complete(result)),
+        Ok(Err(Failure::Error(error))) => Err(error),
+        Ok(Err(Failure::Cancelled)) => Err(errors::request_cancelled()),
+        Err(panic) => {
+            tracing::error!(tool, panic, "tool panicked");
+            Err(errors::tool_panicked(tool, &panic))
+        }
+    }
+}
+
+/// A ready [`ServerHandler`]: tools from a [`Toolkit`], tasks in a [`TaskStore`].
+///
+/// ```no_run
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
+/// let server = mcp_tasks::TaskServer::new(toolkit);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// mcp_tasks::serve_http(listener, server).await
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct TaskServer {
+    engine: Engine,
+    info: Implementation,
+    instructions: Option<String>,
+}
+
+impl TaskServer {
+    /// A server over `toolkit` with a [`MemoryStore`].
+    #[must_use]
+    pub fn new(toolkit: Toolkit) -> Self {
+        Self::from_engine(Engine::new(toolkit))
+    }
+
+    /// A server over an engine configured elsewhere.
+    #[must_use]
+    pub fn from_engine(engine: Engine) -> Self {
+        Self {
+            engine,
+            info: Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")),
+            instructions: None,
+        }
+    }
+
+    /// Uses `store` for tasks.
+    #[must_use]
+    pub fn with_store(mut self, store: impl TaskStore) -> Self {
+        self.engine = self.engine.with_store(store);
+        self
+    }
+
+    /// Sets the name and version the server reports (`serverInfo`).
+    #[must_use]
+    pub fn with_server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.info = Implementation::new(name.into(), version.into());
+        self
+    }
+
+    /// Sets the instructions for clients.
+    #[must_use]
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Some(instructions.into());
+        self
+    }
+
+    /// The engine.
+    #[must_use]
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl ServerHandler for TaskServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut config = ServerConfig::new(self.engine.capabilities(ServerCapabilities::default()))
+            .with_server_info(self.info.clone());
+        if let Some(instructions) = &self.instructions {
+            config = config.with_instructions(instructions.clone());
+        }
+        config
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(self.engine.list_tools())
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.engine.toolkit.get(name).map(|r| r.definition.tool().clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.engine.call_tool(request, &context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.engine.get_task(request, &context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.engine.update_task(request, &context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.engine.cancel_task(request, &context).await
+    }
+}
+

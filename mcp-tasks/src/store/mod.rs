@@ -1,0 +1,271 @@
+//! The task store: the durability contract every backend keeps.
+//!
+//! A [`TaskStore`] owns the state of every task: its status, message, timestamps, input
+//! requests and answers, outcome and cancel intent. The runtime that executes tools holds no
+//! task state a restart could lose; it drives the store through the operations below, and a
+//! store shared by several processes (SQLite, Postgres) serves them all, because nothing in
+//! this trait refers to a process (no join handles, no channels).
+//!
+//! # Invariants (WIRE.md rule numbers)
+//!
+//! 1. **Durable before visible (R10).** [`TaskStore::create`] returns only once a
+//!    [`TaskStore::get`] of that id, from any client of the store, succeeds.
+//! 2. **One way through the state machine (R56).** `working ↔ input_required`, and from
+//!    either to exactly one terminal state (`completed`, `failed`, `cancelled`), which never
+//!    changes afterwards. An operation that would leave a terminal state answers
+//!    [`StoreError::Terminal`] and changes nothing.
+//! 3. **Timestamps (R57).** `lastUpdatedAt` moves forward on every change; `createdAt` never
+//!    changes.
+//! 4. **Input keys (R26-R28).** A key names one input request for the whole life of a task:
+//!    [`TaskStore::request_input`] refuses a key used before ([`StoreError::KeyReused`]).
+//!    [`TaskStore::deliver_input`] takes answers only for keys outstanding at that moment,
+//!    ignores every other key (never issued, already answered, superseded), accepts a subset
+//!    (the task stays `input_required` until the last one arrives), and returns what it took.
+//! 5. **Cancel intent.** [`TaskStore::request_cancel`] records the intent (also on a task
+//!    whose status it cannot change any more); the status changes only when the work ends.
+//! 6. **Expiry from creation (R20).** At `createdAt + ttlMs` a task that is not terminal
+//!    becomes `failed` with a "task expired" error; a terminal task is purged at that
+//!    instant, an expired one after the store's retention for expired tasks. A purged id
+//!    reads as unknown (`None`), which the server answers with `-32602` (R17). Expiry is
+//!    applied when due, also to a read that comes before the store's own sweep.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use rmcp::model::{
+    DetailedTask, InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload,
+    TaskStatus,
+};
+
+use crate::clock::{millis, rfc3339};
+
+pub mod memory;
+
+pub use memory::MemoryStore;
+
+/// What a store needs to create a task.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct NewTask {
+    /// The task id (128 random bits, WIRE.md R13).
+    pub id: Arc<str>,
+    /// Who may read and steer the task (R49).
+    pub owner: Arc<str>,
+    /// The tool's wire name.
+    pub tool: Arc<str>,
+    /// The initial `statusMessage`.
+    pub status_message: Option<String>,
+    /// `ttlMs`; `None` is unlimited.
+    pub ttl: Option<Duration>,
+    /// `pollIntervalMs`.
+    pub poll_interval: Option<Duration>,
+    /// The call's arguments, kept for stores that replay work after a restart.
+    pub arguments: JsonObject,
+}
+
+impl NewTask {
+    /// A new task record for `tool`, owned by `owner`.
+    #[must_use]
+    pub fn new(id: Arc<str>, owner: Arc<str>, tool: Arc<str>) -> Self {
+        Self {
+            id,
+            owner,
+            tool,
+            status_message: None,
+            ttl: None,
+            poll_interval: None,
+            arguments: JsonObject::new(),
+        }
+    }
+
+    /// Sets the initial `statusMessage`.
+    #[must_use]
+    pub fn with_status_message(mut self, message: Option<String>) -> Self {
+        self.status_message = message;
+        self
+    }
+
+    /// Sets `ttlMs` (`None`: unlimited).
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets `pollIntervalMs`.
+    #[must_use]
+    pub fn with_poll_interval(mut self, poll_interval: Duration) -> Self {
+        self.poll_interval = Some(poll_interval);
+        self
+    }
+
+    /// Sets the arguments.
+    #[must_use]
+    pub fn with_arguments(mut self, arguments: JsonObject) -> Self {
+        self.arguments = arguments;
+        self
+    }
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// `completed` with this `CallToolResult` (any `isError`, R46).
+    Completed(JsonObject),
+    /// `failed` with this JSON-RPC error object (R45).
+    Failed(JsonObject),
+    /// `cancelled`.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The terminal status this outcome gives.
+    #[must_use]
+    pub fn status(&self) -> TaskStatus {
+        match self {
+            Self::Completed(_) => TaskStatus::Completed,
+            Self::Failed(_) => TaskStatus::Failed,
+            Self::Cancelled => TaskStatus::Cancelled,
+        }
+    }
+}
+
+/// A task as the store holds it at one instant.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TaskSnapshot {
+    /// The id.
+    pub id: Arc<str>,
+    /// The owner (R49).
+    pub owner: Arc<str>,
+    /// The tool's wire name.
+    pub tool: Arc<str>,
+    /// The status.
+    pub status: TaskStatus,
+    /// The `statusMessage`.
+    pub status_message: Option<String>,
+    /// `createdAt`, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// `lastUpdatedAt`, milliseconds since the Unix epoch.
+    pub last_updated_at_ms: u64,
+    /// `ttlMs`.
+    pub ttl_ms: Option<u64>,
+    /// `pollIntervalMs`.
+    pub poll_interval_ms: Option<u64>,
+    /// The outstanding input requests (non-empty exactly when `input_required`).
+    pub input_requests: InputRequests,
+    /// The outcome, once terminal.
+    pub outcome: Option<Outcome>,
+    /// Whether a `tasks/cancel` was received.
+    pub cancel_requested: bool,
+}
+
+impl TaskSnapshot {
+    /// The base `Task` fields, as `CreateTaskResult` carries them.
+    #[must_use]
+    pub fn to_task(&self) -> Task {
+        let mut task = Task::new(
+            self.id.as_ref(),
+            self.status,
+            rfc3339(self.created_at_ms),
+            rfc3339(self.last_updated_at_ms),
+        );
+        task.status_message = self.status_message.clone();
+        task.ttl_ms = self.ttl_ms;
+        task.poll_interval_ms = self.poll_interval_ms;
+        task
+    }
+
+    /// The `DetailedTask`, as `tasks/get` answers it (R14).
+    #[must_use]
+    pub fn to_detailed(&self) -> DetailedTask {
+        let payload = match (&self.outcome, self.status) {
+            (Some(Outcome::Completed(result)), _) => TaskPayload::Completed {
+                result: result.clone(),
+            },
+            (Some(Outcome::Failed(error)), _) => TaskPayload::Failed {
+                error: error.clone(),
+            },
+            (Some(Outcome::Cancelled), _) => TaskPayload::Cancelled,
+            (None, TaskStatus::InputRequired) => TaskPayload::InputRequired {
+                input_requests: self.input_requests.clone(),
+            },
+            (None, _) => TaskPayload::Working,
+        };
+        DetailedTask::new(self.to_task(), payload)
+    }
+}
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// No task has this id (never created, or purged).
+    #[error("task not found")]
+    NotFound,
+    /// The store is at capacity.
+    #[error("the task store is full ({capacity} tasks)")]
+    Full {
+        /// The configured capacity.
+        capacity: usize,
+    },
+    /// The task is terminal; it does not change any more.
+    #[error("the task is already {0:?}")]
+    Terminal(TaskStatus),
+    /// The id exists already.
+    #[error("a task with this id exists already")]
+    DuplicateId,
+    /// The input-request key was used before in this task (R28).
+    #[error("input request key `{0}` was already used in this task")]
+    KeyReused(String),
+    /// The backend failed.
+    #[error("task store backend failure")]
+    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The durability contract; see the [module docs](self) for the invariants.
+#[async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// Creates a `working` task. Returns only once a [`TaskStore::get`] of the id succeeds.
+    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError>;
+
+    /// The task, or `None` when unknown or purged. Applies expiry that is due.
+    async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError>;
+
+    /// Sets or clears `statusMessage`.
+    async fn set_status_message(&self, id: &str, message: Option<String>)
+    -> Result<(), StoreError>;
+
+    /// Adds an outstanding input request under a key never used before in this task; the
+    /// task becomes `input_required`.
+    async fn request_input(
+        &self,
+        id: &str,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<(), StoreError>;
+
+    /// Takes the answers whose keys are outstanding, ignores the rest, and returns what it
+    /// took. When no request stays outstanding the task is `working` again.
+    async fn deliver_input(
+        &self,
+        id: &str,
+        responses: InputResponses,
+    ) -> Result<InputResponses, StoreError>;
+
+    /// Moves the task to its terminal state.
+    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError>;
+
+    /// Records a cancel intent. Succeeds on terminal tasks too (the ack of R35/R37).
+    async fn request_cancel(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
+    /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
+    async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;
+}
+
+/// `ttlMs`/`pollIntervalMs` of a [`NewTask`] as integer milliseconds.
+pub(crate) fn new_task_millis(task: &NewTask) -> (Option<u64>, Option<u64>) {
+    (task.ttl.map(millis), task.poll_interval.map(millis))
+}

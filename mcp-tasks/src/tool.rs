@@ -1,0 +1,376 @@
+//! The tool contract: what a task tool is ([`TaskTool`]), how it describes itself
+//! ([`ToolDefinition`]), when it runs as a task ([`Mode`]), and how it ends ([`ToolError`],
+//! [`Failure`]).
+//!
+//! `#[task_tool]` implements [`TaskTool`] for a generated struct; a hand-written
+//! implementation is just as valid.
+
+use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
+
+use crate::runtime::TaskContext;
+
+/// When a tool runs as a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Only as a task. A `tools/call` that did not declare the extension gets `-32021`
+    /// (WIRE.md R6).
+    Required,
+    /// As a task when that very request declares the extension (R2, R3); otherwise inline.
+    #[default]
+    Optional,
+    /// Never as a task: an ordinary tool.
+    Inline,
+}
+
+/// What the wire calls a task's `ttlMs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ttl {
+    /// Expires this long after creation (R20).
+    After(Duration),
+    /// Never expires (`ttlMs: null`).
+    Unlimited,
+}
+
+impl Ttl {
+    /// The duration, or `None` for [`Ttl::Unlimited`].
+    #[must_use]
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Self::After(d) => Some(d),
+            Self::Unlimited => None,
+        }
+    }
+}
+
+/// Default `ttlMs` of a tool's tasks: one hour.
+pub const DEFAULT_TTL: Ttl = Ttl::After(Duration::from_secs(3600));
+/// Default `pollIntervalMs` of a tool's tasks: one second.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A tool's description on the wire plus how it runs as a task.
+#[derive(Debug, Clone)]
+pub struct ToolDefinition {
+    tool: Tool,
+    mode: Mode,
+    ttl: Ttl,
+    poll_interval: Duration,
+    inline_budget: Option<Duration>,
+}
+
+impl ToolDefinition {
+    /// A tool named `name` taking arguments described by `input_schema` (a JSON Schema whose
+    /// root is `type: "object"`).
+    #[must_use]
+    pub fn new(name: impl Into<Cow<'static, str>>, input_schema: JsonObject) -> Self {
+        let mut tool = Tool::default();
+        tool.name = name.into();
+        tool.input_schema = Arc::new(input_schema);
+        Self {
+            tool,
+            mode: Mode::default(),
+            ttl: DEFAULT_TTL,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            inline_budget: None,
+        }
+    }
+
+    /// Sets the human-readable title.
+    #[must_use]
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.tool.title = Some(title.into());
+        self
+    }
+
+    /// Sets the description shown to models and people.
+    #[must_use]
+    pub fn with_description(mut self, description: impl Into<Cow<'static, str>>) -> Self {
+        self.tool.description = Some(description.into());
+        self
+    }
+
+    /// Sets the JSON Schema of `structuredContent`.
+    #[must_use]
+    pub fn with_output_schema(mut self, schema: JsonObject) -> Self {
+        self.tool.output_schema = Some(Arc::new(schema));
+        self
+    }
+
+    /// Sets the behaviour hints.
+    #[must_use]
+    pub fn with_annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.tool.annotations = Some(annotations);
+        self
+    }
+
+    /// Sets when the tool runs as a task.
+    #[must_use]
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the `ttlMs` of the tool's tasks.
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: Ttl) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets the `pollIntervalMs` of the tool's tasks.
+    #[must_use]
+    pub fn with_poll_interval(mut self, poll_interval: Duration) -> Self {
+        self.poll_interval = poll_interval;
+        self
+    }
+
+    /// For a [`Mode::Optional`] tool called by a declaring client: start the work, answer
+    /// inline if it ends within `budget`, otherwise create a task around the running work.
+    #[must_use]
+    pub fn with_inline_budget(mut self, budget: Duration) -> Self {
+        self.inline_budget = Some(budget);
+        self
+    }
+
+    /// The wire name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.tool.name
+    }
+
+    /// The tool as `tools/list` shows it.
+    #[must_use]
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    /// When the tool runs as a task.
+    #[must_use]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The `ttlMs` of the tool's tasks.
+    #[must_use]
+    pub fn ttl(&self) -> Ttl {
+        self.ttl
+    }
+
+    /// The `pollIntervalMs` of the tool's tasks.
+    #[must_use]
+    pub fn poll_interval(&self) -> Duration {
+        self.poll_interval
+    }
+
+    /// The inline budget, if any.
+    #[must_use]
+    pub fn inline_budget(&self) -> Option<Duration> {
+        self.inline_budget
+    }
+
+    /// Checks the rules a definition must follow; the toolkit calls it on registration.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let name = self.name();
+        if name.is_empty() {
+            return Err("a tool name must not be empty".into());
+        }
+        if self.tool.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+            return Err(format!(
+                "tool `{name}`: the input schema's root must be `\"type\": \"object\"`"
+            ));
+        }
+        if self.inline_budget.is_some() && self.mode != Mode::Optional {
+            return Err(format!(
+                "tool `{name}`: an inline budget only applies to `Mode::Optional` tools"
+            ));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(format!("tool `{name}`: the poll interval must be positive"));
+        }
+        if let Ttl::After(ttl) = self.ttl {
+            if ttl.is_zero() {
+                return Err(format!("tool `{name}`: the ttl must be positive"));
+            }
+            if self.poll_interval > ttl {
+                return Err(format!(
+                    "tool `{name}`: the poll interval ({:?}) is longer than the ttl ({ttl:?})",
+                    self.poll_interval
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a tool's work ends other than with a [`CallToolResult`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The tool honoured a cancellation: the task ends `cancelled`.
+    Cancelled,
+    /// A JSON-RPC error during execution: the task ends `failed` with it (WIRE.md R45).
+    Error(ErrorData),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancelled => f.write_str("cancelled"),
+            Self::Error(e) => write!(f, "JSON-RPC error {}: {}", e.code.0, e.message),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl From<ErrorData> for Failure {
+    fn from(error: ErrorData) -> Self {
+        Self::Error(error)
+    }
+}
+
+/// The error a tool function returns.
+///
+/// - [`ToolError::new`] (or any `E: Display` a `#[task_tool]` fn returns): the tool ran and
+///   failed; the caller sees the text in a result with `isError: true`, and the task ends
+///   `completed` (WIRE.md R46).
+/// - [`ToolError::rpc`]: a JSON-RPC error; the task ends `failed` with it (R45).
+/// - [`ToolError::cancelled`] (also what `?` makes of a [`Failure::Cancelled`] from a
+///   [`TaskContext`] call): the task ends `cancelled`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolError(Repr);
+
+#[derive(Debug, Clone, PartialEq)]
+enum Repr {
+    Message(String),
+    Failure(Failure),
+}
+
+impl ToolError {
+    /// A tool-level failure with a message for the caller (`isError: true`).
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(Repr::Message(message.into()))
+    }
+
+    /// A JSON-RPC error: the task ends `failed`.
+    #[must_use]
+    pub fn rpc(error: ErrorData) -> Self {
+        Self(Repr::Failure(Failure::Error(error)))
+    }
+
+    /// The tool stopped because it was cancelled.
+    #[must_use]
+    pub fn cancelled() -> Self {
+        Self(Repr::Failure(Failure::Cancelled))
+    }
+
+    /// What the task's outcome is.
+    ///
+    /// # Errors
+    /// The [`Failure`] for a JSON-RPC error or a cancellation.
+    pub fn into_outcome(self) -> Result<CallToolResult, Failure> {
+        match self.0 {
+            Repr::Message(message) => Ok(CallToolResult::error(vec![ContentBlock::text(message)])),
+            Repr::Failure(failure) => Err(failure),
+        }
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Repr::Message(m) => f.write_str(m),
+            Repr::Failure(failure) => failure.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<Failure> for ToolError {
+    fn from(failure: Failure) -> Self {
+        Self(Repr::Failure(failure))
+    }
+}
+
+impl From<ErrorData> for ToolError {
+    fn from(error: ErrorData) -> Self {
+        Self::rpc(error)
+    }
+}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        Self::new(message)
+    }
+}
+
+impl From<&str> for ToolError {
+    fn from(message: &str) -> Self {
+        Self::new(message)
+    }
+}
+
+/// Arguments that do not decode. The caller gets an immediate result with `isError: true`
+/// whose text is [`ArgumentError::message`]; no task is created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgumentError {
+    message: String,
+}
+
+impl ArgumentError {
+    /// An error whose message names the field and what was expected, e.g.
+    /// ``"`count`: invalid type: string \"a\", expected u32"``.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// The message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    pub(crate) fn into_result(self, tool: &str) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(format!(
+            "invalid arguments for tool `{tool}`: {}",
+            self.message
+        ))])
+    }
+}
+
+impl fmt::Display for ArgumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ArgumentError {}
+
+/// The running work of one call: a `'static` future that ends in the tool's result or a
+/// [`Failure`].
+pub type ToolFuture = BoxFuture<'static, Result<CallToolResult, Failure>>;
+
+/// A tool that can run as an MCP task.
+///
+/// [`TaskTool::call`] decodes the arguments synchronously, so bad arguments are answered at
+/// once without creating a task, and returns the work as a `'static` future that the runtime
+/// runs inline or under supervision as a task.
+pub trait TaskTool: Send + Sync + 'static {
+    /// The tool's wire description and task policy. Called once, on registration.
+    fn definition(&self) -> ToolDefinition;
+
+    /// Decodes `arguments` and returns the work.
+    ///
+    /// # Errors
+    /// An [`ArgumentError`] naming the field and what was expected.
+    fn call(&self, ctx: TaskContext, arguments: JsonObject) -> Result<ToolFuture, ArgumentError>;
+}
