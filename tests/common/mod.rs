@@ -1,0 +1,277 @@
+//! Shared test harness: hand-written tools and raw JSON-RPC peers over real transports
+//! (Streamable HTTP on 127.0.0.1:0, and stdio framing over an in-process pipe).
+#![allow(dead_code, reason = "each test binary uses a different part of the harness")]
+
+use std::sync::Arc;
+
+use mcp_tasks::{ArgumentError, TaskContext, TaskServer, TaskTool, ToolDefinition, ToolFuture};
+use rmcp::{ServiceExt, model::JsonObject};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+pub const V2026: &str = "2026-07-28";
+
+/// A tool written by hand, on purpose: these tests check the runtime, not the macro.
+pub struct FnTool {
+    definition: ToolDefinition,
+    call: Arc<dyn Fn(TaskContext, JsonObject) -> Result<ToolFuture, ArgumentError> + Send + Sync>,
+}
+
+impl TaskTool for FnTool {
+    fn definition(&self) -> ToolDefinition {
+        self.definition.clone()
+    }
+    fn call(&self, ctx: TaskContext, arguments: JsonObject) -> Result<ToolFuture, ArgumentError> {
+        (self.call)(ctx, arguments)
+    }
+}
+
+/// A tool from a definition and a closure that returns the work.
+pub fn tool<F>(definition: ToolDefinition, call: F) -> FnTool
+where
+    F: Fn(TaskContext, JsonObject) -> Result<ToolFuture, ArgumentError> + Send + Sync + 'static,
+{
+    FnTool {
+        definition,
+        call: Arc::new(call),
+    }
+}
+
+/// `{"type": "object"}`.
+pub fn object_schema() -> JsonObject {
+    match json!({ "type": "object" }) {
+        Value::Object(map) => map,
+        _ => unreachable!(),
+    }
+}
+
+/// What a request declares in `_meta.io.modelcontextprotocol/clientCapabilities`.
+#[derive(Clone, Copy, Debug)]
+pub struct Caps {
+    pub tasks: bool,
+    pub elicitation: bool,
+}
+
+pub const TASKS: Caps = Caps {
+    tasks: true,
+    elicitation: true,
+};
+pub const PLAIN: Caps = Caps {
+    tasks: false,
+    elicitation: true,
+};
+
+pub fn meta(caps: Caps) -> Value {
+    let mut capabilities = json!({});
+    if caps.elicitation {
+        capabilities["elicitation"] = json!({ "form": {} });
+    }
+    if caps.tasks {
+        capabilities["extensions"] = json!({ "io.modelcontextprotocol/tasks": {} });
+    }
+    json!({
+        "io.modelcontextprotocol/protocolVersion": V2026,
+        "io.modelcontextprotocol/clientInfo": { "name": "mcp-tasks-tests", "version": "0" },
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    })
+}
+
+fn with_meta(mut params: Value, caps: Caps) -> Value {
+    if params.is_null() {
+        params = json!({});
+    }
+    params["_meta"] = meta(caps);
+    params
+}
+
+/// A raw JSON-RPC peer of a running server.
+pub enum Peer {
+    Http(Http),
+    Stdio(Stdio),
+}
+
+impl Peer {
+    /// Sends one request with modern `_meta` and returns the whole response object.
+    pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> Value {
+        match self {
+            Self::Http(http) => http.rpc(method, params, caps).await.1,
+            Self::Stdio(stdio) => stdio.rpc(method, params, caps).await,
+        }
+    }
+
+    pub async fn call(&mut self, tool: &str, arguments: Value, caps: Caps) -> Value {
+        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments }), caps)
+            .await
+    }
+
+    pub async fn get(&mut self, task_id: &str) -> Value {
+        self.rpc("tasks/get", json!({ "taskId": task_id }), TASKS).await
+    }
+
+    /// Polls `tasks/get` until the task is terminal (bounded).
+    pub async fn wait_terminal(&mut self, task_id: &str) -> Value {
+        for _ in 0..500 {
+            let response = self.get(task_id).await;
+            let status = response["result"]["status"].as_str().unwrap_or_default().to_owned();
+            if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+                return response["result"].clone();
+            }
+            assert!(response.get("error").is_none(), "tasks/get failed: {response}");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("task {task_id} did not end");
+    }
+
+    /// Polls until the task reaches `status` (bounded).
+    pub async fn wait_status(&mut self, task_id: &str, status: &str) -> Value {
+        for _ in 0..500 {
+            let response = self.get(task_id).await;
+            if response["result"]["status"] == status {
+                return response["result"].clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("task {task_id} never reached {status}");
+    }
+}
+
+/// Streamable HTTP on 127.0.0.1:0.
+pub struct Http {
+    pub url: String,
+    pub client: reqwest::Client,
+    /// Headers added to every request of [`Http::rpc`].
+    pub extra: Vec<(&'static str, String)>,
+    pub next_id: u64,
+}
+
+impl Http {
+    pub async fn start(server: TaskServer) -> Self {
+        Self::start_router(mcp_tasks::http_router(server)).await
+    }
+
+    pub async fn start_router(router: axum::Router) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Self {
+            url: format!("http://{addr}/mcp"),
+            client: reqwest::Client::new(),
+            extra: Vec::new(),
+            next_id: 0,
+        }
+    }
+
+    /// Posts a raw JSON-RPC message; returns the HTTP status, the JSON-RPC response (from a
+    /// JSON body or the SSE stream), and the response headers.
+    pub async fn post(
+        &self,
+        body: &Value,
+        headers: &[(&str, String)],
+    ) -> (u16, Value, reqwest::header::HeaderMap) {
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let response = request.body(body.to_string()).send().await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap();
+        (status, parse_body(&text), headers)
+    }
+
+    pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> (u16, Value) {
+        self.next_id += 1;
+        let params = with_meta(params, caps);
+        let mut headers = vec![
+            ("mcp-protocol-version", V2026.to_owned()),
+            ("mcp-method", method.to_owned()),
+        ];
+        if let Some(name) = params["name"].as_str().or(params["taskId"].as_str()) {
+            headers.push(("mcp-name", name.to_owned()));
+        }
+        headers.extend(self.extra.iter().cloned());
+        let body = json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params });
+        let (status, value, _) = self.post(&body, &headers).await;
+        (status, value)
+    }
+}
+
+/// The JSON-RPC response in a body that is JSON or an SSE stream.
+pub fn parse_body(text: &str) -> Value {
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return value;
+    }
+    text.lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        .find(|message| message.get("id").is_some())
+        .unwrap_or(Value::Null)
+}
+
+/// stdio framing (newline-delimited JSON) over an in-process pipe to a served `TaskServer`.
+pub struct Stdio {
+    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    reader: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    next_id: u64,
+}
+
+impl Stdio {
+    pub fn start(server: TaskServer) -> Self {
+        let (client, server_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, write) = tokio::io::split(client);
+        Self {
+            writer: write,
+            reader: BufReader::new(read).lines(),
+            next_id: 0,
+        }
+    }
+
+    pub async fn send(&mut self, message: &Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.writer.write_all(line.as_bytes()).await.unwrap();
+        self.writer.flush().await.unwrap();
+    }
+
+    /// Sends a request and returns the response with its id (skipping notifications).
+    pub async fn request(&mut self, message: Value) -> Value {
+        let id = message["id"].clone();
+        self.send(&message).await;
+        loop {
+            let line = self.reader.next_line().await.unwrap().expect("server closed stdio");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value["id"] == id {
+                return value;
+            }
+        }
+    }
+
+    pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> Value {
+        self.next_id += 1;
+        let params = with_meta(params, caps);
+        self.request(json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params }))
+            .await
+    }
+}
+
+/// Both transports for one server factory: Streamable HTTP and stdio.
+pub async fn both(make: impl Fn() -> TaskServer) -> [Peer; 2] {
+    [
+        Peer::Http(Http::start(make()).await),
+        Peer::Stdio(Stdio::start(make())),
+    ]
+}
+
+/// The text of the first content block of a `CallToolResult` object.
+pub fn first_text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}

@@ -1,0 +1,632 @@
+//! The task server over real transports: Streamable HTTP on 127.0.0.1:0 and stdio framing.
+//! Each test names the WIRE.md rules it checks.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use common::*;
+use mcp_tasks::{
+    ArgumentError, Failure, MemoryStore, Mode, Owner, TaskServer, ToolDefinition, ToolError,
+    Toolkit, Ttl,
+};
+use rmcp::model::{CallToolResult, ContentBlock, ElicitationSchema, ErrorCode, ErrorData, JsonObject};
+use serde_json::{Value, json};
+
+fn text_arg(args: &JsonObject, name: &str) -> Result<String, ArgumentError> {
+    match args.get(name) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(other) => Err(ArgumentError::new(format!(
+            "`{name}`: invalid type: {other}, expected a string"
+        ))),
+        None => Err(ArgumentError::new(format!("`{name}`: missing field"))),
+    }
+}
+
+fn text(s: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(s.into())])
+}
+
+/// Everything the tests below call. `runs` counts starts of `budget`.
+struct Fixture {
+    runs: Arc<AtomicUsize>,
+    saw_cancel: Arc<AtomicBool>,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            runs: Arc::default(),
+            saw_cancel: Arc::default(),
+        }
+    }
+
+    fn toolkit(&self) -> Toolkit {
+        let runs = self.runs.clone();
+        let saw_cancel = self.saw_cancel.clone();
+        let def = |name: &'static str| ToolDefinition::new(name, object_schema());
+        Toolkit::new()
+            .with_tool(tool(def("echo"), |_ctx, args| {
+                let text_value = text_arg(&args, "text")?;
+                Ok(Box::pin(async move { Ok(text(format!("echo: {text_value}"))) }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("plain").with_mode(Mode::Inline), |_ctx, _| {
+                Ok(Box::pin(async { Ok(text("plain")) }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("only_task").with_mode(Mode::Required), |_ctx, _| {
+                Ok(Box::pin(async { Ok(text("done")) }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("tool_error").with_mode(Mode::Required), |_ctx, _| {
+                Ok(Box::pin(async { ToolError::new("disk full").into_outcome() }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("rpc_error").with_mode(Mode::Required), |_ctx, _| {
+                Ok(Box::pin(async {
+                    Err(Failure::Error(ErrorData::new(
+                        ErrorCode(1001),
+                        "API rate limit exceeded",
+                        Some(json!({ "retryAfterMs": 500 })),
+                    )))
+                }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("panics").with_mode(Mode::Required), |_ctx, _| {
+                Ok(Box::pin(async { panic!("boom") }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("cancellable").with_mode(Mode::Required), move |ctx, _| {
+                let saw_cancel = saw_cancel.clone();
+                Ok(Box::pin(async move {
+                    ctx.status("waiting to be cancelled").await;
+                    ctx.cancelled().await;
+                    saw_cancel.store(true, Ordering::SeqCst);
+                    Err(Failure::Cancelled)
+                }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("stubborn").with_mode(Mode::Required), |_ctx, _| {
+                Ok(Box::pin(async {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    Ok(text("finished anyway"))
+                }))
+            }))
+            .unwrap()
+            .with_tool(tool(def("two_questions").with_mode(Mode::Required), |ctx, _| {
+                Ok(Box::pin(async move {
+                    let ask = |field: &'static str| {
+                        let ctx = ctx.clone();
+                        async move {
+                            let schema = ElicitationSchema::builder()
+                                .required_string(field)
+                                .build()
+                                .expect("schema");
+                            ctx.elicit_form(format!("Your {field}?"), schema).await
+                        }
+                    };
+                    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
+                    let answer = |r: &rmcp::model::ElicitResult, k: &str| {
+                        r.content.as_ref().and_then(|c| c[k].as_str()).unwrap_or("?").to_owned()
+                    };
+                    Ok(text(format!("{} from {}", answer(&name, "name"), answer(&city, "city"))))
+                }))
+            }))
+            .unwrap()
+            .with_tool(tool(
+                def("budget").with_inline_budget(Duration::from_millis(100)),
+                move |_ctx, args| {
+                    let runs = runs.clone();
+                    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                    Ok(Box::pin(async move {
+                        runs.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        Ok(text(format!("slept {ms}")))
+                    }))
+                },
+            ))
+            .unwrap()
+            .with_tool(tool(
+                def("forever")
+                    .with_mode(Mode::Required)
+                    .with_ttl(Ttl::After(Duration::from_secs(10))),
+                |ctx, _| {
+                    Ok(Box::pin(async move {
+                        ctx.cancelled().await;
+                        Err(Failure::Cancelled)
+                    }))
+                },
+            ))
+            .unwrap()
+    }
+
+    fn server(&self) -> TaskServer {
+        TaskServer::new(self.toolkit())
+    }
+}
+
+fn task_id(response: &Value) -> String {
+    assert_eq!(response["result"]["resultType"], "task", "expected a task: {response}");
+    response["result"]["taskId"].as_str().unwrap().to_owned()
+}
+
+fn error_code(response: &Value) -> i64 {
+    response["error"]["code"].as_i64().unwrap_or_else(|| panic!("expected an error: {response}"))
+}
+
+fn without_meta(mut result: Value) -> Value {
+    if let Some(map) = result.as_object_mut() {
+        map.remove("_meta");
+    }
+    result
+}
+
+/// R1, R2, R3, C3: the same client declares on one call and not on the next; only the
+/// declaring call gets a task.
+#[tokio::test]
+async fn negotiation_is_per_request() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let first = peer.call("echo", json!({ "text": "a" }), TASKS).await;
+        task_id(&first);
+        let second = peer.call("echo", json!({ "text": "b" }), PLAIN).await;
+        assert_eq!(second["result"]["resultType"], "complete", "{second}");
+        assert!(second["result"].get("taskId").is_none());
+        assert_eq!(first_text(&second["result"]), "echo: b");
+    }
+}
+
+/// R3, R55: a client that does not declare the extension gets the ordinary result of an
+/// optional tool; an inline tool never becomes a task, even for a declaring client.
+#[tokio::test]
+async fn inline_fallback() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let plain = peer.call("echo", json!({ "text": "hi" }), PLAIN).await;
+        assert_eq!(first_text(&plain["result"]), "echo: hi");
+        assert_eq!(plain["result"]["isError"], false);
+        let inline = peer.call("plain", json!({}), TASKS).await;
+        assert_eq!(inline["result"]["resultType"], "complete");
+        assert_eq!(first_text(&inline["result"]), "plain");
+    }
+}
+
+/// R6, §3.4: a task-only tool called without the extension answers -32021 with exactly
+/// `data.requiredCapabilities = {"extensions": {"io.modelcontextprotocol/tasks": {}}}`.
+#[tokio::test]
+async fn required_tool_without_extension_is_32021() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let response = peer.call("only_task", json!({}), PLAIN).await;
+        assert_eq!(error_code(&response), -32021);
+        assert_eq!(
+            response["error"]["data"],
+            json!({ "requiredCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } } })
+        );
+    }
+}
+
+/// R8, R10, R12, R14, R16, R47, §2.2: create → tasks/get at once → poll → completed, whose
+/// `result` is exactly the inline result of the same call.
+#[tokio::test]
+async fn task_completes_with_the_inline_result() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let created = peer.call("echo", json!({ "text": "same" }), TASKS).await;
+        let id = task_id(&created);
+        let seed = &created["result"];
+        assert_eq!(seed["status"], "working");
+        for field in ["createdAt", "lastUpdatedAt"] {
+            assert!(seed[field].as_str().is_some_and(|s| s.ends_with('Z')), "{seed}");
+        }
+        assert!(seed.get("ttlMs").is_some(), "ttlMs must be present (R8): {seed}");
+        for payload in ["result", "error", "inputRequests"] {
+            assert!(seed.get(payload).is_none(), "CreateTaskResult carries no {payload}");
+        }
+        assert_eq!(id.len(), 32, "128-bit ids (R13)");
+
+        let immediately = peer.get(&id).await;
+        assert!(immediately.get("error").is_none(), "R10: {immediately}");
+        assert_eq!(immediately["result"]["resultType"], "complete");
+
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["resultType"], "complete");
+        assert_eq!(done["createdAt"], seed["createdAt"], "R57: createdAt never changes");
+        let inline = peer.call("echo", json!({ "text": "same" }), PLAIN).await;
+        assert_eq!(without_meta(done["result"].clone()), without_meta(inline["result"].clone()));
+        // R56: the terminal snapshot is stable.
+        assert_eq!(peer.get(&id).await["result"], done);
+    }
+}
+
+/// R46: a tool result with `isError: true` is a successful outcome: `completed`.
+#[tokio::test]
+async fn tool_error_completes_with_is_error() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("tool_error", json!({}), TASKS).await);
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["result"]["isError"], true);
+        assert_eq!(first_text(&done["result"]), "disk full");
+        assert!(done.get("error").is_none());
+    }
+}
+
+/// R45, R21: a JSON-RPC error during execution ends the task `failed` with exactly that error.
+#[tokio::test]
+async fn rpc_error_fails_the_task() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("rpc_error", json!({}), TASKS).await);
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "failed");
+        assert_eq!(
+            done["error"],
+            json!({ "code": 1001, "message": "API rate limit exceeded", "data": { "retryAfterMs": 500 } })
+        );
+        assert!(done.get("result").is_none());
+    }
+}
+
+/// R45: a panicking tool ends `failed` with -32603, and the server keeps serving.
+#[tokio::test]
+async fn panicking_tool_fails_and_server_survives() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("panics", json!({}), TASKS).await);
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "failed");
+        assert_eq!(done["error"]["code"], -32603);
+        assert!(done["error"]["message"].as_str().unwrap().contains("boom"), "{done}");
+        let after = peer.call("echo", json!({ "text": "still here" }), PLAIN).await;
+        assert_eq!(first_text(&after["result"]), "echo: still here");
+    }
+}
+
+/// R17, R25, R36: an unknown id answers -32602 on get, update and cancel.
+#[tokio::test]
+async fn unknown_task_is_32602() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(error_code(&peer.get(id).await), -32602);
+        let update = peer
+            .rpc("tasks/update", json!({ "taskId": id, "inputResponses": {} }), TASKS)
+            .await;
+        assert_eq!(error_code(&update), -32602);
+        let cancel = peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
+        assert_eq!(error_code(&cancel), -32602);
+    }
+}
+
+/// R34, R35, R37: cancel is acknowledged with an empty result; a tool that honours it ends
+/// `cancelled`, one that ignores it ends `completed`.
+#[tokio::test]
+async fn cancel_honoured_and_ignored() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("cancellable", json!({}), TASKS).await);
+        // statusMessage is visible in tasks/get while the task runs.
+        let working = peer.wait_status(&id, "working").await;
+        let _ = working;
+        for _ in 0..100 {
+            if peer.get(&id).await["result"]["statusMessage"] == "waiting to be cancelled" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(peer.get(&id).await["result"]["statusMessage"], "waiting to be cancelled");
+        let ack = peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
+        assert_eq!(ack["result"], json!({ "resultType": "complete" }));
+        assert_eq!(peer.wait_terminal(&id).await["status"], "cancelled");
+        assert!(fx.saw_cancel.load(Ordering::SeqCst));
+
+        let id = task_id(&peer.call("stubborn", json!({}), TASKS).await);
+        let ack = peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
+        assert_eq!(ack["result"]["resultType"], "complete");
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed");
+        assert_eq!(first_text(&done["result"]), "finished anyway");
+    }
+}
+
+/// R14, R15, R23, R26, R27, R28: two input requests outstanding at once; a partial update
+/// with an unknown key; the rest; completion.
+#[tokio::test]
+async fn input_required_partial_answers() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("two_questions", json!({}), TASKS).await);
+        let mut snapshot = peer.wait_status(&id, "input_required").await;
+        for _ in 0..100 {
+            if snapshot["inputRequests"].as_object().map_or(0, |m| m.len()) == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            snapshot = peer.get(&id).await["result"].clone();
+        }
+        let requests = snapshot["inputRequests"].as_object().unwrap().clone();
+        assert_eq!(requests.len(), 2, "{snapshot}");
+        for request in requests.values() {
+            assert_eq!(request["method"], "elicitation/create");
+            assert!(request.get("jsonrpc").is_none() && request.get("id").is_none());
+        }
+        let mut keys: Vec<String> = requests.keys().cloned().collect();
+        keys.sort();
+        let name_key = keys
+            .iter()
+            .find(|k| requests[*k]["params"]["message"] == "Your name?")
+            .unwrap()
+            .clone();
+        let city_key = keys.iter().find(|k| **k != name_key).unwrap().clone();
+
+        // A malformed answer is refused with -32602 and changes nothing.
+        let bad = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { name_key.clone(): { "action": "maybe" } } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(error_code(&bad), -32602);
+
+        let ack = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": {
+                    name_key.clone(): { "action": "accept", "content": { "name": "Luca" } },
+                    "never-issued": { "action": "accept", "content": {} }
+                } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(ack["result"], json!({ "resultType": "complete" }), "R23");
+        let partial = peer.get(&id).await["result"].clone();
+        assert_eq!(partial["status"], "input_required", "R27");
+        let outstanding: Vec<&String> = partial["inputRequests"].as_object().unwrap().keys().collect();
+        assert_eq!(outstanding, vec![&city_key]);
+
+        // Answering the same key again is ignored (R26).
+        let again = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": {
+                    name_key.clone(): { "action": "accept", "content": { "name": "Mallory" } },
+                    city_key.clone(): { "action": "accept", "content": { "city": "Turin" } }
+                } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(again["result"]["resultType"], "complete");
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed");
+        assert_eq!(first_text(&done["result"]), "Luca from Turin");
+    }
+}
+
+/// Inline budget, both ways: a fast call answers inline, a slow one becomes a task around
+/// the running work; each call's work starts once.
+#[tokio::test]
+async fn inline_budget_both_ways() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let before = fx.runs.load(Ordering::SeqCst);
+        let fast = peer.call("budget", json!({ "ms": 0 }), TASKS).await;
+        assert_eq!(fast["result"]["resultType"], "complete", "{fast}");
+        assert_eq!(first_text(&fast["result"]), "slept 0");
+        let slow = peer.call("budget", json!({ "ms": 400 }), TASKS).await;
+        let id = task_id(&slow);
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(first_text(&done["result"]), "slept 400");
+        assert_eq!(fx.runs.load(Ordering::SeqCst) - before, 2, "each call's work ran once");
+    }
+}
+
+/// Invalid arguments never create a task: an immediate `isError` result naming the field.
+#[tokio::test]
+async fn bad_arguments_answer_at_once() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let response = peer.call("echo", json!({ "text": 7 }), TASKS).await;
+        assert_eq!(response["result"]["isError"], true, "{response}");
+        assert!(response["result"].get("taskId").is_none());
+        let message = first_text(&response["result"]);
+        assert!(message.contains("`text`") && message.contains("expected a string"), "{message}");
+    }
+}
+
+/// §2.8, R43-style gate: tasks/* without the capability answer -32021; `tasks/result` and
+/// `tasks/list` are not methods of this extension (R51, R54): -32601.
+#[tokio::test]
+async fn tasks_methods_need_the_capability() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("only_task", json!({}), TASKS).await);
+        for (method, params) in [
+            ("tasks/get", json!({ "taskId": id })),
+            ("tasks/update", json!({ "taskId": id, "inputResponses": {} })),
+            ("tasks/cancel", json!({ "taskId": id })),
+        ] {
+            let response = peer.rpc(method, params, PLAIN).await;
+            assert_eq!(error_code(&response), -32021, "{method}: {response}");
+            assert_eq!(
+                response["error"]["data"]["requiredCapabilities"],
+                json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } })
+            );
+        }
+        for method in ["tasks/result", "tasks/list"] {
+            let response = peer.rpc(method, json!({ "taskId": id }), TASKS).await;
+            assert_eq!(error_code(&response), -32601, "{method}: {response}");
+        }
+    }
+}
+
+/// §3.1, §3.6: `server/discover` advertises exactly `{}` for the extension when the server has
+/// task tools, and nothing when it has none.
+#[tokio::test]
+async fn discover_advertises_the_extension_only_with_task_tools() {
+    let fx = Fixture::new();
+    let mut peers = both(|| fx.server()).await;
+    for peer in &mut peers {
+        let response = peer.rpc("server/discover", json!({}), PLAIN).await;
+        assert_eq!(
+            response["result"]["capabilities"]["extensions"],
+            json!({ "io.modelcontextprotocol/tasks": {} }),
+            "{response}"
+        );
+    }
+    let inline_only = || {
+        TaskServer::new(
+            Toolkit::new()
+                .with_tool(tool(
+                    ToolDefinition::new("plain", object_schema()).with_mode(Mode::Inline),
+                    |_ctx, _| Ok(Box::pin(async { Ok(text("plain")) })),
+                ))
+                .unwrap(),
+        )
+    };
+    for mut peer in both(inline_only).await {
+        let response = peer.rpc("server/discover", json!({}), TASKS).await;
+        assert!(response["result"]["capabilities"].get("extensions").is_none(), "{response}");
+        let call = peer.call("plain", json!({}), TASKS).await;
+        assert_eq!(first_text(&call["result"]), "plain");
+    }
+}
+
+/// At capacity a new task gets a clear JSON-RPC error; no live task is evicted.
+#[tokio::test]
+async fn store_capacity_is_a_clear_error() {
+    let fx = Fixture::new();
+    let make = || fx.server().with_store(MemoryStore::new().with_capacity(2));
+    for mut peer in both(make).await {
+        let a = task_id(&peer.call("cancellable", json!({}), TASKS).await);
+        let b = task_id(&peer.call("cancellable", json!({}), TASKS).await);
+        let third = peer.call("cancellable", json!({}), TASKS).await;
+        assert_eq!(error_code(&third), -32603);
+        assert!(third["error"]["message"].as_str().unwrap().contains("full"), "{third}");
+        assert_eq!(third["error"]["data"]["capacity"], 2);
+        for id in [&a, &b] {
+            assert_eq!(peer.get(id).await["result"]["status"], "working");
+        }
+    }
+}
+
+/// R49, R13: a task created by one owner reads as unknown (-32602) to another.
+#[tokio::test]
+async fn another_owner_sees_nothing() {
+    let fx = Fixture::new();
+    let router = mcp_tasks::http_router(fx.server()).layer(axum::middleware::from_fn(
+        |mut request: axum::extract::Request, next: axum::middleware::Next| async move {
+            if let Some(user) = request.headers().get("x-user").and_then(|v| v.to_str().ok()) {
+                let owner = Owner::new(user);
+                request.extensions_mut().insert(owner);
+            }
+            next.run(request).await
+        },
+    ));
+    let mut alice = Http::start_router(router.clone()).await;
+    alice.extra = vec![("x-user", "alice".to_owned())];
+    let mut mallory = Http {
+        url: alice.url.clone(),
+        client: reqwest::Client::new(),
+        extra: vec![("x-user", "mallory".to_owned())],
+        next_id: 100,
+    };
+    drop(router);
+    let (_, created) = alice.rpc("tools/call", json!({ "name": "cancellable", "arguments": {} }), TASKS).await;
+    let id = task_id(&created);
+    for (method, params) in [
+        ("tasks/get", json!({ "taskId": id })),
+        ("tasks/update", json!({ "taskId": id, "inputResponses": {} })),
+        ("tasks/cancel", json!({ "taskId": id })),
+    ] {
+        let (_, response) = mallory.rpc(method, params, TASKS).await;
+        assert_eq!(error_code(&response), -32602, "{method}: {response}");
+    }
+    let (_, mine) = alice.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
+    assert_eq!(mine["result"]["status"], "working", "the cancel from another owner did nothing");
+}
+
+/// R20, R17: on paused time, a task past its TTL becomes `failed` ("task expired"), its work
+/// is told to stop, and after the retention for expired tasks its id answers -32602.
+#[tokio::test(start_paused = true)]
+async fn ttl_expiry_on_paused_time() {
+    let fx = Fixture::new();
+    let mut peer = Peer::Stdio(Stdio::start(fx.server()));
+    let created = peer.call("forever", json!({}), TASKS).await;
+    assert_eq!(created["result"]["ttlMs"], 10_000);
+    let id = task_id(&created);
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert_eq!(peer.get(&id).await["result"]["status"], "working");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let expired = peer.get(&id).await["result"].clone();
+    assert_eq!(expired["status"], "failed", "{expired}");
+    assert_eq!(expired["error"]["message"], "task expired");
+    assert!(expired["statusMessage"].as_str().unwrap().contains("expired"));
+    // The sweep stops the work; its late outcome does not change the terminal state (R56).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(peer.get(&id).await["result"]["status"], "failed");
+    tokio::time::advance(mcp_tasks::store::memory::DEFAULT_EXPIRED_RETENTION).await;
+    assert_eq!(error_code(&peer.get(&id).await), -32602);
+}
+
+/// R53: a legacy (initialize, 2025-11-25) client gets ordinary results from optional tools,
+/// even when it declared the extension at initialize and on the request; required tools
+/// answer -32021. Over stdio and over HTTP sessions.
+#[tokio::test]
+async fn legacy_sessions_never_see_tasks() {
+    let fx = Fixture::new();
+    let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": { "elicitation": {}, "extensions": { "io.modelcontextprotocol/tasks": {} } },
+        "clientInfo": { "name": "legacy", "version": "1" }
+    } });
+    let declaring_meta = json!({ "io.modelcontextprotocol/clientCapabilities": {
+        "extensions": { "io.modelcontextprotocol/tasks": {} } } });
+    let call = |id: u64, name: &str| json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": name, "arguments": { "text": "old" }, "_meta": declaring_meta } });
+
+    // stdio
+    let mut stdio = Stdio::start(fx.server());
+    let init = stdio.request(initialize.clone()).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    stdio.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    let echo = stdio.request(call(2, "echo")).await;
+    assert_eq!(first_text(&echo["result"]), "echo: old", "{echo}");
+    assert!(echo["result"].get("taskId").is_none());
+    assert_eq!(error_code(&stdio.request(call(3, "only_task")).await), -32021);
+    let get = stdio.request(json!({ "jsonrpc": "2.0", "id": 4, "method": "tasks/get",
+        "params": { "taskId": "0123456789abcdef0123456789abcdef", "_meta": declaring_meta } })).await;
+    assert!(get.get("error").is_some(), "no task methods on a legacy session: {get}");
+
+    // Streamable HTTP with a session
+    let http = Http::start(fx.server()).await;
+    let (_, init, headers) = http.post(&initialize, &[]).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    let session = headers
+        .get("mcp-session-id")
+        .expect("a legacy session id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let legacy_headers = [
+        ("mcp-session-id", session.clone()),
+        ("mcp-protocol-version", "2025-11-25".to_owned()),
+    ];
+    http.post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }), &legacy_headers)
+        .await;
+    let (_, echo, _) = http.post(&call(2, "echo"), &legacy_headers).await;
+    assert_eq!(first_text(&echo["result"]), "echo: old", "{echo}");
+    assert!(echo["result"].get("taskId").is_none());
+    let (_, required, _) = http.post(&call(3, "only_task"), &legacy_headers).await;
+    assert_eq!(error_code(&required), -32021, "{required}");
+}
