@@ -1,0 +1,78 @@
+//! An rmcp handler of your own that keeps its other methods and routes tools and tasks to
+//! an [`mcp_tasks::Engine`]: `cargo run --example delegate` (stdio).
+
+mod common;
+
+use std::time::Duration;
+
+use mcp_tasks::Engine;
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+        ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+        UpdateTaskParams,
+    },
+    service::RequestContext,
+};
+
+struct MyServer {
+    tasks: Engine,
+}
+
+impl ServerHandler for MyServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(self.tasks.capabilities(ServerCapabilities::default()))
+            .with_instructions("An existing rmcp server that added mcp-tasks.")
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(self.tasks.list_tools())
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.tasks.call_tool(params, &cx).await
+    }
+
+    async fn get_task(
+        &self,
+        params: GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get_task(params, &cx).await
+    }
+
+    async fn update_task(
+        &self,
+        params: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.update_task(params, &cx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        params: CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(params, &cx).await
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let server = MyServer {
+        tasks: Engine::new(common::toolkit(Duration::from_secs(1))),
+    };
+    let running = server.serve(rmcp::transport::stdio()).await.map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}
