@@ -114,9 +114,15 @@ impl Runtime {
     }
 
     /// Runs a task's work to its end and stores the outcome.
-    pub(crate) fn spawn(self: &Arc<Self>, id: Arc<str>, tool: Arc<str>, work: ToolFuture) {
+    pub(crate) fn spawn(
+        self: &Arc<Self>,
+        id: Arc<str>,
+        tool: Arc<str>,
+        owner: &str,
+        work: ToolFuture,
+    ) {
         let runtime = Arc::clone(self);
-        let span = tracing::info_span!("task", task_id = %id, tool = %tool);
+        let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
         tokio::spawn(
             async move {
                 let ended = run_caught(work).await;
@@ -131,10 +137,11 @@ impl Runtime {
         self: &Arc<Self>,
         id: Arc<str>,
         tool: Arc<str>,
+        owner: &str,
         ended: oneshot::Receiver<Ended>,
     ) {
         let runtime = Arc::clone(self);
-        let span = tracing::info_span!("task_supervisor", task_id = %id, tool = %tool);
+        let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
         tokio::spawn(
             async move {
                 let ended = ended

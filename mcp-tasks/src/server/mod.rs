@@ -64,6 +64,7 @@ use rmcp::{
     service::RequestContext,
 };
 use tokio::sync::oneshot;
+use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -461,7 +462,7 @@ impl Call<'_> {
         let snapshot = self.create(self.new_task(id.clone(), None)).await?;
         let runtime = &self.engine.runtime;
         runtime.register(id.clone(), cancel);
-        runtime.spawn(id, self.tool.clone(), work);
+        runtime.spawn(id, self.tool.clone(), &self.owner, work);
         Ok(CallToolResponse::Task(CreateTaskResult::new(snapshot.to_task())))
     }
 
@@ -479,9 +480,13 @@ impl Call<'_> {
             Err(error) => return Ok(error.into_result(&self.tool).into()),
         };
         let (tx, mut ended) = oneshot::channel::<Ended>();
-        tokio::spawn(async move {
-            let _ = tx.send(run_caught(work).await);
-        });
+        let span = tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
+        tokio::spawn(
+            async move {
+                let _ = tx.send(run_caught(work).await);
+            }
+            .instrument(span),
+        );
         tokio::select! {
             result = &mut ended => {
                 let result = result.unwrap_or_else(|_| Err("the work was dropped".to_owned()));
@@ -505,7 +510,7 @@ impl Call<'_> {
         let runtime = &self.engine.runtime;
         runtime.register(id.clone(), cancel);
         ctx.finish_promotion().await;
-        runtime.supervise(id, self.tool.clone(), ended);
+        runtime.supervise(id, self.tool.clone(), &self.owner, ended);
         Ok(CallToolResponse::Task(CreateTaskResult::new(snapshot.to_task())))
     }
 }
