@@ -630,3 +630,21 @@ async fn legacy_sessions_never_see_tasks() {
     let (_, required, _) = http.post(&call(3, "only_task"), &legacy_headers).await;
     assert_eq!(error_code(&required), -32021, "{required}");
 }
+
+/// C18: a task never asks for input of a kind the creating request did not declare; the
+/// tool's request fails with -32021 naming the capability, and the task ends `failed`.
+#[tokio::test]
+async fn undeclared_input_kind_is_refused() {
+    let fx = Fixture::new();
+    let no_elicitation = Caps {
+        tasks: true,
+        elicitation: false,
+    };
+    for mut peer in both(|| fx.server()).await {
+        let id = task_id(&peer.call("two_questions", json!({}), no_elicitation).await);
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "failed", "{done}");
+        assert_eq!(done["error"]["code"], -32021);
+        assert_eq!(done["error"]["data"], json!({ "requiredCapabilities": { "elicitation": {} } }));
+    }
+}
