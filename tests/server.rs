@@ -648,3 +648,30 @@ async fn undeclared_input_kind_is_refused() {
         assert_eq!(done["error"]["data"], json!({ "requiredCapabilities": { "elicitation": {} } }));
     }
 }
+
+/// R48, C31, C33: over Streamable HTTP a `tasks/*` request whose `Mcp-Name` header is not its
+/// `params.taskId` is rejected with HTTP 400 and -32020; the matching header is accepted.
+#[tokio::test]
+async fn mcp_name_must_match_the_task_id() {
+    let fx = Fixture::new();
+    let mut http = Http::start(fx.server()).await;
+    let (_, created) = http
+        .rpc("tools/call", json!({ "name": "only_task", "arguments": {} }), TASKS)
+        .await;
+    let id = task_id(&created);
+    let body = json!({ "jsonrpc": "2.0", "id": 99, "method": "tasks/get",
+        "params": { "taskId": id, "_meta": meta(TASKS) } });
+    let headers = |name: &str| {
+        [
+            ("mcp-protocol-version", V2026.to_owned()),
+            ("mcp-method", "tasks/get".to_owned()),
+            ("mcp-name", name.to_owned()),
+        ]
+    };
+    let (status, response, _) = http.post(&body, &headers("someone-elses-task")).await;
+    assert_eq!(status, 400, "{response}");
+    assert_eq!(error_code(&response), -32020);
+    let (status, response, _) = http.post(&body, &headers(&id)).await;
+    assert_eq!(status, 200, "{response}");
+    assert_eq!(response["result"]["taskId"], id.as_str());
+}
