@@ -72,7 +72,10 @@ async fn main() -> std::io::Result<()> {
     let server = MyServer {
         tasks: Engine::new(common::toolkit(Duration::from_secs(1))),
     };
-    let running = server.serve(rmcp::transport::stdio()).await.map_err(std::io::Error::other)?;
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(std::io::Error::other)?;
     running.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
 }

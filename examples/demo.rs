@@ -30,7 +30,8 @@ impl Client {
                 "extensions": { "io.modelcontextprotocol/tasks": {} }
             }
         });
-        let body = json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params });
+        let body =
+            json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params });
         let mut request = self
             .http
             .post(&self.url)
@@ -41,7 +42,14 @@ impl Client {
         if let Some(name) = name {
             request = request.header("mcp-name", name);
         }
-        let text = request.body(body.to_string()).send().await.expect("server reachable").text().await.expect("a body");
+        let text = request
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("server reachable")
+            .text()
+            .await
+            .expect("a body");
         let response: Value = serde_json::from_str(&text).unwrap_or_else(|_| {
             text.lines()
                 .filter_map(|l| l.strip_prefix("data:"))
@@ -49,7 +57,10 @@ impl Client {
                 .find(|m| m.get("id").is_some())
                 .unwrap_or(Value::Null)
         });
-        println!("→ {method}\n← {}", serde_json::to_string(&response).unwrap_or_default());
+        println!(
+            "→ {method}\n← {}",
+            serde_json::to_string(&response).unwrap_or_default()
+        );
         response
     }
 }
@@ -62,20 +73,38 @@ async fn main() -> std::io::Result<()> {
     tokio::spawn(mcp_tasks::serve_http(listener, server));
     println!("server on {url}\n");
 
-    let mut client = Client { http: reqwest::Client::new(), url, next_id: 0 };
+    let mut client = Client {
+        http: reqwest::Client::new(),
+        url,
+        next_id: 0,
+    };
     let created = client
-        .rpc("tools/call", json!({ "name": "workspace_report", "arguments": { "workspace_id": "acme" } }), Some("workspace_report"))
+        .rpc(
+            "tools/call",
+            json!({ "name": "workspace_report", "arguments": { "workspace_id": "acme" } }),
+            Some("workspace_report"),
+        )
         .await;
-    let task_id = created["result"]["taskId"].as_str().expect("a task handle").to_owned();
-    let mut poll = Duration::from_millis(created["result"]["pollIntervalMs"].as_u64().unwrap_or(1000));
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task handle")
+        .to_owned();
+    let mut poll =
+        Duration::from_millis(created["result"]["pollIntervalMs"].as_u64().unwrap_or(1000));
     let mut answered = Vec::new();
     loop {
         tokio::time::sleep(poll).await;
-        let snapshot = client.rpc("tasks/get", json!({ "taskId": task_id }), Some(&task_id)).await["result"].clone();
+        let snapshot = client
+            .rpc("tasks/get", json!({ "taskId": task_id }), Some(&task_id))
+            .await["result"]
+            .clone();
         if let Some(ms) = snapshot["pollIntervalMs"].as_u64() {
             poll = Duration::from_millis(ms.max(10));
         }
-        println!("   status: {} — {}\n", snapshot["status"], snapshot["statusMessage"]);
+        println!(
+            "   status: {} — {}\n",
+            snapshot["status"], snapshot["statusMessage"]
+        );
         match snapshot["status"].as_str() {
             Some("input_required") => {
                 let mut responses = serde_json::Map::new();
@@ -83,13 +112,23 @@ async fn main() -> std::io::Result<()> {
                     if answered.contains(key) {
                         continue;
                     }
-                    println!("   the server asks: {}  (answering yes)", request["params"]["message"]);
-                    responses.insert(key.clone(), json!({ "action": "accept", "content": { "include": true } }));
+                    println!(
+                        "   the server asks: {}  (answering yes)",
+                        request["params"]["message"]
+                    );
+                    responses.insert(
+                        key.clone(),
+                        json!({ "action": "accept", "content": { "include": true } }),
+                    );
                     answered.push(key.clone());
                 }
                 if !responses.is_empty() {
                     client
-                        .rpc("tasks/update", json!({ "taskId": task_id, "inputResponses": responses }), Some(&task_id))
+                        .rpc(
+                            "tasks/update",
+                            json!({ "taskId": task_id, "inputResponses": responses }),
+                            Some(&task_id),
+                        )
                         .await;
                 }
             }
@@ -97,7 +136,12 @@ async fn main() -> std::io::Result<()> {
                 println!("done: {}", snapshot["result"]["content"][0]["text"]);
                 return Ok(());
             }
-            Some("failed" | "cancelled") => return Err(std::io::Error::other(format!("task ended {}", snapshot["status"]))),
+            Some("failed" | "cancelled") => {
+                return Err(std::io::Error::other(format!(
+                    "task ended {}",
+                    snapshot["status"]
+                )));
+            }
             _ => {}
         }
     }

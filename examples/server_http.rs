@@ -14,12 +14,15 @@ async fn main() -> std::io::Result<()> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--port" => {
-                port = args
-                    .next()
-                    .and_then(|p| p.parse().ok())
-                    .ok_or_else(|| std::io::Error::other("--port takes a number, e.g. --port 8080"))?;
+                port = args.next().and_then(|p| p.parse().ok()).ok_or_else(|| {
+                    std::io::Error::other("--port takes a number, e.g. --port 8080")
+                })?;
             }
-            other => return Err(std::io::Error::other(format!("unknown argument `{other}`; expected --port N"))),
+            other => {
+                return Err(std::io::Error::other(format!(
+                    "unknown argument `{other}`; expected --port N"
+                )));
+            }
         }
     }
     let server = TaskServer::new(common::toolkit(Duration::from_secs(1)))

@@ -16,7 +16,9 @@ use mcp_tasks::{
     ArgumentError, Failure, MemoryStore, Mode, Owner, TaskServer, ToolDefinition, ToolError,
     Toolkit, Ttl,
 };
-use rmcp::model::{CallToolResult, ContentBlock, ElicitationSchema, ErrorCode, ErrorData, JsonObject};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ElicitationSchema, ErrorCode, ErrorData, JsonObject,
+};
 use serde_json::{Value, json};
 
 fn text_arg(args: &JsonObject, name: &str) -> Result<String, ArgumentError> {
@@ -54,71 +56,99 @@ impl Fixture {
         Toolkit::new()
             .with_tool(tool(def("echo"), |_ctx, args| {
                 let text_value = text_arg(&args, "text")?;
-                Ok(Box::pin(async move { Ok(text(format!("echo: {text_value}"))) }))
+                Ok(Box::pin(
+                    async move { Ok(text(format!("echo: {text_value}"))) },
+                ))
             }))
             .unwrap()
             .with_tool(tool(def("plain").with_mode(Mode::Inline), |_ctx, _| {
                 Ok(Box::pin(async { Ok(text("plain")) }))
             }))
             .unwrap()
-            .with_tool(tool(def("only_task").with_mode(Mode::Required), |_ctx, _| {
-                Ok(Box::pin(async { Ok(text("done")) }))
-            }))
+            .with_tool(tool(
+                def("only_task").with_mode(Mode::Required),
+                |_ctx, _| Ok(Box::pin(async { Ok(text("done")) })),
+            ))
             .unwrap()
-            .with_tool(tool(def("tool_error").with_mode(Mode::Required), |_ctx, _| {
-                Ok(Box::pin(async { ToolError::new("disk full").into_outcome() }))
-            }))
+            .with_tool(tool(
+                def("tool_error").with_mode(Mode::Required),
+                |_ctx, _| {
+                    Ok(Box::pin(async {
+                        ToolError::new("disk full").into_outcome()
+                    }))
+                },
+            ))
             .unwrap()
-            .with_tool(tool(def("rpc_error").with_mode(Mode::Required), |_ctx, _| {
-                Ok(Box::pin(async {
-                    Err(Failure::Error(ErrorData::new(
-                        ErrorCode(1001),
-                        "API rate limit exceeded",
-                        Some(json!({ "retryAfterMs": 500 })),
-                    )))
-                }))
-            }))
+            .with_tool(tool(
+                def("rpc_error").with_mode(Mode::Required),
+                |_ctx, _| {
+                    Ok(Box::pin(async {
+                        Err(Failure::Error(ErrorData::new(
+                            ErrorCode(1001),
+                            "API rate limit exceeded",
+                            Some(json!({ "retryAfterMs": 500 })),
+                        )))
+                    }))
+                },
+            ))
             .unwrap()
             .with_tool(tool(def("panics").with_mode(Mode::Required), |_ctx, _| {
                 Ok(Box::pin(async { panic!("boom") }))
             }))
             .unwrap()
-            .with_tool(tool(def("cancellable").with_mode(Mode::Required), move |ctx, _| {
-                let saw_cancel = saw_cancel.clone();
-                Ok(Box::pin(async move {
-                    ctx.status("waiting to be cancelled").await;
-                    ctx.cancelled().await;
-                    saw_cancel.store(true, Ordering::SeqCst);
-                    Err(Failure::Cancelled)
-                }))
-            }))
+            .with_tool(tool(
+                def("cancellable").with_mode(Mode::Required),
+                move |ctx, _| {
+                    let saw_cancel = saw_cancel.clone();
+                    Ok(Box::pin(async move {
+                        ctx.status("waiting to be cancelled").await;
+                        ctx.cancelled().await;
+                        saw_cancel.store(true, Ordering::SeqCst);
+                        Err(Failure::Cancelled)
+                    }))
+                },
+            ))
             .unwrap()
-            .with_tool(tool(def("stubborn").with_mode(Mode::Required), |_ctx, _| {
-                Ok(Box::pin(async {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    Ok(text("finished anyway"))
-                }))
-            }))
+            .with_tool(tool(
+                def("stubborn").with_mode(Mode::Required),
+                |_ctx, _| {
+                    Ok(Box::pin(async {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        Ok(text("finished anyway"))
+                    }))
+                },
+            ))
             .unwrap()
-            .with_tool(tool(def("two_questions").with_mode(Mode::Required), |ctx, _| {
-                Ok(Box::pin(async move {
-                    let ask = |field: &'static str| {
-                        let ctx = ctx.clone();
-                        async move {
-                            let schema = ElicitationSchema::builder()
-                                .required_string(field)
-                                .build()
-                                .expect("schema");
-                            ctx.elicit_form(format!("Your {field}?"), schema).await
-                        }
-                    };
-                    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
-                    let answer = |r: &rmcp::model::ElicitResult, k: &str| {
-                        r.content.as_ref().and_then(|c| c[k].as_str()).unwrap_or("?").to_owned()
-                    };
-                    Ok(text(format!("{} from {}", answer(&name, "name"), answer(&city, "city"))))
-                }))
-            }))
+            .with_tool(tool(
+                def("two_questions").with_mode(Mode::Required),
+                |ctx, _| {
+                    Ok(Box::pin(async move {
+                        let ask = |field: &'static str| {
+                            let ctx = ctx.clone();
+                            async move {
+                                let schema = ElicitationSchema::builder()
+                                    .required_string(field)
+                                    .build()
+                                    .expect("schema");
+                                ctx.elicit_form(format!("Your {field}?"), schema).await
+                            }
+                        };
+                        let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
+                        let answer = |r: &rmcp::model::ElicitResult, k: &str| {
+                            r.content
+                                .as_ref()
+                                .and_then(|c| c[k].as_str())
+                                .unwrap_or("?")
+                                .to_owned()
+                        };
+                        Ok(text(format!(
+                            "{} from {}",
+                            answer(&name, "name"),
+                            answer(&city, "city")
+                        )))
+                    }))
+                },
+            ))
             .unwrap()
             .with_tool(tool(
                 def("budget").with_inline_budget(Duration::from_millis(100)),
@@ -153,12 +183,17 @@ impl Fixture {
 }
 
 fn task_id(response: &Value) -> String {
-    assert_eq!(response["result"]["resultType"], "task", "expected a task: {response}");
+    assert_eq!(
+        response["result"]["resultType"], "task",
+        "expected a task: {response}"
+    );
     response["result"]["taskId"].as_str().unwrap().to_owned()
 }
 
 fn error_code(response: &Value) -> i64 {
-    response["error"]["code"].as_i64().unwrap_or_else(|| panic!("expected an error: {response}"))
+    response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("expected an error: {response}"))
 }
 
 fn without_meta(mut result: Value) -> Value {
@@ -224,11 +259,20 @@ async fn task_completes_with_the_inline_result() {
         let seed = &created["result"];
         assert_eq!(seed["status"], "working");
         for field in ["createdAt", "lastUpdatedAt"] {
-            assert!(seed[field].as_str().is_some_and(|s| s.ends_with('Z')), "{seed}");
+            assert!(
+                seed[field].as_str().is_some_and(|s| s.ends_with('Z')),
+                "{seed}"
+            );
         }
-        assert!(seed.get("ttlMs").is_some(), "ttlMs must be present (R8): {seed}");
+        assert!(
+            seed.get("ttlMs").is_some(),
+            "ttlMs must be present (R8): {seed}"
+        );
         for payload in ["result", "error", "inputRequests"] {
-            assert!(seed.get(payload).is_none(), "CreateTaskResult carries no {payload}");
+            assert!(
+                seed.get(payload).is_none(),
+                "CreateTaskResult carries no {payload}"
+            );
         }
         assert_eq!(id.len(), 32, "128-bit ids (R13)");
 
@@ -239,9 +283,15 @@ async fn task_completes_with_the_inline_result() {
         let done = peer.wait_terminal(&id).await;
         assert_eq!(done["status"], "completed");
         assert_eq!(done["resultType"], "complete");
-        assert_eq!(done["createdAt"], seed["createdAt"], "R57: createdAt never changes");
+        assert_eq!(
+            done["createdAt"], seed["createdAt"],
+            "R57: createdAt never changes"
+        );
         let inline = peer.call("echo", json!({ "text": "same" }), PLAIN).await;
-        assert_eq!(without_meta(done["result"].clone()), without_meta(inline["result"].clone()));
+        assert_eq!(
+            without_meta(done["result"].clone()),
+            without_meta(inline["result"].clone())
+        );
         // R56: the terminal snapshot is stable.
         assert_eq!(peer.get(&id).await["result"], done);
     }
@@ -286,8 +336,13 @@ async fn panicking_tool_fails_and_server_survives() {
         let done = peer.wait_terminal(&id).await;
         assert_eq!(done["status"], "failed");
         assert_eq!(done["error"]["code"], -32603);
-        assert!(done["error"]["message"].as_str().unwrap().contains("boom"), "{done}");
-        let after = peer.call("echo", json!({ "text": "still here" }), PLAIN).await;
+        assert!(
+            done["error"]["message"].as_str().unwrap().contains("boom"),
+            "{done}"
+        );
+        let after = peer
+            .call("echo", json!({ "text": "still here" }), PLAIN)
+            .await;
         assert_eq!(first_text(&after["result"]), "echo: still here");
     }
 }
@@ -300,10 +355,16 @@ async fn unknown_task_is_32602() {
         let id = "0123456789abcdef0123456789abcdef";
         assert_eq!(error_code(&peer.get(id).await), -32602);
         let update = peer
-            .rpc("tasks/update", json!({ "taskId": id, "inputResponses": {} }), TASKS)
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": {} }),
+                TASKS,
+            )
             .await;
         assert_eq!(error_code(&update), -32602);
-        let cancel = peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
+        let cancel = peer
+            .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+            .await;
         assert_eq!(error_code(&cancel), -32602);
     }
 }
@@ -324,14 +385,21 @@ async fn cancel_honoured_and_ignored() {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        assert_eq!(peer.get(&id).await["result"]["statusMessage"], "waiting to be cancelled");
-        let ack = peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
+        assert_eq!(
+            peer.get(&id).await["result"]["statusMessage"],
+            "waiting to be cancelled"
+        );
+        let ack = peer
+            .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+            .await;
         assert_eq!(ack["result"], json!({ "resultType": "complete" }));
         assert_eq!(peer.wait_terminal(&id).await["status"], "cancelled");
         assert!(fx.saw_cancel.load(Ordering::SeqCst));
 
         let id = task_id(&peer.call("stubborn", json!({}), TASKS).await);
-        let ack = peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
+        let ack = peer
+            .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+            .await;
         assert_eq!(ack["result"]["resultType"], "complete");
         let done = peer.wait_terminal(&id).await;
         assert_eq!(done["status"], "completed");
@@ -392,7 +460,11 @@ async fn input_required_partial_answers() {
         assert_eq!(ack["result"], json!({ "resultType": "complete" }), "R23");
         let partial = peer.get(&id).await["result"].clone();
         assert_eq!(partial["status"], "input_required", "R27");
-        let outstanding: Vec<&String> = partial["inputRequests"].as_object().unwrap().keys().collect();
+        let outstanding: Vec<&String> = partial["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect();
         assert_eq!(outstanding, vec![&city_key]);
 
         // Answering the same key again is ignored (R26).
@@ -427,7 +499,11 @@ async fn inline_budget_both_ways() {
         let id = task_id(&slow);
         let done = peer.wait_terminal(&id).await;
         assert_eq!(first_text(&done["result"]), "slept 400");
-        assert_eq!(fx.runs.load(Ordering::SeqCst) - before, 2, "each call's work ran once");
+        assert_eq!(
+            fx.runs.load(Ordering::SeqCst) - before,
+            2,
+            "each call's work ran once"
+        );
     }
 }
 
@@ -440,7 +516,10 @@ async fn bad_arguments_answer_at_once() {
         assert_eq!(response["result"]["isError"], true, "{response}");
         assert!(response["result"].get("taskId").is_none());
         let message = first_text(&response["result"]);
-        assert!(message.contains("`text`") && message.contains("expected a string"), "{message}");
+        assert!(
+            message.contains("`text`") && message.contains("expected a string"),
+            "{message}"
+        );
     }
 }
 
@@ -453,7 +532,10 @@ async fn tasks_methods_need_the_capability() {
         let id = task_id(&peer.call("only_task", json!({}), TASKS).await);
         for (method, params) in [
             ("tasks/get", json!({ "taskId": id })),
-            ("tasks/update", json!({ "taskId": id, "inputResponses": {} })),
+            (
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": {} }),
+            ),
             ("tasks/cancel", json!({ "taskId": id })),
         ] {
             let response = peer.rpc(method, params, PLAIN).await;
@@ -496,7 +578,12 @@ async fn discover_advertises_the_extension_only_with_task_tools() {
     };
     for mut peer in both(inline_only).await {
         let response = peer.rpc("server/discover", json!({}), TASKS).await;
-        assert!(response["result"]["capabilities"].get("extensions").is_none(), "{response}");
+        assert!(
+            response["result"]["capabilities"]
+                .get("extensions")
+                .is_none(),
+            "{response}"
+        );
         let call = peer.call("plain", json!({}), TASKS).await;
         assert_eq!(first_text(&call["result"]), "plain");
     }
@@ -512,7 +599,10 @@ async fn store_capacity_is_a_clear_error() {
         let b = task_id(&peer.call("cancellable", json!({}), TASKS).await);
         let third = peer.call("cancellable", json!({}), TASKS).await;
         assert_eq!(error_code(&third), -32603);
-        assert!(third["error"]["message"].as_str().unwrap().contains("full"), "{third}");
+        assert!(
+            third["error"]["message"].as_str().unwrap().contains("full"),
+            "{third}"
+        );
         assert_eq!(third["error"]["data"]["capacity"], 2);
         for id in [&a, &b] {
             assert_eq!(peer.get(id).await["result"]["status"], "working");
@@ -526,7 +616,11 @@ async fn another_owner_sees_nothing() {
     let fx = Fixture::new();
     let router = mcp_tasks::http_router(fx.server()).layer(axum::middleware::from_fn(
         |mut request: axum::extract::Request, next: axum::middleware::Next| async move {
-            if let Some(user) = request.headers().get("x-user").and_then(|v| v.to_str().ok()) {
+            if let Some(user) = request
+                .headers()
+                .get("x-user")
+                .and_then(|v| v.to_str().ok())
+            {
                 let owner = Owner::new(user);
                 request.extensions_mut().insert(owner);
             }
@@ -542,18 +636,30 @@ async fn another_owner_sees_nothing() {
         next_id: 100,
     };
     drop(router);
-    let (_, created) = alice.rpc("tools/call", json!({ "name": "cancellable", "arguments": {} }), TASKS).await;
+    let (_, created) = alice
+        .rpc(
+            "tools/call",
+            json!({ "name": "cancellable", "arguments": {} }),
+            TASKS,
+        )
+        .await;
     let id = task_id(&created);
     for (method, params) in [
         ("tasks/get", json!({ "taskId": id })),
-        ("tasks/update", json!({ "taskId": id, "inputResponses": {} })),
+        (
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": {} }),
+        ),
         ("tasks/cancel", json!({ "taskId": id })),
     ] {
         let (_, response) = mallory.rpc(method, params, TASKS).await;
         assert_eq!(error_code(&response), -32602, "{method}: {response}");
     }
     let (_, mine) = alice.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
-    assert_eq!(mine["result"]["status"], "working", "the cancel from another owner did nothing");
+    assert_eq!(
+        mine["result"]["status"], "working",
+        "the cancel from another owner did nothing"
+    );
 }
 
 /// R20, R17: on paused time, a task past its TTL becomes `failed` ("task expired"), its work
@@ -571,7 +677,12 @@ async fn ttl_expiry_on_paused_time() {
     let expired = peer.get(&id).await["result"].clone();
     assert_eq!(expired["status"], "failed", "{expired}");
     assert_eq!(expired["error"]["message"], "task expired");
-    assert!(expired["statusMessage"].as_str().unwrap().contains("expired"));
+    assert!(
+        expired["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("expired")
+    );
     // The sweep stops the work; its late outcome does not change the terminal state (R56).
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(peer.get(&id).await["result"]["status"], "failed");
@@ -592,21 +703,33 @@ async fn legacy_sessions_never_see_tasks() {
     } });
     let declaring_meta = json!({ "io.modelcontextprotocol/clientCapabilities": {
         "extensions": { "io.modelcontextprotocol/tasks": {} } } });
-    let call = |id: u64, name: &str| json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": { "name": name, "arguments": { "text": "old" }, "_meta": declaring_meta } });
+    let call = |id: u64, name: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": name, "arguments": { "text": "old" }, "_meta": declaring_meta } })
+    };
 
     // stdio
     let mut stdio = Stdio::start(fx.server());
     let init = stdio.request(initialize.clone()).await;
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
-    stdio.send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })).await;
+    stdio
+        .send(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
     let echo = stdio.request(call(2, "echo")).await;
     assert_eq!(first_text(&echo["result"]), "echo: old", "{echo}");
     assert!(echo["result"].get("taskId").is_none());
-    assert_eq!(error_code(&stdio.request(call(3, "only_task")).await), -32021);
-    let get = stdio.request(json!({ "jsonrpc": "2.0", "id": 4, "method": "tasks/get",
-        "params": { "taskId": "0123456789abcdef0123456789abcdef", "_meta": declaring_meta } })).await;
-    assert!(get.get("error").is_some(), "no task methods on a legacy session: {get}");
+    assert_eq!(
+        error_code(&stdio.request(call(3, "only_task")).await),
+        -32021
+    );
+    let get = stdio
+        .request(json!({ "jsonrpc": "2.0", "id": 4, "method": "tasks/get",
+        "params": { "taskId": "0123456789abcdef0123456789abcdef", "_meta": declaring_meta } }))
+        .await;
+    assert!(
+        get.get("error").is_some(),
+        "no task methods on a legacy session: {get}"
+    );
 
     // Streamable HTTP with a session
     let http = Http::start(fx.server()).await;
@@ -622,8 +745,11 @@ async fn legacy_sessions_never_see_tasks() {
         ("mcp-session-id", session.clone()),
         ("mcp-protocol-version", "2025-11-25".to_owned()),
     ];
-    http.post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }), &legacy_headers)
-        .await;
+    http.post(
+        &json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }),
+        &legacy_headers,
+    )
+    .await;
     let (_, echo, _) = http.post(&call(2, "echo"), &legacy_headers).await;
     assert_eq!(first_text(&echo["result"]), "echo: old", "{echo}");
     assert!(echo["result"].get("taskId").is_none());
@@ -645,7 +771,10 @@ async fn undeclared_input_kind_is_refused() {
         let done = peer.wait_terminal(&id).await;
         assert_eq!(done["status"], "failed", "{done}");
         assert_eq!(done["error"]["code"], -32021);
-        assert_eq!(done["error"]["data"], json!({ "requiredCapabilities": { "elicitation": {} } }));
+        assert_eq!(
+            done["error"]["data"],
+            json!({ "requiredCapabilities": { "elicitation": {} } })
+        );
     }
 }
 
@@ -656,7 +785,11 @@ async fn mcp_name_must_match_the_task_id() {
     let fx = Fixture::new();
     let mut http = Http::start(fx.server()).await;
     let (_, created) = http
-        .rpc("tools/call", json!({ "name": "only_task", "arguments": {} }), TASKS)
+        .rpc(
+            "tools/call",
+            json!({ "name": "only_task", "arguments": {} }),
+            TASKS,
+        )
         .await;
     let id = task_id(&created);
     let body = json!({ "jsonrpc": "2.0", "id": 99, "method": "tasks/get",

@@ -1,6 +1,9 @@
 //! The store contract suite: one set of checks, generic over `S: TaskStore`, run against
 //! every store. Each check names the WIRE.md rule (or store invariant) it holds the store to.
-#![allow(deprecated, reason = "roots/list is deprecated by SEP-2577 yet part of the 2026-07-28 wire; it is the simplest input request")]
+#![allow(
+    deprecated,
+    reason = "roots/list is deprecated by SEP-2577 yet part of the 2026-07-28 wire; it is the simplest input request"
+)]
 
 use std::{sync::Arc, time::Duration};
 
@@ -42,7 +45,11 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
 async fn create_then_get(store: impl TaskStore) {
     let created = store.create(new_task("a", None)).await.unwrap();
     assert_eq!(created.status, TaskStatus::Working);
-    let got = store.get("a").await.unwrap().expect("R10: visible right after create");
+    let got = store
+        .get("a")
+        .await
+        .unwrap()
+        .expect("R10: visible right after create");
     assert_eq!(got, created);
     assert_eq!(&*got.owner, "alice");
     assert_eq!(got.ttl_ms, None, "unlimited ttl is ttlMs: null");
@@ -57,15 +64,27 @@ async fn create_then_get(store: impl TaskStore) {
 /// R56: working ↔ input_required → one terminal state that never changes.
 async fn state_machine(store: impl TaskStore) {
     store.create(new_task("t", None)).await.unwrap();
-    store.request_input("t", "k1", roots_request()).await.unwrap();
-    assert_eq!(store.get("t").await.unwrap().unwrap().status, TaskStatus::InputRequired);
+    store
+        .request_input("t", "k1", roots_request())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get("t").await.unwrap().unwrap().status,
+        TaskStatus::InputRequired
+    );
     let mut answer = InputResponses::new();
     answer.insert("k1".into(), json!({ "roots": [] }));
     store.deliver_input("t", answer).await.unwrap();
-    assert_eq!(store.get("t").await.unwrap().unwrap().status, TaskStatus::Working);
+    assert_eq!(
+        store.get("t").await.unwrap().unwrap().status,
+        TaskStatus::Working
+    );
 
     let result = object(json!({ "content": [], "isError": false }));
-    store.finish("t", Outcome::Completed(result.clone())).await.unwrap();
+    store
+        .finish("t", Outcome::Completed(result.clone()))
+        .await
+        .unwrap();
     let done = store.get("t").await.unwrap().unwrap();
     assert_eq!(done.status, TaskStatus::Completed);
     assert_eq!(done.outcome, Some(Outcome::Completed(result)));
@@ -74,11 +93,29 @@ async fn state_machine(store: impl TaskStore) {
         store.set_status_message("t", Some("late".into())).await,
         store.request_input("t", "k2", roots_request()).await,
     ] {
-        assert!(matches!(attempt, Err(StoreError::Terminal(TaskStatus::Completed))), "{attempt:?}");
+        assert!(
+            matches!(attempt, Err(StoreError::Terminal(TaskStatus::Completed))),
+            "{attempt:?}"
+        );
     }
-    assert_eq!(store.get("t").await.unwrap().unwrap(), done, "terminal state is stable");
-    assert!(store.get("t").await.unwrap().unwrap().input_requests.is_empty());
-    assert!(matches!(store.finish("nope", Outcome::Cancelled).await, Err(StoreError::NotFound)));
+    assert_eq!(
+        store.get("t").await.unwrap().unwrap(),
+        done,
+        "terminal state is stable"
+    );
+    assert!(
+        store
+            .get("t")
+            .await
+            .unwrap()
+            .unwrap()
+            .input_requests
+            .is_empty()
+    );
+    assert!(matches!(
+        store.finish("nope", Outcome::Cancelled).await,
+        Err(StoreError::NotFound)
+    ));
 }
 
 /// R57: lastUpdatedAt moves on every change (even within one millisecond); createdAt never.
@@ -86,7 +123,10 @@ async fn timestamps(store: impl TaskStore) {
     let created = store.create(new_task("t", None)).await.unwrap();
     let mut last = created.last_updated_at_ms;
     for i in 0..3 {
-        store.set_status_message("t", Some(format!("step {i}"))).await.unwrap();
+        store
+            .set_status_message("t", Some(format!("step {i}")))
+            .await
+            .unwrap();
         let now = store.get("t").await.unwrap().unwrap();
         assert!(now.last_updated_at_ms > last, "R57");
         assert_eq!(now.created_at_ms, created.created_at_ms, "R57");
@@ -102,8 +142,14 @@ async fn timestamps(store: impl TaskStore) {
 /// R26, R27, R28: keys unique for the task's life; unknown/answered keys ignored; subsets ok.
 async fn input_keys(store: impl TaskStore) {
     store.create(new_task("t", None)).await.unwrap();
-    store.request_input("t", "a", roots_request()).await.unwrap();
-    store.request_input("t", "b", roots_request()).await.unwrap();
+    store
+        .request_input("t", "a", roots_request())
+        .await
+        .unwrap();
+    store
+        .request_input("t", "b", roots_request())
+        .await
+        .unwrap();
     assert!(matches!(
         store.request_input("t", "a", roots_request()).await,
         Err(StoreError::KeyReused(k)) if k == "a"
@@ -112,16 +158,23 @@ async fn input_keys(store: impl TaskStore) {
     partial.insert("a".into(), json!({ "roots": [] }));
     partial.insert("never".into(), json!({}));
     let accepted = store.deliver_input("t", partial.clone()).await.unwrap();
-    assert_eq!(accepted.keys().collect::<Vec<_>>(), ["a"], "R26: unknown keys ignored");
+    assert_eq!(
+        accepted.keys().collect::<Vec<_>>(),
+        ["a"],
+        "R26: unknown keys ignored"
+    );
     let snapshot = store.get("t").await.unwrap().unwrap();
     assert_eq!(snapshot.status, TaskStatus::InputRequired, "R27");
     assert_eq!(snapshot.input_requests.keys().collect::<Vec<_>>(), ["b"]);
     let again = store.deliver_input("t", partial).await.unwrap();
     assert!(again.is_empty(), "R26: an answered key is ignored");
-    assert!(matches!(
-        store.request_input("t", "a", roots_request()).await,
-        Err(StoreError::KeyReused(_))
-    ), "R28: no reuse after an answer");
+    assert!(
+        matches!(
+            store.request_input("t", "a", roots_request()).await,
+            Err(StoreError::KeyReused(_))
+        ),
+        "R28: no reuse after an answer"
+    );
 }
 
 /// Cancel intent is recorded and acknowledged on terminal tasks too (R35, R37).
@@ -130,10 +183,17 @@ async fn cancel_intent(store: impl TaskStore) {
     store.request_cancel("t").await.unwrap();
     let snapshot = store.get("t").await.unwrap().unwrap();
     assert!(snapshot.cancel_requested);
-    assert_eq!(snapshot.status, TaskStatus::Working, "cancel does not change the status");
+    assert_eq!(
+        snapshot.status,
+        TaskStatus::Working,
+        "cancel does not change the status"
+    );
     store.finish("t", Outcome::Cancelled).await.unwrap();
     store.request_cancel("t").await.unwrap();
-    assert!(matches!(store.request_cancel("nope").await, Err(StoreError::NotFound)));
+    assert!(matches!(
+        store.request_cancel("nope").await,
+        Err(StoreError::NotFound)
+    ));
 }
 
 /// R20, R17: a live task past its TTL fails ("task expired"), both on read and by the sweep;
@@ -147,17 +207,28 @@ async fn expiry(store: impl TaskStore) {
     store.finish("done", Outcome::Cancelled).await.unwrap();
 
     tokio::time::advance(Duration::from_millis(9_999)).await;
-    assert!(store.expire_due().await.unwrap().is_empty(), "nothing expires early");
-    assert_eq!(store.get("live").await.unwrap().unwrap().status, TaskStatus::Working);
+    assert!(
+        store.expire_due().await.unwrap().is_empty(),
+        "nothing expires early"
+    );
+    assert_eq!(
+        store.get("live").await.unwrap().unwrap().status,
+        TaskStatus::Working
+    );
 
     tokio::time::advance(Duration::from_millis(2)).await;
     let live = store.get("live").await.unwrap().unwrap();
     assert_eq!(live.status, TaskStatus::Failed, "expiry applies on read");
-    let Some(Outcome::Failed(error)) = &live.outcome else { panic!("{live:?}") };
+    let Some(Outcome::Failed(error)) = &live.outcome else {
+        panic!("{live:?}")
+    };
     assert_eq!(error["message"], "task expired");
     let swept = store.expire_due().await.unwrap();
     assert_eq!(swept.iter().map(|id| &**id).collect::<Vec<_>>(), ["swept"]);
-    assert!(store.get("done").await.unwrap().is_none(), "terminal task purged at its TTL");
+    assert!(
+        store.get("done").await.unwrap().is_none(),
+        "terminal task purged at its TTL"
+    );
     assert!(matches!(
         store.finish("swept", Outcome::Cancelled).await,
         Err(StoreError::Terminal(TaskStatus::Failed))
@@ -165,9 +236,15 @@ async fn expiry(store: impl TaskStore) {
 
     tokio::time::advance(Duration::from_secs(3600)).await;
     store.expire_due().await.unwrap();
-    assert!(store.get("live").await.unwrap().is_none(), "expired task purged after retention");
+    assert!(
+        store.get("live").await.unwrap().is_none(),
+        "expired task purged after retention"
+    );
     assert!(store.get("swept").await.unwrap().is_none());
-    assert!(store.get("forever").await.unwrap().is_some(), "ttlMs: null never expires");
+    assert!(
+        store.get("forever").await.unwrap().is_some(),
+        "ttlMs: null never expires"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -179,7 +256,10 @@ async fn memory_store_keeps_the_contract() {
 #[tokio::test(start_paused = true)]
 async fn memory_store_capacity() {
     let store = MemoryStore::new().with_capacity(2);
-    store.create(new_task("a", Some(Duration::from_secs(1)))).await.unwrap();
+    store
+        .create(new_task("a", Some(Duration::from_secs(1))))
+        .await
+        .unwrap();
     store.create(new_task("b", None)).await.unwrap();
     assert!(matches!(
         store.create(new_task("c", None)).await,

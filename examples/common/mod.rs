@@ -49,7 +49,9 @@ impl TaskTool for Greet {
     fn call(&self, _ctx: TaskContext, args: JsonObject) -> Result<ToolFuture, ArgumentError> {
         let name = string_arg(&args, "name")?;
         Ok(Box::pin(async move {
-            Ok(CallToolResult::success(vec![ContentBlock::text(format!("Hello, {name}!"))]))
+            Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+                "Hello, {name}!"
+            ))]))
         }))
     }
 }
@@ -80,15 +82,20 @@ impl TaskTool for WorkspaceReport {
         let step = self.step;
         Ok(Box::pin(async move {
             for i in 1..=3 {
-                ctx.status(format!("scanning {workspace}: step {i} of 3")).await;
+                ctx.status(format!("scanning {workspace}: step {i} of 3"))
+                    .await;
                 ctx.until_cancelled(tokio::time::sleep(step)).await?;
             }
             ctx.status("waiting for your answer").await;
             let schema = ElicitationSchema::builder()
                 .required_bool("include")
                 .build()
-                .map_err(|e| Failure::Error(rmcp::ErrorData::internal_error(e.to_string(), None)))?;
-            let answer = ctx.elicit_form("Include archived accounts?", schema).await?;
+                .map_err(|e| {
+                    Failure::Error(rmcp::ErrorData::internal_error(e.to_string(), None))
+                })?;
+            let answer = ctx
+                .elicit_form("Include archived accounts?", schema)
+                .await?;
             let include = answer.action == ElicitationAction::Accept
                 && answer.content.as_ref().and_then(|c| c["include"].as_bool()) == Some(true);
             ctx.status("writing the report").await;

@@ -29,6 +29,9 @@ mod tests {
     fn ids_are_128_bit_hex_and_distinct() {
         let ids: HashSet<String> = (0..10_000).map(|_| new_task_id()).collect();
         assert_eq!(ids.len(), 10_000);
-        assert!(ids.iter().all(|id| id.len() == 32 && id.bytes().all(|b| HEX.contains(&b))));
+        assert!(
+            ids.iter()
+                .all(|id| id.len() == 32 && id.bytes().all(|b| HEX.contains(&b)))
+        );
     }
 }

@@ -44,7 +44,9 @@ impl StateMap {
 
 impl fmt::Debug for StateMap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StateMap").field("len", &self.0.len()).finish()
+        f.debug_struct("StateMap")
+            .field("len", &self.0.len())
+            .finish()
     }
 }
 
@@ -79,7 +81,9 @@ impl Toolkit {
     /// As [`Toolkit::with_tool`].
     pub fn add(&mut self, tool: Arc<dyn TaskTool>) -> Result<(), ToolkitError> {
         let definition = tool.definition();
-        definition.validate().map_err(ToolkitError::InvalidDefinition)?;
+        definition
+            .validate()
+            .map_err(ToolkitError::InvalidDefinition)?;
         let name = definition.name().to_owned();
         if self.index.contains_key(&name) {
             return Err(ToolkitError::DuplicateName(name));
@@ -138,7 +142,13 @@ impl Toolkit {
 impl fmt::Debug for Toolkit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Toolkit")
-            .field("tools", &self.definitions().map(ToolDefinition::name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self
+                    .definitions()
+                    .map(ToolDefinition::name)
+                    .collect::<Vec<_>>(),
+            )
             .field("state", &self.state)
             .finish()
     }

@@ -1,6 +1,9 @@
 //! Shared test harness: hand-written tools and raw JSON-RPC peers over real transports
 //! (Streamable HTTP on 127.0.0.1:0, and stdio framing over an in-process pipe).
-#![allow(dead_code, reason = "each test binary uses a different part of the harness")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of the harness"
+)]
 
 use std::sync::Arc;
 
@@ -100,23 +103,34 @@ impl Peer {
     }
 
     pub async fn call(&mut self, tool: &str, arguments: Value, caps: Caps) -> Value {
-        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments }), caps)
-            .await
+        self.rpc(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+            caps,
+        )
+        .await
     }
 
     pub async fn get(&mut self, task_id: &str) -> Value {
-        self.rpc("tasks/get", json!({ "taskId": task_id }), TASKS).await
+        self.rpc("tasks/get", json!({ "taskId": task_id }), TASKS)
+            .await
     }
 
     /// Polls `tasks/get` until the task is terminal (bounded).
     pub async fn wait_terminal(&mut self, task_id: &str) -> Value {
         for _ in 0..500 {
             let response = self.get(task_id).await;
-            let status = response["result"]["status"].as_str().unwrap_or_default().to_owned();
+            let status = response["result"]["status"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
                 return response["result"].clone();
             }
-            assert!(response.get("error").is_none(), "tasks/get failed: {response}");
+            assert!(
+                response.get("error").is_none(),
+                "tasks/get failed: {response}"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         panic!("task {task_id} did not end");
@@ -194,7 +208,8 @@ impl Http {
             headers.push(("mcp-name", name.to_owned()));
         }
         headers.extend(self.extra.iter().cloned());
-        let body = json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params });
+        let body =
+            json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params });
         let (status, value, _) = self.post(&body, &headers).await;
         (status, value)
     }
@@ -247,7 +262,12 @@ impl Stdio {
         let id = message["id"].clone();
         self.send(&message).await;
         loop {
-            let line = self.reader.next_line().await.unwrap().expect("server closed stdio");
+            let line = self
+                .reader
+                .next_line()
+                .await
+                .unwrap()
+                .expect("server closed stdio");
             let value: Value = serde_json::from_str(&line).unwrap();
             if value["id"] == id {
                 return value;
@@ -258,8 +278,10 @@ impl Stdio {
     pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> Value {
         self.next_id += 1;
         let params = with_meta(params, caps);
-        self.request(json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params }))
-            .await
+        self.request(
+            json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params }),
+        )
+        .await
     }
 }
 
@@ -273,5 +295,8 @@ pub async fn both(make: impl Fn() -> TaskServer) -> [Peer; 2] {
 
 /// The text of the first content block of a `CallToolResult` object.
 pub fn first_text(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }

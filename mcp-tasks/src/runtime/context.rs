@@ -1,6 +1,9 @@
 //! [`TaskContext`]: what a running tool sees of its task.
 
-#![allow(deprecated, reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire")]
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
 
 use std::sync::{
     Arc, Mutex,
@@ -16,7 +19,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
-use crate::{errors, store::StoreError, toolkit::StateMap, tool::Failure};
+use crate::{errors, store::StoreError, tool::Failure, toolkit::StateMap};
 
 /// Where the call stands: answered inline, within an inline budget, or a task.
 enum Phase {
@@ -90,7 +93,10 @@ impl InputKind {
         }
     }
 
-    #[allow(deprecated, reason = "sampling and roots still work on the 2026-07-28 wire")]
+    #[allow(
+        deprecated,
+        reason = "sampling and roots still work on the 2026-07-28 wire"
+    )]
     fn declared(self, caps: &ClientCapabilities) -> bool {
         match self {
             Self::Elicitation => caps.elicitation.is_some(),
@@ -345,7 +351,11 @@ impl TaskContext {
         let key = format!("{}-{n}", kind.key_prefix());
         let runtime = &self.inner.runtime;
         let answer = runtime.await_input(&self.inner.id, &key);
-        match runtime.store.request_input(&self.inner.id, &key, request).await {
+        match runtime
+            .store
+            .request_input(&self.inner.id, &key, request)
+            .await
+        {
             Ok(()) => {}
             // The task ended under the work (it expired): stop the work.
             Err(StoreError::Terminal(_) | StoreError::NotFound) => return Err(Failure::Cancelled),

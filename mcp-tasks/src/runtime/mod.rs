@@ -28,8 +28,8 @@ use crate::{
 
 mod context;
 
-pub use context::TaskContext;
 pub(crate) use context::ContextParts;
+pub use context::TaskContext;
 
 /// How often the reaper applies due expiry.
 const REAP_INTERVAL: Duration = Duration::from_secs(1);
@@ -60,7 +60,9 @@ impl Runtime {
     }
 
     fn live_map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<LiveTask>>> {
-        self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it.

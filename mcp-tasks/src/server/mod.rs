@@ -48,24 +48,26 @@
 //! }
 //! ```
 
-#![allow(deprecated, reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire")]
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
 
 use std::sync::Arc;
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CancelTaskParams,
-        ClientCapabilities, CreateTaskResult, ElicitResult, GetTaskParams, GetTaskResult,
-        Implementation, InputRequest, InputResponses, ListRootsResult, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolsCapability,
-        UpdateTaskParams,
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
+        CreateTaskResult, ElicitResult, GetTaskParams, GetTaskResult, Implementation, InputRequest,
+        InputResponses, ListRootsResult, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, ToolsCapability, UpdateTaskParams,
     },
     service::RequestContext,
 };
 use tokio::sync::oneshot;
-use tracing::Instrument;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::{
     EXTENSION_ID, errors,
@@ -196,7 +198,12 @@ impl Engine {
     /// Every tool, in registration order.
     #[must_use]
     pub fn list_tools(&self) -> ListToolsResult {
-        ListToolsResult::with_all_items(self.toolkit.definitions().map(|d| d.tool().clone()).collect())
+        ListToolsResult::with_all_items(
+            self.toolkit
+                .definitions()
+                .map(|d| d.tool().clone())
+                .collect(),
+        )
     }
 
     /// Whether `tools/call` of `name` is for this engine.
@@ -253,7 +260,9 @@ impl Engine {
         params: GetTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let snapshot = self.owned_task("tasks/get", &params.task_id, context).await?;
+        let snapshot = self
+            .owned_task("tasks/get", &params.task_id, context)
+            .await?;
         Ok(GetTaskResult::new(snapshot.to_detailed()))
     }
 
@@ -268,7 +277,9 @@ impl Engine {
         params: UpdateTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let snapshot = self.owned_task("tasks/update", &params.task_id, context).await?;
+        let snapshot = self
+            .owned_task("tasks/update", &params.task_id, context)
+            .await?;
         validate_responses(&snapshot, &params.input_responses)?;
         let accepted = match self
             .runtime
@@ -294,7 +305,8 @@ impl Engine {
         params: CancelTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.owned_task("tasks/cancel", &params.task_id, context).await?;
+        self.owned_task("tasks/cancel", &params.task_id, context)
+            .await?;
         match self.runtime.store.request_cancel(&params.task_id).await {
             Ok(()) => {}
             Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/cancel")),
@@ -374,16 +386,22 @@ fn client_capabilities(context: &RequestContext<RoleServer>) -> ClientCapabiliti
 }
 
 /// Checks that each answer for an outstanding key has the shape its request asks for.
-#[allow(deprecated, reason = "sampling and roots still work on the 2026-07-28 wire")]
-fn validate_responses(snapshot: &TaskSnapshot, responses: &InputResponses) -> Result<(), ErrorData> {
+#[allow(
+    deprecated,
+    reason = "sampling and roots still work on the 2026-07-28 wire"
+)]
+fn validate_responses(
+    snapshot: &TaskSnapshot,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
     for (key, value) in responses {
         let Some(request) = snapshot.input_requests.get(key) else {
             continue;
         };
         let checked = match request {
-            InputRequest::Elicitation(_) => {
-                serde_json::from_value::<ElicitResult>(value.clone()).map(drop).map_err(|e| ("ElicitResult", e))
-            }
+            InputRequest::Elicitation(_) => serde_json::from_value::<ElicitResult>(value.clone())
+                .map(drop)
+                .map_err(|e| ("ElicitResult", e)),
             InputRequest::CreateMessage(_) => {
                 serde_json::from_value::<rmcp::model::CreateMessageResult>(value.clone())
                     .map(drop)
@@ -395,7 +413,11 @@ fn validate_responses(snapshot: &TaskSnapshot, responses: &InputResponses) -> Re
             _ => Ok(()),
         };
         if let Err((expected, error)) = checked {
-            return Err(errors::bad_input_response(key, expected, &error.to_string()));
+            return Err(errors::bad_input_response(
+                key,
+                expected,
+                &error.to_string(),
+            ));
         }
     }
     Ok(())
@@ -434,14 +456,22 @@ impl Call<'_> {
     }
 
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, ErrorData> {
-        self.engine.runtime.store.create(task).await.map_err(|error| match error {
-            StoreError::Full { capacity } => errors::store_full(capacity),
-            other => errors::store_failure(&other),
-        })
+        self.engine
+            .runtime
+            .store
+            .create(task)
+            .await
+            .map_err(|error| match error {
+                StoreError::Full { capacity } => errors::store_full(capacity),
+                other => errors::store_failure(&other),
+            })
     }
 
     /// An ordinary call: the work runs here and its result is the answer.
-    async fn inline(self, context: &RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn inline(
+        self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let ctx = TaskContext::inline(self.parts(Arc::from(""), context.ct.child_token()));
         let work = match self.registered.tool.call(ctx, self.arguments.clone()) {
             Ok(work) => work,
@@ -463,7 +493,9 @@ impl Call<'_> {
         let runtime = &self.engine.runtime;
         runtime.register(id.clone(), cancel);
         runtime.spawn(id, self.tool.clone(), &self.owner, work);
-        Ok(CallToolResponse::Task(CreateTaskResult::new(snapshot.to_task())))
+        Ok(CallToolResponse::Task(CreateTaskResult::new(
+            snapshot.to_task(),
+        )))
     }
 
     /// Start the work; answer inline if it ends within `budget`, else make it a task.
@@ -475,12 +507,17 @@ impl Call<'_> {
         let id: Arc<str> = Arc::from(new_task_id());
         let cancel = CancellationToken::new();
         let (ctx, promote) = TaskContext::pending(self.parts(id.clone(), cancel.clone()));
-        let work = match self.registered.tool.call(ctx.clone(), self.arguments.clone()) {
+        let work = match self
+            .registered
+            .tool
+            .call(ctx.clone(), self.arguments.clone())
+        {
             Ok(work) => work,
             Err(error) => return Ok(error.into_result(&self.tool).into()),
         };
         let (tx, mut ended) = oneshot::channel::<Ended>();
-        let span = tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
+        let span =
+            tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
         tokio::spawn(
             async move {
                 let _ = tx.send(run_caught(work).await);
@@ -511,7 +548,9 @@ impl Call<'_> {
         runtime.register(id.clone(), cancel);
         ctx.finish_promotion().await;
         runtime.supervise(id, self.tool.clone(), &self.owner, ended);
-        Ok(CallToolResponse::Task(CreateTaskResult::new(snapshot.to_task())))
+        Ok(CallToolResponse::Task(CreateTaskResult::new(
+            snapshot.to_task(),
+        )))
     }
 }
 
@@ -608,7 +647,10 @@ impl ServerHandler for TaskServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.engine.toolkit.get(name).map(|r| r.definition.tool().clone())
+        self.engine
+            .toolkit
+            .get(name)
+            .map(|r| r.definition.tool().clone())
     }
 
     async fn call_tool(
@@ -643,4 +685,3 @@ impl ServerHandler for TaskServer {
         self.engine.cancel_task(request, &context).await
     }
 }
-

@@ -69,13 +69,17 @@ struct Entry {
 struct Live {
     input_requests: InputRequests,
     used_keys: Vec<Box<str>>,
-    #[allow(dead_code, reason = "kept for parity with durable stores; dropped on finish")]
+    #[allow(
+        dead_code,
+        reason = "kept for parity with durable stores; dropped on finish"
+    )]
     arguments: JsonObject,
 }
 
 impl Entry {
     fn deadline_ms(&self) -> Option<u64> {
-        self.ttl_ms.map(|ttl| self.created_at_ms.saturating_add(ttl))
+        self.ttl_ms
+            .map(|ttl| self.created_at_ms.saturating_add(ttl))
     }
 
     fn touch(&mut self, now: u64) {
@@ -189,7 +193,8 @@ impl MemoryStore {
         }
         match entry.deadline_ms() {
             Some(deadline) if now >= deadline && !entry.status.is_terminal() => {
-                entry.status_message = Some("task expired: its ttl elapsed before it finished".into());
+                entry.status_message =
+                    Some("task expired: its ttl elapsed before it finished".into());
                 let purge_at = deadline.saturating_add(self.expired_retention_ms);
                 entry.end(
                     Outcome::Failed(errors::to_object(&errors::task_expired())),
@@ -382,7 +387,9 @@ impl TaskStore for MemoryStore {
         let now = self.clock.now_ms();
         let mut failed = Vec::new();
         for shard in &self.shards {
-            let mut shard = shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut shard = shard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let shard = &mut *shard;
             while let Some(Reverse((due, _))) = shard.deadlines.peek() {
                 if *due > now {
