@@ -19,6 +19,7 @@
 
 pub mod clock;
 pub mod errors;
+mod extract;
 mod id;
 pub mod runtime;
 pub mod server;
@@ -26,7 +27,9 @@ pub mod store;
 pub mod tool;
 pub mod toolkit;
 
+pub use extract::State;
 pub use id::new_task_id;
+pub use mcp_tasks_macros::task_tool;
 pub use runtime::TaskContext;
 pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
 #[cfg(feature = "http")]
@@ -51,6 +54,41 @@ pub const EXTENSION_ID: &str = rmcp::model::TASKS_EXTENSION_ID;
 /// tasks (`params.task`, `tasks/result`, `tasks/list`) are not offered.
 pub const REVISION: &str = "2026-07-28";
 
+/// Builds a [`Toolkit`] from `#[task_tool]` fns: `toolkit![search, summarize]`.
+///
+/// Evaluates to `Result<Toolkit, ToolkitError>`: registering checks each definition
+/// ([`ToolkitError::InvalidDefinition`], e.g. an `#[args]` struct whose schema is not an
+/// object) and names ([`ToolkitError::DuplicateName`]). Two tools with the same wire name are
+/// also rejected at compile time: the same fn listed twice, and (by evaluating the names in a
+/// constant) two fns with the same `name = ".."`. Add state and hand-written tools on the
+/// result:
+///
+/// ```
+/// use mcp_tasks::{task_tool, toolkit};
+///
+/// /// Adds two numbers.
+/// #[task_tool]
+/// async fn add(a: i64, b: i64) -> i64 {
+///     a + b
+/// }
+///
+/// /// Says hello.
+/// #[task_tool(name = "say-hello", mode = "inline")]
+/// async fn hello() -> String {
+///     "hello".into()
+/// }
+///
+/// let toolkit = toolkit![add, hello]?.with_state(42_u32);
+/// assert_eq!(toolkit.len(), 2);
+/// # Ok::<(), mcp_tasks::ToolkitError>(())
+/// ```
+#[macro_export]
+macro_rules! toolkit {
+    ($($tools:tt)*) => {
+        $crate::__private::toolkit!($crate; $($tools)*)
+    };
+}
+
 #[doc(hidden)]
 pub mod __private {
     //! What `#[task_tool]` and `toolkit!` expand to. Not a public API.
@@ -59,4 +97,20 @@ pub mod __private {
     pub use schemars;
     pub use serde;
     pub use serde_json;
+
+    pub use std::time::Duration;
+
+    pub use mcp_tasks_macros::toolkit;
+
+    pub use rmcp::model::{CallToolResult, JsonObject, ToolAnnotations};
+
+    pub use crate::{
+        extract::{
+            ArgOps, Arguments, FromContext, InputSchema, NamedTool, WholeOps, add_tool,
+            assert_unique_names, boxed, fail, kinds,
+        },
+        runtime::TaskContext,
+        tool::{ArgumentError, Mode, TaskTool, ToolDefinition, ToolFuture, Ttl},
+        toolkit::{Toolkit, ToolkitError},
+    };
 }
