@@ -1,0 +1,274 @@
+//! `#[task_tool]` at run time, over stdio framing on an in-process pipe: arguments decode
+//! (and a bad or missing field is named with the expected type, no task created), return
+//! values become `structuredContent` plus a text copy, `E: Display` becomes `isError`,
+//! `ToolError::rpc` a JSON-RPC error or a `failed` task, `State<T>` is filled from the
+//! toolkit, and a missing state is a JSON-RPC error rather than a panic.
+
+use mcp_tasks::{State, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use rmcp::{
+    ServiceExt,
+    model::{CallToolResult, ContentBlock, ErrorData},
+};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+#[derive(Serialize, JsonSchema)]
+struct Sum {
+    total: u64,
+}
+
+/// Adds two numbers.
+#[task_tool(mode = "inline")]
+async fn add(a: u32, #[arg(rename = "second")] b: Option<u32>) -> Sum {
+    Sum { total: u64::from(a) + u64::from(b.unwrap_or(0)) }
+}
+
+/// Divides.
+#[task_tool]
+async fn divide(a: i64, b: i64) -> Result<i64, String> {
+    if b == 0 { Err(format!("cannot divide {a} by zero")) } else { Ok(a / b) }
+}
+
+/// Fails with a JSON-RPC error.
+#[task_tool]
+async fn broken(ctx: TaskContext) -> Result<u32, ToolError> {
+    Err(ToolError::rpc(ErrorData::internal_error(format!("{} is broken", ctx.tool_name()), None)))
+}
+
+#[derive(Clone)]
+struct Greeting(String);
+
+#[derive(Clone)]
+struct NeverRegistered;
+
+/// Greets with the registered greeting.
+#[task_tool]
+async fn greet(State(greeting): State<Greeting>, #[arg(default)] name: String) -> String {
+    format!("{}, {name}", greeting.0)
+}
+
+/// Needs state nobody registered.
+#[task_tool]
+async fn needs_state(State(_missing): State<NeverRegistered>) -> u32 {
+    1
+}
+
+/// Returns nothing.
+#[task_tool]
+async fn nothing() {}
+
+/// Returns a ready result.
+#[task_tool]
+async fn ready() -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text("as is")])
+}
+
+/// Runs only as a task.
+#[task_tool(mode = "required", ttl = "1m", poll_interval = "10ms")]
+async fn background(ctx: TaskContext, n: u32) -> Result<u32, ToolError> {
+    ctx.status("working").await;
+    if n == 0 { Err(ToolError::rpc(ErrorData::invalid_params("n must be positive", None))) } else { Ok(n * 2) }
+}
+
+struct Client {
+    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    reader: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    next_id: u64,
+}
+
+impl Client {
+    fn start() -> Self {
+        let toolkit = toolkit![add, divide, broken, greet, needs_state, nothing, ready, background]
+            .expect("the toolkit builds")
+            .with_state(Greeting("hello".into()));
+        let server = TaskServer::new(toolkit);
+        let (client, server_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (read, writer) = tokio::io::split(client);
+        Self { writer, reader: BufReader::new(read).lines(), next_id: 0 }
+    }
+
+    async fn rpc(&mut self, method: &str, mut params: Value, tasks: bool) -> Value {
+        let mut capabilities = json!({});
+        if tasks {
+            capabilities["extensions"] = json!({ "io.modelcontextprotocol/tasks": {} });
+        }
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": { "name": "macros-runtime", "version": "0" },
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut line =
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
+        line.push('\n');
+        self.writer.write_all(line.as_bytes()).await.unwrap();
+        self.writer.flush().await.unwrap();
+        loop {
+            let line = self.reader.next_line().await.unwrap().expect("server closed");
+            let value: Value = serde_json::from_str(&line).unwrap();
+            if value["id"] == id {
+                return value;
+            }
+        }
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments }), false).await
+    }
+}
+
+fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn decodes_arguments_and_returns_structured_content_with_a_text_copy() {
+    let mut client = Client::start();
+    let response = client.call("add", json!({ "a": 2, "second": 3 })).await;
+    let result = &response["result"];
+    assert_eq!(result["structuredContent"], json!({ "total": 5 }));
+    assert_eq!(result["isError"], json!(false));
+    let copy: Value = serde_json::from_str(text(result)).unwrap();
+    assert_eq!(copy, json!({ "total": 5 }));
+
+    // The Option parameter may be left out.
+    let response = client.call("add", json!({ "a": 7 })).await;
+    assert_eq!(response["result"]["structuredContent"], json!({ "total": 7 }));
+}
+
+#[tokio::test]
+async fn a_bad_field_is_named_with_the_expected_type() {
+    let mut client = Client::start();
+    let response = client.call("add", json!({ "a": "x" })).await;
+    let result = &response["result"];
+    assert_eq!(result["isError"], json!(true), "{response}");
+    assert_eq!(
+        text(result),
+        "invalid arguments for tool `add`: `a`: invalid type: string \"x\", expected u32"
+    );
+    let response = client.call("add", json!({ "second": 1 })).await;
+    assert_eq!(
+        text(&response["result"]),
+        "invalid arguments for tool `add`: `a`: missing, expected u32"
+    );
+    let response = client.call("add", json!({ "a": 1, "second": -1 })).await;
+    assert_eq!(
+        text(&response["result"]),
+        "invalid arguments for tool `add`: `second`: invalid value: integer `-1`, expected u32"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_field_creates_no_task() {
+    let mut client = Client::start();
+    let response = client
+        .rpc("tools/call", json!({ "name": "background", "arguments": { "n": "two" } }), true)
+        .await;
+    let result = &response["result"];
+    assert_ne!(result["resultType"], json!("task"), "{response}");
+    assert_eq!(result["isError"], json!(true));
+    assert!(text(result).contains("`n`: invalid type: string \"two\", expected u32"), "{response}");
+}
+
+#[tokio::test]
+async fn non_object_outputs_are_wrapped_and_errors_are_text() {
+    let mut client = Client::start();
+    let response = client.call("divide", json!({ "a": 9, "b": 3 })).await;
+    assert_eq!(response["result"]["structuredContent"], json!({ "result": 3 }));
+    let response = client.call("divide", json!({ "a": 9, "b": 0 })).await;
+    let result = &response["result"];
+    assert_eq!(result["isError"], json!(true));
+    assert_eq!(text(result), "cannot divide 9 by zero");
+    assert!(result.get("structuredContent").is_none());
+}
+
+#[tokio::test]
+async fn tool_error_rpc_is_a_json_rpc_error_inline() {
+    let mut client = Client::start();
+    let response = client.call("broken", json!({})).await;
+    assert_eq!(response["error"]["code"], json!(-32603), "{response}");
+    assert_eq!(response["error"]["message"], json!("broken is broken"));
+}
+
+#[tokio::test]
+async fn state_is_filled_and_a_missing_state_is_a_json_rpc_error() {
+    let mut client = Client::start();
+    let response = client.call("greet", json!({ "name": "ada" })).await;
+    assert_eq!(response["result"]["structuredContent"], json!({ "result": "hello, ada" }));
+    let response = client.call("greet", json!({})).await;
+    assert_eq!(response["result"]["structuredContent"], json!({ "result": "hello, " }));
+
+    let response = client.call("needs_state", json!({})).await;
+    assert_eq!(response["error"]["code"], json!(-32603), "{response}");
+    let message = response["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("tool `needs_state` needs state of type `macros_runtime::NeverRegistered`"),
+        "{message}"
+    );
+    assert!(message.contains("Toolkit::with_state"), "{message}");
+}
+
+#[tokio::test]
+async fn unit_and_ready_results() {
+    let mut client = Client::start();
+    let response = client.call("nothing", json!({})).await;
+    assert_eq!(response["result"]["content"], json!([]), "{response}");
+    assert_eq!(response["result"]["isError"], json!(false));
+    let response = client.call("ready", json!({})).await;
+    assert_eq!(text(&response["result"]), "as is");
+    assert!(response["result"].get("structuredContent").is_none());
+}
+
+#[tokio::test]
+async fn tools_list_shows_schemas_and_policy() {
+    let mut client = Client::start();
+    let response = client.rpc("tools/list", json!({}), false).await;
+    let tools = response["result"]["tools"].as_array().unwrap();
+    let add = tools.iter().find(|t| t["name"] == "add").unwrap();
+    assert_eq!(add["description"], json!("Adds two numbers."));
+    assert_eq!(add["inputSchema"]["required"], json!(["a"]));
+    assert_eq!(add["outputSchema"]["properties"]["total"]["type"], json!("integer"));
+    let nothing = tools.iter().find(|t| t["name"] == "nothing").unwrap();
+    assert!(nothing.get("outputSchema").is_none());
+}
+
+#[tokio::test]
+async fn as_a_task_results_and_rpc_errors_end_completed_and_failed() {
+    let mut client = Client::start();
+    let response = client
+        .rpc("tools/call", json!({ "name": "background", "arguments": { "n": 21 } }), true)
+        .await;
+    assert_eq!(response["result"]["resultType"], json!("task"), "{response}");
+    let id = response["result"]["taskId"].as_str().unwrap().to_owned();
+    let done = wait_terminal(&mut client, &id).await;
+    assert_eq!(done["status"], json!("completed"), "{done}");
+    assert_eq!(done["result"]["structuredContent"], json!({ "result": 42 }), "{done}");
+
+    let response = client
+        .rpc("tools/call", json!({ "name": "background", "arguments": { "n": 0 } }), true)
+        .await;
+    let id = response["result"]["taskId"].as_str().unwrap().to_owned();
+    let done = wait_terminal(&mut client, &id).await;
+    assert_eq!(done["status"], json!("failed"), "{done}");
+    assert_eq!(done["error"]["code"], json!(-32602), "{done}");
+}
+
+async fn wait_terminal(client: &mut Client, id: &str) -> Value {
+    for _ in 0..500 {
+        let response = client.rpc("tasks/get", json!({ "taskId": id }), true).await;
+        let status = response["result"]["status"].as_str().unwrap_or_default();
+        if matches!(status, "completed" | "failed" | "cancelled") {
+            return response["result"].clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("task {id} did not end");
+}

@@ -1,0 +1,6 @@
+use mcp_tasks::task_tool;
+
+#[task_tool]
+struct Tool;
+
+fn main() {}

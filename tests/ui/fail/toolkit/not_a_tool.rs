@@ -1,0 +1,7 @@
+use mcp_tasks::toolkit;
+
+struct Handwritten;
+
+fn main() {
+    let _ = toolkit![Handwritten];
+}
