@@ -142,6 +142,7 @@ fn generate(tool: &Tool) -> TokenStream {
     let ctx = local("__ctx");
     let arguments = local("__arguments");
     let schema = local("__schema");
+    let failure = local("__failure");
 
     // Per parameter: an associated const built where its bounds are checked (spanned at its
     // type, so a wrong type is reported once, there), a schema entry, how the value is obtained.
@@ -161,9 +162,9 @@ fn generate(tool: &Tool) -> TokenStream {
             ParamKind::Context | ParamKind::State => {
                 takes.push(quote_spanned! {span=>
                     let #value = match <#ty as #p::FromContext>::from_context(&#ctx) {
-                        ::core::result::Result::Ok(value) => value,
-                        ::core::result::Result::Err(error) => {
-                            return ::core::result::Result::Ok(#p::fail(error));
+                        ::core::result::Result::Ok(#value) => #value,
+                        ::core::result::Result::Err(#failure) => {
+                            return ::core::result::Result::Ok(#p::fail(#failure));
                         }
                     };
                 });
@@ -306,7 +307,7 @@ fn generate(tool: &Tool) -> TokenStream {
                 let #definition = #p::ToolDefinition::new(#wire_name, #input_schema)
                     #(#builder)*;
                 match #p::kinds::ReturnOps::output_schema(&Self::__returns()) {
-                    ::core::option::Option::Some(schema) => #definition.with_output_schema(schema),
+                    ::core::option::Option::Some(#schema) => #definition.with_output_schema(#schema),
                     ::core::option::Option::None => #definition,
                 }
             }
