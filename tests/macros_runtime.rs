@@ -4,13 +4,13 @@
 //! `ToolError::rpc` a JSON-RPC error or a `failed` task, `State<T>` is filled from the
 //! toolkit, and a missing state is a JSON-RPC error rather than a panic.
 
-use mcp_tasks::{State, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{State, TaskContext, TaskServer, ToolError, ToolkitError, task_tool, toolkit};
 use rmcp::{
     ServiceExt,
     model::{CallToolResult, ContentBlock, ErrorData},
 };
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -70,6 +70,42 @@ async fn ready() -> CallToolResult {
 async fn background(ctx: TaskContext, n: u32) -> Result<u32, ToolError> {
     ctx.status("working").await;
     if n == 0 { Err(ToolError::rpc(ErrorData::invalid_params("n must be positive", None))) } else { Ok(n * 2) }
+}
+
+/// Either form.
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum Either {
+    Number(u32),
+    Text(String),
+}
+
+/// Takes an argument object whose schema is not an object schema.
+#[task_tool]
+async fn either(#[args] value: Either) -> u32 {
+    match value {
+        Either::Number(n) => n,
+        Either::Text(t) => u32::try_from(t.len()).unwrap_or(u32::MAX),
+    }
+}
+
+/// Shares its wire name with `add`.
+#[task_tool(name = "add")]
+async fn another_add() {}
+
+#[test]
+fn building_the_toolkit_reports_what_compile_time_cannot_see() {
+    let error = toolkit![add, either].unwrap_err();
+    assert_eq!(
+        error,
+        ToolkitError::InvalidDefinition(
+            "tool `either`: the input schema's root must be `\"type\": \"object\"`".into()
+        )
+    );
+    // Names are checked at compile time within one `toolkit!`; a tool added later is
+    // checked when it is added.
+    let error = toolkit![add].unwrap().with_tool(another_add {}).unwrap_err();
+    assert_eq!(error, ToolkitError::DuplicateName("add".into()));
 }
 
 struct Client {

@@ -4,8 +4,8 @@
 //! `io.modelcontextprotocol/tasks` ([`EXTENSION_ID`]), revision [`REVISION`], on
 //! [rmcp](https://docs.rs/rmcp), the official Rust MCP SDK.
 //!
-//! A tool implements [`TaskTool`] (the `#[task_tool]` attribute writes that for an ordinary
-//! `async fn`); a [`Toolkit`] collects tools; a [`TaskServer`] serves them over stdio or
+//! A tool implements [`TaskTool`] (the [`#[task_tool]`](task_tool) attribute writes that for
+//! an ordinary `async fn`); a [`Toolkit`] collects tools ([`toolkit!`] builds one); a [`TaskServer`] serves them over stdio or
 //! Streamable HTTP. A client that declares the extension on a `tools/call` may get a task
 //! handle back and follows it with `tasks/get`, `tasks/update` and `tasks/cancel`; every
 //! other client sees ordinary MCP.
@@ -29,6 +29,91 @@ pub mod toolkit;
 
 pub use extract::State;
 pub use id::new_task_id;
+/// Turns an `async fn` into a task tool.
+///
+/// ```
+/// use mcp_tasks::{State, TaskContext, ToolError, task_tool, toolkit};
+/// use schemars::JsonSchema;
+/// use serde::Serialize;
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Report {
+///     pages: u32,
+/// }
+///
+/// #[derive(Clone)]
+/// struct Http; // a client, a pool, ...
+///
+/// /// Crawls a site and reports how many pages it has.
+/// #[task_tool(ttl = "10m", poll_interval = "2s", mode = "optional", inline_budget = "250ms", read_only)]
+/// async fn crawl(
+///     ctx: TaskContext,
+///     State(_http): State<Http>,
+///     #[arg(description = "Where to start")] url: String,
+///     max_pages: Option<u32>,
+/// ) -> Result<Report, ToolError> {
+///     ctx.status(format!("crawling {url}")).await;
+///     Ok(Report { pages: max_pages.unwrap_or(1) })
+/// }
+///
+/// let toolkit = toolkit![crawl]?.with_state(Http);
+/// # assert!(toolkit.contains("crawl"));
+/// # Ok::<(), mcp_tasks::ToolkitError>(())
+/// ```
+///
+/// The fn is emitted unchanged (but for the `#[arg]`/`#[args]` helper attributes); beside it
+/// a braced unit struct of the same name implements [`TaskTool`], which is what
+/// [`toolkit!`] registers.
+///
+/// # Arguments of the attribute
+///
+/// | argument | default | meaning |
+/// | --- | --- | --- |
+/// | `ttl = "10m"` or `"unlimited"` | `"1h"` | the task's `ttlMs` |
+/// | `poll_interval = "1s"` | `"1s"` | the task's `pollIntervalMs`; at most `ttl` |
+/// | `mode = "required" \| "optional" \| "inline"` | `"optional"` | see [`Mode`] |
+/// | `inline_budget = "250ms"` | none | answer inline if done this soon (`optional` only) |
+/// | `name = ".."` | the fn name | the wire name (`A-Z a-z 0-9 _ - .`, 1 to 128) |
+/// | `title = ".."` | none | the human-readable title |
+/// | `description = ".."` | the doc comment | the description |
+/// | `read_only`, `destructive`, `idempotent`, `open_world` (`= false` to deny) | unset | the annotations' hints |
+/// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
+///
+/// Durations are whole numbers of `h`, `m`, `s`, `ms`, largest first, without spaces:
+/// `"250ms"`, `"10s"`, `"1h30m"`. They are checked at compile time.
+///
+/// # Parameters
+///
+/// - A parameter whose type is named `TaskContext` receives the call's [`TaskContext`]; one
+///   whose type is named `State` receives a [`State<T>`] registered with
+///   [`Toolkit::with_state`] (a call ends with a JSON-RPC error if it was not registered).
+/// - Every other parameter is one property of the input schema (JSON Schema 2020-12, root
+///   `type: "object"`): its type must implement `serde::Deserialize` and
+///   `schemars::JsonSchema`. A parameter whose type decodes from `null` (an `Option`) is not
+///   required. `#[arg(description = "..", rename = "..", default)]` documents it, renames it
+///   on the wire, or makes it optional with `Default::default()` (shown as the schema's
+///   `default`).
+/// - Or one `#[args]` parameter: a struct that is the whole argument object, so its field
+///   docs become the property descriptions.
+///
+/// Arguments are decoded before any task exists: a bad or missing field answers at once with
+/// `isError: true` naming the field and the expected type, e.g.
+/// ``"`count`: invalid type: string \"a\", expected u32"``.
+///
+/// # Return types
+///
+/// | the fn returns | the caller gets |
+/// | --- | --- |
+/// | `T: Serialize + JsonSchema` | `structuredContent` plus a text copy; `outputSchema` from `T` |
+/// | `()` | an empty successful result, no `outputSchema` |
+/// | `rmcp::model::CallToolResult` | that result, as is |
+/// | `Result<T, E>` with `E: Display` | `Ok` as above; `Err` as `isError: true` with its text |
+/// | `Result<T, ToolError>` | [`ToolError::new`]: `isError`; [`ToolError::rpc`]: the task ends `failed`; [`ToolError::cancelled`]: `cancelled` |
+/// | `Result<T, Failure>` or `Result<T, ErrorData>` | the task ends `failed` (or `cancelled`) |
+///
+/// An `outputSchema` must describe an object: when `T`'s schema is not `type: "object"` (a
+/// number, a string, a list, an enum, an `Option`), the value is wrapped as
+/// `{"result": value}` and the schema says so.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::TaskContext;
 pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
