@@ -120,14 +120,25 @@ fn golden(name: &str, tool: &impl TaskTool) -> Value {
     }
     let expected = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{path}: {e}; run with GOLDEN=overwrite and review"));
-    assert_eq!(pretty, expected, "{name}: the generated schemas differ from {path}");
+    assert_eq!(
+        pretty, expected,
+        "{name}: the generated schemas differ from {path}"
+    );
     for key in ["inputSchema", "outputSchema"] {
         let schema = &actual[key];
         if schema.is_null() {
             continue;
         }
-        assert_eq!(schema["$schema"], json!("https://json-schema.org/draft/2020-12/schema"), "{name}.{key}");
-        assert_eq!(schema["type"], json!("object"), "{name}.{key}: the root must be an object schema");
+        assert_eq!(
+            schema["$schema"],
+            json!("https://json-schema.org/draft/2020-12/schema"),
+            "{name}.{key}"
+        );
+        assert_eq!(
+            schema["type"],
+            json!("object"),
+            "{name}.{key}: the root must be an object schema"
+        );
         if let Err(error) = jsonschema::draft202012::meta::validate(schema) {
             panic!("{name}.{key} is not valid JSON Schema 2020-12: {error}");
         }
@@ -138,10 +149,16 @@ fn golden(name: &str, tool: &impl TaskTool) -> Value {
 fn check(schema: &Value, valid: &[Value], invalid: &[Value]) {
     let validator = jsonschema::draft202012::new(schema).expect("the schema compiles");
     for instance in valid {
-        assert!(validator.is_valid(instance), "should accept {instance}: {schema}");
+        assert!(
+            validator.is_valid(instance),
+            "should accept {instance}: {schema}"
+        );
     }
     for instance in invalid {
-        assert!(!validator.is_valid(instance), "should reject {instance}: {schema}");
+        assert!(
+            !validator.is_valid(instance),
+            "should reject {instance}: {schema}"
+        );
     }
 }
 
@@ -157,7 +174,11 @@ fn scalars_schema() {
             json!({ "count": 1, "ratio": 0.5, "enabled": true, "delta": 0 }),
         ],
     );
-    check(&s["outputSchema"], &[json!({ "result": 3 })], &[json!(3), json!({ "result": "3" })]);
+    check(
+        &s["outputSchema"],
+        &[json!({ "result": 3 })],
+        &[json!(3), json!({ "result": "3" })],
+    );
 }
 
 #[test]
@@ -167,10 +188,17 @@ fn options_schema() {
     assert_eq!(s["inputSchema"]["properties"]["page"]["default"], json!(0));
     check(
         &s["inputSchema"],
-        &[json!({ "query": "q" }), json!({ "query": "q", "limit": null, "maxResults": 5, "page": 2 })],
+        &[
+            json!({ "query": "q" }),
+            json!({ "query": "q", "limit": null, "maxResults": 5, "page": 2 }),
+        ],
         &[json!({}), json!({ "query": "q", "maxResults": 70000 })],
     );
-    check(&s["outputSchema"], &[json!({ "result": ["a"] })], &[json!({ "result": [1] })]);
+    check(
+        &s["outputSchema"],
+        &[json!({ "result": ["a"] })],
+        &[json!({ "result": [1] })],
+    );
 }
 
 #[test]
@@ -178,32 +206,54 @@ fn nested_schema() {
     let s = golden("nested", &nested {});
     check(
         &s["inputSchema"],
-        &[json!({ "filter": { "tags": ["x"], "priority": "high" }, "ids": [1, 2], "priority": "low" })],
+        &[
+            json!({ "filter": { "tags": ["x"], "priority": "high" }, "ids": [1, 2], "priority": "low" }),
+        ],
         &[
             json!({ "filter": { "tags": ["x"] }, "ids": [1], "priority": "urgent" }),
             json!({ "filter": { "priority": "low" }, "ids": [], "priority": "low" }),
         ],
     );
     let report = Report {
-        hits: vec![Hit { id: 1, priority: Priority::High }],
+        hits: vec![Hit {
+            id: 1,
+            priority: Priority::High,
+        }],
         counts: BTreeMap::from([("x".to_owned(), 1)]),
     };
-    check(&s["outputSchema"], &[serde_json::to_value(report).unwrap()], &[json!({ "hits": [{ "id": 1 }] })]);
+    check(
+        &s["outputSchema"],
+        &[serde_json::to_value(report).unwrap()],
+        &[json!({ "hits": [{ "id": 1 }] })],
+    );
 }
 
 #[test]
 fn struct_argument_schema() {
     let s = golden("search", &search {});
     let input = &s["inputSchema"];
-    assert_eq!(input["properties"]["query"]["description"], json!("The search text."));
+    assert_eq!(
+        input["properties"]["query"]["description"],
+        json!("The search text.")
+    );
     assert_eq!(input["properties"]["limit"]["default"], json!(10));
     assert_eq!(input["required"], json!(["query"]));
     check(
         input,
-        &[json!({ "query": "q" }), json!({ "query": "q", "skipSeen": true, "filter": { "tags": [] } })],
-        &[json!({ "limit": 3 }), json!({ "query": "q", "skipSeen": "no" })],
+        &[
+            json!({ "query": "q" }),
+            json!({ "query": "q", "skipSeen": true, "filter": { "tags": [] } }),
+        ],
+        &[
+            json!({ "limit": 3 }),
+            json!({ "query": "q", "skipSeen": "no" }),
+        ],
     );
-    check(&s["outputSchema"], &[json!({ "result": "low" })], &[json!({ "result": "medium" })]);
+    check(
+        &s["outputSchema"],
+        &[json!({ "result": "low" })],
+        &[json!({ "result": "medium" })],
+    );
 }
 
 #[test]
@@ -211,5 +261,9 @@ fn no_arguments_no_output_schema() {
     let s = golden("ping", &ping {});
     assert_eq!(s["inputSchema"]["properties"], json!({}));
     assert!(s["outputSchema"].is_null());
-    check(&s["inputSchema"], &[json!({}), json!({ "extra": 1 })], &[json!(1)]);
+    check(
+        &s["inputSchema"],
+        &[json!({}), json!({ "extra": 1 })],
+        &[json!(1)],
+    );
 }

@@ -22,19 +22,28 @@ struct Sum {
 /// Adds two numbers.
 #[task_tool(mode = "inline")]
 async fn add(a: u32, #[arg(rename = "second")] b: Option<u32>) -> Sum {
-    Sum { total: u64::from(a) + u64::from(b.unwrap_or(0)) }
+    Sum {
+        total: u64::from(a) + u64::from(b.unwrap_or(0)),
+    }
 }
 
 /// Divides.
 #[task_tool]
 async fn divide(a: i64, b: i64) -> Result<i64, String> {
-    if b == 0 { Err(format!("cannot divide {a} by zero")) } else { Ok(a / b) }
+    if b == 0 {
+        Err(format!("cannot divide {a} by zero"))
+    } else {
+        Ok(a / b)
+    }
 }
 
 /// Fails with a JSON-RPC error.
 #[task_tool]
 async fn broken(ctx: TaskContext) -> Result<u32, ToolError> {
-    Err(ToolError::rpc(ErrorData::internal_error(format!("{} is broken", ctx.tool_name()), None)))
+    Err(ToolError::rpc(ErrorData::internal_error(
+        format!("{} is broken", ctx.tool_name()),
+        None,
+    )))
 }
 
 #[derive(Clone)]
@@ -69,7 +78,14 @@ async fn ready() -> CallToolResult {
 #[task_tool(mode = "required", ttl = "1m", poll_interval = "10ms")]
 async fn background(ctx: TaskContext, n: u32) -> Result<u32, ToolError> {
     ctx.status("working").await;
-    if n == 0 { Err(ToolError::rpc(ErrorData::invalid_params("n must be positive", None))) } else { Ok(n * 2) }
+    if n == 0 {
+        Err(ToolError::rpc(ErrorData::invalid_params(
+            "n must be positive",
+            None,
+        )))
+    } else {
+        Ok(n * 2)
+    }
 }
 
 /// Either form.
@@ -104,7 +120,10 @@ fn building_the_toolkit_reports_what_compile_time_cannot_see() {
     );
     // Names are checked at compile time within one `toolkit!`; a tool added later is
     // checked when it is added.
-    let error = toolkit![add].unwrap().with_tool(another_add {}).unwrap_err();
+    let error = toolkit![add]
+        .unwrap()
+        .with_tool(another_add {})
+        .unwrap_err();
     assert_eq!(error, ToolkitError::DuplicateName("add".into()));
 }
 
@@ -116,9 +135,18 @@ struct Client {
 
 impl Client {
     fn start() -> Self {
-        let toolkit = toolkit![add, divide, broken, greet, needs_state, nothing, ready, background]
-            .expect("the toolkit builds")
-            .with_state(Greeting("hello".into()));
+        let toolkit = toolkit![
+            add,
+            divide,
+            broken,
+            greet,
+            needs_state,
+            nothing,
+            ready,
+            background
+        ]
+        .expect("the toolkit builds")
+        .with_state(Greeting("hello".into()));
         let server = TaskServer::new(toolkit);
         let (client, server_io) = tokio::io::duplex(1 << 20);
         tokio::spawn(async move {
@@ -127,7 +155,11 @@ impl Client {
             }
         });
         let (read, writer) = tokio::io::split(client);
-        Self { writer, reader: BufReader::new(read).lines(), next_id: 0 }
+        Self {
+            writer,
+            reader: BufReader::new(read).lines(),
+            next_id: 0,
+        }
     }
 
     async fn rpc(&mut self, method: &str, mut params: Value, tasks: bool) -> Value {
@@ -148,7 +180,12 @@ impl Client {
         self.writer.write_all(line.as_bytes()).await.unwrap();
         self.writer.flush().await.unwrap();
         loop {
-            let line = self.reader.next_line().await.unwrap().expect("server closed");
+            let line = self
+                .reader
+                .next_line()
+                .await
+                .unwrap()
+                .expect("server closed");
             let value: Value = serde_json::from_str(&line).unwrap();
             if value["id"] == id {
                 return value;
@@ -157,7 +194,12 @@ impl Client {
     }
 
     async fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.rpc("tools/call", json!({ "name": tool, "arguments": arguments }), false).await
+        self.rpc(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+            false,
+        )
+        .await
     }
 }
 
@@ -177,7 +219,10 @@ async fn decodes_arguments_and_returns_structured_content_with_a_text_copy() {
 
     // The Option parameter may be left out.
     let response = client.call("add", json!({ "a": 7 })).await;
-    assert_eq!(response["result"]["structuredContent"], json!({ "total": 7 }));
+    assert_eq!(
+        response["result"]["structuredContent"],
+        json!({ "total": 7 })
+    );
 }
 
 #[tokio::test]
@@ -206,19 +251,29 @@ async fn a_bad_field_is_named_with_the_expected_type() {
 async fn a_bad_field_creates_no_task() {
     let mut client = Client::start();
     let response = client
-        .rpc("tools/call", json!({ "name": "background", "arguments": { "n": "two" } }), true)
+        .rpc(
+            "tools/call",
+            json!({ "name": "background", "arguments": { "n": "two" } }),
+            true,
+        )
         .await;
     let result = &response["result"];
     assert_ne!(result["resultType"], json!("task"), "{response}");
     assert_eq!(result["isError"], json!(true));
-    assert!(text(result).contains("`n`: invalid type: string \"two\", expected u32"), "{response}");
+    assert!(
+        text(result).contains("`n`: invalid type: string \"two\", expected u32"),
+        "{response}"
+    );
 }
 
 #[tokio::test]
 async fn non_object_outputs_are_wrapped_and_errors_are_text() {
     let mut client = Client::start();
     let response = client.call("divide", json!({ "a": 9, "b": 3 })).await;
-    assert_eq!(response["result"]["structuredContent"], json!({ "result": 3 }));
+    assert_eq!(
+        response["result"]["structuredContent"],
+        json!({ "result": 3 })
+    );
     let response = client.call("divide", json!({ "a": 9, "b": 0 })).await;
     let result = &response["result"];
     assert_eq!(result["isError"], json!(true));
@@ -238,15 +293,23 @@ async fn tool_error_rpc_is_a_json_rpc_error_inline() {
 async fn state_is_filled_and_a_missing_state_is_a_json_rpc_error() {
     let mut client = Client::start();
     let response = client.call("greet", json!({ "name": "ada" })).await;
-    assert_eq!(response["result"]["structuredContent"], json!({ "result": "hello, ada" }));
+    assert_eq!(
+        response["result"]["structuredContent"],
+        json!({ "result": "hello, ada" })
+    );
     let response = client.call("greet", json!({})).await;
-    assert_eq!(response["result"]["structuredContent"], json!({ "result": "hello, " }));
+    assert_eq!(
+        response["result"]["structuredContent"],
+        json!({ "result": "hello, " })
+    );
 
     let response = client.call("needs_state", json!({})).await;
     assert_eq!(response["error"]["code"], json!(-32603), "{response}");
     let message = response["error"]["message"].as_str().unwrap();
     assert!(
-        message.starts_with("tool `needs_state` needs state of type `macros_runtime::NeverRegistered`"),
+        message.starts_with(
+            "tool `needs_state` needs state of type `macros_runtime::NeverRegistered`"
+        ),
         "{message}"
     );
     assert!(message.contains("Toolkit::with_state"), "{message}");
@@ -271,7 +334,10 @@ async fn tools_list_shows_schemas_and_policy() {
     let add = tools.iter().find(|t| t["name"] == "add").unwrap();
     assert_eq!(add["description"], json!("Adds two numbers."));
     assert_eq!(add["inputSchema"]["required"], json!(["a"]));
-    assert_eq!(add["outputSchema"]["properties"]["total"]["type"], json!("integer"));
+    assert_eq!(
+        add["outputSchema"]["properties"]["total"]["type"],
+        json!("integer")
+    );
     let nothing = tools.iter().find(|t| t["name"] == "nothing").unwrap();
     assert!(nothing.get("outputSchema").is_none());
 }
@@ -280,16 +346,32 @@ async fn tools_list_shows_schemas_and_policy() {
 async fn as_a_task_results_and_rpc_errors_end_completed_and_failed() {
     let mut client = Client::start();
     let response = client
-        .rpc("tools/call", json!({ "name": "background", "arguments": { "n": 21 } }), true)
+        .rpc(
+            "tools/call",
+            json!({ "name": "background", "arguments": { "n": 21 } }),
+            true,
+        )
         .await;
-    assert_eq!(response["result"]["resultType"], json!("task"), "{response}");
+    assert_eq!(
+        response["result"]["resultType"],
+        json!("task"),
+        "{response}"
+    );
     let id = response["result"]["taskId"].as_str().unwrap().to_owned();
     let done = wait_terminal(&mut client, &id).await;
     assert_eq!(done["status"], json!("completed"), "{done}");
-    assert_eq!(done["result"]["structuredContent"], json!({ "result": 42 }), "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"],
+        json!({ "result": 42 }),
+        "{done}"
+    );
 
     let response = client
-        .rpc("tools/call", json!({ "name": "background", "arguments": { "n": 0 } }), true)
+        .rpc(
+            "tools/call",
+            json!({ "name": "background", "arguments": { "n": 0 } }),
+            true,
+        )
         .await;
     let id = response["result"]["taskId"].as_str().unwrap().to_owned();
     let done = wait_terminal(&mut client, &id).await;

@@ -152,7 +152,11 @@ fn distance(a: &str, b: &str) -> usize {
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
             let cur = row[j + 1];
-            row[j + 1] = if ca == *cb { prev } else { 1 + prev.min(row[j]).min(row[j + 1]) };
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(row[j + 1])
+            };
             prev = cur;
         }
     }
@@ -170,13 +174,18 @@ fn unknown(what: &str, found: &str, options: &[&str]) -> String {
             "unknown {what} `{found}`, did you mean `{best}`? expected one of {}",
             one_of(options)
         ),
-        None => format!("unknown {what} `{found}`, expected one of {}", one_of(options)),
+        None => format!(
+            "unknown {what} `{found}`, expected one of {}",
+            one_of(options)
+        ),
     }
 }
 
 fn string(key: &Ident, value: Option<&Expr>, example: &str) -> syn::Result<LitStr> {
     match value {
-        Some(Expr::Lit(ExprLit { lit: Lit::Str(lit), .. })) => Ok(lit.clone()),
+        Some(Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        })) => Ok(lit.clone()),
         Some(other) => Err(syn::Error::new(
             other.span(),
             format!("`{key}` takes a string literal, e.g. `{key} = {example}`"),
@@ -191,7 +200,10 @@ fn string(key: &Ident, value: Option<&Expr>, example: &str) -> syn::Result<LitSt
 fn flag(key: &Ident, value: Option<&Expr>) -> syn::Result<Spanned<bool>> {
     match value {
         None => Ok(Spanned::new(true, key.span())),
-        Some(Expr::Lit(ExprLit { lit: Lit::Bool(lit), .. })) => Ok(Spanned::new(lit.value, lit.span)),
+        Some(Expr::Lit(ExprLit {
+            lit: Lit::Bool(lit),
+            ..
+        })) => Ok(Spanned::new(lit.value, lit.span)),
         Some(other) => Err(syn::Error::new(
             other.span(),
             format!("`{key}` takes `true` or `false`, e.g. `{key}` or `{key} = false`"),
@@ -214,11 +226,17 @@ pub fn parse_tool_args(tokens: TokenStream) -> syn::Result<ToolArgs> {
     for Entry { key, value } in entries(tokens)? {
         let name = key.unraw().to_string();
         if !TOOL_ARGS.contains(&name.as_str()) {
-            errors.at(key.span(), unknown("`task_tool` argument", &name, &TOOL_ARGS));
+            errors.at(
+                key.span(),
+                unknown("`task_tool` argument", &name, &TOOL_ARGS),
+            );
             continue;
         }
         if seen.contains(&name) {
-            errors.at(key.span(), format!("duplicate `task_tool` argument `{name}`: remove one of them"));
+            errors.at(
+                key.span(),
+                format!("duplicate `task_tool` argument `{name}`: remove one of them"),
+            );
             continue;
         }
         seen.push(name.clone());
@@ -248,7 +266,9 @@ pub fn parse_tool_args(tokens: TokenStream) -> syn::Result<ToolArgs> {
                         "required" => Mode::Required,
                         "optional" => Mode::Optional,
                         "inline" => Mode::Inline,
-                        other => return Err(syn::Error::new(lit.span(), unknown("mode", other, &MODES))),
+                        other => {
+                            return Err(syn::Error::new(lit.span(), unknown("mode", other, &MODES)));
+                        }
                     };
                     args.mode = Some(Spanned::new(mode, lit.span()));
                 }
@@ -295,7 +315,9 @@ pub fn parse_tool_args(tokens: TokenStream) -> syn::Result<ToolArgs> {
 pub fn check_tool_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && name.len() <= 128
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
     if valid {
         Ok(())
     } else {
@@ -343,7 +365,10 @@ impl Param {
     /// The property name: `rename`, else the identifier.
     pub fn wire_name(&self) -> Option<String> {
         match &self.kind {
-            ParamKind::Argument(ArgAttr { rename: Some(rename), .. }) => Some(rename.value.clone()),
+            ParamKind::Argument(ArgAttr {
+                rename: Some(rename),
+                ..
+            }) => Some(rename.value.clone()),
             _ => self.ident.as_ref().map(|i| i.unraw().to_string()),
         }
     }
@@ -433,7 +458,10 @@ fn parse_arg_attr(attr: &Attribute, errors: &mut Errors) -> ArgAttr {
             continue;
         }
         if seen.contains(&name) {
-            errors.at(key.span(), format!("duplicate `arg` argument `{name}`: remove one of them"));
+            errors.at(
+                key.span(),
+                format!("duplicate `arg` argument `{name}`: remove one of them"),
+            );
             continue;
         }
         seen.push(name.clone());
@@ -443,9 +471,11 @@ fn parse_arg_attr(attr: &Attribute, errors: &mut Errors) -> ArgAttr {
                 out.rename = Some(Spanned::new(lit.value(), lit.span()));
                 Ok(())
             }),
-            "description" => string(&key, value.as_ref(), "\"what the argument means\"").map(|lit| {
-                out.description = Some(Spanned::new(lit.value(), lit.span()));
-            }),
+            "description" => {
+                string(&key, value.as_ref(), "\"what the argument means\"").map(|lit| {
+                    out.description = Some(Spanned::new(lit.value(), lit.span()));
+                })
+            }
             "default" => match value {
                 None => {
                     out.default = Some(key.span());
@@ -467,7 +497,10 @@ fn parse_arg_attr(attr: &Attribute, errors: &mut Errors) -> ArgAttr {
 
 fn check_property_name(lit: &LitStr) -> syn::Result<()> {
     if lit.value().is_empty() {
-        return Err(syn::Error::new(lit.span(), "`rename` needs a non-empty name"));
+        return Err(syn::Error::new(
+            lit.span(),
+            "`rename` needs a non-empty name",
+        ));
     }
     Ok(())
 }
@@ -480,7 +513,9 @@ pub fn doc_comment(attrs: &[Attribute]) -> Option<String> {
         .filter(|a| a.path().is_ident("doc"))
         .filter_map(|a| match &a.meta {
             syn::Meta::NameValue(nv) => match &nv.value {
-                Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Some(s.value()),
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }) => Some(s.value()),
                 _ => None,
             },
             _ => None,
@@ -562,7 +597,13 @@ pub fn parse_tool(args: TokenStream, mut item: ItemFn) -> (ItemFn, syn::Result<T
         });
     }
     let doc = doc_comment(&item.attrs);
-    let result = errors.into_result().map(|()| Tool { args, item: item.clone(), params, receiver, doc });
+    let result = errors.into_result().map(|()| Tool {
+        args,
+        item: item.clone(),
+        params,
+        receiver,
+        doc,
+    });
     (item, result)
 }
 
@@ -621,9 +662,11 @@ mod tests {
     fn unknown_argument_suggests_the_closest() {
         assert_eq!(
             errors_of(quote! { tll = "10m" }),
-            ["unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
+            [
+                "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
-              `read_only`, `destructive`, `idempotent`, `open_world`, `crate`"]
+              `read_only`, `destructive`, `idempotent`, `open_world`, `crate`"
+            ]
         );
         assert!(errors_of(quote! { readonly })[0].contains("did you mean `read_only`?"));
         assert!(!errors_of(quote! { zzzzzz = 1 })[0].contains("did you mean"));
@@ -659,12 +702,18 @@ mod tests {
             errors_of(quote! { ttl = 10 }),
             ["`ttl` takes a string literal, e.g. `ttl = \"10m\"`"]
         );
-        assert_eq!(errors_of(quote! { mode }), ["`mode` needs a value, e.g. `mode = \"optional\"`"]);
+        assert_eq!(
+            errors_of(quote! { mode }),
+            ["`mode` needs a value, e.g. `mode = \"optional\"`"]
+        );
         assert_eq!(
             errors_of(quote! { read_only = "yes" }),
             ["`read_only` takes `true` or `false`, e.g. `read_only` or `read_only = false`"]
         );
-        assert!(errors_of(quote! { name = "has space" })[0].starts_with("invalid tool name `has space`"));
+        assert!(
+            errors_of(quote! { name = "has space" })[0]
+                .starts_with("invalid tool name `has space`")
+        );
         assert!(errors_of(quote! { crate = "not a path" })[0].starts_with("`crate` takes a path"));
         assert!(errors_of(quote! { poll_interval = "0s" })[0].contains("must be longer than zero"));
     }
@@ -689,9 +738,13 @@ mod tests {
         assert!(matches!(tool.params[0].kind, ParamKind::Context));
         assert!(matches!(tool.params[1].kind, ParamKind::State));
         assert_eq!(tool.params[2].wire_name().as_deref(), Some("lhs"));
-        let ParamKind::Argument(arg) = &tool.params[2].kind else { panic!("an argument") };
+        let ParamKind::Argument(arg) = &tool.params[2].kind else {
+            panic!("an argument")
+        };
         assert_eq!(arg.description.as_ref().unwrap().value, "left");
-        let ParamKind::Argument(arg) = &tool.params[3].kind else { panic!("an argument") };
+        let ParamKind::Argument(arg) = &tool.params[3].kind else {
+            panic!("an argument")
+        };
         assert!(arg.default.is_some());
         assert_eq!(tool.params[4].wire_name().as_deref(), Some("type"));
         // The helper attributes are gone from the emitted fn, nothing else changed.
@@ -719,8 +772,13 @@ mod tests {
                 #[arg(default = 3)] c: u32,
             ) {}
         };
-        let messages: Vec<String> =
-            parse_tool(quote! {}, item).1.err().unwrap().into_iter().map(|e| e.to_string()).collect();
+        let messages: Vec<String> = parse_tool(quote! {}, item)
+            .1
+            .err()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.to_string())
+            .collect();
         assert_eq!(
             messages,
             [

@@ -24,10 +24,16 @@ pub fn check(tool: &Tool) -> syn::Result<()> {
 fn signature(tool: &Tool, errors: &mut Errors) {
     let sig = &tool.item.sig;
     if sig.asyncness.is_none() {
-        errors.at(sig.fn_token.span, "`#[task_tool]` needs an `async fn`: add `async` before `fn`");
+        errors.at(
+            sig.fn_token.span,
+            "`#[task_tool]` needs an `async fn`: add `async` before `fn`",
+        );
     }
     if let Some(unsafety) = sig.unsafety {
-        errors.at(unsafety.span, "a task tool cannot be an `unsafe fn`: remove `unsafe`");
+        errors.at(
+            unsafety.span,
+            "a task tool cannot be an `unsafe fn`: remove `unsafe`",
+        );
     }
     if let Some(abi) = &sig.abi {
         errors.spanned(abi, "a task tool cannot have an `extern` ABI: remove it");
@@ -54,7 +60,10 @@ fn signature(tool: &Tool, errors: &mut Errors) {
             ),
         );
     } else if let Some(clause) = &generics.where_clause {
-        errors.spanned(clause, "a task tool cannot have a `where` clause: remove it");
+        errors.spanned(
+            clause,
+            "a task tool cannot have a `where` clause: remove it",
+        );
     }
     for input in &sig.inputs {
         if let FnArg::Typed(typed) = input {
@@ -71,7 +80,10 @@ fn signature(tool: &Tool, errors: &mut Errors) {
     if tool.args.name.is_none() {
         let name = syn::ext::IdentExt::unraw(&sig.ident).to_string();
         if let Err(message) = check_tool_name(&name) {
-            errors.at(sig.ident.span(), format!("{message}; or set `name = \"..\"`"));
+            errors.at(
+                sig.ident.span(),
+                format!("{message}; or set `name = \"..\"`"),
+            );
         }
     }
 }
@@ -91,7 +103,11 @@ fn parameters(tool: &Tool, errors: &mut Errors) {
     let mut names: Vec<String> = Vec::new();
     for param in &tool.params {
         if param.by_ref {
-            let what = if matches!(param.kind, ParamKind::Context) { "TaskContext" } else { "State<T>" };
+            let what = if matches!(param.kind, ParamKind::Context) {
+                "TaskContext"
+            } else {
+                "State<T>"
+            };
             errors.spanned(
                 &param.ty,
                 format!(
@@ -104,7 +120,10 @@ fn parameters(tool: &Tool, errors: &mut Errors) {
             ParamKind::Context | ParamKind::State => {}
             ParamKind::Whole(span) => {
                 if whole.is_some() {
-                    errors.at(*span, "only one parameter can be `#[args]`: merge the structs");
+                    errors.at(
+                        *span,
+                        "only one parameter can be `#[args]`: merge the structs",
+                    );
                 }
                 whole = Some(*span);
             }
@@ -145,8 +164,14 @@ fn parameters(tool: &Tool, errors: &mut Errors) {
 
 fn timing(tool: &Tool, errors: &mut Errors) {
     let args = &tool.args;
-    let ttl = args.ttl.as_ref().map_or(Ttl::After(DEFAULT_TTL_MS), |t| t.value);
-    let poll = args.poll_interval.as_ref().map_or(DEFAULT_POLL_INTERVAL_MS, |p| p.value);
+    let ttl = args
+        .ttl
+        .as_ref()
+        .map_or(Ttl::After(DEFAULT_TTL_MS), |t| t.value);
+    let poll = args
+        .poll_interval
+        .as_ref()
+        .map_or(DEFAULT_POLL_INTERVAL_MS, |p| p.value);
     if let Ttl::After(ttl_ms) = ttl
         && poll > ttl_ms
     {
@@ -227,18 +252,24 @@ mod tests {
         let item: ItemFn = syn::parse_quote! { async fn f() {} };
         assert_eq!(
             check_errors(quote! { ttl = "10m", poll_interval = "1h" }, item.clone()),
-            ["`poll_interval` (1h) is longer than `ttl` (10m): the task would expire before a \
-              client polls it; shorten `poll_interval` or lengthen `ttl`"]
+            [
+                "`poll_interval` (1h) is longer than `ttl` (10m): the task would expire before a \
+              client polls it; shorten `poll_interval` or lengthen `ttl`"
+            ]
         );
         assert_eq!(
             check_errors(quote! { poll_interval = "2h" }, item.clone()),
-            ["`poll_interval` (2h) is longer than the default `ttl` (1h): the task would expire \
-              before a client polls it; shorten `poll_interval` or lengthen `ttl`"]
+            [
+                "`poll_interval` (2h) is longer than the default `ttl` (1h): the task would expire \
+              before a client polls it; shorten `poll_interval` or lengthen `ttl`"
+            ]
         );
         assert_eq!(
             check_errors(quote! { ttl = "500ms" }, item.clone()),
-            ["`ttl` (500ms) is shorter than the default `poll_interval` (1s): set a shorter \
-              `poll_interval` or lengthen `ttl`"]
+            [
+                "`ttl` (500ms) is shorter than the default `poll_interval` (1s): set a shorter \
+              `poll_interval` or lengthen `ttl`"
+            ]
         );
         assert!(check_errors(quote! { ttl = "unlimited", poll_interval = "2h" }, item).is_empty());
     }
@@ -248,8 +279,10 @@ mod tests {
         let item: ItemFn = syn::parse_quote! { async fn f() {} };
         assert_eq!(
             check_errors(quote! { mode = "required", inline_budget = "250ms" }, item),
-            ["`inline_budget` only applies to `mode = \"optional\"` tools, and this one is \
-              `mode = \"required\"`: remove `inline_budget` or use `mode = \"optional\"`"]
+            [
+                "`inline_budget` only applies to `mode = \"optional\"` tools, and this one is \
+              `mode = \"required\"`: remove `inline_budget` or use `mode = \"optional\"`"
+            ]
         );
     }
 

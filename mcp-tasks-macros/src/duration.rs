@@ -13,7 +13,9 @@ const EXAMPLES: &str = "e.g. `\"250ms\"`, `\"10s\"`, `\"10m\"` or `\"1h30m\"`";
 /// Parses `text` into milliseconds. The error is a complete, lowercase message.
 pub fn parse(text: &str) -> Result<u64, String> {
     if text.is_empty() {
-        return Err(format!("empty duration, expected a number and a unit, {EXAMPLES}"));
+        return Err(format!(
+            "empty duration, expected a number and a unit, {EXAMPLES}"
+        ));
     }
     if text.chars().any(char::is_whitespace) {
         let joined: String = text.chars().filter(|c| !c.is_whitespace()).collect();
@@ -26,7 +28,9 @@ pub fn parse(text: &str) -> Result<u64, String> {
     // Index into UNITS of the last unit used: each next unit must be smaller.
     let mut last: Option<usize> = None;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             let found = rest.chars().next().unwrap_or_default();
             return Err(if found == '-' {
@@ -42,7 +46,9 @@ pub fn parse(text: &str) -> Result<u64, String> {
                  instead, e.g. `\"1h30m\"` or `\"1500ms\"`"
             ));
         }
-        let unit_len = after.find(|c: char| c.is_ascii_digit()).unwrap_or(after.len());
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_len);
         if unit.is_empty() {
             return Err(format!(
@@ -51,7 +57,10 @@ pub fn parse(text: &str) -> Result<u64, String> {
             ));
         }
         let Some(index) = UNITS.iter().position(|(name, _)| *name == unit) else {
-            let hint = if UNITS.iter().any(|(name, _)| *name == unit.to_ascii_lowercase()) {
+            let hint = if UNITS
+                .iter()
+                .any(|(name, _)| *name == unit.to_ascii_lowercase())
+            {
                 format!(" (units are lowercase: `{}`)", unit.to_ascii_lowercase())
             } else {
                 String::new()
@@ -168,14 +177,22 @@ mod tests {
             "invalid duration `5`: missing unit after `5`, expected one of `ms`, `s`, `m`, `h`, \
              e.g. `\"5s\"`"
         );
-        assert!(parse("ms").unwrap_err().contains("expected a number before `ms`"));
+        assert!(
+            parse("ms")
+                .unwrap_err()
+                .contains("expected a number before `ms`")
+        );
         assert!(parse("").unwrap_err().starts_with("empty duration"));
         assert!(parse("-1s").unwrap_err().contains("cannot be negative"));
     }
 
     #[test]
     fn rejects_fractions() {
-        assert!(parse("1.5h").unwrap_err().contains("fractions are not supported"));
+        assert!(
+            parse("1.5h")
+                .unwrap_err()
+                .contains("fractions are not supported")
+        );
     }
 
     #[test]
@@ -189,9 +206,21 @@ mod tests {
     #[test]
     fn rejects_overflow() {
         let too_long = "too long, at most 9007199254740991ms";
-        assert!(parse("99999999999999999999999h").unwrap_err().contains(too_long));
-        assert!(parse("18446744073709551615h").unwrap_err().contains(too_long));
-        assert!(parse(&format!("{}ms", MAX_MS + 1)).unwrap_err().contains(too_long));
+        assert!(
+            parse("99999999999999999999999h")
+                .unwrap_err()
+                .contains(too_long)
+        );
+        assert!(
+            parse("18446744073709551615h")
+                .unwrap_err()
+                .contains(too_long)
+        );
+        assert!(
+            parse(&format!("{}ms", MAX_MS + 1))
+                .unwrap_err()
+                .contains(too_long)
+        );
         assert!(parse("2501999999h1ms").unwrap_err().contains(too_long));
     }
 

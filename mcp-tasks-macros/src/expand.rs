@@ -39,10 +39,15 @@ pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
 fn krate_from_args(args: &TokenStream) -> Option<Path> {
     let tokens: Vec<TokenTree> = args.clone().into_iter().collect();
     tokens.windows(3).find_map(|w| match w {
-        [TokenTree::Ident(key), TokenTree::Punct(eq), TokenTree::Literal(lit)]
-            if key == "crate" && eq.as_char() == '=' =>
-        {
-            syn::parse2::<syn::LitStr>(lit.to_token_stream()).ok()?.parse().ok()
+        [
+            TokenTree::Ident(key),
+            TokenTree::Punct(eq),
+            TokenTree::Literal(lit),
+        ] if key == "crate" && eq.as_char() == '=' => {
+            syn::parse2::<syn::LitStr>(lit.to_token_stream())
+                .ok()?
+                .parse()
+                .ok()
         }
         _ => None,
     })
@@ -105,7 +110,8 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         .into_iter()
         .map(|mut token| {
             if let TokenTree::Group(group) = &token {
-                let mut inner = proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
                 inner.set_span(span);
                 token = TokenTree::Group(inner);
             } else {
@@ -134,10 +140,10 @@ fn generate(tool: &Tool) -> TokenStream {
     let vis = &item.vis;
     let doc = struct_doc(ident);
     let args = &tool.args;
-    let wire_name = args
-        .name
-        .as_ref()
-        .map_or_else(|| syn::ext::IdentExt::unraw(ident).to_string(), |n| n.value.clone());
+    let wire_name = args.name.as_ref().map_or_else(
+        || syn::ext::IdentExt::unraw(ident).to_string(),
+        |n| n.value.clone(),
+    );
 
     let ctx = local("__ctx");
     let arguments = local("__arguments");
@@ -180,7 +186,9 @@ fn generate(tool: &Tool) -> TokenStream {
             }
             ParamKind::Argument(arg) => {
                 any_argument = true;
-                let name = param.wire_name().expect("checked: every argument has a name");
+                let name = param
+                    .wire_name()
+                    .expect("checked: every argument has a name");
                 let description = option_str(arg.description.as_ref().map(|d| d.value.as_str()));
                 let constructor = match arg.default {
                     Some(_) => quote_spanned!(span=> with_default),
@@ -211,12 +219,19 @@ fn generate(tool: &Tool) -> TokenStream {
             }}
         }
     };
-    let arguments_decoder = any_argument.then(|| quote! {
-        let mut #arguments = #p::Arguments::new(#arguments);
+    let arguments_decoder = any_argument.then(|| {
+        quote! {
+            let mut #arguments = #p::Arguments::new(#arguments);
+        }
     });
 
     let mut builder = Vec::new();
-    if let Some(description) = args.description.as_ref().map(|d| d.value.clone()).or_else(|| tool.doc.clone()) {
+    if let Some(description) = args
+        .description
+        .as_ref()
+        .map(|d| d.value.clone())
+        .or_else(|| tool.doc.clone())
+    {
         builder.push(quote!(.with_description(#description)));
     }
     if let Some(title) = &args.title {
@@ -354,7 +369,9 @@ pub fn toolkit(input: TokenStream) -> TokenStream {
         if seen.contains(&text) {
             errors.at(
                 path.span(),
-                format!("`{text}` is listed twice in `toolkit!`: remove one, tool names must be unique"),
+                format!(
+                    "`{text}` is listed twice in `toolkit!`: remove one, tool names must be unique"
+                ),
             );
         }
         seen.push(text);
@@ -362,7 +379,9 @@ pub fn toolkit(input: TokenStream) -> TokenStream {
     if let Err(error) = errors.into_result() {
         return error.to_compile_error();
     }
-    let names = paths.iter().map(|path| quote_spanned! {path.span()=> <#path as #p::NamedTool>::NAME });
+    let names = paths
+        .iter()
+        .map(|path| quote_spanned! {path.span()=> <#path as #p::NamedTool>::NAME });
     let toolkit = local("__toolkit");
     let adds = paths.iter().map(|path| {
         quote_spanned! {path.span()=> let #toolkit = #p::add_tool(#toolkit, #path {}); }

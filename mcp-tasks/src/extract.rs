@@ -170,6 +170,10 @@ impl<T> Clone for ArgOps<T> {
 }
 impl<T> Copy for ArgOps<T> {}
 
+#[allow(
+    clippy::new_without_default,
+    reason = "built only by generated code, in a const"
+)]
 impl<T> ArgOps<T> {
     /// A property, required unless `T` decodes from `null`.
     #[must_use]
@@ -177,7 +181,10 @@ impl<T> ArgOps<T> {
     where
         T: Argument,
     {
-        Self { schema: InputSchema::property::<T>, take: Arguments::take::<T> }
+        Self {
+            schema: InputSchema::property::<T>,
+            take: Arguments::take::<T>,
+        }
     }
 
     /// A property with `#[arg(default)]`.
@@ -186,7 +193,10 @@ impl<T> ArgOps<T> {
     where
         T: Argument + DefaultArgument,
     {
-        Self { schema: InputSchema::property_with_default::<T>, take: Arguments::take_or_default::<T> }
+        Self {
+            schema: InputSchema::property_with_default::<T>,
+            take: Arguments::take_or_default::<T>,
+        }
     }
 
     pub fn schema(&self, schema: &mut InputSchema, name: &str, description: Option<&str>) {
@@ -214,13 +224,20 @@ impl<T> Clone for WholeOps<T> {
 }
 impl<T> Copy for WholeOps<T> {}
 
+#[allow(
+    clippy::new_without_default,
+    reason = "built only by generated code, in a const"
+)]
 impl<T> WholeOps<T> {
     #[must_use]
     pub const fn new() -> Self
     where
         T: Argument,
     {
-        Self { schema: InputSchema::whole::<T>, take: Arguments::whole::<T> }
+        Self {
+            schema: InputSchema::whole::<T>,
+            take: Arguments::whole::<T>,
+        }
     }
 
     #[must_use]
@@ -288,14 +305,21 @@ fn decode<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, ArgumentEr
 fn missing(name: &str, error: &serde_json::Error) -> ArgumentError {
     let text = error.to_string();
     match text.split_once(", expected ") {
-        Some((_, expected)) => ArgumentError::new(format!("`{name}`: missing, expected {expected}")),
+        Some((_, expected)) => {
+            ArgumentError::new(format!("`{name}`: missing, expected {expected}"))
+        }
         None => ArgumentError::new(format!("`{name}`: missing")),
     }
 }
 
 fn generator(serialize: bool) -> SchemaGenerator {
     let settings = SchemaSettings::draft2020_12();
-    if serialize { settings.for_serialize() } else { settings }.into_generator()
+    if serialize {
+        settings.for_serialize()
+    } else {
+        settings
+    }
+    .into_generator()
 }
 
 /// The `inputSchema` of a tool with one property per parameter.
@@ -308,7 +332,9 @@ pub struct InputSchema {
 
 impl std::fmt::Debug for InputSchema {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InputSchema").field("properties", &self.properties).finish_non_exhaustive()
+        f.debug_struct("InputSchema")
+            .field("properties", &self.properties)
+            .finish_non_exhaustive()
     }
 }
 
@@ -321,11 +347,19 @@ impl Default for InputSchema {
 impl InputSchema {
     #[must_use]
     pub fn new() -> Self {
-        Self { generator: generator(false), properties: JsonObject::new(), required: Vec::new() }
+        Self {
+            generator: generator(false),
+            properties: JsonObject::new(),
+            required: Vec::new(),
+        }
     }
 
     /// Adds the property `name`: required unless `T` decodes from `null` (an `Option`).
-    pub fn property<T: DeserializeOwned + JsonSchema>(&mut self, name: &str, description: Option<&str>) {
+    pub fn property<T: DeserializeOwned + JsonSchema>(
+        &mut self,
+        name: &str,
+        description: Option<&str>,
+    ) {
         let required = serde_json::from_value::<T>(Value::Null).is_err();
         self.insert::<T>(name, description, required, None);
     }
@@ -364,7 +398,10 @@ impl InputSchema {
     #[must_use]
     pub fn finish(mut self) -> JsonObject {
         let mut root = JsonObject::new();
-        root.insert("$schema".into(), schemars::consts::meta_schemas::DRAFT2020_12.into());
+        root.insert(
+            "$schema".into(),
+            schemars::consts::meta_schemas::DRAFT2020_12.into(),
+        );
         root.insert("type".into(), "object".into());
         root.insert("properties".into(), Value::Object(self.properties));
         if !self.required.is_empty() {
@@ -428,11 +465,18 @@ fn output_schema<T: JsonSchema>() -> (JsonObject, bool) {
 fn wraps<T: JsonSchema + 'static>() -> bool {
     static CACHE: LazyLock<RwLock<HashMap<TypeId, bool>>> = LazyLock::new(Default::default);
     let id = TypeId::of::<T>();
-    if let Some(&wrapped) = CACHE.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&id) {
+    if let Some(&wrapped) = CACHE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&id)
+    {
         return wrapped;
     }
     let wrapped = output_schema::<T>().1;
-    CACHE.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(id, wrapped);
+    CACHE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(id, wrapped);
     wrapped
 }
 
@@ -466,6 +510,7 @@ pub mod kinds {
     /// Names a type without a value.
     pub struct Tag<T: ?Sized>(PhantomData<fn() -> Box<T>>);
 
+    #[allow(clippy::new_without_default, reason = "named only by generated code")]
     impl<T: ?Sized> Tag<T> {
         #[must_use]
         pub const fn new() -> Self {
@@ -547,7 +592,11 @@ pub mod kinds {
         }
         #[must_use]
         pub fn ops(&self, ok: OkOps<T>, err: ErrOps<E>) -> Ops<Result<T, E>, T, E> {
-            Ops { split: |value| value, ok, err }
+            Ops {
+                split: |value| value,
+                ok,
+                err,
+            }
         }
     }
 
@@ -598,14 +647,20 @@ pub mod kinds {
     impl PassThrough {
         #[must_use]
         pub fn ops(&self) -> OkOps<CallToolResult> {
-            OkOps { schema: || None, ok: Ok }
+            OkOps {
+                schema: || None,
+                ok: Ok,
+            }
         }
     }
 
     impl Unit {
         #[must_use]
         pub fn ops(&self) -> OkOps<()> {
-            OkOps { schema: || None, ok: |()| Ok(CallToolResult::success(Vec::new())) }
+            OkOps {
+                schema: || None,
+                ok: |()| Ok(CallToolResult::success(Vec::new())),
+            }
         }
     }
 
@@ -615,7 +670,10 @@ pub mod kinds {
         where
             T: Output + 'static,
         {
-            OkOps { schema: || Some(output_schema::<T>().0), ok: structured::<T> }
+            OkOps {
+                schema: || Some(output_schema::<T>().0),
+                ok: structured::<T>,
+            }
         }
     }
 
@@ -626,7 +684,11 @@ pub mod kinds {
                 None,
             ))
         })?;
-        let value = if wraps::<T>() { serde_json::json!({ "result": value }) } else { value };
+        let value = if wraps::<T>() {
+            serde_json::json!({ "result": value })
+        } else {
+            value
+        };
         Ok(CallToolResult::structured(value))
     }
 
@@ -667,14 +729,18 @@ pub mod kinds {
     impl ToolErrorKind {
         #[must_use]
         pub fn ops(&self) -> ErrOps<ToolError> {
-            ErrOps { err: ToolError::into_outcome }
+            ErrOps {
+                err: ToolError::into_outcome,
+            }
         }
     }
 
     impl<E: Into<Failure>> FailureKind<E> {
         #[must_use]
         pub fn ops(&self) -> ErrOps<E> {
-            ErrOps { err: |error| Err(error.into()) }
+            ErrOps {
+                err: |error| Err(error.into()),
+            }
         }
     }
 
@@ -684,7 +750,13 @@ pub mod kinds {
         where
             E: ErrorMessage,
         {
-            ErrOps { err: |error| Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())])) }
+            ErrOps {
+                err: |error| {
+                    Ok(CallToolResult::error(vec![ContentBlock::text(
+                        error.to_string(),
+                    )]))
+                },
+            }
         }
     }
 
@@ -744,7 +816,9 @@ pub const fn assert_unique_names(names: &[&str]) {
         let mut j = i + 1;
         while j < names.len() {
             if str_eq(names[i], names[j]) {
-                panic!("two tools in `toolkit!` share one wire name: give one of them another `name = \"..\"`");
+                panic!(
+                    "two tools in `toolkit!` share one wire name: give one of them another `name = \"..\"`"
+                );
             }
             j += 1;
         }
