@@ -78,13 +78,13 @@ async fn ready() -> CallToolResult {
 #[task_tool(mode = "required", ttl = "1m", poll_interval = "10ms")]
 async fn background(ctx: TaskContext, n: u32) -> Result<u32, ToolError> {
     ctx.status("working").await;
-    if n == 0 {
-        Err(ToolError::rpc(ErrorData::invalid_params(
+    match n {
+        0 => Err(ToolError::rpc(ErrorData::invalid_params(
             "n must be positive",
             None,
-        )))
-    } else {
-        Ok(n * 2)
+        ))),
+        1 => Err(ToolError::cancelled()),
+        n => Ok(n * 2),
     }
 }
 
@@ -143,7 +143,8 @@ impl Client {
             needs_state,
             nothing,
             ready,
-            background
+            background,
+            raw_failure
         ]
         .expect("the toolkit builds")
         .with_state(Greeting("hello".into()));
@@ -377,6 +378,33 @@ async fn as_a_task_results_and_rpc_errors_end_completed_and_failed() {
     let done = wait_terminal(&mut client, &id).await;
     assert_eq!(done["status"], json!("failed"), "{done}");
     assert_eq!(done["error"]["code"], json!(-32602), "{done}");
+
+    let response = client
+        .rpc(
+            "tools/call",
+            json!({ "name": "background", "arguments": { "n": 1 } }),
+            true,
+        )
+        .await;
+    let id = response["result"]["taskId"].as_str().unwrap().to_owned();
+    let done = wait_terminal(&mut client, &id).await;
+    assert_eq!(done["status"], json!("cancelled"), "{done}");
+}
+
+/// Ends with a `Failure` directly.
+#[task_tool]
+async fn raw_failure() -> Result<u32, mcp_tasks::Failure> {
+    Err(mcp_tasks::Failure::Error(ErrorData::invalid_request(
+        "not now", None,
+    )))
+}
+
+#[tokio::test]
+async fn a_failure_error_type_is_a_json_rpc_error() {
+    let mut client = Client::start();
+    let response = client.call("raw_failure", json!({})).await;
+    assert_eq!(response["error"]["code"], json!(-32600), "{response}");
+    assert_eq!(response["error"]["message"], json!("not now"));
 }
 
 async fn wait_terminal(client: &mut Client, id: &str) -> Value {
