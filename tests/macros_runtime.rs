@@ -418,3 +418,22 @@ async fn wait_terminal(client: &mut Client, id: &str) -> Value {
     }
     panic!("task {id} did not end");
 }
+
+/// Polls as slowly as the default `ttl` allows.
+#[task_tool(poll_interval = "1h")]
+async fn slow_poll() {}
+
+#[test]
+fn the_macro_checks_against_the_runtime_defaults() {
+    use mcp_tasks::{
+        TaskTool,
+        tool::{DEFAULT_POLL_INTERVAL, DEFAULT_TTL},
+    };
+    // The macro checks `poll_interval <= ttl` at compile time with the runtime's default
+    // `ttl` (1h) and `poll_interval` (1s) in mind; this fails if those drift apart.
+    let definition = slow_poll {}.definition();
+    assert_eq!(definition.ttl(), DEFAULT_TTL);
+    assert_eq!(DEFAULT_TTL.duration(), Some(std::time::Duration::from_secs(3600)));
+    assert_eq!(DEFAULT_POLL_INTERVAL, std::time::Duration::from_secs(1));
+    assert!(toolkit![slow_poll].is_ok());
+}
