@@ -433,7 +433,10 @@ fn the_macro_checks_against_the_runtime_defaults() {
     // `ttl` (1h) and `poll_interval` (1s) in mind; this fails if those drift apart.
     let definition = slow_poll {}.definition();
     assert_eq!(definition.ttl(), DEFAULT_TTL);
-    assert_eq!(DEFAULT_TTL.duration(), Some(std::time::Duration::from_secs(3600)));
+    assert_eq!(
+        DEFAULT_TTL.duration(),
+        Some(std::time::Duration::from_secs(3600))
+    );
     assert_eq!(DEFAULT_POLL_INTERVAL, std::time::Duration::from_secs(1));
     assert!(toolkit![slow_poll].is_ok());
 }

@@ -13,172 +13,148 @@ use std::{
 
 use common::*;
 use mcp_tasks::{
-    ArgumentError, Failure, MemoryStore, Mode, Owner, TaskServer, ToolDefinition, ToolError,
-    Toolkit, Ttl,
+    MemoryStore, Owner, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
-use rmcp::model::{
-    CallToolResult, ContentBlock, ElicitationSchema, ErrorCode, ErrorData, JsonObject,
-};
+use rmcp::model::{ElicitationSchema, ErrorCode, ErrorData};
 use serde_json::{Value, json};
 
-fn text_arg(args: &JsonObject, name: &str) -> Result<String, ArgumentError> {
-    match args.get(name) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(ArgumentError::new(format!(
-            "`{name}`: invalid type: {other}, expected a string"
-        ))),
-        None => Err(ArgumentError::new(format!("`{name}`: missing field"))),
-    }
-}
-
-fn text(s: impl Into<String>) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(s.into())])
-}
-
-/// Everything the tests below call. `runs` counts starts of `budget`.
-struct Fixture {
+/// What the tools below record, shared with the tests through `State<Probes>`.
+#[derive(Clone, Default)]
+struct Probes {
+    /// Starts of `budget`'s work.
     runs: Arc<AtomicUsize>,
+    /// Whether `cancellable` saw its cancellation.
     saw_cancel: Arc<AtomicBool>,
+}
+
+/// Echoes its text.
+#[task_tool]
+async fn echo(text: String) -> String {
+    format!("echo: {text}")
+}
+
+/// An ordinary tool.
+#[task_tool(mode = "inline")]
+async fn plain() -> String {
+    "plain".to_owned()
+}
+
+/// Runs only as a task.
+#[task_tool(mode = "required")]
+async fn only_task() -> String {
+    "done".to_owned()
+}
+
+/// A tool-level failure: `isError`.
+#[task_tool(mode = "required")]
+async fn tool_error() -> Result<String, String> {
+    Err("disk full".to_owned())
+}
+
+/// A JSON-RPC error during execution.
+#[task_tool(mode = "required")]
+async fn rpc_error() -> Result<String, ToolError> {
+    Err(ToolError::rpc(ErrorData::new(
+        ErrorCode(1001),
+        "API rate limit exceeded",
+        Some(json!({ "retryAfterMs": 500 })),
+    )))
+}
+
+/// Panics.
+#[task_tool(mode = "required")]
+async fn panics() -> String {
+    panic!("boom")
+}
+
+/// Waits for a cancellation and honours it.
+#[task_tool(mode = "required")]
+async fn cancellable(ctx: TaskContext, State(probes): State<Probes>) -> Result<String, ToolError> {
+    ctx.status("waiting to be cancelled").await;
+    ctx.cancelled().await;
+    probes.saw_cancel.store(true, Ordering::SeqCst);
+    Err(ToolError::cancelled())
+}
+
+/// Ignores a cancellation.
+#[task_tool(mode = "required")]
+async fn stubborn() -> String {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    "finished anyway".to_owned()
+}
+
+/// Asks two questions at once.
+#[task_tool(mode = "required")]
+async fn two_questions(ctx: TaskContext) -> Result<String, ToolError> {
+    let ask = |field: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let schema = ElicitationSchema::builder()
+                .required_string(field)
+                .build()
+                .expect("schema");
+            ctx.elicit_form(format!("Your {field}?"), schema).await
+        }
+    };
+    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
+    let answer = |r: &rmcp::model::ElicitResult, k: &str| {
+        r.content
+            .as_ref()
+            .and_then(|c| c[k].as_str())
+            .unwrap_or("?")
+            .to_owned()
+    };
+    Ok(format!(
+        "{} from {}",
+        answer(&name, "name"),
+        answer(&city, "city")
+    ))
+}
+
+/// Sleeps `ms`; answers inline when that fits in 100 ms.
+#[task_tool(inline_budget = "100ms")]
+async fn budget(State(probes): State<Probes>, #[arg(default)] ms: u64) -> String {
+    probes.runs.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    format!("slept {ms}")
+}
+
+/// Never ends on its own; expires after 10 s.
+#[task_tool(mode = "required", ttl = "10s")]
+async fn forever(ctx: TaskContext) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Err(ToolError::cancelled())
+}
+
+/// Every tool above, with the probes they record into.
+struct Fixture {
+    probes: Probes,
 }
 
 impl Fixture {
     fn new() -> Self {
         Self {
-            runs: Arc::default(),
-            saw_cancel: Arc::default(),
+            probes: Probes::default(),
         }
     }
 
-    fn toolkit(&self) -> Toolkit {
-        let runs = self.runs.clone();
-        let saw_cancel = self.saw_cancel.clone();
-        let def = |name: &'static str| ToolDefinition::new(name, object_schema());
-        Toolkit::new()
-            .with_tool(tool(def("echo"), |_ctx, args| {
-                let text_value = text_arg(&args, "text")?;
-                Ok(Box::pin(
-                    async move { Ok(text(format!("echo: {text_value}"))) },
-                ))
-            }))
-            .unwrap()
-            .with_tool(tool(def("plain").with_mode(Mode::Inline), |_ctx, _| {
-                Ok(Box::pin(async { Ok(text("plain")) }))
-            }))
-            .unwrap()
-            .with_tool(tool(
-                def("only_task").with_mode(Mode::Required),
-                |_ctx, _| Ok(Box::pin(async { Ok(text("done")) })),
-            ))
-            .unwrap()
-            .with_tool(tool(
-                def("tool_error").with_mode(Mode::Required),
-                |_ctx, _| {
-                    Ok(Box::pin(async {
-                        ToolError::new("disk full").into_outcome()
-                    }))
-                },
-            ))
-            .unwrap()
-            .with_tool(tool(
-                def("rpc_error").with_mode(Mode::Required),
-                |_ctx, _| {
-                    Ok(Box::pin(async {
-                        Err(Failure::Error(ErrorData::new(
-                            ErrorCode(1001),
-                            "API rate limit exceeded",
-                            Some(json!({ "retryAfterMs": 500 })),
-                        )))
-                    }))
-                },
-            ))
-            .unwrap()
-            .with_tool(tool(def("panics").with_mode(Mode::Required), |_ctx, _| {
-                Ok(Box::pin(async { panic!("boom") }))
-            }))
-            .unwrap()
-            .with_tool(tool(
-                def("cancellable").with_mode(Mode::Required),
-                move |ctx, _| {
-                    let saw_cancel = saw_cancel.clone();
-                    Ok(Box::pin(async move {
-                        ctx.status("waiting to be cancelled").await;
-                        ctx.cancelled().await;
-                        saw_cancel.store(true, Ordering::SeqCst);
-                        Err(Failure::Cancelled)
-                    }))
-                },
-            ))
-            .unwrap()
-            .with_tool(tool(
-                def("stubborn").with_mode(Mode::Required),
-                |_ctx, _| {
-                    Ok(Box::pin(async {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        Ok(text("finished anyway"))
-                    }))
-                },
-            ))
-            .unwrap()
-            .with_tool(tool(
-                def("two_questions").with_mode(Mode::Required),
-                |ctx, _| {
-                    Ok(Box::pin(async move {
-                        let ask = |field: &'static str| {
-                            let ctx = ctx.clone();
-                            async move {
-                                let schema = ElicitationSchema::builder()
-                                    .required_string(field)
-                                    .build()
-                                    .expect("schema");
-                                ctx.elicit_form(format!("Your {field}?"), schema).await
-                            }
-                        };
-                        let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
-                        let answer = |r: &rmcp::model::ElicitResult, k: &str| {
-                            r.content
-                                .as_ref()
-                                .and_then(|c| c[k].as_str())
-                                .unwrap_or("?")
-                                .to_owned()
-                        };
-                        Ok(text(format!(
-                            "{} from {}",
-                            answer(&name, "name"),
-                            answer(&city, "city")
-                        )))
-                    }))
-                },
-            ))
-            .unwrap()
-            .with_tool(tool(
-                def("budget").with_inline_budget(Duration::from_millis(100)),
-                move |_ctx, args| {
-                    let runs = runs.clone();
-                    let ms = args.get("ms").and_then(Value::as_u64).unwrap_or(0);
-                    Ok(Box::pin(async move {
-                        runs.fetch_add(1, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_millis(ms)).await;
-                        Ok(text(format!("slept {ms}")))
-                    }))
-                },
-            ))
-            .unwrap()
-            .with_tool(tool(
-                def("forever")
-                    .with_mode(Mode::Required)
-                    .with_ttl(Ttl::After(Duration::from_secs(10))),
-                |ctx, _| {
-                    Ok(Box::pin(async move {
-                        ctx.cancelled().await;
-                        Err(Failure::Cancelled)
-                    }))
-                },
-            ))
-            .unwrap()
-    }
-
     fn server(&self) -> TaskServer {
-        TaskServer::new(self.toolkit())
+        let toolkit = toolkit![
+            echo,
+            plain,
+            only_task,
+            tool_error,
+            rpc_error,
+            panics,
+            cancellable,
+            stubborn,
+            two_questions,
+            budget,
+            forever
+        ]
+        .expect("distinct, valid tools")
+        .with_state(self.probes.clone());
+        TaskServer::new(toolkit)
     }
 }
 
@@ -394,7 +370,7 @@ async fn cancel_honoured_and_ignored() {
             .await;
         assert_eq!(ack["result"], json!({ "resultType": "complete" }));
         assert_eq!(peer.wait_terminal(&id).await["status"], "cancelled");
-        assert!(fx.saw_cancel.load(Ordering::SeqCst));
+        assert!(fx.probes.saw_cancel.load(Ordering::SeqCst));
 
         let id = task_id(&peer.call("stubborn", json!({}), TASKS).await);
         let ack = peer
@@ -491,7 +467,7 @@ async fn input_required_partial_answers() {
 async fn inline_budget_both_ways() {
     let fx = Fixture::new();
     for mut peer in both(|| fx.server()).await {
-        let before = fx.runs.load(Ordering::SeqCst);
+        let before = fx.probes.runs.load(Ordering::SeqCst);
         let fast = peer.call("budget", json!({ "ms": 0 }), TASKS).await;
         assert_eq!(fast["result"]["resultType"], "complete", "{fast}");
         assert_eq!(first_text(&fast["result"]), "slept 0");
@@ -500,7 +476,7 @@ async fn inline_budget_both_ways() {
         let done = peer.wait_terminal(&id).await;
         assert_eq!(first_text(&done["result"]), "slept 400");
         assert_eq!(
-            fx.runs.load(Ordering::SeqCst) - before,
+            fx.probes.runs.load(Ordering::SeqCst) - before,
             2,
             "each call's work ran once"
         );
@@ -566,16 +542,7 @@ async fn discover_advertises_the_extension_only_with_task_tools() {
             "{response}"
         );
     }
-    let inline_only = || {
-        TaskServer::new(
-            Toolkit::new()
-                .with_tool(tool(
-                    ToolDefinition::new("plain", object_schema()).with_mode(Mode::Inline),
-                    |_ctx, _| Ok(Box::pin(async { Ok(text("plain")) })),
-                ))
-                .unwrap(),
-        )
-    };
+    let inline_only = || TaskServer::new(toolkit![plain].expect("one tool"));
     for mut peer in both(inline_only).await {
         let response = peer.rpc("server/discover", json!({}), TASKS).await;
         assert!(

@@ -1,4 +1,4 @@
-//! The tools the example servers share.
+//! The tools the example servers share, written with `#[task_tool]`.
 //!
 //! `greet` is an ordinary tool; `workspace_report` runs as a task when the client declares
 //! the extension: it reports progress in `statusMessage`, honours `tasks/cancel`, and asks the
@@ -6,112 +6,52 @@
 
 use std::time::Duration;
 
-use mcp_tasks::{
-    ArgumentError, Failure, Mode, TaskContext, TaskTool, ToolDefinition, ToolFuture, Toolkit, Ttl,
-};
-use rmcp::model::{CallToolResult, ContentBlock, ElicitationAction, ElicitationSchema, JsonObject};
-use serde_json::{Value, json};
+use mcp_tasks::{State, TaskContext, ToolError, Toolkit, task_tool, toolkit};
+use rmcp::model::{ElicitationAction, ElicitationSchema, ErrorData};
 
-fn schema(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    }
+/// Say hello.
+#[task_tool(mode = "inline", read_only)]
+pub async fn greet(#[arg(description = "Who to greet")] name: String) -> String {
+    format!("Hello, {name}!")
 }
 
-fn string_arg(args: &JsonObject, name: &str) -> Result<String, ArgumentError> {
-    match args.get(name) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(ArgumentError::new(format!(
-            "`{name}`: invalid type: {other}, expected a string"
-        ))),
-        None => Err(ArgumentError::new(format!("`{name}`: missing field"))),
+/// How long each of the report's three scanning steps takes.
+#[derive(Clone, Copy)]
+pub struct Pace(pub Duration);
+
+/// Build the monthly report for a workspace.
+#[task_tool(ttl = "10m", poll_interval = "500ms")]
+pub async fn workspace_report(
+    ctx: TaskContext,
+    State(Pace(step)): State<Pace>,
+    #[arg(description = "The workspace to report on")] workspace_id: String,
+) -> Result<String, ToolError> {
+    for i in 1..=3 {
+        ctx.status(format!("scanning {workspace_id}: step {i} of 3"))
+            .await;
+        ctx.until_cancelled(tokio::time::sleep(step)).await?;
     }
+    ctx.status("waiting for your answer").await;
+    let schema = ElicitationSchema::builder()
+        .required_bool("include")
+        .build()
+        .map_err(|e| ToolError::rpc(ErrorData::internal_error(e.to_string(), None)))?;
+    let answer = ctx
+        .elicit_form("Include archived accounts?", schema)
+        .await?;
+    let include = answer.action == ElicitationAction::Accept
+        && answer.content.as_ref().and_then(|c| c["include"].as_bool()) == Some(true);
+    ctx.status("writing the report").await;
+    let accounts = if include { 42 } else { 40 };
+    Ok(format!(
+        "Report for {workspace_id}: {accounts} accounts{}",
+        if include { " (archived included)" } else { "" }
+    ))
 }
 
-/// Says hello. Never a task.
-pub struct Greet;
-
-impl TaskTool for Greet {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition::new(
-            "greet",
-            schema(json!({
-                "type": "object",
-                "properties": { "name": { "type": "string", "description": "Who to greet" } },
-                "required": ["name"]
-            })),
-        )
-        .with_description("Say hello.")
-        .with_mode(Mode::Inline)
-    }
-
-    fn call(&self, _ctx: TaskContext, args: JsonObject) -> Result<ToolFuture, ArgumentError> {
-        let name = string_arg(&args, "name")?;
-        Ok(Box::pin(async move {
-            Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-                "Hello, {name}!"
-            ))]))
-        }))
-    }
-}
-
-/// Builds the monthly report of a workspace: slow, reports progress, asks a question.
-pub struct WorkspaceReport {
-    /// How long each of the three scanning steps takes.
-    pub step: Duration,
-}
-
-impl TaskTool for WorkspaceReport {
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition::new(
-            "workspace_report",
-            schema(json!({
-                "type": "object",
-                "properties": { "workspace_id": { "type": "string" } },
-                "required": ["workspace_id"]
-            })),
-        )
-        .with_description("Build the monthly report for a workspace.")
-        .with_ttl(Ttl::After(Duration::from_secs(600)))
-        .with_poll_interval(Duration::from_millis(500))
-    }
-
-    fn call(&self, ctx: TaskContext, args: JsonObject) -> Result<ToolFuture, ArgumentError> {
-        let workspace = string_arg(&args, "workspace_id")?;
-        let step = self.step;
-        Ok(Box::pin(async move {
-            for i in 1..=3 {
-                ctx.status(format!("scanning {workspace}: step {i} of 3"))
-                    .await;
-                ctx.until_cancelled(tokio::time::sleep(step)).await?;
-            }
-            ctx.status("waiting for your answer").await;
-            let schema = ElicitationSchema::builder()
-                .required_bool("include")
-                .build()
-                .map_err(|e| {
-                    Failure::Error(rmcp::ErrorData::internal_error(e.to_string(), None))
-                })?;
-            let answer = ctx
-                .elicit_form("Include archived accounts?", schema)
-                .await?;
-            let include = answer.action == ElicitationAction::Accept
-                && answer.content.as_ref().and_then(|c| c["include"].as_bool()) == Some(true);
-            ctx.status("writing the report").await;
-            let accounts = if include { 42 } else { 40 };
-            Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-                "Report for {workspace}: {accounts} accounts{}",
-                if include { " (archived included)" } else { "" }
-            ))]))
-        }))
-    }
-}
-
-/// The example toolkit.
+/// The example toolkit; `step` paces `workspace_report`.
 pub fn toolkit(step: Duration) -> Toolkit {
-    Toolkit::new()
-        .with_tool(Greet)
-        .and_then(|t| t.with_tool(WorkspaceReport { step }))
+    toolkit![greet, workspace_report]
         .expect("the example tools have distinct, valid definitions")
+        .with_state(Pace(step))
 }

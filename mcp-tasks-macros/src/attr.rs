@@ -267,7 +267,10 @@ pub fn parse_tool_args(tokens: TokenStream) -> syn::Result<ToolArgs> {
                         "optional" => Mode::Optional,
                         "inline" => Mode::Inline,
                         other => {
-                            return Err(syn::Error::new(lit.span(), unknown("mode", other, &MODES)));
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                unknown("mode", other, &MODES),
+                            ));
                         }
                     };
                     args.mode = Some(Spanned::new(mode, lit.span()));

@@ -684,12 +684,19 @@ pub mod kinds {
                 None,
             ))
         })?;
+        // The text copy of a string is the string itself, not its JSON quoting.
+        let text = match &value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
         let value = if wraps::<T>() {
             serde_json::json!({ "result": value })
         } else {
             value
         };
-        Ok(CallToolResult::structured(value))
+        let mut result = CallToolResult::structured(value);
+        result.content = vec![ContentBlock::text(text)];
+        Ok(result)
     }
 
     pub trait PassThroughOutput {

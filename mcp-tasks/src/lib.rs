@@ -116,13 +116,15 @@ pub use id::new_task_id;
 /// `{"result": value}` and the schema says so.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::TaskContext;
+#[cfg(feature = "stdio")]
+pub use server::serve_stdio;
 pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
 #[cfg(feature = "http")]
 pub use server::{http_router, http_service, serve_http};
-#[cfg(feature = "stdio")]
-pub use server::serve_stdio;
 pub use store::{MemoryStore, TaskStore};
-pub use tool::{ArgumentError, Failure, Mode, TaskTool, ToolDefinition, ToolError, ToolFuture, Ttl};
+pub use tool::{
+    ArgumentError, Failure, Mode, TaskTool, ToolDefinition, ToolError, ToolFuture, Ttl,
+};
 pub use toolkit::{StateMap, Toolkit, ToolkitError};
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.
@@ -199,3 +201,8 @@ pub mod __private {
         toolkit::{Toolkit, ToolkitError},
     };
 }
+
+/// The README's Rust examples, compiled as doctests (with the `http` feature).
+#[cfg(all(doctest, feature = "http"))]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -5,48 +5,12 @@
     reason = "each test binary uses a different part of the harness"
 )]
 
-use std::sync::Arc;
-
-use mcp_tasks::{ArgumentError, TaskContext, TaskServer, TaskTool, ToolDefinition, ToolFuture};
-use rmcp::{ServiceExt, model::JsonObject};
+use mcp_tasks::TaskServer;
+use rmcp::ServiceExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 pub const V2026: &str = "2026-07-28";
-
-/// A tool written by hand, on purpose: these tests check the runtime, not the macro.
-pub struct FnTool {
-    definition: ToolDefinition,
-    call: Arc<dyn Fn(TaskContext, JsonObject) -> Result<ToolFuture, ArgumentError> + Send + Sync>,
-}
-
-impl TaskTool for FnTool {
-    fn definition(&self) -> ToolDefinition {
-        self.definition.clone()
-    }
-    fn call(&self, ctx: TaskContext, arguments: JsonObject) -> Result<ToolFuture, ArgumentError> {
-        (self.call)(ctx, arguments)
-    }
-}
-
-/// A tool from a definition and a closure that returns the work.
-pub fn tool<F>(definition: ToolDefinition, call: F) -> FnTool
-where
-    F: Fn(TaskContext, JsonObject) -> Result<ToolFuture, ArgumentError> + Send + Sync + 'static,
-{
-    FnTool {
-        definition,
-        call: Arc::new(call),
-    }
-}
-
-/// `{"type": "object"}`.
-pub fn object_schema() -> JsonObject {
-    match json!({ "type": "object" }) {
-        Value::Object(map) => map,
-        _ => unreachable!(),
-    }
-}
 
 /// What a request declares in `_meta.io.modelcontextprotocol/clientCapabilities`.
 #[derive(Clone, Copy, Debug)]

@@ -570,6 +570,7 @@ fn inline_answer(tool: &str, ended: Ended) -> Result<CallToolResponse, ErrorData
 /// A ready [`ServerHandler`]: tools from a [`Toolkit`], tasks in a [`TaskStore`].
 ///
 /// ```no_run
+/// # #[cfg(feature = "http")]
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
 /// let server = mcp_tasks::TaskServer::new(toolkit);
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
