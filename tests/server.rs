@@ -126,6 +126,50 @@ async fn forever(ctx: TaskContext) -> Result<String, ToolError> {
     Err(ToolError::cancelled())
 }
 
+fn text_field(field: &'static str) -> ElicitationSchema {
+    ElicitationSchema::builder()
+        .required_string(field)
+        .build()
+        .expect("schema")
+}
+
+fn answer(result: &rmcp::model::ElicitResult, field: &str) -> String {
+    result
+        .content
+        .as_ref()
+        .and_then(|c| c[field].as_str())
+        .unwrap_or("?")
+        .to_owned()
+}
+
+/// Asks a name with `elicit`: through the task, or by round trip when there is no task.
+#[task_tool]
+async fn ask_name(ctx: TaskContext) -> Result<String, ToolError> {
+    let name = ctx.elicit_form("Your name?", text_field("name")).await?;
+    Ok(format!("hi {}", answer(&name, "name")))
+}
+
+/// Asks two questions before its task exists, then works as a task.
+#[task_tool(mode = "required")]
+async fn ask_then_work(
+    ctx: TaskContext,
+    State(probes): State<Probes>,
+) -> Result<String, ToolError> {
+    let name = ctx
+        .elicit_form_before_task("Your name?", text_field("name"))
+        .await?;
+    let city = ctx
+        .elicit_form_before_task("Your city?", text_field("city"))
+        .await?;
+    probes.runs.fetch_add(1, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    Ok(format!(
+        "{} from {}",
+        answer(&name, "name"),
+        answer(&city, "city")
+    ))
+}
+
 /// Every tool above, with the probes they record into.
 struct Fixture {
     probes: Probes,
@@ -150,7 +194,9 @@ impl Fixture {
             stubborn,
             two_questions,
             budget,
-            forever
+            forever,
+            ask_name,
+            ask_then_work
         ]
         .expect("distinct, valid tools")
         .with_state(self.probes.clone());
@@ -774,4 +820,112 @@ async fn mcp_name_must_match_the_task_id() {
     let (status, response, _) = http.post(&body, &headers(&id)).await;
     assert_eq!(status, 200, "{response}");
     assert_eq!(response["result"]["taskId"], id.as_str());
+}
+
+/// C17-C21: a call that cannot be a task (the client did not declare the extension) asks for
+/// input by multi round-trip request: `input_required` with the request, then the retry with
+/// `inputResponses` and a new id completes.
+#[tokio::test]
+async fn inline_call_asks_by_round_trip() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let round1 = peer.call("ask_name", json!({}), PLAIN).await;
+        let result = &round1["result"];
+        assert_eq!(result["resultType"], "input_required", "{round1}");
+        assert!(result.get("taskId").is_none());
+        let requests = result["inputRequests"].as_object().unwrap();
+        assert_eq!(requests.len(), 1);
+        let (key, request) = requests.iter().next().unwrap();
+        assert_eq!(request["method"], "elicitation/create");
+        assert_eq!(request["params"]["message"], "Your name?");
+        let round2 = peer
+            .rpc(
+                "tools/call",
+                json!({ "name": "ask_name", "arguments": {},
+                    "inputResponses": { key.clone(): { "action": "accept", "content": { "name": "Ada" } } } }),
+                PLAIN,
+            )
+            .await;
+        assert_eq!(round2["result"]["resultType"], "complete", "{round2}");
+        assert_eq!(first_text(&round2["result"]), "hi Ada");
+    }
+}
+
+/// R11, C18-C20: input before the task: each round answers `input_required` (no taskId),
+/// `requestState` carries earlier answers so a retry sends only the new ones, and the last
+/// round creates the task, whose result reflects every answer. The work past the questions
+/// ran once.
+#[tokio::test]
+async fn input_before_the_task_by_round_trips() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let before = fx.probes.runs.load(Ordering::SeqCst);
+        let call = |responses: Value, state: Option<Value>| {
+            let mut params =
+                json!({ "name": "ask_then_work", "arguments": {}, "inputResponses": responses });
+            if let Some(state) = state {
+                params["requestState"] = state;
+            }
+            params
+        };
+        let round1 = peer.call("ask_then_work", json!({}), TASKS).await["result"].clone();
+        assert_eq!(round1["resultType"], "input_required", "{round1}");
+        assert!(round1.get("taskId").is_none() && round1.get("requestState").is_none());
+        let key1 = round1["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+
+        let round2 = peer
+            .rpc(
+                "tools/call",
+                call(
+                    json!({ key1.clone(): { "action": "accept", "content": { "name": "Ada" } } }),
+                    None,
+                ),
+                TASKS,
+            )
+            .await["result"]
+            .clone();
+        assert_eq!(round2["resultType"], "input_required", "{round2}");
+        let requests = round2["inputRequests"].as_object().unwrap();
+        let (key2, request) = requests.iter().next().unwrap();
+        assert_ne!(key2, &key1, "C18: keys unique within the call");
+        assert_eq!(request["params"]["message"], "Your city?");
+        let state = round2["requestState"].clone();
+        assert!(
+            state.is_string(),
+            "earlier answers travel in requestState: {round2}"
+        );
+
+        let round3 = peer
+            .rpc(
+                "tools/call",
+                call(
+                    json!({ key2.clone(): { "action": "accept", "content": { "city": "Turin" } } }),
+                    Some(state),
+                ),
+                TASKS,
+            )
+            .await;
+        let id = task_id(&round3);
+        assert!(round3["result"].get("requestState").is_none());
+        assert!(round3["result"].get("inputRequests").is_none());
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(first_text(&done["result"]), "Ada from Turin");
+        assert_eq!(fx.probes.runs.load(Ordering::SeqCst) - before, 1);
+
+        // C19: a requestState this server did not issue for this tool is refused.
+        let forged = peer
+            .rpc(
+                "tools/call",
+                call(json!({}), Some(json!("{\"tool\":\"echo\",\"answers\":{}}"))),
+                TASKS,
+            )
+            .await;
+        assert_eq!(error_code(&forged), -32602, "{forged}");
+    }
 }

@@ -12,10 +12,11 @@ use std::sync::{
 
 use rmcp::model::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ElicitationSchema, InputRequest, ListRootsResult, Request, RequestNoParam,
+    ElicitResult, ElicitationSchema, InputRequest, InputRequests, InputResponses, ListRootsResult,
+    Request, RequestNoParam,
 };
 use serde_json::Value;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
@@ -47,6 +48,29 @@ pub(crate) struct Inner {
     phase: Mutex<Phase>,
     bound: watch::Sender<bool>,
     input_seq: AtomicU64,
+    /// Multi round-trip input for a call on the modern wire, while no task exists.
+    mrtr: Option<Mrtr>,
+}
+
+/// What a call gathers by multi round-trip requests (WIRE.md §5.4) before any task exists:
+/// the answers the client sent (this round's `inputResponses` plus earlier rounds', carried
+/// in `requestState`) and the requests still unanswered.
+pub(crate) struct Mrtr {
+    answers: InputResponses,
+    seq: AtomicU64,
+    requested: Mutex<InputRequests>,
+    asked: Notify,
+}
+
+impl Mrtr {
+    pub(crate) fn new(answers: InputResponses) -> Self {
+        Self {
+            answers,
+            seq: AtomicU64::new(0),
+            requested: Mutex::default(),
+            asked: Notify::new(),
+        }
+    }
 }
 
 /// The handle a tool receives: its task id, status messages, cancellation, input from the
@@ -114,6 +138,8 @@ pub(crate) struct ContextParts {
     pub(crate) client_capabilities: ClientCapabilities,
     pub(crate) state: Arc<StateMap>,
     pub(crate) runtime: Arc<Runtime>,
+    /// `Some` on the modern wire: input before a task is gathered by MRTR.
+    pub(crate) mrtr: Option<Mrtr>,
 }
 
 impl TaskContext {
@@ -130,6 +156,7 @@ impl TaskContext {
                 phase: Mutex::new(phase),
                 bound: watch::Sender::new(bound),
                 input_seq: AtomicU64::new(0),
+                mrtr: parts.mrtr,
             }),
         }
     }
@@ -138,13 +165,9 @@ impl TaskContext {
         Self::build(parts, Phase::Inline, false)
     }
 
-    /// A context whose task record exists before the work starts.
-    pub(crate) fn task(parts: ContextParts) -> Self {
-        Self::build(parts, Phase::Task, true)
-    }
-
-    /// A context inside an inline budget; the receiver fires when the work asks to become a
-    /// task (it needs input).
+    /// A context for a call that becomes a task once its work first waits (or its inline
+    /// budget runs out); the receiver fires when the work asks to become a task early (it
+    /// needs input through the task).
     pub(crate) fn pending(parts: ContextParts) -> (Self, oneshot::Receiver<()>) {
         let (tx, rx) = oneshot::channel();
         let phase = Phase::Pending {
@@ -287,11 +310,36 @@ impl TaskContext {
     /// # Errors
     /// - [`Failure::Cancelled`] if the task is cancelled while waiting;
     /// - `-32021` naming `elicitation` when the creating request did not declare it (C18);
-    /// - `-32021` naming the tasks extension when the call is not a task (an inline call has
-    ///   no way to wait for input).
+    /// - `-32021` naming the tasks extension for a call that cannot become a task and cannot
+    ///   ask by multi round-trip either (a legacy `initialize` session).
+    ///
+    /// A call that is not a task and never will be (the client did not declare the extension)
+    /// asks by multi round-trip request on the modern wire instead: the call answers
+    /// `resultType: "input_required"`, and the client's retry runs the tool again with the
+    /// answer (WIRE.md §5.4), so code before the question may run more than once.
     pub async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, Failure> {
         let request = InputRequest::Elicitation(Request::new(params));
-        let value = self.input(InputKind::Elicitation, request).await?;
+        let value = self.input(InputKind::Elicitation, request, false).await?;
+        decode(value, "ElicitResult")
+    }
+
+    /// Asks for input **before the task exists**, by multi round-trip request (WIRE.md R11,
+    /// §5.4): while the call has no task yet, it answers `resultType: "input_required"`; the
+    /// client retries the call with the answer, the tool runs again from the top, this call
+    /// returns the answer, and the task is created once the work goes on. Use it to confirm or
+    /// gather parameters before committing to long work. Once a task exists (or on a legacy
+    /// session) it asks like [`TaskContext::elicit`].
+    ///
+    /// Code before this call runs once per round: keep side effects after it.
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`].
+    pub async fn elicit_before_task(
+        &self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, Failure> {
+        let request = InputRequest::Elicitation(Request::new(params));
+        let value = self.input(InputKind::Elicitation, request, true).await?;
         decode(value, "ElicitResult")
     }
 
@@ -312,6 +360,23 @@ impl TaskContext {
         .await
     }
 
+    /// [`TaskContext::elicit_before_task`] with a form.
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`].
+    pub async fn elicit_form_before_task(
+        &self,
+        message: impl Into<String>,
+        schema: ElicitationSchema,
+    ) -> Result<ElicitResult, Failure> {
+        self.elicit_before_task(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.into(),
+            requested_schema: schema,
+        })
+        .await
+    }
+
     /// Asks the client's model for a completion (`sampling/createMessage`).
     ///
     /// # Errors
@@ -322,7 +387,7 @@ impl TaskContext {
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, Failure> {
         let request = InputRequest::CreateMessage(Request::new(params));
-        let value = self.input(InputKind::Sampling, request).await?;
+        let value = self.input(InputKind::Sampling, request, false).await?;
         decode(value, "CreateMessageResult")
     }
 
@@ -336,15 +401,28 @@ impl TaskContext {
             method: Default::default(),
             extensions: Default::default(),
         });
-        let value = self.input(InputKind::Roots, request).await?;
+        let value = self.input(InputKind::Roots, request, false).await?;
         decode(value, "ListRootsResult")
     }
 
-    async fn input(&self, kind: InputKind, request: InputRequest) -> Result<Value, Failure> {
+    async fn input(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+    ) -> Result<Value, Failure> {
         if !kind.declared(&self.inner.client_capabilities) {
             return Err(Failure::Error(errors::client_capability_required(
                 kind.capability(),
             )));
+        }
+        let by_round_trip = match &*self.phase() {
+            Phase::Task => false,
+            Phase::Inline => self.inner.mrtr.is_some(),
+            Phase::Pending { .. } => before_task && self.inner.mrtr.is_some(),
+        };
+        if by_round_trip {
+            return self.round_trip(kind, request).await;
         }
         self.become_task().await?;
         let n = self.inner.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
@@ -365,6 +443,51 @@ impl TaskContext {
             biased;
             () = self.inner.cancel.cancelled() => Err(Failure::Cancelled),
             value = answer => value.map_err(|_| Failure::Cancelled),
+        }
+    }
+
+    /// Input by multi round-trip request: the answer if the client sent it, else the request
+    /// is recorded for the `input_required` answer and this call waits until the work is
+    /// dropped with the round.
+    async fn round_trip(&self, kind: InputKind, request: InputRequest) -> Result<Value, Failure> {
+        let Some(mrtr) = &self.inner.mrtr else {
+            return Err(Failure::Cancelled);
+        };
+        let n = mrtr.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let key = format!("{}-{n}", kind.key_prefix());
+        if let Some(answer) = mrtr.answers.get(&key) {
+            return Ok(answer.clone());
+        }
+        mrtr.requested
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, request);
+        mrtr.asked.notify_one();
+        self.inner.cancel.cancelled().await;
+        Err(Failure::Cancelled)
+    }
+
+    /// Resolves once the work asked for input by multi round-trip request.
+    pub(crate) async fn round_trip_asked(&self) {
+        match &self.inner.mrtr {
+            Some(mrtr) => mrtr.asked.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The requests of this round, and every answer gathered so far.
+    pub(crate) fn round_trip_state(&self) -> (InputRequests, InputResponses) {
+        match &self.inner.mrtr {
+            Some(mrtr) => (
+                std::mem::take(
+                    &mut *mrtr
+                        .requested
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                ),
+                mrtr.answers.clone(),
+            ),
+            None => Default::default(),
         }
     }
 

@@ -26,6 +26,8 @@ use crate::{
     tool::{Failure, ToolFuture},
 };
 
+pub(crate) use context::Mrtr;
+
 mod context;
 
 pub(crate) use context::ContextParts;
@@ -121,41 +123,21 @@ impl Runtime {
         id: Arc<str>,
         tool: Arc<str>,
         owner: &str,
-        work: ToolFuture,
+        work: impl Future<Output = Ended> + Send + 'static,
     ) {
         let runtime = Arc::clone(self);
         let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
         tokio::spawn(
             async move {
-                let ended = run_caught(work).await;
+                let ended = work.await;
                 runtime.finish(&id, &tool, ended).await;
             }
             .instrument(span),
         );
     }
 
-    /// Stores the outcome of work already running, once it ends.
-    pub(crate) fn supervise(
-        self: &Arc<Self>,
-        id: Arc<str>,
-        tool: Arc<str>,
-        owner: &str,
-        ended: oneshot::Receiver<Ended>,
-    ) {
-        let runtime = Arc::clone(self);
-        let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
-        tokio::spawn(
-            async move {
-                let ended = ended
-                    .await
-                    .unwrap_or_else(|_| Err("the work was dropped before it ended".to_owned()));
-                runtime.finish(&id, &tool, ended).await;
-            }
-            .instrument(span),
-        );
-    }
-
-    async fn finish(&self, id: &Arc<str>, tool: &str, ended: Ended) {
+    /// Stores how a task's work ended as its terminal state.
+    pub(crate) async fn finish(&self, id: &Arc<str>, tool: &str, ended: Ended) {
         let outcome = match ended {
             Ok(Ok(result)) => Outcome::Completed(result_object(&result)),
             Ok(Err(Failure::Cancelled)) => Outcome::Cancelled,

@@ -53,26 +53,26 @@
     reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
 )]
 
-use std::sync::Arc;
+use std::{pin::Pin, sync::Arc};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
         CreateTaskResult, ElicitResult, GetTaskParams, GetTaskResult, Implementation, InputRequest,
-        InputResponses, ListRootsResult, ListToolsResult, PaginatedRequestParams,
-        ServerCapabilities, ServerConfig, ToolsCapability, UpdateTaskParams,
+        InputRequiredResult, InputResponses, ListRootsResult, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolsCapability,
+        UpdateTaskParams,
     },
     service::RequestContext,
 };
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
     EXTENSION_ID, errors,
     id::new_task_id,
-    runtime::{ContextParts, Ended, Runtime, TaskContext, run_caught},
+    runtime::{ContextParts, Ended, Mrtr, Runtime, TaskContext, run_caught},
     store::{MemoryStore, NewTask, StoreError, TaskSnapshot, TaskStore},
     tool::{Failure, Mode},
     toolkit::{Registered, Toolkit},
@@ -234,6 +234,16 @@ impl Engine {
             Mode::Inline => false,
         };
         let arguments = params.arguments.unwrap_or_default();
+        let mrtr = if is_modern(context) {
+            let answers = round_trip_answers(
+                definition.name(),
+                params.request_state.as_deref(),
+                params.input_responses,
+            )?;
+            Some(Mrtr::new(answers))
+        } else {
+            None
+        };
         let call = Call {
             engine: self,
             registered,
@@ -242,12 +252,10 @@ impl Engine {
             client_capabilities: client_capabilities(context),
             arguments,
         };
-        if !as_task {
-            return call.inline(context).await;
-        }
-        match definition.inline_budget() {
-            Some(budget) => call.within_budget(budget, context).await,
-            None => call.task().await,
+        if as_task {
+            call.task(definition.inline_budget(), mrtr, context).await
+        } else {
+            call.inline(mrtr, context).await
         }
     }
 
@@ -434,8 +442,9 @@ struct Call<'a> {
 }
 
 impl Call<'_> {
-    fn parts(&self, id: Arc<str>, cancel: CancellationToken) -> ContextParts {
+    fn parts(&self, id: Arc<str>, cancel: CancellationToken, mrtr: Option<Mrtr>) -> ContextParts {
         ContextParts {
+            mrtr,
             id,
             tool: self.tool.clone(),
             owner: self.owner.clone(),
@@ -467,46 +476,15 @@ impl Call<'_> {
             })
     }
 
-    /// An ordinary call: the work runs here and its result is the answer.
+    /// An ordinary call: the work runs here and its result is the answer. Input it asks for
+    /// goes by multi round-trip request (modern wire).
     async fn inline(
         self,
+        mrtr: Option<Mrtr>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let ctx = TaskContext::inline(self.parts(Arc::from(""), context.ct.child_token()));
-        let work = match self.registered.tool.call(ctx, self.arguments.clone()) {
-            Ok(work) => work,
-            Err(error) => return Ok(error.into_result(&self.tool).into()),
-        };
-        inline_answer(&self.tool, run_caught(work).await)
-    }
-
-    /// A task from the start: the record exists before the work does.
-    async fn task(self) -> Result<CallToolResponse, ErrorData> {
-        let id: Arc<str> = Arc::from(new_task_id());
-        let cancel = CancellationToken::new();
-        let ctx = TaskContext::task(self.parts(id.clone(), cancel.clone()));
-        let work = match self.registered.tool.call(ctx, self.arguments.clone()) {
-            Ok(work) => work,
-            Err(error) => return Ok(error.into_result(&self.tool).into()),
-        };
-        let snapshot = self.create(self.new_task(id.clone(), None)).await?;
-        let runtime = &self.engine.runtime;
-        runtime.register(id.clone(), cancel);
-        runtime.spawn(id, self.tool.clone(), &self.owner, work);
-        Ok(CallToolResponse::Task(CreateTaskResult::new(
-            snapshot.to_task(),
-        )))
-    }
-
-    /// Start the work; answer inline if it ends within `budget`, else make it a task.
-    async fn within_budget(
-        self,
-        budget: std::time::Duration,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let id: Arc<str> = Arc::from(new_task_id());
-        let cancel = CancellationToken::new();
-        let (ctx, promote) = TaskContext::pending(self.parts(id.clone(), cancel.clone()));
+        let cancel = context.ct.child_token();
+        let ctx = TaskContext::inline(self.parts(Arc::from(""), cancel.clone(), mrtr));
         let work = match self
             .registered
             .tool
@@ -515,26 +493,59 @@ impl Call<'_> {
             Ok(work) => work,
             Err(error) => return Ok(error.into_result(&self.tool).into()),
         };
-        let (tx, mut ended) = oneshot::channel::<Ended>();
+        let mut work = std::pin::pin!(run_caught(work));
+        tokio::select! {
+            biased;
+            ended = &mut work => inline_answer(&self.tool, ended),
+            () = ctx.round_trip_asked() => {
+                cancel.cancel();
+                Ok(self.input_required(&ctx))
+            }
+        }
+    }
+
+    /// A call that runs as a task. The work starts here, before any task exists: input it
+    /// asks for with `*_before_task` goes by multi round-trip request (R11); the task is
+    /// created once the work first waits on anything else (or asks for input through the
+    /// task), or, with an inline budget, once the budget runs out, in which case work that
+    /// ends sooner is answered inline. The work is never started twice.
+    async fn task(
+        self,
+        budget: Option<std::time::Duration>,
+        mrtr: Option<Mrtr>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let id: Arc<str> = Arc::from(new_task_id());
+        let cancel = CancellationToken::new();
+        let (ctx, mut promote) = TaskContext::pending(self.parts(id.clone(), cancel.clone(), mrtr));
+        let work = match self
+            .registered
+            .tool
+            .call(ctx.clone(), self.arguments.clone())
+        {
+            Ok(work) => work,
+            Err(error) => return Ok(error.into_result(&self.tool).into()),
+        };
         let span =
             tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
-        tokio::spawn(
-            async move {
-                let _ = tx.send(run_caught(work).await);
-            }
-            .instrument(span),
-        );
-        tokio::select! {
-            result = &mut ended => {
-                let result = result.unwrap_or_else(|_| Err("the work was dropped".to_owned()));
-                return inline_answer(&self.tool, result);
-            }
-            () = tokio::time::sleep(budget) => {}
-            _ = promote => {}
+        let mut work: Pin<Box<dyn Future<Output = Ended> + Send>> =
+            Box::pin(run_caught(work).instrument(span));
+        let ended = tokio::select! {
+            biased;
             () = context.ct.cancelled() => {
                 cancel.cancel();
                 return Err(errors::request_cancelled());
             }
+            ended = &mut work => Some(ended),
+            () = ctx.round_trip_asked() => {
+                cancel.cancel();
+                return Ok(self.input_required(&ctx));
+            }
+            _ = &mut promote => None,
+            () = after(budget) => None,
+        };
+        if let (Some(ended), Some(_)) = (&ended, budget) {
+            return inline_answer(&self.tool, ended.clone());
         }
         let message = ctx.begin_promotion();
         let snapshot = match self.create(self.new_task(id.clone(), message)).await {
@@ -547,11 +558,64 @@ impl Call<'_> {
         let runtime = &self.engine.runtime;
         runtime.register(id.clone(), cancel);
         ctx.finish_promotion().await;
-        runtime.supervise(id, self.tool.clone(), &self.owner, ended);
+        match ended {
+            // The work ended before it ever waited: the task is born finished.
+            Some(ended) => runtime.finish(&id, &self.tool, ended).await,
+            None => runtime.spawn(id, self.tool.clone(), &self.owner, work),
+        }
         Ok(CallToolResponse::Task(CreateTaskResult::new(
             snapshot.to_task(),
         )))
     }
+
+    /// The `input_required` answer of a round: this round's requests, and every answer so far
+    /// in `requestState`, so the retry needs only the new answers (C20).
+    fn input_required(&self, ctx: &TaskContext) -> CallToolResponse {
+        let (requests, answers) = ctx.round_trip_state();
+        let state = (!answers.is_empty())
+            .then(|| serde_json::json!({ "tool": &*self.tool, "answers": answers }).to_string());
+        CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), state))
+    }
+}
+
+/// Resolves after `budget`, or, without one, once the work it races has been polled and
+/// waits (the second poll of a `yield_now`).
+async fn after(budget: Option<std::time::Duration>) {
+    match budget {
+        Some(budget) => tokio::time::sleep(budget).await,
+        None => tokio::task::yield_now().await,
+    }
+}
+
+/// Every answer of a multi round-trip call: earlier rounds' from `requestState` (which this
+/// server issued for the same tool), this round's from `inputResponses` (C19-C21).
+fn round_trip_answers(
+    tool: &str,
+    request_state: Option<&str>,
+    input_responses: Option<InputResponses>,
+) -> Result<InputResponses, ErrorData> {
+    let mut answers = InputResponses::new();
+    if let Some(state) = request_state {
+        #[derive(serde::Deserialize)]
+        struct State {
+            tool: String,
+            answers: InputResponses,
+        }
+        match serde_json::from_str::<State>(state) {
+            Ok(state) if state.tool == tool => answers = state.answers,
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "requestState is not one this server issued for tool `{tool}`; retry \
+                         the call without requestState and inputResponses"
+                    ),
+                    None,
+                ));
+            }
+        }
+    }
+    answers.extend(input_responses.unwrap_or_default());
+    Ok(answers)
 }
 
 /// The answer to an inline call from how its work ended.
