@@ -1,146 +1,216 @@
-//! The fixture server of the official conformance suite's `tasks-*` scenarios (PEERS.md §1), on
-//! Streamable HTTP: `cargo run --example conformance_fixture -- --port 3001`. Its tools are
-//! written by hand until they move to `#[task_tool]`; `test_tool_with_task` (MRTR before a
-//! task) and the `tools-*` fixtures are not here yet.
-use mcp_tasks::{
-    ArgumentError, Failure, Mode, TaskContext, TaskServer, TaskTool, ToolDefinition, ToolError,
-    ToolFuture, Toolkit,
-};
-use rmcp::model::{CallToolResult, ContentBlock, ElicitationSchema, ErrorData, JsonObject};
-use serde_json::{Value, json};
+//! The fixture server of the official MCP conformance suite (PEERS.md §1): the task
+//! fixtures of its `tasks-*` scenarios and the plain tools of its `tools-*` scenarios, written
+//! with `#[task_tool]`.
+//!
+//! `cargo run --example conformance_fixture -- --port 3001` serves Streamable HTTP on
+//! `http://127.0.0.1:3001/mcp`; `-- --stdio` serves stdio. `scripts/conformance.sh` runs the
+//! suite against it.
+
 use std::time::Duration;
 
-struct T {
-    def: ToolDefinition,
-    f: fn(TaskContext, JsonObject) -> Result<ToolFuture, ArgumentError>,
-}
-impl TaskTool for T {
-    fn definition(&self) -> ToolDefinition {
-        self.def.clone()
-    }
-    fn call(&self, ctx: TaskContext, a: JsonObject) -> Result<ToolFuture, ArgumentError> {
-        (self.f)(ctx, a)
-    }
-}
-fn d(name: &'static str, props: Value) -> ToolDefinition {
-    ToolDefinition::new(
-        name,
-        json!({"type":"object","properties":props})
-            .as_object()
-            .unwrap()
-            .clone(),
-    )
-}
-fn txt(s: String) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(s)])
-}
-async fn confirm(ctx: &TaskContext, field: &str, msg: String) -> Result<bool, Failure> {
-    let schema = ElicitationSchema::builder()
-        .required_bool(field)
+use mcp_tasks::{TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ElicitResult, ElicitationAction, ElicitationSchema, ErrorData,
+    ResourceContents,
+};
+
+/// A 1x1 red PNG.
+const RED_PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// A WAV file with a header and no samples (8 kHz, mono, 16-bit).
+const EMPTY_WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
+
+fn schema(field: &str, boolean: bool) -> Result<ElicitationSchema, ToolError> {
+    let builder = ElicitationSchema::builder();
+    let builder = if boolean {
+        builder.required_bool(field)
+    } else {
+        builder.required_string(field)
+    };
+    builder
         .build()
-        .unwrap();
-    let r = ctx.elicit_form(msg, schema).await?;
-    Ok(r.content
-        .as_ref()
-        .and_then(|c| c[field].as_bool())
-        .unwrap_or(false))
+        .map_err(|e| ToolError::rpc(ErrorData::internal_error(e.to_string(), None)))
+}
+
+fn accepted(answer: &ElicitResult, field: &str) -> Option<serde_json::Value> {
+    (answer.action == ElicitationAction::Accept)
+        .then(|| answer.content.as_ref().map(|c| c[field].clone()))
+        .flatten()
+}
+
+/// Says hello; never a task.
+#[task_tool(mode = "inline")]
+async fn greet(name: String) -> String {
+    format!("Hello, {name}!")
+}
+
+/// Sleeps `seconds`, then answers; may run as a task and honours cancellation.
+#[task_tool(poll_interval = "200ms")]
+async fn slow_compute(
+    ctx: TaskContext,
+    seconds: f64,
+    #[arg(default)] label: String,
+) -> Result<String, ToolError> {
+    let seconds = if seconds.is_finite() {
+        seconds.clamp(0.0, 3600.0)
+    } else {
+        0.0
+    };
+    ctx.status(format!("computing {label}")).await;
+    ctx.until_cancelled(tokio::time::sleep(Duration::from_secs_f64(seconds)))
+        .await?;
+    Ok(format!("computed {label} in {seconds}s"))
+}
+
+/// Always fails as a tool (`isError: true`) after about a second.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn failing_job() -> Result<String, String> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    Err("the job failed (as it always does)".to_owned())
+}
+
+/// Ends in a JSON-RPC error: the task ends `failed`.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn protocol_error_job() -> Result<String, ToolError> {
+    Err(ToolError::rpc(ErrorData::internal_error(
+        "simulated internal failure of the job",
+        None,
+    )))
+}
+
+/// Asks for confirmation during the task before deleting.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn confirm_delete(ctx: TaskContext, filename: String) -> Result<String, ToolError> {
+    let answer = ctx
+        .elicit_form(format!("Delete {filename}?"), schema("confirm", true)?)
+        .await?;
+    Ok(match accepted(&answer, "confirm") {
+        Some(serde_json::Value::Bool(true)) => format!("Deleted {filename}"),
+        _ => format!("Kept {filename}"),
+    })
+}
+
+/// Asks two questions at once during the task.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn multi_input(ctx: TaskContext) -> Result<String, ToolError> {
+    let (name, color) = tokio::try_join!(
+        ctx.elicit_form("Your name?", schema("name", false)?),
+        ctx.elicit_form("Your favourite colour?", schema("color", false)?),
+    )?;
+    let text = |a: &ElicitResult, f: &str| {
+        accepted(a, f)
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "(no answer)".to_owned())
+    };
+    Ok(format!(
+        "{} likes {}",
+        text(&name, "name"),
+        text(&color, "color")
+    ))
+}
+
+/// Asks a name before its task exists (multi round-trip), then works as a task.
+#[task_tool(mode = "required", poll_interval = "200ms")]
+async fn test_tool_with_task(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx
+        .elicit_form_before_task("What is your name?", schema("name", false)?)
+        .await?;
+    let name = accepted(&answer, "name")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "stranger".to_owned());
+    ctx.status("working on it").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Ok(format!("Hello, {name}! Your task is done."))
+}
+
+/// `tools-call-simple-text`.
+#[task_tool(mode = "inline")]
+async fn test_simple_text() -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(
+        "This is a simple text response for testing.",
+    )])
+}
+
+/// `tools-call-error`.
+#[task_tool(mode = "inline")]
+async fn test_error_handling() -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        "This tool intentionally returns an error for testing",
+    )])
+}
+
+/// `tools-call-image`.
+#[task_tool(mode = "inline")]
+async fn test_image_content() -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::image(RED_PIXEL_PNG, "image/png")])
+}
+
+/// `tools-call-audio`.
+#[task_tool(mode = "inline")]
+async fn test_audio_content() -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::audio(EMPTY_WAV, "audio/wav")])
+}
+
+/// `tools-call-embedded-resource`.
+#[task_tool(mode = "inline")]
+async fn test_embedded_resource() -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::resource(ResourceContents::text(
+        "This is an embedded resource content.",
+        "test://embedded-resource",
+    ))])
+}
+
+/// `tools-call-mixed-content`.
+#[task_tool(mode = "inline")]
+async fn test_multiple_content_types() -> CallToolResult {
+    CallToolResult::success(vec![
+        ContentBlock::text("Multiple content types test:"),
+        ContentBlock::image(RED_PIXEL_PNG, "image/png"),
+        ContentBlock::resource(
+            ResourceContents::text(
+                r#"{"test":"data","value":123}"#,
+                "test://mixed-content-resource",
+            )
+            .with_mime_type("application/json"),
+        ),
+    ])
 }
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let port: u16 = std::env::args()
-        .nth(2)
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(3001);
-    let tk = Toolkit::new()
-        .with_tool(T {
-            def: d("greet", json!({"name":{"type":"string"}})).with_mode(Mode::Inline),
-            f: |_, a| {
-                let n = a
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                Ok(Box::pin(async move { Ok(txt(format!("Hello, {n}!"))) }))
-            },
-        })
-        .unwrap()
-        .with_tool(T {
-            def: d(
-                "slow_compute",
-                json!({"seconds":{"type":"number"},"label":{"type":"string"}}),
-            )
-            .with_poll_interval(Duration::from_millis(200)),
-            f: |ctx, a| {
-                let s = a.get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
-                let l = a
-                    .get("label")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                Ok(Box::pin(async move {
-                    ctx.until_cancelled(tokio::time::sleep(Duration::from_secs_f64(s)))
-                        .await?;
-                    Ok(txt(format!("computed {l}")))
-                }))
-            },
-        })
-        .unwrap()
-        .with_tool(T {
-            def: d("failing_job", json!({})).with_mode(Mode::Required),
-            f: |_, _| {
-                Ok(Box::pin(async {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    ToolError::new("job failed").into_outcome()
-                }))
-            },
-        })
-        .unwrap()
-        .with_tool(T {
-            def: d("protocol_error_job", json!({})).with_mode(Mode::Required),
-            f: |_, _| {
-                Ok(Box::pin(async {
-                    Err(Failure::Error(ErrorData::internal_error(
-                        "simulated protocol error",
-                        None,
-                    )))
-                }))
-            },
-        })
-        .unwrap()
-        .with_tool(T {
-            def: d("confirm_delete", json!({"filename":{"type":"string"}}))
-                .with_mode(Mode::Required),
-            f: |ctx, a| {
-                let f = a
-                    .get("filename")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned();
-                Ok(Box::pin(async move {
-                    let ok = confirm(&ctx, "confirm", format!("Delete {f}?")).await?;
-                    Ok(txt(if ok {
-                        format!("Deleted {f}")
-                    } else {
-                        format!("Kept {f}")
-                    }))
-                }))
-            },
-        })
-        .unwrap()
-        .with_tool(T {
-            def: d("multi_input", json!({})).with_mode(Mode::Required),
-            f: |ctx, _| {
-                Ok(Box::pin(async move {
-                    let (a, b) = tokio::try_join!(
-                        confirm(&ctx, "first", "First?".into()),
-                        confirm(&ctx, "second", "Second?".into())
-                    )?;
-                    Ok(txt(format!("first={a} second={b}")))
-                }))
-            },
-        })
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
-    mcp_tasks::serve_http(listener, TaskServer::new(tk)).await
+    let toolkit = toolkit![
+        greet,
+        slow_compute,
+        failing_job,
+        protocol_error_job,
+        confirm_delete,
+        multi_input,
+        test_tool_with_task,
+        test_simple_text,
+        test_error_handling,
+        test_image_content,
+        test_audio_content,
+        test_embedded_resource,
+        test_multiple_content_types,
+    ]
+    .map_err(std::io::Error::other)?;
+    let server = TaskServer::new(toolkit)
+        .with_server_info("mcp-tasks-conformance-fixture", env!("CARGO_PKG_VERSION"));
+    let mut args = std::env::args().skip(1);
+    match (args.next().as_deref(), args.next()) {
+        (Some("--stdio"), None) => mcp_tasks::serve_stdio(server).await,
+        (Some("--port"), Some(port)) => {
+            let port: u16 = port.parse().map_err(|_| {
+                std::io::Error::other(format!("--port takes a port number, not `{port}`"))
+            })?;
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+            eprintln!(
+                "conformance fixture on http://{}/mcp",
+                listener.local_addr()?
+            );
+            mcp_tasks::serve_http(listener, server).await
+        }
+        _ => Err(std::io::Error::other(
+            "usage: conformance_fixture --port N | --stdio",
+        )),
+    }
 }
