@@ -16,6 +16,7 @@
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
 //! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum) |
+//! | `sqlite` | `SqliteStore`, the durable store on one SQLite file (SQLite built in) |
 
 pub mod clock;
 pub mod errors;
@@ -118,12 +119,15 @@ pub use mcp_tasks_macros::task_tool;
 pub use runtime::TaskContext;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
-pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
+pub use server::{DEFAULT_OWNER, Engine, Owner, RecoveryReport, TaskServer};
 #[cfg(feature = "http")]
 pub use server::{http_router, http_service, serve_http};
+#[cfg(feature = "sqlite")]
+pub use store::SqliteStore;
 pub use store::{MemoryStore, TaskStore};
 pub use tool::{
-    ArgumentError, Failure, Mode, TaskTool, ToolDefinition, ToolError, ToolFuture, Ttl,
+    ArgumentError, Failure, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolError, ToolFuture,
+    Ttl,
 };
 pub use toolkit::{StateMap, Toolkit, ToolkitError};
 

@@ -26,6 +26,20 @@ pub enum Mode {
     Inline,
 }
 
+/// What a restarted server does with a task of this tool that the previous process left
+/// running (durable stores only; the memory store forgets everything on exit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RestartPolicy {
+    /// The task ends `failed` with `-32603` and a `statusMessage` saying the server restarted.
+    #[default]
+    Fail,
+    /// The tool runs again from the top with the same arguments; completed
+    /// [steps](crate::TaskContext::step) return their stored results without running, and
+    /// answered input requests are not asked again.
+    Resume,
+}
+
 /// What the wire calls a task's `ttlMs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -60,6 +74,8 @@ pub struct ToolDefinition {
     ttl: Ttl,
     poll_interval: Duration,
     inline_budget: Option<Duration>,
+    restart: RestartPolicy,
+    version: Cow<'static, str>,
 }
 
 impl ToolDefinition {
@@ -76,7 +92,25 @@ impl ToolDefinition {
             ttl: DEFAULT_TTL,
             poll_interval: DEFAULT_POLL_INTERVAL,
             inline_budget: None,
+            restart: RestartPolicy::default(),
+            version: Cow::Borrowed(""),
         }
+    }
+
+    /// Sets what a restarted server does with this tool's unfinished tasks.
+    #[must_use]
+    pub fn with_restart(mut self, restart: RestartPolicy) -> Self {
+        self.restart = restart;
+        self
+    }
+
+    /// Sets the tool's version. A task started by one version is never replayed by another:
+    /// after a restart it ends `failed` with a message that says so. `#[task_tool]` uses the
+    /// crate's version unless told otherwise.
+    #[must_use]
+    pub fn with_version(mut self, version: impl Into<Cow<'static, str>>) -> Self {
+        self.version = version.into();
+        self
     }
 
     /// Sets the human-readable title.
@@ -170,6 +204,18 @@ impl ToolDefinition {
     #[must_use]
     pub fn inline_budget(&self) -> Option<Duration> {
         self.inline_budget
+    }
+
+    /// What a restarted server does with this tool's unfinished tasks.
+    #[must_use]
+    pub fn restart(&self) -> RestartPolicy {
+        self.restart
+    }
+
+    /// The tool's version.
+    #[must_use]
+    pub fn version(&self) -> &str {
+        &self.version
     }
 
     /// Checks the rules a definition must follow; the toolkit calls it on registration.

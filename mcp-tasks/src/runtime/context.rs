@@ -20,7 +20,12 @@ use tokio::sync::{Notify, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Runtime;
-use crate::{errors, store::StoreError, tool::Failure, toolkit::StateMap};
+use crate::{
+    errors,
+    store::{Step, StoreError},
+    tool::Failure,
+    toolkit::StateMap,
+};
 
 /// Where the call stands: answered inline, within an inline budget, or a task.
 enum Phase {
@@ -50,6 +55,15 @@ pub(crate) struct Inner {
     input_seq: AtomicU64,
     /// Multi round-trip input for a call on the modern wire, while no task exists.
     mrtr: Option<Mrtr>,
+    /// What a replay after a restart already has: answers and completed steps.
+    replay: Option<Replay>,
+    step_seq: AtomicU64,
+}
+
+/// The answers and completed steps of a task that is replayed after a restart.
+pub(crate) struct Replay {
+    pub(crate) answers: InputResponses,
+    pub(crate) steps: std::collections::HashMap<u64, Step>,
 }
 
 /// What a call gathers by multi round-trip requests (WIRE.md §5.4) before any task exists:
@@ -140,6 +154,8 @@ pub(crate) struct ContextParts {
     pub(crate) runtime: Arc<Runtime>,
     /// `Some` on the modern wire: input before a task is gathered by MRTR.
     pub(crate) mrtr: Option<Mrtr>,
+    /// `Some` when the task is replayed after a restart.
+    pub(crate) replay: Option<Replay>,
 }
 
 impl TaskContext {
@@ -157,12 +173,19 @@ impl TaskContext {
                 bound: watch::Sender::new(bound),
                 input_seq: AtomicU64::new(0),
                 mrtr: parts.mrtr,
+                replay: parts.replay,
+                step_seq: AtomicU64::new(0),
             }),
         }
     }
 
     pub(crate) fn inline(parts: ContextParts) -> Self {
         Self::build(parts, Phase::Inline, false)
+    }
+
+    /// A context for a task whose record exists (a replay after a restart).
+    pub(crate) fn task(parts: ContextParts) -> Self {
+        Self::build(parts, Phase::Task, true)
     }
 
     /// A context for a call that becomes a task once its work first waits (or its inline
@@ -377,6 +400,64 @@ impl TaskContext {
         .await
     }
 
+    /// Runs `work` as a durable step: its result is stored (serialized) before `step`
+    /// returns. When the task is replayed after a restart ([`RestartPolicy::Resume`]), the tool
+    /// runs again from the top and every step that completed before returns its stored result
+    /// without running, so side effects belong in steps. Steps are numbered in the order they
+    /// run; `name` must match on replay.
+    ///
+    /// A step makes a pending call a task; an inline call (no task) just runs `work`.
+    ///
+    /// # Errors
+    /// [`Failure::Cancelled`] if the task ended meanwhile (it expired); a `-32603` error when
+    /// the result does not serialize, the store fails, or the step's name differs from the
+    /// one stored for its position (the tool's code changed).
+    ///
+    /// [`RestartPolicy::Resume`]: crate::RestartPolicy::Resume
+    pub async fn step<T, F, Fut>(&self, name: &str, work: F) -> Result<T, Failure>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let seq = self.inner.step_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(stored) = self.inner.replay.as_ref().and_then(|r| r.steps.get(&seq)) {
+            if stored.name != name {
+                return Err(Failure::Error(rmcp::model::ErrorData::internal_error(
+                    format!(
+                        "step {seq} was `{}` when the task started and is `{name}` now: the \
+                         tool's code changed, so the task cannot be replayed",
+                        stored.name
+                    ),
+                    None,
+                )));
+            }
+            return decode(stored.value.clone(), "stored step result");
+        }
+        if matches!(*self.phase(), Phase::Inline) {
+            return Ok(work().await);
+        }
+        self.become_task().await?;
+        let value = work().await;
+        let json = serde_json::to_value(&value).map_err(|e| {
+            Failure::Error(rmcp::model::ErrorData::internal_error(
+                format!("the result of step `{name}` does not serialize: {e}"),
+                None,
+            ))
+        })?;
+        match self
+            .inner
+            .runtime
+            .store
+            .save_step(&self.inner.id, Step::new(seq, name, json))
+            .await
+        {
+            Ok(()) => Ok(value),
+            Err(StoreError::Terminal(_) | StoreError::NotFound) => Err(Failure::Cancelled),
+            Err(error) => Err(Failure::Error(errors::store_failure(&error))),
+        }
+    }
+
     /// Asks the client's model for a completion (`sampling/createMessage`).
     ///
     /// # Errors
@@ -427,6 +508,10 @@ impl TaskContext {
         self.become_task().await?;
         let n = self.inner.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
         let key = format!("{}-{n}", kind.key_prefix());
+        // A replay never asks again what was answered before the restart.
+        if let Some(answer) = self.inner.replay.as_ref().and_then(|r| r.answers.get(&key)) {
+            return Ok(answer.clone());
+        }
         let runtime = &self.inner.runtime;
         let answer = runtime.await_input(&self.inner.id, &key);
         match runtime

@@ -30,8 +30,8 @@ pub(crate) use context::Mrtr;
 
 mod context;
 
-pub(crate) use context::ContextParts;
 pub use context::TaskContext;
+pub(crate) use context::{ContextParts, Replay};
 
 /// How often the reaper applies due expiry.
 const REAP_INTERVAL: Duration = Duration::from_secs(1);

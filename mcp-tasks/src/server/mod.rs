@@ -72,9 +72,9 @@ use tracing::Instrument;
 use crate::{
     EXTENSION_ID, errors,
     id::new_task_id,
-    runtime::{ContextParts, Ended, Mrtr, Runtime, TaskContext, run_caught},
-    store::{MemoryStore, NewTask, StoreError, TaskSnapshot, TaskStore},
-    tool::{Failure, Mode},
+    runtime::{ContextParts, Ended, Mrtr, Replay, Runtime, TaskContext, run_caught},
+    store::{MemoryStore, NewTask, Outcome, Recovery, StoreError, TaskSnapshot, TaskStore},
+    tool::{Failure, Mode, RestartPolicy},
     toolkit::{Registered, Toolkit},
 };
 
@@ -251,6 +251,7 @@ impl Engine {
             owner: self.owner(context),
             client_capabilities: client_capabilities(context),
             arguments,
+            request_meta: meta_object(&context.meta),
         };
         if as_task {
             call.task(definition.inline_budget(), mrtr, context).await
@@ -324,6 +325,93 @@ impl Engine {
         Ok(())
     }
 
+    /// Deals with the tasks a previous process left unfinished in a durable store; call it
+    /// once at start-up, before serving. Per tool ([`RestartPolicy`]): `Fail` ends them
+    /// `failed` (`-32603`, with a `statusMessage` saying the server restarted); `Resume`
+    /// replays them. A task whose tool is gone, or whose tool version changed since it
+    /// started, is never replayed: it fails with a message that says so.
+    ///
+    /// # Errors
+    /// A failure of the store; tasks dealt with before it keep their new state.
+    pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
+        let mut report = RecoveryReport::default();
+        let store = &self.runtime.store;
+        for task in store.recoverable().await? {
+            let failure = match self.toolkit.get(&task.tool) {
+                None => Some(format!(
+                    "the server restarted and no longer offers tool `{}`",
+                    task.tool
+                )),
+                Some(registered) if registered.definition.version() != &*task.tool_version => {
+                    Some(format!(
+                        "tool `{}` changed from version `{}` to `{}` while the task ran; it is \
+                         not replayed against different code",
+                        task.tool,
+                        task.tool_version,
+                        registered.definition.version()
+                    ))
+                }
+                Some(registered) if registered.definition.restart() == RestartPolicy::Fail => {
+                    Some("the server restarted while the task was running".to_owned())
+                }
+                Some(registered) => self.resume(registered, task.clone()).await.err(),
+            };
+            match failure {
+                None => report.resumed += 1,
+                Some(message) => {
+                    report.failed += 1;
+                    tracing::info!(task_id = %task.id, tool = %task.tool, %message, "task not resumed");
+                    let error = ErrorData::internal_error(message.clone(), None);
+                    let _ = store.set_status_message(&task.id, Some(message)).await;
+                    match store
+                        .finish(&task.id, Outcome::Failed(errors::to_object(&error)))
+                        .await
+                    {
+                        Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound) => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Replays a task: the tool runs again with its arguments, stored steps and answers.
+    async fn resume(&self, registered: &Registered, task: Recovery) -> Result<(), String> {
+        let tool = self.tool_name(&task.tool);
+        let meta: rmcp::model::RequestMetaObject =
+            serde_json::from_value(serde_json::Value::Object(task.request_meta))
+                .unwrap_or_default();
+        let cancel = CancellationToken::new();
+        let ctx = TaskContext::task(ContextParts {
+            id: task.id.clone(),
+            tool: tool.clone(),
+            owner: task.owner.clone(),
+            cancel: cancel.clone(),
+            client_capabilities: meta.client_capabilities().unwrap_or_default(),
+            state: self.state.clone(),
+            runtime: self.runtime.clone(),
+            mrtr: None,
+            replay: Some(Replay {
+                answers: task.answers,
+                steps: task.steps.into_iter().map(|s| (s.seq, s)).collect(),
+            }),
+        });
+        let work = registered
+            .tool
+            .call(ctx, task.arguments)
+            .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
+        let _ = self
+            .runtime
+            .store
+            .set_status_message(&task.id, Some("resumed after a server restart".to_owned()))
+            .await;
+        self.runtime.register(task.id.clone(), cancel);
+        self.runtime
+            .spawn(task.id, tool, &task.owner, run_caught(work));
+        Ok(())
+    }
+
     /// The task, if the request may see it.
     async fn owned_task(
         &self,
@@ -388,6 +476,14 @@ fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
             .is_some_and(|caps| caps.supports_tasks())
 }
 
+/// The request's `_meta` as a JSON object, to keep with a task.
+fn meta_object(meta: &rmcp::model::RequestMetaObject) -> rmcp::model::JsonObject {
+    match serde_json::to_value(meta) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => rmcp::model::JsonObject::new(),
+    }
+}
+
 /// The capabilities the creating request declared, for the input checks of C18.
 fn client_capabilities(context: &RequestContext<RoleServer>) -> ClientCapabilities {
     context.client_capabilities().unwrap_or_default()
@@ -439,12 +535,14 @@ struct Call<'a> {
     owner: Arc<str>,
     client_capabilities: ClientCapabilities,
     arguments: rmcp::model::JsonObject,
+    request_meta: rmcp::model::JsonObject,
 }
 
 impl Call<'_> {
     fn parts(&self, id: Arc<str>, cancel: CancellationToken, mrtr: Option<Mrtr>) -> ContextParts {
         ContextParts {
             mrtr,
+            replay: None,
             id,
             tool: self.tool.clone(),
             owner: self.owner.clone(),
@@ -462,6 +560,8 @@ impl Call<'_> {
             .with_ttl(definition.ttl().duration())
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
+            .with_tool_version(Arc::from(definition.version()))
+            .with_request_meta(self.request_meta.clone())
     }
 
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, ErrorData> {
@@ -616,6 +716,16 @@ fn round_trip_answers(
     }
     answers.extend(input_responses.unwrap_or_default());
     Ok(answers)
+}
+
+/// What [`Engine::recover`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// Tasks replayed.
+    pub resumed: usize,
+    /// Tasks ended `failed`.
+    pub failed: usize,
 }
 
 /// The answer to an inline call from how its work ended.

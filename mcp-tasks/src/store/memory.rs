@@ -20,7 +20,9 @@ use std::{
 use async_trait::async_trait;
 use rmcp::model::{InputRequest, InputRequests, InputResponses, JsonObject, TaskStatus};
 
-use super::{NewTask, Outcome, StoreError, TaskSnapshot, TaskStore, new_task_millis};
+use super::{
+    NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore, new_task_millis,
+};
 use crate::{clock::Clock, errors};
 
 const SHARDS: usize = 64;
@@ -65,15 +67,16 @@ struct Entry {
     purge_at_ms: Option<u64>,
 }
 
+/// What only a running task needs: dropped when it ends.
 #[derive(Default)]
 struct Live {
     input_requests: InputRequests,
     used_keys: Vec<Box<str>>,
-    #[allow(
-        dead_code,
-        reason = "kept for parity with durable stores; dropped on finish"
-    )]
     arguments: JsonObject,
+    tool_version: Arc<str>,
+    request_meta: JsonObject,
+    answers: InputResponses,
+    steps: Vec<Step>,
 }
 
 impl Entry {
@@ -272,6 +275,8 @@ impl TaskStore for MemoryStore {
             poll_interval_ms,
             live: Some(Box::new(Live {
                 arguments: task.arguments,
+                tool_version: task.tool_version,
+                request_meta: task.request_meta,
                 ..Live::default()
             })),
             outcome: None,
@@ -324,6 +329,9 @@ impl TaskStore for MemoryStore {
         self.with_entry(id, |entry, now| {
             entry.check_live()?;
             let live = entry.live.get_or_insert_with(Box::default);
+            if live.input_requests.contains_key(key) {
+                return Ok(());
+            }
             if live.used_keys.iter().any(|k| k.as_ref() == key) {
                 return Err(StoreError::KeyReused(key.to_owned()));
             }
@@ -350,6 +358,7 @@ impl TaskStore for MemoryStore {
             };
             for (key, value) in responses {
                 if live.input_requests.remove(&key).is_some() {
+                    live.answers.insert(key.clone(), value.clone());
                     accepted.insert(key, value);
                 }
             }
@@ -381,6 +390,41 @@ impl TaskStore for MemoryStore {
             }
             Ok(())
         })
+    }
+
+    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
+        self.with_entry(id, |entry, now| {
+            entry.check_live()?;
+            entry.live.get_or_insert_with(Box::default).steps.push(step);
+            entry.touch(now);
+            Ok(())
+        })
+    }
+
+    async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
+        let mut found = Vec::new();
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for entry in shard.tasks.values() {
+                if entry.status.is_terminal() {
+                    continue;
+                }
+                let live = entry.live.as_deref();
+                found.push(Recovery {
+                    id: entry.id.clone(),
+                    owner: entry.owner.clone(),
+                    tool: entry.tool.clone(),
+                    tool_version: live.map(|l| l.tool_version.clone()).unwrap_or_default(),
+                    arguments: live.map(|l| l.arguments.clone()).unwrap_or_default(),
+                    request_meta: live.map(|l| l.request_meta.clone()).unwrap_or_default(),
+                    answers: live.map(|l| l.answers.clone()).unwrap_or_default(),
+                    steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
+                });
+            }
+        }
+        Ok(found)
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {

@@ -23,7 +23,13 @@
 //!    (the task stays `input_required` until the last one arrives), and returns what it took.
 //! 5. **Cancel intent.** [`TaskStore::request_cancel`] records the intent (also on a task
 //!    whose status it cannot change any more); the status changes only when the work ends.
-//! 6. **Expiry from creation (R20).** At `createdAt + ttlMs` a task that is not terminal
+//! 6. **Replay data.** Every answer delivered to an input request and every completed step
+//!    ([`TaskStore::save_step`]) stays with a running task, durably before the call that
+//!    stores it returns, so a restarted process can replay the work
+//!    ([`TaskStore::recoverable`]) without asking a question twice or running a completed step
+//!    again. [`TaskStore::request_input`] of a key that is still outstanding is a no-op: a
+//!    replay asks its questions again under the same keys.
+//! 7. **Expiry from creation (R20).** At `createdAt + ttlMs` a task that is not terminal
 //!    becomes `failed` with a "task expired" error; a terminal task is purged at that
 //!    instant, an expired one after the store's retention for expired tasks. A purged id
 //!    reads as unknown (`None`), which the server answers with `-32602` (R17). Expiry is
@@ -40,8 +46,12 @@ use rmcp::model::{
 use crate::clock::{millis, rfc3339};
 
 pub mod memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 pub use memory::MemoryStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
 
 /// What a store needs to create a task.
 #[derive(Debug, Clone)]
@@ -61,6 +71,10 @@ pub struct NewTask {
     pub poll_interval: Option<Duration>,
     /// The call's arguments, kept for stores that replay work after a restart.
     pub arguments: JsonObject,
+    /// The version of the tool that started the task; a replay needs the same version.
+    pub tool_version: Arc<str>,
+    /// The `_meta` of the creating request (protocol version, client capabilities).
+    pub request_meta: JsonObject,
 }
 
 impl NewTask {
@@ -75,7 +89,23 @@ impl NewTask {
             ttl: None,
             poll_interval: None,
             arguments: JsonObject::new(),
+            tool_version: Arc::from(""),
+            request_meta: JsonObject::new(),
         }
+    }
+
+    /// Sets the version of the tool.
+    #[must_use]
+    pub fn with_tool_version(mut self, version: Arc<str>) -> Self {
+        self.tool_version = version;
+        self
+    }
+
+    /// Sets the creating request's `_meta`.
+    #[must_use]
+    pub fn with_request_meta(mut self, meta: JsonObject) -> Self {
+        self.request_meta = meta;
+        self
     }
 
     /// Sets the initial `statusMessage`.
@@ -129,6 +159,53 @@ impl Outcome {
             Self::Cancelled => TaskStatus::Cancelled,
         }
     }
+}
+
+/// A completed unit of work of a running task, with its serialized result.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Step {
+    /// The position of the step in the task's run: 1, 2, ...
+    pub seq: u64,
+    /// The step's name, as the tool gave it.
+    pub name: String,
+    /// The step's result, as JSON.
+    pub value: serde_json::Value,
+}
+
+impl Step {
+    /// Step number `seq`, named `name`, that returned `value`.
+    #[must_use]
+    pub fn new(seq: u64, name: impl Into<String>, value: serde_json::Value) -> Self {
+        Self {
+            seq,
+            name: name.into(),
+            value,
+        }
+    }
+}
+
+/// What a restarted process needs to decide about, and replay, a task that a previous
+/// process left running.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Recovery {
+    /// The id.
+    pub id: Arc<str>,
+    /// The owner.
+    pub owner: Arc<str>,
+    /// The tool's wire name.
+    pub tool: Arc<str>,
+    /// The version of the tool that started the task.
+    pub tool_version: Arc<str>,
+    /// The call's arguments.
+    pub arguments: JsonObject,
+    /// The creating request's `_meta`.
+    pub request_meta: JsonObject,
+    /// Every answer delivered to an input request, by key.
+    pub answers: InputResponses,
+    /// The completed steps, in order.
+    pub steps: Vec<Step>,
 }
 
 /// A task as the store holds it at one instant.
@@ -238,7 +315,9 @@ pub trait TaskStore: Send + Sync + 'static {
     -> Result<(), StoreError>;
 
     /// Adds an outstanding input request under a key never used before in this task; the
-    /// task becomes `input_required`.
+    /// task becomes `input_required`. A key that is still outstanding is left as it is (a
+    /// replay asks again under the same key); a key already answered is
+    /// [`StoreError::KeyReused`].
     async fn request_input(
         &self,
         id: &str,
@@ -246,8 +325,9 @@ pub trait TaskStore: Send + Sync + 'static {
         request: InputRequest,
     ) -> Result<(), StoreError>;
 
-    /// Takes the answers whose keys are outstanding, ignores the rest, and returns what it
-    /// took. When no request stays outstanding the task is `working` again.
+    /// Takes the answers whose keys are outstanding, ignores the rest, keeps them for replay,
+    /// and returns what it took. When no request stays outstanding the task is `working`
+    /// again.
     async fn deliver_input(
         &self,
         id: &str,
@@ -259,6 +339,13 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Records a cancel intent. Succeeds on terminal tasks too (the ack of R35/R37).
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Records a completed step of a running task, durably before it returns.
+    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError>;
+
+    /// Every task that is not terminal, with what a replay needs. A process calls it once,
+    /// at start-up, before serving.
+    async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError>;
 
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.

@@ -1,0 +1,816 @@
+//! [`SqliteStore`]: the embedded durable store, one SQLite file.
+//!
+//! - **Durable before acknowledged.** The database runs in WAL mode with
+//!   `synchronous = FULL`: a commit returns only once the log is fsync'd. Every change goes
+//!   through one writer thread and is acknowledged only after the commit that holds it.
+//! - **Group commit.** The writer takes every change queued while it was busy and commits them
+//!   in one transaction, one fsync: under load, durability costs one fsync per batch, not
+//!   per task. Each change runs inside its own savepoint, so one failing change does not undo
+//!   the others.
+//! - **Reads** use their own connections (WAL readers never wait for the writer) and see
+//!   only committed changes, so a task is readable as soon as its creation is acknowledged
+//!   (WIRE.md R10).
+//! - **Schema** is created and migrated by the store itself; its version is SQLite's
+//!   `user_version`. A file written by a newer build is refused, not altered.
+//! - Every field of a task is persisted: status, message, timestamps, TTL, poll interval,
+//!   owner, tool name and version, arguments, the creating request's `_meta`, input requests
+//!   and answers, steps, result or error, cancel intent. Deadlines are wall-clock epoch
+//!   milliseconds, so expiry keeps working across restarts.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+        mpsc,
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use rmcp::model::{InputRequest, InputRequests, InputResponses, JsonObject, TaskStatus};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{
+    NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
+    memory::DEFAULT_EXPIRED_RETENTION, new_task_millis,
+};
+use crate::{clock::Clock, errors};
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const READERS: usize = 4;
+const MAX_BATCH: usize = 1024;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE tasks (
+    id                  TEXT PRIMARY KEY,
+    owner               TEXT NOT NULL,
+    tool                TEXT NOT NULL,
+    tool_version        TEXT NOT NULL,
+    status              TEXT NOT NULL,
+    status_message      TEXT,
+    created_at_ms       INTEGER NOT NULL,
+    last_updated_at_ms  INTEGER NOT NULL,
+    ttl_ms              INTEGER,
+    poll_interval_ms    INTEGER,
+    arguments           TEXT NOT NULL,
+    request_meta        TEXT NOT NULL,
+    input_requests      TEXT NOT NULL,
+    used_keys           TEXT NOT NULL,
+    answers             TEXT NOT NULL,
+    outcome             TEXT,
+    cancel_requested    INTEGER NOT NULL,
+    deadline_ms         INTEGER,
+    purge_at_ms         INTEGER
+) WITHOUT ROWID;
+CREATE INDEX tasks_live_deadline ON tasks (deadline_ms) WHERE purge_at_ms IS NULL AND deadline_ms IS NOT NULL;
+CREATE INDEX tasks_purge ON tasks (purge_at_ms) WHERE purge_at_ms IS NOT NULL;
+CREATE INDEX tasks_live ON tasks (status) WHERE status IN ('working', 'input_required');
+CREATE TABLE steps (
+    task_id  TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    name     TEXT NOT NULL,
+    value    TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+";
+
+/// A change for the writer thread: runs inside the batch's transaction and returns whether
+/// it succeeded (else its savepoint is rolled back) and what to do once the batch commits.
+type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// The durable task store on one SQLite file. See the [module docs](self).
+pub struct SqliteStore {
+    writer: Mutex<mpsc::Sender<Job>>,
+    readers: Arc<[Mutex<Connection>]>,
+    next_reader: AtomicUsize,
+    clock: Clock,
+    expired_retention_ms: u64,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::Backend(Box::new(error))
+}
+
+fn backend_msg(message: String) -> StoreError {
+    StoreError::Backend(message.into())
+}
+
+fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(backend)?;
+    match version {
+        0 => {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE; {SCHEMA_V1} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
+            .map_err(backend)?;
+            Ok(())
+        }
+        SCHEMA_VERSION => Ok(()),
+        newer => Err(backend_msg(format!(
+            "the task database was written by a newer build (schema version {newer}; this build \
+             knows up to {SCHEMA_VERSION}); it is left untouched"
+        ))),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, migrating its schema to this build's.
+    ///
+    /// # Errors
+    /// The file cannot be opened or written, or was written by a newer build.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_owned();
+        let writer = open(&path).map_err(backend)?;
+        migrate(&writer)?;
+        let readers = (0..READERS)
+            .map(|_| open(&path).map(Mutex::new))
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(backend)?
+            .into();
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("mcp-tasks-sqlite-writer".into())
+            .spawn(move || write_loop(&writer, &rx))
+            .map_err(backend)?;
+        Ok(Self {
+            writer: Mutex::new(tx),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            clock: Clock::new(),
+            expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
+            path,
+        })
+    }
+
+    /// Sets how long an expired task stays readable as `failed` before it is purged.
+    #[must_use]
+    pub fn with_expired_retention(mut self, retention: Duration) -> Self {
+        self.expired_retention_ms = crate::clock::millis(retention);
+        self
+    }
+
+    /// The file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `change` in the writer's next batch; resolves once that batch is committed.
+    async fn write<R: Send + 'static>(
+        &self,
+        change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let now = self.clock.now_ms();
+        let retention = self.expired_retention_ms;
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            let result = change(conn, now, retention);
+            let ok = !matches!(result, Err(StoreError::Backend(_)));
+            let reply: Reply = Box::new(move |commit| {
+                let _ = tx.send(match commit {
+                    Ok(()) => result,
+                    Err(message) => Err(backend_msg(message)),
+                });
+            });
+            (ok, reply)
+        });
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| backend_msg("the SQLite writer thread has stopped".into()))?;
+        rx.await
+            .map_err(|_| backend_msg("the SQLite writer thread has stopped".into()))?
+    }
+
+    /// Runs `query` on a reader connection, off the async threads.
+    async fn read<R: Send + 'static>(
+        &self,
+        query: impl FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let index = self.next_reader.fetch_add(1, Ordering::Relaxed) % READERS;
+        let readers = Arc::clone(&self.readers);
+        tokio::task::spawn_blocking(move || {
+            let conn = readers[index]
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            query(&conn)
+        })
+        .await
+        .map_err(backend)?
+    }
+}
+
+fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
+            let message = format!("could not begin a transaction: {error}");
+            for job in batch {
+                let (_, reply) = job(conn);
+                reply(Err(message.clone()));
+            }
+            continue;
+        }
+        let mut replies = Vec::with_capacity(batch.len());
+        for job in batch {
+            let savepoint = conn.execute_batch("SAVEPOINT job");
+            let (ok, reply) = job(conn);
+            if savepoint.is_ok() {
+                if !ok {
+                    let _ = conn.execute_batch("ROLLBACK TO job");
+                }
+                let _ = conn.execute_batch("RELEASE job");
+            }
+            replies.push(reply);
+        }
+        let committed = conn.execute_batch("COMMIT").map_err(|error| {
+            let _ = conn.execute_batch("ROLLBACK");
+            format!("the commit failed: {error}")
+        });
+        for reply in replies {
+            reply(committed.clone());
+        }
+    }
+}
+
+/// A row of `tasks`, decoded.
+struct Row {
+    snapshot: TaskSnapshot,
+    used_keys: Vec<String>,
+    answers: InputResponses,
+    deadline_ms: Option<u64>,
+    purge_at_ms: Option<u64>,
+}
+
+const COLUMNS: &str = "id, owner, tool, status, status_message, created_at_ms, \
+    last_updated_at_ms, ttl_ms, poll_interval_ms, input_requests, used_keys, answers, outcome, \
+    cancel_requested, deadline_ms, purge_at_ms";
+
+fn status_str(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Working => "working",
+        TaskStatus::InputRequired => "input_required",
+        TaskStatus::Completed => "completed",
+        TaskStatus::Failed => "failed",
+        _ => "cancelled",
+    }
+}
+
+fn parse_status(text: &str) -> Result<TaskStatus, StoreError> {
+    Ok(match text {
+        "working" => TaskStatus::Working,
+        "input_required" => TaskStatus::InputRequired,
+        "completed" => TaskStatus::Completed,
+        "failed" => TaskStatus::Failed,
+        "cancelled" => TaskStatus::Cancelled,
+        other => {
+            return Err(backend_msg(format!(
+                "unknown task status `{other}` in the database"
+            )));
+        }
+    })
+}
+
+fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(backend)
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(backend)
+}
+
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn to_u64(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+fn outcome_json(outcome: &Outcome) -> Value {
+    match outcome {
+        Outcome::Completed(result) => serde_json::json!({ "completed": result }),
+        Outcome::Failed(error) => serde_json::json!({ "failed": error }),
+        Outcome::Cancelled => serde_json::json!("cancelled"),
+    }
+}
+
+fn parse_outcome(value: Value) -> Result<Outcome, StoreError> {
+    match value {
+        Value::String(s) if s == "cancelled" => Ok(Outcome::Cancelled),
+        Value::Object(mut map) => {
+            if let Some(Value::Object(result)) = map.remove("completed") {
+                Ok(Outcome::Completed(result))
+            } else if let Some(Value::Object(error)) = map.remove("failed") {
+                Ok(Outcome::Failed(error))
+            } else {
+                Err(backend_msg(
+                    "an unreadable task outcome in the database".into(),
+                ))
+            }
+        }
+        _ => Err(backend_msg(
+            "an unreadable task outcome in the database".into(),
+        )),
+    }
+}
+
+fn load(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
+    let mut statement = conn
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"))
+        .map_err(backend)?;
+    let raw = statement
+        .query_row(params![id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, Option<i64>>(7)?,
+                r.get::<_, Option<i64>>(8)?,
+                r.get::<_, String>(9)?,
+                r.get::<_, String>(10)?,
+                r.get::<_, String>(11)?,
+                r.get::<_, Option<String>>(12)?,
+                r.get::<_, i64>(13)?,
+                r.get::<_, Option<i64>>(14)?,
+                r.get::<_, Option<i64>>(15)?,
+            ))
+        })
+        .optional()
+        .map_err(backend)?;
+    let Some((
+        id,
+        owner,
+        tool,
+        status,
+        status_message,
+        created,
+        updated,
+        ttl,
+        poll,
+        input_requests,
+        used_keys,
+        answers,
+        outcome,
+        cancel,
+        deadline,
+        purge,
+    )) = raw
+    else {
+        return Ok(None);
+    };
+    let outcome = outcome
+        .map(|o| json(&o).and_then(parse_outcome))
+        .transpose()?;
+    Ok(Some(Row {
+        snapshot: TaskSnapshot {
+            id: Arc::from(id),
+            owner: Arc::from(owner),
+            tool: Arc::from(tool),
+            status: parse_status(&status)?,
+            status_message,
+            created_at_ms: to_u64(created),
+            last_updated_at_ms: to_u64(updated),
+            ttl_ms: ttl.map(to_u64),
+            poll_interval_ms: poll.map(to_u64),
+            input_requests: json::<InputRequests>(&input_requests)?,
+            outcome,
+            cancel_requested: cancel != 0,
+        },
+        used_keys: json(&used_keys)?,
+        answers: json(&answers)?,
+        deadline_ms: deadline.map(to_u64),
+        purge_at_ms: purge.map(to_u64),
+    }))
+}
+
+/// Whether a row read at `now` is due for expiry or purge.
+fn due(row: &Row, now: u64) -> bool {
+    match row.purge_at_ms {
+        Some(purge) => now >= purge,
+        None => row.deadline_ms.is_some_and(|d| now >= d) && !row.snapshot.status.is_terminal(),
+    }
+}
+
+/// Applies what is due to task `id` at `now`; returns the row as it then is (`None` when
+/// purged), and whether it just expired.
+fn load_live(
+    conn: &Connection,
+    id: &str,
+    now: u64,
+    retention: u64,
+) -> Result<(Option<Row>, bool), StoreError> {
+    let Some(row) = load(conn, id)? else {
+        return Ok((None, false));
+    };
+    if !due(&row, now) {
+        return Ok((Some(row), false));
+    }
+    if row.purge_at_ms.is_some() {
+        conn.execute("DELETE FROM steps WHERE task_id = ?1", params![id])
+            .map_err(backend)?;
+        conn.execute("DELETE FROM tasks WHERE id = ?1", params![id])
+            .map_err(backend)?;
+        return Ok((None, false));
+    }
+    let deadline = row.deadline_ms.unwrap_or(now);
+    let error = Outcome::Failed(errors::to_object(&errors::task_expired()));
+    end(
+        conn,
+        id,
+        &row,
+        &error,
+        Some("task expired: its ttl elapsed before it finished"),
+        now,
+        Some(deadline.saturating_add(retention)),
+    )?;
+    Ok((load(conn, id)?, true))
+}
+
+fn touch_sql() -> &'static str {
+    "last_updated_at_ms = MAX(?2, last_updated_at_ms + 1)"
+}
+
+/// Writes a terminal state: outcome, purge time, and drops what only a running task needs.
+fn end(
+    conn: &Connection,
+    id: &str,
+    row: &Row,
+    outcome: &Outcome,
+    message: Option<&str>,
+    now: u64,
+    purge_at: Option<u64>,
+) -> Result<(), StoreError> {
+    let message = message
+        .map(str::to_owned)
+        .or(row.snapshot.status_message.clone());
+    conn.execute(
+        &format!(
+            "UPDATE tasks SET status = ?3, outcome = ?4, status_message = ?5, purge_at_ms = ?6, \
+             input_requests = '{{}}', used_keys = '[]', answers = '{{}}', {} WHERE id = ?1",
+            touch_sql()
+        ),
+        params![
+            id,
+            to_i64(now),
+            status_str(outcome.status()),
+            to_json(&outcome_json(outcome))?,
+            message,
+            purge_at.map(to_i64),
+        ],
+    )
+    .map_err(backend)?;
+    conn.execute("DELETE FROM steps WHERE task_id = ?1", params![id])
+        .map_err(backend)?;
+    Ok(())
+}
+
+fn live_row(conn: &Connection, id: &str, now: u64, retention: u64) -> Result<Row, StoreError> {
+    let row = load_live(conn, id, now, retention)?
+        .0
+        .ok_or(StoreError::NotFound)?;
+    if row.snapshot.status.is_terminal() {
+        return Err(StoreError::Terminal(row.snapshot.status));
+    }
+    Ok(row)
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
+        let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
+        self.write(move |conn, now, _| {
+            let deadline = ttl_ms.map(|ttl| now.saturating_add(ttl));
+            let inserted = conn
+                .execute(
+                    "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
+                     created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
+                     request_meta, input_requests, used_keys, answers, outcome, \
+                     cancel_requested, deadline_ms, purge_at_ms) VALUES (?1, ?2, ?3, ?4, \
+                     'working', ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', '[]', '{}', NULL, 0, ?11, NULL) \
+                     ON CONFLICT (id) DO NOTHING",
+                    params![
+                        &*task.id,
+                        &*task.owner,
+                        &*task.tool,
+                        &*task.tool_version,
+                        task.status_message,
+                        to_i64(now),
+                        ttl_ms.map(to_i64),
+                        poll_interval_ms.map(to_i64),
+                        to_json(&task.arguments)?,
+                        to_json(&task.request_meta)?,
+                        deadline.map(to_i64),
+                    ],
+                )
+                .map_err(backend)?;
+            if inserted == 0 {
+                return Err(StoreError::DuplicateId);
+            }
+            load(conn, &task.id)?
+                .map(|row| row.snapshot)
+                .ok_or(StoreError::NotFound)
+        })
+        .await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
+        let now = self.clock.now_ms();
+        let key = id.to_owned();
+        let row = self.read(move |conn| load(conn, &key)).await?;
+        match row {
+            Some(row) if due(&row, now) => {
+                let id = id.to_owned();
+                self.write(move |conn, now, retention| {
+                    Ok(load_live(conn, &id, now, retention)?.0.map(|r| r.snapshot))
+                })
+                .await
+            }
+            row => Ok(row.map(|r| r.snapshot)),
+        }
+    }
+
+    async fn set_status_message(
+        &self,
+        id: &str,
+        message: Option<String>,
+    ) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |conn, now, retention| {
+            let row = live_row(conn, &id, now, retention)?;
+            if row.snapshot.status_message != message {
+                conn.execute(
+                    &format!(
+                        "UPDATE tasks SET status_message = ?3, {} WHERE id = ?1",
+                        touch_sql()
+                    ),
+                    params![id, to_i64(now), message],
+                )
+                .map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn request_input(
+        &self,
+        id: &str,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<(), StoreError> {
+        let (id, key) = (id.to_owned(), key.to_owned());
+        self.write(move |conn, now, retention| {
+            let mut row = live_row(conn, &id, now, retention)?;
+            if row.snapshot.input_requests.contains_key(&key) {
+                return Ok(());
+            }
+            if row.used_keys.contains(&key) {
+                return Err(StoreError::KeyReused(key));
+            }
+            row.used_keys.push(key.clone());
+            row.snapshot.input_requests.insert(key, request);
+            conn.execute(
+                &format!(
+                    "UPDATE tasks SET status = 'input_required', input_requests = ?3, \
+                     used_keys = ?4, {} WHERE id = ?1",
+                    touch_sql()
+                ),
+                params![
+                    id,
+                    to_i64(now),
+                    to_json(&row.snapshot.input_requests)?,
+                    to_json(&row.used_keys)?
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn deliver_input(
+        &self,
+        id: &str,
+        responses: InputResponses,
+    ) -> Result<InputResponses, StoreError> {
+        let id = id.to_owned();
+        self.write(move |conn, now, retention| {
+            let mut accepted = InputResponses::new();
+            let (row, _) = load_live(conn, &id, now, retention)?;
+            let mut row = row.ok_or(StoreError::NotFound)?;
+            if row.snapshot.status.is_terminal() {
+                return Ok(accepted);
+            }
+            for (key, value) in responses {
+                if row.snapshot.input_requests.remove(&key).is_some() {
+                    row.answers.insert(key.clone(), value.clone());
+                    accepted.insert(key, value);
+                }
+            }
+            if accepted.is_empty() {
+                return Ok(accepted);
+            }
+            let status = if row.snapshot.input_requests.is_empty() {
+                "working"
+            } else {
+                "input_required"
+            };
+            conn.execute(
+                &format!(
+                    "UPDATE tasks SET status = ?3, input_requests = ?4, answers = ?5, {} \
+                     WHERE id = ?1",
+                    touch_sql()
+                ),
+                params![
+                    id,
+                    to_i64(now),
+                    status,
+                    to_json(&row.snapshot.input_requests)?,
+                    to_json(&row.answers)?
+                ],
+            )
+            .map_err(backend)?;
+            Ok(accepted)
+        })
+        .await
+    }
+
+    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |conn, now, retention| {
+            let row = live_row(conn, &id, now, retention)?;
+            let purge_at = row.deadline_ms;
+            end(conn, &id, &row, &outcome, None, now, purge_at)
+        })
+        .await
+    }
+
+    async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |conn, now, retention| {
+            let row = load_live(conn, &id, now, retention)?
+                .0
+                .ok_or(StoreError::NotFound)?;
+            if !row.snapshot.cancel_requested && !row.snapshot.status.is_terminal() {
+                conn.execute(
+                    &format!(
+                        "UPDATE tasks SET cancel_requested = 1, {} WHERE id = ?1",
+                        touch_sql()
+                    ),
+                    params![id, to_i64(now)],
+                )
+                .map_err(backend)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.write(move |conn, now, retention| {
+            live_row(conn, &id, now, retention)?;
+            conn.execute(
+                "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
+                params![id, to_i64(step.seq), step.name, to_json(&step.value)?],
+            )
+            .map_err(backend)?;
+            conn.execute(
+                &format!("UPDATE tasks SET {} WHERE id = ?1", touch_sql()),
+                params![id, to_i64(now)],
+            )
+            .map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
+        self.read(|conn| {
+            let mut statement = conn
+                .prepare(
+                    "SELECT id, owner, tool, tool_version, arguments, request_meta, answers \
+                     FROM tasks WHERE status IN ('working', 'input_required')",
+                )
+                .map_err(backend)?;
+            let rows = statement
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                    ))
+                })
+                .map_err(backend)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(backend)?;
+            let mut steps_of = conn
+                .prepare("SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
+                .map_err(backend)?;
+            let mut found = Vec::with_capacity(rows.len());
+            for (id, owner, tool, version, arguments, meta, answers) in rows {
+                let steps = steps_of
+                    .query_map(params![id], |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    })
+                    .map_err(backend)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map_err(backend)?
+                    .into_iter()
+                    .map(|(seq, name, value)| Ok(Step::new(to_u64(seq), name, json(&value)?)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                found.push(Recovery {
+                    id: Arc::from(id),
+                    owner: Arc::from(owner),
+                    tool: Arc::from(tool),
+                    tool_version: Arc::from(version),
+                    arguments: json::<JsonObject>(&arguments)?,
+                    request_meta: json::<JsonObject>(&meta)?,
+                    answers: json(&answers)?,
+                    steps,
+                });
+            }
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
+        self.write(|conn, now, retention| {
+            let due: Vec<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE purge_at_ms IS NULL AND deadline_ms <= ?1 \
+                     AND status IN ('working', 'input_required')",
+                )
+                .map_err(backend)?
+                .query_map(params![to_i64(now)], |r| r.get(0))
+                .map_err(backend)?
+                .collect::<rusqlite::Result<_>>()
+                .map_err(backend)?;
+            let mut failed = Vec::with_capacity(due.len());
+            for id in due {
+                if load_live(conn, &id, now, retention)?.1 {
+                    failed.push(Arc::from(id));
+                }
+            }
+            conn.execute(
+                "DELETE FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
+                params![to_i64(now)],
+            )
+            .map_err(backend)?;
+            conn.execute(
+                "DELETE FROM tasks WHERE purge_at_ms <= ?1",
+                params![to_i64(now)],
+            )
+            .map_err(backend)?;
+            Ok(failed)
+        })
+        .await
+    }
+}
