@@ -16,7 +16,12 @@
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
 //! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum) |
+//! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
+//! | `https` | `https://` endpoints for the client (rustls) |
+//! | `cli` | the `mcp-tasks` command-line client |
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod clock;
 pub mod errors;
 mod id;
@@ -28,13 +33,15 @@ pub mod toolkit;
 
 pub use id::new_task_id;
 pub use runtime::TaskContext;
+#[cfg(feature = "stdio")]
+pub use server::serve_stdio;
 pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
 #[cfg(feature = "http")]
 pub use server::{http_router, http_service, serve_http};
-#[cfg(feature = "stdio")]
-pub use server::serve_stdio;
 pub use store::{MemoryStore, TaskStore};
-pub use tool::{ArgumentError, Failure, Mode, TaskTool, ToolDefinition, ToolError, ToolFuture, Ttl};
+pub use tool::{
+    ArgumentError, Failure, Mode, TaskTool, ToolDefinition, ToolError, ToolFuture, Ttl,
+};
 pub use toolkit::{StateMap, Toolkit, ToolkitError};
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.
