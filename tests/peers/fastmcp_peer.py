@@ -57,8 +57,10 @@ async def confirm_delete(filename: str, ctx: Context):
                 )
             }
         )
-    action = getattr(answer, "action", None)
-    content = getattr(answer, "content", None) or {}
+    if isinstance(answer, dict):
+        action, content = answer.get("action"), answer.get("content") or {}
+    else:
+        action, content = getattr(answer, "action", None), getattr(answer, "content", None) or {}
     if action == "accept" and content.get("confirm") is True:
         return f"deleted {filename}"
     return f"kept {filename} ({action})"
