@@ -33,7 +33,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("  the server asks ({}): {message} → yes", cx.key);
             }
             Ok(Some(
-                ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "include": true })),
+                ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(json!({ "include": true })),
             ))
         })
         .connect_http(&url)
