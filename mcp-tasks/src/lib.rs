@@ -17,7 +17,12 @@
 //! | `stdio` | [`serve_stdio`] |
 //! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum) |
 //! | `sqlite` | `SqliteStore`, the durable store on one SQLite file (SQLite built in) |
+//! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
+//! | `https` | `https://` endpoints for the client (rustls) |
+//! | `cli` | the `mcp-tasks` command-line client |
 
+#[cfg(feature = "client")]
+pub mod client;
 pub mod clock;
 pub mod errors;
 mod extract;

@@ -1,0 +1,283 @@
+//! Asking the person at the terminal: one line per field of an elicitation's
+//! `requestedSchema`, each checked against its type before it is sent.
+
+use std::{io::Write, sync::Arc};
+
+use mcp_tasks::client::{InputAnswer, InputContext};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use serde_json::{Map, Value};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader, Lines, Stdin},
+    sync::Mutex,
+};
+
+/// Reads answers from stdin; writes questions to stderr.
+#[derive(Clone)]
+pub struct Prompter {
+    lines: Arc<Mutex<Lines<BufReader<Stdin>>>>,
+}
+
+enum Field {
+    Value(Value),
+    Skip,
+    Decline,
+    Cancel,
+}
+
+fn say(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{text}");
+    let _ = err.flush();
+}
+
+impl Prompter {
+    pub fn new() -> Self {
+        Self {
+            lines: Arc::new(Mutex::new(BufReader::new(tokio::io::stdin()).lines())),
+        }
+    }
+
+    async fn read_line(&self) -> Option<String> {
+        self.lines.lock().await.next_line().await.ok().flatten()
+    }
+
+    /// Answers one elicitation from the terminal; end of input answers `cancel`.
+    pub async fn elicit(
+        &self,
+        params: ElicitRequestParams,
+        cx: InputContext,
+    ) -> InputAnswer<ElicitResult> {
+        match params {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                say(&format!(
+                    "\n? {message}  (input `{}`; type :decline or :cancel to refuse)\n",
+                    cx.key
+                ));
+                let schema = serde_json::to_value(&requested_schema)?;
+                self.form(&schema).await
+            }
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+                say(&format!(
+                    "\n? {message}\n  open {url}\n  press Enter when done (or :decline / :cancel): "
+                ));
+                let action = match self.read_line().await.as_deref().map(str::trim) {
+                    None | Some(":cancel") => ElicitationAction::Cancel,
+                    Some(":decline") => ElicitationAction::Decline,
+                    Some(_) => ElicitationAction::Accept,
+                };
+                Ok(Some(ElicitResult::new(action)))
+            }
+            _ => Ok(Some(ElicitResult::new(ElicitationAction::Decline))),
+        }
+    }
+
+    async fn form(&self, schema: &Value) -> InputAnswer<ElicitResult> {
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut content = Map::new();
+        let empty = Map::new();
+        let properties = schema["properties"].as_object().unwrap_or(&empty);
+        for (name, property) in properties {
+            match self
+                .field(name, property, required.contains(&name.as_str()))
+                .await
+            {
+                Field::Value(value) => {
+                    content.insert(name.clone(), value);
+                }
+                Field::Skip => {}
+                Field::Decline => return Ok(Some(ElicitResult::new(ElicitationAction::Decline))),
+                Field::Cancel => return Ok(Some(ElicitResult::new(ElicitationAction::Cancel))),
+            }
+        }
+        Ok(Some(
+            ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(content)),
+        ))
+    }
+
+    async fn field(&self, name: &str, property: &Value, required: bool) -> Field {
+        let label = property["title"].as_str().unwrap_or(name);
+        let hint = describe(property);
+        let default = property.get("default").filter(|d| !d.is_null());
+        loop {
+            let mut question = format!("  {label} ({hint}");
+            if let Some(default) = default {
+                question.push_str(&format!(", default {default}"));
+            } else if !required {
+                question.push_str(", optional");
+            }
+            question.push(')');
+            if let Some(description) = property["description"].as_str() {
+                question.push_str(&format!(" {description}"));
+            }
+            question.push_str(": ");
+            say(&question);
+            let Some(line) = self.read_line().await else {
+                say("\n  (end of input: cancelling)\n");
+                return Field::Cancel;
+            };
+            let line = line.trim();
+            match line {
+                ":cancel" => return Field::Cancel,
+                ":decline" => return Field::Decline,
+                "" => {
+                    if let Some(default) = default {
+                        return Field::Value(default.clone());
+                    }
+                    if !required {
+                        return Field::Skip;
+                    }
+                    say("  a value is required\n");
+                    continue;
+                }
+                _ => {}
+            }
+            match check(property, line) {
+                Ok(value) => return Field::Value(value),
+                Err(why) => say(&format!("  invalid: {why}\n")),
+            }
+        }
+    }
+}
+
+/// Allowed values of an enum-like property: `enum`, or `oneOf`/`anyOf` of `const`s.
+fn choices(property: &Value) -> Option<Vec<String>> {
+    if let Some(values) = property["enum"].as_array() {
+        return Some(
+            values
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+        );
+    }
+    let options = property["oneOf"]
+        .as_array()
+        .or(property["anyOf"].as_array())?;
+    Some(
+        options
+            .iter()
+            .filter_map(|o| o["const"].as_str())
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+fn describe(property: &Value) -> String {
+    let kind = property["type"].as_str().unwrap_or("string");
+    if kind == "array" {
+        let items = &property["items"];
+        return match choices(items) {
+            Some(options) => format!("comma-separated, from {}", options.join("|")),
+            None => "comma-separated list".to_owned(),
+        };
+    }
+    match (kind, choices(property)) {
+        ("boolean", _) => "yes/no".to_owned(),
+        (_, Some(options)) => format!("one of {}", options.join("|")),
+        (kind, None) => kind.to_owned(),
+    }
+}
+
+/// The typed value of `text` for `property`, or why it does not fit.
+pub fn check(property: &Value, text: &str) -> Result<Value, String> {
+    let number_bounds = |n: f64| -> Result<(), String> {
+        if let Some(min) = property["minimum"].as_f64().filter(|m| n < *m) {
+            return Err(format!("at least {min}"));
+        }
+        if let Some(max) = property["maximum"].as_f64().filter(|m| n > *m) {
+            return Err(format!("at most {max}"));
+        }
+        Ok(())
+    };
+    match property["type"].as_str().unwrap_or("string") {
+        "boolean" => match text.to_ascii_lowercase().as_str() {
+            "y" | "yes" | "true" | "1" => Ok(Value::Bool(true)),
+            "n" | "no" | "false" | "0" => Ok(Value::Bool(false)),
+            _ => Err("answer yes or no".to_owned()),
+        },
+        "integer" => {
+            let n: i64 = text
+                .parse()
+                .map_err(|_| format!("`{text}` is not an integer"))?;
+            #[allow(clippy::cast_precision_loss, reason = "bounds checks only")]
+            number_bounds(n as f64)?;
+            Ok(Value::from(n))
+        }
+        "number" => {
+            let n: f64 = text
+                .parse()
+                .map_err(|_| format!("`{text}` is not a number"))?;
+            if !n.is_finite() {
+                return Err(format!("`{text}` is not a finite number"));
+            }
+            number_bounds(n)?;
+            Ok(Value::from(n))
+        }
+        "array" => {
+            let items: Vec<String> = text
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if let Some(options) = choices(&property["items"]) {
+                if let Some(bad) = items.iter().find(|i| !options.contains(i)) {
+                    return Err(format!("`{bad}` is not one of {}", options.join("|")));
+                }
+            }
+            Ok(Value::from(items))
+        }
+        _ => {
+            if let Some(options) = choices(property) {
+                if !options.iter().any(|o| o == text) {
+                    return Err(format!("expected one of {}", options.join("|")));
+                }
+            }
+            let chars = text.chars().count() as u64;
+            if let Some(min) = property["minLength"].as_u64().filter(|m| chars < *m) {
+                return Err(format!("at least {min} characters"));
+            }
+            if let Some(max) = property["maxLength"].as_u64().filter(|m| chars > *m) {
+                return Err(format!("at most {max} characters"));
+            }
+            Ok(Value::String(text.to_owned()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn values_are_checked_against_their_type() {
+        assert_eq!(check(&json!({"type": "boolean"}), "Yes"), Ok(json!(true)));
+        assert!(check(&json!({"type": "boolean"}), "maybe").is_err());
+        assert_eq!(check(&json!({"type": "integer"}), "7"), Ok(json!(7)));
+        assert!(check(&json!({"type": "integer"}), "7.5").is_err());
+        assert!(check(&json!({"type": "integer", "maximum": 5}), "7").is_err());
+        assert_eq!(check(&json!({"type": "number"}), "2.5"), Ok(json!(2.5)));
+        assert!(check(&json!({"type": "number"}), "NaN").is_err());
+        assert_eq!(
+            check(&json!({"type": "string", "enum": ["a", "b"]}), "b"),
+            Ok(json!("b"))
+        );
+        assert!(check(&json!({"type": "string", "enum": ["a", "b"]}), "c").is_err());
+        assert!(check(&json!({"type": "string", "minLength": 3}), "ab").is_err());
+        assert_eq!(
+            check(
+                &json!({"type": "array", "items": {"enum": ["x", "y"]}}),
+                "x, y"
+            ),
+            Ok(json!(["x", "y"]))
+        );
+        assert!(check(&json!({"type": "array", "items": {"enum": ["x"]}}), "z").is_err());
+    }
+}

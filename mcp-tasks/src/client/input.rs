@@ -1,0 +1,249 @@
+//! Answering the server's questions: elicitation, sampling and roots handlers.
+//!
+//! The same handlers answer input in three places: the `inputRequests` of a task (answered
+//! with `tasks/update`, WIRE.md R30-R32), an `input_required` answer to `tools/call` before
+//! any task exists (multi round-trip requests, C20), and a plain server→client request on a
+//! legacy connection.
+//!
+//! A handler returns `Ok(Some(answer))` to answer now, or `Ok(None)` to answer later: the
+//! key stays outstanding and the handler is asked again on a later poll (this is how an
+//! application answers part of the requests of one snapshot, R27).
+//!
+//! | kind | no handler | handler fails |
+//! | --- | --- | --- |
+//! | `elicitation/create` | declined with `{"action":"cancel"}` | `{"action":"cancel"}`, logged |
+//! | `sampling/createMessage` | [`ClientError::NoHandler`] | [`ClientError::Handler`] |
+//! | `roots/list` | [`ClientError::NoHandler`] | [`ClientError::Handler`] |
+//!
+//! Elicitation is always declared in the client capabilities (declining is always a valid
+//! answer); sampling and roots only when a handler is registered, so a conforming server
+//! does not ask for them otherwise (C18).
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
+
+use std::{future::Future, sync::Arc};
+
+use futures::{FutureExt, future::BoxFuture};
+use rmcp::model::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
+    InputRequest, ListRootsResult, RootsCapabilities, SamplingCapability,
+};
+use serde_json::Value;
+
+use super::ClientError;
+
+/// The error an input handler reports.
+pub type InputError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a handler returns: `Some` answers now, `None` leaves the request for a later poll.
+pub type InputAnswer<T> = Result<Option<T>, InputError>;
+
+/// Where an input request came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InputScope {
+    /// An `input_required` answer to `tools/call` of `tool`, before any task exists.
+    Call {
+        /// The tool called.
+        tool: String,
+    },
+    /// The `inputRequests` of a task.
+    Task {
+        /// The task.
+        task_id: String,
+    },
+    /// A server→client request outside the tasks extension (legacy connections).
+    Request,
+}
+
+/// What a handler knows about the request it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InputContext {
+    /// The server's key for the request (empty for [`InputScope::Request`]).
+    pub key: String,
+    /// Where it came from.
+    pub scope: InputScope,
+}
+
+type ElicitFn = Arc<
+    dyn Fn(ElicitRequestParams, InputContext) -> BoxFuture<'static, InputAnswer<ElicitResult>>
+        + Send
+        + Sync,
+>;
+type SampleFn = Arc<
+    dyn Fn(
+            CreateMessageRequestParams,
+            InputContext,
+        ) -> BoxFuture<'static, InputAnswer<CreateMessageResult>>
+        + Send
+        + Sync,
+>;
+type RootsFn =
+    Arc<dyn Fn(InputContext) -> BoxFuture<'static, InputAnswer<ListRootsResult>> + Send + Sync>;
+
+/// The application's input handlers.
+#[derive(Clone, Default)]
+pub(crate) struct InputHandlers {
+    elicitation: Option<ElicitFn>,
+    sampling: Option<SampleFn>,
+    roots: Option<RootsFn>,
+}
+
+impl std::fmt::Debug for InputHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InputHandlers")
+            .field("elicitation", &self.elicitation.is_some())
+            .field("sampling", &self.sampling.is_some())
+            .field("roots", &self.roots.is_some())
+            .finish()
+    }
+}
+
+/// The cancel answer to an elicitation.
+pub(crate) fn elicitation_cancelled() -> ElicitResult {
+    ElicitResult::new(ElicitationAction::Cancel)
+}
+
+impl InputHandlers {
+    pub(crate) fn set_elicitation<F, Fut>(&mut self, handler: F)
+    where
+        F: Fn(ElicitRequestParams, InputContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputAnswer<ElicitResult>> + Send + 'static,
+    {
+        self.elicitation = Some(Arc::new(move |params, cx| handler(params, cx).boxed()));
+    }
+
+    pub(crate) fn set_sampling<F, Fut>(&mut self, handler: F)
+    where
+        F: Fn(CreateMessageRequestParams, InputContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputAnswer<CreateMessageResult>> + Send + 'static,
+    {
+        self.sampling = Some(Arc::new(move |params, cx| handler(params, cx).boxed()));
+    }
+
+    pub(crate) fn set_roots<F, Fut>(&mut self, handler: F)
+    where
+        F: Fn(InputContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputAnswer<ListRootsResult>> + Send + 'static,
+    {
+        self.roots = Some(Arc::new(move |cx| handler(cx).boxed()));
+    }
+
+    /// The capabilities these handlers let the client declare (without the extension).
+    pub(crate) fn capabilities(&self) -> ClientCapabilities {
+        let mut capabilities = ClientCapabilities::default();
+        let mut elicitation = ElicitationCapability::default();
+        elicitation.form = Some(FormElicitationCapability::default());
+        capabilities.elicitation = Some(elicitation);
+        if self.sampling.is_some() {
+            capabilities.sampling = Some(SamplingCapability::default());
+        }
+        if self.roots.is_some() {
+            capabilities.roots = Some(RootsCapabilities::default());
+        }
+        capabilities
+    }
+
+    /// An elicitation answer (declined with cancel when there is no handler or it fails).
+    pub(crate) async fn elicit(
+        &self,
+        params: ElicitRequestParams,
+        cx: InputContext,
+    ) -> Option<ElicitResult> {
+        let Some(handler) = &self.elicitation else {
+            return Some(elicitation_cancelled());
+        };
+        let key = cx.key.clone();
+        match handler(params, cx).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                tracing::warn!(key, %error, "elicitation handler failed; answering cancel");
+                Some(elicitation_cancelled())
+            }
+        }
+    }
+
+    pub(crate) async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+        cx: InputContext,
+    ) -> Result<Option<CreateMessageResult>, ClientError> {
+        let Some(handler) = &self.sampling else {
+            return Err(ClientError::NoHandler {
+                key: cx.key,
+                method: "sampling/createMessage",
+            });
+        };
+        let key = cx.key.clone();
+        handler(params, cx)
+            .await
+            .map_err(|source| ClientError::Handler {
+                key,
+                method: "sampling/createMessage",
+                source,
+            })
+    }
+
+    pub(crate) async fn list_roots(
+        &self,
+        cx: InputContext,
+    ) -> Result<Option<ListRootsResult>, ClientError> {
+        let Some(handler) = &self.roots else {
+            return Err(ClientError::NoHandler {
+                key: cx.key,
+                method: "roots/list",
+            });
+        };
+        let key = cx.key.clone();
+        handler(cx).await.map_err(|source| ClientError::Handler {
+            key,
+            method: "roots/list",
+            source,
+        })
+    }
+
+    /// The answer to one embedded input request, as the JSON that goes into
+    /// `inputResponses`; `None` when the handler answers later.
+    pub(crate) async fn answer(
+        &self,
+        key: &str,
+        request: &InputRequest,
+        scope: InputScope,
+    ) -> Result<Option<Value>, ClientError> {
+        let cx = InputContext {
+            key: key.to_owned(),
+            scope,
+        };
+        let value = match request {
+            InputRequest::Elicitation(request) => self
+                .elicit(request.params.clone(), cx)
+                .await
+                .map(|answer| serde_json::to_value(answer)),
+            InputRequest::CreateMessage(request) => self
+                .sample(request.params.clone(), cx)
+                .await?
+                .map(|answer| serde_json::to_value(answer)),
+            InputRequest::ListRoots(_) => self
+                .list_roots(cx)
+                .await?
+                .map(|answer| serde_json::to_value(answer)),
+            _ => {
+                return Err(ClientError::InvalidResponse {
+                    method: "tasks/get",
+                    reason: format!("input request `{key}` has a method this client does not know"),
+                });
+            }
+        };
+        value
+            .transpose()
+            .map_err(|error| ClientError::InvalidResponse {
+                method: "tasks/update",
+                reason: format!("the answer to `{key}` does not serialize: {error}"),
+            })
+    }
+}

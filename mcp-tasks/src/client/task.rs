@@ -1,0 +1,260 @@
+//! [`TaskHandle`]: one task followed from the client, and its [`Outcome`].
+
+use std::{collections::HashSet, time::Duration};
+
+use futures::Stream;
+use rmcp::{
+    ErrorData,
+    model::{CallToolResult, DetailedTask, InputResponses, Task, TaskPayload, TaskStatus},
+};
+
+use super::{ClientError, InputScope, TaskClient, TaskReference};
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// `completed`: the tool's result, also when `isError` is true (R46).
+    Completed(CallToolResult),
+    /// `failed`: the JSON-RPC error the task carries (code, message, data; R45).
+    Failed(ErrorData),
+    /// `cancelled`.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The result of a completed task, or the failure as an error.
+    ///
+    /// # Errors
+    /// [`ClientError::TaskFailed`] or [`ClientError::TaskCancelled`].
+    pub fn into_result(self, task_id: &str) -> Result<CallToolResult, ClientError> {
+        match self {
+            Self::Completed(result) => Ok(result),
+            Self::Failed(error) => Err(ClientError::TaskFailed {
+                task_id: task_id.to_owned(),
+                error,
+            }),
+            Self::Cancelled => Err(ClientError::TaskCancelled {
+                task_id: task_id.to_owned(),
+            }),
+        }
+    }
+
+    /// The outcome of a terminal snapshot; `None` while the task runs.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidResponse`] when the `result` or `error` is malformed.
+    pub fn of(snapshot: &DetailedTask) -> Result<Option<Self>, ClientError> {
+        match &snapshot.payload {
+            TaskPayload::Completed { result } => {
+                serde_json::from_value(serde_json::Value::Object(result.clone()))
+                    .map(|result| Some(Self::Completed(result)))
+                    .map_err(|error| ClientError::InvalidResponse {
+                        method: "tasks/get",
+                        reason: format!(
+                            "the completed task's result is not a CallToolResult: {error}"
+                        ),
+                    })
+            }
+            TaskPayload::Failed { error } => {
+                serde_json::from_value(serde_json::Value::Object(error.clone()))
+                    .map(|error| Some(Self::Failed(error)))
+                    .map_err(|error| ClientError::InvalidResponse {
+                        method: "tasks/get",
+                        reason: format!("the failed task's error is not a JSON-RPC error: {error}"),
+                    })
+            }
+            TaskPayload::Cancelled => Ok(Some(Self::Cancelled)),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// One task, followed from the client.
+///
+/// It keeps the latest snapshot and the input keys already answered (R32).
+#[derive(Debug)]
+pub struct TaskHandle {
+    client: TaskClient,
+    snapshot: DetailedTask,
+    /// `pollIntervalMs` of the creation result, used while snapshots carry none.
+    created_poll_ms: Option<u64>,
+    answered: HashSet<String>,
+}
+
+fn payload_for(status: TaskStatus) -> Option<TaskPayload> {
+    match status {
+        TaskStatus::Working => Some(TaskPayload::Working),
+        _ => None,
+    }
+}
+
+impl TaskHandle {
+    /// The handle for a `CreateTaskResult`. A task created in any status but `working` is
+    /// fetched once with `tasks/get`: its creation result cannot carry the payload.
+    pub(crate) async fn created(client: TaskClient, task: Task) -> Result<Self, ClientError> {
+        let created_poll_ms = task.poll_interval_ms;
+        let snapshot = match payload_for(task.status) {
+            Some(payload) => DetailedTask::new(task, payload),
+            None => client.get_task(&task.task_id).await?,
+        };
+        let mut handle = Self {
+            client,
+            snapshot,
+            created_poll_ms,
+            answered: HashSet::new(),
+        };
+        handle.answer_input().await?;
+        Ok(handle)
+    }
+
+    pub(crate) fn from_snapshot(client: TaskClient, snapshot: DetailedTask) -> Self {
+        Self {
+            client,
+            created_poll_ms: snapshot.task.poll_interval_ms,
+            snapshot,
+            answered: HashSet::new(),
+        }
+    }
+
+    /// The task id.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.snapshot.task.task_id
+    }
+
+    /// The latest snapshot seen.
+    #[must_use]
+    pub fn snapshot(&self) -> &DetailedTask {
+        &self.snapshot
+    }
+
+    /// The latest status seen.
+    #[must_use]
+    pub fn status(&self) -> TaskStatus {
+        self.snapshot.status()
+    }
+
+    /// What to persist to resume this task later ([`TaskClient::resume`]).
+    #[must_use]
+    pub fn reference(&self) -> TaskReference {
+        TaskReference::new(self.client.endpoint().clone(), self.id())
+    }
+
+    /// The pause before the next poll: the latest `pollIntervalMs` (else the creation
+    /// result's, else the client default), never below the client's minimum (R18).
+    #[must_use]
+    pub fn poll_interval(&self) -> Duration {
+        self.snapshot
+            .task
+            .poll_interval_ms
+            .or(self.created_poll_ms)
+            .map_or(self.client.default_poll_interval(), Duration::from_millis)
+            .max(self.client.min_poll_interval())
+    }
+
+    /// The outcome, once the latest snapshot is terminal.
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidResponse`] for a malformed `result` or `error`.
+    pub fn outcome(&self) -> Result<Option<Outcome>, ClientError> {
+        Outcome::of(&self.snapshot)
+    }
+
+    /// Polls once: `tasks/get`, then answers new input requests. Returns the snapshot.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] (e.g. `-32602` for a task the server no longer knows), input
+    /// and transport errors.
+    pub async fn poll(&mut self) -> Result<&DetailedTask, ClientError> {
+        self.snapshot = self.client.get_task(self.id()).await?;
+        self.answer_input().await?;
+        Ok(&self.snapshot)
+    }
+
+    /// Polls until the task is terminal, sleeping [`TaskHandle::poll_interval`] between polls
+    /// and answering input on the way (R18, R19, R30).
+    ///
+    /// # Errors
+    /// As for [`TaskHandle::poll`]. An error leaves the handle usable: call `wait` again to
+    /// go on (input not yet delivered is asked again).
+    pub async fn wait(&mut self) -> Result<Outcome, ClientError> {
+        loop {
+            if let Some(outcome) = self.outcome()? {
+                return Ok(outcome);
+            }
+            tokio::time::sleep(self.poll_interval()).await;
+            self.poll().await?;
+        }
+    }
+
+    /// The current snapshot, then every distinct later one, polling like
+    /// [`TaskHandle::wait`]; ends after the terminal snapshot or the first error.
+    pub fn updates(&mut self) -> impl Stream<Item = Result<DetailedTask, ClientError>> + '_ {
+        futures::stream::unfold((self, true, false), |(handle, first, done)| async move {
+            if done {
+                return None;
+            }
+            if first {
+                let snapshot = handle.snapshot.clone();
+                let terminal = snapshot.status().is_terminal();
+                return Some((Ok(snapshot), (handle, false, terminal)));
+            }
+            loop {
+                tokio::time::sleep(handle.poll_interval()).await;
+                let previous = handle.snapshot.clone();
+                if let Err(error) = handle.poll().await {
+                    return Some((Err(error), (handle, false, true)));
+                }
+                if handle.snapshot != previous {
+                    let snapshot = handle.snapshot.clone();
+                    let terminal = snapshot.status().is_terminal();
+                    return Some((Ok(snapshot), (handle, false, terminal)));
+                }
+            }
+        })
+    }
+
+    /// Asks the server to cancel the task with `tasks/cancel` (R34). Cancellation is
+    /// cooperative: keep polling to see how the task ends (R37).
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] (`-32602` for an unknown task), transport errors.
+    pub async fn cancel(&self) -> Result<(), ClientError> {
+        self.client.cancel_task(self.id()).await
+    }
+
+    /// Answers the input requests of the latest snapshot not answered yet, all in one
+    /// `tasks/update`; keys count as answered once the update succeeded (R30-R32).
+    async fn answer_input(&mut self) -> Result<(), ClientError> {
+        let TaskPayload::InputRequired { input_requests } = &self.snapshot.payload else {
+            return Ok(());
+        };
+        let task_id = self.snapshot.task.task_id.clone();
+        let mut responses = InputResponses::new();
+        let mut first_error = None;
+        for (key, request) in input_requests {
+            if self.answered.contains(key) {
+                continue;
+            }
+            let scope = InputScope::Task {
+                task_id: task_id.clone(),
+            };
+            match self.client.handlers().answer(key, request, scope).await {
+                Ok(Some(answer)) => {
+                    responses.insert(key.clone(), answer);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        if !responses.is_empty() {
+            let keys: Vec<String> = responses.keys().cloned().collect();
+            self.client.update_task(&task_id, responses).await?;
+            self.answered.extend(keys);
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}

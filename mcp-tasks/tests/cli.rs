@@ -1,0 +1,352 @@
+//! The `mcp-tasks` binary against the example server on Streamable HTTP (127.0.0.1:0):
+//! output, prompts answered on stdin, exit codes (0 completed, 1 isError, 2 failed,
+//! 3 cancelled, 4 usage), and Ctrl-C (SIGINT) → `tasks/cancel` → exit 3.
+
+#[path = "../../examples/common/mod.rs"]
+#[allow(dead_code, reason = "the CLI tests use a part of the example tools")]
+mod example;
+
+use std::{process::Stdio, time::Duration};
+
+use mcp_tasks::{
+    ArgumentError, Failure, Mode, TaskContext, TaskServer, TaskTool, ToolDefinition, ToolFuture,
+};
+use rmcp::{
+    ErrorData,
+    model::{ErrorCode, JsonObject},
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+
+/// A task that ends `failed` with a JSON-RPC error.
+struct Explode;
+
+impl TaskTool for Explode {
+    fn definition(&self) -> ToolDefinition {
+        let schema = match json!({ "type": "object" }) {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        ToolDefinition::new("explode", schema).with_mode(Mode::Required)
+    }
+    fn call(&self, _ctx: TaskContext, _args: JsonObject) -> Result<ToolFuture, ArgumentError> {
+        Ok(Box::pin(async {
+            Err(Failure::Error(ErrorData::new(
+                ErrorCode(-32050),
+                "boom",
+                Some(json!({ "why": "on purpose" })),
+            )))
+        }))
+    }
+}
+
+/// The example server (plus `explode`) on a free port; returns its URL.
+async fn start(step: Duration) -> String {
+    let toolkit = example::toolkit(step)
+        .with_tool(Explode)
+        .expect("valid tools");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(mcp_tasks::serve_http(listener, TaskServer::new(toolkit)));
+    url
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary to its end with `stdin` as input (bounded).
+async fn run(args: &[&str], stdin: &str) -> Run {
+    let mut child = tokio::process::Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the mcp-tasks binary runs");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("mcp-tasks ends")
+        .unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+type StderrLines = tokio::io::Lines<BufReader<tokio::process::ChildStderr>>;
+
+/// Starts the binary and reads its stderr until a line satisfies `until`; returns the child,
+/// the lines read and the rest of stderr.
+async fn start_until(
+    args: &[&str],
+    until: impl Fn(&str) -> bool,
+) -> (tokio::process::Child, Vec<String>, StderrLines) {
+    let mut child = tokio::process::Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the mcp-tasks binary runs");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = until(&line);
+            seen.push(line);
+            if done {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "never saw the expected line in {seen:#?}");
+    (child, seen, lines)
+}
+
+fn task_id(lines: &[String]) -> String {
+    lines
+        .iter()
+        .find_map(|l| {
+            l.strip_prefix("task ")
+                .and_then(|rest| rest.split_whitespace().next())
+        })
+        .expect("a `task <id>` line")
+        .to_owned()
+}
+
+async fn finish(
+    mut child: tokio::process::Child,
+    mut lines: StderrLines,
+    seen: &mut Vec<String>,
+) -> i32 {
+    let status = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            seen.push(line);
+        }
+        child.wait().await
+    })
+    .await
+    .expect("mcp-tasks ends")
+    .unwrap();
+    status.code().unwrap_or(-1)
+}
+
+#[tokio::test]
+async fn tools_and_inline_calls() {
+    let url = start(Duration::from_millis(10)).await;
+    let tools = run(&["tools", &url], "").await;
+    assert_eq!(tools.code, 0, "{}", tools.stderr);
+    assert!(tools.stdout.contains("greet\t"), "{}", tools.stdout);
+    assert!(
+        tools.stdout.contains("workspace_report\t"),
+        "{}",
+        tools.stdout
+    );
+
+    let greet = run(&["call", &url, "greet", "--arg", "name=Ada"], "").await;
+    assert_eq!(
+        (greet.code, greet.stdout.as_str()),
+        (0, "Hello, Ada!\n"),
+        "{}",
+        greet.stderr
+    );
+
+    let raw = run(
+        &["call", &url, "greet", "--json", r#"{"name":"Bo"}"#, "--raw"],
+        "",
+    )
+    .await;
+    assert_eq!(raw.code, 0, "{}", raw.stderr);
+    let value: Value = serde_json::from_str(raw.stdout.trim()).expect("--raw prints JSON");
+    assert_eq!(value["content"][0]["text"], "Hello, Bo!");
+
+    // A tool error (isError: true) → exit 1.
+    let missing = run(&["call", &url, "greet"], "").await;
+    assert_eq!(missing.code, 1, "{} {}", missing.stdout, missing.stderr);
+    assert!(missing.stdout.contains("name"), "{}", missing.stdout);
+}
+
+#[tokio::test]
+async fn a_task_with_a_question_answered_at_the_terminal() {
+    let url = start(Duration::from_millis(300)).await;
+    // "maybe" is refused by the type check of the boolean field, then "yes" is accepted.
+    let report = run(
+        &[
+            "call",
+            &url,
+            "workspace_report",
+            "--arg",
+            "workspace_id=acme",
+        ],
+        "maybe\nyes\n",
+    )
+    .await;
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert_eq!(
+        report.stdout,
+        "Report for acme: 42 accounts (archived included)\n"
+    );
+    for expected in [
+        "[working] scanning acme: step ",
+        "[input_required] waiting for your answer",
+        "? Include archived accounts?",
+        "include (yes/no): ",
+        "invalid: answer yes or no",
+        "[completed]",
+    ] {
+        assert!(
+            report.stderr.contains(expected),
+            "`{expected}` in:\n{}",
+            report.stderr
+        );
+    }
+
+    // End of input declines with cancel: the report leaves archived accounts out.
+    let declined = run(
+        &[
+            "call",
+            &url,
+            "workspace_report",
+            "--arg",
+            "workspace_id=acme",
+        ],
+        "",
+    )
+    .await;
+    assert_eq!(declined.code, 0, "{}", declined.stderr);
+    assert_eq!(declined.stdout, "Report for acme: 40 accounts\n");
+}
+
+#[tokio::test]
+async fn failed_task_exits_2_with_the_error() {
+    let url = start(Duration::from_millis(10)).await;
+    let failed = run(&["call", &url, "explode"], "").await;
+    assert_eq!(failed.code, 2, "{}", failed.stderr);
+    assert!(
+        failed.stderr.contains("failed: error -32050: boom"),
+        "{}",
+        failed.stderr
+    );
+    assert!(
+        failed.stderr.contains(r#"data: {"why":"on purpose"}"#),
+        "{}",
+        failed.stderr
+    );
+}
+
+#[tokio::test]
+async fn ctrl_c_sends_tasks_cancel_and_exits_3() {
+    let url = start(Duration::from_secs(5)).await;
+    let args = [
+        "call",
+        url.as_str(),
+        "workspace_report",
+        "--arg",
+        "workspace_id=acme",
+    ];
+    let (child, mut seen, lines) = start_until(&args, |l| l.starts_with("[working]")).await;
+    let id = task_id(&seen);
+    let pid = child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let code = finish(child, lines, &mut seen).await;
+    assert_eq!(code, 3, "{seen:#?}");
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with("interrupted: cancelling task")),
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter().any(|l| l == &format!("task {id} cancelled")),
+        "{seen:#?}"
+    );
+
+    // The server agrees: `get` shows the task cancelled.
+    let get = run(&["get", &url, &id], "").await;
+    assert_eq!(get.code, 0, "{}", get.stderr);
+    let snapshot: Value = serde_json::from_str(&get.stdout).expect("get prints JSON");
+    assert_eq!(snapshot["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn cancel_command_ends_a_running_call() {
+    let url = start(Duration::from_secs(5)).await;
+    let args = [
+        "call",
+        url.as_str(),
+        "workspace_report",
+        "--arg",
+        "workspace_id=acme",
+    ];
+    let (child, mut seen, lines) = start_until(&args, |l| l.starts_with("task ")).await;
+    let id = task_id(&seen);
+    let cancel = run(&["cancel", &url, &id], "").await;
+    assert_eq!(cancel.code, 0, "{}", cancel.stderr);
+    assert!(cancel.stderr.contains("cancel requested"));
+    assert_eq!(finish(child, lines, &mut seen).await, 3, "{seen:#?}");
+}
+
+#[tokio::test]
+async fn resume_after_the_first_process_died() {
+    let url = start(Duration::from_millis(300)).await;
+    let args = [
+        "call",
+        url.as_str(),
+        "workspace_report",
+        "--arg",
+        "workspace_id=acme",
+    ];
+    let (mut child, seen, _lines) = start_until(&args, |l| l.starts_with("task ")).await;
+    let id = task_id(&seen);
+    child.kill().await.unwrap(); // a crash, not a Ctrl-C: nothing is cancelled
+    let resumed = run(&["resume", &url, &id], "y\n").await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(
+        resumed.stdout,
+        "Report for acme: 42 accounts (archived included)\n"
+    );
+}
+
+#[tokio::test]
+async fn usage_errors_exit_4_with_a_reason() {
+    for (args, expected) in [
+        (&["call"][..], "missing <target>"),
+        (&["call", "http://127.0.0.1:9/mcp"], "`call` needs <tool>"),
+        (
+            &["frob", "http://127.0.0.1:9/mcp"],
+            "unknown command `frob`",
+        ),
+        (&["get", "ftp://x", "id"], "invalid target"),
+    ] {
+        let run = run(args, "").await;
+        assert_eq!(run.code, 4, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+    }
+    // A server that is not there: a connection error, exit 4.
+    let unreachable = run(&["tools", "http://127.0.0.1:9/mcp"], "").await;
+    assert_eq!(unreachable.code, 4, "{}", unreachable.stderr);
+    assert!(
+        unreachable.stderr.contains("cannot connect"),
+        "{}",
+        unreachable.stderr
+    );
+    let help = run(&["--help"], "").await;
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("exit codes"));
+}
