@@ -1,14 +1,17 @@
-//! A task server on stdio: `cargo run --example server_stdio`.
+//! A task server on stdio:
+//! `cargo run --example server_stdio [-- --store sqlite:tasks.db] [--journal PATH]`.
 
 mod common;
 
 use std::time::Duration;
 
-use mcp_tasks::TaskServer;
-
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let server = TaskServer::new(common::toolkit(Duration::from_secs(1)))
-        .with_server_info("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
+    let (server, rest) = common::server(std::env::args().skip(1), Duration::from_secs(1)).await?;
+    if let Some(other) = rest.first() {
+        return Err(std::io::Error::other(format!(
+            "unknown argument `{other}`; expected --store memory|sqlite:PATH, --journal PATH"
+        )));
+    }
     mcp_tasks::serve_stdio(server).await
 }

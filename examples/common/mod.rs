@@ -4,9 +4,13 @@
 //! the extension: it reports progress in `statusMessage`, honours `tasks/cancel`, and asks the
 //! user a question through `tasks/update`.
 
-use std::time::Duration;
+use std::{
+    io::Write,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
-use mcp_tasks::{State, TaskContext, ToolError, Toolkit, task_tool, toolkit};
+use mcp_tasks::{State, TaskContext, TaskServer, ToolError, Toolkit, task_tool, toolkit};
 use rmcp::model::{ElicitationAction, ElicitationSchema, ErrorData};
 
 /// Say hello.
@@ -49,9 +53,167 @@ pub async fn workspace_report(
     ))
 }
 
+/// Where `import_rows` records each batch it imports: the side effect a replay after a
+/// restart must not repeat. One line `<task id> <batch>` per batch.
+#[derive(Clone, Default)]
+pub struct Journal(pub Option<Arc<Mutex<std::fs::File>>>);
+
+impl Journal {
+    /// A journal appending to `path`.
+    pub fn open(path: &str) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Self(Some(Arc::new(Mutex::new(file)))))
+    }
+
+    fn record(&self, task: &str, batch: u32) -> std::io::Result<()> {
+        match &self.0 {
+            Some(file) => {
+                let mut file = file
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                writeln!(file, "{task} {batch}")
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// Import rows in batches: a durable task. On a durable store it survives a server restart:
+/// the tool runs again, each batch that was imported before returns its stored count
+/// without importing again, and an answered confirmation is not asked again.
+#[task_tool(restart = "resume", poll_interval = "200ms")]
+pub async fn import_rows(
+    ctx: TaskContext,
+    State(journal): State<Journal>,
+    #[arg(description = "How many batches to import")] batches: u32,
+    #[arg(default, description = "How long each batch takes, in milliseconds")] batch_ms: u64,
+    #[arg(default, description = "Ask the user before importing")] confirm: bool,
+) -> Result<String, ToolError> {
+    if confirm {
+        let schema = ElicitationSchema::builder()
+            .required_bool("go")
+            .build()
+            .map_err(|e| ToolError::rpc(ErrorData::internal_error(e.to_string(), None)))?;
+        let answer = ctx
+            .elicit_form(format!("Import {batches} batches?"), schema)
+            .await?;
+        let go = answer.action == ElicitationAction::Accept
+            && answer.content.as_ref().and_then(|c| c["go"].as_bool()) == Some(true);
+        if !go {
+            return Ok("import declined".to_owned());
+        }
+    }
+    let mut rows = 0u64;
+    for batch in 1..=batches {
+        ctx.status(format!("importing batch {batch} of {batches}"))
+            .await;
+        let (journal, step_ctx) = (journal.clone(), ctx.clone());
+        rows += ctx
+            .step(&format!("batch-{batch}"), || async move {
+                tokio::time::sleep(Duration::from_millis(batch_ms)).await;
+                // Inside a step the call is a task (or runs inline, without one).
+                let task = step_ctx.task_id().unwrap_or("inline");
+                journal
+                    .record(task, batch)
+                    .map(|()| 100u64)
+                    .map_err(|e| e.to_string())
+            })
+            .await?
+            .map_err(ToolError::new)?;
+    }
+    Ok(format!("imported {rows} rows in {batches} batches"))
+}
+
 /// The example toolkit; `step` paces `workspace_report`.
 pub fn toolkit(step: Duration) -> Toolkit {
-    toolkit![greet, workspace_report]
+    toolkit![greet, workspace_report, import_rows]
         .expect("the example tools have distinct, valid definitions")
         .with_state(Pace(step))
+        .with_state(Journal::default())
+}
+
+/// The example server from command-line flags: `--store memory` (the default) or
+/// `--store sqlite:PATH`, and `--journal PATH` for `import_rows`. On a durable store it
+/// deals with the tasks a previous process left unfinished before it serves.
+#[allow(dead_code, reason = "the demo example builds its server itself")]
+pub async fn server(
+    flags: impl Iterator<Item = String>,
+    step: Duration,
+) -> std::io::Result<(TaskServer, Vec<String>)> {
+    let mut toolkit = toolkit(step);
+    let mut store = "memory".to_owned();
+    let mut rest = Vec::new();
+    let mut flags = flags.peekable();
+    while let Some(flag) = flags.next() {
+        match flag.as_str() {
+            "--store" => {
+                store = flags
+                    .next()
+                    .ok_or_else(|| usage("--store takes `memory` or `sqlite:PATH`"))?
+            }
+            "--journal" => {
+                let path = flags
+                    .next()
+                    .ok_or_else(|| usage("--journal takes a file path"))?;
+                toolkit = toolkit.with_state(Journal::open(&path)?);
+            }
+            _ => rest.push(flag),
+        }
+    }
+    let server =
+        TaskServer::new(toolkit).with_server_info("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
+    let server = match store.split_once(':') {
+        None if store == "memory" => server,
+        Some(("sqlite", path)) if !path.is_empty() => {
+            let server = server
+                .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?);
+            let report = server.recover().await.map_err(std::io::Error::other)?;
+            eprintln!(
+                "store sqlite:{path}: {} unfinished task(s) resumed, {} failed",
+                report.resumed, report.failed
+            );
+            server
+        }
+        _ => {
+            return Err(usage(&format!(
+                "unknown store `{store}`; use `memory` or `sqlite:PATH`"
+            )));
+        }
+    };
+    Ok((server, rest))
+}
+
+/// The `server_http` example: `--port N` (0 picks a free one; the address is printed on
+/// stderr) plus the flags of [`server`].
+#[allow(dead_code, reason = "only the HTTP server binaries use it")]
+pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<()> {
+    let (server, rest) = server(flags, Duration::from_secs(1)).await?;
+    let mut port = 8080u16;
+    let mut rest = rest.into_iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--port" => {
+                port = rest
+                    .next()
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(|| usage("--port takes a number, e.g. --port 8080"))?;
+            }
+            other => {
+                return Err(usage(&format!(
+                    "unknown argument `{other}`; expected --port N, --store memory|sqlite:PATH, \
+                     --journal PATH"
+                )));
+            }
+        }
+    }
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
+    mcp_tasks::serve_http(listener, server).await
+}
+
+fn usage(message: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, message.to_owned())
 }

@@ -65,10 +65,21 @@ pub struct ToolArgs {
     pub destructive: Option<Spanned<bool>>,
     pub idempotent: Option<Spanned<bool>>,
     pub open_world: Option<Spanned<bool>>,
+    pub restart: Option<Spanned<Restart>>,
+    pub version: Option<Spanned<String>>,
     pub krate: Option<syn::Path>,
 }
 
-pub const TOOL_ARGS: [&str; 12] = [
+/// What a restarted server does with the tool's unfinished tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restart {
+    Fail,
+    Resume,
+}
+
+const RESTARTS: [&str; 2] = ["fail", "resume"];
+
+pub const TOOL_ARGS: [&str; 14] = [
     "ttl",
     "poll_interval",
     "mode",
@@ -80,6 +91,8 @@ pub const TOOL_ARGS: [&str; 12] = [
     "destructive",
     "idempotent",
     "open_world",
+    "restart",
+    "version",
     "crate",
 ];
 
@@ -294,6 +307,30 @@ pub fn parse_tool_args(tokens: TokenStream) -> syn::Result<ToolArgs> {
                 "destructive" => args.destructive = Some(flag(&key, value)?),
                 "idempotent" => args.idempotent = Some(flag(&key, value)?),
                 "open_world" => args.open_world = Some(flag(&key, value)?),
+                "restart" => {
+                    let lit = string(&key, value, "\"resume\"")?;
+                    let restart = match lit.value().as_str() {
+                        "fail" => Restart::Fail,
+                        "resume" => Restart::Resume,
+                        other => {
+                            return Err(syn::Error::new(
+                                lit.span(),
+                                unknown("restart", other, &RESTARTS),
+                            ));
+                        }
+                    };
+                    args.restart = Some(Spanned::new(restart, lit.span()));
+                }
+                "version" => {
+                    let lit = string(&key, value, "\"2\"")?;
+                    if lit.value().is_empty() {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "`version` must not be empty; leave it out to use the crate's version",
+                        ));
+                    }
+                    args.version = Some(Spanned::new(lit.value(), lit.span()));
+                }
                 "crate" => {
                     let lit = string(&key, value, "\"my_reexport::mcp_tasks\"")?;
                     args.krate = Some(lit.parse::<syn::Path>().map_err(|_| {
@@ -668,11 +705,27 @@ mod tests {
             [
                 "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
-              `read_only`, `destructive`, `idempotent`, `open_world`, `crate`"
+              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `version`, \
+              `crate`"
             ]
         );
         assert!(errors_of(quote! { readonly })[0].contains("did you mean `read_only`?"));
         assert!(!errors_of(quote! { zzzzzz = 1 })[0].contains("did you mean"));
+    }
+
+    #[test]
+    fn restart_and_version() {
+        let args = parse_tool_args(quote! { restart = "resume", version = "2.1" }).expect("valid");
+        assert_eq!(args.restart.unwrap().value, Restart::Resume);
+        assert_eq!(args.version.unwrap().value, "2.1");
+        assert_eq!(
+            errors_of(quote! { restart = "retry" }),
+            ["unknown restart `retry`, expected one of `fail`, `resume`"]
+        );
+        assert_eq!(
+            errors_of(quote! { version = "" }),
+            ["`version` must not be empty; leave it out to use the crate's version"]
+        );
     }
 
     #[test]
@@ -694,7 +747,7 @@ mod tests {
                  `optional`, `inline`",
                 "unknown `task_tool` argument `poll`, expected one of `ttl`, `poll_interval`, \
                  `mode`, `inline_budget`, `name`, `title`, `description`, `read_only`, \
-                 `destructive`, `idempotent`, `open_world`, `crate`",
+                 `destructive`, `idempotent`, `open_world`, `restart`, `version`, `crate`",
             ]
         );
     }

@@ -274,6 +274,20 @@ fn generate(tool: &Tool) -> TokenStream {
         let ms = budget.value;
         builder.push(quote!(.with_inline_budget(#p::Duration::from_millis(#ms))));
     }
+    if let Some(restart) = &args.restart {
+        let variant = match restart.value {
+            attr::Restart::Fail => quote!(Fail),
+            attr::Restart::Resume => quote!(Resume),
+        };
+        builder.push(quote!(.with_restart(#p::RestartPolicy::#variant)));
+    }
+    builder.push(match &args.version {
+        Some(version) => {
+            let version = &version.value;
+            quote!(.with_version(#version))
+        }
+        None => quote!(.with_version(::core::env!("CARGO_PKG_VERSION"))),
+    });
 
     let (ret, ret_span) = match &item.sig.output {
         ReturnType::Default => (quote!(()), item.sig.ident.span()),

@@ -83,6 +83,8 @@ pub use id::new_task_id;
 /// | `title = ".."` | none | the human-readable title |
 /// | `description = ".."` | the doc comment | the description |
 /// | `read_only`, `destructive`, `idempotent`, `open_world` (`= false` to deny) | unset | the annotations' hints |
+/// | `restart = "fail" \| "resume"` | `"fail"` | after a restart on a durable store, see [`RestartPolicy`] |
+/// | `version = ".."` | the crate's version | a task is only replayed by the version that started it |
 /// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
 ///
 /// Durations are whole numbers of `h`, `m`, `s`, `ms`, largest first, without spaces:
@@ -206,7 +208,7 @@ pub mod __private {
             assert_unique_names, boxed, fail, kinds,
         },
         runtime::TaskContext,
-        tool::{ArgumentError, Mode, TaskTool, ToolDefinition, ToolFuture, Ttl},
+        tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},
         toolkit::{Toolkit, ToolkitError},
     };
 }

@@ -236,7 +236,10 @@ impl TaskContext {
         self.inner.bound.send_replace(true);
     }
 
-    /// The task id, once the call runs as a task; `None` for an inline call.
+    /// The task id, once the call runs as a task; `None` for an inline call, and also at
+    /// the very start of a call that becomes a task (the task is created once the work first
+    /// waits, so that input can be asked before it exists). Inside a [step](Self::step), after
+    /// any await, or in a replay it is set.
     #[must_use]
     pub fn task_id(&self) -> Option<&str> {
         matches!(*self.phase(), Phase::Task).then_some(&*self.inner.id)

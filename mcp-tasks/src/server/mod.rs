@@ -801,6 +801,15 @@ impl TaskServer {
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
+
+    /// Deals with tasks a previous process left unfinished; see [`Engine::recover`]. Call it
+    /// once at start-up, before serving.
+    ///
+    /// # Errors
+    /// A failure of the store.
+    pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
+        self.engine.recover().await
+    }
 }
 
 impl ServerHandler for TaskServer {

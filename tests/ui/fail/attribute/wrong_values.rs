@@ -4,3 +4,9 @@ use mcp_tasks::task_tool;
 async fn values() {}
 
 fn main() {}
+
+#[task_tool(restart = "retry")]
+async fn bad_restart() {}
+
+#[task_tool(version = "")]
+async fn empty_version() {}

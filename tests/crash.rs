@@ -1,0 +1,346 @@
+//! Crash test of the durable store: the example HTTP server on a SQLite file, 200 tasks of
+//! slow tools, some input answered, then `kill -9` and a restart on the same file. Nothing is
+//! lost (R10, R19), `fail` tasks fail with the restart message, `resume` tasks complete
+//! without re-running a step that completed before the kill or asking an answered question
+//! again, and tasks that completed before the kill read back byte for byte.
+
+mod common;
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use common::{Http, TASKS};
+use serde_json::{Value, json};
+
+/// The example HTTP server, as a binary cargo builds before the tests.
+fn example_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
+}
+
+struct Server {
+    child: Child,
+    http: Http,
+}
+
+impl Server {
+    /// Starts the example server on a free port with `db` and `journal`; returns it and the
+    /// recovery line it printed.
+    async fn start(db: &Path, journal: &Path) -> (Self, String) {
+        let mut child = Command::new(example_binary())
+            .args(["--port", "0", "--store"])
+            .arg(format!("sqlite:{}", db.display()))
+            .arg("--journal")
+            .arg(journal)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the example server");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut report = String::new();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("the server printed its address")
+                .unwrap();
+            if line.starts_with("store sqlite:") {
+                report = line.clone();
+            }
+            if let Some(url) = line.strip_prefix("serving MCP on ") {
+                break url.to_owned();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        let mut http = Http::start_router(axum::Router::new()).await;
+        http.url = url;
+        (Self { child, http }, report)
+    }
+
+    fn kill9(mut self) {
+        // SIGKILL: no destructor, no flush, no graceful shutdown.
+        self.child.kill().expect("kill -9");
+        self.child.wait().unwrap();
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value) -> String {
+        let (_, response) = self
+            .http
+            .rpc(
+                "tools/call",
+                json!({ "name": tool, "arguments": arguments }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(response["result"]["resultType"], "task", "{response}");
+        response["result"]["taskId"].as_str().unwrap().to_owned()
+    }
+
+    async fn get(&mut self, id: &str) -> Value {
+        let (_, response) = self
+            .http
+            .rpc("tasks/get", json!({ "taskId": id }), TASKS)
+            .await;
+        assert!(
+            response.get("error").is_none(),
+            "R10/R19: task {id} lost: {response}"
+        );
+        response["result"].clone()
+    }
+
+    async fn answer(&mut self, id: &str, key: &str, go: bool) {
+        let (_, response) = self
+            .http
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { key: { "action": "accept", "content": { "go": go } } } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(response["result"]["resultType"], "complete", "{response}");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Steps stored per task, read straight from the database file.
+fn stored_steps(db: &Path) -> HashMap<String, HashSet<u32>> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut steps: HashMap<String, HashSet<u32>> = HashMap::new();
+    let mut query = conn.prepare("SELECT task_id, name FROM steps").unwrap();
+    let rows = query
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .unwrap();
+    for row in rows {
+        let (task, name) = row.unwrap();
+        let batch = name.strip_prefix("batch-").unwrap().parse().unwrap();
+        steps.entry(task).or_default().insert(batch);
+    }
+    steps
+}
+
+/// Every task's status, read straight from the database file.
+fn statuses(db: &Path) -> Vec<(String, String)> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut query = conn.prepare("SELECT id, status FROM tasks").unwrap();
+    query
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+/// How often each (task, batch) side effect happened.
+fn journal_counts(journal: &Path) -> HashMap<(String, u32), usize> {
+    let mut counts = HashMap::new();
+    for line in std::fs::read_to_string(journal).unwrap_or_default().lines() {
+        let (task, batch) = line.split_once(' ').unwrap();
+        *counts
+            .entry((task.to_owned(), batch.parse().unwrap()))
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_lost_across_kill_9() {
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (db, journal) = (dir.join("tasks.db"), dir.join("journal.txt"));
+
+    let (mut server, _) = Server::start(&db, &journal).await;
+    // 200 tasks: 60 `fail` tasks, 100 `resume` tasks with 6 steps, 30 `resume` tasks waiting
+    // for a confirmation (15 answered before the kill), 10 that complete before the kill.
+    let mut fail_ids = Vec::new();
+    let mut steps_ids = Vec::new();
+    let mut confirm_ids = Vec::new();
+    let mut done_ids = Vec::new();
+    for i in 0..60 {
+        fail_ids.push(
+            server
+                .call(
+                    "workspace_report",
+                    json!({ "workspace_id": format!("w{i}") }),
+                )
+                .await,
+        );
+    }
+    for _ in 0..100 {
+        steps_ids.push(
+            server
+                .call("import_rows", json!({ "batches": 6, "batch_ms": 150 }))
+                .await,
+        );
+    }
+    for _ in 0..30 {
+        confirm_ids.push(
+            server
+                .call(
+                    "import_rows",
+                    json!({ "batches": 2, "batch_ms": 100, "confirm": true }),
+                )
+                .await,
+        );
+    }
+    for _ in 0..10 {
+        done_ids.push(server.call("import_rows", json!({ "batches": 0 })).await);
+    }
+    let total = fail_ids.len() + steps_ids.len() + confirm_ids.len() + done_ids.len();
+    assert_eq!(total, 200);
+
+    // Answer half the confirmations (yes), once each task asks.
+    let (answered, _unanswered) = confirm_ids.split_at(15);
+    for id in answered {
+        let mut snapshot = server.get(id).await;
+        for _ in 0..200 {
+            if snapshot["status"] == "input_required" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            snapshot = server.get(id).await;
+        }
+        let key = snapshot["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        server.answer(id, &key, true).await;
+    }
+    // The results of tasks that completed before the kill, as served then.
+    let mut done_before = BTreeMap::new();
+    for id in &done_ids {
+        let mut snapshot = server.get(id).await;
+        for _ in 0..200 {
+            if snapshot["status"] == "completed" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            snapshot = server.get(id).await;
+        }
+        assert_eq!(snapshot["status"], "completed");
+        done_before.insert(id.clone(), snapshot["result"].to_string());
+    }
+    // Let the import steps get under way, then kill mid-flight.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    server.kill9();
+
+    let steps_before = stored_steps(&db);
+    let stored: usize = steps_before.values().map(HashSet::len).sum();
+    let running_at_kill = statuses(&db)
+        .into_iter()
+        .filter(|(id, status)| steps_ids.contains(id) && status == "working")
+        .count();
+    let midway = steps_ids
+        .iter()
+        .filter(|id| steps_before.get(*id).is_some_and(|s| !s.is_empty()))
+        .count();
+    assert!(midway > 0, "the kill came while imports were between steps");
+
+    let (mut server, report) = Server::start(&db, &journal).await;
+    assert!(report.contains("resumed"), "{report}");
+
+    // Every id returned before the kill resolves (0 lost).
+    for id in fail_ids
+        .iter()
+        .chain(&steps_ids)
+        .chain(&confirm_ids)
+        .chain(&done_ids)
+    {
+        server.get(id).await;
+    }
+    // `fail` tasks failed with the restart message.
+    for id in &fail_ids {
+        let snapshot = server.get(id).await;
+        assert_eq!(snapshot["status"], "failed", "{snapshot}");
+        assert_eq!(snapshot["error"]["code"], -32603);
+        assert!(
+            snapshot["statusMessage"]
+                .as_str()
+                .unwrap()
+                .contains("restarted"),
+            "{snapshot}"
+        );
+    }
+    // Completed tasks read back byte for byte.
+    for (id, before) in &done_before {
+        assert_eq!(&server.get(id).await["result"].to_string(), before);
+    }
+    // `resume` tasks complete; answered questions are never asked again; the unanswered ones
+    // are asked again under the same key and answered now.
+    let answered: HashSet<&String> = answered.iter().collect();
+    let mut pending: Vec<&String> = steps_ids.iter().chain(&confirm_ids).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !pending.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} tasks never completed",
+            pending.len()
+        );
+        let mut still = Vec::new();
+        for id in pending {
+            let snapshot = server.get(id).await;
+            match snapshot["status"].as_str().unwrap() {
+                "completed" => {
+                    let text = snapshot["result"]["content"][0]["text"].as_str().unwrap();
+                    assert!(text.starts_with("imported"), "{text}");
+                }
+                "input_required" => {
+                    assert!(
+                        !answered.contains(id),
+                        "an answered question was asked again: {snapshot}"
+                    );
+                    let key = snapshot["inputRequests"]
+                        .as_object()
+                        .unwrap()
+                        .keys()
+                        .next()
+                        .unwrap()
+                        .clone();
+                    assert_eq!(key, "elicit-1", "the replay asks under the same key");
+                    server.answer(id, &key, true).await;
+                    still.push(id);
+                }
+                "working" => still.push(id),
+                other => panic!("task {id} ended {other}: {snapshot}"),
+            }
+        }
+        pending = still;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // No step that completed before the kill ran again; every batch ran.
+    let counts = journal_counts(&journal);
+    for (task, batches) in &steps_before {
+        for batch in batches {
+            assert_eq!(
+                counts.get(&(task.clone(), *batch)),
+                Some(&1),
+                "step batch-{batch} of {task} completed before the kill and ran again"
+            );
+        }
+    }
+    for id in &steps_ids {
+        for batch in 1..=6 {
+            assert!(
+                counts.contains_key(&(id.clone(), batch)),
+                "batch {batch} of {id} never ran"
+            );
+        }
+    }
+    eprintln!(
+        "crash test: 200 tasks; at the kill {running_at_kill} of 100 imports running, {midway} \
+         of them between steps, {stored} steps stored; {report}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
