@@ -1,0 +1,185 @@
+//! Durable task creation, measured: `cargo run --release --example store_bench [-- DIR]`.
+//!
+//! Side by side, in one run, on the file system of DIR (default `target/store-bench`):
+//! - the disk's raw fsync rate (one writer: write 64 bytes, `fdatasync`, repeat);
+//! - a one-fsync-per-create baseline: SQLite in WAL mode with `synchronous = FULL`, one
+//!   `INSERT` per transaction, callers taking turns on one connection;
+//! - `SqliteStore::create` (group commit) and `MemoryStore::create`,
+//!
+//! each with 1, 16 and 64 concurrent callers, each measurement repeated 3 times; it prints
+//! the medians and their ratios to the raw fsync rate.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use mcp_tasks::{MemoryStore, SqliteStore, TaskStore, store::NewTask};
+
+const RUN: Duration = Duration::from_secs(2);
+const REPEATS: usize = 3;
+const CALLERS: [usize; 3] = [1, 16, 64];
+/// A cap on the tasks one measurement creates, so the memory store's run stays small.
+const MAX_CREATES: u64 = 200_000;
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn fresh(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    path
+}
+
+/// fsyncs per second from one writer.
+fn raw_fsync_rate(dir: &Path) -> std::io::Result<f64> {
+    let path = fresh(dir, "fsync.bin");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < RUN {
+        file.write_all(&[0u8; 64])?;
+        file.sync_data()?;
+        n += 1;
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    Ok(rate)
+}
+
+/// Creates per second with one fsync per create: `callers` threads take turns on one
+/// connection, one transaction per insert.
+fn one_fsync_per_create(dir: &Path, callers: usize) -> f64 {
+    let path = fresh(dir, "baseline.db");
+    let conn = rusqlite::Connection::open(&path).expect("open the baseline database");
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    conn.execute_batch(
+        "CREATE TABLE tasks (id TEXT PRIMARY KEY, body TEXT NOT NULL) WITHOUT ROWID",
+    )
+    .unwrap();
+    let conn = Arc::new(Mutex::new(conn));
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..callers {
+            let (conn, done) = (Arc::clone(&conn), Arc::clone(&done));
+            scope.spawn(move || {
+                while start.elapsed() < RUN {
+                    let conn = conn.lock().unwrap();
+                    conn.execute(
+                        "INSERT INTO tasks (id, body) VALUES (?1, ?2)",
+                        rusqlite::params![mcp_tasks::new_task_id(), "{}"],
+                    )
+                    .unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// Creates per second through `store` from `callers` concurrent tasks.
+async fn store_creates(store: Arc<dyn TaskStore>, callers: usize) -> f64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let owner: Arc<str> = Arc::from("bench");
+    let tool: Arc<str> = Arc::from("noop_task");
+    let start = Instant::now();
+    let workers: Vec<_> = (0..callers)
+        .map(|_| {
+            let (store, stop, done) = (Arc::clone(&store), Arc::clone(&stop), Arc::clone(&done));
+            let (owner, tool) = (owner.clone(), tool.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) && done.load(Ordering::Relaxed) < MAX_CREATES {
+                    let task = NewTask::new(
+                        Arc::from(mcp_tasks::new_task_id()),
+                        owner.clone(),
+                        tool.clone(),
+                    )
+                    .with_ttl(Some(Duration::from_secs(3600)))
+                    .with_poll_interval(Duration::from_secs(1));
+                    store.create(task).await.expect("create");
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    let deadline = tokio::time::sleep(RUN);
+    tokio::pin!(deadline);
+    let mut workers = futures::future::join_all(workers);
+    tokio::select! {
+        () = &mut deadline => {
+            stop.store(true, Ordering::Relaxed);
+            workers.await;
+        }
+        _ = &mut workers => {}
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    done.load(Ordering::Relaxed) as f64 / elapsed
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> std::io::Result<()> {
+    let dir = std::env::args()
+        .nth(1)
+        .map_or_else(|| PathBuf::from("target/store-bench"), PathBuf::from);
+    std::fs::create_dir_all(&dir)?;
+    println!(
+        "store_bench: {} s per measurement, median of {REPEATS}, in {}",
+        RUN.as_secs(),
+        dir.display()
+    );
+
+    let fsync = median(
+        (0..REPEATS)
+            .map(|_| raw_fsync_rate(&dir))
+            .collect::<std::io::Result<_>>()?,
+    );
+    println!("raw fsync rate (one writer): {fsync:.0}/s");
+    println!();
+    println!(
+        "| callers | one fsync per create | SqliteStore (group commit) | MemoryStore | SqliteStore / fsync rate | SqliteStore / baseline | SqliteStore / MemoryStore |"
+    );
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for callers in CALLERS {
+        let mut baseline = Vec::new();
+        let mut sqlite = Vec::new();
+        let mut memory = Vec::new();
+        for _ in 0..REPEATS {
+            // Interleaved, so drift in the machine touches all three alike.
+            baseline.push(one_fsync_per_create(&dir, callers));
+            let path = fresh(&dir, "store.db");
+            let store: Arc<dyn TaskStore> =
+                Arc::new(SqliteStore::open(&path).map_err(std::io::Error::other)?);
+            sqlite.push(store_creates(store, callers).await);
+            let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new().with_capacity(usize::MAX));
+            memory.push(store_creates(store, callers).await);
+        }
+        let (baseline, sqlite, memory) = (median(baseline), median(sqlite), median(memory));
+        println!(
+            "| {callers} | {baseline:.0}/s | {sqlite:.0}/s | {memory:.0}/s | {:.1}× | {:.1}× | {:.3}× |",
+            sqlite / fsync,
+            sqlite / baseline,
+            sqlite / memory
+        );
+    }
+    for name in ["baseline.db", "store.db"] {
+        fresh(&dir, name);
+    }
+    Ok(())
+}
