@@ -30,9 +30,9 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
         CreateTaskResult, DetailedTask, ElicitRequestParams, ElicitResult, ElicitationAction,
-        ElicitationSchema, ErrorCode, GetTaskParams, GetTaskResult, InputRequest, InputRequests,
-        InputRequiredResult, JsonObject, ServerCapabilities, ServerConfig, Task, TaskPayload,
-        TaskStatus, ToolsCapability, UpdateTaskParams,
+        ErrorCode, GetTaskParams, GetTaskResult, InputRequest, InputRequests, InputRequiredResult,
+        JsonObject, ServerCapabilities, ServerConfig, Task, TaskPayload, TaskStatus,
+        ToolsCapability, UpdateTaskParams,
     },
     service::RequestContext,
 };
@@ -71,34 +71,6 @@ async fn sleepy(ctx: TaskContext) -> Result<String, ToolError> {
     Err(ToolError::cancelled())
 }
 
-/// Asks two questions at once.
-#[task_tool(mode = "required", poll_interval = "20ms")]
-async fn two_questions(ctx: TaskContext) -> Result<String, ToolError> {
-    let ask = |field: &'static str| {
-        let ctx = ctx.clone();
-        async move {
-            let schema = ElicitationSchema::builder()
-                .required_string(field)
-                .build()
-                .expect("schema");
-            ctx.elicit_form(format!("Your {field}?"), schema).await
-        }
-    };
-    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
-    let get = |r: &ElicitResult, k: &str| {
-        r.content
-            .as_ref()
-            .and_then(|c| c[k].as_str())
-            .unwrap_or("?")
-            .to_owned()
-    };
-    Ok(format!(
-        "{} from {}",
-        get(&name, "name"),
-        get(&city, "city")
-    ))
-}
-
 /// The example tools plus a few that end in every way a task can end.
 fn server(step: Duration) -> TaskServer {
     let toolkit = toolkit![
@@ -108,7 +80,7 @@ fn server(step: Duration) -> TaskServer {
         oops,
         give_up,
         sleepy,
-        two_questions
+        common::two_questions
     ]
     .expect("valid test tools")
     .with_state(example::Pace(step));

@@ -83,34 +83,6 @@ async fn stubborn() -> String {
     "finished anyway".to_owned()
 }
 
-/// Asks two questions at once.
-#[task_tool(mode = "required")]
-async fn two_questions(ctx: TaskContext) -> Result<String, ToolError> {
-    let ask = |field: &'static str| {
-        let ctx = ctx.clone();
-        async move {
-            let schema = ElicitationSchema::builder()
-                .required_string(field)
-                .build()
-                .expect("schema");
-            ctx.elicit_form(format!("Your {field}?"), schema).await
-        }
-    };
-    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
-    let answer = |r: &rmcp::model::ElicitResult, k: &str| {
-        r.content
-            .as_ref()
-            .and_then(|c| c[k].as_str())
-            .unwrap_or("?")
-            .to_owned()
-    };
-    Ok(format!(
-        "{} from {}",
-        answer(&name, "name"),
-        answer(&city, "city")
-    ))
-}
-
 /// Sleeps `ms`; answers inline when that fits in 100 ms.
 #[task_tool(inline_budget = "100ms")]
 async fn budget(State(probes): State<Probes>, #[arg(default)] ms: u64) -> String {
@@ -192,7 +164,7 @@ impl Fixture {
             panics,
             cancellable,
             stubborn,
-            two_questions,
+            common::two_questions,
             budget,
             forever,
             ask_name,

@@ -5,8 +5,9 @@
     reason = "each test binary uses a different part of the harness"
 )]
 
-use mcp_tasks::TaskServer;
+use mcp_tasks::{TaskContext, TaskServer, ToolError, task_tool};
 use rmcp::ServiceExt;
+use rmcp::model::{ElicitResult, ElicitationSchema};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -263,4 +264,33 @@ pub fn first_text(result: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// Asks two questions at once (two input requests outstanding together), then answers
+/// "<name> from <city>".
+#[task_tool(mode = "required", poll_interval = "20ms")]
+pub async fn two_questions(ctx: TaskContext) -> Result<String, ToolError> {
+    let ask = |field: &'static str| {
+        let ctx = ctx.clone();
+        async move {
+            let schema = ElicitationSchema::builder()
+                .required_string(field)
+                .build()
+                .expect("schema");
+            ctx.elicit_form(format!("Your {field}?"), schema).await
+        }
+    };
+    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
+    let get = |r: &ElicitResult, k: &str| {
+        r.content
+            .as_ref()
+            .and_then(|c| c[k].as_str())
+            .unwrap_or("?")
+            .to_owned()
+    };
+    Ok(format!(
+        "{} from {}",
+        get(&name, "name"),
+        get(&city, "city")
+    ))
 }
