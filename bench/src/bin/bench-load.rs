@@ -16,7 +16,8 @@
 //! - `inline`: `tools/call` without the extension (an ordinary call).
 //!
 //! Every run is bounded both in time (`--duration-secs`) and in operations (`--count`).
-//! Prints one JSON line on stdout.
+//! Prints one JSON line on stdout; with `--server-pid P` it includes the CPU seconds the
+//! server used during the measured phase (`server_cpu_s`), next to the generator's own.
 
 use std::{
     io,
@@ -427,6 +428,23 @@ async fn client(
     stats
 }
 
+/// User plus system CPU time of a process in seconds (`/proc/PID/stat`, 100 ticks/s).
+fn cpu_secs(pid: &str) -> io::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name (which is in parentheses and may hold spaces).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line; 12 and 13 after the name.
+    #[allow(clippy::cast_precision_loss)]
+    Ok((ticks(11) + ticks(12)) as f64 / 100.0)
+}
+
 fn rss_bytes(pid: u32) -> io::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let kb = status
@@ -539,6 +557,11 @@ async fn run(config: Arc<Config>) -> io::Result<serde_json::Value> {
         deadline: Instant::now() + config.duration,
         left: AtomicI64::new(config.count),
     });
+    let server_cpu = config
+        .server_pid
+        .map(|p| cpu_secs(&p.to_string()))
+        .transpose()?;
+    let client_cpu = cpu_secs("self")?;
     let started = Instant::now();
     let mut handles = Vec::new();
     for (i, conn) in conns.into_iter().enumerate() {
@@ -555,6 +578,11 @@ async fn run(config: Arc<Config>) -> io::Result<serde_json::Value> {
         stats.merge(handle.await.map_err(err)?);
     }
     let secs = started.elapsed().as_secs_f64();
+    let client_cpu = cpu_secs("self")? - client_cpu;
+    let server_cpu = match (config.server_pid, server_cpu) {
+        (Some(pid), Some(before)) => Some(cpu_secs(&pid.to_string())? - before),
+        _ => None,
+    };
     #[allow(clippy::cast_precision_loss)]
     let per_sec = |n: u64| (n as f64 / secs * 10.0).round() / 10.0;
     let mode = format!("{:?}", config.mode).to_lowercase();
@@ -575,6 +603,8 @@ async fn run(config: Arc<Config>) -> io::Result<serde_json::Value> {
         "e2e_p99_us": pct(&mut stats.e2e_us, 0.99),
         "get_p50_us": pct(&mut stats.get_us, 0.50),
         "get_p99_us": pct(&mut stats.get_us, 0.99),
+        "client_cpu_s": (client_cpu * 100.0).round() / 100.0,
+        "server_cpu_s": server_cpu.map(|c| (c * 100.0).round() / 100.0),
         "first_error": stats.first_error,
     });
     if let (Some(r), serde_json::Value::Object(f)) = (report.as_object_mut(), fields) {
