@@ -1,0 +1,44 @@
+//! mcp-tasks serving `noop_task(sleep_ms)`, written with `#[task_tool]` and `toolkit!`, on
+//! `mcp_tasks::serve_http` (which sets `TCP_NODELAY`).
+//!
+//! `bench-ours --port 8101 [--store memory|sqlite]`
+
+use std::time::Duration;
+
+use mcp_tasks::{TaskServer, task_tool, toolkit};
+use mcp_tasks_bench::{Args, listen};
+use rmcp::model::{CallToolResult, ContentBlock};
+
+/// Does nothing; first sleeps `sleep_ms` milliseconds when that is above zero.
+#[task_tool(ttl = "1h", poll_interval = "1s")]
+async fn noop_task(#[arg(default)] sleep_ms: u64) -> CallToolResult {
+    if sleep_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+    }
+    CallToolResult::success(vec![ContentBlock::text("done")])
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse()?;
+    args.only(&["port", "store"])?;
+    let port: u16 = args.parsed("port", 8101)?;
+    let toolkit = toolkit![noop_task].map_err(|e| std::io::Error::other(e.to_string()))?;
+    let server = match args.get("store").unwrap_or("memory") {
+        "memory" => TaskServer::new(toolkit),
+        "sqlite" => {
+            return Err(std::io::Error::other(
+                "sqlite store not built yet: mcp-tasks has no SQLite TaskStore; \
+                 use --store memory",
+            ));
+        }
+        other => {
+            return Err(std::io::Error::other(format!(
+                "--store {other}: expected memory or sqlite"
+            )));
+        }
+    };
+    let server = server.with_server_info("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
+    let listener = listen(port, "mcp-tasks (memory store)").await?;
+    mcp_tasks::serve_http(listener, server).await
+}
