@@ -124,7 +124,9 @@ async fn state_machine(store: impl TaskStore) {
         TaskStatus::Working
     );
 
-    let result = object(json!({ "content": [], "isError": false }));
+    // Numbers must come back exactly, whatever form the store keeps the result in.
+    let result = object(json!({ "content": [], "isError": false,
+        "structuredContent": { "x": 0.30000000000000004, "big": 1e300, "tiny": 5e-324, "n": -7 } }));
     store
         .finish("t", Outcome::Completed(result.clone()))
         .await

@@ -1,7 +1,7 @@
 //! mcp-tasks serving `noop_task(sleep_ms)`, written with `#[task_tool]` and `toolkit!`, on
 //! `mcp_tasks::serve_http` (which sets `TCP_NODELAY`).
 //!
-//! `bench-ours --port 8101 [--store memory|sqlite]`
+//! `bench-ours --port 8101 [--store memory|sqlite]` (`sqlite`: a fresh file in the temp folder)
 
 use std::time::Duration;
 
@@ -27,10 +27,13 @@ async fn main() -> std::io::Result<()> {
     let server = match args.get("store").unwrap_or("memory") {
         "memory" => TaskServer::new(toolkit),
         "sqlite" => {
-            return Err(std::io::Error::other(
-                "sqlite store not built yet: mcp-tasks has no SQLite TaskStore; \
-                 use --store memory",
-            ));
+            // A fresh file per server run, removed with its WAL when the run starts again.
+            let path = std::env::temp_dir().join(format!("mcp-tasks-bench-{port}.db"));
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+            let store = mcp_tasks::SqliteStore::open(&path).map_err(std::io::Error::other)?;
+            TaskServer::new(toolkit).with_store(store)
         }
         other => {
             return Err(std::io::Error::other(format!(
@@ -39,6 +42,6 @@ async fn main() -> std::io::Result<()> {
         }
     };
     let server = server.with_server_info("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
-    let listener = listen(port, "mcp-tasks (memory store)").await?;
+    let listener = listen(port, "mcp-tasks").await?;
     mcp_tasks::serve_http(listener, server).await
 }

@@ -272,7 +272,7 @@ impl Engine {
         let snapshot = self
             .owned_task("tasks/get", &params.task_id, context)
             .await?;
-        Ok(GetTaskResult::new(snapshot.to_detailed()))
+        Ok(GetTaskResult::new(snapshot.into_detailed()))
     }
 
     /// Answers `tasks/update`: answers for outstanding keys go to the waiting work, other
@@ -754,8 +754,8 @@ fn inline_answer(tool: &str, ended: Ended) -> Result<CallToolResponse, ErrorData
 #[derive(Clone, Debug)]
 pub struct TaskServer {
     engine: Engine,
-    info: Implementation,
-    instructions: Option<String>,
+    /// What `get_info` answers; built once, since rmcp asks for it on many requests.
+    config: Arc<ServerConfig>,
 }
 
 impl TaskServer {
@@ -768,10 +768,11 @@ impl TaskServer {
     /// A server over an engine configured elsewhere.
     #[must_use]
     pub fn from_engine(engine: Engine) -> Self {
+        let config = ServerConfig::new(engine.capabilities(ServerCapabilities::default()))
+            .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")));
         Self {
             engine,
-            info: Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")),
-            instructions: None,
+            config: Arc::new(config),
         }
     }
 
@@ -785,14 +786,15 @@ impl TaskServer {
     /// Sets the name and version the server reports (`serverInfo`).
     #[must_use]
     pub fn with_server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
-        self.info = Implementation::new(name.into(), version.into());
+        let config = Arc::make_mut(&mut self.config);
+        config.server_info = Implementation::new(name.into(), version.into());
         self
     }
 
     /// Sets the instructions for clients.
     #[must_use]
     pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
-        self.instructions = Some(instructions.into());
+        Arc::make_mut(&mut self.config).instructions = Some(instructions.into());
         self
     }
 
@@ -814,12 +816,7 @@ impl TaskServer {
 
 impl ServerHandler for TaskServer {
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(self.engine.capabilities(ServerCapabilities::default()))
-            .with_server_info(self.info.clone());
-        if let Some(instructions) = &self.instructions {
-            config = config.with_instructions(instructions.clone());
-        }
-        config
+        (*self.config).clone()
     }
 
     async fn list_tools(

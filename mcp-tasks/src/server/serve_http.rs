@@ -14,13 +14,14 @@ use super::TaskServer;
 pub const MCP_PATH: &str = "/mcp";
 
 /// rmcp's Streamable HTTP service for `server`: the modern (stateless) wire, plus legacy
-/// `initialize` sessions for older clients.
+/// `initialize` sessions for older clients. A modern request's answer is one
+/// `application/json` body unless the handler sends something before it (then SSE).
 #[must_use]
 pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        StreamableHttpServerConfig::default().with_json_response(true),
     )
 }
 

@@ -61,7 +61,7 @@ struct Entry {
     poll_interval_ms: Option<u64>,
     /// State that only a running task needs; dropped when the task ends.
     live: Option<Box<Live>>,
-    outcome: Option<Outcome>,
+    outcome: Option<Compact>,
     cancel_requested: bool,
     /// When a terminal task is purged.
     purge_at_ms: Option<u64>,
@@ -100,7 +100,7 @@ impl Entry {
 
     fn end(&mut self, outcome: Outcome, now: u64, purge_at_ms: Option<u64>) {
         self.status = outcome.status();
-        self.outcome = Some(outcome);
+        self.outcome = Some(Compact::from(outcome));
         self.live = None;
         self.purge_at_ms = purge_at_ms;
         self.touch(now);
@@ -122,8 +122,44 @@ impl Entry {
                 .as_ref()
                 .map(|l| l.input_requests.clone())
                 .unwrap_or_default(),
-            outcome: self.outcome.clone(),
+            outcome: self.outcome.as_ref().map(Compact::expand),
             cancel_requested: self.cancel_requested,
+        }
+    }
+}
+
+/// A finished task's outcome as compact JSON text: a few hundred bytes where a parsed JSON
+/// map takes kilobytes, which is what most of a retained task's memory would otherwise be.
+/// Reads parse it back (serde_json's `float_roundtrip` keeps numbers exact).
+enum Compact {
+    Completed(Box<str>),
+    Failed(Box<str>),
+    Cancelled,
+}
+
+impl From<Outcome> for Compact {
+    fn from(outcome: Outcome) -> Self {
+        let text = |map: &JsonObject| {
+            serde_json::to_string(map)
+                .unwrap_or_else(|_| "{}".to_owned())
+                .into_boxed_str()
+        };
+        match &outcome {
+            Outcome::Completed(result) => Self::Completed(text(result)),
+            Outcome::Failed(error) => Self::Failed(text(error)),
+            _ => Self::Cancelled,
+        }
+    }
+}
+
+impl Compact {
+    fn expand(&self) -> Outcome {
+        // The text was written from a JSON object by `from`, so it parses back.
+        let map = |text: &str| serde_json::from_str::<JsonObject>(text).unwrap_or_default();
+        match self {
+            Self::Completed(text) => Outcome::Completed(map(text)),
+            Self::Failed(text) => Outcome::Failed(map(text)),
+            Self::Cancelled => Outcome::Cancelled,
         }
     }
 }

@@ -254,6 +254,22 @@ impl TaskSnapshot {
         task
     }
 
+    /// The `DetailedTask`, as `tasks/get` answers it (R14), moving the payload out.
+    #[must_use]
+    pub fn into_detailed(self) -> DetailedTask {
+        let task = self.to_task();
+        let payload = match (self.outcome, self.status) {
+            (Some(Outcome::Completed(result)), _) => TaskPayload::Completed { result },
+            (Some(Outcome::Failed(error)), _) => TaskPayload::Failed { error },
+            (Some(Outcome::Cancelled), _) => TaskPayload::Cancelled,
+            (None, TaskStatus::InputRequired) => TaskPayload::InputRequired {
+                input_requests: self.input_requests,
+            },
+            (None, _) => TaskPayload::Working,
+        };
+        DetailedTask::new(task, payload)
+    }
+
     /// The `DetailedTask`, as `tasks/get` answers it (R14).
     #[must_use]
     pub fn to_detailed(&self) -> DetailedTask {
