@@ -209,12 +209,20 @@ impl SqliteStore {
             .map_err(|_| backend_msg("the SQLite writer thread has stopped".into()))?
     }
 
-    /// Runs `query` on a reader connection, off the async threads.
+    /// Runs `query` on a reader connection. A point read takes microseconds and, in WAL
+    /// mode, never waits for the writer, so it runs right here on a free reader; only when
+    /// every reader is busy does it move to a blocking thread.
     async fn read<R: Send + 'static>(
         &self,
         query: impl FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let index = self.next_reader.fetch_add(1, Ordering::Relaxed) % READERS;
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for i in 0..READERS {
+            if let Ok(conn) = self.readers[(start + i) % READERS].try_lock() {
+                return query(&conn);
+            }
+        }
+        let index = start % READERS;
         let readers = Arc::clone(&self.readers);
         tokio::task::spawn_blocking(move || {
             let conn = readers[index]
@@ -236,7 +244,7 @@ fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        if let Err(error) = conn.execute_batch("BEGIN IMMEDIATE") {
+        if let Err(error) = exec(conn, "BEGIN IMMEDIATE", []) {
             let message = format!("could not begin a transaction: {error}");
             for job in batch {
                 let (_, reply) = job(conn);
@@ -246,18 +254,18 @@ fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
         }
         let mut replies = Vec::with_capacity(batch.len());
         for job in batch {
-            let savepoint = conn.execute_batch("SAVEPOINT job");
+            let savepoint = exec(conn, "SAVEPOINT job", []);
             let (ok, reply) = job(conn);
             if savepoint.is_ok() {
                 if !ok {
-                    let _ = conn.execute_batch("ROLLBACK TO job");
+                    let _ = exec(conn, "ROLLBACK TO job", []);
                 }
-                let _ = conn.execute_batch("RELEASE job");
+                let _ = exec(conn, "RELEASE job", []);
             }
             replies.push(reply);
         }
-        let committed = conn.execute_batch("COMMIT").map_err(|error| {
-            let _ = conn.execute_batch("ROLLBACK");
+        let committed = exec(conn, "COMMIT", []).map(drop).map_err(|error| {
+            let _ = exec(conn, "ROLLBACK", []);
             format!("the commit failed: {error}")
         });
         for reply in replies {
@@ -444,9 +452,9 @@ fn load_live(
         return Ok((Some(row), false));
     }
     if row.purge_at_ms.is_some() {
-        conn.execute("DELETE FROM steps WHERE task_id = ?1", params![id])
+        exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id])
             .map_err(backend)?;
-        conn.execute("DELETE FROM tasks WHERE id = ?1", params![id])
+        exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id])
             .map_err(backend)?;
         return Ok((None, false));
     }
@@ -468,6 +476,11 @@ fn touch_sql() -> &'static str {
     "last_updated_at_ms = MAX(?2, last_updated_at_ms + 1)"
 }
 
+/// Runs one statement through the connection's statement cache.
+fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params)
+}
+
 /// Writes a terminal state: outcome, purge time, and drops what only a running task needs.
 fn end(
     conn: &Connection,
@@ -481,7 +494,7 @@ fn end(
     let message = message
         .map(str::to_owned)
         .or(row.snapshot.status_message.clone());
-    conn.execute(
+    exec(conn, 
         &format!(
             "UPDATE tasks SET status = ?3, outcome = ?4, status_message = ?5, purge_at_ms = ?6, \
              input_requests = '{{}}', used_keys = '[]', answers = '{{}}', {} WHERE id = ?1",
@@ -497,7 +510,7 @@ fn end(
         ],
     )
     .map_err(backend)?;
-    conn.execute("DELETE FROM steps WHERE task_id = ?1", params![id])
+    exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id])
         .map_err(backend)?;
     Ok(())
 }
@@ -531,7 +544,7 @@ impl TaskStore for SqliteStore {
                         &*task.owner,
                         &*task.tool,
                         &*task.tool_version,
-                        task.status_message,
+                        task.status_message.as_deref(),
                         to_i64(now),
                         ttl_ms.map(to_i64),
                         poll_interval_ms.map(to_i64),
@@ -544,9 +557,20 @@ impl TaskStore for SqliteStore {
             if inserted == 0 {
                 return Err(StoreError::DuplicateId);
             }
-            load(conn, &task.id)?
-                .map(|row| row.snapshot)
-                .ok_or(StoreError::NotFound)
+            Ok(TaskSnapshot {
+                id: task.id,
+                owner: task.owner,
+                tool: task.tool,
+                status: TaskStatus::Working,
+                status_message: task.status_message,
+                created_at_ms: now,
+                last_updated_at_ms: now,
+                ttl_ms,
+                poll_interval_ms,
+                input_requests: InputRequests::new(),
+                outcome: None,
+                cancel_requested: false,
+            })
         })
         .await
     }
@@ -576,7 +600,7 @@ impl TaskStore for SqliteStore {
         self.write(move |conn, now, retention| {
             let row = live_row(conn, &id, now, retention)?;
             if row.snapshot.status_message != message {
-                conn.execute(
+                exec(conn, 
                     &format!(
                         "UPDATE tasks SET status_message = ?3, {} WHERE id = ?1",
                         touch_sql()
@@ -607,7 +631,7 @@ impl TaskStore for SqliteStore {
             }
             row.used_keys.push(key.clone());
             row.snapshot.input_requests.insert(key, request);
-            conn.execute(
+            exec(conn, 
                 &format!(
                     "UPDATE tasks SET status = 'input_required', input_requests = ?3, \
                      used_keys = ?4, {} WHERE id = ?1",
@@ -653,7 +677,7 @@ impl TaskStore for SqliteStore {
             } else {
                 "input_required"
             };
-            conn.execute(
+            exec(conn, 
                 &format!(
                     "UPDATE tasks SET status = ?3, input_requests = ?4, answers = ?5, {} \
                      WHERE id = ?1",
@@ -690,7 +714,7 @@ impl TaskStore for SqliteStore {
                 .0
                 .ok_or(StoreError::NotFound)?;
             if !row.snapshot.cancel_requested && !row.snapshot.status.is_terminal() {
-                conn.execute(
+                exec(conn, 
                     &format!(
                         "UPDATE tasks SET cancel_requested = 1, {} WHERE id = ?1",
                         touch_sql()
@@ -708,12 +732,12 @@ impl TaskStore for SqliteStore {
         let id = id.to_owned();
         self.write(move |conn, now, retention| {
             live_row(conn, &id, now, retention)?;
-            conn.execute(
+            exec(conn, 
                 "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
                 params![id, to_i64(step.seq), step.name, to_json(&step.value)?],
             )
             .map_err(backend)?;
-            conn.execute(
+            exec(conn, 
                 &format!("UPDATE tasks SET {} WHERE id = ?1", touch_sql()),
                 params![id, to_i64(now)],
             )
@@ -799,12 +823,12 @@ impl TaskStore for SqliteStore {
                     failed.push(Arc::from(id));
                 }
             }
-            conn.execute(
+            exec(conn, 
                 "DELETE FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
                 params![to_i64(now)],
             )
             .map_err(backend)?;
-            conn.execute(
+            exec(conn, 
                 "DELETE FROM tasks WHERE purge_at_ms <= ?1",
                 params![to_i64(now)],
             )
