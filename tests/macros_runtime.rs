@@ -4,15 +4,14 @@
 //! `ToolError::rpc` a JSON-RPC error or a `failed` task, `State<T>` is filled from the
 //! toolkit, and a missing state is a JSON-RPC error rather than a panic.
 
+mod common;
+
+use common::{Caps, Stdio};
 use mcp_tasks::{State, TaskContext, TaskServer, ToolError, ToolkitError, task_tool, toolkit};
-use rmcp::{
-    ServiceExt,
-    model::{CallToolResult, ContentBlock, ErrorData},
-};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 #[derive(Serialize, JsonSchema)]
 struct Sum {
@@ -127,11 +126,8 @@ fn building_the_toolkit_reports_what_compile_time_cannot_see() {
     assert_eq!(error, ToolkitError::DuplicateName("add".into()));
 }
 
-struct Client {
-    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    reader: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    next_id: u64,
-}
+/// The toolkit above over stdio framing (the shared harness in `tests/common`).
+struct Client(Stdio);
 
 impl Client {
     fn start() -> Self {
@@ -148,50 +144,15 @@ impl Client {
         ]
         .expect("the toolkit builds")
         .with_state(Greeting("hello".into()));
-        let server = TaskServer::new(toolkit);
-        let (client, server_io) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move {
-            if let Ok(running) = server.serve(server_io).await {
-                let _ = running.waiting().await;
-            }
-        });
-        let (read, writer) = tokio::io::split(client);
-        Self {
-            writer,
-            reader: BufReader::new(read).lines(),
-            next_id: 0,
-        }
+        Self(Stdio::start(TaskServer::new(toolkit)))
     }
 
-    async fn rpc(&mut self, method: &str, mut params: Value, tasks: bool) -> Value {
-        let mut capabilities = json!({});
-        if tasks {
-            capabilities["extensions"] = json!({ "io.modelcontextprotocol/tasks": {} });
-        }
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": { "name": "macros-runtime", "version": "0" },
-            "io.modelcontextprotocol/clientCapabilities": capabilities,
-        });
-        self.next_id += 1;
-        let id = self.next_id;
-        let mut line =
-            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.unwrap();
-        self.writer.flush().await.unwrap();
-        loop {
-            let line = self
-                .reader
-                .next_line()
-                .await
-                .unwrap()
-                .expect("server closed");
-            let value: Value = serde_json::from_str(&line).unwrap();
-            if value["id"] == id {
-                return value;
-            }
-        }
+    async fn rpc(&mut self, method: &str, params: Value, tasks: bool) -> Value {
+        let caps = Caps {
+            tasks,
+            elicitation: false,
+        };
+        self.0.rpc(method, params, caps).await
     }
 
     async fn call(&mut self, tool: &str, arguments: Value) -> Value {
