@@ -235,15 +235,30 @@ impl SqliteStore {
     }
 }
 
+/// How long the writer waits for the callers of the last batch to come back before it
+/// commits a smaller one.
+const GATHER: Duration = Duration::from_micros(300);
+
 fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
+    let mut last_batch = 1;
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
+        // Group commit: the callers answered by the last commit come back within
+        // microseconds; wait that long for them (never when they were just one, so a lone
+        // caller pays nothing) instead of paying an fsync for each straggler.
+        let deadline = std::time::Instant::now() + GATHER;
         while batch.len() < MAX_BATCH {
             match jobs.try_recv() {
                 Ok(job) => batch.push(job),
+                Err(mpsc::TryRecvError::Empty)
+                    if batch.len() < last_batch && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::yield_now();
+                }
                 Err(_) => break,
             }
         }
+        last_batch = batch.len();
         if let Err(error) = exec(conn, "BEGIN IMMEDIATE", []) {
             let message = format!("could not begin a transaction: {error}");
             for job in batch {
