@@ -91,6 +91,20 @@ impl Server {
         response["result"].clone()
     }
 
+    /// Polls `tasks/get` until the task has `status` (at most about 2 s), then returns the
+    /// last snapshot, whatever its status.
+    async fn wait_status(&mut self, id: &str, status: &str) -> Value {
+        let mut snapshot = self.get(id).await;
+        for _ in 0..200 {
+            if snapshot["status"] == status {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            snapshot = self.get(id).await;
+        }
+        snapshot
+    }
+
     async fn answer(&mut self, id: &str, key: &str, go: bool) {
         let (_, response) = self
             .http
@@ -200,14 +214,7 @@ async fn nothing_is_lost_across_kill_9() {
     // Answer half the confirmations (yes), once each task asks.
     let (answered, _unanswered) = confirm_ids.split_at(15);
     for id in answered {
-        let mut snapshot = server.get(id).await;
-        for _ in 0..200 {
-            if snapshot["status"] == "input_required" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            snapshot = server.get(id).await;
-        }
+        let snapshot = server.wait_status(id, "input_required").await;
         let key = snapshot["inputRequests"]
             .as_object()
             .unwrap()
@@ -220,14 +227,7 @@ async fn nothing_is_lost_across_kill_9() {
     // The results of tasks that completed before the kill, as served then.
     let mut done_before = BTreeMap::new();
     for id in &done_ids {
-        let mut snapshot = server.get(id).await;
-        for _ in 0..200 {
-            if snapshot["status"] == "completed" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            snapshot = server.get(id).await;
-        }
+        let snapshot = server.wait_status(id, "completed").await;
         assert_eq!(snapshot["status"], "completed");
         done_before.insert(id.clone(), snapshot["result"].to_string());
     }

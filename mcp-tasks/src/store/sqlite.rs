@@ -467,10 +467,8 @@ fn load_live(
         return Ok((Some(row), false));
     }
     if row.purge_at_ms.is_some() {
-        exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id])
-            .map_err(backend)?;
-        exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id])
-            .map_err(backend)?;
+        exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
+        exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
         return Ok((None, false));
     }
     let deadline = row.deadline_ms.unwrap_or(now);
@@ -509,7 +507,8 @@ fn end(
     let message = message
         .map(str::to_owned)
         .or(row.snapshot.status_message.clone());
-    exec(conn, 
+    exec(
+        conn,
         &format!(
             "UPDATE tasks SET status = ?3, outcome = ?4, status_message = ?5, purge_at_ms = ?6, \
              input_requests = '{{}}', used_keys = '[]', answers = '{{}}', {} WHERE id = ?1",
@@ -525,8 +524,7 @@ fn end(
         ],
     )
     .map_err(backend)?;
-    exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id])
-        .map_err(backend)?;
+    exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
     Ok(())
 }
 
@@ -615,7 +613,8 @@ impl TaskStore for SqliteStore {
         self.write(move |conn, now, retention| {
             let row = live_row(conn, &id, now, retention)?;
             if row.snapshot.status_message != message {
-                exec(conn, 
+                exec(
+                    conn,
                     &format!(
                         "UPDATE tasks SET status_message = ?3, {} WHERE id = ?1",
                         touch_sql()
@@ -646,7 +645,8 @@ impl TaskStore for SqliteStore {
             }
             row.used_keys.push(key.clone());
             row.snapshot.input_requests.insert(key, request);
-            exec(conn, 
+            exec(
+                conn,
                 &format!(
                     "UPDATE tasks SET status = 'input_required', input_requests = ?3, \
                      used_keys = ?4, {} WHERE id = ?1",
@@ -692,7 +692,8 @@ impl TaskStore for SqliteStore {
             } else {
                 "input_required"
             };
-            exec(conn, 
+            exec(
+                conn,
                 &format!(
                     "UPDATE tasks SET status = ?3, input_requests = ?4, answers = ?5, {} \
                      WHERE id = ?1",
@@ -729,7 +730,8 @@ impl TaskStore for SqliteStore {
                 .0
                 .ok_or(StoreError::NotFound)?;
             if !row.snapshot.cancel_requested && !row.snapshot.status.is_terminal() {
-                exec(conn, 
+                exec(
+                    conn,
                     &format!(
                         "UPDATE tasks SET cancel_requested = 1, {} WHERE id = ?1",
                         touch_sql()
@@ -747,12 +749,14 @@ impl TaskStore for SqliteStore {
         let id = id.to_owned();
         self.write(move |conn, now, retention| {
             live_row(conn, &id, now, retention)?;
-            exec(conn, 
+            exec(
+                conn,
                 "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
                 params![id, to_i64(step.seq), step.name, to_json(&step.value)?],
             )
             .map_err(backend)?;
-            exec(conn, 
+            exec(
+                conn,
                 &format!("UPDATE tasks SET {} WHERE id = ?1", touch_sql()),
                 params![id, to_i64(now)],
             )
@@ -838,12 +842,14 @@ impl TaskStore for SqliteStore {
                     failed.push(Arc::from(id));
                 }
             }
-            exec(conn, 
+            exec(
+                conn,
                 "DELETE FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
                 params![to_i64(now)],
             )
             .map_err(backend)?;
-            exec(conn, 
+            exec(
+                conn,
                 "DELETE FROM tasks WHERE purge_at_ms <= ?1",
                 params![to_i64(now)],
             )
