@@ -34,7 +34,7 @@ pub mod tool;
 pub mod toolkit;
 
 pub use extract::State;
-pub use id::new_task_id;
+pub use id::{TASK_ID_LEN, new_task_id};
 /// Turns an `async fn` into a task tool.
 ///
 /// ```

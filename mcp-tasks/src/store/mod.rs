@@ -57,7 +57,7 @@ pub use sqlite::SqliteStore;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NewTask {
-    /// The task id (128 random bits, WIRE.md R13).
+    /// The task id (a creation-time prefix and 128 random bits, WIRE.md R13).
     pub id: Arc<str>,
     /// Who may read and steer the task (R49).
     pub owner: Arc<str>,

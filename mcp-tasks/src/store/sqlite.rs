@@ -40,7 +40,12 @@ use super::{
 use crate::{clock::Clock, errors};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// `purge_at_ms` of a finished task that is never purged (no TTL). In schema 2 a NULL
+/// `purge_at_ms` means exactly "not finished yet", so live tasks are one range of the one
+/// index.
+const NEVER: i64 = i64::MAX;
 
 const READERS: usize = 4;
 const MAX_BATCH: usize = 1024;
@@ -79,14 +84,78 @@ CREATE TABLE steps (
 ) WITHOUT ROWID;
 ";
 
-/// A change for the writer thread: runs inside the batch's transaction and returns whether
-/// it succeeded (else its savepoint is rolled back) and what to do once the batch commits.
-type Job = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
-type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+/// Schema 1 → 2: one index instead of three (each create maintained all three). The
+/// index `(purge_at_ms, deadline_ms)` serves all three lookups: live tasks are the NULL
+/// `purge_at_ms` prefix (recovery), ordered by deadline (expiry), and finished ones are
+/// ordered by purge time (purge). A finished task without a TTL, NULL in schema 1, gets
+/// [`NEVER`].
+const MIGRATE_V1_TO_V2: &str = "
+DROP INDEX tasks_live_deadline;
+DROP INDEX tasks_purge;
+DROP INDEX tasks_live;
+UPDATE tasks SET purge_at_ms = 9223372036854775807
+    WHERE purge_at_ms IS NULL AND status NOT IN ('working', 'input_required');
+CREATE INDEX tasks_timer ON tasks (purge_at_ms, deadline_ms);
+";
+
+/// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
+const MIGRATIONS: [&str; 2] = [SCHEMA_V1, MIGRATE_V1_TO_V2];
+
+/// A change for the writer thread, queued with whether it needs a savepoint of its own.
+struct Job {
+    /// Whether the change may write more than once, and so needs a savepoint to be undone
+    /// alone. A change that makes at most one write needs none: SQLite undoes a failed
+    /// statement by itself.
+    savepoint: bool,
+    change: Box<dyn Change>,
+}
+
+/// What the writer does with a change: run it inside the batch's transaction, then, once
+/// the batch's commit is known, answer its caller.
+trait Change: Send {
+    /// Runs the change; `false` when it failed and what it wrote must be rolled back.
+    fn run(&mut self, conn: &Connection) -> bool;
+    /// Answers the caller: the change's own result if the batch committed, else the error.
+    fn reply(self: Box<Self>, commit: Result<(), String>);
+}
+
+/// A caller's change, its clock reading, and where its answer goes.
+struct Pending<F, R> {
+    change: Option<F>,
+    now: u64,
+    retention: u64,
+    result: Option<Result<R, StoreError>>,
+    tx: oneshot::Sender<Result<R, StoreError>>,
+}
+
+impl<F, R> Change for Pending<F, R>
+where
+    F: FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send,
+    R: Send,
+{
+    fn run(&mut self, conn: &Connection) -> bool {
+        let Some(change) = self.change.take() else {
+            return true;
+        };
+        let result = change(conn, self.now, self.retention);
+        let ok = !matches!(result, Err(StoreError::Backend(_)));
+        self.result = Some(result);
+        ok
+    }
+
+    fn reply(self: Box<Self>, commit: Result<(), String>) {
+        let answer = match (commit, self.result) {
+            (Ok(()), Some(result)) => result,
+            (Ok(()), None) => Err(backend_msg("the change was never run".into())),
+            (Err(message), _) => Err(backend_msg(message)),
+        };
+        let _ = self.tx.send(answer);
+    }
+}
 
 /// The durable task store on one SQLite file. See the [module docs](self).
 pub struct SqliteStore {
-    writer: Mutex<mpsc::Sender<Job>>,
+    writer: mpsc::Sender<Job>,
     readers: Arc<[Mutex<Connection>]>,
     next_reader: AtomicUsize,
     clock: Clock,
@@ -116,6 +185,7 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 
@@ -123,20 +193,26 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(backend)?;
-    match version {
-        0 => {
-            conn.execute_batch(&format!(
-                "BEGIN IMMEDIATE; {SCHEMA_V1} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-            ))
-            .map_err(backend)?;
-            Ok(())
-        }
-        SCHEMA_VERSION => Ok(()),
-        newer => Err(backend_msg(format!(
-            "the task database was written by a newer build (schema version {newer}; this build \
-             knows up to {SCHEMA_VERSION}); it is left untouched"
-        ))),
+    if version > SCHEMA_VERSION {
+        return Err(backend_msg(format!(
+            "the task database was written by a newer build (schema version {version}; this \
+             build knows up to {SCHEMA_VERSION}); it is left untouched"
+        )));
     }
+    for (from, step) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
+        let to = from + 1;
+        // Each step and its version number commit together: a crash leaves the file at one
+        // version or the next, never in between.
+        conn.execute_batch(&format!("BEGIN IMMEDIATE; {step} PRAGMA user_version = {to}; COMMIT;"))
+            .map_err(|error| {
+                let _ = conn.execute_batch("ROLLBACK");
+                backend_msg(format!(
+                    "could not migrate the task database from schema version {from} to {to}: \
+                     {error}"
+                ))
+            })?;
+    }
+    Ok(())
 }
 
 impl SqliteStore {
@@ -159,7 +235,7 @@ impl SqliteStore {
             .spawn(move || write_loop(&writer, &rx))
             .map_err(backend)?;
         Ok(Self {
-            writer: Mutex::new(tx),
+            writer: tx,
             readers,
             next_reader: AtomicUsize::new(0),
             clock: Clock::new(),
@@ -186,23 +262,36 @@ impl SqliteStore {
         &self,
         change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
+        self.submit(true, change).await
+    }
+
+    /// [`write`](Self::write) for a change that makes at most one write (one statement).
+    async fn write_once<R: Send + 'static>(
+        &self,
+        change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        self.submit(false, change).await
+    }
+
+    async fn submit<R: Send + 'static>(
+        &self,
+        savepoint: bool,
+        change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
         let retention = self.expired_retention_ms;
         let (tx, rx) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            let result = change(conn, now, retention);
-            let ok = !matches!(result, Err(StoreError::Backend(_)));
-            let reply: Reply = Box::new(move |commit| {
-                let _ = tx.send(match commit {
-                    Ok(()) => result,
-                    Err(message) => Err(backend_msg(message)),
-                });
-            });
-            (ok, reply)
-        });
+        let job = Job {
+            savepoint,
+            change: Box::new(Pending {
+                change: Some(change),
+                now,
+                retention,
+                result: None,
+                tx,
+            }),
+        };
         self.writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .send(job)
             .map_err(|_| backend_msg("the SQLite writer thread has stopped".into()))?;
         rx.await
@@ -239,54 +328,73 @@ impl SqliteStore {
 /// commits a smaller one.
 const GATHER: Duration = Duration::from_micros(300);
 
+/// The writer thread: group commit. It opens a transaction for the first change queued,
+/// runs each change as it arrives (so the callers' work overlaps its own), and commits once
+/// the callers answered by the last commit are back (or [`GATHER`] has passed, or nothing
+/// more is queued after a batch of one): under load one fsync covers a batch, while a lone
+/// caller never waits.
 fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
     let mut last_batch = 1;
     while let Ok(first) = jobs.recv() {
-        let mut batch = vec![first];
-        // Group commit: the callers answered by the last commit come back within
-        // microseconds; wait that long for them (never when they were just one, so a lone
-        // caller pays nothing) instead of paying an fsync for each straggler.
-        let deadline = std::time::Instant::now() + GATHER;
-        while batch.len() < MAX_BATCH {
-            match jobs.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(mpsc::TryRecvError::Empty)
-                    if batch.len() < last_batch && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::yield_now();
-                }
-                Err(_) => break,
-            }
-        }
-        last_batch = batch.len();
         if let Err(error) = exec(conn, "BEGIN IMMEDIATE", []) {
-            let message = format!("could not begin a transaction: {error}");
-            for job in batch {
-                let (_, reply) = job(conn);
-                reply(Err(message.clone()));
-            }
+            first
+                .change
+                .reply(Err(format!("could not begin a transaction: {error}")));
             continue;
         }
-        let mut replies = Vec::with_capacity(batch.len());
-        for job in batch {
-            let savepoint = exec(conn, "SAVEPOINT job", []);
-            let (ok, reply) = job(conn);
-            if savepoint.is_ok() {
-                if !ok {
-                    let _ = exec(conn, "ROLLBACK TO job", []);
+        let mut ran = Vec::with_capacity(last_batch);
+        let mut aborted = run_job(conn, first, &mut ran);
+        let deadline = std::time::Instant::now() + GATHER;
+        while aborted.is_none() && ran.len() < MAX_BATCH {
+            let next = match jobs.try_recv() {
+                Ok(job) => job,
+                Err(mpsc::TryRecvError::Empty) if ran.len() < last_batch => {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    match jobs.recv_timeout(left) {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    }
                 }
-                let _ = exec(conn, "RELEASE job", []);
-            }
-            replies.push(reply);
+                Err(_) => break,
+            };
+            aborted = run_job(conn, next, &mut ran);
         }
-        let committed = exec(conn, "COMMIT", []).map(drop).map_err(|error| {
-            let _ = exec(conn, "ROLLBACK", []);
-            format!("the commit failed: {error}")
-        });
-        for reply in replies {
-            reply(committed.clone());
+        last_batch = ran.len();
+        let committed = match aborted {
+            // SQLite rolled the whole transaction back (disk full, I/O error): nothing of the
+            // batch was written.
+            Some(error) => Err(format!("the transaction was rolled back: {error}")),
+            None => exec(conn, "COMMIT", []).map(drop).map_err(|error| {
+                let _ = exec(conn, "ROLLBACK", []);
+                format!("the commit failed: {error}")
+            }),
+        };
+        for change in ran {
+            change.reply(committed.clone());
         }
     }
+}
+
+/// Runs one change inside the open transaction and keeps it for the commit's answer.
+/// Returns why, when the change left the transaction rolled back as a whole.
+fn run_job(conn: &Connection, job: Job, ran: &mut Vec<Box<dyn Change>>) -> Option<String> {
+    let mut change = job.change;
+    let ok = if job.savepoint {
+        let savepoint = exec(conn, "SAVEPOINT job", []);
+        let ok = change.run(conn);
+        if savepoint.is_ok() && !conn.is_autocommit() {
+            if !ok {
+                let _ = exec(conn, "ROLLBACK TO job", []);
+            }
+            let _ = exec(conn, "RELEASE job", []);
+        }
+        ok
+    } else {
+        change.run(conn)
+    };
+    ran.push(change);
+    (!ok && conn.is_autocommit())
+        .then(|| "a change failed and SQLite ended the transaction".to_owned())
 }
 
 /// A row of `tasks`, decoded.
@@ -520,7 +628,7 @@ fn end(
             status_str(outcome.status()),
             to_json(&outcome_json(outcome))?,
             message,
-            purge_at.map(to_i64),
+            purge_at.map_or(NEVER, to_i64),
         ],
     )
     .map_err(backend)?;
@@ -542,10 +650,10 @@ fn live_row(conn: &Connection, id: &str, now: u64, retention: u64) -> Result<Row
 impl TaskStore for SqliteStore {
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
         let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
-        self.write(move |conn, now, _| {
+        self.write_once(move |conn, now, _| {
             let deadline = ttl_ms.map(|ttl| now.saturating_add(ttl));
-            let inserted = conn
-                .execute(
+            let inserted = exec(
+                    conn,
                     "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
                      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
                      request_meta, input_requests, used_keys, answers, outcome, \
@@ -771,7 +879,7 @@ impl TaskStore for SqliteStore {
             let mut statement = conn
                 .prepare(
                     "SELECT id, owner, tool, tool_version, arguments, request_meta, answers \
-                     FROM tasks WHERE status IN ('working', 'input_required')",
+                     FROM tasks WHERE purge_at_ms IS NULL",
                 )
                 .map_err(backend)?;
             let rows = statement
@@ -828,8 +936,7 @@ impl TaskStore for SqliteStore {
         self.write(|conn, now, retention| {
             let due: Vec<String> = conn
                 .prepare_cached(
-                    "SELECT id FROM tasks WHERE purge_at_ms IS NULL AND deadline_ms <= ?1 \
-                     AND status IN ('working', 'input_required')",
+                    "SELECT id FROM tasks WHERE purge_at_ms IS NULL AND deadline_ms <= ?1",
                 )
                 .map_err(backend)?
                 .query_map(params![to_i64(now)], |r| r.get(0))
