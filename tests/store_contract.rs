@@ -414,6 +414,105 @@ async fn sqlite_store_refuses_a_newer_schema() {
     assert!(message.contains("schema version 99"), "{message}");
 }
 
+/// A file of schema 1 (three indexes; a finished task without a TTL had a NULL purge time)
+/// is migrated to schema 2 in place: every task reads as before, and recovery finds exactly
+/// the live ones.
+#[tokio::test]
+async fn sqlite_store_migrates_schema_1() {
+    let db = TempDb::new("schema1");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    {
+        // As the first release wrote it.
+        let conn = rusqlite::Connection::open(&db.0).unwrap();
+        conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+        conn.execute_batch(
+            "CREATE TABLE tasks (
+                id TEXT PRIMARY KEY, owner TEXT NOT NULL, tool TEXT NOT NULL,
+                tool_version TEXT NOT NULL, status TEXT NOT NULL, status_message TEXT,
+                created_at_ms INTEGER NOT NULL, last_updated_at_ms INTEGER NOT NULL,
+                ttl_ms INTEGER, poll_interval_ms INTEGER, arguments TEXT NOT NULL,
+                request_meta TEXT NOT NULL, input_requests TEXT NOT NULL, used_keys TEXT NOT NULL,
+                answers TEXT NOT NULL, outcome TEXT, cancel_requested INTEGER NOT NULL,
+                deadline_ms INTEGER, purge_at_ms INTEGER
+            ) WITHOUT ROWID;
+            CREATE INDEX tasks_live_deadline ON tasks (deadline_ms)
+                WHERE purge_at_ms IS NULL AND deadline_ms IS NOT NULL;
+            CREATE INDEX tasks_purge ON tasks (purge_at_ms) WHERE purge_at_ms IS NOT NULL;
+            CREATE INDEX tasks_live ON tasks (status) WHERE status IN ('working', 'input_required');
+            CREATE TABLE steps (
+                task_id TEXT NOT NULL, seq INTEGER NOT NULL, name TEXT NOT NULL,
+                value TEXT NOT NULL, PRIMARY KEY (task_id, seq)
+            ) WITHOUT ROWID;
+            PRAGMA user_version = 1;",
+        )
+        .unwrap();
+        let done = r#"{"completed":{"content":[{"type":"text","text":"done"}],"isError":false}}"#;
+        let hour = 3_600_000i64;
+        for (id, status, ttl, outcome, purge) in [
+            ("live-ttl", "working", Some(hour), None, None),
+            ("live-forever", "input_required", None, None, None),
+            ("done-ttl", "completed", Some(hour), Some(done), Some(now + hour)),
+            ("done-forever", "completed", None, Some(done), None),
+        ] {
+            conn.execute(
+                "INSERT INTO tasks VALUES (?1, 'owner', 'tool', '1', ?2, NULL, ?3, ?3, ?4, 1000, \
+                 '{}', '{}', '{}', '[]', '{}', ?5, 0, ?6, ?7)",
+                rusqlite::params![id, status, now, ttl, outcome, ttl.map(|t| now + t), purge],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO steps VALUES ('live-ttl', 1, 'one', '[1,2]')",
+            [],
+        )
+        .unwrap();
+    }
+
+    let store = SqliteStore::open(&db.0).expect("migrate schema 1");
+    for (id, status) in [
+        ("live-ttl", TaskStatus::Working),
+        ("live-forever", TaskStatus::InputRequired),
+        ("done-ttl", TaskStatus::Completed),
+        ("done-forever", TaskStatus::Completed),
+    ] {
+        let task = store.get(id).await.unwrap().expect(id);
+        assert_eq!(task.status, status, "{id}");
+    }
+    let mut live: Vec<_> = store
+        .recoverable()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.id.to_string(), r.steps))
+        .collect();
+    live.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        live,
+        vec![
+            ("live-forever".to_owned(), vec![]),
+            ("live-ttl".to_owned(), vec![Step::new(1, "one", json!([1, 2]))]),
+        ]
+    );
+    drop(store);
+
+    let conn = rusqlite::Connection::open(&db.0).unwrap();
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, mcp_tasks::store::sqlite::SCHEMA_VERSION);
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(indexes, vec!["tasks_timer".to_owned()]);
+}
+
 /// At capacity, create fails and no task is evicted; a purge frees room.
 #[tokio::test(start_paused = true)]
 async fn memory_store_capacity() {

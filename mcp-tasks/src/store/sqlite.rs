@@ -2,16 +2,24 @@
 //!
 //! - **Durable before acknowledged.** The database runs in WAL mode with
 //!   `synchronous = FULL`: a commit returns only once the log is fsync'd. Every change goes
-//!   through one writer thread and is acknowledged only after the commit that holds it.
-//! - **Group commit.** The writer takes every change queued while it was busy and commits them
-//!   in one transaction, one fsync: under load, durability costs one fsync per batch, not
-//!   per task. Each change runs inside its own savepoint, so one failing change does not undo
-//!   the others.
+//!   through one writer thread and is acknowledged only after the commit that holds it, and
+//!   readers see a change only once that commit has returned.
+//! - **Group commit.** The writer opens a transaction for the first change queued, runs every
+//!   change as it arrives, and commits once the callers of its last batch are back: under
+//!   load, durability costs one fsync per batch, not per task. A change that may write more
+//!   than once runs inside its own savepoint, so one failing change does not undo the others.
+//! - **Appends, not scattered writes.** Task ids begin with their creation time
+//!   ([`new_task_id`](crate::new_task_id)), so new rows land at one edge of the table, and
+//!   one index `(purge_at_ms, deadline_ms)` serves expiry, purge and recovery: a batch of
+//!   creates dirties a handful of pages, not one or more per task.
+//! - **Checkpoints** (copying the log into the database) run on a thread of their own, not
+//!   inside the writer's commits.
 //! - **Reads** use their own connections (WAL readers never wait for the writer) and see
 //!   only committed changes, so a task is readable as soon as its creation is acknowledged
 //!   (WIRE.md R10).
-//! - **Schema** is created and migrated by the store itself; its version is SQLite's
-//!   `user_version`. A file written by a newer build is refused, not altered.
+//! - **Schema** is created and migrated by the store itself, one step per version in one
+//!   transaction each; the version is SQLite's `user_version`. A file written by a newer
+//!   build is refused, not altered.
 //! - Every field of a task is persisted: status, message, timestamps, TTL, poll interval,
 //!   owner, tool name and version, arguments, the creating request's `_meta`, input requests
 //!   and answers, steps, result or error, cancel intent. Deadlines are wall-clock epoch
@@ -229,10 +237,20 @@ impl SqliteStore {
             .collect::<rusqlite::Result<Vec<_>>>()
             .map_err(backend)?
             .into();
+        // Checkpoints run on a thread of their own, not inside the writer's commits.
+        writer
+            .pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(backend)?;
+        let checkpointer = open(&path).map_err(backend)?;
+        let (wal_grew, grown) = mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("mcp-tasks-sqlite-checkpointer".into())
+            .spawn(move || checkpoint_loop(&checkpointer, &grown))
+            .map_err(backend)?;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("mcp-tasks-sqlite-writer".into())
-            .spawn(move || write_loop(&writer, &rx))
+            .spawn(move || write_loop(&writer, &rx, &wal_grew))
             .map_err(backend)?;
         Ok(Self {
             writer: tx,
@@ -333,8 +351,9 @@ const GATHER: Duration = Duration::from_micros(300);
 /// the callers answered by the last commit are back (or [`GATHER`] has passed, or nothing
 /// more is queued after a batch of one): under load one fsync covers a batch, while a lone
 /// caller never waits.
-fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
+fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>, wal_grew: &mpsc::Sender<()>) {
     let mut last_batch = 1;
+    let mut commits = 0u64;
     while let Ok(first) = jobs.recv() {
         if let Err(error) = exec(conn, "BEGIN IMMEDIATE", []) {
             first
@@ -372,6 +391,10 @@ fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>) {
         for change in ran {
             change.reply(committed.clone());
         }
+        commits += 1;
+        if commits.is_multiple_of(CHECKPOINT_EVERY) {
+            let _ = wal_grew.send(());
+        }
     }
 }
 
@@ -395,6 +418,29 @@ fn run_job(conn: &Connection, job: Job, ran: &mut Vec<Box<dyn Change>>) -> Optio
     ran.push(change);
     (!ok && conn.is_autocommit())
         .then(|| "a change failed and SQLite ended the transaction".to_owned())
+}
+
+/// Commits between two nudges of the checkpointer.
+const CHECKPOINT_EVERY: u64 = 32;
+/// Log frames (pages) past which the checkpointer makes the writer wait until the log can
+/// start over, so that it does not grow without bound under constant load.
+const RESTART_FRAMES: i64 = 4096;
+
+/// The checkpointer thread: copies the log into the database while the writer goes on
+/// committing (SQLite's `PASSIVE` checkpoint; it syncs the log before copying and the
+/// database after). A passive checkpoint never lets the log start over while commits keep
+/// coming, so once the log passes [`RESTART_FRAMES`] it runs a `RESTART` checkpoint, which
+/// holds new commits back for the little the passive one left. It ends with the writer.
+fn checkpoint_loop(conn: &Connection, grown: &mpsc::Receiver<()>) {
+    while grown.recv().is_ok() {
+        while grown.try_recv().is_ok() {}
+        let frames = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
+            row.get::<_, i64>(1)
+        });
+        if matches!(frames, Ok(frames) if frames >= RESTART_FRAMES) {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+        }
+    }
 }
 
 /// A row of `tasks`, decoded.
