@@ -6,8 +6,13 @@
 //!   `INSERT` per transaction, callers taking turns on one connection;
 //! - `SqliteStore::create` (group commit) and `MemoryStore::create`,
 //!
-//! each with 1, 16 and 64 concurrent callers, each measurement repeated 3 times; it prints
-//! the medians and their ratios to the raw fsync rate.
+//! each with 1, 16 and 64 concurrent callers, each repetition (3 by default) measuring all
+//! of them in turn; it prints the medians, and the median of the per-repetition ratios of
+//! `SqliteStore` to the raw fsync rate (this disk's fsync rate drifts between runs, so the
+//! ratio is taken against the rate measured seconds before, not one measured once).
+//!
+//! Flags: `--callers N` (repeatable) and `--repeats N` narrow or widen the run;
+//! `--only-sqlite` measures the raw fsync rate and `SqliteStore` only (for profiling).
 
 use std::{
     io::Write,
@@ -135,48 +140,82 @@ async fn store_creates(store: Arc<dyn TaskStore>, callers: usize) -> f64 {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> std::io::Result<()> {
-    let dir = std::env::args()
-        .nth(1)
-        .map_or_else(|| PathBuf::from("target/store-bench"), PathBuf::from);
+    // `store_bench [DIR] [--callers N]... [--repeats N] [--only-sqlite]`: the flags narrow the
+    // run (for profiling).
+    let mut dir = PathBuf::from("target/store-bench");
+    let mut callers_list = Vec::new();
+    let mut only_sqlite = false;
+    let mut repeats = REPEATS;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--only-sqlite" {
+            only_sqlite = true;
+        } else if arg == "--repeats" {
+            let n = args.next().and_then(|n| n.parse().ok());
+            repeats = n.ok_or_else(|| std::io::Error::other("--repeats takes a number"))?;
+        } else if arg == "--callers" {
+            let n = args.next().and_then(|n| n.parse().ok());
+            callers_list.push(n.ok_or_else(|| std::io::Error::other("--callers takes a number"))?);
+        } else {
+            dir = PathBuf::from(arg);
+        }
+    }
+    if callers_list.is_empty() {
+        callers_list = CALLERS.to_vec();
+    }
     std::fs::create_dir_all(&dir)?;
     println!(
-        "store_bench: {} s per measurement, median of {REPEATS}, in {}",
+        "store_bench: {} s per measurement, {repeats} repetitions (medians), in {}",
         RUN.as_secs(),
         dir.display()
     );
-
-    let fsync = median(
-        (0..REPEATS)
-            .map(|_| raw_fsync_rate(&dir))
-            .collect::<std::io::Result<_>>()?,
+    println!(
+        "Each repetition measures the disk's raw fsync rate right before the stores, and the \
+         ratio to it is taken per repetition: this disk's fsync rate drifts between runs."
     );
-    println!("raw fsync rate (one writer): {fsync:.0}/s");
     println!();
     println!(
-        "| callers | one fsync per create | SqliteStore (group commit) | MemoryStore | SqliteStore / fsync rate | SqliteStore / baseline | SqliteStore / MemoryStore |"
+        "| callers | raw fsync rate | one fsync per create | SqliteStore (group commit) | MemoryStore | SqliteStore / fsync rate | SqliteStore / baseline | SqliteStore / MemoryStore |"
     );
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for callers in CALLERS {
-        let mut baseline = Vec::new();
-        let mut sqlite = Vec::new();
-        let mut memory = Vec::new();
-        for _ in 0..REPEATS {
-            // Interleaved, so drift in the machine touches all three alike.
-            baseline.push(one_fsync_per_create(&dir, callers));
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for callers in callers_list {
+        let (mut fsync, mut baseline, mut sqlite, mut memory) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut per_fsync = Vec::new();
+        for _ in 0..repeats {
+            // Interleaved, so drift in the machine touches all of them alike.
+            let rate = raw_fsync_rate(&dir)?;
+            fsync.push(rate);
+            if !only_sqlite {
+                baseline.push(one_fsync_per_create(&dir, callers));
+            }
             let path = fresh(&dir, "store.db");
             let store: Arc<dyn TaskStore> =
                 Arc::new(SqliteStore::open(&path).map_err(std::io::Error::other)?);
-            sqlite.push(store_creates(store, callers).await);
-            let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new().with_capacity(usize::MAX));
-            memory.push(store_creates(store, callers).await);
+            let creates = store_creates(store, callers).await;
+            sqlite.push(creates);
+            per_fsync.push(creates / rate);
+            if !only_sqlite {
+                let store: Arc<dyn TaskStore> =
+                    Arc::new(MemoryStore::new().with_capacity(usize::MAX));
+                memory.push(store_creates(store, callers).await);
+            }
         }
-        let (baseline, sqlite, memory) = (median(baseline), median(sqlite), median(memory));
-        println!(
-            "| {callers} | {baseline:.0}/s | {sqlite:.0}/s | {memory:.0}/s | {:.1}× | {:.1}× | {:.3}× |",
-            sqlite / fsync,
-            sqlite / baseline,
-            sqlite / memory
-        );
+        let rate = median(fsync);
+        let sqlite = median(sqlite);
+        let per_fsync = median(per_fsync);
+        if only_sqlite {
+            println!(
+                "| {callers} | {rate:.0}/s | - | {sqlite:.0}/s | - | {per_fsync:.1}× | - | - |"
+            );
+        } else {
+            let (baseline, memory) = (median(baseline), median(memory));
+            println!(
+                "| {callers} | {rate:.0}/s | {baseline:.0}/s | {sqlite:.0}/s | {memory:.0}/s | {per_fsync:.1}× | {:.1}× | {:.3}× |",
+                sqlite / baseline,
+                sqlite / memory
+            );
+        }
     }
     for name in ["baseline.db", "store.db"] {
         fresh(&dir, name);
