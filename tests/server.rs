@@ -268,7 +268,11 @@ async fn task_completes_with_the_inline_result() {
                 "CreateTaskResult carries no {payload}"
             );
         }
-        assert_eq!(id.len(), mcp_tasks::TASK_ID_LEN, "time prefix + 128 random bits (R13)");
+        assert_eq!(
+            id.len(),
+            mcp_tasks::TASK_ID_LEN,
+            "time prefix + 128 random bits (R13)"
+        );
 
         let immediately = peer.get(&id).await;
         assert!(immediately.get("error").is_none(), "R10: {immediately}");

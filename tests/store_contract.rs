@@ -454,7 +454,13 @@ async fn sqlite_store_migrates_schema_1() {
         for (id, status, ttl, outcome, purge) in [
             ("live-ttl", "working", Some(hour), None, None),
             ("live-forever", "input_required", None, None, None),
-            ("done-ttl", "completed", Some(hour), Some(done), Some(now + hour)),
+            (
+                "done-ttl",
+                "completed",
+                Some(hour),
+                Some(done),
+                Some(now + hour),
+            ),
             ("done-forever", "completed", None, Some(done), None),
         ] {
             conn.execute(
@@ -493,7 +499,10 @@ async fn sqlite_store_migrates_schema_1() {
         live,
         vec![
             ("live-forever".to_owned(), vec![]),
-            ("live-ttl".to_owned(), vec![Step::new(1, "one", json!([1, 2]))]),
+            (
+                "live-ttl".to_owned(),
+                vec![Step::new(1, "one", json!([1, 2]))]
+            ),
         ]
     );
     drop(store);
@@ -510,7 +519,62 @@ async fn sqlite_store_migrates_schema_1() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(indexes, vec!["tasks_timer".to_owned()]);
+    assert_eq!(indexes, vec!["tasks_purge".to_owned()]);
+}
+
+/// Recovery finds every live task after reopening, whatever its id. The file indexes no
+/// live task; recovery scans from a bound (`meta.live_from`) that the store raises as tasks
+/// finish and lowers when a task is created below it.
+#[tokio::test]
+async fn sqlite_recovery_finds_every_live_task() {
+    async fn churn(store: &SqliteStore, prefix: &str) {
+        for i in 0..300 {
+            let id = format!("{prefix}-{i:04}");
+            store
+                .create(new_task(&id, Some(Duration::from_secs(3600))))
+                .await
+                .unwrap();
+            store.finish(&id, Outcome::Cancelled).await.unwrap();
+        }
+    }
+    let live_from = |db: &TempDb| -> String {
+        rusqlite::Connection::open(&db.0)
+            .unwrap()
+            .query_row("SELECT value FROM meta WHERE name = 'live_from'", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    };
+    let db = TempDb::new("live-from");
+    {
+        let store = SqliteStore::open(&db.0).unwrap();
+        store.create(new_task("m-live", None)).await.unwrap();
+        churn(&store, "n").await;
+        // Raised to the oldest live task, not past it.
+        assert_eq!(live_from(&db), "m-live");
+        store.finish("m-live", Outcome::Cancelled).await.unwrap();
+        churn(&store, "z").await;
+        // Nothing live: raised past the finished ones (to the newest task at the time).
+        let bound = live_from(&db);
+        assert!(bound.starts_with("z-"), "{bound}");
+        // Below the bound: the create lowers it in the same transaction.
+        store.create(new_task("a-late", None)).await.unwrap();
+        assert_eq!(live_from(&db), "a-late");
+        store
+            .create(new_task("zz-live", Some(Duration::from_secs(3600))))
+            .await
+            .unwrap();
+    }
+    let store = SqliteStore::open(&db.0).unwrap();
+    let mut live: Vec<String> = store
+        .recoverable()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    live.sort();
+    assert_eq!(live, ["a-late", "zz-live"]);
 }
 
 /// At capacity, create fails and no task is evicted; a purge frees room.

@@ -82,9 +82,15 @@ mod tests {
 
     #[test]
     fn ids_are_hex_distinct_and_carry_their_creation_time() {
-        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let before = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
         let ids: Vec<String> = (0..10_000).map(|_| new_task_id()).collect();
-        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis();
+        let after = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis();
         assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
         for id in &ids {
             assert_eq!(id.len(), TASK_ID_LEN);
@@ -93,7 +99,10 @@ mod tests {
             assert!((before..=after).contains(&millis), "{id}");
         }
         // Made one after another, ids sort by creation time.
-        assert!(ids.windows(2).all(|w| w[0][..TIME_DIGITS] <= w[1][..TIME_DIGITS]));
+        assert!(
+            ids.windows(2)
+                .all(|w| w[0][..TIME_DIGITS] <= w[1][..TIME_DIGITS])
+        );
     }
 
     #[test]

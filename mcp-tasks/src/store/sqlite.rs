@@ -47,6 +47,9 @@ use super::{
 };
 use crate::{clock::Clock, errors};
 
+mod writer;
+use writer::{Effect, Job, LiveSet, Pending, Tx};
+
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 2;
 
@@ -56,7 +59,6 @@ pub const SCHEMA_VERSION: i64 = 2;
 const NEVER: i64 = i64::MAX;
 
 const READERS: usize = 4;
-const MAX_BATCH: usize = 1024;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -92,74 +94,25 @@ CREATE TABLE steps (
 ) WITHOUT ROWID;
 ";
 
-/// Schema 1 → 2: one index instead of three (each create maintained all three). The
-/// index `(purge_at_ms, deadline_ms)` serves all three lookups: live tasks are the NULL
-/// `purge_at_ms` prefix (recovery), ordered by deadline (expiry), and finished ones are
-/// ordered by purge time (purge). A finished task without a TTL, NULL in schema 1, gets
-/// [`NEVER`].
+/// Schema 1 → 2: creates write one B-tree, not four. Schema 1 kept three indexes, each
+/// written by every create; schema 2 indexes finished tasks only (by purge time, for
+/// purging), while the writer keeps the live ones in memory ([`LiveSet`]) and recovery
+/// scans the table from `meta.live_from`, an id below every live task. A NULL
+/// `purge_at_ms` now means exactly "live": a finished task without a TTL, NULL in schema 1,
+/// gets [`NEVER`].
 const MIGRATE_V1_TO_V2: &str = "
 DROP INDEX tasks_live_deadline;
 DROP INDEX tasks_purge;
 DROP INDEX tasks_live;
 UPDATE tasks SET purge_at_ms = 9223372036854775807
     WHERE purge_at_ms IS NULL AND status NOT IN ('working', 'input_required');
-CREATE INDEX tasks_timer ON tasks (purge_at_ms, deadline_ms);
+CREATE INDEX tasks_purge ON tasks (purge_at_ms) WHERE purge_at_ms IS NOT NULL;
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+INSERT INTO meta (name, value) VALUES ('live_from', '');
 ";
 
 /// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
 const MIGRATIONS: [&str; 2] = [SCHEMA_V1, MIGRATE_V1_TO_V2];
-
-/// A change for the writer thread, queued with whether it needs a savepoint of its own.
-struct Job {
-    /// Whether the change may write more than once, and so needs a savepoint to be undone
-    /// alone. A change that makes at most one write needs none: SQLite undoes a failed
-    /// statement by itself.
-    savepoint: bool,
-    change: Box<dyn Change>,
-}
-
-/// What the writer does with a change: run it inside the batch's transaction, then, once
-/// the batch's commit is known, answer its caller.
-trait Change: Send {
-    /// Runs the change; `false` when it failed and what it wrote must be rolled back.
-    fn run(&mut self, conn: &Connection) -> bool;
-    /// Answers the caller: the change's own result if the batch committed, else the error.
-    fn reply(self: Box<Self>, commit: Result<(), String>);
-}
-
-/// A caller's change, its clock reading, and where its answer goes.
-struct Pending<F, R> {
-    change: Option<F>,
-    now: u64,
-    retention: u64,
-    result: Option<Result<R, StoreError>>,
-    tx: oneshot::Sender<Result<R, StoreError>>,
-}
-
-impl<F, R> Change for Pending<F, R>
-where
-    F: FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send,
-    R: Send,
-{
-    fn run(&mut self, conn: &Connection) -> bool {
-        let Some(change) = self.change.take() else {
-            return true;
-        };
-        let result = change(conn, self.now, self.retention);
-        let ok = !matches!(result, Err(StoreError::Backend(_)));
-        self.result = Some(result);
-        ok
-    }
-
-    fn reply(self: Box<Self>, commit: Result<(), String>) {
-        let answer = match (commit, self.result) {
-            (Ok(()), Some(result)) => result,
-            (Ok(()), None) => Err(backend_msg("the change was never run".into())),
-            (Err(message), _) => Err(backend_msg(message)),
-        };
-        let _ = self.tx.send(answer);
-    }
-}
 
 /// The durable task store on one SQLite file. See the [module docs](self).
 pub struct SqliteStore {
@@ -207,18 +160,24 @@ fn migrate(conn: &Connection) -> Result<(), StoreError> {
              build knows up to {SCHEMA_VERSION}); it is left untouched"
         )));
     }
-    for (from, step) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
+    for (from, step) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
         let to = from + 1;
         // Each step and its version number commit together: a crash leaves the file at one
         // version or the next, never in between.
-        conn.execute_batch(&format!("BEGIN IMMEDIATE; {step} PRAGMA user_version = {to}; COMMIT;"))
-            .map_err(|error| {
-                let _ = conn.execute_batch("ROLLBACK");
-                backend_msg(format!(
-                    "could not migrate the task database from schema version {from} to {to}: \
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {step} PRAGMA user_version = {to}; COMMIT;"
+        ))
+        .map_err(|error| {
+            let _ = conn.execute_batch("ROLLBACK");
+            backend_msg(format!(
+                "could not migrate the task database from schema version {from} to {to}: \
                      {error}"
-                ))
-            })?;
+            ))
+        })?;
     }
     Ok(())
 }
@@ -245,12 +204,13 @@ impl SqliteStore {
         let (wal_grew, grown) = mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("mcp-tasks-sqlite-checkpointer".into())
-            .spawn(move || checkpoint_loop(&checkpointer, &grown))
+            .spawn(move || writer::checkpoint_loop(&checkpointer, &grown))
             .map_err(backend)?;
+        let live = LiveSet::load(&writer).map_err(backend)?;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("mcp-tasks-sqlite-writer".into())
-            .spawn(move || write_loop(&writer, &rx, &wal_grew))
+            .spawn(move || writer::write_loop(&writer, &rx, &wal_grew, live))
             .map_err(backend)?;
         Ok(Self {
             writer: tx,
@@ -278,7 +238,7 @@ impl SqliteStore {
     /// Runs `change` in the writer's next batch; resolves once that batch is committed.
     async fn write<R: Send + 'static>(
         &self,
-        change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
+        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
         self.submit(true, change).await
     }
@@ -286,7 +246,7 @@ impl SqliteStore {
     /// [`write`](Self::write) for a change that makes at most one write (one statement).
     async fn write_once<R: Send + 'static>(
         &self,
-        change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
+        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
         self.submit(false, change).await
     }
@@ -294,7 +254,7 @@ impl SqliteStore {
     async fn submit<R: Send + 'static>(
         &self,
         savepoint: bool,
-        change: impl FnOnce(&Connection, u64, u64) -> Result<R, StoreError> + Send + 'static,
+        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
         let retention = self.expired_retention_ms;
@@ -339,107 +299,6 @@ impl SqliteStore {
         })
         .await
         .map_err(backend)?
-    }
-}
-
-/// How long the writer waits for the callers of the last batch to come back before it
-/// commits a smaller one.
-const GATHER: Duration = Duration::from_micros(300);
-
-/// The writer thread: group commit. It opens a transaction for the first change queued,
-/// runs each change as it arrives (so the callers' work overlaps its own), and commits once
-/// the callers answered by the last commit are back (or [`GATHER`] has passed, or nothing
-/// more is queued after a batch of one): under load one fsync covers a batch, while a lone
-/// caller never waits.
-fn write_loop(conn: &Connection, jobs: &mpsc::Receiver<Job>, wal_grew: &mpsc::Sender<()>) {
-    let mut last_batch = 1;
-    let mut commits = 0u64;
-    while let Ok(first) = jobs.recv() {
-        if let Err(error) = exec(conn, "BEGIN IMMEDIATE", []) {
-            first
-                .change
-                .reply(Err(format!("could not begin a transaction: {error}")));
-            continue;
-        }
-        let mut ran = Vec::with_capacity(last_batch);
-        let mut aborted = run_job(conn, first, &mut ran);
-        let deadline = std::time::Instant::now() + GATHER;
-        while aborted.is_none() && ran.len() < MAX_BATCH {
-            let next = match jobs.try_recv() {
-                Ok(job) => job,
-                Err(mpsc::TryRecvError::Empty) if ran.len() < last_batch => {
-                    let left = deadline.saturating_duration_since(std::time::Instant::now());
-                    match jobs.recv_timeout(left) {
-                        Ok(job) => job,
-                        Err(_) => break,
-                    }
-                }
-                Err(_) => break,
-            };
-            aborted = run_job(conn, next, &mut ran);
-        }
-        last_batch = ran.len();
-        let committed = match aborted {
-            // SQLite rolled the whole transaction back (disk full, I/O error): nothing of the
-            // batch was written.
-            Some(error) => Err(format!("the transaction was rolled back: {error}")),
-            None => exec(conn, "COMMIT", []).map(drop).map_err(|error| {
-                let _ = exec(conn, "ROLLBACK", []);
-                format!("the commit failed: {error}")
-            }),
-        };
-        for change in ran {
-            change.reply(committed.clone());
-        }
-        commits += 1;
-        if commits.is_multiple_of(CHECKPOINT_EVERY) {
-            let _ = wal_grew.send(());
-        }
-    }
-}
-
-/// Runs one change inside the open transaction and keeps it for the commit's answer.
-/// Returns why, when the change left the transaction rolled back as a whole.
-fn run_job(conn: &Connection, job: Job, ran: &mut Vec<Box<dyn Change>>) -> Option<String> {
-    let mut change = job.change;
-    let ok = if job.savepoint {
-        let savepoint = exec(conn, "SAVEPOINT job", []);
-        let ok = change.run(conn);
-        if savepoint.is_ok() && !conn.is_autocommit() {
-            if !ok {
-                let _ = exec(conn, "ROLLBACK TO job", []);
-            }
-            let _ = exec(conn, "RELEASE job", []);
-        }
-        ok
-    } else {
-        change.run(conn)
-    };
-    ran.push(change);
-    (!ok && conn.is_autocommit())
-        .then(|| "a change failed and SQLite ended the transaction".to_owned())
-}
-
-/// Commits between two nudges of the checkpointer.
-const CHECKPOINT_EVERY: u64 = 32;
-/// Log frames (pages) past which the checkpointer makes the writer wait until the log can
-/// start over, so that it does not grow without bound under constant load.
-const RESTART_FRAMES: i64 = 4096;
-
-/// The checkpointer thread: copies the log into the database while the writer goes on
-/// committing (SQLite's `PASSIVE` checkpoint; it syncs the log before copying and the
-/// database after). A passive checkpoint never lets the log start over while commits keep
-/// coming, so once the log passes [`RESTART_FRAMES`] it runs a `RESTART` checkpoint, which
-/// holds new commits back for the little the passive one left. It ends with the writer.
-fn checkpoint_loop(conn: &Connection, grown: &mpsc::Receiver<()>) {
-    while grown.recv().is_ok() {
-        while grown.try_recv().is_ok() {}
-        let frames = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
-            row.get::<_, i64>(1)
-        });
-        if matches!(frames, Ok(frames) if frames >= RESTART_FRAMES) {
-            let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
-        }
     }
 }
 
@@ -606,14 +465,10 @@ fn due(row: &Row, now: u64) -> bool {
     }
 }
 
-/// Applies what is due to task `id` at `now`; returns the row as it then is (`None` when
-/// purged), and whether it just expired.
-fn load_live(
-    conn: &Connection,
-    id: &str,
-    now: u64,
-    retention: u64,
-) -> Result<(Option<Row>, bool), StoreError> {
+/// Applies what is due to task `id` at the change's time; returns the row as it then is
+/// (`None` when purged), and whether it just expired.
+fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<Row>, bool), StoreError> {
+    let (conn, now) = (tx.conn, tx.now);
     let Some(row) = load(conn, id)? else {
         return Ok((None, false));
     };
@@ -627,14 +482,14 @@ fn load_live(
     }
     let deadline = row.deadline_ms.unwrap_or(now);
     let error = Outcome::Failed(errors::to_object(&errors::task_expired()));
+    let purge_at = deadline.saturating_add(tx.retention);
     end(
-        conn,
+        tx,
         id,
         &row,
         &error,
         Some("task expired: its ttl elapsed before it finished"),
-        now,
-        Some(deadline.saturating_add(retention)),
+        Some(purge_at),
     )?;
     Ok((load(conn, id)?, true))
 }
@@ -650,19 +505,18 @@ fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite
 
 /// Writes a terminal state: outcome, purge time, and drops what only a running task needs.
 fn end(
-    conn: &Connection,
+    tx: &mut Tx<'_>,
     id: &str,
     row: &Row,
     outcome: &Outcome,
     message: Option<&str>,
-    now: u64,
     purge_at: Option<u64>,
 ) -> Result<(), StoreError> {
     let message = message
         .map(str::to_owned)
         .or(row.snapshot.status_message.clone());
     exec(
-        conn,
+        tx.conn,
         &format!(
             "UPDATE tasks SET status = ?3, outcome = ?4, status_message = ?5, purge_at_ms = ?6, \
              input_requests = '{{}}', used_keys = '[]', answers = '{{}}', {} WHERE id = ?1",
@@ -670,7 +524,7 @@ fn end(
         ),
         params![
             id,
-            to_i64(now),
+            to_i64(tx.now),
             status_str(outcome.status()),
             to_json(&outcome_json(outcome))?,
             message,
@@ -678,14 +532,13 @@ fn end(
         ],
     )
     .map_err(backend)?;
-    exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
+    exec(tx.conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
+    tx.effects.push(Effect::Ended(Arc::from(id)));
     Ok(())
 }
 
-fn live_row(conn: &Connection, id: &str, now: u64, retention: u64) -> Result<Row, StoreError> {
-    let row = load_live(conn, id, now, retention)?
-        .0
-        .ok_or(StoreError::NotFound)?;
+fn live_row(tx: &mut Tx<'_>, id: &str) -> Result<Row, StoreError> {
+    let row = load_live(tx, id)?.0.ok_or(StoreError::NotFound)?;
     if row.snapshot.status.is_terminal() {
         return Err(StoreError::Terminal(row.snapshot.status));
     }
@@ -696,34 +549,39 @@ fn live_row(conn: &Connection, id: &str, now: u64, retention: u64) -> Result<Row
 impl TaskStore for SqliteStore {
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
         let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
-        self.write_once(move |conn, now, _| {
+        self.write_once(move |tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
             let deadline = ttl_ms.map(|ttl| now.saturating_add(ttl));
             let inserted = exec(
-                    conn,
-                    "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
+                conn,
+                "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
                      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
                      request_meta, input_requests, used_keys, answers, outcome, \
                      cancel_requested, deadline_ms, purge_at_ms) VALUES (?1, ?2, ?3, ?4, \
                      'working', ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', '[]', '{}', NULL, 0, ?11, NULL) \
                      ON CONFLICT (id) DO NOTHING",
-                    params![
-                        &*task.id,
-                        &*task.owner,
-                        &*task.tool,
-                        &*task.tool_version,
-                        task.status_message.as_deref(),
-                        to_i64(now),
-                        ttl_ms.map(to_i64),
-                        poll_interval_ms.map(to_i64),
-                        to_json(&task.arguments)?,
-                        to_json(&task.request_meta)?,
-                        deadline.map(to_i64),
-                    ],
-                )
-                .map_err(backend)?;
+                params![
+                    &*task.id,
+                    &*task.owner,
+                    &*task.tool,
+                    &*task.tool_version,
+                    task.status_message.as_deref(),
+                    to_i64(now),
+                    ttl_ms.map(to_i64),
+                    poll_interval_ms.map(to_i64),
+                    to_json(&task.arguments)?,
+                    to_json(&task.request_meta)?,
+                    deadline.map(to_i64),
+                ],
+            )
+            .map_err(backend)?;
             if inserted == 0 {
                 return Err(StoreError::DuplicateId);
             }
+            tx.effects.push(Effect::Created {
+                id: Arc::clone(&task.id),
+                deadline,
+            });
             Ok(TaskSnapshot {
                 id: task.id,
                 owner: task.owner,
@@ -749,10 +607,8 @@ impl TaskStore for SqliteStore {
         match row {
             Some(row) if due(&row, now) => {
                 let id = id.to_owned();
-                self.write(move |conn, now, retention| {
-                    Ok(load_live(conn, &id, now, retention)?.0.map(|r| r.snapshot))
-                })
-                .await
+                self.write(move |tx: &mut Tx<'_>| Ok(load_live(tx, &id)?.0.map(|r| r.snapshot)))
+                    .await
             }
             row => Ok(row.map(|r| r.snapshot)),
         }
@@ -764,8 +620,9 @@ impl TaskStore for SqliteStore {
         message: Option<String>,
     ) -> Result<(), StoreError> {
         let id = id.to_owned();
-        self.write(move |conn, now, retention| {
-            let row = live_row(conn, &id, now, retention)?;
+        self.write(move |tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
+            let row = live_row(tx, &id)?;
             if row.snapshot.status_message != message {
                 exec(
                     conn,
@@ -789,8 +646,9 @@ impl TaskStore for SqliteStore {
         request: InputRequest,
     ) -> Result<(), StoreError> {
         let (id, key) = (id.to_owned(), key.to_owned());
-        self.write(move |conn, now, retention| {
-            let mut row = live_row(conn, &id, now, retention)?;
+        self.write(move |tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
+            let mut row = live_row(tx, &id)?;
             if row.snapshot.input_requests.contains_key(&key) {
                 return Ok(());
             }
@@ -825,9 +683,10 @@ impl TaskStore for SqliteStore {
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError> {
         let id = id.to_owned();
-        self.write(move |conn, now, retention| {
+        self.write(move |tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
             let mut accepted = InputResponses::new();
-            let (row, _) = load_live(conn, &id, now, retention)?;
+            let (row, _) = load_live(tx, &id)?;
             let mut row = row.ok_or(StoreError::NotFound)?;
             if row.snapshot.status.is_terminal() {
                 return Ok(accepted);
@@ -869,20 +728,19 @@ impl TaskStore for SqliteStore {
 
     async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
         let id = id.to_owned();
-        self.write(move |conn, now, retention| {
-            let row = live_row(conn, &id, now, retention)?;
+        self.write(move |tx: &mut Tx<'_>| {
+            let row = live_row(tx, &id)?;
             let purge_at = row.deadline_ms;
-            end(conn, &id, &row, &outcome, None, now, purge_at)
+            end(tx, &id, &row, &outcome, None, purge_at)
         })
         .await
     }
 
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
         let id = id.to_owned();
-        self.write(move |conn, now, retention| {
-            let row = load_live(conn, &id, now, retention)?
-                .0
-                .ok_or(StoreError::NotFound)?;
+        self.write(move |tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
+            let row = load_live(tx, &id)?.0.ok_or(StoreError::NotFound)?;
             if !row.snapshot.cancel_requested && !row.snapshot.status.is_terminal() {
                 exec(
                     conn,
@@ -901,8 +759,9 @@ impl TaskStore for SqliteStore {
 
     async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
         let id = id.to_owned();
-        self.write(move |conn, now, retention| {
-            live_row(conn, &id, now, retention)?;
+        self.write(move |tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
+            live_row(tx, &id)?;
             exec(
                 conn,
                 "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
@@ -925,7 +784,8 @@ impl TaskStore for SqliteStore {
             let mut statement = conn
                 .prepare(
                     "SELECT id, owner, tool, tool_version, arguments, request_meta, answers \
-                     FROM tasks WHERE purge_at_ms IS NULL",
+                     FROM tasks WHERE id >= (SELECT value FROM meta WHERE name = 'live_from') \
+                     AND purge_at_ms IS NULL",
                 )
                 .map_err(backend)?;
             let rows = statement
@@ -979,20 +839,14 @@ impl TaskStore for SqliteStore {
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
-        self.write(|conn, now, retention| {
-            let due: Vec<String> = conn
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE purge_at_ms IS NULL AND deadline_ms <= ?1",
-                )
-                .map_err(backend)?
-                .query_map(params![to_i64(now)], |r| r.get(0))
-                .map_err(backend)?
-                .collect::<rusqlite::Result<_>>()
-                .map_err(backend)?;
+        self.write(|tx: &mut Tx<'_>| {
+            let (conn, now) = (tx.conn, tx.now);
+            // Live tasks are not indexed in the file: the writer holds their deadlines.
+            let due = tx.live.due(now);
             let mut failed = Vec::with_capacity(due.len());
             for id in due {
-                if load_live(conn, &id, now, retention)?.1 {
-                    failed.push(Arc::from(id));
+                if load_live(tx, &id)?.1 {
+                    failed.push(id);
                 }
             }
             exec(
