@@ -9,9 +9,11 @@
 //!   load, durability costs one fsync per batch, not per task. A change that may write more
 //!   than once runs inside its own savepoint, so one failing change does not undo the others.
 //! - **Appends, not scattered writes.** Task ids begin with their creation time
-//!   ([`new_task_id`](crate::new_task_id)), so new rows land at one edge of the table, and
-//!   one index `(purge_at_ms, deadline_ms)` serves expiry, purge and recovery: a batch of
-//!   creates dirties a handful of pages, not one or more per task.
+//!   ([`new_task_id`](crate::new_task_id)), so new rows land at one edge of the table, and a
+//!   create writes that one B-tree: live tasks are not indexed in the file. The writer keeps
+//!   them in memory for expiry, and recovery scans the table from `meta.live_from`, a bound
+//!   kept below every live id (`writer::LiveSet`); only finished tasks are indexed, by purge
+//!   time. A batch of 64 creates writes about 8 pages.
 //! - **Checkpoints** (copying the log into the database) run on a thread of their own, not
 //!   inside the writer's commits.
 //! - **Reads** use their own connections (WAL readers never wait for the writer) and see
