@@ -323,7 +323,8 @@ fn run_job(
     let effects = tx.effects;
     ran.push(change);
     if conn.is_autocommit() {
-        return (!ok).then(|| "a change failed and SQLite ended the transaction".to_owned());
+        // SQLite rolled the whole transaction back (disk full, I/O error).
+        return Some("SQLite ended the transaction".to_owned());
     }
     if ok {
         for effect in effects {
