@@ -56,8 +56,8 @@ use writer::{Effect, Job, LiveSet, Pending, Tx};
 pub const SCHEMA_VERSION: i64 = 2;
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). In schema 2 a NULL
-/// `purge_at_ms` means exactly "not finished yet", so live tasks are one range of the one
-/// index.
+/// `purge_at_ms` means exactly "not finished yet": recovery selects live tasks by it, and
+/// the purge index holds finished tasks only.
 const NEVER: i64 = i64::MAX;
 
 const READERS: usize = 4;
