@@ -223,15 +223,12 @@ impl InputHandlers {
             InputRequest::Elicitation(request) => self
                 .elicit(request.params.clone(), cx)
                 .await
-                .map(|answer| serde_json::to_value(answer)),
+                .map(serde_json::to_value),
             InputRequest::CreateMessage(request) => self
                 .sample(request.params.clone(), cx)
                 .await?
-                .map(|answer| serde_json::to_value(answer)),
-            InputRequest::ListRoots(_) => self
-                .list_roots(cx)
-                .await?
-                .map(|answer| serde_json::to_value(answer)),
+                .map(serde_json::to_value),
+            InputRequest::ListRoots(_) => self.list_roots(cx).await?.map(serde_json::to_value),
             _ => {
                 return Err(ClientError::InvalidResponse {
                     method: "tasks/get",

@@ -28,7 +28,6 @@ pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, Loc
 /// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
 /// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
 /// extensions.
-#[must_use]
 pub fn http_router(server: TaskServer) -> axum::Router {
     axum::Router::new().nest_service(MCP_PATH, http_service(server))
 }

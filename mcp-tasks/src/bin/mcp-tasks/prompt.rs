@@ -226,18 +226,18 @@ pub fn check(property: &Value, text: &str) -> Result<Value, String> {
                 .map(|s| s.trim().to_owned())
                 .filter(|s| !s.is_empty())
                 .collect();
-            if let Some(options) = choices(&property["items"]) {
-                if let Some(bad) = items.iter().find(|i| !options.contains(i)) {
-                    return Err(format!("`{bad}` is not one of {}", options.join("|")));
-                }
+            if let Some(options) = choices(&property["items"])
+                && let Some(bad) = items.iter().find(|i| !options.contains(i))
+            {
+                return Err(format!("`{bad}` is not one of {}", options.join("|")));
             }
             Ok(Value::from(items))
         }
         _ => {
-            if let Some(options) = choices(property) {
-                if !options.iter().any(|o| o == text) {
-                    return Err(format!("expected one of {}", options.join("|")));
-                }
+            if let Some(options) = choices(property)
+                && !options.iter().any(|o| o == text)
+            {
+                return Err(format!("expected one of {}", options.join("|")));
             }
             let chars = text.chars().count() as u64;
             if let Some(min) = property["minLength"].as_u64().filter(|m| chars < *m) {
