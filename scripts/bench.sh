@@ -6,6 +6,7 @@
 #
 #   scripts/bench.sh                 # the whole comparison (about 15 minutes)
 #   BENCH_REPS=1 BENCH_SECS=2 scripts/bench.sh      # a quick smoke run
+#   BENCH_ONLY=sqlite scripts/bench.sh              # only ours, SQLite store / memory store
 #
 # Pins the server to CPU 0 and the load generator to CPU 1 with taskset when the machine has
 # two or more CPUs. Results: $OUT/results.jsonl (one JSON line per measurement) and
@@ -20,6 +21,7 @@ REPS="${BENCH_REPS:-3}"
 SECS="${BENCH_SECS:-5}"
 OUT="${BENCH_OUT:-$TARGET/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 CLIENT_COUNTS="${BENCH_CLIENTS:-1 16 64}"
+ONLY="${BENCH_ONLY:-}"   # "sqlite": only the task throughput of ours at 64 clients, memory and SQLite store
 RETAINED="${BENCH_RETAINED:-100 10000 100000}"
 # rmcp's TaskManager sweeps every task on every call, so creating K tasks costs O(K^2): on
 # this 2-CPU machine 100,000 took more than 15 minutes (one repetition). Above this many it
@@ -140,6 +142,11 @@ TASK=(--mode task --poll-first-ms 0 --poll-every-ms 1)
 
 for rep in $(seq 1 "$REPS"); do
   log "=== repetition $rep of $REPS ==="
+  if [[ "$ONLY" == sqlite ]]; then
+    measure ours "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
+    measure ours-sqlite "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
+    continue
+  fi
   # Task throughput (create + poll at once, then every 1 ms, until completed); tasks are
   # retained for an hour (15 minutes for fastmcp-tasks, its fixed Docket execution_ttl:
   # longer than any run either way).
