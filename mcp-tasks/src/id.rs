@@ -27,7 +27,8 @@ pub const TASK_ID_LEN: usize = TIME_DIGITS + RANDOM_DIGITS;
 /// case no secure id can be made and serving tasks must stop.
 #[must_use]
 pub fn new_task_id() -> String {
-    let bytes = random_bytes();
+    let mut bytes = [0u8; RANDOM_DIGITS / 2];
+    getrandom::fill(&mut bytes).expect("the operating system's CSPRNG is unavailable");
     // A clock before 1970 gives 0: ids then lose their order, never their entropy.
     let millis = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -45,34 +46,6 @@ pub fn new_task_id() -> String {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// Random bytes per id.
-const RANDOM_BYTES: usize = RANDOM_DIGITS / 2;
-/// Ids' worth of random bytes fetched from the operating system at once.
-const IDS_PER_FETCH: usize = 32;
-
-thread_local! {
-    /// Bytes from the OS CSPRNG not yet handed out, and how many of them are used. One
-    /// `getrandom` call serves 32 ids; each byte is handed out once and wiped.
-    static POOL: std::cell::RefCell<([u8; RANDOM_BYTES * IDS_PER_FETCH], usize)> =
-        const { std::cell::RefCell::new(([0; RANDOM_BYTES * IDS_PER_FETCH], RANDOM_BYTES * IDS_PER_FETCH)) };
-}
-
-/// 16 bytes from the operating system's CSPRNG, fetched 32 ids at a time.
-fn random_bytes() -> [u8; RANDOM_BYTES] {
-    POOL.with_borrow_mut(|(pool, used)| {
-        if *used == pool.len() {
-            getrandom::fill(pool).expect("the operating system's CSPRNG is unavailable");
-            *used = 0;
-        }
-        let mut out = [0u8; RANDOM_BYTES];
-        let taken = &mut pool[*used..*used + RANDOM_BYTES];
-        out.copy_from_slice(taken);
-        taken.fill(0);
-        *used += RANDOM_BYTES;
-        out
-    })
-}
 
 #[cfg(test)]
 mod tests {
