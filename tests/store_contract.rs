@@ -380,6 +380,11 @@ async fn sqlite_store_survives_reopening() {
             store.get("running").await.unwrap().unwrap(),
         )
     };
+    let page_size: i64 = rusqlite::Connection::open(&db.0)
+        .unwrap()
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .unwrap();
+    assert_eq!(page_size, 8192, "a new file is made with 8 KiB pages");
     let store = SqliteStore::open(&db.0).unwrap();
     assert_eq!(store.get("done").await.unwrap().unwrap(), done_before);
     assert_eq!(store.get("running").await.unwrap().unwrap(), running_before);
@@ -520,6 +525,11 @@ async fn sqlite_store_migrates_schema_1() {
         .collect::<Result<_, _>>()
         .unwrap();
     assert_eq!(indexes, vec!["tasks_purge".to_owned()]);
+    // An existing file keeps its page size (SQLite's default when it was made).
+    let page_size: i64 = conn
+        .pragma_query_value(None, "page_size", |r| r.get(0))
+        .unwrap();
+    assert_eq!(page_size, 4096);
 }
 
 /// Recovery finds every live task after reopening, whatever its id. The file indexes no
