@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Http, TASKS};
+use common::{Http, TASKS, first_input_key};
 use serde_json::{Value, json};
 
 /// The example HTTP server, as a binary cargo builds before the tests.
@@ -215,13 +215,7 @@ async fn nothing_is_lost_across_kill_9() {
     let (answered, _unanswered) = confirm_ids.split_at(15);
     for id in answered {
         let snapshot = server.wait_status(id, "input_required").await;
-        let key = snapshot["inputRequests"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
+        let key = first_input_key(&snapshot);
         server.answer(id, &key, true).await;
     }
     // The results of tasks that completed before the kill, as served then.
@@ -300,13 +294,7 @@ async fn nothing_is_lost_across_kill_9() {
                         !answered.contains(id),
                         "an answered question was asked again: {snapshot}"
                     );
-                    let key = snapshot["inputRequests"]
-                        .as_object()
-                        .unwrap()
-                        .keys()
-                        .next()
-                        .unwrap()
-                        .clone();
+                    let key = first_input_key(&snapshot);
                     assert_eq!(key, "elicit-1", "the replay asks under the same key");
                     server.answer(id, &key, true).await;
                     still.push(id);

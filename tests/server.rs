@@ -847,13 +847,7 @@ async fn input_before_the_task_by_round_trips() {
         let round1 = peer.call("ask_then_work", json!({}), TASKS).await["result"].clone();
         assert_eq!(round1["resultType"], "input_required", "{round1}");
         assert!(round1.get("taskId").is_none() && round1.get("requestState").is_none());
-        let key1 = round1["inputRequests"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
+        let key1 = first_input_key(&round1);
 
         let round2 = peer
             .rpc(

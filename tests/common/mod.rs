@@ -266,6 +266,15 @@ pub fn first_text(result: &Value) -> String {
         .to_owned()
 }
 
+/// The key of the first input request of a result or task object (`inputRequests`).
+pub fn first_input_key(object: &Value) -> String {
+    object["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.keys().next())
+        .unwrap_or_else(|| panic!("no input request in {object}"))
+        .clone()
+}
+
 /// Asks two questions at once (two input requests outstanding together), then answers
 /// "<name> from <city>".
 #[task_tool(mode = "required", poll_interval = "20ms")]
