@@ -47,14 +47,15 @@ pub(super) struct Tx<'a> {
     pub(super) retention: u64,
     pub(super) live: &'a LiveSet,
     /// What the change did to the set of live tasks; applied if it succeeds.
-    pub(super) effects: Vec<Effect>,
+    pub(super) effects: &'a mut Vec<Effect>,
 }
 
 /// What the writer does with a change: run it inside the batch's transaction, then, once
 /// the batch's commit is known, answer its caller.
 pub(super) trait Change: Send {
-    /// Runs the change; `false` when it failed and what it wrote must be rolled back.
-    fn run(&mut self, tx: &mut Tx<'_>) -> bool;
+    /// Runs the change, noting its `effects` on the live set; `false` when it failed and
+    /// what it wrote must be rolled back.
+    fn run(&mut self, conn: &Connection, live: &LiveSet, effects: &mut Vec<Effect>) -> bool;
     /// Answers the caller: the change's own result if the batch committed, else the error.
     fn reply(self: Box<Self>, commit: Result<(), String>);
 }
@@ -73,13 +74,17 @@ where
     F: FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send,
     R: Send,
 {
-    fn run(&mut self, tx: &mut Tx<'_>) -> bool {
+    fn run(&mut self, conn: &Connection, live: &LiveSet, effects: &mut Vec<Effect>) -> bool {
         let Some(change) = self.change.take() else {
             return true;
         };
-        tx.now = self.now;
-        tx.retention = self.retention;
-        let result = change(tx);
+        let result = change(&mut Tx {
+            conn,
+            now: self.now,
+            retention: self.retention,
+            live,
+            effects,
+        });
         let ok = !matches!(result, Err(StoreError::Backend(_)));
         self.result = Some(result);
         ok
@@ -300,16 +305,10 @@ fn run_job(
     live: &mut LiveSet,
 ) -> Option<String> {
     let mut change = job.change;
-    let mut tx = Tx {
-        conn,
-        now: 0,
-        retention: 0,
-        live,
-        effects: Vec::new(),
-    };
+    let mut effects = Vec::new();
     let ok = if job.savepoint {
         let savepoint = exec(conn, "SAVEPOINT job", []);
-        let ok = change.run(&mut tx);
+        let ok = change.run(conn, live, &mut effects);
         if savepoint.is_ok() && !conn.is_autocommit() {
             if !ok {
                 let _ = exec(conn, "ROLLBACK TO job", []);
@@ -318,9 +317,8 @@ fn run_job(
         }
         ok
     } else {
-        change.run(&mut tx)
+        change.run(conn, live, &mut effects)
     };
-    let effects = tx.effects;
     ran.push(change);
     if conn.is_autocommit() {
         // SQLite rolled the whole transaction back (disk full, I/O error).
