@@ -320,9 +320,9 @@ struct Row {
     purge_at_ms: Option<u64>,
 }
 
-const COLUMNS: &str = "id, owner, tool, status, status_message, created_at_ms, \
+const SELECT_TASK: &str = "SELECT id, owner, tool, status, status_message, created_at_ms, \
     last_updated_at_ms, ttl_ms, poll_interval_ms, input_requests, used_keys, answers, outcome, \
-    cancel_requested, deadline_ms, purge_at_ms";
+    cancel_requested, deadline_ms, purge_at_ms FROM tasks WHERE id = ?1";
 
 fn status_str(status: TaskStatus) -> &'static str {
     match status {
@@ -394,9 +394,7 @@ fn parse_outcome(value: Value) -> Result<Outcome, StoreError> {
 }
 
 fn load(conn: &Connection, id: &str) -> Result<Option<Row>, StoreError> {
-    let mut statement = conn
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM tasks WHERE id = ?1"))
-        .map_err(backend)?;
+    let mut statement = conn.prepare_cached(SELECT_TASK).map_err(backend)?;
     let raw = statement
         .query_row(params![id], |r| {
             Ok((
@@ -503,8 +501,12 @@ fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<Row>, bool), StoreErro
     Ok((load(conn, id)?, true))
 }
 
-fn touch_sql() -> &'static str {
-    "last_updated_at_ms = MAX(?2, last_updated_at_ms + 1)"
+/// The `SET` clause that moves `lastUpdatedAt` to `?2` (never backwards, always forwards):
+/// a literal, so the statements using it are built at compile time, not on every change.
+macro_rules! touch {
+    () => {
+        "last_updated_at_ms = MAX(?2, last_updated_at_ms + 1)"
+    };
 }
 
 /// Runs one statement through the connection's statement cache.
@@ -526,10 +528,11 @@ fn end(
         .or(row.snapshot.status_message.clone());
     exec(
         tx.conn,
-        &format!(
+        concat!(
             "UPDATE tasks SET status = ?3, outcome = ?4, status_message = ?5, purge_at_ms = ?6, \
-             input_requests = '{{}}', used_keys = '[]', answers = '{{}}', {} WHERE id = ?1",
-            touch_sql()
+             input_requests = '{}', used_keys = '[]', answers = '{}', ",
+            touch!(),
+            " WHERE id = ?1"
         ),
         params![
             id,
@@ -635,9 +638,10 @@ impl TaskStore for SqliteStore {
             if row.snapshot.status_message != message {
                 exec(
                     conn,
-                    &format!(
-                        "UPDATE tasks SET status_message = ?3, {} WHERE id = ?1",
-                        touch_sql()
+                    concat!(
+                        "UPDATE tasks SET status_message = ?3, ",
+                        touch!(),
+                        " WHERE id = ?1"
                     ),
                     params![id, to_i64(now), message],
                 )
@@ -668,10 +672,11 @@ impl TaskStore for SqliteStore {
             row.snapshot.input_requests.insert(key, request);
             exec(
                 conn,
-                &format!(
+                concat!(
                     "UPDATE tasks SET status = 'input_required', input_requests = ?3, \
-                     used_keys = ?4, {} WHERE id = ?1",
-                    touch_sql()
+                     used_keys = ?4, ",
+                    touch!(),
+                    " WHERE id = ?1"
                 ),
                 params![
                     id,
@@ -716,10 +721,10 @@ impl TaskStore for SqliteStore {
             };
             exec(
                 conn,
-                &format!(
-                    "UPDATE tasks SET status = ?3, input_requests = ?4, answers = ?5, {} \
-                     WHERE id = ?1",
-                    touch_sql()
+                concat!(
+                    "UPDATE tasks SET status = ?3, input_requests = ?4, answers = ?5, ",
+                    touch!(),
+                    " WHERE id = ?1"
                 ),
                 params![
                     id,
@@ -753,9 +758,10 @@ impl TaskStore for SqliteStore {
             if !row.snapshot.cancel_requested && !row.snapshot.status.is_terminal() {
                 exec(
                     conn,
-                    &format!(
-                        "UPDATE tasks SET cancel_requested = 1, {} WHERE id = ?1",
-                        touch_sql()
+                    concat!(
+                        "UPDATE tasks SET cancel_requested = 1, ",
+                        touch!(),
+                        " WHERE id = ?1"
                     ),
                     params![id, to_i64(now)],
                 )
@@ -779,7 +785,7 @@ impl TaskStore for SqliteStore {
             .map_err(backend)?;
             exec(
                 conn,
-                &format!("UPDATE tasks SET {} WHERE id = ?1", touch_sql()),
+                concat!("UPDATE tasks SET ", touch!(), " WHERE id = ?1"),
                 params![id, to_i64(now)],
             )
             .map_err(backend)?;
