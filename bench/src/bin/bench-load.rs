@@ -17,7 +17,9 @@
 //!
 //! Every run is bounded both in time (`--duration-secs`) and in operations (`--count`).
 //! Prints one JSON line on stdout; with `--server-pid P` it includes the CPU seconds the
-//! server used during the measured phase (`server_cpu_s`), next to the generator's own.
+//! server used during the measured phase (`server_cpu_s`), next to the generator's own, and
+//! always how many answers of that phase came as SSE (`sse_answers`; the others were one
+//! `application/json` body), so a run shows which transport setting it measured.
 
 use std::{
     io,
@@ -164,6 +166,8 @@ struct Conn {
     host: String,
     path: String,
     next_id: u64,
+    /// Answers that came as `text/event-stream` rather than one `application/json` body.
+    sse_answers: u64,
 }
 
 impl Conn {
@@ -181,6 +185,7 @@ impl Conn {
             host: config.host.clone(),
             path: config.path.clone(),
             next_id: 0,
+            sse_answers: 0,
         })
     }
 
@@ -211,6 +216,7 @@ impl Conn {
             .headers()
             .get("content-type")
             .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        self.sse_answers += u64::from(sse);
         let bytes = response
             .into_body()
             .collect()
@@ -260,6 +266,7 @@ struct Stats {
     errors: u64,
     inline_answers: u64,
     not_completed: u64,
+    sse_answers: u64,
     create_us: Vec<u32>,
     e2e_us: Vec<u32>,
     get_us: Vec<u32>,
@@ -280,6 +287,7 @@ impl Stats {
         self.errors += other.errors;
         self.inline_answers += other.inline_answers;
         self.not_completed += other.not_completed;
+        self.sse_answers += other.sse_answers;
         self.create_us.extend(other.create_us);
         self.e2e_us.extend(other.e2e_us);
         self.get_us.extend(other.get_us);
@@ -388,6 +396,7 @@ async fn client(
     seed: u64,
 ) -> Stats {
     let mut stats = Stats::default();
+    let sse_before = conn.sse_answers;
     let mut rng = seed | 1;
     while budget.take() {
         match config.mode {
@@ -425,6 +434,7 @@ async fn client(
             }
         }
     }
+    stats.sse_answers = conn.sse_answers - sse_before;
     stats
 }
 
@@ -595,6 +605,7 @@ async fn run(config: Arc<Config>) -> io::Result<serde_json::Value> {
         "errors": stats.errors,
         "inline_answers": stats.inline_answers,
         "not_completed": stats.not_completed,
+        "sse_answers": stats.sse_answers,
         "tasks_per_s": per_sec(stats.tasks),
         "requests_per_s": per_sec(stats.requests),
         "create_p50_us": pct(&mut stats.create_us, 0.50),

@@ -2,8 +2,9 @@
 //! documents it (its `tests/test_task.rs`): one shared `TaskManager`, a `call_tool` override
 //! that spawns into it when the request declares the extension (otherwise the tool router
 //! answers inline), and `tasks/get|update|cancel` delegated to it. Served by rmcp's
-//! Streamable HTTP service with the same (default) config as `mcp_tasks::serve_http`, on a
-//! listener with `TCP_NODELAY`.
+//! Streamable HTTP service with the transport settings of `mcp_tasks::serve_http` (see
+//! [`transport_config`]), on a listener with `TCP_NODELAY`, so the two servers differ in
+//! their task code only, not in how an answer travels.
 //!
 //! `bench-rmcp --port 8102`
 
@@ -142,6 +143,15 @@ impl ServerHandler for Baseline {
     }
 }
 
+/// The settings `mcp_tasks::http_service` gives rmcp's Streamable HTTP service (keep the two
+/// in step): the defaults (modern 2026-07-28 requests are served statelessly whatever
+/// `legacy_session_mode` says; legacy `initialize` clients get sessions) plus
+/// `json_response`, so a modern request whose handler sends nothing before its answer gets
+/// one `application/json` body instead of a one-event `text/event-stream`.
+fn transport_config() -> StreamableHttpServerConfig {
+    StreamableHttpServerConfig::default().with_json_response(true)
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args = Args::parse()?;
@@ -151,7 +161,7 @@ async fn main() -> std::io::Result<()> {
     let service: StreamableHttpService<Baseline, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        transport_config(),
     );
     let listener = listen(port, "rmcp TaskManager").await?;
     serve_nodelay(listener, axum::Router::new().nest_service("/mcp", service)).await
