@@ -7,6 +7,8 @@
 #   scripts/bench.sh                 # the whole comparison (about 15 minutes)
 #   BENCH_REPS=1 BENCH_SECS=2 scripts/bench.sh      # a quick smoke run
 #   BENCH_ONLY=sqlite scripts/bench.sh              # only ours, SQLite store / memory store
+#   BENCH_ONLY=inline scripts/bench.sh              # only inline tools/call: ours, rmcp, echo
+#   BENCH_ONLY=rmcp scripts/bench.sh                # every ours-vs-rmcp measurement, no fastmcp
 #
 # Pins the server to CPU 0 and the load generator to CPU 1 with taskset when the machine has
 # two or more CPUs. Results: $OUT/results.jsonl (one JSON line per measurement) and
@@ -22,6 +24,12 @@ SECS="${BENCH_SECS:-5}"
 OUT="${BENCH_OUT:-$TARGET/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 CLIENT_COUNTS="${BENCH_CLIENTS:-1 16 64}"
 ONLY="${BENCH_ONLY:-}"   # "sqlite": only the task throughput of ours at 64 clients, memory and SQLite store
+case "$ONLY" in
+  "" | sqlite | inline | rmcp) ;;
+  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline or rmcp (or unset for the whole comparison)" >&2; exit 2 ;;
+esac
+# fastmcp-tasks (a Python venv) only takes part in the whole comparison.
+WITH_FASTMCP=$([[ -z "$ONLY" ]] && echo 1 || echo 0)
 RETAINED="${BENCH_RETAINED:-100 10000 100000}"
 # rmcp's TaskManager sweeps every task on every call, so creating K tasks costs O(K^2): on
 # this 2-CPU machine 100,000 took more than 15 minutes (one repetition). Above this many it
@@ -39,12 +47,15 @@ log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 log "building the benchmark binaries (release)"
 (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
 
-if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import fastmcp_tasks' 2>/dev/null; then
-  log "installing fastmcp-tasks==4.1.4 into $VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet "fastmcp-tasks==4.1.4"
+FASTMCP="not run (BENCH_ONLY=$ONLY)"
+if [[ "$WITH_FASTMCP" == 1 ]]; then
+  if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c 'import fastmcp_tasks' 2>/dev/null; then
+    log "installing fastmcp-tasks==4.1.4 into $VENV"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet "fastmcp-tasks==4.1.4"
+  fi
+  FASTMCP="$("$VENV/bin/python" --version 2>&1), fastmcp-tasks $("$VENV/bin/python" -c 'import fastmcp_tasks; print(fastmcp_tasks.__version__)')"
 fi
-FASTMCP_VERSION="$("$VENV/bin/python" -c 'import fastmcp_tasks; print(fastmcp_tasks.__version__)')"
 
 # --- pinning ----------------------------------------------------------------------------
 SERVER_PIN=()
@@ -130,7 +141,7 @@ measure() {
   echo "memory: $(grep MemTotal /proc/meminfo | awk '{print $2 " kB"}')"
   echo "kernel: $(uname -r)"
   echo "rustc: $(rustc --version)"
-  echo "python: $("$VENV/bin/python" --version 2>&1), fastmcp-tasks $FASTMCP_VERSION"
+  echo "python: $FASTMCP"
   echo "pinning: server ${SERVER_PIN[*]:-none}, load generator ${LOAD_PIN[*]:-none}"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "reps: $REPS, seconds per measurement: $SECS"
@@ -147,11 +158,23 @@ for rep in $(seq 1 "$REPS"); do
     measure ours-sqlite "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
     continue
   fi
+  PEERS=(ours rmcp)
+  INLINE=(ours rmcp echo)
+  if [[ "$WITH_FASTMCP" == 1 ]]; then
+    PEERS+=(fastmcp)
+    INLINE+=(fastmcp)
+  fi
+  if [[ "$ONLY" == inline ]]; then
+    for server in "${INLINE[@]}"; do
+      measure "$server" "inline-c16" "$rep" "${COMMON[@]}" --mode inline --clients 16
+    done
+    continue
+  fi
   # Task throughput (create + poll at once, then every 1 ms, until completed); tasks are
   # retained for an hour (15 minutes for fastmcp-tasks, its fixed Docket execution_ttl:
   # longer than any run either way).
   for clients in $CLIENT_COUNTS; do
-    for server in ours rmcp fastmcp; do
+    for server in "${PEERS[@]}"; do
       measure "$server" "task-c$clients" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients "$clients"
     done
   done
@@ -163,11 +186,13 @@ for rep in $(seq 1 "$REPS"); do
     measure rmcp "get-k$kr" "$rep" "${COMMON[@]}" --mode get --prefill "$kr" --clients 16
   done
   # Inline tools/call (no extension declared) next to the transport ceiling.
-  for server in ours rmcp echo fastmcp; do
+  for server in "${INLINE[@]}"; do
     measure "$server" "inline-c16" "$rep" "${COMMON[@]}" --mode inline --clients 16
   done
   # The SQLite store (the server says whether it exists yet).
-  measure ours-sqlite "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
+  if [[ -z "$ONLY" ]]; then
+    measure ours-sqlite "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
+  fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
 
