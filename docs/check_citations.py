@@ -7,7 +7,7 @@ references (`§5.4`, `§3.6`, `§5.9 (7)`, `§7 item 10`), and fails, naming fil
 for any number that docs/protocol.md does not define: a rule is defined by a line that
 starts with `**R13**`, a section by a heading `## 5.` / `### 5.4`, a numbered item of a
 section (`§3.6`, `§7 item 10`, `§5.9 (7)`) by the heading or by the `N.` item of that
-section. `PEERS.md §N` references are not protocol sections and are skipped.
+section. `PEERS.md §N` and `RFC 6750 §3.1` name other documents and are skipped.
 
     python3 docs/check_citations.py            # from anywhere inside the repository
 """
@@ -23,7 +23,7 @@ PROTOCOL = ROOT / "docs" / "protocol.md"
 SKIP_DIRS = {"target", ".git", "node_modules"}
 
 RULE = re.compile(r"\b([RC])(\d+)(?:\s*[-–]\s*(?:[RC])?(\d+))?\b")
-SECTION = re.compile(r"(PEERS\.md\s+)?§(\d+)(?:\.(\d+))?(?:\s+item\s+(\d+)|\s+\((\d+)\))?")
+SECTION = re.compile(r"(PEERS\.md\s+|RFC\s*\d+\s+)?§(\d+)(?:\.(\d+))?(?:\s+item\s+(\d+)|\s+\((\d+)\))?")
 
 
 def defined(text: str) -> tuple[set[str], set[str]]:
