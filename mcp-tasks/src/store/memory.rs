@@ -413,6 +413,7 @@ impl TaskStore for MemoryStore {
             entry.check_live()?;
             // A finished task is purged when its TTL runs out (R20).
             let purge_at = entry.deadline_ms();
+            entry.status_message = outcome.status_message();
             entry.end(outcome, now, purge_at);
             Ok(())
         })

@@ -34,6 +34,10 @@
 //!    instant, an expired one after the store's retention for expired tasks. A purged id
 //!    reads as unknown (`None`), which the server answers with `-32602` (R17). Expiry is
 //!    applied when due, also to a read that comes before the store's own sweep.
+//! 8. **Terminal status messages (R21).** When a task ends, its `statusMessage` becomes
+//!    [`Outcome::status_message`]: the error's message for `failed` (an expired task's says
+//!    that its ttl elapsed), none for `completed` and `cancelled`, so no progress text such
+//!    as "waiting for your answer" outlives the work.
 
 use std::{sync::Arc, time::Duration};
 
@@ -150,6 +154,23 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The `statusMessage` a task gets when it ends with this outcome (invariant 8): a
+    /// `failed` task's says why, as its error's message does (protocol R21); a `completed` or
+    /// `cancelled` task keeps no progress text.
+    #[must_use]
+    pub fn status_message(&self) -> Option<String> {
+        match self {
+            Self::Failed(error) => Some(
+                error
+                    .get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("the task failed")
+                    .to_owned(),
+            ),
+            Self::Completed(_) | Self::Cancelled => None,
+        }
+    }
+
     /// The terminal status this outcome gives.
     #[must_use]
     pub fn status(&self) -> TaskStatus {

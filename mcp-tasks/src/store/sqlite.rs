@@ -493,7 +493,6 @@ fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<Row>, bool), StoreErro
     end(
         tx,
         id,
-        &row,
         &error,
         Some("task expired: its ttl elapsed before it finished"),
         Some(purge_at),
@@ -514,18 +513,15 @@ fn exec(conn: &Connection, sql: &str, params: impl rusqlite::Params) -> rusqlite
     conn.prepare_cached(sql)?.execute(params)
 }
 
-/// Writes a terminal state: outcome, purge time, and drops what only a running task needs.
+/// Writes a terminal state: outcome, its status message, purge time, and drops what only a
+/// running task needs.
 fn end(
     tx: &mut Tx<'_>,
     id: &str,
-    row: &Row,
     outcome: &Outcome,
     message: Option<&str>,
     purge_at: Option<u64>,
 ) -> Result<(), StoreError> {
-    let message = message
-        .map(str::to_owned)
-        .or(row.snapshot.status_message.clone());
     exec(
         tx.conn,
         concat!(
@@ -745,7 +741,8 @@ impl TaskStore for SqliteStore {
         self.write(move |tx: &mut Tx<'_>| {
             let row = live_row(tx, &id)?;
             let purge_at = row.deadline_ms;
-            end(tx, &id, &row, &outcome, None, purge_at)
+            let message = outcome.status_message();
+            end(tx, &id, &outcome, message.as_deref(), purge_at)
         })
         .await
     }
