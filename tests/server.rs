@@ -270,8 +270,8 @@ async fn task_completes_with_the_inline_result() {
         }
         assert_eq!(
             id.len(),
-            mcp_tasks::TASK_ID_LEN,
-            "time prefix + 128 random bits (R13)"
+            12 + 32,
+            "12 hex digits of creation time + 128 random bits in hex (R13)"
         );
 
         let immediately = peer.get(&id).await;

@@ -85,6 +85,69 @@ pub fn request_cancelled() -> ErrorData {
     ErrorData::internal_error("the request was cancelled", None)
 }
 
+/// `-32021` for an inline call (no task, no multi round-trip) whose tool asks for input.
+#[must_use]
+pub fn input_needs_task(tool: &str) -> ErrorData {
+    let mut error = tasks_capability_required();
+    error.message = format!(
+        "tool `{tool}` needs input from the client, which it can only ask for as a task: \
+         declare the io.modelcontextprotocol/tasks extension on tools/call"
+    )
+    .into();
+    error
+}
+
+/// `-32603` for a replayed step whose name differs from the one stored at its position.
+#[must_use]
+pub fn step_renamed(seq: u64, stored: &str, now: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "step {seq} was `{stored}` when the task started and is `{now}` now: the tool's \
+             code changed, so the task cannot be replayed"
+        ),
+        None,
+    )
+}
+
+/// `-32603` for a step whose result does not serialize.
+#[must_use]
+pub fn step_unserializable(name: &str, error: &serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the result of step `{name}` does not serialize: {error}"),
+        None,
+    )
+}
+
+/// `-32602` for a client answer (or a stored one) that is not the type asked for.
+#[must_use]
+pub fn bad_client_answer(what: &str, error: &serde_json::Error) -> ErrorData {
+    ErrorData::invalid_params(format!("the client's answer is not a valid {what}: {error}"), None)
+}
+
+/// `-32602` for a `requestState` this server did not issue for the tool called.
+#[must_use]
+pub fn foreign_request_state(tool: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "requestState is not one this server issued for tool `{tool}`; retry the call \
+             without requestState and inputResponses"
+        ),
+        None,
+    )
+}
+
+/// `-32603` for a task that a restarted server does not replay; `message` says why.
+#[must_use]
+pub fn not_resumed(message: String) -> ErrorData {
+    ErrorData::internal_error(message, None)
+}
+
+/// `-32603` in place of a tool result that does not serialize.
+#[must_use]
+pub fn unserializable_result() -> ErrorData {
+    ErrorData::internal_error("the tool result could not be serialized", None)
+}
+
 /// The JSON object form of an error, as a failed task's `error` field carries it.
 #[must_use]
 pub fn to_object(error: &ErrorData) -> JsonObject {

@@ -21,7 +21,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::{
-    runtime::TaskContext,
+    context::TaskContext,
     tool::{ArgumentError, Failure, ToolError, ToolFuture},
 };
 

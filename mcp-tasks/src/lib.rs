@@ -23,18 +23,19 @@
 
 #[cfg(feature = "client")]
 pub mod client;
-pub mod clock;
-pub mod errors;
+mod clock;
+mod context;
+mod errors;
 mod extract;
 mod id;
-pub mod runtime;
+mod runtime;
 pub mod server;
 pub mod store;
 pub mod tool;
 pub mod toolkit;
 
+pub use context::{StepError, TaskContext};
 pub use extract::State;
-pub use id::{TASK_ID_LEN, new_task_id};
 /// Turns an `async fn` into a task tool.
 ///
 /// ```
@@ -123,10 +124,10 @@ pub use id::{TASK_ID_LEN, new_task_id};
 /// number, a string, a list, an enum, an `Option`), the value is wrapped as
 /// `{"result": value}` and the schema says so.
 pub use mcp_tasks_macros::task_tool;
-pub use runtime::TaskContext;
+pub use runtime::recover::RecoveryReport;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
-pub use server::{DEFAULT_OWNER, Engine, Owner, RecoveryReport, TaskServer};
+pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
 #[cfg(feature = "http")]
 pub use server::{http_router, http_service, serve_http};
 #[cfg(feature = "sqlite")]
@@ -136,7 +137,7 @@ pub use tool::{
     ArgumentError, Failure, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolError, ToolFuture,
     Ttl,
 };
-pub use toolkit::{StateMap, Toolkit, ToolkitError};
+pub use toolkit::{Toolkit, ToolkitError};
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.
 pub const EXTENSION_ID: &str = rmcp::model::TASKS_EXTENSION_ID;
@@ -207,7 +208,7 @@ pub mod __private {
             ArgOps, Arguments, FromContext, InputSchema, NamedTool, WholeOps, add_tool,
             assert_unique_names, boxed, fail, kinds,
         },
-        runtime::TaskContext,
+        context::TaskContext,
         tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},
         toolkit::{Toolkit, ToolkitError},
     };

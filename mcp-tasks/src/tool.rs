@@ -10,7 +10,8 @@ use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
 
-use crate::runtime::TaskContext;
+pub use crate::context::Failure;
+use crate::context::{StepError, TaskContext};
 
 /// When a tool runs as a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -252,33 +253,6 @@ impl ToolDefinition {
     }
 }
 
-/// How a tool's work ends other than with a [`CallToolResult`].
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Failure {
-    /// The tool honoured a cancellation: the task ends `cancelled`.
-    Cancelled,
-    /// A JSON-RPC error during execution: the task ends `failed` with it (WIRE.md R45).
-    Error(ErrorData),
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Cancelled => f.write_str("cancelled"),
-            Self::Error(e) => write!(f, "JSON-RPC error {}: {}", e.code.0, e.message),
-        }
-    }
-}
-
-impl std::error::Error for Failure {}
-
-impl From<ErrorData> for Failure {
-    fn from(error: ErrorData) -> Self {
-        Self::Error(error)
-    }
-}
-
 /// The error a tool function returns.
 ///
 /// - [`ToolError::new`] (or any `E: Display` a `#[task_tool]` fn returns): the tool ran and
@@ -315,6 +289,14 @@ impl ToolError {
         Self(Repr::Failure(Failure::Cancelled))
     }
 
+    /// An internal error of the tool (a bug, a broken invariant, a dependency that is down):
+    /// a JSON-RPC `-32603` whose message is `message`; the task ends `failed` (R45). Use
+    /// [`ToolError::new`] instead for a failure the caller (or model) should read and act on.
+    #[must_use]
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::rpc(ErrorData::internal_error(message.into(), None))
+    }
+
     /// What the task's outcome is.
     ///
     /// # Errors
@@ -341,6 +323,17 @@ impl std::error::Error for ToolError {}
 impl From<Failure> for ToolError {
     fn from(failure: Failure) -> Self {
         Self(Repr::Failure(failure))
+    }
+}
+
+impl<E: fmt::Display> From<StepError<E>> for ToolError {
+    /// The work's error as a tool-level failure (`isError: true` with its text); the step's
+    /// own failure as it is.
+    fn from(error: StepError<E>) -> Self {
+        match error {
+            StepError::Work(error) => Self::new(error.to_string()),
+            StepError::Failure(failure) => failure.into(),
+        }
     }
 }
 

@@ -29,16 +29,12 @@ pub(crate) struct Registered {
 /// Application state that tools read through [`TaskContext::state`](crate::TaskContext::state),
 /// keyed by type.
 #[derive(Default, Clone)]
-pub struct StateMap(HashMap<TypeId, Arc<dyn Any + Send + Sync>>);
+pub(crate) struct StateMap(HashMap<TypeId, Arc<dyn Any + Send + Sync>>);
 
 impl StateMap {
-    /// The value of type `T`, if one was registered.
-    #[must_use]
-    pub fn get<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
-        self.0
-            .get(&TypeId::of::<T>())
-            .and_then(|v| v.downcast_ref::<T>())
-            .cloned()
+    /// The value registered for `type_id`, type-erased.
+    pub(crate) fn get_any(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        self.0.get(&type_id).map(|value| &**value)
     }
 }
 

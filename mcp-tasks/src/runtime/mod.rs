@@ -4,17 +4,19 @@
 //! cancellation, or a panic) is written to the [`TaskStore`] as the task's one terminal
 //! state. What only a running process needs (the cancellation token, the channels that carry
 //! answers to waiting input requests) lives here, never in the store.
+//!
+//! - `call.rs`: the life of one call (inline, promotion to a task, ending), with its
+//!   invariants;
+//! - `recover.rs`: what a starting process does with the tasks a previous one left running;
+//! - this module: the process-local registry of running tasks and the expiry sweep.
 
 use std::{
-    any::Any,
     collections::HashMap,
-    panic::AssertUnwindSafe,
     sync::{Arc, Mutex, OnceLock, Weak},
     time::Duration,
 };
 
-use futures::FutureExt;
-use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
+use rmcp::model::{CallToolResult, InputResponses, JsonObject};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -22,22 +24,16 @@ use tracing::Instrument;
 
 use crate::{
     errors,
-    store::{Outcome, StoreError, TaskStore},
-    tool::{Failure, ToolFuture},
+    store::{Outcome, StoreError, TaskSnapshot, TaskStore},
 };
 
-pub(crate) use context::Mrtr;
+pub(crate) mod call;
+pub(crate) mod recover;
 
-mod context;
+pub(crate) use call::Ended;
 
-pub use context::TaskContext;
-pub(crate) use context::{ContextParts, Replay};
-
-/// How often the reaper applies due expiry.
-const REAP_INTERVAL: Duration = Duration::from_secs(1);
-
-/// How a piece of work ended, panics included.
-pub(crate) type Ended = Result<Result<CallToolResult, Failure>, String>;
+/// How often the reaper applies due expiry, unless the engine says otherwise.
+pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct LiveTask {
@@ -50,15 +46,35 @@ pub(crate) struct Runtime {
     pub(crate) store: Arc<dyn TaskStore>,
     live: Mutex<HashMap<Arc<str>, Arc<LiveTask>>>,
     reaper: OnceLock<()>,
+    reap_interval: Duration,
 }
 
 impl Runtime {
-    pub(crate) fn new(store: Arc<dyn TaskStore>) -> Arc<Self> {
+    pub(crate) fn new(store: Arc<dyn TaskStore>, reap_interval: Duration) -> Arc<Self> {
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
             reaper: OnceLock::new(),
+            reap_interval,
         })
+    }
+
+    /// How many tasks' work runs in this process.
+    pub(crate) fn live_count(&self) -> usize {
+        self.live_map().len()
+    }
+
+    /// A task as the store has it now. A read that finds a task terminal while its work
+    /// still runs here (the read was the first to see it expire, before the reaper) stops
+    /// the work, exactly as the reaper would.
+    pub(crate) async fn read(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
+        let snapshot = self.store.get(id).await?;
+        if let Some(snapshot) = &snapshot
+            && snapshot.status.is_terminal()
+        {
+            self.cancel(id);
+        }
+        Ok(snapshot)
     }
 
     fn live_map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<LiveTask>>> {
@@ -139,10 +155,10 @@ impl Runtime {
     /// Stores how a task's work ended as its terminal state.
     pub(crate) async fn finish(&self, id: &Arc<str>, tool: &str, ended: Ended) {
         let outcome = match ended {
-            Ok(Ok(result)) => Outcome::Completed(result_object(&result)),
-            Ok(Err(Failure::Cancelled)) => Outcome::Cancelled,
-            Ok(Err(Failure::Error(error))) => Outcome::Failed(errors::to_object(&error)),
-            Err(panic) => {
+            Ended::Completed(result) => Outcome::Completed(result_object(&result)),
+            Ended::Cancelled => Outcome::Cancelled,
+            Ended::Failed(error) => Outcome::Failed(errors::to_object(&error)),
+            Ended::Panicked(panic) => {
                 tracing::error!(task_id = %id, tool, panic, "tool panicked");
                 Outcome::Failed(errors::to_object(&errors::tool_panicked(tool, &panic)))
             }
@@ -163,7 +179,10 @@ impl Runtime {
         self.reaper.get_or_init(|| {
             let weak: Weak<Self> = Arc::downgrade(self);
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(REAP_INTERVAL);
+                let Some(interval) = weak.upgrade().map(|runtime| runtime.reap_interval) else {
+                    return;
+                };
+                let mut tick = tokio::time::interval(interval);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tick.tick().await;
@@ -183,29 +202,10 @@ impl Runtime {
     }
 }
 
-/// Runs work, turning a panic into its message.
-pub(crate) async fn run_caught(work: ToolFuture) -> Ended {
-    AssertUnwindSafe(work)
-        .catch_unwind()
-        .await
-        .map_err(|panic| panic_message(&*panic))
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
-}
-
 /// The `CallToolResult` as the JSON object `result` of a completed task (R47).
 pub(crate) fn result_object(result: &CallToolResult) -> JsonObject {
     match serde_json::to_value(result) {
         Ok(Value::Object(map)) => map,
-        _ => errors::to_object(&ErrorData::internal_error(
-            "the tool result could not be serialized",
-            None,
-        )),
+        _ => errors::to_object(&errors::unserializable_result()),
     }
 }

@@ -53,31 +53,34 @@
     reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
 )]
 
-use std::{pin::Pin, sync::Arc};
+use std::sync::Arc;
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
         CreateTaskResult, ElicitResult, GetTaskParams, GetTaskResult, Implementation, InputRequest,
-        InputRequiredResult, InputResponses, ListRootsResult, ListToolsResult,
+        InputRequiredResult, InputResponses, ListRootsResult, ListToolsResult, MetaObject,
         PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolsCapability,
         UpdateTaskParams,
     },
     service::RequestContext,
 };
-use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::{
     EXTENSION_ID, errors,
-    id::new_task_id,
-    runtime::{ContextParts, Ended, Mrtr, Replay, Runtime, TaskContext, run_caught},
-    store::{MemoryStore, NewTask, Outcome, Recovery, StoreError, TaskSnapshot, TaskStore},
-    tool::{Failure, Mode, RestartPolicy},
-    toolkit::{Registered, Toolkit},
+    runtime::{
+        Runtime,
+        call::{Answer, Call},
+        DEFAULT_REAP_INTERVAL,
+        recover::{RecoveryReport, recover},
+    },
+    store::{MemoryStore, StoreError, TaskSnapshot, TaskStore},
+    tool::Mode,
+    toolkit::Toolkit,
 };
 
+mod router;
 #[cfg(feature = "http")]
 mod serve_http;
 #[cfg(feature = "stdio")]
@@ -118,6 +121,9 @@ pub struct Engine {
     runtime: Arc<Runtime>,
     default_owner: Arc<str>,
     tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
+    reap_interval: std::time::Duration,
+    /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
+    result_meta: Arc<MetaObject>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -141,9 +147,11 @@ impl Engine {
         Self {
             toolkit: Arc::new(toolkit),
             state,
-            runtime: Runtime::new(Arc::new(MemoryStore::new())),
+            runtime: Runtime::new(Arc::new(MemoryStore::new()), DEFAULT_REAP_INTERVAL),
             default_owner: Arc::from(DEFAULT_OWNER),
             tool_names: Arc::new(tool_names),
+            reap_interval: DEFAULT_REAP_INTERVAL,
+            result_meta: Arc::new(server_info_meta(&default_server_info())),
         }
     }
 
@@ -156,8 +164,33 @@ impl Engine {
     /// Uses a store shared with other code.
     #[must_use]
     pub fn with_shared_store(mut self, store: Arc<dyn TaskStore>) -> Self {
-        self.runtime = Runtime::new(store);
+        self.runtime = Runtime::new(store, self.reap_interval);
         self
+    }
+
+    /// Sets how often the engine sweeps the store for tasks past their TTL (default 1 s).
+    /// Expiry is also applied by any read that comes first, so the sweep bounds how long an
+    /// expired task's work may go on when nobody reads it.
+    #[must_use]
+    pub fn with_expiry_sweep(mut self, every: std::time::Duration) -> Self {
+        self.reap_interval = every.max(std::time::Duration::from_millis(1));
+        self.runtime = Runtime::new(self.runtime.store.clone(), self.reap_interval);
+        self
+    }
+
+    /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
+    /// every result the engine builds (C9); [`TaskServer::with_server_info`] sets it too.
+    /// Default: `mcp-tasks` and this crate's version.
+    #[must_use]
+    pub fn with_server_info(mut self, info: Implementation) -> Self {
+        self.result_meta = Arc::new(server_info_meta(&info));
+        self
+    }
+
+    /// How many tasks' work runs in this process now.
+    #[must_use]
+    pub fn running_tasks(&self) -> usize {
+        self.runtime.live_count()
     }
 
     /// Sets the owner of requests that carry no [`Owner`].
@@ -198,12 +231,14 @@ impl Engine {
     /// Every tool, in registration order.
     #[must_use]
     pub fn list_tools(&self) -> ListToolsResult {
-        ListToolsResult::with_all_items(
+        let mut result = ListToolsResult::with_all_items(
             self.toolkit
                 .definitions()
                 .map(|d| d.tool().clone())
                 .collect(),
-        )
+        );
+        result.meta = Some(self.meta());
+        result
     }
 
     /// Whether `tools/call` of `name` is for this engine.
@@ -235,29 +270,47 @@ impl Engine {
         };
         let arguments = params.arguments.unwrap_or_default();
         let mrtr = if is_modern(context) {
-            let answers = round_trip_answers(
+            Some(round_trip_answers(
                 definition.name(),
                 params.request_state.as_deref(),
                 params.input_responses,
-            )?;
-            Some(Mrtr::new(answers))
+            )?)
         } else {
             None
         };
+        let tool = self.tool_name(definition.name());
         let call = Call {
-            engine: self,
+            runtime: &self.runtime,
             registered,
-            tool: self.tool_name(definition.name()),
+            state: &self.state,
+            tool: tool.clone(),
             owner: self.owner(context),
             client_capabilities: client_capabilities(context),
             arguments,
             request_meta: meta_object(&context.meta),
+            mrtr,
         };
-        if as_task {
-            call.task(definition.inline_budget(), mrtr, context).await
+        let answer = if as_task {
+            call.task(definition.inline_budget(), &context.ct).await?
         } else {
-            call.inline(mrtr, context).await
-        }
+            call.inline(&context.ct).await?
+        };
+        Ok(match answer {
+            Answer::Result(mut result) => {
+                self.add_meta(&mut result.meta);
+                CallToolResponse::Complete(result)
+            }
+            Answer::Task(task) => {
+                let mut created = CreateTaskResult::new(task);
+                created.meta = Some(self.meta());
+                CallToolResponse::Task(created)
+            }
+            Answer::InputRequired { requests, answers } => {
+                let mut result = input_required(&tool, requests, answers);
+                result.meta = Some(self.meta());
+                CallToolResponse::InputRequired(result)
+            }
+        })
     }
 
     /// Answers `tasks/get` with the task's `DetailedTask` (R14-R16).
@@ -272,7 +325,9 @@ impl Engine {
         let snapshot = self
             .owned_task("tasks/get", &params.task_id, context)
             .await?;
-        Ok(GetTaskResult::new(snapshot.into_detailed()))
+        let mut result = GetTaskResult::new(snapshot.into_detailed());
+        result.meta = Some(self.meta());
+        Ok(result)
     }
 
     /// Answers `tasks/update`: answers for outstanding keys go to the waiting work, other
@@ -334,82 +389,7 @@ impl Engine {
     /// # Errors
     /// A failure of the store; tasks dealt with before it keep their new state.
     pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
-        let mut report = RecoveryReport::default();
-        let store = &self.runtime.store;
-        for task in store.recoverable().await? {
-            let failure = match self.toolkit.get(&task.tool) {
-                None => Some(format!(
-                    "the server restarted and no longer offers tool `{}`",
-                    task.tool
-                )),
-                Some(registered) if registered.definition.version() != &*task.tool_version => {
-                    Some(format!(
-                        "tool `{}` changed from version `{}` to `{}` while the task ran; it is \
-                         not replayed against different code",
-                        task.tool,
-                        task.tool_version,
-                        registered.definition.version()
-                    ))
-                }
-                Some(registered) if registered.definition.restart() == RestartPolicy::Fail => {
-                    Some("the server restarted while the task was running".to_owned())
-                }
-                Some(registered) => self.resume(registered, task.clone()).await.err(),
-            };
-            match failure {
-                None => report.resumed += 1,
-                Some(message) => {
-                    report.failed += 1;
-                    tracing::info!(task_id = %task.id, tool = %task.tool, %message, "task not resumed");
-                    let error = ErrorData::internal_error(message.clone(), None);
-                    let _ = store.set_status_message(&task.id, Some(message)).await;
-                    match store
-                        .finish(&task.id, Outcome::Failed(errors::to_object(&error)))
-                        .await
-                    {
-                        Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound) => {}
-                        Err(error) => return Err(error),
-                    }
-                }
-            }
-        }
-        Ok(report)
-    }
-
-    /// Replays a task: the tool runs again with its arguments, stored steps and answers.
-    async fn resume(&self, registered: &Registered, task: Recovery) -> Result<(), String> {
-        let tool = self.tool_name(&task.tool);
-        let meta: rmcp::model::RequestMetaObject =
-            serde_json::from_value(serde_json::Value::Object(task.request_meta))
-                .unwrap_or_default();
-        let cancel = CancellationToken::new();
-        let ctx = TaskContext::task(ContextParts {
-            id: task.id.clone(),
-            tool: tool.clone(),
-            owner: task.owner.clone(),
-            cancel: cancel.clone(),
-            client_capabilities: meta.client_capabilities().unwrap_or_default(),
-            state: self.state.clone(),
-            runtime: self.runtime.clone(),
-            mrtr: None,
-            replay: Some(Replay {
-                answers: task.answers,
-                steps: task.steps.into_iter().map(|s| (s.seq, s)).collect(),
-            }),
-        });
-        let work = registered
-            .tool
-            .call(ctx, task.arguments)
-            .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
-        let _ = self
-            .runtime
-            .store
-            .set_status_message(&task.id, Some("resumed after a server restart".to_owned()))
-            .await;
-        self.runtime.register(task.id.clone(), cancel);
-        self.runtime
-            .spawn(task.id, tool, &task.owner, run_caught(work));
-        Ok(())
+        recover(&self.runtime, &self.toolkit, &self.state).await
     }
 
     /// The task, if the request may see it.
@@ -423,7 +403,7 @@ impl Engine {
             return Err(errors::tasks_capability_required());
         }
         let owner = self.owner(context);
-        match self.runtime.store.get(id).await {
+        match self.runtime.read(id).await {
             Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
             Ok(_) => Err(errors::task_not_found(method)),
             Err(error) => Err(errors::store_failure(&error)),
@@ -443,6 +423,19 @@ impl Engine {
             return owner.0.clone();
         }
         self.default_owner.clone()
+    }
+
+    /// The `_meta` of a result: the server's info (C9).
+    fn meta(&self) -> MetaObject {
+        (*self.result_meta).clone()
+    }
+
+    /// Adds the server's info to a result's `_meta`, keeping what the tool put there.
+    fn add_meta(&self, meta: &mut Option<MetaObject>) {
+        let meta = meta.get_or_insert_with(MetaObject::new);
+        for (key, value) in &self.result_meta.0 {
+            meta.0.entry(key.clone()).or_insert_with(|| value.clone());
+        }
     }
 
     fn tool_name(&self, name: &str) -> Arc<str> {
@@ -527,164 +520,30 @@ fn validate_responses(
     Ok(())
 }
 
-/// One `tools/call` being answered.
-struct Call<'a> {
-    engine: &'a Engine,
-    registered: &'a Registered,
-    tool: Arc<str>,
-    owner: Arc<str>,
-    client_capabilities: ClientCapabilities,
-    arguments: rmcp::model::JsonObject,
-    request_meta: rmcp::model::JsonObject,
+/// The `input_required` answer of a round: this round's requests, and every answer so far
+/// in `requestState`, so the retry needs only the new answers (C20).
+fn input_required(
+    tool: &str,
+    requests: rmcp::model::InputRequests,
+    answers: InputResponses,
+) -> InputRequiredResult {
+    let state = (!answers.is_empty())
+        .then(|| serde_json::json!({ "tool": tool, "answers": answers }).to_string());
+    InputRequiredResult::new(Some(requests), state)
 }
 
-impl Call<'_> {
-    fn parts(&self, id: Arc<str>, cancel: CancellationToken, mrtr: Option<Mrtr>) -> ContextParts {
-        ContextParts {
-            mrtr,
-            replay: None,
-            id,
-            tool: self.tool.clone(),
-            owner: self.owner.clone(),
-            cancel,
-            client_capabilities: self.client_capabilities.clone(),
-            state: self.engine.state.clone(),
-            runtime: self.engine.runtime.clone(),
-        }
-    }
-
-    fn new_task(&self, id: Arc<str>, message: Option<String>) -> NewTask {
-        let definition = &self.registered.definition;
-        NewTask::new(id, self.owner.clone(), self.tool.clone())
-            .with_status_message(message)
-            .with_ttl(definition.ttl().duration())
-            .with_poll_interval(definition.poll_interval())
-            .with_arguments(self.arguments.clone())
-            .with_tool_version(Arc::from(definition.version()))
-            .with_request_meta(self.request_meta.clone())
-    }
-
-    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, ErrorData> {
-        self.engine
-            .runtime
-            .store
-            .create(task)
-            .await
-            .map_err(|error| match error {
-                StoreError::Full { capacity } => errors::store_full(capacity),
-                other => errors::store_failure(&other),
-            })
-    }
-
-    /// An ordinary call: the work runs here and its result is the answer. Input it asks for
-    /// goes by multi round-trip request (modern wire).
-    async fn inline(
-        self,
-        mrtr: Option<Mrtr>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let cancel = context.ct.child_token();
-        let ctx = TaskContext::inline(self.parts(Arc::from(""), cancel.clone(), mrtr));
-        let work = match self
-            .registered
-            .tool
-            .call(ctx.clone(), self.arguments.clone())
-        {
-            Ok(work) => work,
-            Err(error) => return Ok(error.into_result(&self.tool).into()),
-        };
-        let mut work = std::pin::pin!(run_caught(work));
-        tokio::select! {
-            biased;
-            ended = &mut work => inline_answer(&self.tool, ended),
-            () = ctx.round_trip_asked() => {
-                cancel.cancel();
-                Ok(self.input_required(&ctx))
-            }
-        }
-    }
-
-    /// A call that runs as a task. The work starts here, before any task exists: input it
-    /// asks for with `*_before_task` goes by multi round-trip request (R11); the task is
-    /// created once the work first waits on anything else (or asks for input through the
-    /// task), or, with an inline budget, once the budget runs out, in which case work that
-    /// ends sooner is answered inline. The work is never started twice.
-    async fn task(
-        self,
-        budget: Option<std::time::Duration>,
-        mrtr: Option<Mrtr>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let id: Arc<str> = Arc::from(new_task_id());
-        let cancel = CancellationToken::new();
-        let (ctx, mut promote) = TaskContext::pending(self.parts(id.clone(), cancel.clone(), mrtr));
-        let work = match self
-            .registered
-            .tool
-            .call(ctx.clone(), self.arguments.clone())
-        {
-            Ok(work) => work,
-            Err(error) => return Ok(error.into_result(&self.tool).into()),
-        };
-        let span =
-            tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
-        let mut work: Pin<Box<dyn Future<Output = Ended> + Send>> =
-            Box::pin(run_caught(work).instrument(span));
-        let ended = tokio::select! {
-            biased;
-            () = context.ct.cancelled() => {
-                cancel.cancel();
-                return Err(errors::request_cancelled());
-            }
-            ended = &mut work => Some(ended),
-            () = ctx.round_trip_asked() => {
-                cancel.cancel();
-                return Ok(self.input_required(&ctx));
-            }
-            _ = &mut promote => None,
-            () = after(budget) => None,
-        };
-        if let (Some(ended), Some(_)) = (&ended, budget) {
-            return inline_answer(&self.tool, ended.clone());
-        }
-        let message = ctx.begin_promotion();
-        let snapshot = match self.create(self.new_task(id.clone(), message)).await {
-            Ok(snapshot) => snapshot,
-            Err(error) => {
-                cancel.cancel();
-                return Err(error);
-            }
-        };
-        let runtime = &self.engine.runtime;
-        runtime.register(id.clone(), cancel);
-        ctx.finish_promotion().await;
-        match ended {
-            // The work ended before it ever waited: the task is born finished.
-            Some(ended) => runtime.finish(&id, &self.tool, ended).await,
-            None => runtime.spawn(id, self.tool.clone(), &self.owner, work),
-        }
-        Ok(CallToolResponse::Task(CreateTaskResult::new(
-            snapshot.to_task(),
-        )))
-    }
-
-    /// The `input_required` answer of a round: this round's requests, and every answer so far
-    /// in `requestState`, so the retry needs only the new answers (C20).
-    fn input_required(&self, ctx: &TaskContext) -> CallToolResponse {
-        let (requests, answers) = ctx.round_trip_state();
-        let state = (!answers.is_empty())
-            .then(|| serde_json::json!({ "tool": &*self.tool, "answers": answers }).to_string());
-        CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), state))
-    }
+/// This crate as the default `serverInfo`.
+fn default_server_info() -> Implementation {
+    Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
 }
 
-/// Resolves after `budget`, or, without one, once the work it races has been polled and
-/// waits (the second poll of a `yield_now`).
-async fn after(budget: Option<std::time::Duration>) {
-    match budget {
-        Some(budget) => tokio::time::sleep(budget).await,
-        None => tokio::task::yield_now().await,
+/// `{"io.modelcontextprotocol/serverInfo": info}` (C9).
+fn server_info_meta(info: &Implementation) -> MetaObject {
+    let mut meta = MetaObject::new();
+    if let Ok(value) = serde_json::to_value(info) {
+        meta.0.insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
     }
+    meta
 }
 
 /// Every answer of a multi round-trip call: earlier rounds' from `requestState` (which this
@@ -703,42 +562,11 @@ fn round_trip_answers(
         }
         match serde_json::from_str::<State>(state) {
             Ok(state) if state.tool == tool => answers = state.answers,
-            _ => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "requestState is not one this server issued for tool `{tool}`; retry \
-                         the call without requestState and inputResponses"
-                    ),
-                    None,
-                ));
-            }
+            _ => return Err(errors::foreign_request_state(tool)),
         }
     }
     answers.extend(input_responses.unwrap_or_default());
     Ok(answers)
-}
-
-/// What [`Engine::recover`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RecoveryReport {
-    /// Tasks replayed.
-    pub resumed: usize,
-    /// Tasks ended `failed`.
-    pub failed: usize,
-}
-
-/// The answer to an inline call from how its work ended.
-fn inline_answer(tool: &str, ended: Ended) -> Result<CallToolResponse, ErrorData> {
-    match ended {
-        Ok(Ok(result)) => Ok(CallToolResponse::Complete(result)),
-        Ok(Err(Failure::Error(error))) => Err(error),
-        Ok(Err(Failure::Cancelled)) => Err(errors::request_cancelled()),
-        Err(panic) => {
-            tracing::error!(tool, panic, "tool panicked");
-            Err(errors::tool_panicked(tool, &panic))
-        }
-    }
 }
 
 /// A ready [`ServerHandler`]: tools from a [`Toolkit`], tasks in a [`TaskStore`].
@@ -769,7 +597,7 @@ impl TaskServer {
     #[must_use]
     pub fn from_engine(engine: Engine) -> Self {
         let config = ServerConfig::new(engine.capabilities(ServerCapabilities::default()))
-            .with_server_info(Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")));
+            .with_server_info(default_server_info());
         Self {
             engine,
             config: Arc::new(config),
@@ -786,8 +614,9 @@ impl TaskServer {
     /// Sets the name and version the server reports (`serverInfo`).
     #[must_use]
     pub fn with_server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
-        let config = Arc::make_mut(&mut self.config);
-        config.server_info = Implementation::new(name.into(), version.into());
+        let info = Implementation::new(name.into(), version.into());
+        self.engine = self.engine.with_server_info(info.clone());
+        Arc::make_mut(&mut self.config).server_info = info;
         self
     }
 

@@ -8,16 +8,21 @@ use rmcp::transport::streamable_http_server::{
 };
 use tokio::net::TcpListener;
 
-use super::TaskServer;
+use rmcp::ServerHandler;
 
 /// The path [`serve_http`] answers on.
 pub const MCP_PATH: &str = "/mcp";
 
-/// rmcp's Streamable HTTP service for `server`: the modern (stateless) wire, plus legacy
-/// `initialize` sessions for older clients. A modern request's answer is one
-/// `application/json` body unless the handler sends something before it (then SSE).
+/// rmcp's Streamable HTTP service for `server` (a [`TaskServer`](crate::TaskServer), or an
+/// rmcp handler of your own that routes to an [`Engine`](crate::Engine)): the modern
+/// (stateless) wire, plus legacy `initialize` sessions for older clients. A modern request's
+/// answer is one `application/json` body unless the handler sends something before it (then
+/// SSE).
 #[must_use]
-pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
+pub fn http_service<S>(server: S) -> StreamableHttpService<S, LocalSessionManager>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -28,7 +33,10 @@ pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, Loc
 /// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
 /// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
 /// extensions.
-pub fn http_router(server: TaskServer) -> axum::Router {
+pub fn http_router<S>(server: S) -> axum::Router
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     axum::Router::new().nest_service(MCP_PATH, http_service(server))
 }
 
@@ -39,7 +47,10 @@ pub fn http_router(server: TaskServer) -> axum::Router {
 ///
 /// # Errors
 /// An I/O error of the listener.
-pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result<()> {
+pub async fn serve_http<S>(listener: TcpListener, server: S) -> io::Result<()>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let listener = listener.tap_io(|tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "could not set TCP_NODELAY");

@@ -1,0 +1,462 @@
+//! [`TaskContext`]: what a running tool sees of its call, and [`Failure`], how the calls it
+//! offers fail.
+//!
+//! This module is the tool author's side only. Everything a context does to the task (store a
+//! status, ask for input, keep a step, become a task) goes through [`Host`], which the runtime's
+//! lifecycle implements (`runtime/call.rs`); so the author API depends on no runtime code and
+//! the runtime is free to change how a call is driven.
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
+
+use std::{
+    any::{Any, TypeId},
+    fmt,
+    sync::Arc,
+};
+
+use futures::future::BoxFuture;
+use rmcp::model::{
+    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitationSchema, ErrorData, InputRequest, ListRootsResult, Request,
+    RequestNoParam,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::errors;
+
+/// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
+/// and how the [`TaskContext`] calls that wait on the client fail.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The tool honoured a cancellation: the task ends `cancelled`.
+    Cancelled,
+    /// A JSON-RPC error during execution: the task ends `failed` with it (protocol R45).
+    Error(ErrorData),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancelled => f.write_str("cancelled"),
+            Self::Error(e) => write!(f, "JSON-RPC error {}: {}", e.code.0, e.message),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl From<ErrorData> for Failure {
+    fn from(error: ErrorData) -> Self {
+        Self::Error(error)
+    }
+}
+
+/// Which kind of input a request is, for the capability check of protocol C18 and the key
+/// it is asked under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    Elicitation,
+    Sampling,
+    Roots,
+}
+
+impl InputKind {
+    pub(crate) fn capability(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// The prefix of the input-request keys of this kind (`elicit-1`, `sample-2`, ...).
+    pub(crate) fn key_prefix(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicit",
+            Self::Sampling => "sample",
+            Self::Roots => "roots",
+        }
+    }
+
+    fn declared(self, caps: &ClientCapabilities) -> bool {
+        match self {
+            Self::Elicitation => caps.elicitation.is_some(),
+            Self::Sampling => caps.sampling.is_some(),
+            Self::Roots => caps.roots.is_some(),
+        }
+    }
+}
+
+/// A step's place in a run: its number, and what a replay already has for it.
+pub(crate) enum StepSlot {
+    /// The step ran before a restart: its stored name and result.
+    Stored { seq: u64, name: String, value: Value },
+    /// The step runs now, as number `seq`.
+    Fresh { seq: u64 },
+}
+
+/// The engine side of one call, as [`TaskContext`] drives it. The runtime's lifecycle
+/// (`runtime/call.rs`) implements it; its module docs say what each method guarantees.
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The task id: `Some` once a task record exists for the call.
+    fn task_id(&self) -> Option<&str>;
+    /// The owner of the call.
+    fn owner(&self) -> &str;
+    /// The tool's wire name.
+    fn tool(&self) -> &str;
+    /// Fires when the call is cancelled (tasks/cancel, expiry, a dropped inline request).
+    fn cancel_token(&self) -> &CancellationToken;
+    /// What the creating request declared.
+    fn client_capabilities(&self) -> &ClientCapabilities;
+    /// Registered application state of the given type.
+    fn state(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)>;
+    /// Sets the status message (kept until a task exists when the call is still pending).
+    fn status(&self, message: String) -> BoxFuture<'_, ()>;
+    /// Asks the client for input, by the route the call's phase allows, and waits.
+    fn input(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+    ) -> BoxFuture<'_, Result<Value, Failure>>;
+    /// Numbers the next step and says whether a replay has it.
+    fn next_step(&self) -> StepSlot;
+    /// Whether the call is inline for good (no task, none to come): steps just run.
+    fn is_inline(&self) -> bool;
+    /// Makes sure a task record exists before a step's side effects.
+    fn ensure_task(&self) -> BoxFuture<'_, Result<(), Failure>>;
+    /// Stores a completed step durably.
+    fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>>;
+}
+
+/// The handle a tool receives: its task id, status messages, cancellation, input from the
+/// client, durable steps, and the application state registered on the toolkit.
+///
+/// Cheap to clone; every clone refers to the same call.
+#[derive(Clone)]
+pub struct TaskContext {
+    host: Arc<dyn Host>,
+}
+
+impl fmt::Debug for TaskContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskContext")
+            .field("task_id", &self.task_id())
+            .field("tool", &self.tool_name())
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl TaskContext {
+    pub(crate) fn new(host: Arc<dyn Host>) -> Self {
+        Self { host }
+    }
+
+    /// The task id, once the call runs as a task; `None` for an inline call, and also at
+    /// the very start of a call that becomes a task (the task is created once the work first
+    /// waits, so that input can be asked before it exists). Inside a [step](Self::step), after
+    /// any await, or in a replay it is set.
+    #[must_use]
+    pub fn task_id(&self) -> Option<&str> {
+        self.host.task_id()
+    }
+
+    /// The owner of the call (protocol R49): the [`Owner`](crate::Owner) of the creating
+    /// request, or the engine's default.
+    #[must_use]
+    pub fn owner(&self) -> &str {
+        self.host.owner()
+    }
+
+    /// The wire name of the tool being run.
+    #[must_use]
+    pub fn tool_name(&self) -> &str {
+        self.host.tool()
+    }
+
+    /// Sets the task's `statusMessage`, which `tasks/get` shows. Inline calls have no task
+    /// and the message only goes to the trace log.
+    pub async fn status(&self, message: impl Into<String>) {
+        self.host.status(message.into()).await;
+    }
+
+    /// Whether a cancellation was requested (`tasks/cancel`, expiry, or the client dropped an
+    /// inline call).
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.host.cancel_token().is_cancelled()
+    }
+
+    /// Resolves once a cancellation is requested. To honour it, end the tool with
+    /// [`ToolError::cancelled`](crate::ToolError::cancelled) (or `?` on a [`Failure`]); the
+    /// task then ends `cancelled`. A tool that ignores it ends as it would have.
+    pub async fn cancelled(&self) {
+        self.host.cancel_token().cancelled().await;
+    }
+
+    /// Runs `work` until it ends or a cancellation is requested, whichever comes first.
+    ///
+    /// # Errors
+    /// [`Failure::Cancelled`] when the cancellation came first.
+    pub async fn until_cancelled<T>(&self, work: impl Future<Output = T>) -> Result<T, Failure> {
+        tokio::select! {
+            biased;
+            () = self.host.cancel_token().cancelled() => Err(Failure::Cancelled),
+            value = work => Ok(value),
+        }
+    }
+
+    /// The application state of type `T` registered with
+    /// [`Toolkit::with_state`](crate::Toolkit::with_state).
+    #[must_use]
+    pub fn state<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
+        self.host
+            .state(TypeId::of::<T>())
+            .and_then(|value| value.downcast_ref::<T>())
+            .cloned()
+    }
+
+    /// Asks the client for input with an elicitation (`elicitation/create`). The task waits
+    /// in `input_required` under a fresh key until `tasks/update` brings the answer.
+    ///
+    /// # Errors
+    /// - [`Failure::Cancelled`] if the task is cancelled while waiting;
+    /// - `-32021` naming `elicitation` when the creating request did not declare it (C18);
+    /// - `-32021` naming the tasks extension for a call that cannot become a task and cannot
+    ///   ask by multi round-trip either (a legacy `initialize` session).
+    ///
+    /// A call that is not a task and never will be (the client did not declare the extension)
+    /// asks by multi round-trip request on the modern wire instead: the call answers
+    /// `resultType: "input_required"`, and the client's retry runs the tool again with the
+    /// answer (protocol §5.4), so code before the question may run more than once.
+    pub async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, Failure> {
+        let request = InputRequest::Elicitation(Request::new(params));
+        let value = self.input(InputKind::Elicitation, request, false).await?;
+        decode(value, "ElicitResult")
+    }
+
+    /// Asks for input **before the task exists**, by multi round-trip request (protocol R11,
+    /// §5.4): while the call has no task yet, it answers `resultType: "input_required"`; the
+    /// client retries the call with the answer, the tool runs again from the top, this call
+    /// returns the answer, and the task is created once the work goes on. Use it to confirm or
+    /// gather parameters before committing to long work. Once a task exists (or on a legacy
+    /// session) it asks like [`TaskContext::elicit`].
+    ///
+    /// Code before this call runs once per round: keep side effects after it.
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`].
+    pub async fn elicit_before_task(
+        &self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, Failure> {
+        let request = InputRequest::Elicitation(Request::new(params));
+        let value = self.input(InputKind::Elicitation, request, true).await?;
+        decode(value, "ElicitResult")
+    }
+
+    /// [`TaskContext::elicit`] with a form: a message and the schema of the fields wanted.
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`].
+    pub async fn elicit_form(
+        &self,
+        message: impl Into<String>,
+        schema: ElicitationSchema,
+    ) -> Result<ElicitResult, Failure> {
+        self.elicit(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.into(),
+            requested_schema: schema,
+        })
+        .await
+    }
+
+    /// [`TaskContext::elicit_before_task`] with a form.
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`].
+    pub async fn elicit_form_before_task(
+        &self,
+        message: impl Into<String>,
+        schema: ElicitationSchema,
+    ) -> Result<ElicitResult, Failure> {
+        self.elicit_before_task(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.into(),
+            requested_schema: schema,
+        })
+        .await
+    }
+
+    /// Runs `work` as a durable step: its result is stored (serialized) before `step`
+    /// returns. When the task is replayed after a restart ([`RestartPolicy::Resume`]), the tool
+    /// runs again from the top and every step that completed before returns its stored result
+    /// without running, so side effects belong in steps. Steps are numbered in the order they
+    /// run; `name` must match on replay.
+    ///
+    /// A step makes a pending call a task; an inline call (no task) just runs `work`.
+    ///
+    /// # Errors
+    /// [`Failure::Cancelled`] if the task ended meanwhile (it expired); a `-32603` error when
+    /// the result does not serialize, the store fails, or the step's name differs from the
+    /// one stored for its position (the tool's code changed).
+    ///
+    /// [`RestartPolicy::Resume`]: crate::RestartPolicy::Resume
+    pub async fn step<T, F, Fut>(&self, name: &str, work: F) -> Result<T, Failure>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let stepped = self
+            .run_step(name, || async { Ok::<T, std::convert::Infallible>(work().await) })
+            .await;
+        stepped.map_err(|error| match error {
+            StepError::Failure(failure) => failure,
+            StepError::Work(never) => match never {},
+        })
+    }
+
+    /// A fallible [step](Self::step): `work` returns a `Result`, and only an `Ok` is stored.
+    /// An `Err` is not stored and comes back as [`StepError::Work`], so one `?` in a tool
+    /// that returns `Result<_, ToolError>` handles both the work's error (as `isError: true`
+    /// with its text) and the step's own failure. When the task is replayed, a step that
+    /// stored an `Ok` returns it without running; one that failed runs again.
+    ///
+    /// ```
+    /// use mcp_tasks::{TaskContext, ToolError, task_tool};
+    ///
+    /// /// Charges a card once, even across restarts.
+    /// #[task_tool(restart = "resume")]
+    /// async fn charge(ctx: TaskContext, cents: u64) -> Result<String, ToolError> {
+    ///     let receipt: String = ctx
+    ///         .try_step("charge", || async move {
+    ///             if cents == 0 { Err("nothing to charge") } else { Ok(format!("r-{cents}")) }
+    ///         })
+    ///         .await?;
+    ///     Ok(receipt)
+    /// }
+    /// # let _ = mcp_tasks::toolkit![charge];
+    /// ```
+    ///
+    /// # Errors
+    /// [`StepError::Work`] with the work's error; [`StepError::Failure`] as for
+    /// [`step`](Self::step).
+    pub async fn try_step<T, E, F, Fut>(&self, name: &str, work: F) -> Result<T, StepError<E>>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_step(name, work).await
+    }
+
+    /// The step machinery: the stored result on replay, else `work`, stored when `Ok`.
+    async fn run_step<T, E, F, Fut>(&self, name: &str, work: F) -> Result<T, StepError<E>>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let seq = match self.host.next_step() {
+            StepSlot::Stored {
+                seq,
+                name: stored,
+                value,
+            } => {
+                if stored != name {
+                    return Err(StepError::Failure(Failure::Error(errors::step_renamed(
+                        seq, &stored, name,
+                    ))));
+                }
+                return decode(value, "stored step result").map_err(StepError::Failure);
+            }
+            StepSlot::Fresh { seq } => seq,
+        };
+        if self.host.is_inline() {
+            return work().await.map_err(StepError::Work);
+        }
+        self.host.ensure_task().await.map_err(StepError::Failure)?;
+        let value = work().await.map_err(StepError::Work)?;
+        let json = serde_json::to_value(&value).map_err(|e| {
+            StepError::Failure(Failure::Error(errors::step_unserializable(name, &e)))
+        })?;
+        self.host
+            .save_step(seq, name, json)
+            .await
+            .map_err(StepError::Failure)?;
+        Ok(value)
+    }
+
+    /// Asks the client's model for a completion (`sampling/createMessage`).
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`], with `sampling` as the capability.
+    pub async fn sample(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, Failure> {
+        let request = InputRequest::CreateMessage(Request::new(params));
+        let value = self.input(InputKind::Sampling, request, false).await?;
+        decode(value, "CreateMessageResult")
+    }
+
+    /// Asks the client for its roots (`roots/list`).
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`], with `roots` as the capability.
+    pub async fn roots(&self) -> Result<ListRootsResult, Failure> {
+        let request = InputRequest::ListRoots(RequestNoParam {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        let value = self.input(InputKind::Roots, request, false).await?;
+        decode(value, "ListRootsResult")
+    }
+
+    async fn input(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+    ) -> Result<Value, Failure> {
+        if !kind.declared(self.host.client_capabilities()) {
+            return Err(Failure::Error(errors::client_capability_required(
+                kind.capability(),
+            )));
+        }
+        self.host.input(kind, request, before_task).await
+    }
+}
+
+/// Why a [`TaskContext::try_step`] did not return a value.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StepError<E> {
+    /// The work returned this error; nothing was stored.
+    Work(E),
+    /// The step itself failed or the task was cancelled, as for [`TaskContext::step`].
+    Failure(Failure),
+}
+
+impl<E: fmt::Display> fmt::Display for StepError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Work(error) => error.fmt(f),
+            Self::Failure(failure) => failure.fmt(f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for StepError<E> {}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Value, what: &str) -> Result<T, Failure> {
+    serde_json::from_value(value).map_err(|e| Failure::Error(errors::bad_client_answer(what, &e)))
+}
