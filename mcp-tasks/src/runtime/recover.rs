@@ -69,9 +69,7 @@ pub(crate) async fn recover(
             Some(registered) if registered.definition.restart() == RestartPolicy::Fail => {
                 Some("the server restarted while the task was running".to_owned())
             }
-            Some(registered) => resume(runtime, registered, state, task.clone())
-                .await
-                .err(),
+            Some(registered) => resume(runtime, registered, state, task.clone()).await.err(),
         };
         match failure {
             None => report.resumed += 1,

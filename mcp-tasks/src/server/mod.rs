@@ -70,9 +70,8 @@ use rmcp::{
 use crate::{
     EXTENSION_ID, errors,
     runtime::{
-        Runtime,
+        DEFAULT_REAP_INTERVAL, Runtime,
         call::{Answer, Call},
-        DEFAULT_REAP_INTERVAL,
         recover::{RecoveryReport, recover},
     },
     store::{MemoryStore, StoreError, TaskSnapshot, TaskStore},
@@ -541,7 +540,8 @@ fn default_server_info() -> Implementation {
 fn server_info_meta(info: &Implementation) -> MetaObject {
     let mut meta = MetaObject::new();
     if let Ok(value) = serde_json::to_value(info) {
-        meta.0.insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
+        meta.0
+            .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
     }
     meta
 }
