@@ -33,7 +33,6 @@ pub mod store;
 pub mod tool;
 pub mod toolkit;
 
-pub use extract::State;
 pub use id::{TASK_ID_LEN, new_task_id};
 /// Turns an `async fn` into a task tool.
 ///
@@ -123,6 +122,7 @@ pub use id::{TASK_ID_LEN, new_task_id};
 /// number, a string, a list, an enum, an `Option`), the value is wrapped as
 /// `{"result": value}` and the schema says so.
 pub use mcp_tasks_macros::task_tool;
+pub use runtime::State;
 pub use runtime::TaskContext;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
@@ -190,22 +190,17 @@ macro_rules! toolkit {
 #[doc(hidden)]
 pub mod __private {
     //! What `#[task_tool]` and `toolkit!` expand to. Not a public API.
-    pub use futures;
-    pub use rmcp;
-    pub use schemars;
-    pub use serde;
-    pub use serde_json;
-
-    pub use std::time::Duration;
+    pub use std::{sync::OnceLock, time::Duration};
 
     pub use mcp_tasks_macros::toolkit;
 
-    pub use rmcp::model::{CallToolResult, JsonObject, ToolAnnotations};
+    pub use rmcp::model::{JsonObject, ToolAnnotations};
 
     pub use crate::{
         extract::{
-            ArgOps, Arguments, FromContext, InputSchema, NamedTool, WholeOps, add_tool,
-            assert_unique_names, boxed, fail, kinds,
+            Tag, params,
+            registry::{NamedTool, add_tool, assert_unique_names},
+            returns,
         },
         runtime::TaskContext,
         tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},

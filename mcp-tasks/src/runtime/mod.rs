@@ -29,9 +29,11 @@ use crate::{
 pub(crate) use context::Mrtr;
 
 mod context;
+mod state;
 
 pub use context::TaskContext;
 pub(crate) use context::{ContextParts, Replay};
+pub use state::State;
 
 /// How often the reaper applies due expiry.
 const REAP_INTERVAL: Duration = Duration::from_secs(1);
