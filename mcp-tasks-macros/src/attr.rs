@@ -414,6 +414,7 @@ pub fn parse_tool(args: TokenStream, mut item: ItemFn, sink: &Sink) -> Tool {
             FnArg::Typed(typed) => typed,
         };
         let mut kind = None;
+        let before = sink.len();
         for attr in &attrs {
             let attr_kind = if attr.path().is_ident("args") {
                 if !matches!(attr.meta, syn::Meta::Path(_)) {
@@ -440,6 +441,7 @@ pub fn parse_tool(args: TokenStream, mut item: ItemFn, sink: &Sink) -> Tool {
             ty: typed.ty.clone(),
             kind: kind.unwrap_or(ParamKind::ByType),
             ident,
+            doubtful: sink.len() > before,
         });
     }
     let doc = doc_comment(&item.attrs);

@@ -108,6 +108,7 @@ fn parameters(tool: &Tool, errors: &Sink) {
     let mut names: Vec<(String, bool)> = Vec::new();
     for param in &tool.params {
         match &param.kind {
+            ParamKind::Whole(_) if param.doubtful => {}
             ParamKind::Whole(span) => {
                 if whole.is_some() {
                     errors.at(
@@ -148,7 +149,7 @@ fn parameters(tool: &Tool, errors: &Sink) {
     }
     if whole.is_some() {
         for param in &tool.params {
-            if matches!(param.kind, ParamKind::Argument(_)) {
+            if matches!(param.kind, ParamKind::Argument(_)) && !param.doubtful {
                 errors.spanned(
                     &param.pat,
                     "with `#[args]` every argument comes from that struct: move this parameter \

@@ -187,10 +187,16 @@ fn generate(tool: &Tool) -> TokenStream {
                 quote_spanned! {span=> #ps::params::ParamOps::<#ty>::#constructor() }
             }
             ParamKind::ByType => {
+                // A reference is most likely a `&TaskContext` or `&State<T>`: the compiler's
+                // error is then about the type behind the `&`, so it points there.
+                let referent = match &**ty {
+                    syn::Type::Reference(reference) => Some(reference.elem.span()),
+                    _ => None,
+                };
                 let (method, at) = match (&name, has_whole) {
-                    (_, true) => ("beside_args", param.pat.span()),
-                    (None, false) => ("unnamed", param.pat.span()),
-                    (Some(_), false) => ("named", span),
+                    (_, true) => ("beside_args", referent.unwrap_or(param.pat.span())),
+                    (None, false) => ("unnamed", referent.unwrap_or(param.pat.span())),
+                    (Some(_), false) => ("named", referent.unwrap_or(span)),
                 };
                 let method = Ident::new(method, at);
                 quote_spanned! {span=>

@@ -10,6 +10,8 @@ mod check;
 mod digest;
 mod duration;
 mod expand;
+#[cfg(test)]
+mod golden;
 mod model;
 mod sink;
 mod suggest;

@@ -108,6 +108,9 @@ pub struct Param {
     pub kind: ParamKind,
     /// The name from the pattern (`r#` stripped), when it is a plain identifier.
     pub ident: Option<Ident>,
+    /// Its helper attributes had a mistake (already reported): what the author meant is
+    /// unclear, so rules that compare it with the other parameters skip it.
+    pub doubtful: bool,
 }
 
 impl Param {

@@ -37,6 +37,11 @@ impl Sink {
         self.push(syn::Error::new_spanned(tokens, message));
     }
 
+    /// How many errors were written so far.
+    pub fn len(&self) -> usize {
+        self.errors.borrow().as_ref().map_or(0, Vec::len)
+    }
+
     /// Every error, in the order they were written, combined into one; `Ok` when there were
     /// none.
     pub fn finish(self) -> syn::Result<()> {
