@@ -7,7 +7,10 @@
 mod common;
 
 use common::{Caps, Stdio};
-use mcp_tasks::{State, TaskContext, TaskServer, ToolError, ToolkitError, task_tool, toolkit};
+use mcp_tasks::{
+    State, TaskContext, TaskServer, ToolError, ToolkitError, task_tool, toolkit,
+    toolkit::DefinitionError,
+};
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -113,9 +116,14 @@ fn building_the_toolkit_reports_what_compile_time_cannot_see() {
     let error = toolkit![add, either].unwrap_err();
     assert_eq!(
         error,
-        ToolkitError::InvalidDefinition(
-            "tool `either`: the input schema's root must be `\"type\": \"object\"`".into()
-        )
+        ToolkitError::InvalidDefinition {
+            tool: "either".into(),
+            problem: DefinitionError::InputSchemaNotObject,
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        "tool `either`: the input schema's root must be `\"type\": \"object\"`"
     );
     // Names are checked at compile time within one `toolkit!`; a tool added later is
     // checked when it is added.

@@ -1,83 +1,22 @@
-//! Parsing: the `#[task_tool(...)]` arguments and the fn it sits on, into a model whose
-//! values keep their spans. Mistakes that need only one argument or one parameter to see are
-//! reported here, all of them, combined; cross-field rules live in `check.rs`.
+//! Parsing: the `#[task_tool(...)]` arguments, the `#[arg]`/`#[args]` helper attributes and
+//! the fn they sit on, into the [model](crate::model). Every mistake goes to the
+//! [`Sink`](crate::sink::Sink) and parsing goes on: the model is always built, so the checks
+//! of `check.rs` run in the same build as a parse error. Cross-field rules live there.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{TokenStream, TokenTree};
 use syn::{
-    Attribute, Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Pat, Token, Type,
+    Attribute, Expr, ExprLit, FnArg, Ident, ItemFn, Lit, LitStr, Pat, Token,
     ext::IdentExt,
-    parse::{Parse, ParseStream, Parser},
-    punctuated::Punctuated,
+    parse::{ParseStream, Parser},
     spanned::Spanned as _,
 };
 
-use crate::duration;
-
-/// A value and where it was written.
-#[derive(Debug, Clone)]
-pub struct Spanned<T> {
-    pub value: T,
-    pub span: Span,
-}
-
-impl<T> Spanned<T> {
-    fn new(value: T, span: Span) -> Self {
-        Self { value, span }
-    }
-}
-
-/// `ttl = ".."`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ttl {
-    After(u64),
-    Unlimited,
-}
-
-/// `mode = ".."`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Required,
-    Optional,
-    Inline,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Required => "required",
-            Self::Optional => "optional",
-            Self::Inline => "inline",
-        }
-    }
-}
-
-/// The arguments of `#[task_tool(...)]`.
-#[derive(Default)]
-pub struct ToolArgs {
-    pub ttl: Option<Spanned<Ttl>>,
-    pub poll_interval: Option<Spanned<u64>>,
-    pub mode: Option<Spanned<Mode>>,
-    pub inline_budget: Option<Spanned<u64>>,
-    pub name: Option<Spanned<String>>,
-    pub title: Option<Spanned<String>>,
-    pub description: Option<Spanned<String>>,
-    pub read_only: Option<Spanned<bool>>,
-    pub destructive: Option<Spanned<bool>>,
-    pub idempotent: Option<Spanned<bool>>,
-    pub open_world: Option<Spanned<bool>>,
-    pub restart: Option<Spanned<Restart>>,
-    pub version: Option<Spanned<String>>,
-    pub krate: Option<syn::Path>,
-}
-
-/// What a restarted server does with the tool's unfinished tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Restart {
-    Fail,
-    Resume,
-}
-
-const RESTARTS: [&str; 2] = ["fail", "resume"];
+use crate::{
+    duration,
+    model::{ArgAttr, Mode, Param, ParamKind, Restart, Spanned, Tool, ToolArgs, Ttl},
+    sink::Sink,
+    suggest::unknown,
+};
 
 pub const TOOL_ARGS: [&str; 14] = [
     "ttl",
@@ -97,32 +36,8 @@ pub const TOOL_ARGS: [&str; 14] = [
 ];
 
 const MODES: [&str; 3] = ["required", "optional", "inline"];
-
-/// Collects errors so that one build reports every mistake.
-#[derive(Default)]
-pub struct Errors(Option<syn::Error>);
-
-impl Errors {
-    pub fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(all) => all.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    pub fn at(&mut self, span: Span, message: impl std::fmt::Display) {
-        self.push(syn::Error::new(span, message));
-    }
-
-    /// An error covering all of `tokens` (on stable, a `Span` cannot be joined otherwise).
-    pub fn spanned(&mut self, tokens: impl quote::ToTokens, message: impl std::fmt::Display) {
-        self.push(syn::Error::new_spanned(tokens, message));
-    }
-
-    pub fn into_result(self) -> syn::Result<()> {
-        self.0.map_or(Ok(()), Err)
-    }
-}
+const RESTARTS: [&str; 2] = ["fail", "resume"];
+const ARG_ARGS: [&str; 3] = ["rename", "description", "default"];
 
 /// One `key` or `key = value` inside an attribute's parentheses.
 struct Entry {
@@ -130,67 +45,56 @@ struct Entry {
     value: Option<Expr>,
 }
 
-impl Parse for Entry {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let key = Ident::parse_any(input)?;
-        let value = if input.peek(Token![=]) {
-            input.parse::<Token![=]>()?;
-            Some(input.parse()?)
-        } else {
-            None
-        };
-        Ok(Self { key, value })
-    }
-}
-
-fn entries(tokens: TokenStream) -> syn::Result<Punctuated<Entry, Token![,]>> {
-    Punctuated::<Entry, Token![,]>::parse_terminated.parse2(tokens)
-}
-
-/// The closest candidate within a small edit distance, for "did you mean".
-pub fn suggest<'a>(found: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    candidates
-        .iter()
-        .map(|c| (distance(found, c), *c))
-        .filter(|(d, c)| *d <= (c.len().max(found.len()) / 3).max(1))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(row[j]).min(row[j + 1])
-            };
-            prev = cur;
+/// The entries of an attribute's parentheses. A malformed entry is reported and skipped up
+/// to the next top-level comma, so the entries after it are still read; the keys whose value
+/// did not parse are returned too. `Err` only when a key itself could not be read.
+fn entries(tokens: TokenStream, sink: &Sink) -> (Vec<Entry>, Vec<Ident>, bool) {
+    let parser = |input: ParseStream<'_>| {
+        let mut entries = Vec::new();
+        let mut broken = Vec::new();
+        let mut unreadable = false;
+        while !input.is_empty() {
+            let entry = (|| {
+                let key = Ident::parse_any(input).map_err(|e| (None, e))?;
+                let value = if input.peek(Token![=]) {
+                    input
+                        .parse::<Token![=]>()
+                        .map_err(|e| (Some(key.clone()), e))?;
+                    Some(input.parse::<Expr>().map_err(|e| (Some(key.clone()), e))?)
+                } else {
+                    None
+                };
+                if !input.is_empty() && !input.peek(Token![,]) {
+                    let error = input.error("expected `,` between arguments");
+                    return Err((Some(key), error));
+                }
+                Ok(Entry { key, value })
+            })();
+            match entry {
+                Ok(entry) => entries.push(entry),
+                Err((key, error)) => {
+                    sink.push(error);
+                    match key {
+                        Some(key) => broken.push(key),
+                        None => unreadable = true,
+                    }
+                    while !input.is_empty() && !input.peek(Token![,]) {
+                        input.parse::<TokenTree>()?;
+                    }
+                }
+            }
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
         }
-    }
-    row[b.len()]
-}
-
-fn one_of(options: &[&str]) -> String {
-    let quoted: Vec<String> = options.iter().map(|o| format!("`{o}`")).collect();
-    quoted.join(", ")
-}
-
-fn unknown(what: &str, found: &str, options: &[&str]) -> String {
-    match suggest(found, options) {
-        Some(best) => format!(
-            "unknown {what} `{found}`, did you mean `{best}`? expected one of {}",
-            one_of(options)
-        ),
-        None => format!(
-            "unknown {what} `{found}`, expected one of {}",
-            one_of(options)
-        ),
+        Ok((entries, broken, unreadable))
+    };
+    match parser.parse2(tokens) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            sink.push(error);
+            (Vec::new(), Vec::new(), true)
+        }
     }
 }
 
@@ -231,124 +135,135 @@ fn duration(key: &Ident, value: Option<&Expr>) -> syn::Result<Spanned<u64>> {
         .map_err(|message| syn::Error::new(lit.span(), message))
 }
 
-/// Parses `#[task_tool(...)]`'s arguments, reporting every mistake at once.
-pub fn parse_tool_args(tokens: TokenStream) -> syn::Result<ToolArgs> {
+/// Parses `#[task_tool(...)]`'s arguments into the model, every mistake into `sink`.
+pub fn parse_tool_args(tokens: TokenStream, sink: &Sink) -> ToolArgs {
     let mut args = ToolArgs::default();
-    let mut errors = Errors::default();
-    let mut seen: Vec<String> = Vec::new();
-    for Entry { key, value } in entries(tokens)? {
+    let (entries, broken, unreadable) = entries(tokens, sink);
+    args.unreadable = unreadable;
+    for key in broken {
         let name = key.unraw().to_string();
-        if !TOOL_ARGS.contains(&name.as_str()) {
-            errors.at(
+        if let Some(known) = TOOL_ARGS.iter().find(|k| **k == name) {
+            args.invalid.push(known);
+        }
+    }
+    let mut seen: Vec<String> = Vec::new();
+    for Entry { key, value } in entries {
+        let name = key.unraw().to_string();
+        let Some(&known) = TOOL_ARGS.iter().find(|k| **k == name) else {
+            sink.at(
                 key.span(),
                 unknown("`task_tool` argument", &name, &TOOL_ARGS),
             );
             continue;
-        }
+        };
         if seen.contains(&name) {
-            errors.at(
+            sink.at(
                 key.span(),
                 format!("duplicate `task_tool` argument `{name}`: remove one of them"),
             );
             continue;
         }
-        seen.push(name.clone());
-        let value = value.as_ref();
-        let parsed: syn::Result<()> = (|| {
-            match name.as_str() {
-                "ttl" => {
-                    let lit = string(&key, value, "\"10m\"")?;
-                    let ttl = if lit.value() == "unlimited" {
-                        Ttl::Unlimited
-                    } else {
-                        let ms = duration::parse(&lit.value()).map_err(|m| {
-                            syn::Error::new(
-                                lit.span(),
-                                format!("{m}; `ttl` also takes `\"unlimited\"` for tasks that never expire"),
-                            )
-                        })?;
-                        Ttl::After(ms)
-                    };
-                    args.ttl = Some(Spanned::new(ttl, lit.span()));
-                }
-                "poll_interval" => args.poll_interval = Some(duration(&key, value)?),
-                "inline_budget" => args.inline_budget = Some(duration(&key, value)?),
-                "mode" => {
-                    let lit = string(&key, value, "\"optional\"")?;
-                    let mode = match lit.value().as_str() {
-                        "required" => Mode::Required,
-                        "optional" => Mode::Optional,
-                        "inline" => Mode::Inline,
-                        other => {
-                            return Err(syn::Error::new(
-                                lit.span(),
-                                unknown("mode", other, &MODES),
-                            ));
-                        }
-                    };
-                    args.mode = Some(Spanned::new(mode, lit.span()));
-                }
-                "name" => {
-                    let lit = string(&key, value, "\"my_tool\"")?;
-                    if let Err(message) = check_tool_name(&lit.value()) {
-                        return Err(syn::Error::new(lit.span(), message));
-                    }
-                    args.name = Some(Spanned::new(lit.value(), lit.span()));
-                }
-                "title" => {
-                    let lit = string(&key, value, "\"My tool\"")?;
-                    args.title = Some(Spanned::new(lit.value(), lit.span()));
-                }
-                "description" => {
-                    let lit = string(&key, value, "\"What the tool does\"")?;
-                    args.description = Some(Spanned::new(lit.value(), lit.span()));
-                }
-                "read_only" => args.read_only = Some(flag(&key, value)?),
-                "destructive" => args.destructive = Some(flag(&key, value)?),
-                "idempotent" => args.idempotent = Some(flag(&key, value)?),
-                "open_world" => args.open_world = Some(flag(&key, value)?),
-                "restart" => {
-                    let lit = string(&key, value, "\"resume\"")?;
-                    let restart = match lit.value().as_str() {
-                        "fail" => Restart::Fail,
-                        "resume" => Restart::Resume,
-                        other => {
-                            return Err(syn::Error::new(
-                                lit.span(),
-                                unknown("restart", other, &RESTARTS),
-                            ));
-                        }
-                    };
-                    args.restart = Some(Spanned::new(restart, lit.span()));
-                }
-                "version" => {
-                    let lit = string(&key, value, "\"2\"")?;
-                    if lit.value().is_empty() {
-                        return Err(syn::Error::new(
-                            lit.span(),
-                            "`version` must not be empty; leave it out to use the crate's version",
-                        ));
-                    }
-                    args.version = Some(Spanned::new(lit.value(), lit.span()));
-                }
-                "crate" => {
-                    let lit = string(&key, value, "\"my_reexport::mcp_tasks\"")?;
-                    args.krate = Some(lit.parse::<syn::Path>().map_err(|_| {
-                        syn::Error::new(
-                            lit.span(),
-                            format!("`crate` takes a path, e.g. `crate = \"my_reexport::mcp_tasks\"`, found `{}`", lit.value()),
-                        )
-                    })?);
-                }
-                _ => unreachable!("every name of TOOL_ARGS is handled"),
-            }
-            Ok(())
-        })();
-        if let Err(error) = parsed {
-            errors.push(error);
+        seen.push(name);
+        if let Err(error) = tool_arg(&mut args, known, &key, value.as_ref()) {
+            sink.push(error);
+            args.invalid.push(known);
         }
     }
-    errors.into_result().map(|()| args)
+    args
+}
+
+/// Reads one argument of `#[task_tool(...)]` into `args`.
+fn tool_arg(args: &mut ToolArgs, name: &str, key: &Ident, value: Option<&Expr>) -> syn::Result<()> {
+    match name {
+        "ttl" => {
+            let lit = string(key, value, "\"10m\"")?;
+            let ttl = if lit.value() == "unlimited" {
+                Ttl::Unlimited
+            } else {
+                let ms = duration::parse(&lit.value()).map_err(|m| {
+                    syn::Error::new(
+                        lit.span(),
+                        format!(
+                            "{m}; `ttl` also takes `\"unlimited\"` for tasks that never expire"
+                        ),
+                    )
+                })?;
+                Ttl::After(ms)
+            };
+            args.ttl = Some(Spanned::new(ttl, lit.span()));
+        }
+        "poll_interval" => args.poll_interval = Some(duration(key, value)?),
+        "inline_budget" => args.inline_budget = Some(duration(key, value)?),
+        "mode" => {
+            let lit = string(key, value, "\"optional\"")?;
+            let mode = match lit.value().as_str() {
+                "required" => Mode::Required,
+                "optional" => Mode::Optional,
+                "inline" => Mode::Inline,
+                other => {
+                    return Err(syn::Error::new(lit.span(), unknown("mode", other, &MODES)));
+                }
+            };
+            args.mode = Some(Spanned::new(mode, lit.span()));
+        }
+        "name" => {
+            let lit = string(key, value, "\"my_tool\"")?;
+            if let Err(message) = check_tool_name(&lit.value()) {
+                return Err(syn::Error::new(lit.span(), message));
+            }
+            args.name = Some(Spanned::new(lit.value(), lit.span()));
+        }
+        "title" => {
+            let lit = string(key, value, "\"My tool\"")?;
+            args.title = Some(Spanned::new(lit.value(), lit.span()));
+        }
+        "description" => {
+            let lit = string(key, value, "\"What the tool does\"")?;
+            args.description = Some(Spanned::new(lit.value(), lit.span()));
+        }
+        "read_only" => args.read_only = Some(flag(key, value)?),
+        "destructive" => args.destructive = Some(flag(key, value)?),
+        "idempotent" => args.idempotent = Some(flag(key, value)?),
+        "open_world" => args.open_world = Some(flag(key, value)?),
+        "restart" => {
+            let lit = string(key, value, "\"resume\"")?;
+            let restart = match lit.value().as_str() {
+                "fail" => Restart::Fail,
+                "resume" => Restart::Resume,
+                other => {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        unknown("restart", other, &RESTARTS),
+                    ));
+                }
+            };
+            args.restart = Some(Spanned::new(restart, lit.span()));
+        }
+        "version" => {
+            let lit = string(key, value, "\"2\"")?;
+            if lit.value().is_empty() {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`version` must not be empty; leave it out to use a digest of the tool's definition",
+                ));
+            }
+            args.version = Some(Spanned::new(lit.value(), lit.span()));
+        }
+        "crate" => {
+            let lit = string(key, value, "\"my_reexport::mcp_tasks\"")?;
+            args.krate = Some(lit.parse::<syn::Path>().map_err(|_| {
+                syn::Error::new(
+                    lit.span(),
+                    format!(
+                        "`crate` takes a path, e.g. `crate = \"my_reexport::mcp_tasks\"`, found `{}`",
+                        lit.value()
+                    ),
+                )
+            })?);
+        }
+        _ => unreachable!("every name of TOOL_ARGS is handled"),
+    }
+    Ok(())
 }
 
 /// MCP tool names: 1 to 128 of `A-Z a-z 0-9 _ - .`.
@@ -365,64 +280,6 @@ pub fn check_tool_name(name: &str) -> Result<(), String> {
             "invalid tool name `{name}`: use 1 to 128 characters of `A-Z`, `a-z`, `0-9`, `_`, `-`, `.`"
         ))
     }
-}
-
-/// How a parameter is filled.
-#[derive(Debug)]
-pub enum ParamKind {
-    /// `TaskContext` (a type whose last path segment is `TaskContext`).
-    Context,
-    /// `State<T>` (a type whose last path segment is `State`).
-    State,
-    /// One property of the input schema.
-    Argument(ArgAttr),
-    /// `#[args]`: the whole argument object.
-    Whole(Span),
-}
-
-/// `#[arg(...)]` on a parameter.
-#[derive(Debug, Default)]
-pub struct ArgAttr {
-    pub rename: Option<Spanned<String>>,
-    pub description: Option<Spanned<String>>,
-    pub default: Option<Span>,
-}
-
-const ARG_ARGS: [&str; 3] = ["rename", "description", "default"];
-
-/// A parameter of the tool fn.
-pub struct Param {
-    pub pat: Box<Pat>,
-    pub ty: Box<Type>,
-    pub kind: ParamKind,
-    /// The name from the pattern (`r#` stripped), when it is a plain identifier.
-    pub ident: Option<Ident>,
-    /// `&TaskContext` or `&State<T>`: a reference where a value is needed.
-    pub by_ref: bool,
-}
-
-impl Param {
-    /// The property name: `rename`, else the identifier.
-    pub fn wire_name(&self) -> Option<String> {
-        match &self.kind {
-            ParamKind::Argument(ArgAttr {
-                rename: Some(rename),
-                ..
-            }) => Some(rename.value.clone()),
-            _ => self.ident.as_ref().map(|i| i.unraw().to_string()),
-        }
-    }
-}
-
-/// The annotated fn and what the macro needs of it.
-pub struct Tool {
-    pub args: ToolArgs,
-    /// The user's fn with `#[arg]` and `#[args]` removed; emitted unchanged otherwise.
-    pub item: ItemFn,
-    pub params: Vec<Param>,
-    pub receiver: Option<Span>,
-    /// The doc comment, joined.
-    pub doc: Option<String>,
 }
 
 /// Removes `#[arg]` / `#[args]` from the parameters of `item`, so that the fn can be emitted
@@ -450,55 +307,28 @@ pub fn strip_helpers(item: &mut ItemFn) -> Vec<Vec<Attribute>> {
         .collect()
 }
 
-/// The last path segment of `ty`, if it is a path type.
-fn last_segment(ty: &Type) -> Option<&syn::PathSegment> {
-    match ty {
-        Type::Path(path) if path.qself.is_none() => path.path.segments.last(),
-        Type::Group(group) => last_segment(&group.elem),
-        Type::Paren(paren) => last_segment(&paren.elem),
-        _ => None,
-    }
-}
-
-fn extractor(ty: &Type) -> Option<ParamKind> {
-    let segment = last_segment(ty)?;
-    if segment.ident == "TaskContext" {
-        Some(ParamKind::Context)
-    } else if segment.ident == "State" {
-        Some(ParamKind::State)
-    } else {
-        None
-    }
-}
-
-fn parse_arg_attr(attr: &Attribute, errors: &mut Errors) -> ArgAttr {
+fn parse_arg_attr(attr: &Attribute, sink: &Sink) -> ArgAttr {
     let mut out = ArgAttr::default();
     let tokens = match &attr.meta {
         syn::Meta::List(list) => list.tokens.clone(),
         _ => {
-            errors.spanned(
+            sink.spanned(
                 attr,
                 "`#[arg]` takes arguments, e.g. `#[arg(description = \"..\", rename = \"..\", default)]`",
             );
             return out;
         }
     };
-    let list = match entries(tokens) {
-        Ok(list) => list,
-        Err(error) => {
-            errors.push(error);
-            return out;
-        }
-    };
+    let (list, _, _) = entries(tokens, sink);
     let mut seen: Vec<String> = Vec::new();
     for Entry { key, value } in list {
         let name = key.unraw().to_string();
         if !ARG_ARGS.contains(&name.as_str()) {
-            errors.at(key.span(), unknown("`arg` argument", &name, &ARG_ARGS));
+            sink.at(key.span(), unknown("`arg` argument", &name, &ARG_ARGS));
             continue;
         }
         if seen.contains(&name) {
-            errors.at(
+            sink.at(
                 key.span(),
                 format!("duplicate `arg` argument `{name}`: remove one of them"),
             );
@@ -529,7 +359,7 @@ fn parse_arg_attr(attr: &Attribute, errors: &mut Errors) -> ArgAttr {
             _ => unreachable!("every name of ARG_ARGS is handled"),
         };
         if let Err(error) = result {
-            errors.push(error);
+            sink.push(error);
         }
     }
     out
@@ -567,18 +397,12 @@ pub fn doc_comment(attrs: &[Attribute]) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-/// Parses the attribute and the fn into a [`Tool`]. The fn is always returned (with the
-/// helper attributes removed) so that it can be emitted next to the errors.
-pub fn parse_tool(args: TokenStream, mut item: ItemFn) -> (ItemFn, syn::Result<Tool>) {
+/// Parses the attribute and the fn into a [`Tool`], every mistake into `sink`. The model is
+/// always built (with the helper attributes removed from the fn, so that it can be emitted
+/// next to the errors), whatever was wrong.
+pub fn parse_tool(args: TokenStream, mut item: ItemFn, sink: &Sink) -> Tool {
     let helper_attrs = strip_helpers(&mut item);
-    let mut errors = Errors::default();
-    let args = match parse_tool_args(args) {
-        Ok(args) => args,
-        Err(error) => {
-            errors.push(error);
-            ToolArgs::default()
-        }
-    };
+    let args = parse_tool_args(args, sink);
     let mut params = Vec::new();
     let mut receiver = None;
     for (input, attrs) in item.sig.inputs.iter().zip(helper_attrs) {
@@ -590,34 +414,18 @@ pub fn parse_tool(args: TokenStream, mut item: ItemFn) -> (ItemFn, syn::Result<T
             FnArg::Typed(typed) => typed,
         };
         let mut kind = None;
-        let mut by_ref = false;
-        let (ty_for_kind, is_ref) = match &*typed.ty {
-            Type::Reference(r) => (&*r.elem, true),
-            other => (other, false),
-        };
-        if let Some(extracted) = extractor(ty_for_kind) {
-            by_ref = is_ref;
-            kind = Some(extracted);
-        }
+        let before = sink.len();
         for attr in &attrs {
-            if let Some(ParamKind::Context | ParamKind::State) = kind {
-                errors.spanned(
-                    attr,
-                    "`TaskContext` and `State<T>` parameters are filled from the call's context, \
-                     not from its arguments: remove this attribute",
-                );
-                continue;
-            }
             let attr_kind = if attr.path().is_ident("args") {
                 if !matches!(attr.meta, syn::Meta::Path(_)) {
-                    errors.spanned(attr, "`#[args]` takes no arguments");
+                    sink.spanned(attr, "`#[args]` takes no arguments");
                 }
                 ParamKind::Whole(attr.path().span())
             } else {
-                ParamKind::Argument(parse_arg_attr(attr, &mut errors))
+                ParamKind::Argument(parse_arg_attr(attr, sink))
             };
             match kind {
-                Some(_) => errors.spanned(
+                Some(_) => sink.spanned(
                     attr,
                     "a parameter takes one `#[arg(...)]` or `#[args]`: merge or remove this one",
                 ),
@@ -631,20 +439,19 @@ pub fn parse_tool(args: TokenStream, mut item: ItemFn) -> (ItemFn, syn::Result<T
         params.push(Param {
             pat: typed.pat.clone(),
             ty: typed.ty.clone(),
-            kind: kind.unwrap_or_else(|| ParamKind::Argument(ArgAttr::default())),
+            kind: kind.unwrap_or(ParamKind::ByType),
             ident,
-            by_ref,
+            doubtful: sink.len() > before,
         });
     }
     let doc = doc_comment(&item.attrs);
-    let result = errors.into_result().map(|()| Tool {
+    Tool {
         args,
-        item: item.clone(),
+        item,
         params,
         receiver,
         doc,
-    });
-    (item, result)
+    }
 }
 
 #[cfg(test)]
@@ -653,24 +460,48 @@ mod tests {
 
     use super::*;
 
-    fn errors_of(tokens: TokenStream) -> Vec<String> {
-        parse_tool_args(tokens)
+    fn messages(result: syn::Result<()>) -> Vec<String> {
+        result
             .err()
-            .expect("an error")
             .into_iter()
+            .flatten()
             .map(|e| e.to_string())
             .collect()
     }
 
+    fn parse_args(tokens: TokenStream) -> (ToolArgs, Vec<String>) {
+        let sink = Sink::new();
+        let args = parse_tool_args(tokens, &sink);
+        (args, messages(sink.finish()))
+    }
+
+    /// Arguments that must parse without an error.
+    fn valid(tokens: TokenStream) -> ToolArgs {
+        let (args, errors) = parse_args(tokens);
+        assert_eq!(errors, Vec::<String>::new());
+        args
+    }
+
+    fn errors_of(tokens: TokenStream) -> Vec<String> {
+        let errors = parse_args(tokens).1;
+        assert!(!errors.is_empty(), "expected an error");
+        errors
+    }
+
+    fn parse_fn(item: ItemFn) -> (Tool, Vec<String>) {
+        let sink = Sink::new();
+        let tool = parse_tool(TokenStream::new(), item, &sink);
+        (tool, messages(sink.finish()))
+    }
+
     #[test]
     fn parses_every_argument() {
-        let args = parse_tool_args(quote! {
+        let args = valid(quote! {
             ttl = "10m", poll_interval = "1s500ms", mode = "optional", inline_budget = "250ms",
             name = "deep.research", title = "Deep research", description = "Researches.",
             read_only, destructive = false, idempotent = true, open_world,
             crate = "my_reexport::mcp_tasks"
-        })
-        .unwrap();
+        });
         assert_eq!(args.ttl.unwrap().value, Ttl::After(600_000));
         assert_eq!(args.poll_interval.unwrap().value, 1_500);
         assert_eq!(args.mode.unwrap().value, Mode::Optional);
@@ -688,13 +519,13 @@ mod tests {
 
     #[test]
     fn empty_arguments_are_all_defaults() {
-        let args = parse_tool_args(quote! {}).unwrap();
+        let args = valid(quote! {});
         assert!(args.ttl.is_none() && args.mode.is_none() && args.krate.is_none());
     }
 
     #[test]
     fn ttl_unlimited() {
-        let args = parse_tool_args(quote! { ttl = "unlimited" }).unwrap();
+        let args = valid(quote! { ttl = "unlimited" });
         assert_eq!(args.ttl.unwrap().value, Ttl::Unlimited);
     }
 
@@ -715,7 +546,7 @@ mod tests {
 
     #[test]
     fn restart_and_version() {
-        let args = parse_tool_args(quote! { restart = "resume", version = "2.1" }).expect("valid");
+        let args = valid(quote! { restart = "resume", version = "2.1" });
         assert_eq!(args.restart.unwrap().value, Restart::Resume);
         assert_eq!(args.version.unwrap().value, "2.1");
         assert_eq!(
@@ -724,7 +555,7 @@ mod tests {
         );
         assert_eq!(
             errors_of(quote! { version = "" }),
-            ["`version` must not be empty; leave it out to use the crate's version"]
+            ["`version` must not be empty; leave it out to use a digest of the tool's definition"]
         );
     }
 
@@ -786,14 +617,19 @@ mod tests {
                 #[arg(description = "left", rename = "lhs")] a: u32,
                 #[arg(default)] b: Option<u32>,
                 r#type: String,
+                #[args] all: Input,
             ) -> u32 { a }
         };
-        let (emitted, tool) = parse_tool(quote! {}, item);
-        let tool = tool.unwrap();
+        let (tool, errors) = parse_fn(item);
+        assert_eq!(errors, Vec::<String>::new());
         assert_eq!(tool.doc.as_deref(), Some("Adds.\n\nSecond paragraph."));
-        assert!(matches!(tool.params[0].kind, ParamKind::Context));
-        assert!(matches!(tool.params[1].kind, ParamKind::State));
+        // Without a helper attribute a parameter is filled by its type, which only the
+        // compiler knows: the macro does not look at how the type is written.
+        assert!(matches!(tool.params[0].kind, ParamKind::ByType));
+        assert!(matches!(tool.params[1].kind, ParamKind::ByType));
+        assert_eq!(tool.params[1].wire_name(), None);
         assert_eq!(tool.params[2].wire_name().as_deref(), Some("lhs"));
+        assert!(tool.params[2].renamed());
         let ParamKind::Argument(arg) = &tool.params[2].kind else {
             panic!("an argument")
         };
@@ -803,6 +639,7 @@ mod tests {
         };
         assert!(arg.default.is_some());
         assert_eq!(tool.params[4].wire_name().as_deref(), Some("type"));
+        assert!(matches!(tool.params[5].kind, ParamKind::Whole(_)));
         // The helper attributes are gone from the emitted fn, nothing else changed.
         let expected: ItemFn = syn::parse_quote! {
             /// Adds.
@@ -814,8 +651,10 @@ mod tests {
                 a: u32,
                 b: Option<u32>,
                 r#type: String,
+                all: Input,
             ) -> u32 { a }
         };
+        let emitted = &tool.item;
         assert_eq!(quote!(#emitted).to_string(), quote!(#expected).to_string());
     }
 
@@ -824,26 +663,56 @@ mod tests {
         let item: ItemFn = syn::parse_quote! {
             async fn f(
                 #[arg(descripton = "x")] a: u32,
-                #[arg] ctx: TaskContext,
                 #[arg(default = 3)] c: u32,
+                #[args(all)] #[arg] d: u32,
             ) {}
         };
-        let messages: Vec<String> = parse_tool(quote! {}, item)
-            .1
-            .err()
-            .unwrap()
-            .into_iter()
-            .map(|e| e.to_string())
-            .collect();
+        let (tool, errors) = parse_fn(item);
         assert_eq!(
-            messages,
+            errors,
             [
                 "unknown `arg` argument `descripton`, did you mean `description`? expected one of \
                  `rename`, `description`, `default`",
-                "`TaskContext` and `State<T>` parameters are filled from the call's context, not \
-                 from its arguments: remove this attribute",
                 "`default` takes no value: it uses `Default::default()`; write `#[arg(default)]`",
+                "`#[args]` takes no arguments",
+                "`#[arg]` takes arguments, e.g. `#[arg(description = \"..\", rename = \"..\", \
+                 default)]`",
+                "a parameter takes one `#[arg(...)]` or `#[args]`: merge or remove this one",
             ]
         );
+        // The model is complete all the same.
+        assert_eq!(tool.params.len(), 3);
+    }
+
+    #[test]
+    fn a_malformed_entry_does_not_hide_the_others() {
+        let (args, errors) = parse_args(quote! {
+            ttl = "10m" "junk", mode = "requried", crate = "my::mcp_tasks", poll_interval = ,
+            restart = "resume"
+        });
+        // Syntax first (the entries are read before their values), then the values.
+        assert_eq!(
+            errors,
+            [
+                "expected `,` between arguments",
+                "expected an expression",
+                "unknown mode `requried`, did you mean `required`? expected one of `required`, \
+                 `optional`, `inline`",
+            ]
+        );
+        // The entries after a broken one are read, and the broken keys are known.
+        let krate = args.krate.as_ref().expect("`crate` after the errors");
+        assert_eq!(quote!(#krate).to_string(), "my :: mcp_tasks");
+        assert_eq!(args.restart.as_ref().unwrap().value, Restart::Resume);
+        assert!(args.unknown("ttl") && args.unknown("mode") && args.unknown("poll_interval"));
+        assert!(!args.unknown("name") && !args.unreadable);
+    }
+
+    #[test]
+    fn an_unreadable_key_makes_every_argument_unknown() {
+        let (args, errors) = parse_args(quote! { "ttl" = "10m", mode = "inline" });
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(args.unreadable && args.unknown("ttl"));
+        assert_eq!(args.mode.unwrap().value, Mode::Inline);
     }
 }

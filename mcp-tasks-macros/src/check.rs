@@ -1,27 +1,32 @@
 //! Cross-field rules over the parsed model: an `async`, non-generic free fn; unique property
-//! names; `poll_interval <= ttl`; `inline_budget` only on optional tools. Every violation is
-//! reported, combined, each at its own token.
+//! names; `poll_interval <= ttl`; `inline_budget` only on optional tools. Every violation
+//! goes to the same [`Sink`] as the parse errors, each at its own token; a rule that depends
+//! on an argument whose value was already reported as wrong is skipped, not checked against
+//! the default.
+//!
+//! What depends on a parameter's type (is it the context, a `State<T>`, an argument?) is not
+//! checked here: the generated code dispatches on the type and the compiler reports it.
 
 use syn::{FnArg, GenericParam, visit::Visit};
 
 use crate::{
-    attr::{Errors, Mode, ParamKind, Tool, Ttl, check_tool_name},
+    attr::check_tool_name,
     duration,
+    model::{Mode, ParamKind, Tool, Ttl},
+    sink::Sink,
 };
 
 /// The runtime's defaults (`mcp_tasks::tool::DEFAULT_TTL`, `DEFAULT_POLL_INTERVAL`).
 pub const DEFAULT_TTL_MS: u64 = 3_600_000;
 pub const DEFAULT_POLL_INTERVAL_MS: u64 = 1_000;
 
-pub fn check(tool: &Tool) -> syn::Result<()> {
-    let mut errors = Errors::default();
-    signature(tool, &mut errors);
-    parameters(tool, &mut errors);
-    timing(tool, &mut errors);
-    errors.into_result()
+pub fn check(tool: &Tool, sink: &Sink) {
+    signature(tool, sink);
+    parameters(tool, sink);
+    timing(tool, sink);
 }
 
-fn signature(tool: &Tool, errors: &mut Errors) {
+fn signature(tool: &Tool, errors: &Sink) {
     let sig = &tool.item.sig;
     if sig.asyncness.is_none() {
         errors.at(
@@ -77,7 +82,7 @@ fn signature(tool: &Tool, errors: &mut Errors) {
             }
         }
     }
-    if tool.args.name.is_none() {
+    if tool.args.name.is_none() && !tool.args.unknown("name") {
         let name = syn::ext::IdentExt::unraw(&sig.ident).to_string();
         if let Err(message) = check_tool_name(&name) {
             errors.at(
@@ -98,26 +103,12 @@ impl Visit<'_> for ImplTrait {
     }
 }
 
-fn parameters(tool: &Tool, errors: &mut Errors) {
+fn parameters(tool: &Tool, errors: &Sink) {
     let mut whole = None;
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<(String, bool)> = Vec::new();
     for param in &tool.params {
-        if param.by_ref {
-            let what = if matches!(param.kind, ParamKind::Context) {
-                "TaskContext"
-            } else {
-                "State<T>"
-            };
-            errors.spanned(
-                &param.ty,
-                format!(
-                    "take `{what}` by value, not by reference: the work of a task outlives the \
-                     call (`{what}` is cheap to clone)"
-                ),
-            );
-        }
         match &param.kind {
-            ParamKind::Context | ParamKind::State => {}
+            ParamKind::Whole(_) if param.doubtful => {}
             ParamKind::Whole(span) => {
                 if whole.is_some() {
                     errors.at(
@@ -127,16 +118,23 @@ fn parameters(tool: &Tool, errors: &mut Errors) {
                 }
                 whole = Some(*span);
             }
-            ParamKind::Argument(_) => {
+            ParamKind::Argument(_) | ParamKind::ByType => {
                 let Some(name) = param.wire_name() else {
-                    errors.spanned(
-                        &param.pat,
-                        "an argument needs a name: use a plain identifier, or give this pattern \
-                         `#[arg(rename = \"..\")]`",
-                    );
+                    // Only an `#[arg]` parameter is known to be an argument; one filled by
+                    // its type may be a `State(db)` pattern, and the compiler decides.
+                    if matches!(param.kind, ParamKind::Argument(_)) {
+                        errors.spanned(
+                            &param.pat,
+                            "an argument needs a name: use a plain identifier, or give this \
+                             pattern `#[arg(rename = \"..\")]`",
+                        );
+                    }
                     continue;
                 };
-                if names.contains(&name) {
+                // Two plain identifiers cannot be equal (the compiler refuses the fn), so a
+                // clash involves a `rename`.
+                let renamed = param.renamed();
+                if names.iter().any(|(n, r)| *n == name && (*r || renamed)) {
                     errors.spanned(
                         &param.pat,
                         format!(
@@ -145,13 +143,13 @@ fn parameters(tool: &Tool, errors: &mut Errors) {
                         ),
                     );
                 }
-                names.push(name);
+                names.push((name, renamed));
             }
         }
     }
     if whole.is_some() {
         for param in &tool.params {
-            if matches!(param.kind, ParamKind::Argument(_)) {
+            if matches!(param.kind, ParamKind::Argument(_)) && !param.doubtful {
                 errors.spanned(
                     &param.pat,
                     "with `#[args]` every argument comes from that struct: move this parameter \
@@ -162,8 +160,11 @@ fn parameters(tool: &Tool, errors: &mut Errors) {
     }
 }
 
-fn timing(tool: &Tool, errors: &mut Errors) {
+fn timing(tool: &Tool, errors: &Sink) {
     let args = &tool.args;
+    if args.unknown("ttl") || args.unknown("poll_interval") {
+        return;
+    }
     let ttl = args
         .ttl
         .as_ref()
@@ -195,7 +196,9 @@ fn timing(tool: &Tool, errors: &mut Errors) {
             (None, None) => {}
         }
     }
-    if let Some(budget) = &args.inline_budget {
+    if let Some(budget) = &args.inline_budget
+        && !args.unknown("mode")
+    {
         let mode = args.mode.as_ref().map_or(Mode::Optional, |m| m.value);
         if mode != Mode::Optional {
             errors.at(
@@ -215,11 +218,14 @@ mod tests {
     use quote::quote;
     use syn::ItemFn;
 
-    use crate::attr::parse_tool;
+    use crate::{attr::parse_tool, sink::Sink};
 
+    /// Every error of parsing and checking, as one build reports them.
     fn check_errors(args: proc_macro2::TokenStream, item: ItemFn) -> Vec<String> {
-        let tool = parse_tool(args, item).1.unwrap();
-        match super::check(&tool) {
+        let sink = Sink::new();
+        let tool = parse_tool(args, item, &sink);
+        super::check(&tool, &sink);
+        match sink.finish() {
             Ok(()) => Vec::new(),
             Err(error) => error.into_iter().map(|e| e.to_string()).collect(),
         }
@@ -294,14 +300,15 @@ mod tests {
                 a: u32,
                 #[arg(rename = "a")] b: u32,
                 (c, d): (u32, u32),
+                #[arg(description = "unnamed")] (e, f): (u32, u32),
                 #[args] all: Input,
             ) {}
         };
+        // `ctx` by reference and the `(c, d)` pattern depend on their types: the compiler
+        // reports them (tests/ui/fail/params/names.rs).
         assert_eq!(
             check_errors(quote! {}, item),
             [
-                "take `TaskContext` by value, not by reference: the work of a task outlives the \
-                 call (`TaskContext` is cheap to clone)",
                 "two parameters are named `a` in the input schema: rename one with \
                  `#[arg(rename = \"..\")]`",
                 "an argument needs a name: use a plain identifier, or give this pattern \
@@ -310,9 +317,49 @@ mod tests {
                  it, or remove `#[args]`",
                 "with `#[args]` every argument comes from that struct: move this parameter into \
                  it, or remove `#[args]`",
-                "with `#[args]` every argument comes from that struct: move this parameter into \
-                 it, or remove `#[args]`",
             ]
+        );
+    }
+
+    #[test]
+    fn parse_and_check_errors_are_reported_together() {
+        let item = syn::parse_quote! { fn f(&self) {} };
+        assert_eq!(
+            check_errors(quote! { ttl = "10 m", crate = "my::mcp_tasks" }, item),
+            [
+                "invalid duration `10 m`: remove the whitespace, e.g. `\"10m\"`; `ttl` also takes \
+                 `\"unlimited\"` for tasks that never expire",
+                "`#[task_tool]` needs an `async fn`: add `async` before `fn`",
+                "a task tool is a free `async fn`, it cannot take `self`: move it out of the \
+                 `impl` block and reach shared data through a `State<T>` parameter",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wrong_value_is_not_checked_as_the_default() {
+        let item: ItemFn = syn::parse_quote! { async fn f() {} };
+        // With `ttl` unreadable, `poll_interval = "2h"` is not compared with the default 1h.
+        assert_eq!(
+            check_errors(quote! { ttl = "1 h", poll_interval = "2h" }, item.clone()).len(),
+            1
+        );
+        // Nor `inline_budget` with the default mode when `mode` is wrong.
+        assert_eq!(
+            check_errors(
+                quote! { mode = "sometimes", inline_budget = "1s" },
+                item.clone()
+            )
+            .len(),
+            1
+        );
+        // Nor the fn's name when `name` is wrong.
+        let item: ItemFn = syn::parse_quote! { async fn café() {} };
+        assert_eq!(check_errors(quote! { name = "" }, item.clone()).len(), 1);
+        assert_eq!(
+            check_errors(quote! {}, item).len(),
+            1,
+            "`café` is no tool name"
         );
     }
 }

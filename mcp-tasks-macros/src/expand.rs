@@ -3,6 +3,8 @@
 //! Beside the user's fn (emitted unchanged but for the `#[arg]`/`#[args]` helper attributes)
 //! it emits a braced unit struct of the same name implementing `TaskTool` and `NamedTool`.
 //! Every runtime item is reached through `<crate>::__private`; locals use mixed-site hygiene.
+//! A parameter without a helper attribute is filled by its type: the generated code
+//! dispatches on it (`__private::params::kinds`), so the macro never looks at type names.
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
@@ -11,9 +13,14 @@ use syn::{
     spanned::Spanned as _,
 };
 
-use crate::attr::{self, ParamKind, Tool, Ttl};
+use crate::{
+    attr,
+    model::{Mode, ParamKind, Restart, Tool, Ttl},
+    sink::Sink,
+};
 
-/// `#[task_tool(...)]`: parse, check, generate; on any error, the fn, the errors and a stub.
+/// `#[task_tool(...)]`: parse and check into one sink, then generate; on any error, the fn,
+/// every error, and a stub.
 pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
     let item: ItemFn = match syn::parse2(item.clone()) {
         Ok(item) => item,
@@ -26,31 +33,13 @@ pub fn task_tool(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote! { #error #item };
         }
     };
-    let krate_hint = krate_from_args(&args);
-    let (emitted, tool) = attr::parse_tool(args, item);
-    let result = tool.and_then(|tool| crate::check::check(&tool).map(|()| tool));
-    match result {
-        Ok(tool) => generate(&tool),
-        Err(error) => fallback(&emitted, krate_hint, &error),
+    let sink = Sink::new();
+    let tool = attr::parse_tool(args, item, &sink);
+    crate::check::check(&tool, &sink);
+    match sink.finish() {
+        Ok(()) => generate(&tool),
+        Err(error) => fallback(&tool, &error),
     }
-}
-
-/// The `crate = ".."` override, if it parses on its own (for the stub after an error).
-fn krate_from_args(args: &TokenStream) -> Option<Path> {
-    let tokens: Vec<TokenTree> = args.clone().into_iter().collect();
-    tokens.windows(3).find_map(|w| match w {
-        [
-            TokenTree::Ident(key),
-            TokenTree::Punct(eq),
-            TokenTree::Literal(lit),
-        ] if key == "crate" && eq.as_char() == '=' => {
-            syn::parse2::<syn::LitStr>(lit.to_token_stream())
-                .ok()?
-                .parse()
-                .ok()
-        }
-        _ => None,
-    })
 }
 
 fn private(krate: Option<&Path>) -> TokenStream {
@@ -67,9 +56,11 @@ fn struct_doc(name: &Ident) -> String {
     )
 }
 
-/// The user's fn, the errors, and a stub struct and impls so nothing else cascades.
-fn fallback(item: &ItemFn, krate: Option<Path>, error: &syn::Error) -> TokenStream {
-    let p = private(krate.as_ref());
+/// The user's fn, the errors, and a stub struct and impls so nothing else cascades. The stub
+/// uses the `crate = ".."` path when that argument was valid, whatever else was wrong.
+fn fallback(tool: &Tool, error: &syn::Error) -> TokenStream {
+    let item = &tool.item;
+    let p = private(tool.args.krate.as_ref());
     let ident = &item.sig.ident;
     let vis = &item.vis;
     let doc = struct_doc(ident);
@@ -150,61 +141,92 @@ fn generate(tool: &Tool) -> TokenStream {
     let schema = local("__schema");
     let failure = local("__failure");
 
-    // Per parameter: an associated const built where its bounds are checked (spanned at its
-    // type, so a wrong type is reported once, there), a schema entry, how the value is obtained.
-    let mut consts = Vec::new();
+    // Per parameter: one associated item that makes its ops, at the one place where its
+    // bounds are checked (spanned at its type, or at its pattern when the pattern is what is
+    // wrong), so a wrong type is reported once, there; a schema entry; how the value is taken.
+    let mut helpers = Vec::new();
     let mut schema_entries = Vec::new();
     let mut takes = Vec::new();
     let mut values = Vec::new();
     let mut whole = None;
-    let mut any_argument = false;
+    let has_whole = tool
+        .params
+        .iter()
+        .any(|param| matches!(param.kind, ParamKind::Whole(_)));
     for (index, param) in tool.params.iter().enumerate() {
         let value = local(&format!("__a{index}"));
-        let ops = format_ident!("__ARG_{}", index);
         let ty = &param.ty;
         let span = ty.span();
         let ps = respan(p.clone(), span);
-        match &param.kind {
-            ParamKind::Context | ParamKind::State => {
-                takes.push(quote_spanned! {span=>
-                    let #value = match <#ty as #p::FromContext>::from_context(&#ctx) {
-                        ::core::result::Result::Ok(#value) => #value,
-                        ::core::result::Result::Err(#failure) => {
-                            return ::core::result::Result::Ok(#p::fail(#failure));
-                        }
-                    };
-                });
+        let helper = format_ident!("__param_{}", index);
+        let name = param.wire_name();
+        let description = match &param.kind {
+            ParamKind::Argument(arg) => {
+                option_str(arg.description.as_ref().map(|d| d.value.as_str()))
             }
+            _ => option_str(None),
+        };
+        let ops = match &param.kind {
             ParamKind::Whole(_) => {
-                consts.push(quote_spanned! {span=>
-                    const #ops: #ps::WholeOps<#ty> = #ps::WholeOps::<#ty>::new();
+                let ops = format_ident!("__ARGS_{}", index);
+                helpers.push(quote_spanned! {span=>
+                    const #ops: #ps::params::WholeOps<#ty> = #ps::params::WholeOps::<#ty>::new();
                 });
                 whole = Some(quote!(Self::#ops.schema()));
                 takes.push(quote! {
-                    let #value = Self::#ops.take(#p::Arguments::new(#arguments))?;
+                    let #value = Self::#ops.take(&mut #arguments)?;
                 });
+                values.push(value);
+                continue;
             }
             ParamKind::Argument(arg) => {
-                any_argument = true;
-                let name = param
-                    .wire_name()
-                    .expect("checked: every argument has a name");
-                let description = option_str(arg.description.as_ref().map(|d| d.value.as_str()));
                 let constructor = match arg.default {
-                    Some(_) => quote_spanned!(span=> with_default),
-                    None => quote_spanned!(span=> new),
+                    Some(_) => quote_spanned!(span=> argument_with_default),
+                    None => quote_spanned!(span=> argument),
                 };
-                consts.push(quote_spanned! {span=>
-                    const #ops: #ps::ArgOps<#ty> = #ps::ArgOps::<#ty>::#constructor();
-                });
-                schema_entries.push(quote! {
-                    Self::#ops.schema(&mut #schema, #name, #description);
-                });
-                takes.push(quote! {
-                    let #value = Self::#ops.take(&mut #arguments, #name)?;
-                });
+                quote_spanned! {span=> #ps::params::ParamOps::<#ty>::#constructor() }
             }
-        }
+            ParamKind::ByType => {
+                // A reference is most likely a `&TaskContext` or `&State<T>`: the compiler's
+                // error is then about the type behind the `&`, so it points there.
+                let referent = match &**ty {
+                    syn::Type::Reference(reference) => Some(reference.elem.span()),
+                    _ => None,
+                };
+                let (method, at) = match (&name, has_whole) {
+                    (_, true) => ("beside_args", referent.unwrap_or(param.pat.span())),
+                    (None, false) => ("unnamed", referent.unwrap_or(param.pat.span())),
+                    (Some(_), false) => ("named", referent.unwrap_or(span)),
+                };
+                let method = Ident::new(method, at);
+                quote_spanned! {span=>
+                    {
+                        #[allow(unused_imports)]
+                        use #ps::params::kinds::{ArgumentParam as _, ExtractorParam as _};
+                        (&#ps::Tag::<#ty>::new()).__param_kind().#method()
+                    }
+                }
+            }
+        };
+        // The `&()` gives any elided lifetime in the type (`Cow<str>`) one to refer to.
+        helpers.push(quote_spanned! {span=>
+            #[allow(unknown_lints, mismatched_lifetime_syntaxes, elided_lifetimes_in_paths)]
+            fn #helper(_: &()) -> #ps::params::ParamOps<#ty> {
+                #ops
+            }
+        });
+        let name = name.unwrap_or_default();
+        schema_entries.push(quote! {
+            Self::#helper(&()).schema(&mut #schema, #name, #description);
+        });
+        takes.push(quote! {
+            let #value = match Self::#helper(&()).take(&#ctx, &mut #arguments, #name)? {
+                ::core::result::Result::Ok(#value) => #value,
+                ::core::result::Result::Err(#failure) => {
+                    return ::core::result::Result::Ok(#p::returns::fail(#failure));
+                }
+            };
+        });
         values.push(value);
     }
 
@@ -213,15 +235,16 @@ fn generate(tool: &Tool) -> TokenStream {
         None => {
             let mutability = (!schema_entries.is_empty()).then(|| quote!(mut));
             quote! {{
-                let #mutability #schema = #p::InputSchema::new();
+                let #mutability #schema = #p::params::InputSchema::new();
                 #(#schema_entries)*
                 #schema.finish()
             }}
         }
     };
-    let arguments_decoder = any_argument.then(|| {
+    let arguments_decoder = (!tool.params.is_empty()).then(|| {
         quote! {
-            let mut #arguments = #p::Arguments::new(#arguments);
+            #[allow(unused_mut)]
+            let mut #arguments = #p::params::Arguments::new(#arguments);
         }
     });
 
@@ -254,9 +277,9 @@ fn generate(tool: &Tool) -> TokenStream {
     }
     if let Some(mode) = &args.mode {
         let variant = match mode.value {
-            attr::Mode::Required => quote!(Required),
-            attr::Mode::Optional => quote!(Optional),
-            attr::Mode::Inline => quote!(Inline),
+            Mode::Required => quote!(Required),
+            Mode::Optional => quote!(Optional),
+            Mode::Inline => quote!(Inline),
         };
         builder.push(quote!(.with_mode(#p::Mode::#variant)));
     }
@@ -276,18 +299,21 @@ fn generate(tool: &Tool) -> TokenStream {
     }
     if let Some(restart) = &args.restart {
         let variant = match restart.value {
-            attr::Restart::Fail => quote!(Fail),
-            attr::Restart::Resume => quote!(Resume),
+            Restart::Fail => quote!(Fail),
+            Restart::Resume => quote!(Resume),
         };
         builder.push(quote!(.with_restart(#p::RestartPolicy::#variant)));
     }
-    builder.push(match &args.version {
+    let version = match &args.version {
         Some(version) => {
             let version = &version.value;
             quote!(.with_version(#version))
         }
-        None => quote!(.with_version(::core::env!("CARGO_PKG_VERSION"))),
-    });
+        None => {
+            let code = crate::digest::code_digest(item);
+            quote!(.with_digest_version(#code))
+        }
+    };
 
     let (ret, ret_span) = match &item.sig.output {
         ReturnType::Default => (quote!(()), item.sig.ident.span()),
@@ -297,10 +323,12 @@ fn generate(tool: &Tool) -> TokenStream {
     let ok_ops = quote_spanned! {ret_span=> (&#split.ok()).__output_kind().ops() };
     let err_ops = quote_spanned! {ret_span=> (&#split.err()).__error_kind().ops() };
     let returns = local("__returns");
+    let wrapping = local("__wrapping");
     let definition = local("__definition");
+    let shape = local("__SHAPE");
     let call_fn = quote_spanned! {item.sig.ident.span()=>
-        #p::boxed(async move {
-            #p::kinds::ReturnOps::outcome(&#returns, #ident(#(#values),*).await)
+        #p::returns::boxed(async move {
+            #p::returns::ReturnOps::outcome(&#returns, #wrapping, #ident(#(#values),*).await)
         })
     };
 
@@ -313,17 +341,23 @@ fn generate(tool: &Tool) -> TokenStream {
 
         #[doc(hidden)]
         impl #ident {
-            #(#consts)*
+            #(#helpers)*
 
-            fn __returns() -> impl #p::kinds::ReturnOps<#ret> {
+            fn __returns() -> impl #p::returns::ReturnOps<#ret> {
                 #[allow(unused_imports)]
-                use #p::kinds::{
+                use #p::returns::{
                     FailureError as _, MessageError as _, PassThroughOutput as _,
                     ResultReturn as _, StructuredOutput as _, ToolErrorError as _,
                     UnitOutput as _, ValueReturn as _,
                 };
-                let #split = (&#p::kinds::Tag::<#ret>::new()).__return_kind();
+                let #split = (&#p::Tag::<#ret>::new()).__return_kind();
                 #split.ops(#ok_ops, #err_ops)
+            }
+
+            /// The output schema and wrapping, computed once for this tool.
+            fn __output() -> &'static #p::returns::OutputShape {
+                static #shape: #p::OnceLock<#p::returns::OutputShape> = #p::OnceLock::new();
+                #shape.get_or_init(|| #p::returns::ReturnOps::shape(&Self::__returns()))
             }
         }
 
@@ -335,10 +369,13 @@ fn generate(tool: &Tool) -> TokenStream {
             fn definition(&self) -> #p::ToolDefinition {
                 let #definition = #p::ToolDefinition::new(#wire_name, #input_schema)
                     #(#builder)*;
-                match #p::kinds::ReturnOps::output_schema(&Self::__returns()) {
-                    ::core::option::Option::Some(#schema) => #definition.with_output_schema(#schema),
+                let #definition = match Self::__output().schema() {
+                    ::core::option::Option::Some(#schema) => {
+                        #definition.with_output_schema(::core::clone::Clone::clone(#schema))
+                    }
                     ::core::option::Option::None => #definition,
-                }
+                };
+                #definition #version
             }
 
             fn call(
@@ -348,6 +385,7 @@ fn generate(tool: &Tool) -> TokenStream {
             ) -> ::core::result::Result<#p::ToolFuture, #p::ArgumentError> {
                 #arguments_decoder
                 #(#takes)*
+                let #wrapping = Self::__output().wrapping();
                 let #returns = Self::__returns();
                 ::core::result::Result::Ok(#call_fn)
             }
@@ -376,7 +414,7 @@ pub fn toolkit(input: TokenStream) -> TokenStream {
             return syn::Error::new(error.span(), message).to_compile_error();
         }
     };
-    let mut errors = attr::Errors::default();
+    let errors = Sink::new();
     let mut seen: Vec<String> = Vec::new();
     for path in &paths {
         let text = path.to_token_stream().to_string();
@@ -390,7 +428,7 @@ pub fn toolkit(input: TokenStream) -> TokenStream {
         }
         seen.push(text);
     }
-    if let Err(error) = errors.into_result() {
+    if let Err(error) = errors.finish() {
         return error.to_compile_error();
     }
     let names = paths

@@ -1,10 +1,20 @@
 //! Procedural macros for [`mcp-tasks`](https://docs.rs/mcp-tasks). Depend on `mcp-tasks`, not
 //! on this crate: it re-exports everything here, with the documentation.
+//!
+//! The pipeline is parse (`attr.rs`, into the model of `model.rs`) -> check (`check.rs`) ->
+//! generate (`expand.rs`); parse and check both write to one error sink (`sink.rs`), so one
+//! build reports every mistake.
 
 mod attr;
 mod check;
+mod digest;
 mod duration;
 mod expand;
+#[cfg(test)]
+mod golden;
+mod model;
+mod sink;
+mod suggest;
 
 use proc_macro::TokenStream;
 

@@ -164,3 +164,28 @@ pub fn to_object(error: &ErrorData) -> JsonObject {
         }
     }
 }
+
+// The errors of the code `#[task_tool]` expands to (`extract/`).
+
+/// `-32603` for a `State<T>` parameter whose `T` the toolkit does not have; the call ends
+/// with it rather than panicking.
+#[must_use]
+pub fn state_not_registered(tool: &str, state_type: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "tool `{tool}` needs state of type `{state_type}`, which the toolkit does not have: \
+             register it with `Toolkit::with_state`"
+        ),
+        None,
+    )
+}
+
+/// `-32603` for a tool output that does not serialize to JSON (a map with non-string keys,
+/// a `Serialize` impl that fails).
+#[must_use]
+pub fn output_not_serializable(error: &serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the tool's output does not serialize to JSON: {error}"),
+        None,
+    )
+}

@@ -34,8 +34,7 @@ pub mod store;
 pub mod tool;
 pub mod toolkit;
 
-pub use context::{StepError, TaskContext};
-pub use extract::State;
+pub use context::{State, StepError, TaskContext};
 /// Turns an `async fn` into a task tool.
 ///
 /// ```
@@ -85,7 +84,7 @@ pub use extract::State;
 /// | `description = ".."` | the doc comment | the description |
 /// | `read_only`, `destructive`, `idempotent`, `open_world` (`= false` to deny) | unset | the annotations' hints |
 /// | `restart = "fail" \| "resume"` | `"fail"` | after a restart on a durable store, see [`RestartPolicy`] |
-/// | `version = ".."` | the crate's version | a task is only replayed by the version that started it |
+/// | `version = ".."` | a digest of the tool | a task is only replayed by the version that started it; see [Versions](#versions) |
 /// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
 ///
 /// Durations are whole numbers of `h`, `m`, `s`, `ms`, largest first, without spaces:
@@ -93,9 +92,11 @@ pub use extract::State;
 ///
 /// # Parameters
 ///
-/// - A parameter whose type is named `TaskContext` receives the call's [`TaskContext`]; one
-///   whose type is named `State` receives a [`State<T>`] registered with
-///   [`Toolkit::with_state`] (a call ends with a JSON-RPC error if it was not registered).
+/// - A parameter of type [`TaskContext`] receives the call's context; one of type
+///   [`State<T>`] receives the state registered with [`Toolkit::with_state`] (a call ends
+///   with a JSON-RPC error if it was not registered). They are recognised by type, not by
+///   name: `use mcp_tasks::TaskContext as Ctx`, a full path or a `type` alias work the same,
+///   and a type of your own named `State` is an argument like any other.
 /// - Every other parameter is one property of the input schema (JSON Schema 2020-12, root
 ///   `type: "object"`): its type must implement `serde::Deserialize` and
 ///   `schemars::JsonSchema`. A parameter whose type decodes from `null` (an `Option`) is not
@@ -123,6 +124,26 @@ pub use extract::State;
 /// An `outputSchema` must describe an object: when `T`'s schema is not `type: "object"` (a
 /// number, a string, a list, an enum, an `Option`), the value is wrapped as
 /// `{"result": value}` and the schema says so.
+///
+/// # Versions
+///
+/// A task of a `restart = "resume"` tool that a restarted server finds unfinished is replayed
+/// only by the same version of the tool; otherwise it ends `failed` with a message naming both
+/// versions. Without `version = ".."` the version is a digest of the tool itself
+/// ([`ToolDefinition::with_digest_version`]): its wire name, input schema, output schema, and
+/// the tokens of the fn's parameters, return type and body (not its name, docs, comments or
+/// layout). The trade-off:
+///
+/// - **the digest** (default) follows the tool without anyone remembering to: a release that
+///   leaves the tool alone resumes its tasks (a crate version bump does not matter), and any
+///   change to the tool's code or schemas fails them rather than replaying stored steps and
+///   answers into code they were not recorded by. It is conservative: a refactor that keeps
+///   the behaviour (or a change in a helper the fn calls, which the digest cannot see) is
+///   judged by the fn's own tokens only;
+/// - **an explicit `version = "3"`** is the author's promise: bump it when a change makes old
+///   tasks unsafe to replay, keep it to let them resume across changes the digest would
+///   count (renaming a local, fixing a log message), or when the behaviour lives in code
+///   outside the fn.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
 #[cfg(feature = "stdio")]
@@ -190,24 +211,22 @@ macro_rules! toolkit {
 
 #[doc(hidden)]
 pub mod __private {
-    //! What `#[task_tool]` and `toolkit!` expand to. Not a public API.
-    pub use futures;
-    pub use rmcp;
-    pub use schemars;
-    pub use serde;
-    pub use serde_json;
+    //! What `#[task_tool]`, `toolkit!` and `task_methods!` expand to. Not a public API.
+    pub use std::{sync::OnceLock, time::Duration};
 
-    pub use std::time::Duration;
+    /// For `task_methods!`.
+    pub use rmcp;
 
     pub use mcp_tasks_macros::toolkit;
 
-    pub use rmcp::model::{CallToolResult, JsonObject, ToolAnnotations};
+    pub use rmcp::model::{JsonObject, ToolAnnotations};
 
     pub use crate::{
         context::TaskContext,
         extract::{
-            ArgOps, Arguments, FromContext, InputSchema, NamedTool, WholeOps, add_tool,
-            assert_unique_names, boxed, fail, kinds,
+            Tag, params,
+            registry::{NamedTool, add_tool, assert_unique_names},
+            returns,
         },
         tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},
         toolkit::{Toolkit, ToolkitError},

@@ -11,7 +11,10 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
 
 pub use crate::context::Failure;
-use crate::context::{StepError, TaskContext};
+use crate::{
+    context::{StepError, TaskContext},
+    toolkit::DefinitionError,
+};
 
 /// When a tool runs as a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -106,11 +109,40 @@ impl ToolDefinition {
     }
 
     /// Sets the tool's version. A task started by one version is never replayed by another:
-    /// after a restart it ends `failed` with a message that says so. `#[task_tool]` uses the
-    /// crate's version unless told otherwise.
+    /// after a restart it ends `failed` with a message that says so. `#[task_tool(version =
+    /// "..")]` sets it; without one, `#[task_tool]` uses [`with_digest_version`](Self::with_digest_version).
     #[must_use]
     pub fn with_version(mut self, version: impl Into<Cow<'static, str>>) -> Self {
         self.version = version.into();
+        self
+    }
+
+    /// Sets the version to a digest of the tool itself: its wire name, input schema and
+    /// output schema as set so far (so call it last), and `code`, a digest of the code that
+    /// runs (`#[task_tool]` passes one of the fn's parameters, return type and body, taken at
+    /// compile time). A release that leaves all of them unchanged keeps the version, so its
+    /// tasks resume after a restart; any change to them fails those tasks instead of
+    /// replaying them with code they were not started by.
+    ///
+    /// The digest is 16 hex digits of a 64-bit FNV-1a hash over the canonical JSON of the
+    /// schemas (keys sorted), stable across builds, platforms and Rust versions.
+    #[must_use]
+    pub fn with_digest_version(mut self, code: &str) -> Self {
+        let mut digest = Fnv1a::new();
+        digest.field(self.tool.name.as_bytes());
+        let mut json = String::new();
+        canonical_json(
+            &serde_json::Value::Object((*self.tool.input_schema).clone()),
+            &mut json,
+        );
+        digest.field(json.as_bytes());
+        json.clear();
+        if let Some(output) = &self.tool.output_schema {
+            canonical_json(&serde_json::Value::Object((**output).clone()), &mut json);
+        }
+        digest.field(json.as_bytes());
+        digest.field(code.as_bytes());
+        self.version = Cow::Owned(format!("{:016x}", digest.0));
         self
     }
 
@@ -220,36 +252,84 @@ impl ToolDefinition {
     }
 
     /// Checks the rules a definition must follow; the toolkit calls it on registration.
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        let name = self.name();
-        if name.is_empty() {
-            return Err("a tool name must not be empty".into());
+    pub(crate) fn validate(&self) -> Result<(), DefinitionError> {
+        if self.name().is_empty() {
+            return Err(DefinitionError::EmptyName);
         }
         if self.tool.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
-            return Err(format!(
-                "tool `{name}`: the input schema's root must be `\"type\": \"object\"`"
-            ));
+            return Err(DefinitionError::InputSchemaNotObject);
         }
         if self.inline_budget.is_some() && self.mode != Mode::Optional {
-            return Err(format!(
-                "tool `{name}`: an inline budget only applies to `Mode::Optional` tools"
-            ));
+            return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
         }
         if self.poll_interval.is_zero() {
-            return Err(format!("tool `{name}`: the poll interval must be positive"));
+            return Err(DefinitionError::ZeroPollInterval);
         }
         if let Ttl::After(ttl) = self.ttl {
             if ttl.is_zero() {
-                return Err(format!("tool `{name}`: the ttl must be positive"));
+                return Err(DefinitionError::ZeroTtl);
             }
             if self.poll_interval > ttl {
-                return Err(format!(
-                    "tool `{name}`: the poll interval ({:?}) is longer than the ttl ({ttl:?})",
-                    self.poll_interval
-                ));
+                return Err(DefinitionError::PollIntervalLongerThanTtl {
+                    poll_interval: self.poll_interval,
+                    ttl,
+                });
             }
         }
         Ok(())
+    }
+}
+
+/// 64-bit FNV-1a, each field followed by its length so that fields cannot run together.
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    fn new() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 ^= u64::from(*byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn field(&mut self, bytes: &[u8]) {
+        self.bytes(bytes);
+        self.bytes(&(bytes.len() as u64).to_le_bytes());
+    }
+}
+
+/// `value` as JSON with every object's keys sorted, whatever order the map keeps.
+fn canonical_json(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical_json(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical_json(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
     }
 }
 

@@ -5,6 +5,7 @@ use std::{
     collections::HashMap,
     fmt,
     sync::Arc,
+    time::Duration,
 };
 
 use crate::tool::{Mode, TaskTool, ToolDefinition};
@@ -16,9 +17,46 @@ pub enum ToolkitError {
     /// Two tools share one wire name.
     #[error("two tools are named `{0}`; tool names must be unique within a toolkit")]
     DuplicateName(String),
-    /// A definition breaks a rule (empty name, non-object input schema, ...).
-    #[error("{0}")]
-    InvalidDefinition(String),
+    /// A tool's definition breaks a rule.
+    #[error("tool `{tool}`: {problem}")]
+    InvalidDefinition {
+        /// The tool's wire name (empty when that is the problem).
+        tool: String,
+        /// What is wrong.
+        problem: DefinitionError,
+    },
+}
+
+/// What is wrong with a [`ToolDefinition`], found when a toolkit registers it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DefinitionError {
+    /// The wire name is empty.
+    #[error("a tool name must not be empty")]
+    EmptyName,
+    /// The input schema's root is not `"type": "object"` (e.g. an `#[args]` enum).
+    #[error("the input schema's root must be `\"type\": \"object\"`")]
+    InputSchemaNotObject,
+    /// An inline budget on a tool that is not [`Mode::Optional`].
+    #[error("an inline budget only applies to `Mode::Optional` tools, and this one is `{mode:?}`")]
+    InlineBudgetNotOptional {
+        /// The tool's mode.
+        mode: Mode,
+    },
+    /// A zero poll interval.
+    #[error("the poll interval must be positive")]
+    ZeroPollInterval,
+    /// A zero ttl.
+    #[error("the ttl must be positive")]
+    ZeroTtl,
+    /// A poll interval longer than the ttl: the task would expire before a client polls it.
+    #[error("the poll interval ({poll_interval:?}) is longer than the ttl ({ttl:?})")]
+    PollIntervalLongerThanTtl {
+        /// The poll interval.
+        poll_interval: Duration,
+        /// The ttl.
+        ttl: Duration,
+    },
 }
 
 pub(crate) struct Registered {
@@ -79,7 +117,10 @@ impl Toolkit {
         let definition = tool.definition();
         definition
             .validate()
-            .map_err(ToolkitError::InvalidDefinition)?;
+            .map_err(|problem| ToolkitError::InvalidDefinition {
+                tool: definition.name().to_owned(),
+                problem,
+            })?;
         let name = definition.name().to_owned();
         if self.index.contains_key(&name) {
             return Err(ToolkitError::DuplicateName(name));

@@ -28,6 +28,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::errors;
 
+mod state;
+
+pub use state::State;
+
 /// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
 /// and how the [`TaskContext`] calls that wait on the client fail.
 #[derive(Debug, Clone, PartialEq)]

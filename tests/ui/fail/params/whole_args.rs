@@ -6,7 +6,7 @@ struct Input {
 }
 
 #[task_tool]
-async fn f(#[args] input: Input, extra: u32, #[args] again: Input) {
+async fn f(#[args] input: Input, #[arg(description = "more")] extra: u32, #[args] again: Input) {
     let _ = (input, extra, again);
 }
 

@@ -1,0 +1,557 @@
+//! The parameters of a `#[task_tool]` fn: how each one is filled, and the input schema.
+//!
+//! A parameter is filled by its type, never by how the type is written: [`TaskContext`] and
+//! [`State<T>`] (under any alias or path) come from the call's context, every other type is
+//! one property of the arguments ([`Argument`]). The macro emits, per parameter, one helper
+//! that dispatches on `Tag<Type>` (see [`kinds`]) to a [`ParamOps`]; the chosen kind's method
+//! is where the bounds are checked, spanned at the user's type or pattern.
+
+use std::{any::type_name, fmt};
+
+use rmcp::model::{ErrorData, JsonObject};
+use schemars::{JsonSchema, SchemaGenerator, generate::SchemaSettings};
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+
+use crate::{
+    errors,
+    context::{State, TaskContext},
+    tool::ArgumentError,
+};
+
+/// A parameter type `#[task_tool]` reads from the call's arguments.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool argument",
+    label = "a tool argument must implement `serde::Deserialize` and `schemars::JsonSchema`",
+    note = "derive both: `#[derive(serde::Deserialize, schemars::JsonSchema)]`; a `TaskContext` or `State<T>` parameter is filled from the call's context, without `#[arg]` or `#[args]`"
+)]
+pub trait Argument: DeserializeOwned + JsonSchema {}
+
+impl<T: DeserializeOwned + JsonSchema> Argument for T {}
+
+/// A parameter with `#[arg(default)]`: missing means `T::default()`, shown as the schema's
+/// `default`.
+#[diagnostic::on_unimplemented(
+    message = "`#[arg(default)]` needs `{Self}: Default + Serialize`",
+    label = "the default value is `Default::default()`, and it is shown in the input schema",
+    note = "implement or derive `Default` and `serde::Serialize`, or remove `default` and take an `Option`"
+)]
+pub trait DefaultArgument: Default + Serialize {}
+
+impl<T: Default + Serialize> DefaultArgument for T {}
+
+mod sealed {
+    /// Implemented by no type: the bounds below can never hold, so the code behind them is
+    /// never built into a program.
+    pub trait Never {}
+}
+
+/// The bound of an argument whose pattern has no name (`(a, b): (u32, u32)`); it never holds.
+#[diagnostic::on_unimplemented(
+    message = "an argument needs a name: use a plain identifier, or give this pattern `#[arg(rename = \"..\")]`",
+    label = "a parameter of type `{Self}` is read from the arguments, as the property of its name",
+    note = "only `TaskContext` and `State<T>` parameters, filled from the call's context, may use any pattern"
+)]
+pub trait UnnamedArgument: sealed::Never {}
+
+/// The bound of an argument beside an `#[args]` parameter; it never holds.
+#[diagnostic::on_unimplemented(
+    message = "with `#[args]` every argument comes from that struct: move this parameter into it, or remove `#[args]`",
+    label = "a parameter of type `{Self}` is read from the arguments",
+    note = "only `TaskContext` and `State<T>` parameters may stand beside `#[args]`"
+)]
+pub trait ArgumentBesideArgs: sealed::Never {}
+
+/// The bound of a `&TaskContext` or `&State<T>` parameter; it never holds.
+#[diagnostic::on_unimplemented(
+    message = "take `{Self}` by value, not by reference: the work of a task outlives the call (`{Self}` is cheap to clone)",
+    label = "a reference to the call's context cannot outlive the call"
+)]
+pub trait TakenByValue: sealed::Never {}
+
+/// What filling one parameter gives: the value, or the JSON-RPC error the call ends with
+/// (a `State<T>` that was never registered).
+pub type Filled<T> = Result<T, ErrorData>;
+
+/// How one parameter is described in the input schema and filled for a call.
+pub struct ParamOps<T> {
+    schema: fn(&mut InputSchema, &str, Option<&str>),
+    take: fn(&TaskContext, &mut Arguments, &str) -> Result<Filled<T>, ArgumentError>,
+}
+
+impl<T> Clone for ParamOps<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for ParamOps<T> {}
+
+impl<T> fmt::Debug for ParamOps<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ParamOps")
+            .field("type", &type_name::<T>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn no_property(_: &mut InputSchema, _: &str, _: Option<&str>) {}
+
+impl<T> ParamOps<T> {
+    /// A property, required unless `T` decodes from `null`.
+    #[must_use]
+    pub const fn argument() -> Self
+    where
+        T: Argument,
+    {
+        Self {
+            schema: InputSchema::property::<T>,
+            take: |_, arguments, name| arguments.take::<T>(name).map(Ok),
+        }
+    }
+
+    /// A property with `#[arg(default)]`.
+    #[must_use]
+    pub const fn argument_with_default() -> Self
+    where
+        T: Argument + DefaultArgument,
+    {
+        Self {
+            schema: InputSchema::property_with_default::<T>,
+            take: |_, arguments, name| arguments.take_or_default::<T>(name).map(Ok),
+        }
+    }
+
+    /// Adds the parameter's property, if it has one, to `schema`.
+    pub fn schema(&self, schema: &mut InputSchema, name: &str, description: Option<&str>) {
+        (self.schema)(schema, name, description);
+    }
+
+    /// The value for this call.
+    ///
+    /// # Errors
+    /// An [`ArgumentError`] naming the field and what was expected (the caller gets
+    /// `isError: true` and no task is created); inside `Ok`, the JSON-RPC error the call
+    /// ends with.
+    pub fn take(
+        &self,
+        ctx: &TaskContext,
+        arguments: &mut Arguments,
+        name: &str,
+    ) -> Result<Filled<T>, ArgumentError> {
+        (self.take)(ctx, arguments, name)
+    }
+}
+
+impl ParamOps<TaskContext> {
+    /// The call's [`TaskContext`].
+    #[must_use]
+    pub const fn context() -> Self {
+        Self {
+            schema: no_property,
+            take: |ctx, _, _| Ok(Ok(ctx.clone())),
+        }
+    }
+}
+
+impl<T: Clone + Send + Sync + 'static> ParamOps<State<T>> {
+    /// The toolkit's state of type `T`; a JSON-RPC internal error when it has none.
+    #[must_use]
+    pub const fn state() -> Self {
+        Self {
+            schema: no_property,
+            take: |ctx, _, _| Ok(take_state::<T>(ctx)),
+        }
+    }
+}
+
+fn take_state<T: Clone + Send + Sync + 'static>(ctx: &TaskContext) -> Filled<State<T>> {
+    ctx.state::<T>().map(State).ok_or_else(|| {
+        let tool = ctx.tool_name();
+        let ty = type_name::<T>();
+        tracing::error!(tool, state = ty, "state not registered");
+        errors::state_not_registered(tool, ty)
+    })
+}
+
+/// Dispatch on a parameter's type: `(&Tag::<Type>::new()).__param_kind()` picks
+/// [`ExtractorParam`] for the context's types and falls back to [`ArgumentParam`]; then
+/// `named()`, `unnamed()` (the pattern has no name) or `beside_args()` (the tool has an
+/// `#[args]` parameter) gives the [`ParamOps`], checking that kind's bounds.
+pub mod kinds {
+    use std::marker::PhantomData;
+
+    use super::{
+        Argument, ArgumentBesideArgs, ParamOps, State, TakenByValue, TaskContext, UnnamedArgument,
+    };
+    use crate::extract::Tag;
+
+    /// A parameter filled from the call's context.
+    pub trait ExtractorParam {
+        /// How it is filled.
+        type Kind;
+        /// The kind of this parameter.
+        fn __param_kind(&self) -> Self::Kind;
+    }
+    /// A parameter read from the arguments.
+    pub trait ArgumentParam {
+        /// How it is filled.
+        type Kind;
+        /// The kind of this parameter.
+        fn __param_kind(&self) -> Self::Kind;
+    }
+
+    impl ExtractorParam for Tag<TaskContext> {
+        type Kind = ContextKind;
+        fn __param_kind(&self) -> Self::Kind {
+            ContextKind
+        }
+    }
+    impl<T> ExtractorParam for Tag<State<T>> {
+        type Kind = StateKind<T>;
+        fn __param_kind(&self) -> Self::Kind {
+            StateKind(PhantomData)
+        }
+    }
+    impl ExtractorParam for Tag<&TaskContext> {
+        type Kind = ByRefKind<TaskContext>;
+        fn __param_kind(&self) -> Self::Kind {
+            ByRefKind(PhantomData)
+        }
+    }
+    impl<T> ExtractorParam for Tag<&State<T>> {
+        type Kind = ByRefKind<State<T>>;
+        fn __param_kind(&self) -> Self::Kind {
+            ByRefKind(PhantomData)
+        }
+    }
+    impl<T> ArgumentParam for &Tag<T> {
+        type Kind = ArgumentKind<T>;
+        fn __param_kind(&self) -> Self::Kind {
+            ArgumentKind(PhantomData)
+        }
+    }
+
+    /// `TaskContext`.
+    pub struct ContextKind;
+    /// `State<T>`.
+    pub struct StateKind<T>(PhantomData<fn() -> T>);
+    /// `&TaskContext` or `&State<T>`: refused.
+    pub struct ByRefKind<T>(PhantomData<fn() -> T>);
+    /// Any other type: an argument.
+    pub struct ArgumentKind<T>(PhantomData<fn() -> T>);
+
+    impl ContextKind {
+        /// The ops, whatever the pattern.
+        #[must_use]
+        pub fn named(&self) -> ParamOps<TaskContext> {
+            ParamOps::context()
+        }
+        /// The ops, whatever the pattern.
+        #[must_use]
+        pub fn unnamed(&self) -> ParamOps<TaskContext> {
+            ParamOps::context()
+        }
+        /// The ops, beside `#[args]` too.
+        #[must_use]
+        pub fn beside_args(&self) -> ParamOps<TaskContext> {
+            ParamOps::context()
+        }
+    }
+
+    impl<T: Clone + Send + Sync + 'static> StateKind<T> {
+        /// The ops, whatever the pattern.
+        #[must_use]
+        pub fn named(&self) -> ParamOps<State<T>> {
+            ParamOps::state()
+        }
+        /// The ops, whatever the pattern (`State(db)` is the usual one).
+        #[must_use]
+        pub fn unnamed(&self) -> ParamOps<State<T>> {
+            ParamOps::state()
+        }
+        /// The ops, beside `#[args]` too.
+        #[must_use]
+        pub fn beside_args(&self) -> ParamOps<State<T>> {
+            ParamOps::state()
+        }
+    }
+
+    impl<T> ByRefKind<T> {
+        /// Refused: [`TakenByValue`] never holds.
+        #[must_use]
+        pub fn named<R>(&self) -> ParamOps<R>
+        where
+            T: TakenByValue,
+        {
+            unreachable!("`TakenByValue` is sealed and has no implementations")
+        }
+        /// Refused: [`TakenByValue`] never holds.
+        #[must_use]
+        pub fn unnamed<R>(&self) -> ParamOps<R>
+        where
+            T: TakenByValue,
+        {
+            unreachable!("`TakenByValue` is sealed and has no implementations")
+        }
+        /// Refused: [`TakenByValue`] never holds.
+        #[must_use]
+        pub fn beside_args<R>(&self) -> ParamOps<R>
+        where
+            T: TakenByValue,
+        {
+            unreachable!("`TakenByValue` is sealed and has no implementations")
+        }
+    }
+
+    impl<T> ArgumentKind<T> {
+        /// The property named after the parameter.
+        #[must_use]
+        pub fn named(&self) -> ParamOps<T>
+        where
+            T: Argument,
+        {
+            ParamOps::argument()
+        }
+        /// Refused: [`UnnamedArgument`] never holds.
+        #[must_use]
+        pub fn unnamed(&self) -> ParamOps<T>
+        where
+            T: UnnamedArgument,
+        {
+            unreachable!("`UnnamedArgument` is sealed and has no implementations")
+        }
+        /// Refused: [`ArgumentBesideArgs`] never holds.
+        #[must_use]
+        pub fn beside_args(&self) -> ParamOps<T>
+        where
+            T: ArgumentBesideArgs,
+        {
+            unreachable!("`ArgumentBesideArgs` is sealed and has no implementations")
+        }
+    }
+}
+
+/// How an `#[args]` struct is described and decoded.
+pub struct WholeOps<T> {
+    schema: fn() -> JsonObject,
+    take: fn(&mut Arguments) -> Result<T, ArgumentError>,
+}
+
+impl<T> Clone for WholeOps<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for WholeOps<T> {}
+
+#[allow(
+    clippy::new_without_default,
+    reason = "built only by generated code, in a const"
+)]
+impl<T> WholeOps<T> {
+    /// The ops of `T`, checking its bounds.
+    #[must_use]
+    pub const fn new() -> Self
+    where
+        T: Argument,
+    {
+        Self {
+            schema: InputSchema::whole::<T>,
+            take: Arguments::whole::<T>,
+        }
+    }
+
+    /// The input schema: `T`'s.
+    #[must_use]
+    pub fn schema(&self) -> JsonObject {
+        (self.schema)()
+    }
+
+    /// # Errors
+    /// An [`ArgumentError`] with serde's message.
+    pub fn take(&self, arguments: &mut Arguments) -> Result<T, ArgumentError> {
+        (self.take)(arguments)
+    }
+}
+
+/// The arguments of one call, taken one field at a time.
+#[derive(Debug)]
+pub struct Arguments(JsonObject);
+
+impl Arguments {
+    /// The call's arguments.
+    #[must_use]
+    pub fn new(arguments: JsonObject) -> Self {
+        Self(arguments)
+    }
+
+    /// The field `name`; a missing field decodes as `null`, so an `Option` is `None`.
+    ///
+    /// # Errors
+    /// An [`ArgumentError`] naming the field and what was expected.
+    pub fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, ArgumentError> {
+        match self.0.remove(name) {
+            Some(value) => decode(name, value),
+            None => serde_json::from_value(Value::Null).map_err(|e| missing(name, &e)),
+        }
+    }
+
+    /// The field `name`, or `T::default()` when it is missing or `null`.
+    ///
+    /// # Errors
+    /// An [`ArgumentError`] naming the field and what was expected.
+    pub fn take_or_default<T: DeserializeOwned + Default>(
+        &mut self,
+        name: &str,
+    ) -> Result<T, ArgumentError> {
+        match self.0.remove(name) {
+            None | Some(Value::Null) => Ok(T::default()),
+            Some(value) => decode(name, value),
+        }
+    }
+
+    /// All arguments as one struct (`#[args]`).
+    ///
+    /// # Errors
+    /// An [`ArgumentError`] with serde's message (which names a missing field).
+    pub fn whole<T: DeserializeOwned>(&mut self) -> Result<T, ArgumentError> {
+        serde_json::from_value(Value::Object(std::mem::take(&mut self.0)))
+            .map_err(|e| ArgumentError::new(e.to_string()))
+    }
+}
+
+fn decode<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, ArgumentError> {
+    serde_json::from_value(value).map_err(|e| ArgumentError::new(format!("`{name}`: {e}")))
+}
+
+/// "`count`: missing, expected u32", from serde's "invalid type: null, expected u32".
+fn missing(name: &str, error: &serde_json::Error) -> ArgumentError {
+    let text = error.to_string();
+    match text.split_once(", expected ") {
+        Some((_, expected)) => {
+            ArgumentError::new(format!("`{name}`: missing, expected {expected}"))
+        }
+        None => ArgumentError::new(format!("`{name}`: missing")),
+    }
+}
+
+/// A draft 2020-12 generator; `serialize` for output schemas.
+pub(super) fn generator(serialize: bool) -> SchemaGenerator {
+    let settings = SchemaSettings::draft2020_12();
+    if serialize {
+        settings.for_serialize()
+    } else {
+        settings
+    }
+    .into_generator()
+}
+
+/// The `inputSchema` of a tool with one property per parameter.
+pub struct InputSchema {
+    generator: SchemaGenerator,
+    properties: JsonObject,
+    required: Vec<Value>,
+}
+
+impl fmt::Debug for InputSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InputSchema")
+            .field("properties", &self.properties)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for InputSchema {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InputSchema {
+    /// No properties yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            generator: generator(false),
+            properties: JsonObject::new(),
+            required: Vec::new(),
+        }
+    }
+
+    /// Adds the property `name`: required unless `T` decodes from `null` (an `Option`).
+    pub fn property<T: DeserializeOwned + JsonSchema>(
+        &mut self,
+        name: &str,
+        description: Option<&str>,
+    ) {
+        let required = serde_json::from_value::<T>(Value::Null).is_err();
+        self.insert::<T>(name, description, required, None);
+    }
+
+    /// Adds the property `name`, never required, with `T::default()` as its `default`.
+    pub fn property_with_default<T: DeserializeOwned + JsonSchema + Default + Serialize>(
+        &mut self,
+        name: &str,
+        description: Option<&str>,
+    ) {
+        let default = serde_json::to_value(T::default()).ok();
+        self.insert::<T>(name, description, false, default);
+    }
+
+    fn insert<T: JsonSchema>(
+        &mut self,
+        name: &str,
+        description: Option<&str>,
+        required: bool,
+        default: Option<Value>,
+    ) {
+        let mut schema = self.generator.subschema_for::<T>();
+        if let Some(description) = description {
+            schema.insert("description".into(), description.into());
+        }
+        if let Some(default) = default {
+            schema.insert("default".into(), default);
+        }
+        if required {
+            self.required.push(name.into());
+        }
+        self.properties.insert(name.into(), schema.to_value());
+    }
+
+    /// The schema: `type: "object"` with the properties, draft 2020-12.
+    #[must_use]
+    pub fn finish(mut self) -> JsonObject {
+        let mut root = JsonObject::new();
+        root.insert(
+            "$schema".into(),
+            schemars::consts::meta_schemas::DRAFT2020_12.into(),
+        );
+        root.insert("type".into(), "object".into());
+        root.insert("properties".into(), Value::Object(self.properties));
+        if !self.required.is_empty() {
+            root.insert("required".into(), Value::Array(self.required));
+        }
+        let definitions = self.generator.take_definitions(true);
+        if !definitions.is_empty() {
+            root.insert("$defs".into(), Value::Object(definitions));
+        }
+        root
+    }
+
+    /// The schema of a struct that is the whole argument object (`#[args]`), without its
+    /// top-level `title` and `description` (the tool has its own).
+    #[must_use]
+    pub fn whole<T: JsonSchema>() -> JsonObject {
+        let mut schema = generator(false).into_root_schema_for::<T>();
+        schema.remove("title");
+        schema.remove("description");
+        match schema.to_value() {
+            Value::Object(object) => object,
+            other => {
+                let mut object = JsonObject::new();
+                object.insert("allOf".into(), Value::Array(vec![other]));
+                object
+            }
+        }
+    }
+}
