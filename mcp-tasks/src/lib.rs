@@ -21,6 +21,8 @@
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "client")]
 pub mod client;
 mod clock;
