@@ -19,8 +19,8 @@
 # --requirements REVISION (default 2026-07-28) runs `conformance server --requirements`
 # instead: the suite's own list of scenarios a revision requires. It prints the suite's
 # per-scenario lines and its total (the numbers in CONFORMANCE.md) and fails only when no
-# total is printed or a tasks-* or tools-call-* scenario fails; the fixture does not carry
-# prompts, resources and the other fixtures those scenarios call.
+# total is printed or a scenario of the strict set below fails; the fixture does not carry
+# prompts, resources and the other fixtures the rest of those scenarios call.
 #
 # $CONFORMANCE_BIN replaces the suite's binary (to check this script's own verdicts against
 # a doctored output).
@@ -142,9 +142,12 @@ if [ "$mode" = requirements ]; then
     echo "no total line from the suite:"; printf '%s\n' "$output" | tail -n 20; exit 1
   fi
   echo "$total_line"
-  ours="$(printf '%s\n' "$output" | grep -E '^✗ (tasks-|tools-call-)' || true)"
+  ours=""
+  for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}"; do
+    ours+="$(printf '%s\n' "$output" | grep -E "^✗ $scenario: " || true)"
+  done
   if [ -n "$ours" ]; then
-    echo "failing task or tool-call scenarios:"; printf '%s\n' "$ours"; exit 1
+    echo "failing scenarios of the strict set:"; printf '%s\n' "$ours"; exit 1
   fi
   exit 0
 fi
