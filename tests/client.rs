@@ -72,6 +72,24 @@ async fn what_action(ctx: TaskContext) -> Result<String, ToolError> {
     Ok(format!("{:?} {:?}", answer.action, answer.content))
 }
 
+/// Asks the client's model for a completion and answers with its text.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+#[allow(deprecated, reason = "sampling is still part of the 2026-07-28 wire")]
+async fn ask_model(ctx: TaskContext) -> Result<String, ToolError> {
+    let params = serde_json::from_value(json!({
+        "messages": [{ "role": "user", "content": { "type": "text", "text": "6 x 7?" } }],
+        "maxTokens": 10
+    }))
+    .map_err(|e| ToolError::new(e.to_string()))?;
+    let reply = ctx.sample(params).await?;
+    let said = serde_json::to_value(&reply.message.content).unwrap_or_default();
+    Ok(format!(
+        "{} said {}",
+        reply.model,
+        said["text"].as_str().unwrap_or("?")
+    ))
+}
+
 /// Sleeps until cancelled.
 #[task_tool(mode = "required", poll_interval = "20ms")]
 async fn sleepy(ctx: TaskContext) -> Result<String, ToolError> {
@@ -90,6 +108,7 @@ fn server(step: Duration) -> TaskServer {
         give_up,
         sleepy,
         what_action,
+        ask_model,
         common::two_questions
     ]
     .expect("valid test tools")
@@ -738,4 +757,71 @@ async fn a_task_result_for_another_request_is_invalid_r5() {
     };
     assert_eq!(*method, "tools/list");
     assert!(reason.contains("R5"), "{reason}");
+}
+
+/// Sampling without a handler: the client does not declare `sampling`, so our server never
+/// asks and the task fails -32021 naming it (C18); with a handler it is declared, asked and
+/// answered. Against a server that asks anyway (the scripted one), a sampling or roots
+/// request without a handler is `ClientError::NoHandler` at once: an error, never a hang.
+#[tokio::test]
+#[allow(
+    deprecated,
+    reason = "sampling and roots are still part of the 2026-07-28 wire"
+)]
+async fn sampling_and_roots_without_a_handler_are_errors() {
+    for transport in BOTH {
+        let running = Running::start(transport, server(Duration::from_millis(10))).await;
+        let client = running.connect(TaskClient::builder()).await;
+        let error = tokio::time::timeout(common::PATIENCE, client.call_tool("ask_model", None))
+            .await
+            .expect("an answer, not a hang")
+            .unwrap_err();
+        let ClientError::TaskFailed { error, .. } = &error else {
+            panic!("{transport:?}: expected TaskFailed, got {error:?}");
+        };
+        assert_eq!(error.code, ErrorCode(-32021), "{transport:?}: {error:?}");
+        assert_eq!(
+            error.data,
+            Some(json!({ "requiredCapabilities": { "sampling": {} } }))
+        );
+
+        let sampled = Arc::new(AtomicUsize::new(0));
+        let count = sampled.clone();
+        let builder = TaskClient::builder().with_sampling(move |params, _cx| {
+            count.fetch_add(1, Ordering::SeqCst);
+            let asked = serde_json::to_value(&params.messages).unwrap_or_default();
+            async move {
+                assert_eq!(asked[0]["content"]["text"], "6 x 7?");
+                let reply = serde_json::from_value::<rmcp::model::CreateMessageResult>(json!({
+                    "role": "assistant", "model": "tiny",
+                    "content": { "type": "text", "text": "42" }
+                }))?;
+                Ok(Some(reply))
+            }
+        });
+        let client = running.connect(builder).await;
+        let result = client.call_tool("ask_model", None).await.unwrap();
+        assert_eq!(text(&result), "tiny said 42", "{transport:?}");
+        assert_eq!(sampled.load(Ordering::SeqCst), 1);
+    }
+
+    for (tool, method) in [
+        ("ask_sampling", "sampling/createMessage"),
+        ("ask_roots", "roots/list"),
+    ] {
+        let script = Scripted::default();
+        let client = scripted(script.clone(), TaskClient::builder()).await;
+        let error = tokio::time::timeout(common::PATIENCE, client.call_tool(tool, None))
+            .await
+            .expect("an answer, not a hang")
+            .unwrap_err();
+        assert!(
+            matches!(&error, ClientError::NoHandler { key, method: m } if key == "q" && *m == method),
+            "{tool}: {error:?}"
+        );
+        assert!(
+            script.0.lock().unwrap().updates.is_empty(),
+            "nothing answered"
+        );
+    }
 }

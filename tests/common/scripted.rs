@@ -40,6 +40,10 @@ pub enum ScriptMode {
     Done,
     Paced,
     AskTwice,
+    /// The task asks for a completion (`sampling/createMessage`) until answered.
+    AskSampling,
+    /// The task asks for the client's roots (`roots/list`) until answered.
+    AskRoots,
 }
 
 #[derive(Clone, Default)]
@@ -136,6 +140,17 @@ impl ServerHandler for Scripted {
                     1000,
                 ))))
             }
+            ("ask_sampling" | "ask_roots", _, _) => {
+                script.mode = if params.name == "ask_sampling" {
+                    ScriptMode::AskSampling
+                } else {
+                    ScriptMode::AskRoots
+                };
+                Ok(CallToolResponse::Task(CreateTaskResult::new(task(
+                    TaskStatus::Working,
+                    10,
+                ))))
+            }
             ("ask_twice", _, _) => {
                 script.mode = ScriptMode::AskTwice;
                 Ok(CallToolResponse::Task(CreateTaskResult::new(task(
@@ -177,6 +192,24 @@ impl ServerHandler for Scripted {
                 let mut requests = InputRequests::new();
                 requests.insert("q1".to_owned(), elicitation("First?"));
                 requests.insert("q2".to_owned(), elicitation("Second?"));
+                DetailedTask::new(
+                    task(TaskStatus::InputRequired, 10),
+                    TaskPayload::InputRequired {
+                        input_requests: requests,
+                    },
+                )
+            }
+            // A sampling or roots question stays until an update arrives.
+            ScriptMode::AskSampling | ScriptMode::AskRoots if script.answered_at.is_none() => {
+                let request = if script.mode == ScriptMode::AskSampling {
+                    json!({ "method": "sampling/createMessage", "params": {
+                        "messages": [{ "role": "user", "content": { "type": "text", "text": "hi" } }],
+                        "maxTokens": 5 } })
+                } else {
+                    json!({ "method": "roots/list" })
+                };
+                let mut requests = InputRequests::new();
+                requests.insert("q".to_owned(), serde_json::from_value(request).unwrap());
                 DetailedTask::new(
                     task(TaskStatus::InputRequired, 10),
                     TaskPayload::InputRequired {
