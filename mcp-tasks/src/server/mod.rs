@@ -78,13 +78,21 @@ use crate::{
     toolkit::{Registered, Toolkit},
 };
 
+mod auth;
+mod request_state;
 #[cfg(feature = "http")]
 mod serve_http;
 #[cfg(feature = "stdio")]
 mod serve_stdio;
 
 #[cfg(feature = "http")]
-pub use serve_http::{http_router, http_service, serve_http};
+pub use auth::{AuthError, StaticTokens, TokenListError, TokenValidator};
+pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
+#[cfg(feature = "http")]
+pub use serve_http::{
+    HttpOptions, LOCALHOST_ORIGINS, http_router, http_router_with, http_service, http_service_with,
+    serve_http, serve_http_with,
+};
 #[cfg(feature = "stdio")]
 pub use serve_stdio::serve_stdio;
 
@@ -118,6 +126,7 @@ pub struct Engine {
     runtime: Arc<Runtime>,
     default_owner: Arc<str>,
     tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
+    request_state: Arc<request_state::Sealer>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -144,6 +153,10 @@ impl Engine {
             runtime: Runtime::new(Arc::new(MemoryStore::new())),
             default_owner: Arc::from(DEFAULT_OWNER),
             tool_names: Arc::new(tool_names),
+            request_state: Arc::new(request_state::Sealer::new(
+                RequestStateKey::generate(),
+                DEFAULT_REQUEST_STATE_TTL,
+            )),
         }
     }
 
@@ -164,6 +177,23 @@ impl Engine {
     #[must_use]
     pub fn with_default_owner(mut self, owner: impl Into<Arc<str>>) -> Self {
         self.default_owner = owner.into();
+        self
+    }
+
+    /// Seals multi round-trip `requestState` with `key` (see [`RequestStateKey`]). Without
+    /// one the engine generates a random key at start: then states do not survive a restart
+    /// and other instances refuse them.
+    #[must_use]
+    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
+        self.request_state = Arc::new((*self.request_state).clone().with_key(key));
+        self
+    }
+
+    /// How long a sealed `requestState` is accepted after it is issued (default
+    /// [`DEFAULT_REQUEST_STATE_TTL`], 15 minutes).
+    #[must_use]
+    pub fn with_request_state_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.request_state = Arc::new((*self.request_state).clone().with_ttl(ttl));
         self
     }
 
@@ -234,9 +264,14 @@ impl Engine {
             Mode::Inline => false,
         };
         let arguments = params.arguments.unwrap_or_default();
+        let owner = self.owner(context);
         let mrtr = if is_modern(context) {
-            let answers = round_trip_answers(
-                definition.name(),
+            let answers = self.round_trip_answers(
+                &request_state::Binding {
+                    owner: &owner,
+                    tool: definition.name(),
+                    arguments: &arguments,
+                },
                 params.request_state.as_deref(),
                 params.input_responses,
             )?;
@@ -248,7 +283,7 @@ impl Engine {
             engine: self,
             registered,
             tool: self.tool_name(definition.name()),
-            owner: self.owner(context),
+            owner,
             client_capabilities: client_capabilities(context),
             arguments,
             request_meta: meta_object(&context.meta),
@@ -443,6 +478,19 @@ impl Engine {
             return owner.0.clone();
         }
         self.default_owner.clone()
+    }
+
+    /// Every answer of a multi round-trip call: earlier rounds' from the sealed
+    /// `requestState` (verified against `binding`), this round's from `inputResponses` for
+    /// the keys that round asked (C19-C21).
+    fn round_trip_answers(
+        &self,
+        binding: &request_state::Binding<'_>,
+        request_state: Option<&str>,
+        input_responses: Option<InputResponses>,
+    ) -> Result<InputResponses, ErrorData> {
+        self.request_state
+            .open(binding, request_state, input_responses)
     }
 
     fn tool_name(&self, name: &str) -> Arc<str> {
@@ -668,13 +716,21 @@ impl Call<'_> {
         )))
     }
 
-    /// The `input_required` answer of a round: this round's requests, and every answer so far
-    /// in `requestState`, so the retry needs only the new answers (C20).
+    /// The `input_required` answer of a round: this round's requests, and a sealed
+    /// `requestState` with every answer so far and the keys asked, so the retry needs only
+    /// the new answers (C19, C20).
     fn input_required(&self, ctx: &TaskContext) -> CallToolResponse {
         let (requests, answers) = ctx.round_trip_state();
-        let state = (!answers.is_empty())
-            .then(|| serde_json::json!({ "tool": &*self.tool, "answers": answers }).to_string());
-        CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), state))
+        let binding = request_state::Binding {
+            owner: &self.owner,
+            tool: &self.tool,
+            arguments: &self.arguments,
+        };
+        let state = self
+            .engine
+            .request_state
+            .seal(&binding, requests.keys(), &answers);
+        CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(state)))
     }
 }
 
@@ -685,37 +741,6 @@ async fn after(budget: Option<std::time::Duration>) {
         Some(budget) => tokio::time::sleep(budget).await,
         None => tokio::task::yield_now().await,
     }
-}
-
-/// Every answer of a multi round-trip call: earlier rounds' from `requestState` (which this
-/// server issued for the same tool), this round's from `inputResponses` (C19-C21).
-fn round_trip_answers(
-    tool: &str,
-    request_state: Option<&str>,
-    input_responses: Option<InputResponses>,
-) -> Result<InputResponses, ErrorData> {
-    let mut answers = InputResponses::new();
-    if let Some(state) = request_state {
-        #[derive(serde::Deserialize)]
-        struct State {
-            tool: String,
-            answers: InputResponses,
-        }
-        match serde_json::from_str::<State>(state) {
-            Ok(state) if state.tool == tool => answers = state.answers,
-            _ => {
-                return Err(ErrorData::invalid_params(
-                    format!(
-                        "requestState is not one this server issued for tool `{tool}`; retry \
-                         the call without requestState and inputResponses"
-                    ),
-                    None,
-                ));
-            }
-        }
-    }
-    answers.extend(input_responses.unwrap_or_default());
-    Ok(answers)
 }
 
 /// What [`Engine::recover`] did.
@@ -780,6 +805,14 @@ impl TaskServer {
     #[must_use]
     pub fn with_store(mut self, store: impl TaskStore) -> Self {
         self.engine = self.engine.with_store(store);
+        self
+    }
+
+    /// Seals multi round-trip `requestState` with `key`; see
+    /// [`Engine::with_request_state_key`].
+    #[must_use]
+    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
+        self.engine = self.engine.with_request_state_key(key);
         self
     }
 
