@@ -14,49 +14,7 @@
 //! Over stdio there is one client, the process that started the server:
 //! [`serve_stdio`](super::serve_stdio) runs every request as [`Owner::process_user`].
 //!
-//! # OAuth 2.1 (the MCP authorization spec)
-//!
-//! An MCP server is an OAuth 2.1 *resource server*: it validates the access token an
-//! authorization server issued (signature, expiry, issuer, and an audience naming this
-//! server, RFC 8707) and points clients to that authorization server with
-//! `WWW-Authenticate: Bearer resource_metadata="<url of its RFC 9728 metadata>"`
-//! ([`HttpOptions::with_resource_metadata`](super::HttpOptions::with_resource_metadata)).
-//! A validator over a well-kept JWT crate does the checking, here [`jsonwebtoken`]; the
-//! token's `sub` becomes the owner:
-//!
-//! ```rust,ignore
-//! use mcp_tasks::{AuthError, HttpOptions, Owner};
-//! use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
-//!
-//! #[derive(serde::Deserialize)]
-//! struct Claims { sub: String, scope: Option<String> }
-//!
-//! let key = DecodingKey::from_rsa_pem(include_bytes!("issuer-public-key.pem"))?;
-//! let mut validation = Validation::new(Algorithm::RS256);
-//! validation.set_issuer(&["https://auth.example.com"]);
-//! validation.set_audience(&["https://mcp.example.com/mcp"]); // this server (RFC 8707)
-//! let options = HttpOptions::new()
-//!     .with_resource_metadata("https://mcp.example.com/.well-known/oauth-protected-resource")
-//!     .with_bearer(move |token: String| {
-//!         let (key, validation) = (key.clone(), validation.clone());
-//!         async move {
-//!             let claims = decode::<Claims>(&token, &key, &validation)
-//!                 .map_err(|_| AuthError::InvalidToken)?
-//!                 .claims;
-//!             if !claims.scope.unwrap_or_default().split(' ').any(|s| s == "tasks") {
-//!                 return Err(AuthError::InsufficientScope { scope: "tasks".into() });
-//!             }
-//!             Ok(Owner::new(claims.sub))
-//!         }
-//!     });
-//! ```
-//!
-//! Fetch the issuer's keys (JWKS) before serving, or in the validator with a cache; a
-//! validator that cannot decide answers [`AuthError::Unavailable`] (HTTP 503). The protected
-//! resource metadata document itself is one more route on the router of
-//! [`http_router_with`](super::http_router_with).
-//!
-//! [`jsonwebtoken`]: https://docs.rs/jsonwebtoken
+//! OAuth 2.1 resource-server validation: see [`TokenValidator`].
 
 use super::{DEFAULT_OWNER, Owner};
 
@@ -128,6 +86,50 @@ mod http {
     ///
     /// Any `Fn(String) -> impl Future<Output = Result<Owner, AuthError>>` is one; so is
     /// [`StaticTokens`].
+    ///
+    /// # OAuth 2.1 (the MCP authorization spec)
+    ///
+    /// An MCP server is an OAuth 2.1 *resource server*: it validates the access token an
+    /// authorization server issued (signature, expiry, issuer, and an audience naming this
+    /// server, RFC 8707) and points clients to that authorization server with
+    /// `WWW-Authenticate: Bearer resource_metadata="<url of its RFC 9728 metadata>"`
+    /// ([`HttpOptions::with_resource_metadata`](crate::HttpOptions::with_resource_metadata)).
+    /// A validator over a well-kept JWT crate does the checking, here [`jsonwebtoken`]; the
+    /// token's `sub` becomes the owner:
+    ///
+    /// ```rust,ignore
+    /// use mcp_tasks::{AuthError, HttpOptions, Owner};
+    /// use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Claims { sub: String, scope: Option<String> }
+    ///
+    /// let key = DecodingKey::from_rsa_pem(include_bytes!("issuer-public-key.pem"))?;
+    /// let mut validation = Validation::new(Algorithm::RS256);
+    /// validation.set_issuer(&["https://auth.example.com"]);
+    /// validation.set_audience(&["https://mcp.example.com/mcp"]); // this server (RFC 8707)
+    /// let options = HttpOptions::new()
+    ///     .with_resource_metadata("https://mcp.example.com/.well-known/oauth-protected-resource")
+    ///     .with_bearer(move |token: String| {
+    ///         let (key, validation) = (key.clone(), validation.clone());
+    ///         async move {
+    ///             let claims = decode::<Claims>(&token, &key, &validation)
+    ///                 .map_err(|_| AuthError::InvalidToken)?
+    ///                 .claims;
+    ///             if !claims.scope.unwrap_or_default().split(' ').any(|s| s == "tasks") {
+    ///                 return Err(AuthError::InsufficientScope { scope: "tasks".into() });
+    ///             }
+    ///             Ok(Owner::new(claims.sub))
+    ///         }
+    ///     });
+    /// ```
+    ///
+    /// Fetch the issuer's keys (JWKS) before serving, or in the validator with a cache; a
+    /// validator that cannot decide answers [`AuthError::Unavailable`] (HTTP 503). The protected
+    /// resource metadata document itself is one more route on the router of
+    /// [`http_router_with`](crate::http_router_with).
+    ///
+    /// [`jsonwebtoken`]: https://docs.rs/jsonwebtoken
     #[async_trait::async_trait]
     pub trait TokenValidator: Send + Sync + 'static {
         /// The owner of `token` (the text after `Bearer `), or why it is refused.
