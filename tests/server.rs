@@ -958,7 +958,7 @@ async fn inline_call_asks_by_round_trip() {
         let round2 = peer
             .rpc(
                 "tools/call",
-                json!({ "name": "ask_name", "arguments": {},
+                json!({ "name": "ask_name", "arguments": {}, "requestState": result["requestState"],
                     "inputResponses": { key.clone(): { "action": "accept", "content": { "name": "Ada" } } } }),
                 PLAIN,
             )
@@ -987,7 +987,7 @@ async fn input_before_the_task_by_round_trips() {
         };
         let round1 = peer.call("ask_then_work", json!({}), TASKS).await["result"].clone();
         assert_eq!(round1["resultType"], "input_required", "{round1}");
-        assert!(round1.get("taskId").is_none() && round1.get("requestState").is_none());
+        assert!(round1.get("taskId").is_none() && round1["requestState"].is_string());
         let key1 = first_input_key(&round1);
 
         let round2 = peer
@@ -995,7 +995,7 @@ async fn input_before_the_task_by_round_trips() {
                 "tools/call",
                 call(
                     json!({ key1.clone(): { "action": "accept", "content": { "name": "Ada" } } }),
-                    None,
+                    Some(round1["requestState"].clone()),
                 ),
                 TASKS,
             )

@@ -52,6 +52,16 @@ pub fn bad_input_response(key: &str, expected: &str, problem: &str) -> ErrorData
     )
 }
 
+/// `-32602` for a `requestState` refused on a retry (WIRE.md C19): `reason` says why
+/// ("has expired", "was issued to another principal", ...).
+#[must_use]
+pub fn bad_request_state(reason: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("requestState {reason}; retry the call without requestState and inputResponses"),
+        None,
+    )
+}
+
 /// `-32603` when the store cannot take another task.
 #[must_use]
 pub fn store_full(capacity: usize) -> ErrorData {

@@ -15,7 +15,7 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
-//! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum) |
+//! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum); [`HttpOptions`]: bearer tokens, allowed origins |
 //! | `sqlite` | `SqliteStore`, the durable store on one SQLite file (SQLite built in) |
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
 //! | `https` | `https://` endpoints for the client (rustls) |
@@ -148,9 +148,15 @@ pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
-pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
 #[cfg(feature = "http")]
-pub use server::{http_router, http_service, serve_http};
+pub use server::{
+    AuthError, HttpOptions, LOCALHOST_ORIGINS, StaticTokens, TokenListError, TokenValidator,
+    http_router, http_router_with, http_service, http_service_with, serve_http, serve_http_with,
+};
+pub use server::{
+    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey,
+    RequestStateKeyError, TaskServer,
+};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::{MemoryStore, TaskStore};

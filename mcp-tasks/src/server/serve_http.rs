@@ -10,23 +10,41 @@ use tokio::net::TcpListener;
 
 use rmcp::ServerHandler;
 
+use super::auth::{Bearer, StaticTokens, TokenValidator};
+
 /// The path [`serve_http`] answers on.
 pub const MCP_PATH: &str = "/mcp";
 
 /// rmcp's Streamable HTTP service for `server` (a [`TaskServer`](crate::TaskServer), or an
 /// rmcp handler of your own that routes to an [`Engine`](crate::Engine)): the modern
-/// (stateless) wire, plus legacy `initialize` sessions for older clients. A modern request's
-/// answer is one `application/json` body unless the handler sends something before it (then
-/// SSE).
+/// (stateless) wire, plus legacy
+/// `initialize` sessions for older clients. A modern request's answer is one
+/// `application/json` body unless the handler sends something before it (then SSE).
+///
+/// Only localhost origins and hosts are accepted ([`HttpOptions::default`]); see
+/// [`http_service_with`].
 #[must_use]
 pub fn http_service<S>(server: S) -> StreamableHttpService<S, LocalSessionManager>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    http_service_with(server, &HttpOptions::default())
+}
+
+/// [`http_service`] with the `Origin` and `Host` checks of `options` (its bearer guard is a
+/// layer: see [`http_router_with`]).
+#[must_use]
+pub fn http_service_with<S>(
+    server: S,
+    options: &HttpOptions,
+) -> StreamableHttpService<S, LocalSessionManager>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_json_response(true),
+        options.config(StreamableHttpServerConfig::default().with_json_response(true)),
     )
 }
 
@@ -40,6 +58,19 @@ where
     axum::Router::new().nest_service(MCP_PATH, http_service(server))
 }
 
+/// An axum router serving `server` at `/mcp` with `options`: behind the bearer guard when
+/// one is set, with the `Origin` and `Host` checks always.
+pub fn http_router_with<S>(server: S, options: HttpOptions) -> axum::Router
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    let router = axum::Router::new().nest_service(MCP_PATH, http_service_with(server, &options));
+    match &options.bearer {
+        Some(bearer) => bearer.protect(router),
+        None => router,
+    }
+}
+
 /// Serves `server` at `/mcp` on `listener` until the process ends.
 ///
 /// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
@@ -51,10 +82,160 @@ pub async fn serve_http<S>(listener: TcpListener, server: S) -> io::Result<()>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    serve_http_with(listener, server, HttpOptions::default()).await
+}
+
+/// [`serve_http`] with `options`: authentication and the allowed origins.
+///
+/// ```no_run
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
+/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
+/// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// mcp_tasks::serve_http_with(listener, TaskServer::new(toolkit), HttpOptions::new().with_static_tokens(tokens)).await
+/// # }
+/// ```
+///
+/// # Errors
+/// An I/O error of the listener.
+pub async fn serve_http_with<S>(
+    listener: TcpListener,
+    server: S,
+    options: HttpOptions,
+) -> io::Result<()>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let listener = listener.tap_io(|tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, http_router(server)).await
+    axum::serve(listener, http_router_with(server, options)).await
+}
+
+/// The origins [`HttpOptions::default`] accepts: `http` and `https` on `localhost`,
+/// `127.0.0.1` and `[::1]`, any port. A request without `Origin` (not from a browser) passes.
+pub const LOCALHOST_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// How [`serve_http_with`] guards `/mcp`: who may call (a bearer token) and from which
+/// browser origins (WIRE.md R49, C36).
+///
+/// The default authenticates nobody (every request is
+/// [`DEFAULT_OWNER`](crate::DEFAULT_OWNER)), answers 403 to a request whose `Origin` is not
+/// one of [`LOCALHOST_ORIGINS`], and accepts only the hosts `localhost`, `127.0.0.1` and
+/// `::1` in `Host` (rmcp's DNS-rebinding defaults).
+///
+/// ```
+/// use mcp_tasks::{HttpOptions, StaticTokens};
+/// let options = HttpOptions::new()
+///     .with_static_tokens(StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B")?)
+///     .with_allowed_origins(["https://app.example.com"])
+///     .with_allowed_hosts(["mcp.example.com"]);
+/// # let _ = options;
+/// # Ok::<(), mcp_tasks::TokenListError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct HttpOptions {
+    bearer: Option<Bearer>,
+    resource_metadata: Option<Arc<str>>,
+    origins: Option<Vec<String>>,
+    hosts: Option<Vec<String>>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            bearer: None,
+            resource_metadata: None,
+            origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
+            hosts: None,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// The defaults: no authentication, localhost origins and hosts only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every request needs `Authorization: Bearer <token>` that `validator` accepts; the
+    /// [`Owner`](crate::Owner) it answers owns the request's tasks. A missing or refused
+    /// token answers HTTP 401 with `WWW-Authenticate: Bearer ...` before anything runs.
+    pub fn with_bearer(mut self, validator: impl TokenValidator) -> Self {
+        let mut bearer = Bearer::new(Arc::new(validator));
+        if let Some(url) = &self.resource_metadata {
+            bearer = bearer.with_resource_metadata(url.clone());
+        }
+        self.bearer = Some(bearer);
+        self
+    }
+
+    /// [`with_bearer`](Self::with_bearer) over a fixed token table.
+    pub fn with_static_tokens(self, tokens: StaticTokens) -> Self {
+        self.with_bearer(tokens)
+    }
+
+    /// Names the server's OAuth protected resource metadata (RFC 9728) in every 401's
+    /// `WWW-Authenticate` (`resource_metadata="<url>"`), as the MCP authorization spec asks.
+    pub fn with_resource_metadata(mut self, url: impl Into<String>) -> Self {
+        let url: Arc<str> = Arc::from(url.into());
+        self.bearer = self
+            .bearer
+            .map(|bearer| bearer.with_resource_metadata(url.clone()));
+        self.resource_metadata = Some(url);
+        self
+    }
+
+    /// Accepts browser requests from exactly these origins (`scheme://host[:port]`, `:*`
+    /// for any port, `null` for `Origin: null`); any other `Origin` answers 403. Requests
+    /// without `Origin` pass. Replaces [`LOCALHOST_ORIGINS`]: list them too to keep them.
+    pub fn with_allowed_origins(
+        mut self,
+        origins: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.origins = Some(origins.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Accepts any `Origin`: only for a server no browser can reach, or one behind a proxy
+    /// that checks origins itself.
+    pub fn with_any_origin(mut self) -> Self {
+        self.origins = None;
+        self
+    }
+
+    /// Accepts these `Host` values (`host` or `host:port`) instead of the loopback names:
+    /// for a server reached by a public name.
+    pub fn with_allowed_hosts(
+        mut self,
+        hosts: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.hosts = Some(hosts.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// `config` with these checks.
+    fn config(&self, config: StreamableHttpServerConfig) -> StreamableHttpServerConfig {
+        let config = match &self.origins {
+            // An empty list still checks: every present Origin is refused.
+            Some(origins) => config
+                .with_allowed_origins(origins.clone())
+                .enforce_origin_validation(),
+            None => config.disable_allowed_origins(),
+        };
+        match &self.hosts {
+            Some(hosts) => config.with_allowed_hosts(hosts.clone()),
+            None => config,
+        }
+    }
 }
