@@ -27,6 +27,7 @@ pub mod clock;
 pub mod errors;
 mod extract;
 mod id;
+pub mod limits;
 pub mod runtime;
 pub mod server;
 pub mod store;
@@ -35,6 +36,7 @@ pub mod toolkit;
 
 pub use extract::State;
 pub use id::{TASK_ID_LEN, new_task_id};
+pub use limits::Limits;
 /// Turns an `async fn` into a task tool.
 ///
 /// ```
@@ -124,6 +126,8 @@ pub use id::{TASK_ID_LEN, new_task_id};
 /// `{"result": value}` and the schema says so.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::TaskContext;
+#[cfg(feature = "stdio")]
+pub use server::serve_io;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
 pub use server::{DEFAULT_OWNER, Engine, Owner, RecoveryReport, TaskServer};

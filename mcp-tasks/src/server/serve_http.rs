@@ -18,10 +18,13 @@ pub const MCP_PATH: &str = "/mcp";
 /// `application/json` body unless the handler sends something before it (then SSE).
 #[must_use]
 pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(server.limits().max_request_bytes());
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_json_response(true),
+        config,
     )
 }
 
@@ -29,7 +32,11 @@ pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, Loc
 /// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
 /// extensions.
 pub fn http_router(server: TaskServer) -> axum::Router {
-    axum::Router::new().nest_service(MCP_PATH, http_service(server))
+    let guard =
+        axum::middleware::from_fn_with_state(server.limits().clone(), super::guard::http_guard);
+    axum::Router::new()
+        .nest_service(MCP_PATH, http_service(server))
+        .layer(guard)
 }
 
 /// Serves `server` at `/mcp` on `listener` until the process ends.
