@@ -48,8 +48,10 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let limits = server.limits().clone();
-    let (rmcp_read, filter_write) = tokio::io::simplex(PIPE_BYTES);
-    let (output_read, rmcp_write) = tokio::io::simplex(PIPE_BYTES);
+    // Two pipes, each used in one direction; rmcp holds a whole end of each, so the other
+    // end sees EOF (or a broken pipe) as soon as rmcp drops its transport.
+    let (rmcp_read, filter_write) = tokio::io::duplex(PIPE_BYTES);
+    let (output_read, rmcp_write) = tokio::io::duplex(PIPE_BYTES);
     let (lines, queue) = mpsc::channel::<Vec<u8>>(64);
     let writer = tokio::spawn(write_lines(write, queue));
     let output = tokio::spawn(forward_output(BufReader::new(output_read), lines.clone()));
