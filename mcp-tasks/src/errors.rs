@@ -174,3 +174,22 @@ pub fn arguments_too_large(size: usize, limit: usize) -> ErrorData {
         Some(json!({ "field": "params.arguments", "size": size, "maxArgumentsBytes": limit })),
     )
 }
+
+/// `-32600` for a JSON-RPC envelope field of the wrong type, e.g.
+/// `"Invalid request: id must be a string or an integer, got an object"`.
+#[must_use]
+pub fn malformed_envelope(field: &str, expected: &str, found: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("Invalid request: {field} must be {expected}, got {found}"),
+        Some(json!({ "field": field })),
+    )
+}
+
+/// `-32600` for a message the JSON-RPC decoder rejects; `problem` is its text.
+#[must_use]
+pub fn undecodable_message(problem: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("Invalid request: not a JSON-RPC 2.0 message: {problem}"),
+        None,
+    )
+}

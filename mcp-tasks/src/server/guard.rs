@@ -13,6 +13,7 @@
 //! | --- | --- | --- |
 //! | not UTF-8, not JSON, nested deeper than 128 levels | `-32700`, no `id` | 400 |
 //! | JSON that is not one object | `-32600`, no `id` | 400 |
+//! | an object that is not a JSON-RPC 2.0 message (`jsonrpc`, `method`, `id`, `params` of the wrong type) | `-32600` | 400 |
 //! | larger than [`Limits::max_request_bytes`] | `-32600`, no `id` | 413 |
 //! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones; WIRE.md §2.8) | 400 |
 //! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
@@ -94,6 +95,7 @@ pub fn check(message: &Value, limits: &Limits, legacy_session: bool) -> Result<(
     let Some(object) = message.as_object() else {
         return Err(errors::not_a_message(kind(message)));
     };
+    check_envelope(object)?;
     let (Some(Value::String(method)), Some(_)) = (object.get("method"), object.get("id")) else {
         return Ok(());
     };
@@ -108,7 +110,61 @@ pub fn check(message: &Value, limits: &Limits, legacy_session: bool) -> Result<(
             }
             shape
         }
-        _ => Ok(()),
+        _ => match params {
+            None | Some(Value::Object(_)) => Ok(()),
+            Some(other) => Err(errors::malformed_envelope(
+                "params",
+                "an object",
+                kind(other),
+            )),
+        },
+    }
+}
+
+/// The JSON-RPC 2.0 envelope: `jsonrpc: "2.0"`, a string `method`, an `id` that is a string
+/// or an integer.
+fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<(), ErrorData> {
+    match object.get("jsonrpc") {
+        Some(Value::String(version)) if version == "2.0" => {}
+        Some(Value::String(_)) => {
+            return Err(errors::malformed_envelope(
+                "jsonrpc",
+                "\"2.0\"",
+                "another version",
+            ));
+        }
+        Some(other) => {
+            return Err(errors::malformed_envelope(
+                "jsonrpc",
+                "\"2.0\"",
+                kind(other),
+            ));
+        }
+        None => return Err(errors::malformed_envelope("jsonrpc", "\"2.0\"", "none")),
+    }
+    match object.get("method") {
+        None | Some(Value::String(_)) => {}
+        Some(other) => {
+            return Err(errors::malformed_envelope(
+                "method",
+                "a string",
+                kind(other),
+            ));
+        }
+    }
+    match object.get("id") {
+        None | Some(Value::String(_)) => Ok(()),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
+        Some(Value::Number(_)) => Err(errors::malformed_envelope(
+            "id",
+            "a string or an integer",
+            "a fraction",
+        )),
+        Some(other) => Err(errors::malformed_envelope(
+            "id",
+            "a string or an integer",
+            kind(other),
+        )),
     }
 }
 
@@ -344,7 +400,8 @@ mod http {
         response::Response,
     };
     use futures::StreamExt;
-    use rmcp::model::{ErrorCode, ErrorData, RequestId};
+    use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId};
+    use serde::Deserialize;
 
     use super::{check, error_response, is_modern, parse, request_id};
     use crate::{Limits, errors};
@@ -378,6 +435,14 @@ mod http {
                 StatusCode::OK
             };
             return reject(status, request_id(&message), error);
+        }
+        // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
+        if let Err(error) = ClientJsonRpcMessage::deserialize(&message) {
+            return reject(
+                StatusCode::BAD_REQUEST,
+                request_id(&message),
+                errors::undecodable_message(&error.to_string()),
+            );
         }
         next.run(Request::from_parts(parts, Body::from(bytes)))
             .await
