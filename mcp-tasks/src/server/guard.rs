@@ -104,7 +104,7 @@ pub fn check(message: &Value, limits: &Limits, legacy_session: bool) -> Result<(
         "tools/call" => check_call(params, limits),
         "tasks/get" | "tasks/cancel" | "tasks/update" => {
             let shape = check_task_request(method, params);
-            if shape.is_err() && !(declares_tasks(params) && !legacy_session) {
+            if shape.is_err() && (legacy_session || !declares_tasks(params)) {
                 // The capability check comes first for tasks/*, malformed or not.
                 return Err(errors::tasks_capability_required());
             }
