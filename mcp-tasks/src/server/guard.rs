@@ -653,10 +653,49 @@ mod tests {
     }
 
     #[test]
+    fn malformed_envelopes() {
+        let cases = [
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 5 }),
+                "params must be an object, got a number",
+            ),
+            (
+                json!({ "jsonrpc": "1.0", "id": 1, "method": "tools/list" }),
+                "jsonrpc must be \"2.0\"",
+            ),
+            (
+                json!({ "id": 1, "method": "tools/list" }),
+                "jsonrpc must be \"2.0\", got none",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": {}, "method": "tools/list" }),
+                "id must be a string or an integer, got an object",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 1.5, "method": "tools/list" }),
+                "id must be a string or an integer, got a fraction",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "method": 7 }),
+                "method must be a string, got a number",
+            ),
+        ];
+        for (message, names) in cases {
+            let error = check(&message, &Limits::default(), false).unwrap_err();
+            assert_eq!(error.code.0, -32600, "{message}");
+            assert!(
+                error.message.contains(names),
+                "{message}: {}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
     fn other_methods_and_notifications_pass() {
         assert!(
             check(
-                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 5 }),
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "cursor": 5 } }),
                 &Limits::default(),
                 false
             )
