@@ -2,12 +2,13 @@
 //!
 //! Each cycle creates a task with a short TTL (arguments and request `_meta` like a real
 //! call's), then ends it: nine in ten complete with a `CallToolResult`, one in ten is left
-//! running and expires (`failed`, kept for the expired retention, then purged). A sweeper
+//! running and expires (`failed`, kept for the expired retention, then purged), at `--rate`
+//! cycles per second (default 50,000; 0 for as fast as it goes). A sweeper
 //! calls `expire_due` every 10 ms, as the runtime's reaper does. Once the first tasks are
 //! purged the store holds about `rate x ttl` tasks, and from then on RSS must stay flat.
 //!
 //! ```sh
-//! cargo run --release --example soak -- --cycles 1000000 --ttl-ms 1000 --sample-every 20000
+//! cargo run --release --example soak -- --cycles 1000000 --ttl-ms 1000 --rate 50000 --sample-every 20000
 //! ```
 //!
 //! Prints one CSV line per sample (`cycle,elapsed_ms,tasks,rss_kib`) and a summary.
@@ -24,6 +25,8 @@ struct Options {
     cycles: u64,
     ttl: Duration,
     sample_every: u64,
+    /// Cycles per second; 0: as fast as the store goes.
+    rate: u64,
 }
 
 fn options() -> Result<Options, String> {
@@ -31,6 +34,7 @@ fn options() -> Result<Options, String> {
         cycles: 1_000_000,
         ttl: Duration::from_millis(1000),
         sample_every: 20_000,
+        rate: 50_000,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -40,9 +44,10 @@ fn options() -> Result<Options, String> {
             "--cycles" => options.cycles = number,
             "--ttl-ms" => options.ttl = Duration::from_millis(number),
             "--sample-every" => options.sample_every = number.max(1),
+            "--rate" => options.rate = number,
             _ => {
                 return Err(format!(
-                    "unknown flag {flag}; expected --cycles, --ttl-ms, --sample-every"
+                    "unknown flag {flag}; expected --cycles, --ttl-ms, --sample-every, --rate"
                 ));
             }
         }
@@ -135,9 +140,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if cycle % options.sample_every == 0 {
             sample(cycle, &store);
         }
-        if cycle % 1024 == 0 {
-            // Let the sweeper in, as a server's other tasks would.
-            tokio::task::yield_now().await;
+        if cycle % 1000 == 0 {
+            if options.rate > 0 {
+                // Keep to the rate, so the store settles at about rate x ttl tasks.
+                let due = start + Duration::from_secs_f64(cycle as f64 / options.rate as f64);
+                tokio::time::sleep_until(due).await;
+            } else {
+                // Let the sweeper in, as a server's other tasks would.
+                tokio::task::yield_now().await;
+            }
         }
     }
     // Let every remaining task reach its TTL (and the expired ones their retention).
