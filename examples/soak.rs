@@ -2,16 +2,18 @@
 //!
 //! Each cycle creates a task with a short TTL (arguments and request `_meta` like a real
 //! call's), then ends it: nine in ten complete with a `CallToolResult`, one in ten is left
-//! running and expires (`failed`, kept for the expired retention, then purged), at `--rate`
-//! cycles per second (default 50,000; 0 for as fast as it goes). A sweeper
-//! calls `expire_due` every 10 ms, as the runtime's reaper does. Once the first tasks are
-//! purged the store holds about `rate x ttl` tasks, and from then on RSS must stay flat.
+//! running and expires (`failed`, kept for the expired retention, then purged). Time is
+//! tokio's paused clock, advanced by `1 / --rate` seconds per cycle (default 50,000 cycles
+//! per virtual second), and `expire_due` runs every 500 cycles, as the runtime's reaper does;
+//! so the store settles at exactly `rate x ttl x 1.1` tasks (expired ones stay one more ttl)
+//! however loaded the machine is. RSS is the real process's. Once retention is reached
+//! (after 2 x ttl of virtual time) RSS must stay flat.
 //!
 //! ```sh
 //! cargo run --release --example soak -- --cycles 1000000 --ttl-ms 1000 --rate 50000 --sample-every 20000
 //! ```
 //!
-//! Prints one CSV line per sample (`cycle,elapsed_ms,tasks,rss_kib`) and a summary.
+//! Prints one CSV line per sample (`cycle,elapsed_ms,tasks,rss_kib`, elapsed in real time) and a summary.
 
 use std::{sync::Arc, time::Duration};
 
@@ -25,7 +27,7 @@ struct Options {
     cycles: u64,
     ttl: Duration,
     sample_every: u64,
-    /// Cycles per second; 0: as fast as the store goes.
+    /// Cycles per second of virtual time.
     rate: u64,
 }
 
@@ -44,7 +46,7 @@ fn options() -> Result<Options, String> {
             "--cycles" => options.cycles = number,
             "--ttl-ms" => options.ttl = Duration::from_millis(number),
             "--sample-every" => options.sample_every = number.max(1),
-            "--rate" => options.rate = number,
+            "--rate" => options.rate = number.max(1),
             _ => {
                 return Err(format!(
                     "unknown flag {flag}; expected --cycles, --ttl-ms, --sample-every, --rate"
@@ -68,26 +70,18 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = options()?;
+    // Virtual time: each cycle advances the clock by 1/rate s, so the store holds the same
+    // number of tasks whatever the machine's load. RSS is real.
+    tokio::time::pause();
+    let step = Duration::from_secs(1) / u32::try_from(options.rate.max(1)).unwrap_or(u32::MAX);
     let store = Arc::new(
         MemoryStore::new()
             .with_capacity(10_000_000)
             .with_expired_retention(options.ttl),
     );
-    let sweeper = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(10));
-            loop {
-                tick.tick().await;
-                if let Err(error) = store.expire_due().await {
-                    eprintln!("expire_due: {error}");
-                }
-            }
-        })
-    };
     let owner: Arc<str> = Arc::from("soak-owner");
     let tool: Arc<str> = Arc::from("workspace_report");
     let version: Arc<str> = Arc::from("0.1.0");
@@ -99,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let meta = meta.as_object().cloned().unwrap_or_default();
-    let start = tokio::time::Instant::now();
+    let start = std::time::Instant::now();
     let mut samples: Vec<(u64, u64, usize, u64)> = Vec::new();
     println!("cycle,elapsed_ms,tasks,rss_kib");
     let mut sample = |cycle: u64, store: &MemoryStore| {
@@ -140,21 +134,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if cycle % options.sample_every == 0 {
             sample(cycle, &store);
         }
-        if cycle % 1000 == 0 {
-            if options.rate > 0 {
-                // Keep to the rate, so the store settles at about rate x ttl tasks.
-                let due = start + Duration::from_secs_f64(cycle as f64 / options.rate as f64);
-                tokio::time::sleep_until(due).await;
-            } else {
-                // Let the sweeper in, as a server's other tasks would.
-                tokio::task::yield_now().await;
-            }
+        if cycle % 100 == 0 {
+            tokio::time::advance(step * 100).await;
+        }
+        if cycle % 500 == 0 {
+            // The sweep the runtime's reaper makes (every 10 ms of virtual time at 50,000/s).
+            store.expire_due().await?;
         }
     }
     // Let every remaining task reach its TTL (and the expired ones their retention).
-    tokio::time::sleep(options.ttl * 2 + Duration::from_millis(100)).await;
+    tokio::time::advance(options.ttl * 2 + Duration::from_millis(10)).await;
+    store.expire_due().await?;
     sample(options.cycles, &store);
-    sweeper.abort();
     let start_rss = samples.first().map_or(0, |s| s.3);
     let peak = samples
         .iter()
@@ -163,11 +154,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_default();
     let end = samples.last().copied().unwrap_or_default();
     let peak_tasks = samples.iter().map(|s| s.2).max().unwrap_or(0);
-    // "Retention reached": the first sample at which tasks are being purged as fast as they
-    // are created, i.e. the store's size stopped growing.
+    // Retention is reached after 2 x ttl of virtual time: from then on tasks are purged as
+    // fast as they are created.
     let steady: Vec<_> = samples
         .iter()
-        .filter(|s| s.1 >= u64::try_from(options.ttl.as_millis() * 2).unwrap_or(u64::MAX))
+        .filter(|s| s.0 as f64 >= options.rate as f64 * options.ttl.as_secs_f64() * 2.0)
         .collect();
     let steady_min = steady.iter().map(|s| s.3).min().unwrap_or(0);
     let steady_max = steady.iter().map(|s| s.3).max().unwrap_or(0);
