@@ -31,6 +31,10 @@ pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, Loc
 /// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
 /// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
 /// extensions.
+///
+/// In front of rmcp sits the [request guard](crate::server::guard): malformed requests and
+/// bodies over [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) are answered
+/// with a JSON-RPC error before rmcp parses them ([`http_service`] alone has no guard).
 pub fn http_router(server: TaskServer) -> axum::Router {
     let guard =
         axum::middleware::from_fn_with_state(server.limits().clone(), super::guard::http_guard);
