@@ -28,6 +28,7 @@ mod context;
 mod errors;
 mod extract;
 mod id;
+pub mod limits;
 mod runtime;
 pub mod server;
 pub mod store;
@@ -35,6 +36,7 @@ pub mod tool;
 pub mod toolkit;
 
 pub use context::{State, StepError, TaskContext};
+pub use limits::Limits;
 /// Turns an `async fn` into a task tool.
 ///
 /// ```
@@ -146,6 +148,8 @@ pub use context::{State, StepError, TaskContext};
 ///   outside the fn.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
+#[cfg(feature = "stdio")]
+pub use server::serve_io;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
 #[cfg(feature = "http")]

@@ -82,6 +82,7 @@ use crate::{
 mod auth;
 mod request_state;
 mod router;
+pub mod guard;
 #[cfg(feature = "http")]
 mod serve_http;
 #[cfg(feature = "stdio")]
@@ -96,7 +97,7 @@ pub use serve_http::{
     serve_http, serve_http_with,
 };
 #[cfg(feature = "stdio")]
-pub use serve_stdio::serve_stdio;
+pub use serve_stdio::{serve_io, serve_stdio};
 
 /// The principal a task belongs to (WIRE.md R49).
 ///
@@ -590,6 +591,8 @@ pub struct TaskServer {
     engine: Engine,
     /// What `get_info` answers; built once, since rmcp asks for it on many requests.
     config: Arc<ServerConfig>,
+    /// What one request may carry (see [`crate::limits`]).
+    limits: crate::Limits,
 }
 
 impl TaskServer {
@@ -607,7 +610,21 @@ impl TaskServer {
         Self {
             engine,
             config: Arc::new(config),
+            limits: crate::Limits::default(),
         }
+    }
+
+    /// Sets what one request may carry; [`Limits::default()`](crate::Limits) otherwise.
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// What one request may carry.
+    #[must_use]
+    pub fn limits(&self) -> &crate::Limits {
+        &self.limits
     }
 
     /// Uses `store` for tasks.

@@ -10,29 +10,31 @@ use tokio::net::TcpListener;
 
 use rmcp::ServerHandler;
 
-use super::auth::{Bearer, StaticTokens, TokenValidator};
+use super::{
+    TaskServer,
+    auth::{Bearer, StaticTokens, TokenValidator},
+};
+use crate::Limits;
 
 /// The path [`serve_http`] answers on.
 pub const MCP_PATH: &str = "/mcp";
 
-/// rmcp's Streamable HTTP service for `server` (a [`TaskServer`](crate::TaskServer), or an
-/// rmcp handler of your own that routes to an [`Engine`](crate::Engine)): the modern
-/// (stateless) wire, plus legacy
+/// rmcp's Streamable HTTP service for `server`: the modern (stateless) wire, plus legacy
 /// `initialize` sessions for older clients. A modern request's answer is one
 /// `application/json` body unless the handler sends something before it (then SSE).
 ///
-/// Only localhost origins and hosts are accepted ([`HttpOptions::default`]); see
-/// [`http_service_with`].
+/// Only localhost origins and hosts are accepted ([`HttpOptions::default`]), with the body
+/// limit of [`TaskServer::limits`]; see [`http_service_with`].
 #[must_use]
-pub fn http_service<S>(server: S) -> StreamableHttpService<S, LocalSessionManager>
-where
-    S: ServerHandler + Clone + Send + Sync + 'static,
-{
-    http_service_with(server, &HttpOptions::default())
+pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
+    let options = HttpOptions::default().with_limits(server.limits().clone());
+    http_service_with(server, &options)
 }
 
-/// [`http_service`] with the `Origin` and `Host` checks of `options` (its bearer guard is a
-/// layer: see [`http_router_with`]).
+/// [`http_service`] for any rmcp handler (a [`TaskServer`], or a handler of your own that
+/// routes to an [`Engine`](crate::Engine)), with the `Origin` and `Host` checks and the body
+/// limit of `options` (its bearer guard and request guard are layers: see
+/// [`http_router_with`]).
 #[must_use]
 pub fn http_service_with<S>(
     server: S,
@@ -41,30 +43,41 @@ pub fn http_service_with<S>(
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(options.limits.max_request_bytes());
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        options.config(StreamableHttpServerConfig::default().with_json_response(true)),
+        options.config(config),
     )
 }
 
 /// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
 /// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
 /// extensions.
-pub fn http_router<S>(server: S) -> axum::Router
-where
-    S: ServerHandler + Clone + Send + Sync + 'static,
-{
-    axum::Router::new().nest_service(MCP_PATH, http_service(server))
+///
+/// In front of rmcp sits the [request guard](crate::server::guard): malformed requests and
+/// bodies over [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) (of
+/// [`TaskServer::limits`]) are answered with a JSON-RPC error before rmcp parses them
+/// ([`http_service`] alone has no guard).
+pub fn http_router(server: TaskServer) -> axum::Router {
+    let options = HttpOptions::default().with_limits(server.limits().clone());
+    http_router_with(server, options)
 }
 
-/// An axum router serving `server` at `/mcp` with `options`: behind the bearer guard when
-/// one is set, with the `Origin` and `Host` checks always.
+/// An axum router serving any rmcp handler at `/mcp` with `options`: behind the bearer guard
+/// when one is set, with the request guard (limits of `options`) and the `Origin` and `Host`
+/// checks always.
 pub fn http_router_with<S>(server: S, options: HttpOptions) -> axum::Router
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let router = axum::Router::new().nest_service(MCP_PATH, http_service_with(server, &options));
+    let guard =
+        axum::middleware::from_fn_with_state(options.limits.clone(), super::guard::http_guard);
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, http_service_with(server, &options))
+        .layer(guard);
     match &options.bearer {
         Some(bearer) => bearer.protect(router),
         None => router,
@@ -78,14 +91,14 @@ where
 ///
 /// # Errors
 /// An I/O error of the listener.
-pub async fn serve_http<S>(listener: TcpListener, server: S) -> io::Result<()>
-where
-    S: ServerHandler + Clone + Send + Sync + 'static,
-{
-    serve_http_with(listener, server, HttpOptions::default()).await
+pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result<()> {
+    let options = HttpOptions::default().with_limits(server.limits().clone());
+    serve_http_with(listener, server, options).await
 }
 
-/// [`serve_http`] with `options`: authentication and the allowed origins.
+/// [`serve_http`] for any rmcp handler, with `options`: authentication, the allowed
+/// origins and the request limits ([`HttpOptions::with_limits`]; [`TaskServer::limits`] only
+/// applies to [`serve_http`] and stdio).
 ///
 /// ```no_run
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
@@ -149,6 +162,7 @@ pub struct HttpOptions {
     resource_metadata: Option<Arc<str>>,
     origins: Option<Vec<String>>,
     hosts: Option<Vec<String>>,
+    limits: Limits,
 }
 
 impl Default for HttpOptions {
@@ -158,6 +172,7 @@ impl Default for HttpOptions {
             resource_metadata: None,
             origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
             hosts: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -221,6 +236,13 @@ impl HttpOptions {
         hosts: impl IntoIterator<Item = impl Into<String>>,
     ) -> Self {
         self.hosts = Some(hosts.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets the request limits: the body size rmcp accepts and the request guard's checks
+    /// (default [`Limits::default`]).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
         self
     }
 
