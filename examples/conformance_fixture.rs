@@ -4,11 +4,14 @@
 //!
 //! `cargo run --example conformance_fixture -- --port 3001` serves Streamable HTTP on
 //! `http://127.0.0.1:3001/mcp`; `-- --stdio` serves stdio. `scripts/conformance.sh` runs the
-//! suite against it.
+//! suite against it. It runs without authentication; `--tokens alice:TOKEN_A,bob:TOKEN_B`
+//! makes every HTTP request need one of those bearer tokens (each names its owner).
 
 use std::time::Duration;
 
-use mcp_tasks::{TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{
+    HttpOptions, StaticTokens, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+};
 use rmcp::model::{
     CallToolResult, ContentBlock, ElicitResult, ElicitationAction, ElicitationSchema, ErrorData,
     ResourceContents,
@@ -122,6 +125,17 @@ async fn test_tool_with_task(ctx: TaskContext) -> Result<String, ToolError> {
     Ok(format!("Hello, {name}! Your task is done."))
 }
 
+/// `input-required-result-tampered-state`: asks one question by multi round-trip request; the
+/// `requestState` of the round is sealed, so a tampered one is refused with `-32602`.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_tampered_state(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx.elicit_form("Continue?", schema("ok", true)?).await?;
+    Ok(match accepted(&answer, "ok") {
+        Some(serde_json::Value::Bool(true)) => "confirmed".to_owned(),
+        _ => "not confirmed".to_owned(),
+    })
+}
+
 /// `tools-call-simple-text`.
 #[task_tool(mode = "inline")]
 async fn test_simple_text() -> CallToolResult {
@@ -185,6 +199,7 @@ async fn main() -> std::io::Result<()> {
         confirm_delete,
         multi_input,
         test_tool_with_task,
+        test_input_required_result_tampered_state,
         test_simple_text,
         test_error_handling,
         test_image_content,
@@ -195,22 +210,40 @@ async fn main() -> std::io::Result<()> {
     .map_err(std::io::Error::other)?;
     let server = TaskServer::new(toolkit)
         .with_server_info("mcp-tasks-conformance-fixture", env!("CARGO_PKG_VERSION"));
+    let usage = "usage: conformance_fixture --port N [--tokens owner:token,...] | --stdio";
+    let (mut port, mut stdio, mut options) = (None, false, HttpOptions::new());
     let mut args = std::env::args().skip(1);
-    match (args.next().as_deref(), args.next()) {
-        (Some("--stdio"), None) => mcp_tasks::serve_stdio(server).await,
-        (Some("--port"), Some(port)) => {
-            let port: u16 = port.parse().map_err(|_| {
-                std::io::Error::other(format!("--port takes a port number, not `{port}`"))
-            })?;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--stdio" => stdio = true,
+            "--port" => {
+                let value = args.next().unwrap_or_default();
+                port = Some(value.parse::<u16>().map_err(|_| {
+                    std::io::Error::other(format!("--port takes a port number, not `{value}`"))
+                })?);
+            }
+            "--tokens" => {
+                let tokens = StaticTokens::parse(&args.next().unwrap_or_default())
+                    .map_err(|e| std::io::Error::other(format!("--tokens: {e}")))?;
+                options = options.with_static_tokens(tokens);
+            }
+            other => {
+                return Err(std::io::Error::other(format!(
+                    "unknown argument `{other}`; {usage}"
+                )));
+            }
+        }
+    }
+    match (stdio, port) {
+        (true, None) => mcp_tasks::serve_stdio(server).await,
+        (false, Some(port)) => {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
             eprintln!(
                 "conformance fixture on http://{}/mcp",
                 listener.local_addr()?
             );
-            mcp_tasks::serve_http(listener, server).await
+            mcp_tasks::serve_http_with(listener, server, options).await
         }
-        _ => Err(std::io::Error::other(
-            "usage: conformance_fixture --port N | --stdio",
-        )),
+        _ => Err(std::io::Error::other(usage)),
     }
 }

@@ -1,7 +1,8 @@
 //! A task server on Streamable HTTP:
-//! `cargo run --example server_http -- --port 8080 [--store sqlite:tasks.db] [--journal PATH]`,
-//! then point a client at `http://127.0.0.1:8080/mcp`. `--port 0` picks a free port; the
-//! address is printed on stderr.
+//! `cargo run --example server_http -- --port 8080 [--store sqlite:tasks.db] [--journal PATH]
+//! [--tokens alice:TOKEN_A,bob:TOKEN_B]`, then point a client at `http://127.0.0.1:8080/mcp`.
+//! `--port 0` picks a free port; the address is printed on stderr. With `--tokens` every
+//! request needs `Authorization: Bearer <token>` and each owner sees only its own tasks.
 
 mod common;
 

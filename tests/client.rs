@@ -16,6 +16,7 @@ use std::{
     time::Duration,
 };
 
+use common::scripted::{Scripted, connect as scripted};
 use futures::StreamExt;
 use mcp_tasks::{
     TaskContext, TaskServer, ToolError,
@@ -26,15 +27,11 @@ use mcp_tasks::{
     task_tool, toolkit,
 };
 use rmcp::{
-    ErrorData, RoleServer, ServerHandler, ServiceExt,
+    ErrorData,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-        CreateTaskResult, DetailedTask, ElicitRequestParams, ElicitResult, ElicitationAction,
-        ErrorCode, GetTaskParams, GetTaskResult, InputRequest, InputRequests, InputRequiredResult,
-        JsonObject, ServerCapabilities, ServerConfig, Task, TaskPayload, TaskStatus,
-        ToolsCapability, UpdateTaskParams,
+        CallToolResult, DetailedTask, ElicitRequestParams, ElicitResult, ElicitationAction,
+        ElicitationSchema, ErrorCode, TaskStatus,
     },
-    service::RequestContext,
 };
 use serde_json::{Value, json};
 
@@ -63,6 +60,36 @@ async fn give_up() -> Result<String, ToolError> {
     Err(ToolError::cancelled())
 }
 
+/// Asks one question and answers with the action of the answer it got, as the server
+/// received it.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+async fn what_action(ctx: TaskContext) -> Result<String, ToolError> {
+    let schema = ElicitationSchema::builder()
+        .required_bool("ok")
+        .build()
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    let answer = ctx.elicit_form("OK?", schema).await?;
+    Ok(format!("{:?} {:?}", answer.action, answer.content))
+}
+
+/// Asks the client's model for a completion and answers with its text.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+#[allow(deprecated, reason = "sampling is still part of the 2026-07-28 wire")]
+async fn ask_model(ctx: TaskContext) -> Result<String, ToolError> {
+    let params = serde_json::from_value(json!({
+        "messages": [{ "role": "user", "content": { "type": "text", "text": "6 x 7?" } }],
+        "maxTokens": 10
+    }))
+    .map_err(|e| ToolError::new(e.to_string()))?;
+    let reply = ctx.sample(params).await?;
+    let said = serde_json::to_value(&reply.message.content).unwrap_or_default();
+    Ok(format!(
+        "{} said {}",
+        reply.model,
+        said["text"].as_str().unwrap_or("?")
+    ))
+}
+
 /// Sleeps until cancelled.
 #[task_tool(mode = "required", poll_interval = "20ms")]
 async fn sleepy(ctx: TaskContext) -> Result<String, ToolError> {
@@ -80,6 +107,8 @@ fn server(step: Duration) -> TaskServer {
         oops,
         give_up,
         sleepy,
+        what_action,
+        ask_model,
         common::two_questions
     ]
     .expect("valid test tools")
@@ -113,19 +142,10 @@ impl Running {
     async fn connect(&self, builder: TaskClientBuilder) -> TaskClient {
         match self {
             Self::Http(url) => builder.connect_http(url).await.expect("connect over HTTP"),
-            Self::Stdio(server) => {
-                let (client_io, server_io) = tokio::io::duplex(1 << 20);
-                let server = server.clone();
-                tokio::spawn(async move {
-                    if let Ok(running) = server.serve(server_io).await {
-                        let _ = running.waiting().await;
-                    }
-                });
-                builder
-                    .serve(client_io, "pipe")
-                    .await
-                    .expect("connect over stdio")
-            }
+            Self::Stdio(server) => builder
+                .serve(common::serve_duplex(server.clone()), "pipe")
+                .await
+                .expect("connect over stdio"),
         }
     }
 }
@@ -426,14 +446,23 @@ async fn child_process_over_stdio() {
     client.close().await;
 }
 
-/// No handler: the elicitation is declined with `{"action":"cancel"}`, never left hanging.
+/// No handler: the elicitation is answered `{"action":"cancel"}` (not `decline`, not left
+/// hanging); the tool reports the action the server received.
 #[tokio::test]
 async fn without_a_handler_elicitation_is_cancelled() {
-    let running = Running::start(Transport::Stdio, server(Duration::from_millis(10))).await;
-    let client = running.connect(TaskClient::builder()).await;
-    let args = json!({ "workspace_id": "acme" }).as_object().cloned();
-    let result = client.call_tool("workspace_report", args).await.unwrap();
-    assert_eq!(text(&result), "Report for acme: 40 accounts");
+    for transport in BOTH {
+        let running = Running::start(transport, server(Duration::from_millis(10))).await;
+        let client = running.connect(TaskClient::builder()).await;
+        let result = tokio::time::timeout(common::PATIENCE, client.call_tool("what_action", None))
+            .await
+            .expect("answered, not left hanging")
+            .unwrap();
+        assert_eq!(text(&result), "Cancel None", "{transport:?}");
+        // The example tool reads the same answer as "not included".
+        let args = json!({ "workspace_id": "acme" }).as_object().cloned();
+        let result = client.call_tool("workspace_report", args).await.unwrap();
+        assert_eq!(text(&result), "Report for acme: 40 accounts");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -542,215 +571,7 @@ async fn meta_and_headers_on_tools_call_and_tasks_requests_r1_r48() {
 }
 
 // ---------------------------------------------------------------------------------------
-// A scripted rmcp server, for MRTR and for exact poll timing
-
-/// What the scripted server saw.
-#[derive(Default)]
-struct Script {
-    /// (request id, inputResponses, requestState) of each tools/call.
-    calls: Vec<(String, Option<Value>, Option<String>)>,
-    /// Times of each tasks/get (paused tokio time).
-    gets: Vec<tokio::time::Instant>,
-    /// inputResponses of each tasks/update.
-    updates: Vec<Value>,
-    /// Fail this many tasks/update before accepting.
-    failing_updates: usize,
-    /// The tasks/get count when the answers were accepted.
-    answered_at: Option<usize>,
-    /// Which task the last tools/call made.
-    mode: ScriptMode,
-}
-
-#[derive(Clone, Copy, Default, PartialEq)]
-enum ScriptMode {
-    #[default]
-    Done,
-    Paced,
-    AskTwice,
-}
-
-#[derive(Clone, Default)]
-struct Scripted(Arc<Mutex<Script>>);
-
-fn elicitation(message: &str) -> InputRequest {
-    serde_json::from_value(json!({
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": { "type": "object", "properties": { "name": { "type": "string" } }, "required": ["name"] }
-        }
-    }))
-    .unwrap()
-}
-
-fn task(status: TaskStatus, poll_ms: u64) -> Task {
-    Task::new(
-        "t-1",
-        status,
-        "2026-11-29T00:00:00Z",
-        "2026-11-29T00:00:00Z",
-    )
-    .with_poll_interval_ms(poll_ms)
-}
-
-fn result_text(s: &str) -> JsonObject {
-    match serde_json::to_value(CallToolResult::success(vec![ContentBlock::text(s)])).unwrap() {
-        Value::Object(map) => map,
-        _ => unreachable!(),
-    }
-}
-
-impl ServerHandler for Scripted {
-    fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::default();
-        capabilities.tools = Some(ToolsCapability::default());
-        capabilities
-            .extensions
-            .get_or_insert_with(Default::default)
-            .insert(mcp_tasks::EXTENSION_ID.to_owned(), JsonObject::new());
-        ServerConfig::new(capabilities)
-    }
-
-    async fn call_tool(
-        &self,
-        params: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let mut script = self.0.lock().unwrap();
-        let responses = params
-            .input_responses
-            .as_ref()
-            .map(|r| serde_json::to_value(r).unwrap());
-        script.calls.push((
-            format!("{:?}", context.id),
-            responses.clone(),
-            params.request_state.clone(),
-        ));
-        let name_answer = responses
-            .as_ref()
-            .and_then(|r| r["name"]["content"]["name"].as_str())
-            .map(str::to_owned);
-        let ask = |state: &str| {
-            let mut requests = InputRequests::new();
-            requests.insert("name".to_owned(), elicitation("Your name?"));
-            Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
-                Some(requests),
-                Some(state.to_owned()),
-            )))
-        };
-        match (
-            params.name.as_ref(),
-            name_answer,
-            params.request_state.as_deref(),
-        ) {
-            // Round 1 asks; the retry must carry the answer and the echoed state.
-            ("mrtr", None, _) => ask("state-1"),
-            ("mrtr", Some(name), Some("state-1")) => {
-                Ok(CallToolResponse::Complete(CallToolResult::success(vec![
-                    ContentBlock::text(format!("Hello, {name}!")),
-                ])))
-            }
-            ("mrtr_then_task", None, _) => ask("state-2"),
-            ("mrtr_then_task", Some(_), Some("state-2")) => Ok(CallToolResponse::Task(
-                CreateTaskResult::new(task(TaskStatus::Working, 10)),
-            )),
-            ("mrtr_forever", _, _) => ask("again"),
-            ("paced", _, _) => {
-                script.mode = ScriptMode::Paced;
-                Ok(CallToolResponse::Task(CreateTaskResult::new(task(
-                    TaskStatus::Working,
-                    1000,
-                ))))
-            }
-            ("ask_twice", _, _) => {
-                script.mode = ScriptMode::AskTwice;
-                Ok(CallToolResponse::Task(CreateTaskResult::new(task(
-                    TaskStatus::Working,
-                    10,
-                ))))
-            }
-            (name, answer, state) => Err(ErrorData::invalid_params(
-                format!("unexpected call {name} answer={answer:?} state={state:?}"),
-                None,
-            )),
-        }
-    }
-
-    async fn get_task(
-        &self,
-        _params: GetTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<GetTaskResult, ErrorData> {
-        let mut script = self.0.lock().unwrap();
-        script.gets.push(tokio::time::Instant::now());
-        let n = script.gets.len();
-        let done = DetailedTask::new(
-            task(TaskStatus::Completed, 10),
-            TaskPayload::Completed {
-                result: result_text("done"),
-            },
-        );
-        let detailed = match script.mode {
-            // pollIntervalMs changes from snapshot to snapshot.
-            ScriptMode::Paced => match n {
-                1 => DetailedTask::new(task(TaskStatus::Working, 3000), TaskPayload::Working),
-                2 => DetailedTask::new(task(TaskStatus::Working, 5), TaskPayload::Working),
-                _ => done,
-            },
-            // Both questions stay in every snapshot for three polls after the answers
-            // arrived (an eventually consistent server, R24), then the task is done.
-            ScriptMode::AskTwice if script.answered_at.is_none_or(|at| n <= at + 3) => {
-                let mut requests = InputRequests::new();
-                requests.insert("q1".to_owned(), elicitation("First?"));
-                requests.insert("q2".to_owned(), elicitation("Second?"));
-                DetailedTask::new(
-                    task(TaskStatus::InputRequired, 10),
-                    TaskPayload::InputRequired {
-                        input_requests: requests,
-                    },
-                )
-            }
-            _ => done,
-        };
-        Ok(GetTaskResult::new(detailed))
-    }
-
-    async fn update_task(
-        &self,
-        params: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        let mut script = self.0.lock().unwrap();
-        if script.failing_updates > 0 {
-            script.failing_updates -= 1;
-            return Err(ErrorData::internal_error("store unavailable", None));
-        }
-        script.answered_at = Some(script.gets.len());
-        script
-            .updates
-            .push(serde_json::to_value(&params.input_responses).unwrap());
-        Ok(())
-    }
-
-    async fn cancel_task(
-        &self,
-        _params: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), ErrorData> {
-        Ok(())
-    }
-}
-
-async fn scripted(script: Scripted, builder: TaskClientBuilder) -> TaskClient {
-    let (client_io, server_io) = tokio::io::duplex(1 << 20);
-    tokio::spawn(async move {
-        if let Ok(running) = script.serve(server_io).await {
-            let _ = running.waiting().await;
-        }
-    });
-    builder.serve(client_io, "scripted").await.expect("connect")
-}
+// The scripted rmcp server (tests/common/scripted.rs), for MRTR and for exact poll timing
 
 fn naming(name: &'static str) -> TaskClientBuilder {
     TaskClient::builder().with_elicitation(move |_params, cx| {
@@ -936,4 +757,71 @@ async fn a_task_result_for_another_request_is_invalid_r5() {
     };
     assert_eq!(*method, "tools/list");
     assert!(reason.contains("R5"), "{reason}");
+}
+
+/// Sampling without a handler: the client does not declare `sampling`, so our server never
+/// asks and the task fails -32021 naming it (C18); with a handler it is declared, asked and
+/// answered. Against a server that asks anyway (the scripted one), a sampling or roots
+/// request without a handler is `ClientError::NoHandler` at once: an error, never a hang.
+#[tokio::test]
+#[allow(
+    deprecated,
+    reason = "sampling and roots are still part of the 2026-07-28 wire"
+)]
+async fn sampling_and_roots_without_a_handler_are_errors() {
+    for transport in BOTH {
+        let running = Running::start(transport, server(Duration::from_millis(10))).await;
+        let client = running.connect(TaskClient::builder()).await;
+        let error = tokio::time::timeout(common::PATIENCE, client.call_tool("ask_model", None))
+            .await
+            .expect("an answer, not a hang")
+            .unwrap_err();
+        let ClientError::TaskFailed { error, .. } = &error else {
+            panic!("{transport:?}: expected TaskFailed, got {error:?}");
+        };
+        assert_eq!(error.code, ErrorCode(-32021), "{transport:?}: {error:?}");
+        assert_eq!(
+            error.data,
+            Some(json!({ "requiredCapabilities": { "sampling": {} } }))
+        );
+
+        let sampled = Arc::new(AtomicUsize::new(0));
+        let count = sampled.clone();
+        let builder = TaskClient::builder().with_sampling(move |params, _cx| {
+            count.fetch_add(1, Ordering::SeqCst);
+            let asked = serde_json::to_value(&params.messages).unwrap_or_default();
+            async move {
+                assert_eq!(asked[0]["content"]["text"], "6 x 7?");
+                let reply = serde_json::from_value::<rmcp::model::CreateMessageResult>(json!({
+                    "role": "assistant", "model": "tiny",
+                    "content": { "type": "text", "text": "42" }
+                }))?;
+                Ok(Some(reply))
+            }
+        });
+        let client = running.connect(builder).await;
+        let result = client.call_tool("ask_model", None).await.unwrap();
+        assert_eq!(text(&result), "tiny said 42", "{transport:?}");
+        assert_eq!(sampled.load(Ordering::SeqCst), 1);
+    }
+
+    for (tool, method) in [
+        ("ask_sampling", "sampling/createMessage"),
+        ("ask_roots", "roots/list"),
+    ] {
+        let script = Scripted::default();
+        let client = scripted(script.clone(), TaskClient::builder()).await;
+        let error = tokio::time::timeout(common::PATIENCE, client.call_tool(tool, None))
+            .await
+            .expect("an answer, not a hang")
+            .unwrap_err();
+        assert!(
+            matches!(&error, ClientError::NoHandler { key, method: m } if key == "q" && *m == method),
+            "{tool}: {error:?}"
+        );
+        assert!(
+            script.0.lock().unwrap().updates.is_empty(),
+            "nothing answered"
+        );
+    }
 }

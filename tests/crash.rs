@@ -3,6 +3,11 @@
 //! lost (R10, R19), `fail` tasks fail with the restart message, `resume` tasks complete
 //! without re-running a step that completed before the kill or asking an answered question
 //! again, and tasks that completed before the kill read back byte for byte.
+//!
+//! The kill comes once the database shows imports between steps and answered confirmations
+//! still running (not after a fixed sleep), and what the test claims is checked against the
+//! file as the dead process left it: answered tasks were live, with their answers stored;
+//! the restart's report counts exactly the unfinished tasks of each policy.
 
 mod common;
 
@@ -14,7 +19,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Http, TASKS, first_input_key};
+use common::{Http, Patience, TASKS, first_input_key};
 use serde_json::{Value, json};
 
 /// The example HTTP server, as a binary cargo builds before the tests.
@@ -91,18 +96,16 @@ impl Server {
         response["result"].clone()
     }
 
-    /// Polls `tasks/get` until the task has `status` (at most about 2 s), then returns the
-    /// last snapshot, whatever its status.
+    /// Polls `tasks/get` until the task has `status` ([`Patience`]).
     async fn wait_status(&mut self, id: &str, status: &str) -> Value {
-        let mut snapshot = self.get(id).await;
-        for _ in 0..200 {
+        let patience = Patience::new(format!("task {id} to be {status}"));
+        loop {
+            let snapshot = self.get(id).await;
             if snapshot["status"] == status {
-                break;
+                return snapshot;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            snapshot = self.get(id).await;
+            patience.wait().await;
         }
-        snapshot
     }
 
     async fn answer(&mut self, id: &str, key: &str, go: bool) {
@@ -141,15 +144,58 @@ fn stored_steps(db: &Path) -> HashMap<String, HashSet<u32>> {
     steps
 }
 
-/// Every task's status, read straight from the database file.
-fn statuses(db: &Path) -> Vec<(String, String)> {
+/// A task's row, read straight from the database file.
+#[derive(Debug)]
+struct Row {
+    tool: String,
+    status: String,
+    /// The stored answers to its input requests, by key.
+    answers: serde_json::Map<String, Value>,
+}
+
+impl Row {
+    fn live(&self) -> bool {
+        matches!(self.status.as_str(), "working" | "input_required")
+    }
+}
+
+/// Every task's row, read straight from the database file (also while the server runs: a
+/// WAL reader sees the last commit).
+fn rows(db: &Path) -> HashMap<String, Row> {
     let conn = rusqlite::Connection::open(db).unwrap();
-    let mut query = conn.prepare("SELECT id, status FROM tasks").unwrap();
+    let mut query = conn
+        .prepare("SELECT id, tool, status, answers FROM tasks")
+        .unwrap();
     query
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map([], |r| {
+            let answers: String = r.get(3)?;
+            Ok((
+                r.get(0)?,
+                Row {
+                    tool: r.get(1)?,
+                    status: r.get(2)?,
+                    answers: serde_json::from_str(&answers).unwrap(),
+                },
+            ))
+        })
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap()
+}
+
+/// The counts of the restart's report line: "… N unfinished task(s) resumed, M failed".
+fn report_counts(report: &str) -> (usize, usize) {
+    let counts = report
+        .split_once(": ")
+        .map(|(_, counts)| counts)
+        .unwrap_or_else(|| panic!("no counts in {report:?}"));
+    let resumed = counts
+        .strip_suffix(" failed")
+        .and_then(|c| c.split_once(" unfinished task(s) resumed, "));
+    let Some((resumed, failed)) = resumed else {
+        panic!("unexpected report {report:?}");
+    };
+    (resumed.parse().unwrap(), failed.parse().unwrap())
 }
 
 /// How often each (task, batch) side effect happened.
@@ -191,16 +237,17 @@ async fn nothing_is_lost_across_kill_9() {
     for _ in 0..100 {
         steps_ids.push(
             server
-                .call("import_rows", json!({ "batches": 6, "batch_ms": 150 }))
+                .call("import_rows", json!({ "batches": 6, "batch_ms": 400 }))
                 .await,
         );
     }
+    // Long batches: an answered import is still running when the process dies.
     for _ in 0..30 {
         confirm_ids.push(
             server
                 .call(
                     "import_rows",
-                    json!({ "batches": 2, "batch_ms": 100, "confirm": true }),
+                    json!({ "batches": 6, "batch_ms": 400, "confirm": true }),
                 )
                 .await,
         );
@@ -212,8 +259,8 @@ async fn nothing_is_lost_across_kill_9() {
     assert_eq!(total, 200);
 
     // Answer half the confirmations (yes), once each task asks.
-    let (answered, _unanswered) = confirm_ids.split_at(15);
-    for id in answered {
+    let (answered_ids, _unanswered) = confirm_ids.split_at(15);
+    for id in answered_ids {
         let snapshot = server.wait_status(id, "input_required").await;
         let key = first_input_key(&snapshot);
         server.answer(id, &key, true).await;
@@ -225,24 +272,62 @@ async fn nothing_is_lost_across_kill_9() {
         assert_eq!(snapshot["status"], "completed");
         done_before.insert(id.clone(), snapshot["result"].to_string());
     }
-    // Let the import steps get under way, then kill mid-flight.
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    // Kill mid-flight: once the file shows an import between steps and an answered import
+    // running with its answer stored (whatever the disk's speed).
+    let patience = Patience::new("imports between steps, and answered imports running");
+    loop {
+        let (rows, steps) = (rows(&db), stored_steps(&db));
+        let between_steps = steps_ids
+            .iter()
+            .any(|id| rows[id].live() && steps.get(id).is_some_and(|s| !s.is_empty()));
+        let answered_running = answered_ids
+            .iter()
+            .any(|id| rows[id].live() && !rows[id].answers.is_empty());
+        if between_steps && answered_running {
+            break;
+        }
+        patience.wait().await;
+    }
     server.kill9();
 
+    // What the dead process left in the file.
+    let at_kill = rows(&db);
     let steps_before = stored_steps(&db);
     let stored: usize = steps_before.values().map(HashSet::len).sum();
-    let running_at_kill = statuses(&db)
-        .into_iter()
-        .filter(|(id, status)| steps_ids.contains(id) && status == "working")
-        .count();
+    let running_at_kill = steps_ids.iter().filter(|id| at_kill[*id].live()).count();
     let midway = steps_ids
         .iter()
-        .filter(|id| steps_before.get(*id).is_some_and(|s| !s.is_empty()))
+        .filter(|id| at_kill[*id].live() && steps_before.get(*id).is_some_and(|s| !s.is_empty()))
         .count();
     assert!(midway > 0, "the kill came while imports were between steps");
+    let answered_live: Vec<&String> = answered_ids
+        .iter()
+        .filter(|id| at_kill[*id].live() && !at_kill[*id].answers.is_empty())
+        .collect();
+    assert!(
+        !answered_live.is_empty(),
+        "the kill came while answered imports were running, their answers stored"
+    );
+    let unanswered_live = confirm_ids[15..]
+        .iter()
+        .filter(|id| at_kill[*id].status == "input_required")
+        .count();
+    let live_of = |tool: &str| {
+        at_kill
+            .values()
+            .filter(|row| row.tool == tool && row.live())
+            .count()
+    };
+    let (resume_live, fail_live) = (live_of("import_rows"), live_of("workspace_report"));
+    assert_eq!(fail_live, 60, "every workspace_report was still running");
 
     let (mut server, report) = Server::start(&db, &journal).await;
-    assert!(report.contains("resumed"), "{report}");
+    assert_eq!(
+        report_counts(&report),
+        (resume_live, fail_live),
+        "the restart resumed every unfinished `resume` task and failed every `fail` one: \
+         {report}"
+    );
 
     // Every id returned before the kill resolves (0 lost).
     for id in fail_ids
@@ -272,15 +357,10 @@ async fn nothing_is_lost_across_kill_9() {
     }
     // `resume` tasks complete; answered questions are never asked again; the unanswered ones
     // are asked again under the same key and answered now.
-    let answered: HashSet<&String> = answered.iter().collect();
+    let answered: HashSet<&String> = answered_ids.iter().collect();
     let mut pending: Vec<&String> = steps_ids.iter().chain(&confirm_ids).collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let patience = Patience::with_bound("every resumed task to complete", Duration::from_secs(60));
     while !pending.is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} tasks never completed",
-            pending.len()
-        );
         let mut still = Vec::new();
         for id in pending {
             let snapshot = server.get(id).await;
@@ -304,7 +384,9 @@ async fn nothing_is_lost_across_kill_9() {
             }
         }
         pending = still;
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if !pending.is_empty() {
+            patience.wait().await;
+        }
     }
     // No step that completed before the kill ran again; every batch ran.
     let counts = journal_counts(&journal);
@@ -317,7 +399,7 @@ async fn nothing_is_lost_across_kill_9() {
             );
         }
     }
-    for id in &steps_ids {
+    for id in steps_ids.iter().chain(answered_ids) {
         for batch in 1..=6 {
             assert!(
                 counts.contains_key(&(id.clone(), batch)),
@@ -327,7 +409,9 @@ async fn nothing_is_lost_across_kill_9() {
     }
     eprintln!(
         "crash test: 200 tasks; at the kill {running_at_kill} of 100 imports running, {midway} \
-         of them between steps, {stored} steps stored; {report}"
+         of them between steps, {} answered imports running with their answers stored, \
+         {unanswered_live} waiting for an answer, {stored} steps stored; {report}",
+        answered_live.len()
     );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,14 +1,83 @@
-//! Restart behaviour on the SQLite store, in process: a second server on the same file plays
-//! the restarted process. What a tool's restart policy and version decide, and that expiry
-//! keeps working across a restart (WIRE.md R20).
+//! Restart behaviour on the SQLite store: what a tool's restart policy and version decide,
+//! what recovery does with a task whose tool, arguments or steps no longer match the code,
+//! and that expiry keeps working across a restart (WIRE.md R20).
+//!
+//! A restart is real: the first server runs on a tokio runtime of its own (its own thread),
+//! which is shut down, dropping every task of it (running tools, the reaper, the transport),
+//! and the store's threads (writer, checkpointer) are seen to exit before the second server
+//! opens the file and recovers. Nothing of the first process can act after that.
 
 mod common;
 
-use std::time::Duration;
+use std::{collections::HashSet, future::Future, time::Duration};
 
-use common::{Peer, Stdio, TASKS};
+use common::{Patience, Peer, Stdio, TASKS};
 use mcp_tasks::{SqliteStore, TaskContext, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::{Value, json};
+
+/// The tests of this file watch the store threads of the process: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The thread ids of the `SqliteStore` threads alive in this process (the writer and the
+/// checkpointer of each open store; Linux truncates their names to 15 bytes).
+fn store_threads() -> HashSet<String> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|task| {
+            let task = task.ok()?;
+            let name = std::fs::read_to_string(task.path().join("comm")).ok()?;
+            (name.trim_end() == "mcp-tasks-sqlit").then(|| task.file_name().into_string().ok())?
+        })
+        .collect()
+}
+
+/// Runs a server made by `make` on a runtime and thread of its own, with a stdio peer that
+/// `client` drives; then shuts that runtime down (as a killed process: no task of it runs
+/// again) and waits until the threads of the store it opened have exited. Returns what
+/// `client` returned.
+async fn run_then_stop<T, F, Fut>(
+    make: impl FnOnce() -> TaskServer + Send + 'static,
+    client: F,
+) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(Peer) -> Fut + Send + 'static,
+    Fut: Future<Output = T>,
+{
+    let (out, threads) = tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let out = runtime.block_on(async move {
+            let before = store_threads();
+            let server = make();
+            // A thread names itself once it runs: look until both have.
+            let mut threads = HashSet::new();
+            let patience = Patience::with_bound("the store's threads", Duration::from_secs(10));
+            while threads.len() < 2 && !patience.expired() {
+                threads = store_threads().difference(&before).cloned().collect();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                threads.len(),
+                2,
+                "the store's writer and checkpointer are seen (else the wait below proves nothing)"
+            );
+            let peer = Peer::Stdio(Stdio::start(server));
+            (client(peer).await, threads)
+        });
+        runtime.shutdown_timeout(Duration::from_secs(5));
+        out
+    })
+    .await
+    .expect("the first process ran");
+    let patience = Patience::new("the first process's store threads to exit");
+    while !store_threads().is_disjoint(&threads) {
+        patience.wait().await;
+    }
+    out
+}
 
 /// Waits for a cancellation (or a restart).
 #[task_tool(
@@ -63,7 +132,7 @@ impl Db {
         }
     }
     fn server(&self, toolkit: mcp_tasks::Toolkit) -> TaskServer {
-        TaskServer::new(toolkit).with_store(SqliteStore::open(&self.0).expect("open the database"))
+        server_on(&self.0, toolkit)
     }
 }
 
@@ -71,6 +140,10 @@ impl Drop for Db {
     fn drop(&mut self) {
         self.clean();
     }
+}
+
+fn server_on(path: &std::path::Path, toolkit: mcp_tasks::Toolkit) -> TaskServer {
+    TaskServer::new(toolkit).with_store(SqliteStore::open(path).expect("open the database"))
 }
 
 fn task_id(response: &Value) -> String {
@@ -84,10 +157,18 @@ fn task_id(response: &Value) -> String {
 /// the task with a message that says the server restarted.
 #[tokio::test]
 async fn restart_policy_and_tool_version() {
+    let _serial = SERIAL.lock().await;
     let db = Db::new("policy");
-    let mut before = Peer::Stdio(Stdio::start(db.server(toolkit![job_v1, fragile].unwrap())));
-    let job = task_id(&before.call("job", json!({}), TASKS).await);
-    let fragile = task_id(&before.call("fragile", json!({}), TASKS).await);
+    let path = db.0.clone();
+    let (job, fragile) = run_then_stop(
+        move || server_on(&path, toolkit![job_v1, fragile].unwrap()),
+        |mut before| async move {
+            let job = task_id(&before.call("job", json!({}), TASKS).await);
+            let fragile = task_id(&before.call("fragile", json!({}), TASKS).await);
+            (job, fragile)
+        },
+    )
+    .await;
 
     let restarted = db.server(toolkit![job_v2, fragile].unwrap());
     let report = restarted.recover().await.unwrap();
@@ -111,12 +192,17 @@ async fn restart_policy_and_tool_version() {
 }
 
 /// A resumed task keeps its deadline from creation: past its TTL after the restart, it is
-/// `failed` with "task expired" (R20).
+/// `failed` with "task expired" (R20), by the new process alone (the first is gone).
 #[tokio::test]
 async fn expiry_across_a_restart() {
+    let _serial = SERIAL.lock().await;
     let db = Db::new("expiry");
-    let mut before = Peer::Stdio(Stdio::start(db.server(toolkit![job_v1].unwrap())));
-    let created = before.call("job", json!({}), TASKS).await;
+    let path = db.0.clone();
+    let created = run_then_stop(
+        move || server_on(&path, toolkit![job_v1].unwrap()),
+        |mut before| async move { before.call("job", json!({}), TASKS).await },
+    )
+    .await;
     assert_eq!(created["result"]["ttlMs"], 2000);
     let job = task_id(&created);
 
@@ -131,4 +217,104 @@ async fn expiry_across_a_restart() {
     let expired = after.get(&job).await["result"].clone();
     assert_eq!(expired["status"], "failed", "{expired}");
     assert_eq!(expired["error"]["message"], "task expired");
+}
+
+/// Counts to `n` in a durable step, then waits for a cancellation (or a restart).
+#[task_tool(name = "count", mode = "required", restart = "resume", version = "1")]
+async fn count_v1(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
+    let counted = ctx.step("fetch", || async move { n }).await?;
+    ctx.status(format!("counted {counted}")).await;
+    ctx.cancelled().await;
+    Err(ToolError::cancelled())
+}
+
+/// The same name and version, but its argument is now a list: what the first process
+/// stored no longer decodes.
+#[task_tool(name = "count", mode = "required", restart = "resume", version = "1")]
+async fn count_list(ctx: TaskContext, n: Vec<u32>) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Ok(format!("{n:?}"))
+}
+
+/// The same name, version and argument, but its first step was renamed.
+#[task_tool(name = "count", mode = "required", restart = "resume", version = "1")]
+async fn count_renamed(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
+    let counted = ctx.step("download", || async move { n }).await?;
+    Ok(format!("counted {counted}"))
+}
+
+/// Starts one `count` task (n = 7) in a first process and waits until its step is stored;
+/// returns the task id.
+async fn count_task_then_stop(db: &Db) -> String {
+    let path = db.0.clone();
+    run_then_stop(
+        move || server_on(&path, toolkit![count_v1, job_v1].unwrap()),
+        |mut before| async move {
+            let id = task_id(&before.call("count", json!({ "n": 7 }), TASKS).await);
+            let patience = Patience::new("the step to be stored");
+            while before.get(&id).await["result"]["statusMessage"] != "counted 7" {
+                patience.wait().await;
+            }
+            id
+        },
+    )
+    .await
+}
+
+/// Recovery edge cases, each ending the task `failed` with a message that says what changed
+/// (never a panic, never a task left running): the tool is gone; its stored arguments no
+/// longer decode; a step was renamed (the replay reaches it and stops there).
+#[tokio::test]
+async fn recovery_when_the_code_changed() {
+    let _serial = SERIAL.lock().await;
+
+    // The tool is no longer offered.
+    let db = Db::new("removed");
+    let id = count_task_then_stop(&db).await;
+    let restarted = db.server(toolkit![job_v1].unwrap());
+    let report = restarted.recover().await.unwrap();
+    assert_eq!((report.resumed, report.failed), (0, 1), "{report:?}");
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let task = after.get(&id).await["result"].clone();
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], -32603);
+    assert_eq!(
+        task["error"]["message"],
+        "the server restarted and no longer offers tool `count`"
+    );
+    assert_eq!(task["statusMessage"], task["error"]["message"]);
+    drop(after);
+
+    // The stored arguments no longer decode.
+    let db = Db::new("arguments");
+    let id = count_task_then_stop(&db).await;
+    let restarted = db.server(toolkit![count_list].unwrap());
+    let report = restarted.recover().await.unwrap();
+    assert_eq!((report.resumed, report.failed), (0, 1), "{report:?}");
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let task = after.get(&id).await["result"].clone();
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], -32603);
+    let message = task["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the stored arguments no longer decode") && message.contains("`n`"),
+        "{message}"
+    );
+    drop(after);
+
+    // A step was renamed: the replay runs, and stops at the step that differs.
+    let db = Db::new("renamed");
+    let id = count_task_then_stop(&db).await;
+    let restarted = db.server(toolkit![count_renamed].unwrap());
+    let report = restarted.recover().await.unwrap();
+    assert_eq!((report.resumed, report.failed), (1, 0), "{report:?}");
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let task = after.wait_terminal(&id).await;
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], -32603);
+    let message = task["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("step 1 was `fetch` when the task started and is `download` now"),
+        "{message}"
+    );
 }

@@ -75,34 +75,63 @@ fn script() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/fastmcp_peer.py")
 }
 
-/// fastmcp-tasks serving HTTP on a free loopback port; killed when dropped.
+/// fastmcp-tasks serving HTTP on a loopback port it binds itself (port 0) and reports on
+/// stderr; killed when dropped.
 struct Peer {
     url: String,
     child: tokio::process::Child,
+    /// What it printed on stderr, for the failure message if it exits.
+    stderr: std::sync::Arc<Mutex<Vec<String>>>,
 }
 
 impl Peer {
     async fn start() -> Self {
+        use tokio::io::AsyncBufReadExt;
         let python = tokio::task::spawn_blocking(python)
             .await
             .expect("venv setup");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = tokio::process::Command::new(python)
+        let mut child = tokio::process::Command::new(python)
             .arg(script())
             .arg("http")
-            .arg(port.to_string())
+            .arg("0")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .expect("start the fastmcp-tasks peer");
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        let port = tokio::time::timeout(BOUND, async {
+            while let Some(line) = lines.next_line().await.unwrap_or(None) {
+                if let Some(port) = line.strip_prefix("listening on ") {
+                    return port.trim().parse::<u16>().ok();
+                }
+                seen.push(line);
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| {
+            panic!(
+                "the fastmcp-tasks peer reported no port:\n{}",
+                seen.join("\n")
+            )
+        });
+        // Keep draining its stderr, so it never blocks on a full pipe.
+        let stderr = std::sync::Arc::new(Mutex::new(seen));
+        let log = stderr.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                log.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            }
+        });
         Self {
             url: format!("http://127.0.0.1:{port}/mcp"),
             child,
+            stderr,
         }
     }
 
@@ -110,11 +139,11 @@ impl Peer {
     async fn connect(&mut self, builder: impl Fn() -> TaskClientBuilder) -> TaskClient {
         for _ in 0..240 {
             if let Ok(Some(status)) = self.child.try_wait() {
-                let mut stderr = String::new();
-                if let Some(mut err) = self.child.stderr.take() {
-                    use tokio::io::AsyncReadExt;
-                    let _ = err.read_to_string(&mut stderr).await;
-                }
+                let stderr = self
+                    .stderr
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .join("\n");
                 panic!("the fastmcp-tasks peer exited ({status}):\n{stderr}");
             }
             if let Ok(client) = builder().connect_http(&self.url).await {

@@ -25,6 +25,13 @@ struct Probes {
     runs: Arc<AtomicUsize>,
     /// Whether `cancellable` saw its cancellation.
     saw_cancel: Arc<AtomicBool>,
+    /// Whether `stubborn` saw its cancellation (and finished anyway).
+    stubborn_saw_cancel: Arc<AtomicBool>,
+    /// Whether `inline_waits` saw the cancellation of its request.
+    inline_saw_cancel: Arc<AtomicBool>,
+    /// Starts and drops (before the end) of `slow_optional`'s work.
+    slow_started: Arc<AtomicUsize>,
+    slow_dropped: Arc<AtomicUsize>,
 }
 
 /// Echoes its text.
@@ -76,15 +83,72 @@ async fn cancellable(ctx: TaskContext, State(probes): State<Probes>) -> Result<S
     Err(ToolError::cancelled())
 }
 
-/// Ignores a cancellation.
+/// Ignores a cancellation: it runs until it is cancelled, and then finishes anyway. (It
+/// never ends without one, so a test of it shows the cancel reached the work.)
 #[task_tool(mode = "required")]
-async fn stubborn() -> String {
-    tokio::time::sleep(Duration::from_millis(200)).await;
+async fn stubborn(ctx: TaskContext, State(probes): State<Probes>) -> String {
+    ctx.cancelled().await;
+    probes.stubborn_saw_cancel.store(true, Ordering::SeqCst);
     "finished anyway".to_owned()
 }
 
-/// Sleeps `ms`; answers inline when that fits in 100 ms.
-#[task_tool(inline_budget = "100ms")]
+/// An ordinary (never a task) tool that waits until its request is cancelled.
+#[task_tool(mode = "inline")]
+async fn inline_waits(ctx: TaskContext, State(probes): State<Probes>) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    probes.inline_saw_cancel.store(true, Ordering::SeqCst);
+    Err(ToolError::cancelled())
+}
+
+/// Counts a drop that comes before the work's end.
+struct DropProbe(Arc<AtomicUsize>, bool);
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Optional, with a 1 s inline budget; works for 3 s and ignores cancellation. Counts its
+/// starts, and its work dropped before the end.
+#[task_tool(inline_budget = "1s")]
+async fn slow_optional(State(probes): State<Probes>) -> String {
+    probes.slow_started.fetch_add(1, Ordering::SeqCst);
+    let mut guard = DropProbe(probes.slow_dropped.clone(), false);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    guard.1 = true;
+    "slow done".to_owned()
+}
+
+/// Asks for the client's roots, then for a completion, and answers with both.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+#[allow(
+    deprecated,
+    reason = "sampling and roots are still part of the 2026-07-28 wire"
+)]
+async fn roots_then_sample(ctx: TaskContext) -> Result<String, ToolError> {
+    let roots = ctx.roots().await?;
+    let uris: Vec<String> = roots.roots.iter().map(|r| r.uri.clone()).collect();
+    let params: rmcp::model::CreateMessageRequestParams = serde_json::from_value(json!({
+        "messages": [{ "role": "user", "content": { "type": "text", "text": "6 x 7?" } }],
+        "maxTokens": 10
+    }))
+    .map_err(|e| ToolError::new(e.to_string()))?;
+    let reply = ctx.sample(params).await?;
+    let said = serde_json::to_value(&reply.message.content).unwrap_or_default();
+    Ok(format!(
+        "roots {}; {} said {}",
+        uris.join(","),
+        reply.model,
+        said["text"].as_str().unwrap_or("?")
+    ))
+}
+
+/// Sleeps `ms`; answers inline when that fits in its 1 s budget. The tests call it with 0 ms
+/// (1 s of margin for a loaded machine) and 1,500 ms (a sleep never ends early).
+#[task_tool(inline_budget = "1s")]
 async fn budget(State(probes): State<Probes>, #[arg(default)] ms: u64) -> String {
     probes.runs.fetch_add(1, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -155,7 +219,11 @@ impl Fixture {
     }
 
     fn server(&self) -> TaskServer {
-        let toolkit = toolkit![
+        TaskServer::new(self.toolkit())
+    }
+
+    fn toolkit(&self) -> mcp_tasks::Toolkit {
+        toolkit![
             echo,
             plain,
             only_task,
@@ -168,11 +236,13 @@ impl Fixture {
             budget,
             forever,
             ask_name,
-            ask_then_work
+            ask_then_work,
+            inline_waits,
+            slow_optional,
+            roots_then_sample
         ]
         .expect("distinct, valid tools")
-        .with_state(self.probes.clone());
-        TaskServer::new(toolkit)
+        .with_state(self.probes.clone())
     }
 }
 
@@ -373,34 +443,39 @@ async fn unknown_task_is_32602() {
 async fn cancel_honoured_and_ignored() {
     let fx = Fixture::new();
     for mut peer in both(|| fx.server()).await {
+        // Each pass (HTTP, stdio) starts with its probes unset.
+        fx.probes.saw_cancel.store(false, Ordering::SeqCst);
+        fx.probes.stubborn_saw_cancel.store(false, Ordering::SeqCst);
         let id = task_id(&peer.call("cancellable", json!({}), TASKS).await);
         // statusMessage is visible in tasks/get while the task runs.
-        let working = peer.wait_status(&id, "working").await;
-        let _ = working;
-        for _ in 0..100 {
-            if peer.get(&id).await["result"]["statusMessage"] == "waiting to be cancelled" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(
-            peer.get(&id).await["result"]["statusMessage"],
-            "waiting to be cancelled"
-        );
+        let working = peer
+            .wait_for(&id, "its status message", |task| {
+                task["statusMessage"] == "waiting to be cancelled"
+            })
+            .await;
+        assert_eq!(working["status"], "working");
+        assert!(!fx.probes.saw_cancel.load(Ordering::SeqCst));
         let ack = peer
             .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
             .await;
         assert_eq!(ack["result"], json!({ "resultType": "complete" }));
         assert_eq!(peer.wait_terminal(&id).await["status"], "cancelled");
-        assert!(fx.probes.saw_cancel.load(Ordering::SeqCst));
+        assert!(
+            fx.probes.saw_cancel.load(Ordering::SeqCst),
+            "the work saw it"
+        );
 
+        // `stubborn` ends only once a cancel reaches it, and then completes: the status is
+        // what the work did, not what was asked (R37).
         let id = task_id(&peer.call("stubborn", json!({}), TASKS).await);
+        assert_eq!(peer.get(&id).await["result"]["status"], "working");
         let ack = peer
             .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
             .await;
-        assert_eq!(ack["result"]["resultType"], "complete");
+        assert_eq!(ack["result"], json!({ "resultType": "complete" }));
         let done = peer.wait_terminal(&id).await;
-        assert_eq!(done["status"], "completed");
+        assert!(fx.probes.stubborn_saw_cancel.load(Ordering::SeqCst));
+        assert_eq!(done["status"], "completed", "{done}");
         assert_eq!(first_text(&done["result"]), "finished anyway");
     }
 }
@@ -484,7 +559,9 @@ async fn input_required_partial_answers() {
 }
 
 /// Inline budget, both ways: a fast call answers inline, a slow one becomes a task around
-/// the running work; each call's work starts once.
+/// the running work; each call's work starts once. Real time with margins a loaded machine
+/// keeps (0 ms of work against a 1 s budget; a 1.5 s sleep, which never ends early);
+/// `inline_budget_on_paused_time` checks the boundary exactly.
 #[tokio::test]
 async fn inline_budget_both_ways() {
     let fx = Fixture::new();
@@ -493,16 +570,41 @@ async fn inline_budget_both_ways() {
         let fast = peer.call("budget", json!({ "ms": 0 }), TASKS).await;
         assert_eq!(fast["result"]["resultType"], "complete", "{fast}");
         assert_eq!(first_text(&fast["result"]), "slept 0");
-        let slow = peer.call("budget", json!({ "ms": 400 }), TASKS).await;
+        let slow = peer.call("budget", json!({ "ms": 1500 }), TASKS).await;
         let id = task_id(&slow);
         let done = peer.wait_terminal(&id).await;
-        assert_eq!(first_text(&done["result"]), "slept 400");
+        assert_eq!(first_text(&done["result"]), "slept 1500");
         assert_eq!(
             fx.probes.runs.load(Ordering::SeqCst) - before,
             2,
             "each call's work ran once"
         );
     }
+}
+
+/// The inline budget on paused time (stdio pipe, no real I/O): work that ends 1 ms before
+/// the budget answers inline, work that ends 1 ms after it becomes a task.
+#[tokio::test(start_paused = true)]
+async fn inline_budget_on_paused_time() {
+    let fx = Fixture::new();
+    let mut peer = Peer::Stdio(Stdio::start(fx.server()));
+    let start = tokio::time::Instant::now();
+    let under = peer.call("budget", json!({ "ms": 999 }), TASKS).await;
+    assert_eq!(under["result"]["resultType"], "complete", "{under}");
+    assert_eq!(first_text(&under["result"]), "slept 999");
+    assert_eq!(start.elapsed(), Duration::from_millis(999));
+    let start = tokio::time::Instant::now();
+    let over = peer.call("budget", json!({ "ms": 1001 }), TASKS).await;
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_millis(1000),
+        "answered at the budget"
+    );
+    let id = task_id(&over);
+    assert_eq!(
+        first_text(&peer.wait_terminal(&id).await["result"]),
+        "slept 1001"
+    );
 }
 
 /// Invalid arguments never create a task: an immediate `isError` result naming the field.
@@ -628,27 +730,61 @@ async fn another_owner_sees_nothing() {
     let (_, created) = alice
         .rpc(
             "tools/call",
-            json!({ "name": "cancellable", "arguments": {} }),
+            json!({ "name": "ask_name", "arguments": {} }),
             TASKS,
         )
         .await;
     let id = task_id(&created);
+    let mut patience = Patience::new("alice's task to ask its question");
+    let key = loop {
+        let (_, mine) = alice.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
+        if mine["result"]["status"] == "input_required" {
+            break first_input_key(&mine["result"]);
+        }
+        patience.wait().await;
+    };
+    // Mallory answers the real key with a well-formed answer, and cancels.
     for (method, params) in [
         ("tasks/get", json!({ "taskId": id })),
         (
             "tasks/update",
-            json!({ "taskId": id, "inputResponses": {} }),
+            json!({ "taskId": id, "inputResponses": {
+                key.clone(): { "action": "accept", "content": { "name": "Mallory" } } } }),
         ),
         ("tasks/cancel", json!({ "taskId": id })),
     ] {
         let (_, response) = mallory.rpc(method, params, TASKS).await;
         assert_eq!(error_code(&response), -32602, "{method}: {response}");
     }
+    // Her answer was not taken: the key is still outstanding.
     let (_, mine) = alice.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
-    assert_eq!(
-        mine["result"]["status"], "working",
-        "the cancel from another owner did nothing"
-    );
+    assert_eq!(mine["result"]["status"], "input_required", "{mine}");
+    assert_eq!(first_input_key(&mine["result"]), key);
+    // Her cancel did not reach the work: it was acknowledged to no one before Alice's answer
+    // was sent, so had it worked the question would have ended cancelled. Alice's answer
+    // completes the task with her name.
+    let (_, ack) = alice
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": {
+                key.clone(): { "action": "accept", "content": { "name": "Alice" } } } }),
+            TASKS,
+        )
+        .await;
+    assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+    patience = Patience::new("alice's task to end");
+    let done = loop {
+        let (_, mine) = alice.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
+        if matches!(
+            mine["result"]["status"].as_str(),
+            Some("completed" | "failed" | "cancelled")
+        ) {
+            break mine["result"].clone();
+        }
+        patience.wait().await;
+    };
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(first_text(&done["result"]), "hi Alice");
 }
 
 /// R20, R17: on paused time, a task past its TTL becomes `failed` ("task expired"), its work
@@ -715,9 +851,14 @@ async fn legacy_sessions_never_see_tasks() {
         .request(json!({ "jsonrpc": "2.0", "id": 4, "method": "tasks/get",
         "params": { "taskId": "0123456789abcdef0123456789abcdef", "_meta": declaring_meta } }))
         .await;
-    assert!(
-        get.get("error").is_some(),
+    assert_eq!(
+        error_code(&get),
+        -32021,
         "no task methods on a legacy session: {get}"
+    );
+    assert_eq!(
+        get["error"]["data"],
+        json!({ "requiredCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } } })
     );
 
     // Streamable HTTP with a session
@@ -817,7 +958,7 @@ async fn inline_call_asks_by_round_trip() {
         let round2 = peer
             .rpc(
                 "tools/call",
-                json!({ "name": "ask_name", "arguments": {},
+                json!({ "name": "ask_name", "arguments": {}, "requestState": result["requestState"],
                     "inputResponses": { key.clone(): { "action": "accept", "content": { "name": "Ada" } } } }),
                 PLAIN,
             )
@@ -846,7 +987,7 @@ async fn input_before_the_task_by_round_trips() {
         };
         let round1 = peer.call("ask_then_work", json!({}), TASKS).await["result"].clone();
         assert_eq!(round1["resultType"], "input_required", "{round1}");
-        assert!(round1.get("taskId").is_none() && round1.get("requestState").is_none());
+        assert!(round1.get("taskId").is_none() && round1["requestState"].is_string());
         let key1 = first_input_key(&round1);
 
         let round2 = peer
@@ -854,7 +995,7 @@ async fn input_before_the_task_by_round_trips() {
                 "tools/call",
                 call(
                     json!({ key1.clone(): { "action": "accept", "content": { "name": "Ada" } } }),
-                    None,
+                    Some(round1["requestState"].clone()),
                 ),
                 TASKS,
             )
@@ -897,5 +1038,223 @@ async fn input_before_the_task_by_round_trips() {
             )
             .await;
         assert_eq!(error_code(&forged), -32602, "{forged}");
+    }
+}
+
+/// A `tools/list` request: answered after every message sent before it was read.
+fn barrier(id: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list", "params": { "_meta": meta(PLAIN) } })
+}
+
+/// C27 (stdio): `notifications/cancelled` for an inline call reaches the running tool, and
+/// no answer is sent for the cancelled request.
+#[tokio::test]
+async fn notifications_cancelled_reaches_an_inline_call() {
+    let fx = Fixture::new();
+    let mut stdio = Stdio::start(fx.server());
+    let id = stdio
+        .send_rpc(
+            "tools/call",
+            json!({ "name": "inline_waits", "arguments": {} }),
+            TASKS,
+        )
+        .await;
+    // The call is running (a ping behind it is answered) before it is cancelled.
+    let (pong, _) = stdio.request_noting(barrier("ping-1")).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    assert!(!fx.probes.inline_saw_cancel.load(Ordering::SeqCst));
+    stdio
+        .send(
+            &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": id, "reason": "the user gave up" } }),
+        )
+        .await;
+    let patience = Patience::new("the inline tool to see its cancellation");
+    while !fx.probes.inline_saw_cancel.load(Ordering::SeqCst) {
+        patience.wait().await;
+    }
+    let (after, before) = stdio.request_noting(barrier("ping-2")).await;
+    assert!(after.get("result").is_some(), "{after}");
+    assert!(
+        before.iter().all(|message| message["id"] != id),
+        "no answer for a cancelled request: {before:?}"
+    );
+}
+
+/// C27 + the inline budget, on paused time: a declaring call to an optional tool whose
+/// request is cancelled while it still runs within its budget is never promoted: its work
+/// stops (dropped before its end), no task is created, and nothing is answered for it, even
+/// once the budget and the work's own length have passed.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_before_promotion_creates_no_task() {
+    let fx = Fixture::new();
+    let store = Arc::new(MemoryStore::new());
+    let engine = mcp_tasks::Engine::new(fx.toolkit()).with_shared_store(store.clone());
+    let mut stdio = Stdio::start(TaskServer::from_engine(engine));
+    let id = stdio
+        .send_rpc(
+            "tools/call",
+            json!({ "name": "slow_optional", "arguments": {} }),
+            TASKS,
+        )
+        .await;
+    let patience = Patience::new("slow_optional to start");
+    while fx.probes.slow_started.load(Ordering::SeqCst) == 0 {
+        patience.wait().await;
+    }
+    stdio
+        .send(
+            &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": id } }),
+        )
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (pong, before) = stdio.request_noting(barrier("ping")).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    assert!(
+        before.iter().all(|message| message["id"] != id),
+        "no answer (and no task handle) for a cancelled request: {before:?}"
+    );
+    assert!(store.is_empty(), "no task created");
+    assert_eq!(fx.probes.slow_started.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        fx.probes.slow_dropped.load(Ordering::SeqCst),
+        1,
+        "the work was stopped before its end"
+    );
+}
+
+fn declaring(sampling: bool, roots: bool) -> Value {
+    let mut capabilities = capabilities(TASKS);
+    if sampling {
+        capabilities["sampling"] = json!({});
+    }
+    if roots {
+        capabilities["roots"] = json!({});
+    }
+    meta_declaring(capabilities)
+}
+
+/// Sampling and roots inside a task: each is an input request of its own method, outstanding
+/// until `tasks/update` brings an answer of the right type; a malformed answer is refused
+/// with -32602 naming the key and the expected result, and changes nothing. A request that
+/// did not declare `sampling` gets no sampling request: the task fails with -32021 naming it
+/// (C18).
+#[tokio::test]
+async fn sampling_and_roots_inside_a_task() {
+    let fx = Fixture::new();
+    for mut peer in both(|| fx.server()).await {
+        let created = peer
+            .rpc_meta(
+                "tools/call",
+                json!({ "name": "roots_then_sample", "arguments": {} }),
+                declaring(true, true),
+            )
+            .await;
+        let id = task_id(&created);
+        let mut task = peer.wait_status(&id, "input_required").await;
+        let key = first_input_key(&task);
+        assert_eq!(
+            task["inputRequests"][&key]["method"], "roots/list",
+            "{task}"
+        );
+
+        for bad in [json!({ "roots": "none" }), json!({ "action": "accept" })] {
+            let refused = peer
+                .rpc(
+                    "tasks/update",
+                    json!({ "taskId": id, "inputResponses": { key.clone(): bad } }),
+                    TASKS,
+                )
+                .await;
+            assert_eq!(error_code(&refused), -32602, "{refused}");
+            let message = refused["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(&key) && message.contains("ListRootsResult"),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            peer.get(&id).await["result"]["inputRequests"],
+            task["inputRequests"],
+            "a refused answer changes nothing"
+        );
+        let ack = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { key.clone():
+                    { "roots": [{ "uri": "file:///work", "name": "work" }] } } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+
+        task = peer
+            .wait_for(&id, "the sampling request", |task| {
+                task["status"] == "input_required"
+                    && task["inputRequests"].as_object().is_some_and(|r| {
+                        r.values().any(|q| q["method"] == "sampling/createMessage")
+                    })
+            })
+            .await;
+        let key = first_input_key(&task);
+        let request = &task["inputRequests"][&key];
+        assert_eq!(request["params"]["maxTokens"], 10, "{request}");
+        let refused = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { key.clone(): { "role": "assistant" } } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(error_code(&refused), -32602, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("CreateMessageResult"),
+            "{refused}"
+        );
+        let ack = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { key.clone(): {
+                    "role": "assistant", "model": "tiny",
+                    "content": { "type": "text", "text": "42" } } } }),
+                TASKS,
+            )
+            .await;
+        assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(
+            first_text(&done["result"]),
+            "roots file:///work; tiny said 42"
+        );
+
+        // Roots declared, sampling not: the roots question is asked, sampling refused.
+        let created = peer
+            .rpc_meta(
+                "tools/call",
+                json!({ "name": "roots_then_sample", "arguments": {} }),
+                declaring(false, true),
+            )
+            .await;
+        let id = task_id(&created);
+        let task = peer.wait_status(&id, "input_required").await;
+        let key = first_input_key(&task);
+        peer.rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { key: { "roots": [] } } }),
+            TASKS,
+        )
+        .await;
+        let done = peer.wait_terminal(&id).await;
+        assert_eq!(done["status"], "failed", "{done}");
+        assert_eq!(done["error"]["code"], -32021);
+        assert_eq!(
+            done["error"]["data"],
+            json!({ "requiredCapabilities": { "sampling": {} } })
+        );
     }
 }

@@ -607,3 +607,71 @@ async fn memory_store_capacity() {
     store.create(new_task("c", None)).await.unwrap();
     assert_eq!(store.len(), 2);
 }
+
+/// Capacity, the same for every store: `limit` tasks at most, live or finished (a finished
+/// task counts until it is purged, by the sweep or by a read); one more is
+/// `StoreError::Full { capacity }` and changes nothing; a purge makes room. No task is
+/// evicted. Time must be paused.
+async fn capacity(store: impl TaskStore, limit: usize) {
+    assert!(limit >= 3, "the check needs room for three tasks");
+    let ttl = Some(Duration::from_secs(10));
+    let ids: Vec<String> = (0..limit).map(|i| format!("t{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        // t0 and t1 expire; the others never do.
+        let ttl = if i < 2 { ttl } else { None };
+        store.create(new_task(id, ttl)).await.unwrap();
+    }
+    let full = |result: Result<_, StoreError>| match result {
+        Err(error @ StoreError::Full { capacity }) => {
+            assert_eq!(capacity, limit);
+            assert_eq!(
+                error.to_string(),
+                format!("the task store is full ({limit} tasks)")
+            );
+        }
+        other => panic!("expected StoreError::Full, got {other:?}"),
+    };
+    full(store.create(new_task("over", None)).await);
+    assert!(
+        store.get("over").await.unwrap().is_none(),
+        "nothing created"
+    );
+    for id in &ids {
+        let task = store.get(id).await.unwrap().expect("no task evicted");
+        assert_eq!(task.status, TaskStatus::Working);
+    }
+    // A finished task still counts.
+    store.finish("t1", Outcome::Cancelled).await.unwrap();
+    full(store.create(new_task("over", None)).await);
+
+    // At t1's TTL the sweep purges it (terminal) and expires t0 (which still counts).
+    tokio::time::advance(Duration::from_millis(10_001)).await;
+    store.expire_due().await.unwrap();
+    store.create(new_task("after-sweep", None)).await.unwrap();
+    full(store.create(new_task("over", None)).await);
+
+    // After the retention for expired tasks, a read purges t0: room for one more.
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert!(store.get("t0").await.unwrap().is_none(), "t0 purged");
+    store.create(new_task("after-read", None)).await.unwrap();
+    full(store.create(new_task("over", None)).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_store_capacity_contract() {
+    capacity(MemoryStore::new().with_capacity(3), 3).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn sqlite_store_capacity_contract() {
+    let db = TempDb::new("capacity");
+    capacity(SqliteStore::open(&db.0).unwrap().with_capacity(3), 3).await;
+    // The limit counts what the file holds, also across a reopen.
+    let store = SqliteStore::open(&db.0).unwrap().with_capacity(3);
+    assert!(matches!(
+        store.create(new_task("reopened", None)).await,
+        Err(StoreError::Full { capacity: 3 })
+    ));
+    let store = store.with_capacity(4);
+    store.create(new_task("reopened", None)).await.unwrap();
+}

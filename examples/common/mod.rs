@@ -192,6 +192,7 @@ pub async fn server(
 pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<()> {
     let (server, rest) = server(flags, Duration::from_secs(1)).await?;
     let mut port = 8080u16;
+    let mut options = mcp_tasks::HttpOptions::new();
     let mut rest = rest.into_iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
@@ -201,17 +202,23 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
                     .and_then(|p| p.parse().ok())
                     .ok_or_else(|| usage("--port takes a number, e.g. --port 8080"))?;
             }
+            // Every request needs `Authorization: Bearer <token>`; the token names its owner.
+            "--tokens" => {
+                let tokens = mcp_tasks::StaticTokens::parse(&rest.next().unwrap_or_default())
+                    .map_err(|e| usage(&format!("--tokens: {e}")))?;
+                options = options.with_static_tokens(tokens);
+            }
             other => {
                 return Err(usage(&format!(
-                    "unknown argument `{other}`; expected --port N, --store memory|sqlite:PATH, \
-                     --journal PATH"
+                    "unknown argument `{other}`; expected --port N, --tokens owner:token,..., \
+                     --store memory|sqlite:PATH, --journal PATH"
                 )));
             }
         }
     }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
-    mcp_tasks::serve_http(listener, server).await
+    mcp_tasks::serve_http_with(listener, server, options).await
 }
 
 fn usage(message: &str) -> std::io::Error {

@@ -52,6 +52,16 @@ pub fn bad_input_response(key: &str, expected: &str, problem: &str) -> ErrorData
     )
 }
 
+/// `-32602` for a `requestState` refused on a retry (WIRE.md C19): `reason` says why
+/// ("has expired", "was issued to another principal", ...).
+#[must_use]
+pub fn bad_request_state(reason: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("requestState {reason}; retry the call without requestState and inputResponses"),
+        None,
+    )
+}
+
 /// `-32603` when the store cannot take another task.
 #[must_use]
 pub fn store_full(capacity: usize) -> ErrorData {
@@ -186,6 +196,98 @@ pub fn state_not_registered(tool: &str, state_type: &str) -> ErrorData {
 pub fn output_not_serializable(error: &serde_json::Error) -> ErrorData {
     ErrorData::internal_error(
         format!("the tool's output does not serialize to JSON: {error}"),
+
+// ---- Malformed requests and request limits (server::guard, issue 12) ----
+
+/// `-32700` for a request body or stdio line that is not JSON, not UTF-8, or nests too deep.
+/// `problem` says which, e.g. "the body is not valid UTF-8 (at byte 12)".
+#[must_use]
+pub fn parse_error(problem: &str) -> ErrorData {
+    ErrorData::parse_error(format!("Parse error: {problem}"), None)
+}
+
+/// `-32600` for JSON that is not one JSON-RPC message object.
+#[must_use]
+pub fn not_a_message(found: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("Invalid request: expected one JSON-RPC message object, got {found}"),
+        None,
+    )
+}
+
+/// `-32600` for a request larger than [`Limits::max_request_bytes`](crate::Limits).
+#[must_use]
+pub fn request_too_large(limit: usize) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "Invalid request: the request is larger than the limit of {limit} bytes; send less, \
+             or raise it with Limits::with_max_request_bytes"
+        ),
+        Some(json!({ "maxRequestBytes": limit })),
+    )
+}
+
+/// `-32602` for a malformed field of a request's params: `"{method}: params.{field} must be
+/// {expected}"`, plus what was found, e.g.
+/// `"tasks/get: params.taskId must be a string, got a number"`.
+#[must_use]
+pub fn malformed_param(method: &str, field: &str, expected: &str, found: &str) -> ErrorData {
+    let path = if field.is_empty() {
+        "params".to_owned()
+    } else {
+        format!("params.{field}")
+    };
+    ErrorData::invalid_params(
+        format!("{method}: {path} must be {expected}, got {found}"),
+        Some(json!({ "field": path })),
+    )
+}
+
+/// `-32602` for a required field of a request's params that is missing, e.g.
+/// `"tasks/update: params.inputResponses is required: an object ..."`.
+#[must_use]
+pub fn missing_param(method: &str, field: &str, expected: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("{method}: params.{field} is required: {expected}"),
+        Some(json!({ "field": format!("params.{field}") })),
+    )
+}
+
+/// `-32602` for params that the wire types reject for another reason; `problem` is the
+/// decoder's text.
+#[must_use]
+pub fn invalid_params_shape(method: &str, problem: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("{method}: invalid params: {problem}"), None)
+}
+
+/// `-32602` for `tools/call` arguments larger than
+/// [`Limits::max_arguments_bytes`](crate::Limits).
+#[must_use]
+pub fn arguments_too_large(size: usize, limit: usize) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "tools/call: params.arguments is {size} bytes, more than the limit of {limit} bytes; \
+             send less, or raise it with Limits::with_max_arguments_bytes"
+        ),
+        Some(json!({ "field": "params.arguments", "size": size, "maxArgumentsBytes": limit })),
+    )
+}
+
+/// `-32600` for a JSON-RPC envelope field of the wrong type, e.g.
+/// `"Invalid request: id must be a string or an integer, got an object"`.
+#[must_use]
+pub fn malformed_envelope(field: &str, expected: &str, found: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("Invalid request: {field} must be {expected}, got {found}"),
+        Some(json!({ "field": field })),
+    )
+}
+
+/// `-32600` for a message the JSON-RPC decoder rejects; `problem` is its text.
+#[must_use]
+pub fn undecodable_message(problem: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!("Invalid request: not a JSON-RPC 2.0 message: {problem}"),
         None,
     )
 }

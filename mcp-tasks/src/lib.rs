@@ -15,7 +15,7 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
-//! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum) |
+//! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum); [`HttpOptions`]: bearer tokens, allowed origins |
 //! | `sqlite` | `SqliteStore`, the durable store on one SQLite file (SQLite built in) |
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
 //! | `https` | `https://` endpoints for the client (rustls) |
@@ -30,6 +30,7 @@ mod context;
 mod errors;
 mod extract;
 mod id;
+pub mod limits;
 mod runtime;
 pub mod server;
 pub mod store;
@@ -37,6 +38,7 @@ pub mod tool;
 pub mod toolkit;
 
 pub use context::{State, StepError, TaskContext};
+pub use limits::Limits;
 /// Turns an `async fn` into a task tool.
 ///
 /// ```
@@ -149,10 +151,18 @@ pub use context::{State, StepError, TaskContext};
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
 #[cfg(feature = "stdio")]
+pub use server::serve_io;
+#[cfg(feature = "stdio")]
 pub use server::serve_stdio;
-pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
 #[cfg(feature = "http")]
-pub use server::{http_router, http_service, serve_http};
+pub use server::{
+    AuthError, HttpOptions, LOCALHOST_ORIGINS, StaticTokens, TokenListError, TokenValidator,
+    http_router, http_router_with, http_service, http_service_with, serve_http, serve_http_with,
+};
+pub use server::{
+    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey,
+    RequestStateKeyError, TaskServer,
+};
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::{MemoryStore, TaskStore};

@@ -325,13 +325,15 @@ async fn resume_after_the_first_process_died() {
 
 #[tokio::test]
 async fn usage_errors_exit_4_with_a_reason() {
+    // A port this test holds without listening on it: nothing can take it meanwhile, and a
+    // connection to it is refused (no assumption about what listens on a fixed port).
+    let held = tokio::net::TcpSocket::new_v4().unwrap();
+    held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let nobody = format!("http://{}/mcp", held.local_addr().unwrap());
     for (args, expected) in [
         (&["call"][..], "missing <target>"),
-        (&["call", "http://127.0.0.1:9/mcp"], "`call` needs <tool>"),
-        (
-            &["frob", "http://127.0.0.1:9/mcp"],
-            "unknown command `frob`",
-        ),
+        (&["call", nobody.as_str()], "`call` needs <tool>"),
+        (&["frob", nobody.as_str()], "unknown command `frob`"),
         (&["get", "ftp://x", "id"], "invalid target"),
     ] {
         let run = run(args, "").await;
@@ -339,7 +341,7 @@ async fn usage_errors_exit_4_with_a_reason() {
         assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
     }
     // A server that is not there: a connection error, exit 4.
-    let unreachable = run(&["tools", "http://127.0.0.1:9/mcp"], "").await;
+    let unreachable = run(&["tools", nobody.as_str()], "").await;
     assert_eq!(unreachable.code, 4, "{}", unreachable.stderr);
     assert!(
         unreachable.stderr.contains("cannot connect"),

@@ -1,17 +1,88 @@
 //! Shared test harness: hand-written tools and raw JSON-RPC peers over real transports
-//! (Streamable HTTP on 127.0.0.1:0, and stdio framing over an in-process pipe).
+//! (Streamable HTTP on 127.0.0.1:0, and stdio framing over an in-process pipe), the one
+//! polling helper ([`Patience`]), the one duplex-server helper ([`serve_duplex`]), and a
+//! scripted rmcp server ([`scripted`]) for what our server does not do.
 #![allow(
     dead_code,
     reason = "each test binary uses a different part of the harness"
 )]
 
+pub mod scripted;
+
+use std::time::Duration;
+
 use mcp_tasks::{TaskContext, TaskServer, ToolError, task_tool};
-use rmcp::ServiceExt;
 use rmcp::model::{ElicitResult, ElicitationSchema};
+use rmcp::{RoleServer, Service, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 pub const V2026: &str = "2026-07-28";
+
+/// How long a poll waits for something that should happen "soon" before the test fails: a
+/// margin a loaded 2-core machine keeps. On paused tokio time the waits between polls
+/// auto-advance, so the bound costs nothing there.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The pause between two polls.
+pub const POLL: Duration = Duration::from_millis(10);
+
+/// The one polling helper: a deadline for a condition a test polls for, and the pause
+/// between polls.
+///
+/// ```ignore
+/// let patience = Patience::new(format!("task {id} completed"));
+/// let done = loop {
+///     let snapshot = peer.get(&id).await;
+///     if snapshot["result"]["status"] == "completed" { break snapshot; }
+///     patience.wait().await;
+/// };
+/// ```
+pub struct Patience {
+    what: String,
+    deadline: tokio::time::Instant,
+}
+
+impl Patience {
+    /// Polling for `what` (named in the failure), for at most [`PATIENCE`].
+    pub fn new(what: impl Into<String>) -> Self {
+        Self::with_bound(what, PATIENCE)
+    }
+
+    /// Polling for `what` for at most `bound`.
+    pub fn with_bound(what: impl Into<String>, bound: Duration) -> Self {
+        Self {
+            what: what.into(),
+            deadline: tokio::time::Instant::now() + bound,
+        }
+    }
+
+    /// Whether the bound has passed.
+    pub fn expired(&self) -> bool {
+        tokio::time::Instant::now() >= self.deadline
+    }
+
+    /// Fails the test once the bound has passed; else waits [`POLL`].
+    pub async fn wait(&self) {
+        assert!(!self.expired(), "gave up waiting: {}", self.what);
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The one duplex-server helper: serves `service` (our `TaskServer`, or any rmcp server) on
+/// an in-process pipe, newline-delimited JSON as on stdio, and returns the client's end.
+pub fn serve_duplex<S>(service: S) -> tokio::io::DuplexStream
+where
+    S: Service<RoleServer> + Send + 'static,
+{
+    let (client, server_io) = tokio::io::duplex(1 << 20);
+    tokio::spawn(async move {
+        if let Ok(running) = service.serve(server_io).await {
+            let _ = running.waiting().await;
+        }
+    });
+    client
+}
 
 /// What a request declares in `_meta.io.modelcontextprotocol/clientCapabilities`.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +101,11 @@ pub const PLAIN: Caps = Caps {
 };
 
 pub fn meta(caps: Caps) -> Value {
+    meta_declaring(capabilities(caps))
+}
+
+/// The `clientCapabilities` object of `caps`.
+pub fn capabilities(caps: Caps) -> Value {
     let mut capabilities = json!({});
     if caps.elicitation {
         capabilities["elicitation"] = json!({ "form": {} });
@@ -37,6 +113,11 @@ pub fn meta(caps: Caps) -> Value {
     if caps.tasks {
         capabilities["extensions"] = json!({ "io.modelcontextprotocol/tasks": {} });
     }
+    capabilities
+}
+
+/// Modern `_meta` declaring exactly `capabilities` (a `clientCapabilities` object).
+pub fn meta_declaring(capabilities: Value) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": V2026,
         "io.modelcontextprotocol/clientInfo": { "name": "mcp-tasks-tests", "version": "0" },
@@ -44,11 +125,11 @@ pub fn meta(caps: Caps) -> Value {
     })
 }
 
-fn with_meta(mut params: Value, caps: Caps) -> Value {
+fn with_meta(mut params: Value, meta: Value) -> Value {
     if params.is_null() {
         params = json!({});
     }
-    params["_meta"] = meta(caps);
+    params["_meta"] = meta;
     params
 }
 
@@ -61,9 +142,14 @@ pub enum Peer {
 impl Peer {
     /// Sends one request with modern `_meta` and returns the whole response object.
     pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> Value {
+        self.rpc_meta(method, params, meta(caps)).await
+    }
+
+    /// [`Peer::rpc`] with this `_meta`.
+    pub async fn rpc_meta(&mut self, method: &str, params: Value, meta: Value) -> Value {
         match self {
-            Self::Http(http) => http.rpc(method, params, caps).await.1,
-            Self::Stdio(stdio) => stdio.rpc(method, params, caps).await,
+            Self::Http(http) => http.rpc_meta(method, params, meta).await.1,
+            Self::Stdio(stdio) => stdio.rpc_meta(method, params, meta).await,
         }
     }
 
@@ -81,9 +167,10 @@ impl Peer {
             .await
     }
 
-    /// Polls `tasks/get` until the task is terminal (bounded).
+    /// Polls `tasks/get` until the task is terminal ([`Patience`]).
     pub async fn wait_terminal(&mut self, task_id: &str) -> Value {
-        for _ in 0..500 {
+        let patience = Patience::new(format!("task {task_id} to end"));
+        loop {
             let response = self.get(task_id).await;
             let status = response["result"]["status"]
                 .as_str()
@@ -96,21 +183,33 @@ impl Peer {
                 response.get("error").is_none(),
                 "tasks/get failed: {response}"
             );
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            patience.wait().await;
         }
-        panic!("task {task_id} did not end");
     }
 
-    /// Polls until the task reaches `status` (bounded).
+    /// Polls until the task reaches `status` ([`Patience`]).
     pub async fn wait_status(&mut self, task_id: &str, status: &str) -> Value {
-        for _ in 0..500 {
+        self.wait_for(task_id, &format!("status {status}"), |task| {
+            task["status"] == status
+        })
+        .await
+    }
+
+    /// Polls `tasks/get` until `done` holds for the task object ([`Patience`]); returns it.
+    pub async fn wait_for(
+        &mut self,
+        task_id: &str,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let patience = Patience::new(format!("task {task_id}: {what}"));
+        loop {
             let response = self.get(task_id).await;
-            if response["result"]["status"] == status {
+            if done(&response["result"]) {
                 return response["result"].clone();
             }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            patience.wait().await;
         }
-        panic!("task {task_id} never reached {status}");
     }
 }
 
@@ -163,8 +262,13 @@ impl Http {
     }
 
     pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> (u16, Value) {
+        self.rpc_meta(method, params, meta(caps)).await
+    }
+
+    /// [`Http::rpc`] with this `_meta`.
+    pub async fn rpc_meta(&mut self, method: &str, params: Value, meta: Value) -> (u16, Value) {
         self.next_id += 1;
-        let params = with_meta(params, caps);
+        let params = with_meta(params, meta);
         let mut headers = vec![
             ("mcp-protocol-version", V2026.to_owned()),
             ("mcp-method", method.to_owned()),
@@ -201,13 +305,7 @@ pub struct Stdio {
 
 impl Stdio {
     pub fn start(server: TaskServer) -> Self {
-        let (client, server_io) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move {
-            if let Ok(running) = server.serve(server_io).await {
-                let _ = running.waiting().await;
-            }
-        });
-        let (read, write) = tokio::io::split(client);
+        let (read, write) = tokio::io::split(serve_duplex(server));
         Self {
             writer: write,
             reader: BufReader::new(read).lines(),
@@ -224,8 +322,15 @@ impl Stdio {
 
     /// Sends a request and returns the response with its id (skipping notifications).
     pub async fn request(&mut self, message: Value) -> Value {
+        self.request_noting(message).await.0
+    }
+
+    /// Sends a request; returns the response with its id and every other message the server
+    /// sent before it (notifications, responses to earlier requests).
+    pub async fn request_noting(&mut self, message: Value) -> (Value, Vec<Value>) {
         let id = message["id"].clone();
         self.send(&message).await;
+        let mut before = Vec::new();
         loop {
             let line = self
                 .reader
@@ -235,14 +340,35 @@ impl Stdio {
                 .expect("server closed stdio");
             let value: Value = serde_json::from_str(&line).unwrap();
             if value["id"] == id {
-                return value;
+                return (value, before);
             }
+            before.push(value);
         }
     }
 
-    pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> Value {
+    /// The id the next [`Stdio::rpc`] will use.
+    pub fn next_id(&self) -> u64 {
+        self.next_id + 1
+    }
+
+    /// Sends a request with modern `_meta` without waiting for its answer; returns its id.
+    pub async fn send_rpc(&mut self, method: &str, params: Value, caps: Caps) -> u64 {
         self.next_id += 1;
-        let params = with_meta(params, caps);
+        let params = with_meta(params, meta(caps));
+        let id = self.next_id;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        id
+    }
+
+    pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> Value {
+        self.rpc_meta(method, params, meta(caps)).await
+    }
+
+    /// [`Stdio::rpc`] with this `_meta`.
+    pub async fn rpc_meta(&mut self, method: &str, params: Value, meta: Value) -> Value {
+        self.next_id += 1;
+        let params = with_meta(params, meta);
         self.request(
             json!({ "jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params }),
         )

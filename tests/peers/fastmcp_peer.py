@@ -2,6 +2,10 @@
 
 Usage: python fastmcp_peer.py http PORT | python fastmcp_peer.py stdio
 
+With PORT 0 the peer binds a free port of 127.0.0.1 itself (no port is picked by someone
+else and released before the peer binds it) and prints `listening on PORT` on stderr once
+the socket is bound.
+
 Tools:
   greet(name)              never a task (the inline fallback)
   slow_echo(text, seconds) may run as a task; sleeps, then echoes
@@ -66,9 +70,24 @@ async def confirm_delete(filename: str, ctx: Context):
     return f"kept {filename} ({action})"
 
 
+def serve_http(port: int) -> None:
+    """Streamable HTTP on 127.0.0.1:port; port 0 binds a free one and reports it."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    print(f"listening on {sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(mcp.http_app(), log_level="warning", lifespan="on")
+    asyncio.run(uvicorn.Server(config).serve(sockets=[sock]))
+
+
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "http":
-        mcp.run(transport="http", host="127.0.0.1", port=int(sys.argv[2]), show_banner=False)
+        serve_http(int(sys.argv[2]))
     elif len(sys.argv) >= 2 and sys.argv[1] == "stdio":
         mcp.run(transport="stdio", show_banner=False)
     else:

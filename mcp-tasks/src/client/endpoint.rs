@@ -1,6 +1,8 @@
 //! Where a server is: a Streamable HTTP URL or a command line that serves stdio; and
 //! [`TaskReference`], a task's id together with its server, to resume after a restart.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use super::ClientError;
@@ -123,6 +125,11 @@ pub struct TaskReference {
     pub endpoint: Endpoint,
     /// The task id the server gave.
     pub task_id: String,
+    /// The input-request keys already answered with `tasks/update`; a resumed handle never
+    /// answers them again (R32). Absent from the JSON when empty, so references written
+    /// before this field existed still read.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub answered_keys: BTreeSet<String>,
 }
 
 impl TaskReference {
@@ -132,7 +139,15 @@ impl TaskReference {
         Self {
             endpoint,
             task_id: task_id.into(),
+            answered_keys: BTreeSet::new(),
         }
+    }
+
+    /// Adds input keys already answered.
+    #[must_use]
+    pub fn with_answered_keys(mut self, keys: impl IntoIterator<Item = String>) -> Self {
+        self.answered_keys.extend(keys);
+        self
     }
 
     /// The JSON form.

@@ -104,6 +104,22 @@ pub enum ClientError {
         /// The rounds answered.
         rounds: usize,
     },
+    /// Before any task existed, the server asked for input (an `input_required` answer to
+    /// `tools/call`) and the handlers kept answering "later" (`Ok(None)`) for longer than
+    /// [`TaskClientBuilder::with_max_input_wait`](crate::client::TaskClientBuilder::with_max_input_wait)
+    /// allows. There is no task to come back to: answer, or call the tool again later.
+    #[error(
+        "tools/call {tool}: no input handler answered {keys:?} within {waited:?}; a call that \
+         has no task yet cannot wait longer (raise TaskClientBuilder::with_max_input_wait)"
+    )]
+    InputNotAnswered {
+        /// The tool.
+        tool: String,
+        /// The keys of the unanswered input requests.
+        keys: Vec<String>,
+        /// How long the client waited.
+        waited: std::time::Duration,
+    },
     /// A task reference could not be read.
     #[error("invalid task reference")]
     InvalidReference(#[source] serde_json::Error),

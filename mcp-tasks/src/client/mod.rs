@@ -63,8 +63,16 @@
 //!
 //! # Resuming
 //!
-//! A [`TaskReference`] (endpoint and task id) serializes to JSON. A new process connects to
-//! the same endpoint and calls [`TaskClient::resume`] to get a [`TaskHandle`] again (R19).
+//! A [`TaskReference`] (endpoint, task id, and the input keys already answered) serializes
+//! to JSON. A new process connects to the same endpoint and calls [`TaskClient::resume`] to
+//! get a [`TaskHandle`] again (R19); the keys it lists are not asked again, so a person never
+//! sees the same question twice (R32). Save the reference again after a poll that answered
+//! input ([`TaskHandle::reference`] is cheap).
+//!
+//! Before a task exists, a handler may answer "later" (`Ok(None)`): the client then asks the
+//! handlers again every default poll interval, without re-sending the call, for at most
+//! [`TaskClientBuilder::with_max_input_wait`] (5 minutes by default), then fails with
+//! [`ClientError::InputNotAnswered`].
 
 #![allow(
     deprecated,
@@ -110,6 +118,9 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// The default limit of `input_required` rounds on one `tools/call` (C20).
 pub const MAX_INPUT_ROUNDS: usize = 10;
+/// The default longest wait for the handlers to answer an input request before any task
+/// exists (5 minutes).
+pub const MAX_INPUT_WAIT: Duration = Duration::from_secs(300);
 
 /// Builds a [`TaskClient`]: input handlers, polling bounds, then a transport.
 #[must_use]
@@ -120,6 +131,7 @@ pub struct TaskClientBuilder {
     min_poll_interval: Duration,
     default_poll_interval: Duration,
     max_input_rounds: usize,
+    max_input_wait: Duration,
 }
 
 impl Default for TaskClientBuilder {
@@ -130,6 +142,7 @@ impl Default for TaskClientBuilder {
             min_poll_interval: MIN_POLL_INTERVAL,
             default_poll_interval: DEFAULT_POLL_INTERVAL,
             max_input_rounds: MAX_INPUT_ROUNDS,
+            max_input_wait: MAX_INPUT_WAIT,
         }
     }
 }
@@ -187,6 +200,16 @@ impl TaskClientBuilder {
     /// How many `input_required` rounds one `tools/call` may take (default 10).
     pub fn with_max_input_rounds(mut self, rounds: usize) -> Self {
         self.max_input_rounds = rounds;
+        self
+    }
+
+    /// How long a call that has no task yet waits for its input handlers (default 5 min,
+    /// [`MAX_INPUT_WAIT`]). While every handler of an `input_required` round answers "later"
+    /// (`Ok(None)`), the handlers are asked again every default poll interval (without a
+    /// request to the server, whose answer would be the same); past this wait the call ends
+    /// with [`ClientError::InputNotAnswered`].
+    pub fn with_max_input_wait(mut self, wait: Duration) -> Self {
+        self.max_input_wait = wait;
         self
     }
 
@@ -324,6 +347,7 @@ impl TaskClientBuilder {
                 min_poll_interval: self.min_poll_interval,
                 default_poll_interval: self.default_poll_interval,
                 max_input_rounds: self.max_input_rounds,
+                max_input_wait: self.max_input_wait,
             }),
         })
     }
@@ -419,6 +443,7 @@ struct Inner {
     min_poll_interval: Duration,
     default_poll_interval: Duration,
     max_input_rounds: usize,
+    max_input_wait: Duration,
 }
 
 /// A connection to one MCP server that follows tool calls to their end. Cheap to clone.
@@ -607,22 +632,57 @@ impl TaskClient {
                             rounds: rounds - 1,
                         });
                     }
-                    let mut responses = InputResponses::new();
-                    for (key, request) in &requests {
-                        let scope = InputScope::Call {
-                            tool: name.to_owned(),
-                        };
-                        if let Some(answer) =
-                            self.inner.handlers.answer(key, request, scope).await?
-                        {
-                            responses.insert(key.clone(), answer);
-                        }
-                    }
+                    let responses = self.answer_before_task(name, &requests).await?;
                     params.input_responses = (!responses.is_empty()).then_some(responses);
                     params.request_state = state.clone();
                     previous_state = Some(state);
                 }
             }
+        }
+    }
+
+    /// The answers to one `input_required` round of a call without a task. While the
+    /// handlers answer none of its requests ("later"), they are asked again every default
+    /// poll interval, for at most the builder's `max_input_wait`: retrying the call at once
+    /// would only get the same questions back, round after round in milliseconds.
+    async fn answer_before_task(
+        &self,
+        tool: &str,
+        requests: &InputRequests,
+    ) -> Result<InputResponses, ClientError> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let mut responses = InputResponses::new();
+            for (key, request) in requests {
+                let scope = InputScope::Call {
+                    tool: tool.to_owned(),
+                };
+                if let Some(answer) = self.inner.handlers.answer(key, request, scope).await? {
+                    responses.insert(key.clone(), answer);
+                }
+            }
+            if !responses.is_empty() || requests.is_empty() {
+                return Ok(responses);
+            }
+            let waited = started.elapsed();
+            let Some(left) = self
+                .inner
+                .max_input_wait
+                .checked_sub(waited)
+                .filter(|left| !left.is_zero())
+            else {
+                return Err(ClientError::InputNotAnswered {
+                    tool: tool.to_owned(),
+                    keys: requests.keys().cloned().collect(),
+                    waited,
+                });
+            };
+            let pause = self
+                .inner
+                .default_poll_interval
+                .max(self.inner.min_poll_interval)
+                .min(left);
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -680,7 +740,8 @@ impl TaskClient {
     }
 
     /// Continues following the task of `reference` (R19). The client must be connected to
-    /// the reference's endpoint.
+    /// the reference's endpoint. Input keys the reference lists as answered are never asked
+    /// again, even while a server's snapshots still show them (R32).
     ///
     /// # Errors
     /// [`ClientError::EndpointMismatch`]; otherwise as for [`TaskClient::task`].
@@ -691,7 +752,9 @@ impl TaskClient {
                 connected: self.inner.endpoint.to_string(),
             });
         }
-        self.task(&reference.task_id).await
+        let snapshot = self.get_task(&reference.task_id).await?;
+        Ok(TaskHandle::from_snapshot(self.clone(), snapshot)
+            .with_answered(reference.answered_keys.iter().cloned()))
     }
 
     /// `tasks/get`.

@@ -117,6 +117,20 @@ impl TaskHandle {
         }
     }
 
+    /// Marks `keys` as answered: they are never answered again (R32).
+    pub(crate) fn with_answered(mut self, keys: impl IntoIterator<Item = String>) -> Self {
+        self.answered.extend(keys);
+        self
+    }
+
+    /// The input keys this handle answered, or was told were answered (sorted).
+    #[must_use]
+    pub fn answered_keys(&self) -> Vec<&str> {
+        let mut keys: Vec<&str> = self.answered.iter().map(String::as_str).collect();
+        keys.sort_unstable();
+        keys
+    }
+
     /// The task id.
     #[must_use]
     pub fn id(&self) -> &str {
@@ -135,10 +149,12 @@ impl TaskHandle {
         self.snapshot.status()
     }
 
-    /// What to persist to resume this task later ([`TaskClient::resume`]).
+    /// What to persist to resume this task later ([`TaskClient::resume`]): the endpoint,
+    /// the task id and the input keys answered so far (R32).
     #[must_use]
     pub fn reference(&self) -> TaskReference {
         TaskReference::new(self.client.endpoint().clone(), self.id())
+            .with_answered_keys(self.answered.iter().cloned())
     }
 
     /// The pause before the next poll: the latest `pollIntervalMs` (else the creation

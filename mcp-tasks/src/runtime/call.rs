@@ -485,7 +485,7 @@ pub(crate) struct Call<'a> {
     pub(crate) tool: Arc<str>,
     pub(crate) owner: Arc<str>,
     pub(crate) client_capabilities: ClientCapabilities,
-    pub(crate) arguments: JsonObject,
+    pub(crate) arguments: &'a JsonObject,
     pub(crate) request_meta: JsonObject,
     /// `Some` on the modern wire, with the answers the client sent.
     pub(crate) mrtr: Option<InputResponses>,

@@ -79,16 +79,25 @@ use crate::{
     toolkit::Toolkit,
 };
 
+mod auth;
+mod request_state;
 mod router;
+pub mod guard;
 #[cfg(feature = "http")]
 mod serve_http;
 #[cfg(feature = "stdio")]
 mod serve_stdio;
 
 #[cfg(feature = "http")]
-pub use serve_http::{http_router, http_service, serve_http};
+pub use auth::{AuthError, StaticTokens, TokenListError, TokenValidator};
+pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
+#[cfg(feature = "http")]
+pub use serve_http::{
+    HttpOptions, LOCALHOST_ORIGINS, http_router, http_router_with, http_service, http_service_with,
+    serve_http, serve_http_with,
+};
 #[cfg(feature = "stdio")]
-pub use serve_stdio::serve_stdio;
+pub use serve_stdio::{serve_io, serve_stdio};
 
 /// The principal a task belongs to (WIRE.md R49).
 ///
@@ -120,6 +129,7 @@ pub struct Engine {
     runtime: Arc<Runtime>,
     default_owner: Arc<str>,
     tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
+    request_state: Arc<request_state::Sealer>,
     reap_interval: std::time::Duration,
     /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
     result_meta: Arc<MetaObject>,
@@ -149,6 +159,10 @@ impl Engine {
             runtime: Runtime::new(Arc::new(MemoryStore::new()), DEFAULT_REAP_INTERVAL),
             default_owner: Arc::from(DEFAULT_OWNER),
             tool_names: Arc::new(tool_names),
+            request_state: Arc::new(request_state::Sealer::new(
+                RequestStateKey::generate(),
+                DEFAULT_REQUEST_STATE_TTL,
+            )),
             reap_interval: DEFAULT_REAP_INTERVAL,
             result_meta: Arc::new(server_info_meta(&default_server_info())),
         }
@@ -196,6 +210,23 @@ impl Engine {
     #[must_use]
     pub fn with_default_owner(mut self, owner: impl Into<Arc<str>>) -> Self {
         self.default_owner = owner.into();
+        self
+    }
+
+    /// Seals multi round-trip `requestState` with `key` (see [`RequestStateKey`]). Without
+    /// one the engine generates a random key at start: then states do not survive a restart
+    /// and other instances refuse them.
+    #[must_use]
+    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
+        self.request_state = Arc::new((*self.request_state).clone().with_key(key));
+        self
+    }
+
+    /// How long a sealed `requestState` is accepted after it is issued (default
+    /// [`DEFAULT_REQUEST_STATE_TTL`], 15 minutes).
+    #[must_use]
+    pub fn with_request_state_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.request_state = Arc::new((*self.request_state).clone().with_ttl(ttl));
         self
     }
 
@@ -268,9 +299,15 @@ impl Engine {
             Mode::Inline => false,
         };
         let arguments = params.arguments.unwrap_or_default();
+        let owner = self.owner(context);
+        let binding = request_state::Binding {
+            owner: &owner,
+            tool: definition.name(),
+            arguments: &arguments,
+        };
         let mrtr = if is_modern(context) {
-            Some(round_trip_answers(
-                definition.name(),
+            Some(self.request_state.open(
+                &binding,
                 params.request_state.as_deref(),
                 params.input_responses,
             )?)
@@ -283,9 +320,9 @@ impl Engine {
             registered,
             state: &self.state,
             tool: tool.clone(),
-            owner: self.owner(context),
+            owner: owner.clone(),
             client_capabilities: client_capabilities(context),
-            arguments,
+            arguments: &arguments,
             request_meta: meta_object(&context.meta),
             mrtr,
         };
@@ -305,7 +342,12 @@ impl Engine {
                 CallToolResponse::Task(created)
             }
             Answer::InputRequired { requests, answers } => {
-                let mut result = input_required(&tool, requests, answers);
+                // This round's requests, and a sealed `requestState` with every answer so far
+                // and the keys asked, so the retry needs only the new answers (C19, C20).
+                let state = self
+                    .request_state
+                    .seal(&binding, requests.keys(), &answers);
+                let mut result = InputRequiredResult::new(Some(requests), Some(state));
                 result.meta = Some(self.meta());
                 CallToolResponse::InputRequired(result)
             }
@@ -519,18 +561,6 @@ fn validate_responses(
     Ok(())
 }
 
-/// The `input_required` answer of a round: this round's requests, and every answer so far
-/// in `requestState`, so the retry needs only the new answers (C20).
-fn input_required(
-    tool: &str,
-    requests: rmcp::model::InputRequests,
-    answers: InputResponses,
-) -> InputRequiredResult {
-    let state = (!answers.is_empty())
-        .then(|| serde_json::json!({ "tool": tool, "answers": answers }).to_string());
-    InputRequiredResult::new(Some(requests), state)
-}
-
 /// This crate as the default `serverInfo`.
 fn default_server_info() -> Implementation {
     Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
@@ -544,29 +574,6 @@ fn server_info_meta(info: &Implementation) -> MetaObject {
             .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
     }
     meta
-}
-
-/// Every answer of a multi round-trip call: earlier rounds' from `requestState` (which this
-/// server issued for the same tool), this round's from `inputResponses` (C19-C21).
-fn round_trip_answers(
-    tool: &str,
-    request_state: Option<&str>,
-    input_responses: Option<InputResponses>,
-) -> Result<InputResponses, ErrorData> {
-    let mut answers = InputResponses::new();
-    if let Some(state) = request_state {
-        #[derive(serde::Deserialize)]
-        struct State {
-            tool: String,
-            answers: InputResponses,
-        }
-        match serde_json::from_str::<State>(state) {
-            Ok(state) if state.tool == tool => answers = state.answers,
-            _ => return Err(errors::foreign_request_state(tool)),
-        }
-    }
-    answers.extend(input_responses.unwrap_or_default());
-    Ok(answers)
 }
 
 /// A ready [`ServerHandler`]: tools from a [`Toolkit`], tasks in a [`TaskStore`].
@@ -584,6 +591,8 @@ pub struct TaskServer {
     engine: Engine,
     /// What `get_info` answers; built once, since rmcp asks for it on many requests.
     config: Arc<ServerConfig>,
+    /// What one request may carry (see [`crate::limits`]).
+    limits: crate::Limits,
 }
 
 impl TaskServer {
@@ -601,13 +610,35 @@ impl TaskServer {
         Self {
             engine,
             config: Arc::new(config),
+            limits: crate::Limits::default(),
         }
+    }
+
+    /// Sets what one request may carry; [`Limits::default()`](crate::Limits) otherwise.
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// What one request may carry.
+    #[must_use]
+    pub fn limits(&self) -> &crate::Limits {
+        &self.limits
     }
 
     /// Uses `store` for tasks.
     #[must_use]
     pub fn with_store(mut self, store: impl TaskStore) -> Self {
         self.engine = self.engine.with_store(store);
+        self
+    }
+
+    /// Seals multi round-trip `requestState` with `key`; see
+    /// [`Engine::with_request_state_key`].
+    #[must_use]
+    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
+        self.engine = self.engine.with_request_state_key(key);
         self
     }
 

@@ -10,34 +10,78 @@ use tokio::net::TcpListener;
 
 use rmcp::ServerHandler;
 
+use super::{
+    TaskServer,
+    auth::{Bearer, StaticTokens, TokenValidator},
+};
+use crate::Limits;
+
 /// The path [`serve_http`] answers on.
 pub const MCP_PATH: &str = "/mcp";
 
-/// rmcp's Streamable HTTP service for `server` (a [`TaskServer`](crate::TaskServer), or an
-/// rmcp handler of your own that routes to an [`Engine`](crate::Engine)): the modern
-/// (stateless) wire, plus legacy `initialize` sessions for older clients. A modern request's
-/// answer is one `application/json` body unless the handler sends something before it (then
-/// SSE).
+/// rmcp's Streamable HTTP service for `server`: the modern (stateless) wire, plus legacy
+/// `initialize` sessions for older clients. A modern request's answer is one
+/// `application/json` body unless the handler sends something before it (then SSE).
+///
+/// Only localhost origins and hosts are accepted ([`HttpOptions::default`]), with the body
+/// limit of [`TaskServer::limits`]; see [`http_service_with`].
 #[must_use]
-pub fn http_service<S>(server: S) -> StreamableHttpService<S, LocalSessionManager>
+pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
+    let options = HttpOptions::default().with_limits(server.limits().clone());
+    http_service_with(server, &options)
+}
+
+/// [`http_service`] for any rmcp handler (a [`TaskServer`], or a handler of your own that
+/// routes to an [`Engine`](crate::Engine)), with the `Origin` and `Host` checks and the body
+/// limit of `options` (its bearer guard and request guard are layers: see
+/// [`http_router_with`]).
+#[must_use]
+pub fn http_service_with<S>(
+    server: S,
+    options: &HttpOptions,
+) -> StreamableHttpService<S, LocalSessionManager>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(options.limits.max_request_bytes());
     StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default().with_json_response(true),
+        options.config(config),
     )
 }
 
 /// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
 /// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
 /// extensions.
-pub fn http_router<S>(server: S) -> axum::Router
+///
+/// In front of rmcp sits the [request guard](crate::server::guard): malformed requests and
+/// bodies over [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) (of
+/// [`TaskServer::limits`]) are answered with a JSON-RPC error before rmcp parses them
+/// ([`http_service`] alone has no guard).
+pub fn http_router(server: TaskServer) -> axum::Router {
+    let options = HttpOptions::default().with_limits(server.limits().clone());
+    http_router_with(server, options)
+}
+
+/// An axum router serving any rmcp handler at `/mcp` with `options`: behind the bearer guard
+/// when one is set, with the request guard (limits of `options`) and the `Origin` and `Host`
+/// checks always.
+pub fn http_router_with<S>(server: S, options: HttpOptions) -> axum::Router
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    axum::Router::new().nest_service(MCP_PATH, http_service(server))
+    let guard =
+        axum::middleware::from_fn_with_state(options.limits.clone(), super::guard::http_guard);
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, http_service_with(server, &options))
+        .layer(guard);
+    match &options.bearer {
+        Some(bearer) => bearer.protect(router),
+        None => router,
+    }
 }
 
 /// Serves `server` at `/mcp` on `listener` until the process ends.
@@ -47,7 +91,31 @@ where
 ///
 /// # Errors
 /// An I/O error of the listener.
-pub async fn serve_http<S>(listener: TcpListener, server: S) -> io::Result<()>
+pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result<()> {
+    let options = HttpOptions::default().with_limits(server.limits().clone());
+    serve_http_with(listener, server, options).await
+}
+
+/// [`serve_http`] for any rmcp handler, with `options`: authentication, the allowed
+/// origins and the request limits ([`HttpOptions::with_limits`]; [`TaskServer::limits`] only
+/// applies to [`serve_http`] and stdio).
+///
+/// ```no_run
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
+/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
+/// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// mcp_tasks::serve_http_with(listener, TaskServer::new(toolkit), HttpOptions::new().with_static_tokens(tokens)).await
+/// # }
+/// ```
+///
+/// # Errors
+/// An I/O error of the listener.
+pub async fn serve_http_with<S>(
+    listener: TcpListener,
+    server: S,
+    options: HttpOptions,
+) -> io::Result<()>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
@@ -56,5 +124,140 @@ where
             tracing::warn!(%error, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, http_router(server)).await
+    axum::serve(listener, http_router_with(server, options)).await
+}
+
+/// The origins [`HttpOptions::default`] accepts: `http` and `https` on `localhost`,
+/// `127.0.0.1` and `[::1]`, any port. A request without `Origin` (not from a browser) passes.
+pub const LOCALHOST_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "http://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://localhost:*",
+    "https://127.0.0.1:*",
+    "https://[::1]:*",
+];
+
+/// How [`serve_http_with`] guards `/mcp`: who may call (a bearer token) and from which
+/// browser origins (WIRE.md R49, C36).
+///
+/// The default authenticates nobody (every request is
+/// [`DEFAULT_OWNER`](crate::DEFAULT_OWNER)), answers 403 to a request whose `Origin` is not
+/// one of [`LOCALHOST_ORIGINS`], and accepts only the hosts `localhost`, `127.0.0.1` and
+/// `::1` in `Host` (rmcp's DNS-rebinding defaults).
+///
+/// ```
+/// use mcp_tasks::{HttpOptions, StaticTokens};
+/// let options = HttpOptions::new()
+///     .with_static_tokens(StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B")?)
+///     .with_allowed_origins(["https://app.example.com"])
+///     .with_allowed_hosts(["mcp.example.com"]);
+/// # let _ = options;
+/// # Ok::<(), mcp_tasks::TokenListError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct HttpOptions {
+    bearer: Option<Bearer>,
+    resource_metadata: Option<Arc<str>>,
+    origins: Option<Vec<String>>,
+    hosts: Option<Vec<String>>,
+    limits: Limits,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            bearer: None,
+            resource_metadata: None,
+            origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
+            hosts: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl HttpOptions {
+    /// The defaults: no authentication, localhost origins and hosts only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every request needs `Authorization: Bearer <token>` that `validator` accepts; the
+    /// [`Owner`](crate::Owner) it answers owns the request's tasks. A missing or refused
+    /// token answers HTTP 401 with `WWW-Authenticate: Bearer ...` before anything runs.
+    pub fn with_bearer(mut self, validator: impl TokenValidator) -> Self {
+        let mut bearer = Bearer::new(Arc::new(validator));
+        if let Some(url) = &self.resource_metadata {
+            bearer = bearer.with_resource_metadata(url.clone());
+        }
+        self.bearer = Some(bearer);
+        self
+    }
+
+    /// [`with_bearer`](Self::with_bearer) over a fixed token table.
+    pub fn with_static_tokens(self, tokens: StaticTokens) -> Self {
+        self.with_bearer(tokens)
+    }
+
+    /// Names the server's OAuth protected resource metadata (RFC 9728) in every 401's
+    /// `WWW-Authenticate` (`resource_metadata="<url>"`), as the MCP authorization spec asks.
+    pub fn with_resource_metadata(mut self, url: impl Into<String>) -> Self {
+        let url: Arc<str> = Arc::from(url.into());
+        self.bearer = self
+            .bearer
+            .map(|bearer| bearer.with_resource_metadata(url.clone()));
+        self.resource_metadata = Some(url);
+        self
+    }
+
+    /// Accepts browser requests from exactly these origins (`scheme://host[:port]`, `:*`
+    /// for any port, `null` for `Origin: null`); any other `Origin` answers 403. Requests
+    /// without `Origin` pass. Replaces [`LOCALHOST_ORIGINS`]: list them too to keep them.
+    pub fn with_allowed_origins(
+        mut self,
+        origins: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.origins = Some(origins.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Accepts any `Origin`: only for a server no browser can reach, or one behind a proxy
+    /// that checks origins itself.
+    pub fn with_any_origin(mut self) -> Self {
+        self.origins = None;
+        self
+    }
+
+    /// Accepts these `Host` values (`host` or `host:port`) instead of the loopback names:
+    /// for a server reached by a public name.
+    pub fn with_allowed_hosts(
+        mut self,
+        hosts: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        self.hosts = Some(hosts.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Sets the request limits: the body size rmcp accepts and the request guard's checks
+    /// (default [`Limits::default`]).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// `config` with these checks.
+    fn config(&self, config: StreamableHttpServerConfig) -> StreamableHttpServerConfig {
+        let config = match &self.origins {
+            // An empty list still checks: every present Origin is refused.
+            Some(origins) => config
+                .with_allowed_origins(origins.clone())
+                .enforce_origin_validation(),
+            None => config.disable_allowed_origins(),
+        };
+        match &self.hosts {
+            Some(hosts) => config.with_allowed_hosts(hosts.clone()),
+            None => config,
+        }
+    }
 }

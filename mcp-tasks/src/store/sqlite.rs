@@ -22,7 +22,11 @@
 //!   (WIRE.md R10).
 //! - **Schema** is created and migrated by the store itself, one step per version in one
 //!   transaction each; the version is SQLite's `user_version`. A file written by a newer
-//!   build is refused, not altered.
+//!   build is refused, not altered: the version is checked and the schema migrated before
+//!   the file is switched to WAL, so a refused rollback-mode file keeps its bytes.
+//! - **Capacity** is a number of tasks, live or finished (until purged), as for
+//!   [`MemoryStore`](super::MemoryStore): [`SqliteStore::with_capacity`], the same
+//!   [`StoreError::Full`] when reached. The writer counts the rows as it changes them.
 //! - Every field of a task is persisted: status, message, timestamps, TTL, poll interval,
 //!   owner, tool name and version, arguments, the creating request's `_meta`, input requests
 //!   and answers, steps, result or error, cancel intent. Deadlines are wall-clock epoch
@@ -46,12 +50,13 @@ use tokio::sync::oneshot;
 
 use super::{
     NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
-    memory::DEFAULT_EXPIRED_RETENTION, new_task_millis,
+    memory::{DEFAULT_CAPACITY, DEFAULT_EXPIRED_RETENTION},
+    new_task_millis,
 };
 use crate::{clock::Clock, errors};
 
 mod writer;
-use writer::{Effect, Job, LiveSet, Pending, Tx};
+use writer::{Effect, Job, LiveSet, Nudge, Pending, Tx};
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 2;
@@ -127,7 +132,11 @@ pub struct SqliteStore {
     next_reader: AtomicUsize,
     clock: Clock,
     expired_retention_ms: u64,
+    capacity: usize,
     path: PathBuf,
+    /// A way to run code on the checkpointer's connection, for the tests.
+    #[cfg(test)]
+    checkpointer: mpsc::Sender<Nudge>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -146,16 +155,25 @@ fn backend_msg(message: String) -> StoreError {
     StoreError::Backend(message.into())
 }
 
-fn open(path: &Path) -> rusqlite::Result<Connection> {
+/// A connection with the settings every connection of the store has. It changes nothing in
+/// the file: the journal mode is set by [`open`] (readers, checkpointer) or, for the writer,
+/// only once the schema version has been checked ([`SqliteStore::open`]).
+fn connect(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(10))?;
-    // For a new file only (an existing one keeps its page size): a commit of 64 creates
-    // writes about 6 pages of 8 KiB instead of 8 of 4 KiB, each page two writes to the log.
-    conn.pragma_update(None, "page_size", PAGE_SIZE)?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // `synchronous = FULL` in WAL mode: a commit returns only once the log is fsync'd, and a
+    // checkpoint syncs the log before copying it and the database after. This is what "on
+    // disk before acknowledged" rests on; `tests::every_writing_connection_syncs` holds it.
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// A connection to a file the writer has already switched to WAL.
+fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = connect(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
     Ok(conn)
 }
 
@@ -198,8 +216,19 @@ impl SqliteStore {
     /// The file cannot be opened or written, or was written by a newer build.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
-        let writer = open(&path).map_err(backend)?;
+        let writer = connect(&path).map_err(backend)?;
+        // For a new file only (an existing one keeps its page size): a commit of 64 creates
+        // writes about 6 pages of 8 KiB instead of 8 of 4 KiB, each page two writes to the
+        // log. It takes effect with the first write, the schema's.
+        writer
+            .pragma_update(None, "page_size", PAGE_SIZE)
+            .map_err(backend)?;
+        // The version is checked (and the schema migrated, each step in its own transaction)
+        // before the switch to WAL: a file this build refuses is left byte for byte as it was.
         migrate(&writer)?;
+        writer
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(backend)?;
         let readers = (0..READERS)
             .map(|_| open(&path).map(Mutex::new))
             .collect::<rusqlite::Result<Vec<_>>>()
@@ -210,7 +239,9 @@ impl SqliteStore {
             .pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(backend)?;
         let checkpointer = open(&path).map_err(backend)?;
-        let (wal_grew, grown) = mpsc::channel::<()>();
+        let (wal_grew, grown) = mpsc::channel::<Nudge>();
+        #[cfg(test)]
+        let checkpointer_probe = wal_grew.clone();
         std::thread::Builder::new()
             .name("mcp-tasks-sqlite-checkpointer".into())
             .spawn(move || writer::checkpoint_loop(&checkpointer, &grown))
@@ -227,7 +258,10 @@ impl SqliteStore {
             next_reader: AtomicUsize::new(0),
             clock: Clock::new(),
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
+            capacity: DEFAULT_CAPACITY,
             path,
+            #[cfg(test)]
+            checkpointer: checkpointer_probe,
         })
     }
 
@@ -235,6 +269,16 @@ impl SqliteStore {
     #[must_use]
     pub fn with_expired_retention(mut self, retention: Duration) -> Self {
         self.expired_retention_ms = crate::clock::millis(retention);
+        self
+    }
+
+    /// Sets how many tasks the file holds at most, live or finished (a finished task counts
+    /// until it is purged); the default is [`DEFAULT_CAPACITY`], as for
+    /// [`MemoryStore`](super::MemoryStore). At capacity, creating a task fails with
+    /// [`StoreError::Full`]; no task is ever evicted to make room.
+    #[must_use]
+    pub fn with_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
         self
     }
 
@@ -484,7 +528,8 @@ fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<Row>, bool), StoreErro
     }
     if row.purge_at_ms.is_some() {
         exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
-        exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
+        let purged = exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
+        tx.effects.push(Effect::Purged(purged));
         return Ok((None, false));
     }
     let deadline = row.deadline_ms.unwrap_or(now);
@@ -557,8 +602,12 @@ fn live_row(tx: &mut Tx<'_>, id: &str) -> Result<Row, StoreError> {
 impl TaskStore for SqliteStore {
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
         let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
+        let capacity = self.capacity;
         self.write_once(move |tx: &mut Tx<'_>| {
             let (conn, now) = (tx.conn, tx.now);
+            if tx.live.rows() >= capacity {
+                return Err(StoreError::Full { capacity });
+            }
             let deadline = ttl_ms.map(|ttl| now.saturating_add(ttl));
             let inserted = exec(
                 conn,
@@ -867,14 +916,72 @@ impl TaskStore for SqliteStore {
                 params![to_i64(now)],
             )
             .map_err(backend)?;
-            exec(
+            let purged = exec(
                 conn,
                 "DELETE FROM tasks WHERE purge_at_ms <= ?1",
                 params![to_i64(now)],
             )
             .map_err(backend)?;
+            tx.effects.push(Effect::Purged(purged));
             Ok(failed)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(journal_mode, synchronous)` of a connection; `synchronous` 2 is `FULL`.
+    fn durability(conn: &Connection) -> (String, i64) {
+        let mode = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        let sync = conn
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap();
+        (mode, sync)
+    }
+
+    /// "On disk before acknowledged" (module docs) rests on these settings, which `kill -9`
+    /// cannot tell apart from weaker ones: every connection that writes the file (the writer,
+    /// which commits, and the checkpointer, which copies the log into the database) runs in
+    /// WAL mode with `synchronous = FULL`; on a new file and on one reopened.
+    #[tokio::test]
+    async fn every_writing_connection_syncs() {
+        let path =
+            std::env::temp_dir().join(format!("mcp-tasks-unit-sync-{}.db", std::process::id()));
+        let clean = || {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        };
+        clean();
+        for _reopen in 0..2 {
+            let store = SqliteStore::open(&path).unwrap();
+            let writer = store
+                .write(|tx: &mut Tx<'_>| Ok(durability(tx.conn)))
+                .await
+                .unwrap();
+            assert_eq!(writer, ("wal".to_owned(), 2), "the writer's connection");
+            let (reply, answer) = mpsc::channel();
+            store
+                .checkpointer
+                .send(Nudge::Inspect(Box::new(move |conn| {
+                    let _ = reply.send(durability(conn));
+                })))
+                .unwrap();
+            let checkpointer = answer.recv_timeout(Duration::from_secs(10)).unwrap();
+            assert_eq!(
+                checkpointer,
+                ("wal".to_owned(), 2),
+                "the checkpointer's connection"
+            );
+            // A commit through the writer is visible to a reader right after (WAL readers).
+            let reader = store.read(|conn| Ok(durability(conn))).await.unwrap();
+            assert_eq!(reader.0, "wal");
+        }
+        clean();
     }
 }

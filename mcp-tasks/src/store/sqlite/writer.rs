@@ -106,6 +106,8 @@ pub(super) enum Effect {
     Created { id: Arc<str>, deadline: Option<u64> },
     /// A task finished (completed, failed, cancelled or expired).
     Ended(Arc<str>),
+    /// This many finished tasks were purged (their rows deleted).
+    Purged(usize),
 }
 
 /// The live (unfinished) tasks, held by the writer thread.
@@ -124,6 +126,9 @@ pub(super) struct LiveSet {
     live_from: String,
     /// The newest id created since the file was opened.
     newest: Option<Arc<str>>,
+    /// How many tasks the file holds, live or finished (not yet purged): what the store's
+    /// capacity limits.
+    rows: usize,
 }
 
 impl LiveSet {
@@ -133,8 +138,10 @@ impl LiveSet {
             conn.query_row("SELECT value FROM meta WHERE name = 'live_from'", [], |r| {
                 r.get(0)
             })?;
+        let rows: i64 = conn.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))?;
         let mut live = Self {
             live_from,
+            rows: usize::try_from(rows).unwrap_or(usize::MAX),
             ..Self::default()
         };
         let mut statement = conn
@@ -154,6 +161,11 @@ impl LiveSet {
             self.deadlines.insert((deadline, Arc::clone(&id)));
         }
         self.tasks.insert(id, deadline);
+    }
+
+    /// How many tasks the file holds (live or finished, not yet purged).
+    pub(super) fn rows(&self) -> usize {
+        self.rows
     }
 
     /// Live tasks whose deadline is at or before `now`.
@@ -177,12 +189,14 @@ impl LiveSet {
                     self.newest = Some(Arc::clone(&id));
                 }
                 self.insert(id, deadline);
+                self.rows = self.rows.saturating_add(1);
             }
             Effect::Ended(id) => {
                 if let Some(Some(deadline)) = self.tasks.remove(&id) {
                     self.deadlines.remove(&(deadline, id));
                 }
             }
+            Effect::Purged(count) => self.rows = self.rows.saturating_sub(count),
         }
         Ok(())
     }
@@ -216,7 +230,7 @@ impl LiveSet {
 pub(super) fn write_loop(
     conn: &Connection,
     jobs: &mpsc::Receiver<Job>,
-    wal_grew: &mpsc::Sender<()>,
+    wal_grew: &mpsc::Sender<Nudge>,
     mut live: LiveSet,
 ) {
     let mut last_batch = 1;
@@ -290,7 +304,7 @@ pub(super) fn write_loop(
         }
         commits += 1;
         if commits.is_multiple_of(CHECKPOINT_EVERY) {
-            let _ = wal_grew.send(());
+            let _ = wal_grew.send(Nudge::Grew);
         }
     }
 }
@@ -334,14 +348,33 @@ fn run_job(
     None
 }
 
+/// What the checkpointer thread is told.
+pub(super) enum Nudge {
+    /// The log grew: time for a checkpoint.
+    Grew,
+    /// Runs on the checkpointer's connection (tests read its settings).
+    #[cfg(test)]
+    Inspect(Box<dyn FnOnce(&Connection) + Send>),
+}
+
 /// The checkpointer thread: copies the log into the database while the writer goes on
 /// committing (SQLite's `PASSIVE` checkpoint; it syncs the log before copying and the
 /// database after). A passive checkpoint never lets the log start over while commits keep
 /// coming, so once the log passes [`RESTART_FRAMES`] it runs a `RESTART` checkpoint, which
 /// holds new commits back for the little the passive one left. It ends with the writer.
-pub(super) fn checkpoint_loop(conn: &Connection, grown: &mpsc::Receiver<()>) {
-    while grown.recv().is_ok() {
-        while grown.try_recv().is_ok() {}
+pub(super) fn checkpoint_loop(conn: &Connection, nudges: &mpsc::Receiver<Nudge>) {
+    while let Ok(first) = nudges.recv() {
+        let mut grew = false;
+        for nudge in std::iter::once(first).chain(nudges.try_iter()) {
+            match nudge {
+                Nudge::Grew => grew = true,
+                #[cfg(test)]
+                Nudge::Inspect(inspect) => inspect(conn),
+            }
+        }
+        if !grew {
+            continue;
+        }
         let frames = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| {
             row.get::<_, i64>(1)
         });

@@ -1,0 +1,448 @@
+//! Who is calling (WIRE.md R49): bearer-token authentication for Streamable HTTP, and the one
+//! principal of a stdio server.
+//!
+//! Every task belongs to the [`Owner`] of the request that created it, and `tasks/get`,
+//! `tasks/update`, `tasks/cancel` and multi round-trip retries from anyone else answer
+//! exactly as for an unknown id. Over HTTP the owner comes from the bearer token: with
+//! [`HttpOptions::with_bearer`](super::HttpOptions::with_bearer) (or
+//! [`with_static_tokens`](super::HttpOptions::with_static_tokens)) every request to `/mcp`
+//! must carry `Authorization: Bearer <token>`; a missing or invalid token answers HTTP 401
+//! with `WWW-Authenticate: Bearer ...` before any tool runs, and a valid one puts the
+//! validator's [`Owner`] in the request's extensions, where the engine reads it. Without a
+//! validator every HTTP request is [`DEFAULT_OWNER`](super::DEFAULT_OWNER).
+//!
+//! Over stdio there is one client, the process that started the server:
+//! [`serve_stdio`](super::serve_stdio) runs every request as [`Owner::process_user`].
+//!
+//! OAuth 2.1 resource-server validation: see [`TokenValidator`].
+
+use super::{DEFAULT_OWNER, Owner};
+
+impl Owner {
+    /// The user this process runs as: the one principal of a stdio server. `$USER`, else
+    /// `$LOGNAME` or `$USERNAME`, else (on Unix) `uid:<n>` of `/proc/self`, else
+    /// [`DEFAULT_OWNER`].
+    #[must_use]
+    pub fn process_user() -> Self {
+        for variable in ["USER", "LOGNAME", "USERNAME"] {
+            if let Ok(name) = std::env::var(variable)
+                && !name.is_empty()
+            {
+                return Self::new(name);
+            }
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(metadata) = std::fs::metadata("/proc/self") {
+                return Self::new(format!("uid:{}", metadata.uid()));
+            }
+        }
+        Self::new(DEFAULT_OWNER)
+    }
+}
+
+#[cfg(feature = "http")]
+pub(crate) use http::Bearer;
+#[cfg(feature = "http")]
+pub use http::{AuthError, StaticTokens, TokenListError, TokenValidator};
+
+#[cfg(feature = "http")]
+mod http {
+    use std::{collections::HashMap, sync::Arc};
+
+    use axum::{
+        extract::{Request, State},
+        http::{HeaderMap, HeaderValue, StatusCode, header},
+        middleware::Next,
+        response::{IntoResponse, Response},
+    };
+    use sha2::{Digest, Sha256};
+
+    use super::Owner;
+
+    /// Why a bearer token was refused. The HTTP answer follows RFC 6750 §3.1.
+    #[derive(Debug, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum AuthError {
+        /// The token is unknown, expired, revoked or not meant for this server: HTTP 401,
+        /// `error="invalid_token"`.
+        #[error("the bearer token is not valid")]
+        InvalidToken,
+        /// The token is valid but does not grant `scope`: HTTP 403,
+        /// `error="insufficient_scope"`.
+        #[error("the bearer token does not grant the scope `{scope}`")]
+        InsufficientScope {
+            /// The scope the request needs.
+            scope: String,
+        },
+        /// The validator could not decide (an unreachable key set, a database error): HTTP
+        /// 503; the client may retry.
+        #[error("the bearer token could not be checked: {0}")]
+        Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    }
+
+    /// Decides who a bearer token belongs to.
+    ///
+    /// Any `Fn(String) -> impl Future<Output = Result<Owner, AuthError>>` is one; so is
+    /// [`StaticTokens`].
+    ///
+    /// # OAuth 2.1 (the MCP authorization spec)
+    ///
+    /// An MCP server is an OAuth 2.1 *resource server*: it validates the access token an
+    /// authorization server issued (signature, expiry, issuer, and an audience naming this
+    /// server, RFC 8707) and points clients to that authorization server with
+    /// `WWW-Authenticate: Bearer resource_metadata="<url of its RFC 9728 metadata>"`
+    /// ([`HttpOptions::with_resource_metadata`](crate::HttpOptions::with_resource_metadata)).
+    /// A validator over a well-kept JWT crate does the checking, here [`jsonwebtoken`]; the
+    /// token's `sub` becomes the owner:
+    ///
+    /// ```rust,ignore
+    /// use mcp_tasks::{AuthError, HttpOptions, Owner};
+    /// use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Claims { sub: String, scope: Option<String> }
+    ///
+    /// let key = DecodingKey::from_rsa_pem(include_bytes!("issuer-public-key.pem"))?;
+    /// let mut validation = Validation::new(Algorithm::RS256);
+    /// validation.set_issuer(&["https://auth.example.com"]);
+    /// validation.set_audience(&["https://mcp.example.com/mcp"]); // this server (RFC 8707)
+    /// let options = HttpOptions::new()
+    ///     .with_resource_metadata("https://mcp.example.com/.well-known/oauth-protected-resource")
+    ///     .with_bearer(move |token: String| {
+    ///         let (key, validation) = (key.clone(), validation.clone());
+    ///         async move {
+    ///             let claims = decode::<Claims>(&token, &key, &validation)
+    ///                 .map_err(|_| AuthError::InvalidToken)?
+    ///                 .claims;
+    ///             if !claims.scope.unwrap_or_default().split(' ').any(|s| s == "tasks") {
+    ///                 return Err(AuthError::InsufficientScope { scope: "tasks".into() });
+    ///             }
+    ///             Ok(Owner::new(claims.sub))
+    ///         }
+    ///     });
+    /// ```
+    ///
+    /// Fetch the issuer's keys (JWKS) before serving, or in the validator with a cache; a
+    /// validator that cannot decide answers [`AuthError::Unavailable`] (HTTP 503). The protected
+    /// resource metadata document itself is one more route on the router of
+    /// [`http_router_with`](crate::http_router_with).
+    ///
+    /// [`jsonwebtoken`]: https://docs.rs/jsonwebtoken
+    #[async_trait::async_trait]
+    pub trait TokenValidator: Send + Sync + 'static {
+        /// The owner of `token` (the text after `Bearer `), or why it is refused.
+        async fn validate(&self, token: &str) -> Result<Owner, AuthError>;
+    }
+
+    #[async_trait::async_trait]
+    impl<F, Fut> TokenValidator for F
+    where
+        F: Fn(String) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Owner, AuthError>> + Send,
+    {
+        async fn validate(&self, token: &str) -> Result<Owner, AuthError> {
+            self(token.to_owned()).await
+        }
+    }
+
+    /// A fixed table of tokens and their owners, e.g. from `--tokens alice:TOKEN_A,bob:TOKEN_B`.
+    ///
+    /// Tokens are kept as SHA-256 digests and looked up by digest, so neither `Debug` output
+    /// nor the time a lookup takes tells anything about the tokens.
+    ///
+    /// ```
+    /// let tokens = mcp_tasks::StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B")?;
+    /// assert_eq!(tokens.len(), 2);
+    /// # Ok::<(), mcp_tasks::TokenListError>(())
+    /// ```
+    #[derive(Clone, Default)]
+    pub struct StaticTokens {
+        by_digest: HashMap<[u8; 32], Owner>,
+    }
+
+    impl std::fmt::Debug for StaticTokens {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let mut owners: Vec<&str> = self.by_digest.values().map(|o| &*o.0).collect();
+            owners.sort_unstable();
+            f.debug_struct("StaticTokens")
+                .field("owners", &owners)
+                .finish_non_exhaustive()
+        }
+    }
+
+    /// Why a token list could not be read.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum TokenListError {
+        /// The list has no entry.
+        #[error("the token list is empty; expected `owner:token[,owner:token...]`")]
+        Empty,
+        /// An entry is not `owner:token` with both parts non-empty (the entry is not quoted:
+        /// it holds a secret).
+        #[error(
+            "entry {position} of the token list is not `owner:token`; expected e.g. \
+             `alice:TOKEN_A,bob:TOKEN_B`"
+        )]
+        Malformed {
+            /// The entry's position, from 1.
+            position: usize,
+        },
+        /// Two entries have the same token.
+        #[error(
+            "entry {position} of the token list repeats an earlier token; give each owner its own"
+        )]
+        Duplicate {
+            /// The later entry's position, from 1.
+            position: usize,
+        },
+    }
+
+    fn digest(token: &[u8]) -> [u8; 32] {
+        Sha256::digest(token).into()
+    }
+
+    impl StaticTokens {
+        /// An empty table: every token is refused.
+        #[must_use]
+        pub fn new() -> Self {
+            Self::default()
+        }
+
+        /// Adds `token`, owned by `owner` (replacing an earlier entry of the same token).
+        #[must_use]
+        pub fn with_token(mut self, token: impl AsRef<[u8]>, owner: Owner) -> Self {
+            self.by_digest.insert(digest(token.as_ref()), owner);
+            self
+        }
+
+        /// A table from `owner:token` entries separated by commas, e.g.
+        /// `alice:TOKEN_A,bob:TOKEN_B` (an owner has no `:`; a token may).
+        ///
+        /// # Errors
+        /// An empty list, an entry without both parts, or a token given twice.
+        pub fn parse(list: &str) -> Result<Self, TokenListError> {
+            let mut tokens = Self::new();
+            for (index, entry) in list.split(',').map(str::trim).enumerate() {
+                let position = index + 1;
+                if entry.is_empty() && list.trim().is_empty() {
+                    return Err(TokenListError::Empty);
+                }
+                let Some((owner, token)) = entry.split_once(':') else {
+                    return Err(TokenListError::Malformed { position });
+                };
+                if owner.is_empty() || token.is_empty() {
+                    return Err(TokenListError::Malformed { position });
+                }
+                if tokens
+                    .by_digest
+                    .insert(digest(token.as_bytes()), Owner::new(owner))
+                    .is_some()
+                {
+                    return Err(TokenListError::Duplicate { position });
+                }
+            }
+            Ok(tokens)
+        }
+
+        /// How many tokens the table has.
+        #[must_use]
+        pub fn len(&self) -> usize {
+            self.by_digest.len()
+        }
+
+        /// Whether the table has no token.
+        #[must_use]
+        pub fn is_empty(&self) -> bool {
+            self.by_digest.is_empty()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl TokenValidator for StaticTokens {
+        async fn validate(&self, token: &str) -> Result<Owner, AuthError> {
+            self.by_digest
+                .get(&digest(token.as_bytes()))
+                .cloned()
+                .ok_or(AuthError::InvalidToken)
+        }
+    }
+
+    /// The bearer-token guard in front of `/mcp`.
+    #[derive(Clone)]
+    pub(crate) struct Bearer {
+        validator: Arc<dyn TokenValidator>,
+        resource_metadata: Option<Arc<str>>,
+    }
+
+    impl std::fmt::Debug for Bearer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("Bearer")
+                .field("resource_metadata", &self.resource_metadata)
+                .finish_non_exhaustive()
+        }
+    }
+
+    impl Bearer {
+        pub(crate) fn new(validator: Arc<dyn TokenValidator>) -> Self {
+            Self {
+                validator,
+                resource_metadata: None,
+            }
+        }
+
+        pub(crate) fn with_resource_metadata(mut self, url: Arc<str>) -> Self {
+            self.resource_metadata = Some(url);
+            self
+        }
+
+        /// `router` behind the guard: every request needs a token the validator accepts.
+        pub(crate) fn protect(&self, router: axum::Router) -> axum::Router {
+            router.layer(axum::middleware::from_fn_with_state(self.clone(), guard))
+        }
+
+        /// The refusal: `status`, `WWW-Authenticate` with `resource_metadata` (when set)
+        /// and the RFC 6750 error attributes, and a text body that says what to fix.
+        fn refuse(
+            &self,
+            status: StatusCode,
+            error: Option<(&str, &str)>,
+            body: String,
+        ) -> Response {
+            let mut params = Vec::new();
+            if let Some(url) = &self.resource_metadata {
+                params.push(format!("resource_metadata=\"{url}\""));
+            }
+            if let Some((code, extra)) = error {
+                params.push(format!("error=\"{code}\""));
+                if !extra.is_empty() {
+                    params.push(extra.to_owned());
+                }
+            }
+            let challenge = if params.is_empty() {
+                "Bearer".to_owned()
+            } else {
+                format!("Bearer {}", params.join(", "))
+            };
+            let mut response = (status, body).into_response();
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+            response
+        }
+    }
+
+    /// The token of `Authorization: Bearer <token>`: `Ok(None)` without the header,
+    /// `Err(())` for a header that is not a bearer credential.
+    fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, ()> {
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Ok(None);
+        };
+        let value = value.to_str().map_err(|_| ())?;
+        let (scheme, token) = value.trim().split_once(' ').ok_or(())?;
+        let token = token.trim();
+        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+            return Err(());
+        }
+        Ok(Some(token))
+    }
+
+    async fn guard(State(bearer): State<Bearer>, mut request: Request, next: Next) -> Response {
+        let token = match bearer_token(request.headers()) {
+            Ok(Some(token)) => token,
+            Ok(None) => {
+                return bearer.refuse(
+                    StatusCode::UNAUTHORIZED,
+                    None,
+                    "this server needs a bearer token: send `Authorization: Bearer <token>`"
+                        .to_owned(),
+                );
+            }
+            Err(()) => {
+                return bearer.refuse(
+                    StatusCode::UNAUTHORIZED,
+                    Some(("invalid_request", "")),
+                    "the Authorization header is not `Bearer <token>`".to_owned(),
+                );
+            }
+        };
+        match bearer.validator.validate(token).await {
+            Ok(owner) => {
+                request.extensions_mut().insert(owner);
+                next.run(request).await
+            }
+            Err(AuthError::InvalidToken) => bearer.refuse(
+                StatusCode::UNAUTHORIZED,
+                Some(("invalid_token", "")),
+                "the bearer token is not valid: send a token this server issued, or get a new one"
+                    .to_owned(),
+            ),
+            Err(AuthError::InsufficientScope { scope }) => {
+                let scope = scope.replace(['"', '\\'], "");
+                bearer.refuse(
+                    StatusCode::FORBIDDEN,
+                    Some(("insufficient_scope", &format!("scope=\"{scope}\""))),
+                    format!("the bearer token does not grant the scope `{scope}`"),
+                )
+            }
+            Err(error @ AuthError::Unavailable(_)) => {
+                tracing::warn!(%error, "bearer token not checked");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the bearer token could not be checked right now; retry later".to_owned(),
+                )
+                    .into_response()
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn token_lists_parse_and_refuse_what_they_cannot_read() {
+            let tokens = StaticTokens::parse("alice:A, bob:B:with:colons").unwrap();
+            assert_eq!(tokens.len(), 2);
+            assert_eq!(
+                StaticTokens::parse("  ").unwrap_err(),
+                TokenListError::Empty
+            );
+            assert_eq!(
+                StaticTokens::parse("alice:A,bob").unwrap_err(),
+                TokenListError::Malformed { position: 2 }
+            );
+            assert_eq!(
+                StaticTokens::parse(":A").unwrap_err(),
+                TokenListError::Malformed { position: 1 }
+            );
+            assert_eq!(
+                StaticTokens::parse("alice:A,bob:A").unwrap_err(),
+                TokenListError::Duplicate { position: 2 }
+            );
+            let shown = format!("{tokens:?}");
+            assert!(
+                shown.contains("alice") && !shown.contains("with:colons"),
+                "{shown}"
+            );
+        }
+
+        #[test]
+        fn only_bearer_credentials_are_read() {
+            let mut headers = HeaderMap::new();
+            assert_eq!(bearer_token(&headers), Ok(None));
+            headers.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_static("bearer  abc "),
+            );
+            assert_eq!(bearer_token(&headers), Ok(Some("abc")));
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+            assert_eq!(bearer_token(&headers), Err(()));
+            headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer"));
+            assert_eq!(bearer_token(&headers), Err(()));
+        }
+    }
+}

@@ -1,0 +1,721 @@
+//! The request guard: rejects malformed requests of the methods this crate owns before rmcp
+//! parses them, with the JSON-RPC error a client can act on.
+//!
+//! rmcp decodes a message into its typed request enum in one step; a `tools/call` whose
+//! `arguments` is a string, or a `tasks/get` without `taskId`, does not decode as that method
+//! and is answered as an unknown method (`-32601`), and a body that is not JSON gets a
+//! plain-text HTTP 415. The guard sits in front of that decoding, on both transports (an axum
+//! middleware in [`http_router`](crate::http_router), a line filter in
+//! [`serve_stdio`](crate::serve_stdio)), and only ever **rejects**: a message it lets through
+//! is handed to rmcp byte for byte, and rmcp dispatches it.
+//!
+//! | what arrives | answer | HTTP status |
+//! | --- | --- | --- |
+//! | not UTF-8, not JSON, nested deeper than 128 levels | `-32700`, no `id` | 400 |
+//! | JSON that is not one object | `-32600`, no `id` | 400 |
+//! | an object that is not a JSON-RPC 2.0 message (`jsonrpc`, `method`, `id`, `params` of the wrong type) | `-32600` | 400 |
+//! | larger than [`Limits::max_request_bytes`] | `-32600`, no `id` | 413 |
+//! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones; WIRE.md §2.8) | 400 |
+//! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
+//! | `tools/call` arguments over [`Limits::max_arguments_bytes`] | `-32602` | 400 (200 in a legacy session) |
+//!
+//! A malformed request is answered `400` like one lacking a required `_meta` field (WIRE.md
+//! C7); requests of a legacy (`initialize`) session keep rmcp's HTTP 200 for JSON-RPC errors.
+//! On stdio each rejection is one error line and the stream goes on.
+
+use rmcp::model::{
+    CallToolRequestParams, CancelTaskParams, ErrorData, GetTaskParams, JsonRpcError, RequestId,
+    RequestMetaObject, UpdateTaskParams,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{Limits, errors};
+
+/// How deep JSON may nest: serde_json's recursion limit.
+pub const MAX_DEPTH: usize = 128;
+
+/// Decodes one message: UTF-8, then JSON (at most [`MAX_DEPTH`] levels deep).
+///
+/// # Errors
+/// `-32700` saying which of the three it is not.
+pub fn parse(bytes: &[u8]) -> Result<Value, ErrorData> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        errors::parse_error(&format!(
+            "the request is not valid UTF-8 (invalid byte at offset {}); send UTF-8 JSON",
+            e.valid_up_to()
+        ))
+    })?;
+    serde_json::from_str::<Value>(text).map_err(|e| {
+        if e.to_string().starts_with("recursion limit exceeded") {
+            errors::parse_error(&format!(
+                "the JSON nests deeper than {MAX_DEPTH} levels (at line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        } else {
+            errors::parse_error(&format!("the request is not valid JSON: {e}"))
+        }
+    })
+}
+
+/// The `id` of a request, when it has a valid one (a string or an integer).
+#[must_use]
+pub fn request_id(message: &Value) -> Option<RequestId> {
+    message
+        .get("id")
+        .and_then(|id| RequestId::deserialize(id).ok())
+}
+
+/// Whether the message's own `_meta` puts it on the modern wire (a protocol version without
+/// `initialize`), as rmcp decides which lifecycle a request takes.
+#[must_use]
+pub fn is_modern(message: &Value) -> bool {
+    request_meta(message.get("params"))
+        .and_then(|meta| meta.protocol_version())
+        .is_some_and(|version| !version.has_initialize())
+}
+
+/// One JSON-RPC error response, serialized (without a newline).
+#[must_use]
+pub fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8> {
+    serde_json::to_vec(&JsonRpcError::new(id, error)).unwrap_or_else(|_| {
+        br#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"internal error"}}"#.to_vec()
+    })
+}
+
+/// Checks one decoded message. Messages that are not requests of `tools/call`, `tasks/get`,
+/// `tasks/update` or `tasks/cancel` pass (rmcp answers them); so do well-formed ones.
+/// `legacy_session` is whether the message arrives in a session opened with `initialize`,
+/// where the extension is undefined (R53).
+///
+/// # Errors
+/// The error to answer instead of dispatching (see the [module docs](self)).
+pub fn check(message: &Value, limits: &Limits, legacy_session: bool) -> Result<(), ErrorData> {
+    let Some(object) = message.as_object() else {
+        return Err(errors::not_a_message(kind(message)));
+    };
+    check_envelope(object)?;
+    let (Some(Value::String(method)), Some(_)) = (object.get("method"), object.get("id")) else {
+        return Ok(());
+    };
+    let params = object.get("params");
+    match method.as_str() {
+        "tools/call" => check_call(params, limits),
+        "tasks/get" | "tasks/cancel" | "tasks/update" => {
+            let shape = check_task_request(method, params);
+            if shape.is_err() && (legacy_session || !declares_tasks(params)) {
+                // The capability check comes first for tasks/*, malformed or not.
+                return Err(errors::tasks_capability_required());
+            }
+            shape
+        }
+        _ => match params {
+            None | Some(Value::Object(_)) => Ok(()),
+            Some(other) => Err(errors::malformed_envelope(
+                "params",
+                "an object",
+                kind(other),
+            )),
+        },
+    }
+}
+
+/// The JSON-RPC 2.0 envelope: `jsonrpc: "2.0"`, a string `method`, an `id` that is a string
+/// or an integer.
+fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<(), ErrorData> {
+    match object.get("jsonrpc") {
+        Some(Value::String(version)) if version == "2.0" => {}
+        Some(Value::String(_)) => {
+            return Err(errors::malformed_envelope(
+                "jsonrpc",
+                "\"2.0\"",
+                "another version",
+            ));
+        }
+        Some(other) => {
+            return Err(errors::malformed_envelope(
+                "jsonrpc",
+                "\"2.0\"",
+                kind(other),
+            ));
+        }
+        None => return Err(errors::malformed_envelope("jsonrpc", "\"2.0\"", "none")),
+    }
+    match object.get("method") {
+        None | Some(Value::String(_)) => {}
+        Some(other) => {
+            return Err(errors::malformed_envelope(
+                "method",
+                "a string",
+                kind(other),
+            ));
+        }
+    }
+    match object.get("id") {
+        None | Some(Value::String(_)) => Ok(()),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
+        Some(Value::Number(_)) => Err(errors::malformed_envelope(
+            "id",
+            "a string or an integer",
+            "a fraction",
+        )),
+        Some(other) => Err(errors::malformed_envelope(
+            "id",
+            "a string or an integer",
+            kind(other),
+        )),
+    }
+}
+
+/// The request's `_meta`, if it decodes as one.
+fn request_meta(params: Option<&Value>) -> Option<RequestMetaObject> {
+    params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|meta| RequestMetaObject::deserialize(meta).ok())
+}
+
+/// Whether the request's own `_meta` declares the tasks extension on the modern wire, as
+/// the engine decides for well-formed requests.
+fn declares_tasks(params: Option<&Value>) -> bool {
+    let Some(meta) = request_meta(params) else {
+        return false;
+    };
+    meta.protocol_version()
+        .is_some_and(|version| !version.has_initialize())
+        && meta
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+}
+
+/// What a JSON value is, for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The params object, or the error naming what it must be.
+fn params_object<'a>(
+    method: &str,
+    params: Option<&'a Value>,
+    expected: &str,
+) -> Result<&'a serde_json::Map<String, Value>, ErrorData> {
+    match params {
+        Some(Value::Object(map)) => Ok(map),
+        None => Err(errors::malformed_param(method, "", expected, "none")),
+        Some(other) => Err(errors::malformed_param(method, "", expected, kind(other))),
+    }
+}
+
+/// `_meta`, if present, must be an object.
+fn check_meta(method: &str, params: &serde_json::Map<String, Value>) -> Result<(), ErrorData> {
+    match params.get("_meta") {
+        None | Some(Value::Null | Value::Object(_)) => Ok(()),
+        Some(other) => Err(errors::malformed_param(
+            method,
+            "_meta",
+            "an object",
+            kind(other),
+        )),
+    }
+}
+
+/// An optional field that must be an object when present (`null` counts as absent, as the
+/// wire types decode it).
+fn optional_object(
+    method: &str,
+    params: &serde_json::Map<String, Value>,
+    field: &str,
+    expected: &str,
+) -> Result<(), ErrorData> {
+    match params.get(field) {
+        None | Some(Value::Null | Value::Object(_)) => Ok(()),
+        Some(Value::String(_)) if field == "arguments" => Err(errors::malformed_param(
+            method,
+            field,
+            expected,
+            "a string (send the arguments as a JSON object, not as a JSON-encoded string)",
+        )),
+        Some(other) => Err(errors::malformed_param(
+            method,
+            field,
+            expected,
+            kind(other),
+        )),
+    }
+}
+
+fn check_call(raw: Option<&Value>, limits: &Limits) -> Result<(), ErrorData> {
+    const METHOD: &str = "tools/call";
+    let params = params_object(
+        METHOD,
+        raw,
+        "an object with `name` (a string) and optional `arguments` (an object)",
+    )?;
+    match params.get("name") {
+        Some(Value::String(_)) => {}
+        None => {
+            return Err(errors::missing_param(
+                METHOD,
+                "name",
+                "the name of the tool to call, a string",
+            ));
+        }
+        Some(other) => {
+            return Err(errors::malformed_param(
+                METHOD,
+                "name",
+                "a string (the name of the tool to call)",
+                kind(other),
+            ));
+        }
+    }
+    optional_object(
+        METHOD,
+        params,
+        "arguments",
+        "an object of the tool's arguments by name",
+    )?;
+    optional_object(
+        METHOD,
+        params,
+        "inputResponses",
+        "an object of responses by input-request key",
+    )?;
+    match params.get("requestState") {
+        None | Some(Value::Null | Value::String(_)) => {}
+        Some(other) => {
+            return Err(errors::malformed_param(
+                METHOD,
+                "requestState",
+                "a string (the requestState of the last input_required result, as received)",
+                kind(other),
+            ));
+        }
+    }
+    check_meta(METHOD, params)?;
+    if let Some(arguments @ Value::Object(_)) = params.get("arguments") {
+        let size = json_size(arguments);
+        if size > limits.max_arguments_bytes() {
+            return Err(errors::arguments_too_large(
+                size,
+                limits.max_arguments_bytes(),
+            ));
+        }
+    }
+    CallToolRequestParams::deserialize(raw.unwrap_or(&Value::Null))
+        .map(drop)
+        .map_err(|e| errors::invalid_params_shape(METHOD, &e.to_string()))
+}
+
+fn check_task_request(method: &str, raw: Option<&Value>) -> Result<(), ErrorData> {
+    let update = method == "tasks/update";
+    let expected = if update {
+        "an object with `taskId` (a string) and `inputResponses` (an object)"
+    } else {
+        "an object with `taskId` (a string)"
+    };
+    let params = params_object(method, raw, expected)?;
+    match params.get("taskId") {
+        Some(Value::String(_)) => {}
+        None => {
+            return Err(errors::missing_param(
+                method,
+                "taskId",
+                "the taskId the task was created with, a string",
+            ));
+        }
+        Some(other) => {
+            return Err(errors::malformed_param(
+                method,
+                "taskId",
+                "a string",
+                kind(other),
+            ));
+        }
+    }
+    if update {
+        match params.get("inputResponses") {
+            Some(Value::Object(_)) => {}
+            None => {
+                return Err(errors::missing_param(
+                    method,
+                    "inputResponses",
+                    "an object of responses by input-request key",
+                ));
+            }
+            Some(other) => {
+                return Err(errors::malformed_param(
+                    method,
+                    "inputResponses",
+                    "an object of responses by input-request key",
+                    kind(other),
+                ));
+            }
+        }
+    }
+    check_meta(method, params)?;
+    let value = raw.unwrap_or(&Value::Null);
+    let decoded = match method {
+        "tasks/get" => GetTaskParams::deserialize(value).map(drop),
+        "tasks/update" => UpdateTaskParams::deserialize(value).map(drop),
+        _ => CancelTaskParams::deserialize(value).map(drop),
+    };
+    decoded.map_err(|e| errors::invalid_params_shape(method, &e.to_string()))
+}
+
+/// The size of `value` as compact JSON, in bytes.
+fn json_size(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
+#[cfg(feature = "http")]
+pub(crate) use http::guard as http_guard;
+
+#[cfg(feature = "http")]
+mod http {
+    use axum::{
+        body::{Body, Bytes},
+        extract::{Request, State},
+        http::{HeaderMap, Method, StatusCode, header},
+        middleware::Next,
+        response::Response,
+    };
+    use futures::StreamExt;
+    use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId};
+    use serde::Deserialize;
+
+    use super::{check, error_response, is_modern, parse, request_id};
+    use crate::{Limits, errors};
+
+    /// The axum middleware of [`http_router`](crate::http_router): a `POST` with a JSON body
+    /// is read (up to the request limit), decoded and checked before rmcp sees it.
+    pub(crate) async fn guard(
+        State(limits): State<Limits>,
+        request: Request,
+        next: Next,
+    ) -> Response {
+        if request.method() != Method::POST || !is_json(request.headers()) {
+            return next.run(request).await;
+        }
+        let legacy_session = request.headers().contains_key("mcp-session-id");
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body, limits.max_request_bytes()).await {
+            Ok(bytes) => bytes,
+            Err(response) => return response,
+        };
+        let message = match parse(&bytes) {
+            Ok(message) => message,
+            Err(error) => return reject(StatusCode::BAD_REQUEST, None, error),
+        };
+        if let Err(error) = check(&message, &limits, legacy_session) {
+            let status = if error.code == ErrorCode::INVALID_REQUEST
+                || (!legacy_session && is_modern(&message))
+            {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            };
+            return reject(status, request_id(&message), error);
+        }
+        // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
+        if let Err(error) = ClientJsonRpcMessage::deserialize(&message) {
+            return reject(
+                StatusCode::BAD_REQUEST,
+                request_id(&message),
+                errors::undecodable_message(&error.to_string()),
+            );
+        }
+        next.run(Request::from_parts(parts, Body::from(bytes)))
+            .await
+    }
+
+    fn is_json(headers: &HeaderMap) -> bool {
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| {
+                let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+                essence.trim().eq_ignore_ascii_case("application/json")
+            })
+    }
+
+    /// The whole body, or the answer when it is larger than `limit` or cannot be read.
+    async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
+        let mut stream = body.into_data_stream();
+        let mut collected = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| {
+                reject(
+                    StatusCode::BAD_REQUEST,
+                    None,
+                    ErrorData::invalid_request(
+                        format!("Invalid request: the request body could not be read: {e}"),
+                        None,
+                    ),
+                )
+            })?;
+            if chunk.len() > limit.saturating_sub(collected.len()) {
+                return Err(reject(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    None,
+                    errors::request_too_large(limit),
+                ));
+            }
+            collected.extend_from_slice(&chunk);
+        }
+        Ok(Bytes::from(collected))
+    }
+
+    fn reject(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {
+        let mut response = Response::new(Body::from(error_response(id, error)));
+        *response.status_mut() = status;
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{check, parse};
+    use crate::Limits;
+
+    fn declaring() -> Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": { "io.modelcontextprotocol/tasks": {} }
+            }
+        })
+    }
+
+    fn request(method: &str, params: &Value) -> Value {
+        json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params })
+    }
+
+    fn rejected(method: &str, params: &Value) -> (i32, String) {
+        let error = check(&request(method, params), &Limits::default(), false)
+            .expect_err("should be rejected");
+        (error.code.0, error.message.into_owned())
+    }
+
+    #[test]
+    fn task_id_must_be_a_string() {
+        for (task_id, found) in [(json!(5), "a number"), (Value::Null, "null")] {
+            for method in ["tasks/get", "tasks/cancel", "tasks/update"] {
+                let params =
+                    json!({ "taskId": task_id, "inputResponses": {}, "_meta": declaring() });
+                assert_eq!(
+                    rejected(method, &params),
+                    (
+                        -32602,
+                        format!("{method}: params.taskId must be a string, got {found}")
+                    )
+                );
+            }
+        }
+        let (code, message) = rejected("tasks/get", &json!({ "_meta": declaring() }));
+        assert_eq!(code, -32602);
+        assert!(
+            message.starts_with("tasks/get: params.taskId is required"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn the_capability_check_comes_first() {
+        let (code, _) = rejected("tasks/get", &json!({ "taskId": 5 }));
+        assert_eq!(code, -32021);
+        let legacy = check(
+            &request("tasks/get", &json!({ "taskId": 5, "_meta": declaring() })),
+            &Limits::default(),
+            true,
+        );
+        assert_eq!(legacy.map_err(|e| e.code.0), Err(-32021));
+        // A well-formed request passes: the engine answers its capability check.
+        assert!(
+            check(
+                &request("tasks/get", &json!({ "taskId": "t" })),
+                &Limits::default(),
+                false
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn tools_call_shapes() {
+        let cases = [
+            (
+                json!({ "name": "x", "arguments": "{\"a\":1}" }),
+                "tools/call: params.arguments must be an object",
+            ),
+            (
+                json!({ "name": "x", "arguments": [1] }),
+                "tools/call: params.arguments must be an object of the tool's arguments by name, got an array",
+            ),
+            (
+                json!({ "arguments": {} }),
+                "tools/call: params.name is required",
+            ),
+            (
+                json!({ "name": 3 }),
+                "tools/call: params.name must be a string",
+            ),
+            (
+                json!({ "name": "x", "inputResponses": [] }),
+                "tools/call: params.inputResponses must be an object",
+            ),
+            (
+                json!({ "name": "x", "requestState": {} }),
+                "tools/call: params.requestState must be a string",
+            ),
+            (
+                json!({ "name": "x", "_meta": 1 }),
+                "tools/call: params._meta must be an object",
+            ),
+            (json!("x"), "tools/call: params must be an object"),
+        ];
+        for (params, prefix) in cases {
+            let (code, message) = rejected("tools/call", &params);
+            assert_eq!(code, -32602, "{params}");
+            assert!(message.starts_with(prefix), "{params}: {message}");
+        }
+        let ok = json!({ "name": "x", "arguments": { "a": [1, 2] }, "arguments_extra": 1 });
+        assert!(check(&request("tools/call", &ok), &Limits::default(), false).is_ok());
+    }
+
+    #[test]
+    fn arguments_over_the_limit() {
+        let limits = Limits::default().with_max_arguments_bytes(10);
+        let params = json!({ "name": "x", "arguments": { "a": "0123456789" } });
+        let error = check(&request("tools/call", &params), &limits, false).unwrap_err();
+        assert_eq!(error.code.0, -32602);
+        assert!(
+            error
+                .message
+                .contains("params.arguments is 18 bytes, more than the limit of 10"),
+            "{}",
+            error.message
+        );
+        let params = json!({ "name": "x", "arguments": { "a": 1 } });
+        assert!(check(&request("tools/call", &params), &limits, false).is_ok());
+    }
+
+    #[test]
+    fn parse_errors() {
+        assert_eq!(parse(b"{\"a\":\xff}").unwrap_err().code.0, -32700);
+        assert!(
+            parse(b"\xff")
+                .unwrap_err()
+                .message
+                .contains("not valid UTF-8")
+        );
+        assert!(
+            parse(b"{nope")
+                .unwrap_err()
+                .message
+                .contains("not valid JSON")
+        );
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert!(
+            parse(deep.as_bytes())
+                .unwrap_err()
+                .message
+                .contains("nests deeper than 128")
+        );
+        assert!(parse(b"{\"a\":1}").is_ok());
+        let array = check(&json!([1]), &Limits::default(), false).unwrap_err();
+        assert_eq!(array.code.0, -32600);
+    }
+
+    #[test]
+    fn malformed_envelopes() {
+        let cases = [
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": 5 }),
+                "params must be an object, got a number",
+            ),
+            (
+                json!({ "jsonrpc": "1.0", "id": 1, "method": "tools/list" }),
+                "jsonrpc must be \"2.0\"",
+            ),
+            (
+                json!({ "id": 1, "method": "tools/list" }),
+                "jsonrpc must be \"2.0\", got none",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": {}, "method": "tools/list" }),
+                "id must be a string or an integer, got an object",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 1.5, "method": "tools/list" }),
+                "id must be a string or an integer, got a fraction",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 1, "method": 7 }),
+                "method must be a string, got a number",
+            ),
+        ];
+        for (message, names) in cases {
+            let error = check(&message, &Limits::default(), false).unwrap_err();
+            assert_eq!(error.code.0, -32600, "{message}");
+            assert!(
+                error.message.contains(names),
+                "{message}: {}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
+    fn other_methods_and_notifications_pass() {
+        assert!(
+            check(
+                &json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "cursor": 5 } }),
+                &Limits::default(),
+                false
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &json!({ "jsonrpc": "2.0", "method": "tasks/get", "params": 5 }),
+                &Limits::default(),
+                false
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                &json!({ "jsonrpc": "2.0", "id": 1, "result": {} }),
+                &Limits::default(),
+                false
+            )
+            .is_ok()
+        );
+    }
+}

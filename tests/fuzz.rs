@@ -1,0 +1,880 @@
+//! Property-based fuzzing of the real request path (issue 12, item 6), on stable Rust with
+//! `proptest`: JSON-RPC messages for `tools/call` (arguments generated from the tools' own
+//! input schemas, then sometimes broken; random `inputResponses` and `requestState`) and for
+//! `tasks/get` / `tasks/update` / `tasks/cancel` with random shapes and values (known task ids,
+//! random ones, wrong types), plus bytes that are not JSON, sent over Streamable HTTP on
+//! 127.0.0.1:0 and over stdio framing (`serve_io` on an in-process pipe).
+//!
+//! Properties, per message:
+//! - the server does not panic (a panic hook counts panics in every thread);
+//! - the answer is one JSON-RPC response: `jsonrpc: "2.0"`, the request's `id`, exactly one
+//!   of `result` / `error`, and an error code from the JSON-RPC and MCP sets;
+//! - a request answered with an error created no task (the store's size) and, unless the
+//!   error came from the tool's own input (`-32021`, `-32603`), ran no tool (a run counter);
+//! - the server still answers afterwards (`tools/list`).
+//!
+//! `cargo test --test fuzz` runs 2,500 cases per transport. `MCP_TASKS_FUZZ_SECS=600` runs
+//! batches until that many seconds have passed and prints the number of cases.
+
+mod common;
+
+use std::{
+    cell::RefCell,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use common::{Http, PLAIN, TASKS, V2026, meta, parse_body};
+use mcp_tasks::{
+    Engine, MemoryStore, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+};
+use proptest::{
+    prelude::*,
+    test_runner::{Config, TestCaseError, TestRunner},
+};
+use rmcp::model::ElicitationSchema;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Starts of every tool's work.
+#[derive(Clone, Default)]
+struct Runs(Arc<AtomicUsize>);
+
+impl Runs {
+    fn bump(&self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Scalars and options.
+#[task_tool(mode = "inline")]
+async fn scalars(
+    State(runs): State<Runs>,
+    count: u32,
+    label: String,
+    flag: Option<bool>,
+    ratio: Option<f64>,
+) -> String {
+    runs.bump();
+    format!("{count} {label} {flag:?} {ratio:?}")
+}
+
+/// One filter of `search`.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Filter {
+    field: String,
+    values: Vec<i64>,
+}
+
+/// How `search` orders its results.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum Order {
+    Asc,
+    Desc,
+}
+
+/// Nested arguments; runs as a task when the caller declares the extension.
+#[task_tool(poll_interval = "10ms")]
+async fn search(
+    State(runs): State<Runs>,
+    query: String,
+    filters: Vec<Filter>,
+    order: Option<Order>,
+) -> usize {
+    runs.bump();
+    let _ = order;
+    query.len()
+        + filters
+            .iter()
+            .map(|f| f.field.len() + f.values.len())
+            .sum::<usize>()
+}
+
+/// Asks for a confirmation before the task exists (multi round-trip), then, as a task,
+/// for a note it waits for.
+#[task_tool(mode = "required", poll_interval = "10ms")]
+async fn confirm(
+    ctx: TaskContext,
+    State(runs): State<Runs>,
+    name: String,
+) -> Result<String, ToolError> {
+    runs.bump();
+    let schema = ElicitationSchema::builder()
+        .required_bool("ok")
+        .build()
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    let first = ctx
+        .elicit_form_before_task(format!("Delete {name}?"), schema.clone())
+        .await?;
+    let note = ctx.elicit_form("A note?", schema).await?;
+    Ok(format!("{:?} {:?}", first.action, note.action))
+}
+
+/// Panics seen in any thread since the hook was installed.
+static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+fn count_panics() {
+    static HOOK: OnceLock<()> = OnceLock::new();
+    HOOK.get_or_init(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // The server's tasks run on the runtime's workers; the test threads' own panics
+            // (a failing test) are not the server's.
+            if std::thread::current()
+                .name()
+                .is_some_and(|name| name.starts_with("tokio-runtime-worker"))
+            {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            previous(info);
+        }));
+    });
+}
+
+struct Fixture {
+    store: Arc<MemoryStore>,
+    runs: Runs,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            store: Arc::new(MemoryStore::new()),
+            runs: Runs::default(),
+        }
+    }
+
+    fn server(&self) -> TaskServer {
+        let toolkit = toolkit![scalars, search, confirm]
+            .unwrap()
+            .with_state(self.runs.clone());
+        TaskServer::from_engine(Engine::new(toolkit).with_shared_store(self.store.clone()))
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        (self.store.len(), self.runs.0.load(Ordering::SeqCst))
+    }
+}
+
+/// One thing to send.
+#[derive(Debug, Clone)]
+enum Message {
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+impl Message {
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            Self::Json(value) => value.to_string().into_bytes(),
+            Self::Bytes(bytes) => bytes.clone(),
+        }
+    }
+}
+
+fn any_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u32>().prop_map(Value::from),
+        any::<f64>().prop_filter_map("finite", |f| serde_json::Number::from_f64(f)
+            .map(Value::Number)),
+        "[a-z0-9 _./-]{0,12}".prop_map(Value::from),
+        any::<String>().prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 24, 5, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map("[a-zA-Z_]{1,8}", inner, 0..5)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+/// Values for a JSON Schema (the subset schemars writes: `type`, `properties`, `required`,
+/// `items`, `enum`, `$ref` into `$defs`, `anyOf`/`oneOf`), valid most of the time.
+fn from_schema(schema: &Value, defs: &Value, depth: u32) -> BoxedStrategy<Value> {
+    if depth > 5 {
+        return any_json().boxed();
+    }
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.rsplit('/').next().unwrap_or_default();
+        return from_schema(&defs[name], defs, depth + 1);
+    }
+    if let Some(values) = schema["enum"].as_array().filter(|v| !v.is_empty()) {
+        return prop::sample::select(values.clone()).boxed();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(options) = schema[key].as_array().filter(|v| !v.is_empty()) {
+            let options: Vec<_> = options
+                .iter()
+                .map(|s| from_schema(s, defs, depth + 1))
+                .collect();
+            return prop::strategy::Union::new(options).boxed();
+        }
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    if types.is_empty() {
+        return any_json().boxed();
+    }
+    let strategies: Vec<BoxedStrategy<Value>> = types
+        .into_iter()
+        .map(|t| match t {
+            "null" => Just(Value::Null).boxed(),
+            "boolean" => any::<bool>().prop_map(Value::from).boxed(),
+            "integer" if schema["minimum"].as_f64() == Some(0.0) => prop_oneof![
+                9 => any::<u32>().prop_map(Value::from),
+                1 => any::<i64>().prop_map(Value::from),
+            ]
+            .boxed(),
+            "integer" => any::<i64>().prop_map(Value::from).boxed(),
+            "number" => any::<f64>()
+                .prop_filter_map("finite", |f| {
+                    serde_json::Number::from_f64(f).map(Value::Number)
+                })
+                .boxed(),
+            "string" => prop_oneof!["[a-z ]{0,10}", any::<String>()]
+                .prop_map(Value::from)
+                .boxed(),
+            "array" => prop::collection::vec(from_schema(&schema["items"], defs, depth + 1), 0..4)
+                .prop_map(Value::Array)
+                .boxed(),
+            "object" => object_from_schema(schema, defs, depth),
+            _ => any_json().boxed(),
+        })
+        .collect();
+    prop::strategy::Union::new(strategies).boxed()
+}
+
+fn object_from_schema(schema: &Value, defs: &Value, depth: u32) -> BoxedStrategy<Value> {
+    let required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let properties: Vec<(String, bool, BoxedStrategy<Value>)> = schema["properties"]
+        .as_object()
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, s)| {
+                    (
+                        name.clone(),
+                        required.contains(name),
+                        from_schema(s, defs, depth + 1),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut object: BoxedStrategy<serde_json::Map<String, Value>> =
+        Just(serde_json::Map::new()).boxed();
+    for (name, required, strategy) in properties {
+        object = (object, strategy, any::<u8>())
+            .prop_map(move |(mut map, value, roll)| {
+                // Required properties are present 9 times in 10, optional ones half the time.
+                if (required && roll % 10 != 0) || (!required && roll % 2 == 0) {
+                    map.insert(name.clone(), value);
+                }
+                map
+            })
+            .boxed();
+    }
+    (
+        object,
+        prop::option::weighted(0.1, ("[a-z]{1,6}", any_json())),
+    )
+        .prop_map(|(mut map, extra)| {
+            if let Some((key, value)) = extra {
+                map.insert(key, value);
+            }
+            Value::Object(map)
+        })
+        .boxed()
+}
+
+/// What the messages draw their names and ids from.
+#[derive(Clone, Debug)]
+struct Pools {
+    /// (tool name, input schema)
+    tools: Vec<(String, Value)>,
+    task_ids: Vec<String>,
+    input_keys: Vec<String>,
+}
+
+fn request_meta() -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        4 => Just(Some(meta(TASKS))),
+        3 => Just(Some(meta(PLAIN))),
+        1 => Just(None),
+        1 => any_json().prop_map(Some),
+        1 => prop_oneof![Just("2025-11-25"), Just("1999-01-01"), Just("")]
+            .prop_map(|v| {
+                let mut m = meta(TASKS);
+                m["io.modelcontextprotocol/protocolVersion"] = json!(v);
+                Some(m)
+            }),
+    ]
+}
+
+fn task_id(pools: &Pools) -> BoxedStrategy<Value> {
+    prop_oneof![
+        4 => prop::sample::select(pools.task_ids.clone()).prop_map(Value::from),
+        2 => any::<String>().prop_map(Value::from),
+        2 => any_json(),
+    ]
+    .boxed()
+}
+
+fn input_responses(pools: &Pools) -> BoxedStrategy<Value> {
+    let key = prop_oneof![
+        prop::sample::select(pools.input_keys.clone()),
+        "[a-z0-9-]{1,12}",
+    ];
+    let answer = prop_oneof![
+        3 => (
+            prop_oneof![Just("accept"), Just("decline"), Just("cancel"), Just("maybe")],
+            prop::option::of(any_json()),
+        )
+            .prop_map(|(action, content)| {
+                let mut answer = json!({ "action": action });
+                if let Some(content) = content {
+                    answer["content"] = content;
+                }
+                answer
+            }),
+        1 => Just(json!({ "action": "accept", "content": { "ok": true } })),
+        1 => any_json(),
+    ];
+    prop_oneof![
+        6 => prop::collection::btree_map(key, answer, 0..3)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        1 => any_json(),
+    ]
+    .boxed()
+}
+
+fn request_state(pools: &Pools) -> BoxedStrategy<Option<Value>> {
+    let tools: Vec<String> = pools.tools.iter().map(|(name, _)| name.clone()).collect();
+    prop_oneof![
+        4 => Just(None),
+        1 => any::<String>().prop_map(|s| Some(Value::from(s))),
+        1 => (prop::sample::select(tools), input_responses(pools))
+            .prop_map(|(tool, answers)| Some(Value::from(json!({ "tool": tool, "answers": answers }).to_string()))),
+        1 => any_json().prop_map(Some),
+    ]
+    .boxed()
+}
+
+fn call_params(pools: &Pools) -> BoxedStrategy<Value> {
+    let tools: Vec<BoxedStrategy<(Value, Value)>> = pools
+        .tools
+        .iter()
+        .map(|(name, schema)| {
+            let defs = schema["$defs"].clone();
+            let name = Value::from(name.clone());
+            prop_oneof![
+                8 => from_schema(schema, &defs, 0),
+                1 => any_json(),
+                1 => any::<String>().prop_map(Value::from),
+            ]
+            .prop_map(move |arguments| (name.clone(), arguments))
+            .boxed()
+        })
+        .collect();
+    let name_and_arguments = prop_oneof![
+        8 => prop::strategy::Union::new(tools),
+        1 => (any_json(), any_json()),
+    ];
+    (
+        name_and_arguments,
+        prop::option::weighted(0.3, input_responses(pools)),
+        request_state(pools),
+        request_meta(),
+        any::<u8>(),
+    )
+        .prop_map(|((name, arguments), responses, state, meta, drop)| {
+            let mut params = json!({ "name": name, "arguments": arguments });
+            if drop % 13 == 0 {
+                params.as_object_mut().map(|p| p.remove("name"));
+            }
+            if drop % 7 == 0 {
+                params.as_object_mut().map(|p| p.remove("arguments"));
+            }
+            if let Some(responses) = responses {
+                params["inputResponses"] = responses;
+            }
+            if let Some(state) = state {
+                params["requestState"] = state;
+            }
+            if let Some(meta) = meta {
+                params["_meta"] = meta;
+            }
+            params
+        })
+        .boxed()
+}
+
+fn task_params(pools: &Pools, update: bool) -> BoxedStrategy<Value> {
+    (
+        prop::option::weighted(0.9, task_id(pools)),
+        prop::option::weighted(if update { 0.9 } else { 0.1 }, input_responses(pools)),
+        request_meta(),
+    )
+        .prop_map(|(task_id, responses, meta)| {
+            let mut params = json!({});
+            if let Some(task_id) = task_id {
+                params["taskId"] = task_id;
+            }
+            if let Some(responses) = responses {
+                params["inputResponses"] = responses;
+            }
+            if let Some(meta) = meta {
+                params["_meta"] = meta;
+            }
+            params
+        })
+        .boxed()
+}
+
+fn messages(pools: &Pools) -> BoxedStrategy<Message> {
+    let id = prop_oneof![
+        5 => (1_u32..1_000_000).prop_map(Value::from),
+        1 => "[a-z0-9-]{1,10}".prop_map(Value::from),
+    ];
+    let method_params = prop_oneof![
+        6 => call_params(pools).prop_map(|p| ("tools/call".to_owned(), Some(p))),
+        3 => task_params(pools, false).prop_map(|p| ("tasks/get".to_owned(), Some(p))),
+        3 => task_params(pools, true).prop_map(|p| ("tasks/update".to_owned(), Some(p))),
+        2 => task_params(pools, false).prop_map(|p| ("tasks/cancel".to_owned(), Some(p))),
+        1 => (
+            prop_oneof![Just("tools/call"), Just("tasks/get"), Just("tasks/update"), Just("tasks/cancel"), Just("tasks/result"), Just("tasks/list"), Just("nope/nope")],
+            prop::option::of(any_json()),
+        )
+            .prop_map(|(m, p)| (m.to_owned(), p)),
+    ];
+    prop_oneof![
+        12 => (id, method_params).prop_map(|(id, (method, params))| {
+            let mut message = json!({ "jsonrpc": "2.0", "id": id, "method": method });
+            if let Some(params) = params {
+                message["params"] = params;
+            }
+            Message::Json(message)
+        }),
+        1 => prop::collection::vec(any::<u8>(), 0..64)
+            .prop_filter("not blank", |b| !b.iter().all(u8::is_ascii_whitespace) && !b.contains(&b'\n'))
+            .prop_map(Message::Bytes),
+        1 => any_json()
+            .prop_filter("not an object", |v| !v.is_object())
+            .prop_map(Message::Json),
+    ]
+    .boxed()
+}
+
+/// JSON-RPC and MCP error codes a server may answer with.
+const STANDARD_CODES: [i64; 8] = [
+    -32700, -32600, -32601, -32602, -32603, -32020, -32021, -32022,
+];
+
+/// The request id of a message, when it has a valid one.
+fn valid_id(message: &Message) -> Option<Value> {
+    match message {
+        Message::Json(value) => value
+            .get("id")
+            .filter(|id| id.is_u64() || id.is_string())
+            .cloned(),
+        Message::Bytes(_) => None,
+    }
+}
+
+/// Checks one answer; `Err` names the broken property.
+fn check_answer(message: &Message, answer: &Value) -> Result<Option<i64>, String> {
+    if answer["jsonrpc"] != "2.0" {
+        return Err(format!("not JSON-RPC 2.0: {answer}"));
+    }
+    let has_result = answer.get("result").is_some();
+    let error = answer.get("error");
+    if has_result == error.is_some() {
+        return Err(format!("not exactly one of result/error: {answer}"));
+    }
+    let code = match error {
+        None => None,
+        Some(error) => {
+            let code = error["code"]
+                .as_i64()
+                .ok_or_else(|| format!("error without code: {answer}"))?;
+            if !STANDARD_CODES.contains(&code) {
+                return Err(format!("non-standard code {code}: {answer}"));
+            }
+            if !error["message"].is_string() {
+                return Err(format!("error without message: {answer}"));
+            }
+            Some(code)
+        }
+    };
+    let answered_id = answer.get("id").filter(|id| !id.is_null());
+    match (valid_id(message), answered_id) {
+        (Some(sent), Some(got)) if &sent != got => {
+            return Err(format!("id {got} for request {sent}"));
+        }
+        (Some(_), None) if !matches!(code, Some(-32700 | -32600)) => {
+            return Err(format!("no id in the answer: {answer}"));
+        }
+        _ => {}
+    }
+    Ok(code)
+}
+
+/// The properties that hold around one message, given the counts before and after.
+fn check_effects(
+    code: Option<i64>,
+    before: (usize, usize),
+    after: (usize, usize),
+) -> Result<(), String> {
+    let Some(code) = code else { return Ok(()) };
+    if after.0 != before.0 {
+        return Err(format!(
+            "a request answered {code} created a task ({} -> {})",
+            before.0, after.0
+        ));
+    }
+    if !matches!(code, -32021 | -32603) && after.1 != before.1 {
+        return Err(format!("a request answered {code} ran a tool"));
+    }
+    Ok(())
+}
+
+/// A transport to fuzz.
+enum Peer {
+    Http(Http),
+    Stdio {
+        write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+        read: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    },
+}
+
+impl Peer {
+    fn stdio(server: TaskServer) -> Self {
+        let (client, server_io) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server_io);
+        tokio::spawn(mcp_tasks::serve_io(server, read, write));
+        let (read, write) = tokio::io::split(client);
+        Self::Stdio {
+            write,
+            read: BufReader::new(read).lines(),
+        }
+    }
+
+    /// Sends one message; returns its answer, or `Err` when there is none or it is not one
+    /// JSON-RPC message.
+    async fn send(&mut self, message: &Message) -> Result<Value, String> {
+        match self {
+            Self::Http(http) => {
+                let mut request = http
+                    .client
+                    .post(&http.url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-protocol-version", V2026);
+                if let Message::Json(value) = message {
+                    if let Some(method) = value["method"].as_str() {
+                        request = request.header("mcp-method", method);
+                    }
+                    let name = value["params"]["name"]
+                        .as_str()
+                        .or(value["params"]["taskId"].as_str());
+                    if let Some(name) =
+                        name.filter(|n| n.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
+                    {
+                        request = request.header("mcp-name", name);
+                    }
+                }
+                let response = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    request.body(message.bytes()).send(),
+                )
+                .await
+                .map_err(|_| "no HTTP answer within 10 s".to_owned())?
+                .map_err(|e| format!("HTTP request failed: {e}"))?;
+                let status = response.status().as_u16();
+                let text = response
+                    .text()
+                    .await
+                    .map_err(|e| format!("HTTP body: {e}"))?;
+                let answer = parse_body(&text);
+                if answer.is_null() {
+                    // rmcp's own HTTP-level rejections (a legacy request without a session,
+                    // a header that contradicts the body) are plain text.
+                    if status == 400 && !text.is_empty() {
+                        return Ok(Value::Null);
+                    }
+                    return Err(format!("HTTP {status} without a JSON-RPC body: {text:?}"));
+                }
+                let code = answer["error"]["code"].as_i64();
+                let expected_status: &[u16] = match code {
+                    None => &[200],
+                    Some(-32601) => &[404, 200],
+                    Some(_) => &[200, 400, 413],
+                };
+                if !expected_status.contains(&status) {
+                    return Err(format!("HTTP {status} for {answer}"));
+                }
+                Ok(answer)
+            }
+            Self::Stdio { write, read } => {
+                let mut line = message.bytes();
+                line.push(b'\n');
+                write
+                    .write_all(&line)
+                    .await
+                    .map_err(|e| format!("stdio write: {e}"))?;
+                write
+                    .flush()
+                    .await
+                    .map_err(|e| format!("stdio flush: {e}"))?;
+                loop {
+                    let line = tokio::time::timeout(Duration::from_secs(10), read.next_line())
+                        .await
+                        .map_err(|_| "no stdio answer within 10 s".to_owned())?
+                        .map_err(|e| format!("stdio read: {e}"))?
+                        .ok_or_else(|| "the server closed its output".to_owned())?;
+                    let value: Value = serde_json::from_str(&line)
+                        .map_err(|e| format!("not one JSON line ({e}): {line}"))?;
+                    if value.get("result").is_some() || value.get("error").is_some() {
+                        return Ok(value);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The server still answers.
+    async fn alive(&mut self) -> Result<(), String> {
+        let ping = Message::Json(
+            json!({ "jsonrpc": "2.0", "id": 999_999_999_u64, "method": "tools/list",
+            "params": { "_meta": meta(PLAIN) } }),
+        );
+        let answer = self.send(&ping).await?;
+        if answer["result"]["tools"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
+            return Err(format!("tools/list after the message: {answer}"));
+        }
+        Ok(())
+    }
+}
+
+/// Creates tasks to draw ids and input keys from: `confirm` tasks waiting for their note,
+/// and a finished `search` task.
+async fn seed(peer: &mut Peer) -> Pools {
+    let tools = peer
+        .send(&Message::Json(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "_meta": meta(PLAIN) } })))
+        .await
+        .unwrap();
+    let tools: Vec<(String, Value)> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["inputSchema"].clone(),
+            )
+        })
+        .collect();
+    let mut task_ids = Vec::new();
+    let mut input_keys = Vec::new();
+    for i in 0..3 {
+        let first = peer
+            .send(&Message::Json(json!({ "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                "params": { "name": "confirm", "arguments": { "name": format!("f{i}") }, "_meta": meta(TASKS) } })))
+            .await
+            .unwrap();
+        let key = first["result"]["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        input_keys.push(key.clone());
+        let created = peer
+            .send(&Message::Json(
+                json!({ "jsonrpc": "2.0", "id": 20 + i, "method": "tools/call",
+                "params": { "name": "confirm", "arguments": { "name": format!("f{i}") },
+                    "inputResponses": { key: { "action": "accept", "content": { "ok": true } } },
+                    "requestState": first["result"]["requestState"],
+                    "_meta": meta(TASKS) } }),
+            ))
+            .await
+            .unwrap();
+        task_ids.push(created["result"]["taskId"].as_str().unwrap().to_owned());
+    }
+    let search = peer
+        .send(&Message::Json(json!({ "jsonrpc": "2.0", "id": 30, "method": "tools/call",
+            "params": { "name": "search", "arguments": { "query": "q", "filters": [] }, "_meta": meta(TASKS) } })))
+        .await
+        .unwrap();
+    if let Some(id) = search["result"]["taskId"].as_str() {
+        task_ids.push(id.to_owned());
+    }
+    for id in task_ids.clone() {
+        let task = peer
+            .send(&Message::Json(
+                json!({ "jsonrpc": "2.0", "id": 40, "method": "tasks/get",
+                "params": { "taskId": id, "_meta": meta(TASKS) } }),
+            ))
+            .await
+            .unwrap();
+        if let Some(requests) = task["result"]["inputRequests"].as_object() {
+            input_keys.extend(requests.keys().cloned());
+        }
+    }
+    Pools {
+        tools,
+        task_ids,
+        input_keys,
+    }
+}
+
+/// Runs `cases` fuzz cases against one transport; returns how many ran.
+fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
+    count_panics();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let fixture = Fixture::new();
+    let mut peer = runtime.block_on(async {
+        match transport {
+            "http" => Peer::Http(Http::start(fixture.server()).await),
+            _ => Peer::stdio(fixture.server()),
+        }
+    });
+    let pools = runtime.block_on(seed(&mut peer));
+    let peer = RefCell::new(peer);
+    let outcomes = RefCell::new(std::collections::BTreeMap::<String, u64>::new());
+    let strategy = messages(&pools);
+    let panics_before = PANICS.load(Ordering::SeqCst);
+    let deadline = seconds.map(|s| Instant::now() + Duration::from_secs(s));
+    let mut total = 0_u64;
+    loop {
+        let mut runner = TestRunner::new(Config {
+            cases,
+            failure_persistence: None,
+            max_shrink_iters: 200,
+            ..Config::default()
+        });
+        let result = runner.run(&strategy, |message| {
+            let mut peer = peer.borrow_mut();
+            let outcome: Result<(), String> = runtime.block_on(async {
+                let before = fixture.counts();
+                let answer = peer.send(&message).await?;
+                let code = if answer.is_null() {
+                    Some(-32600)
+                } else {
+                    check_answer(&message, &answer)?
+                };
+                let outcome = match code {
+                    None => format!(
+                        "result {}",
+                        answer["result"]["resultType"].as_str().unwrap_or("-")
+                    ),
+                    Some(code) if answer.is_null() => format!("HTTP 400 plain text ({code})"),
+                    Some(code) => format!("error {code}"),
+                };
+                *outcomes.borrow_mut().entry(outcome).or_default() += 1;
+                // A task's own work may still be starting: let it settle before counting.
+                tokio::task::yield_now().await;
+                let after = fixture.counts();
+                check_effects(code, before, after)?;
+                peer.alive().await?;
+                if PANICS.load(Ordering::SeqCst) != panics_before {
+                    return Err("the server panicked".to_owned());
+                }
+                Ok(())
+            });
+            outcome.map_err(|e| TestCaseError::fail(format!("{transport}: {e}")))
+        });
+        if let Err(error) = result {
+            panic!("{error}");
+        }
+        eprintln!("fuzz {transport}: answers so far {:?}", outcomes.borrow());
+        total += u64::from(cases);
+        match deadline {
+            Some(deadline) if Instant::now() < deadline => continue,
+            _ => break,
+        }
+    }
+    total
+}
+
+fn long_mode() -> Option<u64> {
+    std::env::var("MCP_TASKS_FUZZ_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+}
+
+#[test]
+fn fuzz_http() {
+    let started = Instant::now();
+    let cases = fuzz("http", 2500, long_mode());
+    eprintln!(
+        "fuzz http: {cases} cases, no failure, in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn fuzz_stdio() {
+    let started = Instant::now();
+    let cases = fuzz("stdio", 2500, long_mode());
+    eprintln!(
+        "fuzz stdio: {cases} cases, no failure, in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[test]
+fn the_properties_catch_what_they_claim() {
+    let message = Message::Json(json!({ "jsonrpc": "2.0", "id": 5, "method": "tasks/get" }));
+    assert!(
+        check_answer(
+            &message,
+            &json!({ "jsonrpc": "2.0", "id": 5, "result": {} })
+        )
+        .is_ok()
+    );
+    assert!(
+        check_answer(
+            &message,
+            &json!({ "jsonrpc": "2.0", "id": 6, "result": {} })
+        )
+        .is_err()
+    );
+    assert!(
+        check_answer(
+            &message,
+            &json!({ "jsonrpc": "2.0", "id": 5, "error": { "code": 1, "message": "x" } })
+        )
+        .is_err()
+    );
+    assert!(check_answer(&message, &json!({ "jsonrpc": "2.0", "id": 5, "result": {}, "error": { "code": -32602, "message": "x" } })).is_err());
+    assert!(check_effects(Some(-32602), (1, 1), (2, 1)).is_err());
+    assert!(check_effects(Some(-32602), (1, 1), (1, 2)).is_err());
+    assert!(check_effects(None, (1, 1), (2, 2)).is_ok());
+}

@@ -1,0 +1,132 @@
+//! What `SqliteStore::open` does to a file it refuses: nothing. The schema version is read
+//! before the file is switched to WAL, so a rollback-mode file from a newer build (or one
+//! that is not a task database at all) is left byte for byte as it was, with no `-wal` or
+//! `-shm` file beside it.
+
+use std::path::{Path, PathBuf};
+
+use mcp_tasks::SqliteStore;
+
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(name: &str) -> Self {
+        let db = Self(
+            std::env::temp_dir().join(format!("mcp-tasks-file-{name}-{}.db", std::process::id())),
+        );
+        db.remove();
+        db
+    }
+
+    fn sidecar(&self, suffix: &str) -> PathBuf {
+        PathBuf::from(format!("{}{suffix}", self.0.display()))
+    }
+
+    fn remove(&self) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let _ = std::fs::remove_file(self.sidecar(suffix));
+        }
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// The error's whole chain, as one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        source = next.source();
+    }
+    text
+}
+
+fn assert_untouched(db: &TempDb, before: &[u8]) {
+    assert_eq!(
+        std::fs::read(&db.0).unwrap(),
+        before,
+        "the refused file changed"
+    );
+    for suffix in ["-wal", "-shm", "-journal"] {
+        assert!(
+            !Path::new(&db.sidecar(suffix)).exists(),
+            "opening the refused file left {suffix} beside it"
+        );
+    }
+}
+
+/// A rollback-mode (`journal_mode = DELETE`) file of a newer schema: refused with a message
+/// naming the version, and not modified (it stays in rollback mode, same bytes).
+#[test]
+fn a_newer_rollback_mode_file_is_refused_unchanged() {
+    let db = TempDb::new("newer");
+    {
+        let conn = rusqlite::Connection::open(&db.0).unwrap();
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "delete");
+        conn.execute_batch(
+            "CREATE TABLE tasks (id TEXT PRIMARY KEY, payload TEXT);
+             INSERT INTO tasks VALUES ('a', 'from a newer build');
+             PRAGMA user_version = 99;",
+        )
+        .unwrap();
+    }
+    let before = std::fs::read(&db.0).unwrap();
+    let error = SqliteStore::open(&db.0).unwrap_err();
+    let message = chain(&error);
+    assert!(
+        message.contains("schema version 99") && message.contains("left untouched"),
+        "{message}"
+    );
+    assert_untouched(&db, &before);
+    let mode: String = rusqlite::Connection::open(&db.0)
+        .unwrap()
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "still in rollback mode");
+}
+
+/// A rollback-mode file at schema 0 whose tables clash with the store's (some other
+/// program's database): the first migration fails and is rolled back, and the file is left
+/// as it was, not switched to WAL.
+#[test]
+fn a_foreign_rollback_mode_file_is_refused_unchanged() {
+    let db = TempDb::new("foreign");
+    {
+        let conn = rusqlite::Connection::open(&db.0).unwrap();
+        conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+        conn.execute_batch(
+            "CREATE TABLE tasks (title TEXT, done INTEGER);
+             INSERT INTO tasks VALUES ('buy milk', 0);",
+        )
+        .unwrap();
+    }
+    let before = std::fs::read(&db.0).unwrap();
+    let error = SqliteStore::open(&db.0).unwrap_err();
+    let message = chain(&error);
+    assert!(
+        message.contains("could not migrate the task database from schema version 0 to 1"),
+        "{message}"
+    );
+    assert_untouched(&db, &before);
+}
+
+/// Bytes that are not a SQLite database at all are refused, and stay as they were.
+#[test]
+fn a_file_that_is_not_a_database_is_refused_unchanged() {
+    let db = TempDb::new("garbage");
+    let before = b"these are not the droids you are looking for, nor a database\n".repeat(100);
+    std::fs::write(&db.0, &before).unwrap();
+    let error = SqliteStore::open(&db.0).unwrap_err();
+    let message = chain(&error);
+    assert!(message.contains("not a database"), "{message}");
+    assert_untouched(&db, &before);
+}
