@@ -15,6 +15,8 @@
 //!
 //! Prints one CSV line per sample (`cycle,elapsed_ms,tasks,rss_kib`, elapsed in real time) and a summary.
 
+mod ids;
+
 use std::{sync::Arc, time::Duration};
 
 use mcp_tasks::{
@@ -108,7 +110,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     sample(0, &store);
     for cycle in 1..=options.cycles {
-        let id: Arc<str> = Arc::from(mcp_tasks::new_task_id());
+        let id: Arc<str> = Arc::from(ids::task_id());
         let arguments = json!({ "workspace_id": format!("ws-{cycle}"), "include_archived": true });
         let task = NewTask::new(id.clone(), owner.clone(), tool.clone())
             .with_ttl(Some(options.ttl))

@@ -18,6 +18,8 @@
 //! Flags: `--callers N` (repeatable) and `--repeats N` narrow or widen the run;
 //! `--only-sqlite` measures the raw fsync rate and `SqliteStore` only (for profiling).
 
+mod ids;
+
 use std::{
     io::Write,
     path::{Path, PathBuf},
@@ -39,20 +41,6 @@ const REPEATS: usize = 3;
 const CALLERS: [usize; 3] = [1, 16, 64];
 /// A cap on the tasks one measurement counts, so the memory store's run stays small.
 const MAX_CREATES: u64 = 200_000;
-
-/// A task id of the shape the server makes (12 hex digits of creation time, then 128 bits):
-/// unique within the run and increasing, as the server's are in creation order.
-fn task_id() -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(
-        "{millis:012x}{:032x}",
-        u128::from(n) * 0x9e37_79b9_7f4a_7c15
-    )
-}
 
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
@@ -109,7 +97,7 @@ fn one_fsync_per_create(dir: &Path, callers: usize) -> f64 {
                     let conn = conn.lock().unwrap();
                     conn.execute(
                         "INSERT INTO tasks (id, body) VALUES (?1, ?2)",
-                        rusqlite::params![task_id(), "{}"],
+                        rusqlite::params![ids::task_id(), "{}"],
                     )
                     .unwrap();
                     meter.done.fetch_add(1, Ordering::Relaxed);
@@ -159,7 +147,7 @@ async fn store_creates(store: Arc<dyn TaskStore>, callers: usize) -> f64 {
             let (owner, tool) = (owner.clone(), tool.clone());
             tokio::spawn(async move {
                 while !meter.stop.load(Ordering::Relaxed) {
-                    let task = NewTask::new(Arc::from(task_id()), owner.clone(), tool.clone())
+                    let task = NewTask::new(Arc::from(ids::task_id()), owner.clone(), tool.clone())
                         .with_ttl(Some(Duration::from_secs(3600)))
                         .with_poll_interval(Duration::from_secs(1));
                     store.create(task).await.expect("create");

@@ -251,7 +251,7 @@ async fn another_owners_task_is_an_unknown_id() {
     let id = created.result()["taskId"].as_str().unwrap().to_owned();
     let before = alice.wait_status(&id, "input_required").await;
     let key = first_key(&before);
-    let unknown = "0".repeat(mcp_tasks::TASK_ID_LEN);
+    let unknown = "0".repeat(44); // a task id: 12 hex digits of time + 128 bits in hex
 
     for (method, params) in [
         ("tasks/get", json!({})),

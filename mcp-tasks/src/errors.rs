@@ -137,18 +137,6 @@ pub fn bad_client_answer(what: &str, error: &serde_json::Error) -> ErrorData {
     )
 }
 
-/// `-32602` for a `requestState` this server did not issue for the tool called.
-#[must_use]
-pub fn foreign_request_state(tool: &str) -> ErrorData {
-    ErrorData::invalid_params(
-        format!(
-            "requestState is not one this server issued for tool `{tool}`; retry the call \
-             without requestState and inputResponses"
-        ),
-        None,
-    )
-}
-
 /// `-32603` for a task that a restarted server does not replay; `message` says why.
 #[must_use]
 pub fn not_resumed(message: String) -> ErrorData {
@@ -196,6 +184,9 @@ pub fn state_not_registered(tool: &str, state_type: &str) -> ErrorData {
 pub fn output_not_serializable(error: &serde_json::Error) -> ErrorData {
     ErrorData::internal_error(
         format!("the tool's output does not serialize to JSON: {error}"),
+        None,
+    )
+}
 
 // ---- Malformed requests and request limits (server::guard, issue 12) ----
 
