@@ -75,7 +75,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = Calculator::new(Engine::new(toolkit![count]?));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    tokio::spawn(mcp_tasks::serve_http_with(listener, server, mcp_tasks::HttpOptions::new()));
+    tokio::spawn(mcp_tasks::serve_http_with(
+        listener,
+        server,
+        mcp_tasks::HttpOptions::new(),
+    ));
 
     let client = TaskClient::builder().connect_http(&url).await?;
     let mut names: Vec<String> = client

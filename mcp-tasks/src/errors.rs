@@ -149,6 +149,32 @@ pub fn unserializable_result() -> ErrorData {
     ErrorData::internal_error("the tool result could not be serialized", None)
 }
 
+/// `-32603` for an input request past [`Limits::max_input_requests`](crate::Limits).
+#[must_use]
+pub fn too_many_input_requests(limit: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "the task already has {limit} outstanding input requests, the most one task may \
+             have: wait for answers before asking more, or raise Limits::with_max_input_requests"
+        ),
+        Some(json!({ "maxInputRequests": limit })),
+    )
+}
+
+/// `-32603` for a `tools/call` whose owner has [`Limits::max_live_tasks_per_owner`] live
+/// tasks already.
+#[must_use]
+pub fn owner_quota(owner: &str, quota: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "owner `{owner}` has {quota} live tasks, the most one owner may have on this \
+             server: retry once some finish, are cancelled or expire (the server's \
+             Limits::with_max_live_tasks_per_owner sets the quota)"
+        ),
+        Some(json!({ "quota": quota })),
+    )
+}
+
 /// The JSON object form of an error, as a failed task's `error` field carries it.
 #[must_use]
 pub fn to_object(error: &ErrorData) -> JsonObject {

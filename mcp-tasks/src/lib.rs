@@ -160,8 +160,8 @@ pub use server::{
     http_router, http_router_with, http_service, http_service_with, serve_http, serve_http_with,
 };
 pub use server::{
-    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey,
-    RequestStateKeyError, TaskServer,
+    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey, RequestStateKeyError,
+    TaskServer,
 };
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;

@@ -1,9 +1,17 @@
-//! [`Limits`]: how much one request may carry, with the error each limit answers.
+//! [`Limits`]: how much one request may carry and one task or owner may hold, with the
+//! error each limit answers.
 //!
 //! | limit | default | set with | over it |
 //! | --- | --- | --- | --- |
 //! | request size (one JSON-RPC message: an HTTP body, a stdio line) | 4 MiB ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]) | [`Limits::with_max_request_bytes`] | HTTP `413` with a JSON-RPC `-32600` body; stdio: one `-32600` line (without `id`: the request was not read), the stream goes on |
 //! | `tools/call` `params.arguments`, serialized | 1 MiB ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]) | [`Limits::with_max_arguments_bytes`] | `-32602` naming `params.arguments`, its size and the limit (HTTP `400`); no task is created |
+//! | outstanding input requests of one task | 32 ([`Limits::DEFAULT_MAX_INPUT_REQUESTS`]) | [`Limits::with_max_input_requests`] | the tool's `ctx.elicit(..)` (or `sample`, `roots`) past it fails with `-32603` naming the limit; the task's earlier questions stay outstanding |
+//! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
+//! | live tasks of one owner, per server process | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no work starts; the owner's other tasks and other owners are unaffected |
+//!
+//! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
+//! tasks of one owner cannot take every slot of a shared server); a store's own capacity
+//! (`MemoryStore::with_capacity`, `SqliteStore::with_capacity`) bounds all owners together.
 //!
 //! The request-size default is rmcp's own HTTP body limit, so a message accepted over HTTP
 //! is accepted over stdio. Give a server its limits with
@@ -19,15 +27,19 @@
 //! assert_eq!(server.limits().max_request_bytes(), 16 * 1024 * 1024);
 //! ```
 
-/// Limits on what one request may carry. [`Limits::default()`] is 4 MiB per request
-/// ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]) and 1 MiB of `tools/call` arguments
-/// ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]); see the [module docs](self) for what each
-/// limit answers.
+/// Limits on what one request may carry and one task or owner may hold.
+/// [`Limits::default()`] is 4 MiB per request ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]), 1 MiB
+/// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 32 outstanding input
+/// requests per task, 4,096 characters of `statusMessage` and 10,000 live tasks per owner; see
+/// the [module docs](self) for what each limit answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
     max_request_bytes: usize,
     max_arguments_bytes: usize,
+    max_input_requests: usize,
+    max_status_chars: usize,
+    max_live_tasks_per_owner: usize,
 }
 
 impl Limits {
@@ -35,6 +47,12 @@ impl Limits {
     pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
     /// The default size limit of a `tools/call`'s `arguments`, serialized: 1 MiB.
     pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
+    /// The default number of outstanding input requests one task may have: 32.
+    pub const DEFAULT_MAX_INPUT_REQUESTS: usize = 32;
+    /// The default length of a `statusMessage`, in characters: 4,096.
+    pub const DEFAULT_MAX_STATUS_CHARS: usize = 4096;
+    /// The default number of live tasks one owner may have in one server process: 10,000.
+    pub const DEFAULT_MAX_LIVE_TASKS_PER_OWNER: usize = 10_000;
 
     /// The defaults (the same as [`Limits::default()`]).
     #[must_use]
@@ -42,6 +60,9 @@ impl Limits {
         Self {
             max_request_bytes: Self::DEFAULT_MAX_REQUEST_BYTES,
             max_arguments_bytes: Self::DEFAULT_MAX_ARGUMENTS_BYTES,
+            max_input_requests: Self::DEFAULT_MAX_INPUT_REQUESTS,
+            max_status_chars: Self::DEFAULT_MAX_STATUS_CHARS,
+            max_live_tasks_per_owner: Self::DEFAULT_MAX_LIVE_TASKS_PER_OWNER,
         }
     }
 
@@ -59,6 +80,61 @@ impl Limits {
     pub const fn with_max_arguments_bytes(mut self, bytes: usize) -> Self {
         self.max_arguments_bytes = bytes;
         self
+    }
+
+    /// Sets how many input requests one task may have outstanding at once (at least 1).
+    #[must_use]
+    pub const fn with_max_input_requests(mut self, requests: usize) -> Self {
+        self.max_input_requests = if requests == 0 { 1 } else { requests };
+        self
+    }
+
+    /// Sets the longest `statusMessage`, in characters (at least 1); longer ones are cut and
+    /// end with `…`.
+    #[must_use]
+    pub const fn with_max_status_chars(mut self, chars: usize) -> Self {
+        self.max_status_chars = if chars == 0 { 1 } else { chars };
+        self
+    }
+
+    /// Sets how many live tasks one owner may have in this server process (at least 1).
+    #[must_use]
+    pub const fn with_max_live_tasks_per_owner(mut self, tasks: usize) -> Self {
+        self.max_live_tasks_per_owner = if tasks == 0 { 1 } else { tasks };
+        self
+    }
+
+    /// How many input requests one task may have outstanding.
+    #[must_use]
+    pub const fn max_input_requests(&self) -> usize {
+        self.max_input_requests
+    }
+
+    /// The longest `statusMessage`, in characters.
+    #[must_use]
+    pub const fn max_status_chars(&self) -> usize {
+        self.max_status_chars
+    }
+
+    /// How many live tasks one owner may have in this server process.
+    #[must_use]
+    pub const fn max_live_tasks_per_owner(&self) -> usize {
+        self.max_live_tasks_per_owner
+    }
+
+    /// `message` within [`Limits::max_status_chars`]: cut, ending with `…`, when longer.
+    pub(crate) fn clip_status(&self, message: String) -> String {
+        match message
+            .char_indices()
+            .nth(self.max_status_chars.saturating_sub(1))
+        {
+            Some((cut, _)) if message[cut..].chars().nth(1).is_some() => {
+                let mut clipped = message[..cut].to_owned();
+                clipped.push('…');
+                clipped
+            }
+            _ => message,
+        }
     }
 
     /// The size limit of one request in bytes.
@@ -83,6 +159,18 @@ impl Default for Limits {
 #[cfg(test)]
 mod tests {
     use super::Limits;
+
+    #[test]
+    fn status_messages_are_cut_at_the_limit_on_a_char_boundary() {
+        let limits = Limits::default().with_max_status_chars(4);
+        assert_eq!(limits.clip_status("abcd".into()), "abcd");
+        assert_eq!(limits.clip_status("abcde".into()), "abc…");
+        assert_eq!(limits.clip_status("ééééé".into()), "ééé…");
+        assert_eq!(limits.clip_status(String::new()), "");
+        let one = Limits::default().with_max_status_chars(0);
+        assert_eq!(one.clip_status("ab".into()), "…");
+        assert_eq!(one.clip_status("a".into()), "a");
+    }
 
     #[test]
     fn defaults_and_setters() {

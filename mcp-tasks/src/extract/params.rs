@@ -14,8 +14,8 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::{
-    errors,
     context::{State, TaskContext},
+    errors,
     tool::ArgumentError,
 };
 

@@ -246,6 +246,7 @@ impl CallState {
     }
 
     async fn write_status(&self, message: Option<String>) {
+        let message = message.map(|m| self.parts.runtime.limits.clip_status(m));
         match self
             .parts
             .runtime
@@ -349,7 +350,9 @@ impl CallState {
             return Ok(answer.clone());
         }
         let runtime = &self.parts.runtime;
-        let answer = runtime.await_input(&self.parts.id, &key);
+        let answer = runtime
+            .await_input(&self.parts.id, &key)
+            .map_err(Failure::Error)?;
         match runtime
             .store
             .request_input(&self.parts.id, &key, request)
@@ -509,7 +512,7 @@ impl Call<'_> {
     fn new_task(&self, id: Arc<str>, message: Option<String>) -> NewTask {
         let definition = &self.registered.definition;
         NewTask::new(id, self.owner.clone(), self.tool.clone())
-            .with_status_message(message)
+            .with_status_message(message.map(|m| self.runtime.limits.clip_status(m)))
             .with_ttl(definition.ttl().duration())
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
@@ -547,6 +550,9 @@ impl Call<'_> {
         budget: Option<Duration>,
         request: &CancellationToken,
     ) -> Result<Answer, ErrorData> {
+        // The owner's quota is checked before any work starts (invariant 1: it never starts
+        // twice, so it must not start for a task that cannot be created).
+        let slot = self.runtime.reserve(&self.owner, true)?;
         let id: Arc<str> = Arc::from(new_task_id());
         let cancel = CancellationToken::new();
         let (call, mut promote) = CallState::pending(self.parts(id.clone(), cancel.clone()));
@@ -596,7 +602,7 @@ impl Call<'_> {
             }
         };
         let runtime = self.runtime;
-        runtime.register(id.clone(), cancel);
+        runtime.register(id.clone(), cancel, slot);
         call.finish_promotion().await;
         match ended {
             // The work ended before it ever waited: the task is born finished.

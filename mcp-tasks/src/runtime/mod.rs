@@ -16,14 +16,14 @@ use std::{
     time::Duration,
 };
 
-use rmcp::model::{CallToolResult, InputResponses, JsonObject};
+use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::{
-    errors,
+    Limits, errors,
     store::{Outcome, StoreError, TaskSnapshot, TaskStore},
 };
 
@@ -35,10 +35,27 @@ pub(crate) use call::Ended;
 /// How often the reaper applies due expiry, unless the engine says otherwise.
 pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
 
-#[derive(Default)]
 struct LiveTask {
     cancel: CancellationToken,
     waiters: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// The owner's quota slot, given back when the task's work ends.
+    _slot: OwnerSlot,
+}
+
+/// How the engine set the runtime up.
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    pub(crate) reap_interval: Duration,
+    pub(crate) limits: Limits,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            reap_interval: DEFAULT_REAP_INTERVAL,
+            limits: Limits::default(),
+        }
+    }
 }
 
 /// The process-local side of running tasks.
@@ -47,15 +64,61 @@ pub(crate) struct Runtime {
     live: Mutex<HashMap<Arc<str>, Arc<LiveTask>>>,
     reaper: OnceLock<()>,
     reap_interval: Duration,
+    pub(crate) limits: Limits,
+    /// Live tasks per owner, for [`Limits::max_live_tasks_per_owner`].
+    owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+}
+
+/// One live task of an owner, counted against the owner's quota until dropped.
+pub(crate) struct OwnerSlot {
+    owner: Arc<str>,
+    owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+}
+
+impl Drop for OwnerSlot {
+    fn drop(&mut self) {
+        let mut owners = self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = owners.get_mut(&self.owner) {
+            *count -= 1;
+            if *count == 0 {
+                owners.remove(&self.owner);
+            }
+        }
+    }
 }
 
 impl Runtime {
-    pub(crate) fn new(store: Arc<dyn TaskStore>, reap_interval: Duration) -> Arc<Self> {
+    pub(crate) fn new(store: Arc<dyn TaskStore>, settings: Settings) -> Arc<Self> {
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
             reaper: OnceLock::new(),
-            reap_interval,
+            reap_interval: settings.reap_interval,
+            limits: settings.limits,
+            owners: Arc::default(),
+        })
+    }
+
+    /// Counts one more live task of `owner`, or refuses it at the owner's quota
+    /// ([`Limits::max_live_tasks_per_owner`]). `enforce: false` counts without refusing (a
+    /// task a restarted server takes back).
+    pub(crate) fn reserve(&self, owner: &Arc<str>, enforce: bool) -> Result<OwnerSlot, ErrorData> {
+        let quota = self.limits.max_live_tasks_per_owner();
+        let mut owners = self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = owners.entry(owner.clone()).or_insert(0);
+        if enforce && *count >= quota {
+            return Err(errors::owner_quota(owner, quota));
+        }
+        *count += 1;
+        Ok(OwnerSlot {
+            owner: owner.clone(),
+            owners: self.owners.clone(),
         })
     }
 
@@ -84,11 +147,17 @@ impl Runtime {
     }
 
     /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it.
-    pub(crate) fn register(self: &Arc<Self>, id: Arc<str>, cancel: CancellationToken) {
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        id: Arc<str>,
+        cancel: CancellationToken,
+        slot: OwnerSlot,
+    ) {
         self.start_reaper();
         let live = Arc::new(LiveTask {
             cancel,
             waiters: Mutex::default(),
+            _slot: slot,
         });
         self.live_map().insert(id, live);
     }
@@ -106,15 +175,27 @@ impl Runtime {
 
     /// A receiver for the answer to input request `key` of task `id`. Registered before the
     /// request is stored, so no answer can arrive unseen.
-    pub(crate) fn await_input(&self, id: &str, key: &str) -> oneshot::Receiver<Value> {
+    ///
+    /// # Errors
+    /// `-32603` when the task already has [`Limits::max_input_requests`] outstanding.
+    pub(crate) fn await_input(
+        &self,
+        id: &str,
+        key: &str,
+    ) -> Result<oneshot::Receiver<Value>, ErrorData> {
         let (tx, rx) = oneshot::channel();
         if let Some(live) = self.get_live(id) {
-            live.waiters
+            let mut waiters = live
+                .waiters
                 .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(key.to_owned(), tx);
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let limit = self.limits.max_input_requests();
+            if waiters.len() >= limit && !waiters.contains_key(key) {
+                return Err(errors::too_many_input_requests(limit));
+            }
+            waiters.insert(key.to_owned(), tx);
         }
-        rx
+        Ok(rx)
     }
 
     /// Hands answers the store accepted to the work waiting for them.

@@ -124,7 +124,11 @@ async fn resume(
         .store
         .set_status_message(&task.id, Some("resumed after a server restart".to_owned()))
         .await;
-    runtime.register(task.id.clone(), cancel);
+    // A task taken back counts against its owner's quota but is never refused by it.
+    let slot = runtime
+        .reserve(&task.owner, false)
+        .map_err(|error| error.message.into_owned())?;
+    runtime.register(task.id.clone(), cancel, slot);
     runtime.spawn(task.id, tool, &task.owner, run_caught(work));
     Ok(())
 }

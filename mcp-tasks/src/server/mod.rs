@@ -70,7 +70,7 @@ use rmcp::{
 use crate::{
     EXTENSION_ID, errors,
     runtime::{
-        DEFAULT_REAP_INTERVAL, Runtime,
+        Runtime, Settings,
         call::{Answer, Call},
         recover::{RecoveryReport, recover},
     },
@@ -80,9 +80,9 @@ use crate::{
 };
 
 mod auth;
+pub mod guard;
 mod request_state;
 mod router;
-pub mod guard;
 #[cfg(feature = "http")]
 mod serve_http;
 #[cfg(feature = "stdio")]
@@ -130,7 +130,7 @@ pub struct Engine {
     default_owner: Arc<str>,
     tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
     request_state: Arc<request_state::Sealer>,
-    reap_interval: std::time::Duration,
+    settings: Settings,
     /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
     result_meta: Arc<MetaObject>,
 }
@@ -156,14 +156,14 @@ impl Engine {
         Self {
             toolkit: Arc::new(toolkit),
             state,
-            runtime: Runtime::new(Arc::new(MemoryStore::new()), DEFAULT_REAP_INTERVAL),
+            runtime: Runtime::new(Arc::new(MemoryStore::new()), Settings::default()),
             default_owner: Arc::from(DEFAULT_OWNER),
             tool_names: Arc::new(tool_names),
             request_state: Arc::new(request_state::Sealer::new(
                 RequestStateKey::generate(),
                 DEFAULT_REQUEST_STATE_TTL,
             )),
-            reap_interval: DEFAULT_REAP_INTERVAL,
+            settings: Settings::default(),
             result_meta: Arc::new(server_info_meta(&default_server_info())),
         }
     }
@@ -177,7 +177,7 @@ impl Engine {
     /// Uses a store shared with other code.
     #[must_use]
     pub fn with_shared_store(mut self, store: Arc<dyn TaskStore>) -> Self {
-        self.runtime = Runtime::new(store, self.reap_interval);
+        self.runtime = Runtime::new(store, self.settings.clone());
         self
     }
 
@@ -186,8 +186,18 @@ impl Engine {
     /// expired task's work may go on when nobody reads it.
     #[must_use]
     pub fn with_expiry_sweep(mut self, every: std::time::Duration) -> Self {
-        self.reap_interval = every.max(std::time::Duration::from_millis(1));
-        self.runtime = Runtime::new(self.runtime.store.clone(), self.reap_interval);
+        self.settings.reap_interval = every.max(std::time::Duration::from_millis(1));
+        self.runtime = Runtime::new(self.runtime.store.clone(), self.settings.clone());
+        self
+    }
+
+    /// Sets the task-level [`Limits`](crate::Limits): outstanding input requests per task,
+    /// `statusMessage` length, live tasks per owner (the request-size limits are the
+    /// transport's: [`TaskServer::with_limits`] sets both).
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::Limits) -> Self {
+        self.settings.limits = limits;
+        self.runtime = Runtime::new(self.runtime.store.clone(), self.settings.clone());
         self
     }
 
@@ -344,9 +354,7 @@ impl Engine {
             Answer::InputRequired { requests, answers } => {
                 // This round's requests, and a sealed `requestState` with every answer so far
                 // and the keys asked, so the retry needs only the new answers (C19, C20).
-                let state = self
-                    .request_state
-                    .seal(&binding, requests.keys(), &answers);
+                let state = self.request_state.seal(&binding, requests.keys(), &answers);
                 let mut result = InputRequiredResult::new(Some(requests), Some(state));
                 result.meta = Some(self.meta());
                 CallToolResponse::InputRequired(result)
@@ -617,6 +625,7 @@ impl TaskServer {
     /// Sets what one request may carry; [`Limits::default()`](crate::Limits) otherwise.
     #[must_use]
     pub fn with_limits(mut self, limits: crate::Limits) -> Self {
+        self.engine = self.engine.with_limits(limits.clone());
         self.limits = limits;
         self
     }
