@@ -409,3 +409,31 @@ fn the_macro_checks_against_the_runtime_defaults() {
     assert_eq!(DEFAULT_POLL_INTERVAL, std::time::Duration::from_secs(1));
     assert!(toolkit![slow_poll].is_ok());
 }
+
+/// Takes a borrowed type with an elided lifetime (it decodes owned), and the context under
+/// an alias.
+#[task_tool(mode = "inline")]
+async fn shout(ctx: Ctx, text: std::borrow::Cow<'_, str>) -> String {
+    let _ = ctx;
+    text.to_uppercase()
+}
+
+type Ctx = mcp_tasks::TaskContext;
+
+#[tokio::test]
+async fn elided_lifetimes_and_aliases_in_parameters() {
+    use mcp_tasks::TaskTool as _;
+    let definition = shout {}.definition();
+    let schema = &definition.tool().input_schema;
+    assert_eq!(schema["required"], json!(["text"]), "{schema:?}");
+    assert!(schema["properties"].get("ctx").is_none(), "{schema:?}");
+    let mut stdio = Stdio::start(TaskServer::new(toolkit![shout].unwrap()));
+    let response = stdio
+        .rpc(
+            "tools/call",
+            json!({ "name": "shout", "arguments": { "text": "hi" } }),
+            common::PLAIN,
+        )
+        .await;
+    assert_eq!(text(&response["result"]), "HI", "{response}");
+}

@@ -174,7 +174,7 @@ fn take_state<T: Clone + Send + Sync + 'static>(ctx: &TaskContext) -> Filled<Sta
 }
 
 /// Dispatch on a parameter's type: `(&Tag::<Type>::new()).__param_kind()` picks
-/// [`ExtractorParam`] for the context's types and falls back to [`ArgumentParam`]; then
+/// `ExtractorParam` for the context's types and falls back to `ArgumentParam`; then
 /// `named()`, `unnamed()` (the pattern has no name) or `beside_args()` (the tool has an
 /// `#[args]` parameter) gives the [`ParamOps`], checking that kind's bounds.
 pub mod kinds {
