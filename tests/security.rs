@@ -402,6 +402,51 @@ async fn no_or_wrong_token_is_refused_before_any_tool_runs() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
 }
 
+/// The MCP authorization spec: the protected resource metadata (RFC 9728) is served without a
+/// token, at the path-inserted and the root well-known URI, and every 401 names it.
+#[tokio::test]
+async fn protected_resource_metadata_is_served_without_a_token() {
+    let runs = Runs::default();
+    let options = tokens()
+        .with_protected_resource("https://mcp.example.com/mcp", ["https://auth.example.com"])
+        .unwrap();
+    let url = start(TaskServer::new(tools(&runs)), options).await;
+    let base = url.trim_end_matches("/mcp");
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let response = reqwest::get(format!("{base}{path}")).await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        assert_eq!(response.headers()["content-type"], "application/json");
+        let document: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(
+            document,
+            json!({
+                "resource": "https://mcp.example.com/mcp",
+                "authorization_servers": ["https://auth.example.com"],
+                "bearer_methods_supported": ["header"],
+            })
+        );
+    }
+    let missing = Caller::new(&url, None)
+        .call("counted", json!({ "arguments": {} }))
+        .await;
+    assert_eq!(missing.status, 401);
+    assert_eq!(
+        missing.headers["www-authenticate"],
+        "Bearer resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
+    );
+    let error = HttpOptions::new()
+        .with_protected_resource("/mcp", ["https://auth.example.com"])
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "the protected resource `/mcp` is not an absolute http(s) URL; expected e.g. \
+         `https://mcp.example.com/mcp`"
+    );
+}
+
 /// The answer to round 1 of `ask_twice` for `caller`: `(requestState, key)`.
 async fn round1(caller: &Caller, label: &str) -> (String, String) {
     let reply = caller

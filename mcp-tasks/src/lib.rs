@@ -156,8 +156,9 @@ pub use server::serve_io;
 pub use server::serve_stdio;
 #[cfg(feature = "http")]
 pub use server::{
-    AuthError, HttpOptions, LOCALHOST_ORIGINS, StaticTokens, TokenListError, TokenValidator,
-    http_router, http_router_with, http_service, http_service_with, serve_http, serve_http_with,
+    AuthError, HttpOptions, LOCALHOST_ORIGINS, ProtectedResourceError, StaticTokens,
+    TokenListError, TokenValidator, http_router, http_router_with, http_service, http_service_with,
+    serve_http, serve_http_with,
 };
 pub use server::{
     DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey, RequestStateKeyError,

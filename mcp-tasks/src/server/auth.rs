@@ -43,9 +43,9 @@ impl Owner {
 }
 
 #[cfg(feature = "http")]
-pub(crate) use http::Bearer;
+pub use http::{AuthError, ProtectedResourceError, StaticTokens, TokenListError, TokenValidator};
 #[cfg(feature = "http")]
-pub use http::{AuthError, StaticTokens, TokenListError, TokenValidator};
+pub(crate) use http::{Bearer, ProtectedResource};
 
 #[cfg(feature = "http")]
 mod http {
@@ -109,7 +109,7 @@ mod http {
     /// validation.set_issuer(&["https://auth.example.com"]);
     /// validation.set_audience(&["https://mcp.example.com/mcp"]); // this server (RFC 8707)
     /// let options = HttpOptions::new()
-    ///     .with_resource_metadata("https://mcp.example.com/.well-known/oauth-protected-resource")
+    ///     .with_protected_resource("https://mcp.example.com/mcp", ["https://auth.example.com"])?
     ///     .with_bearer(move |token: String| {
     ///         let (key, validation) = (key.clone(), validation.clone());
     ///         async move {
@@ -125,9 +125,9 @@ mod http {
     /// ```
     ///
     /// Fetch the issuer's keys (JWKS) before serving, or in the validator with a cache; a
-    /// validator that cannot decide answers [`AuthError::Unavailable`] (HTTP 503). The protected
-    /// resource metadata document itself is one more route on the router of
-    /// [`http_router_with`](crate::http_router_with).
+    /// validator that cannot decide answers [`AuthError::Unavailable`] (HTTP 503).
+    /// [`HttpOptions::with_protected_resource`](crate::HttpOptions::with_protected_resource)
+    /// serves the protected resource metadata document and names it in every 401.
     ///
     /// [`jsonwebtoken`]: https://docs.rs/jsonwebtoken
     #[async_trait::async_trait]
@@ -266,6 +266,87 @@ mod http {
                 .get(&digest(token.as_bytes()))
                 .cloned()
                 .ok_or(AuthError::InvalidToken)
+        }
+    }
+
+    /// Why a protected resource could not be described.
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[non_exhaustive]
+    pub enum ProtectedResourceError {
+        /// The resource is not an absolute `https://` or `http://` URL.
+        #[error(
+            "the protected resource `{resource}` is not an absolute http(s) URL; expected e.g. \
+             `https://mcp.example.com/mcp`"
+        )]
+        NotAbsolute {
+            /// The resource given.
+            resource: String,
+        },
+    }
+
+    /// The OAuth protected resource metadata (RFC 9728) of this server, and where it is
+    /// served.
+    #[derive(Clone, Debug)]
+    pub(crate) struct ProtectedResource {
+        /// The JSON document.
+        document: Arc<str>,
+        /// Its absolute URL, for `WWW-Authenticate`.
+        pub(crate) url: Arc<str>,
+        /// The paths it is served on: the path-inserted well-known URI of RFC 9728 §3.1 and
+        /// the root one.
+        paths: Vec<String>,
+    }
+
+    const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+    impl ProtectedResource {
+        pub(crate) fn new(
+            resource: &str,
+            authorization_servers: Vec<String>,
+        ) -> Result<Self, ProtectedResourceError> {
+            let not_absolute = || ProtectedResourceError::NotAbsolute {
+                resource: resource.to_owned(),
+            };
+            let uri: axum::http::Uri = resource.parse().map_err(|_| not_absolute())?;
+            let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+                return Err(not_absolute());
+            };
+            if !matches!(scheme, "https" | "http") {
+                return Err(not_absolute());
+            }
+            let path = uri.path().trim_end_matches('/');
+            let inserted = format!("{WELL_KNOWN}{path}");
+            let document = serde_json::json!({
+                "resource": resource,
+                "authorization_servers": authorization_servers,
+                "bearer_methods_supported": ["header"],
+            });
+            let mut paths = vec![inserted.clone()];
+            if inserted != WELL_KNOWN {
+                paths.push(WELL_KNOWN.to_owned());
+            }
+            Ok(Self {
+                document: Arc::from(document.to_string()),
+                url: Arc::from(format!("{scheme}://{authority}{inserted}")),
+                paths,
+            })
+        }
+
+        /// `router` plus the metadata routes (`GET`, no token needed).
+        pub(crate) fn serve(&self, mut router: axum::Router) -> axum::Router {
+            for path in &self.paths {
+                let document = self.document.clone();
+                router = router.route(
+                    path,
+                    axum::routing::get(move || async move {
+                        (
+                            [(header::CONTENT_TYPE, "application/json")],
+                            document.to_string(),
+                        )
+                    }),
+                );
+            }
+            router
         }
     }
 

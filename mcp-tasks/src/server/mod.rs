@@ -89,7 +89,7 @@ mod serve_http;
 mod serve_stdio;
 
 #[cfg(feature = "http")]
-pub use auth::{AuthError, StaticTokens, TokenListError, TokenValidator};
+pub use auth::{AuthError, ProtectedResourceError, StaticTokens, TokenListError, TokenValidator};
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
 #[cfg(feature = "http")]
 pub use serve_http::{

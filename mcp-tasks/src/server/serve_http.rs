@@ -12,7 +12,7 @@ use rmcp::ServerHandler;
 
 use super::{
     TaskServer,
-    auth::{Bearer, StaticTokens, TokenValidator},
+    auth::{Bearer, ProtectedResource, ProtectedResourceError, StaticTokens, TokenValidator},
 };
 use crate::Limits;
 
@@ -78,8 +78,13 @@ where
     let router = axum::Router::new()
         .nest_service(MCP_PATH, http_service_with(server, &options))
         .layer(guard);
-    match &options.bearer {
+    let router = match &options.bearer {
         Some(bearer) => bearer.protect(router),
+        None => router,
+    };
+    // Added after the guard: the metadata is what a client reads before it has a token.
+    match &options.protected_resource {
+        Some(resource) => resource.serve(router),
         None => router,
     }
 }
@@ -160,6 +165,7 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
 pub struct HttpOptions {
     bearer: Option<Bearer>,
     resource_metadata: Option<Arc<str>>,
+    protected_resource: Option<ProtectedResource>,
     origins: Option<Vec<String>>,
     hosts: Option<Vec<String>>,
     limits: Limits,
@@ -170,6 +176,7 @@ impl Default for HttpOptions {
         Self {
             bearer: None,
             resource_metadata: None,
+            protected_resource: None,
             origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
             hosts: None,
             limits: Limits::default(),
@@ -209,6 +216,36 @@ impl HttpOptions {
             .map(|bearer| bearer.with_resource_metadata(url.clone()));
         self.resource_metadata = Some(url);
         self
+    }
+
+    /// Serves this server's OAuth protected resource metadata (RFC 9728) without a token, at
+    /// `/.well-known/oauth-protected-resource` followed by the resource's path (and at the
+    /// root well-known path), naming `authorization_servers` as the issuers of its tokens,
+    /// and names that URL in every 401 ([`with_resource_metadata`](Self::with_resource_metadata)).
+    /// `resource` is the server's public URL, e.g. `https://mcp.example.com/mcp`: the
+    /// audience its tokens must name (RFC 8707).
+    ///
+    /// ```
+    /// let options = mcp_tasks::HttpOptions::new()
+    ///     .with_protected_resource("https://mcp.example.com/mcp", ["https://auth.example.com"])?;
+    /// # let _ = options;
+    /// # Ok::<(), mcp_tasks::ProtectedResourceError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ProtectedResourceError::NotAbsolute`] when `resource` is not an absolute http(s) URL.
+    pub fn with_protected_resource(
+        self,
+        resource: &str,
+        authorization_servers: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<Self, ProtectedResourceError> {
+        let metadata = ProtectedResource::new(
+            resource,
+            authorization_servers.into_iter().map(Into::into).collect(),
+        )?;
+        let mut options = self.with_resource_metadata(metadata.url.to_string());
+        options.protected_resource = Some(metadata);
+        Ok(options)
     }
 
     /// Accepts browser requests from exactly these origins (`scheme://host[:port]`, `:*`
