@@ -168,6 +168,20 @@ fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<(), ErrorDa
     }
 }
 
+/// The methods whose requests [`check`] decodes in full.
+#[cfg(feature = "http")]
+const OWNED: [&str; 4] = ["tools/call", "tasks/get", "tasks/update", "tasks/cancel"];
+
+/// Whether `message` is a request (with an `id`) of a method [`check`] decodes in full.
+#[cfg(feature = "http")]
+fn is_owned(message: &Value) -> bool {
+    message.get("id").is_some()
+        && message
+            .get("method")
+            .and_then(Value::as_str)
+            .is_some_and(|method| OWNED.contains(&method))
+}
+
 /// The request's `_meta`, if it decodes as one.
 fn request_meta(params: Option<&Value>) -> Option<RequestMetaObject> {
     params
@@ -403,7 +417,7 @@ mod http {
     use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId};
     use serde::Deserialize;
 
-    use super::{check, error_response, is_modern, parse, request_id};
+    use super::{check, error_response, is_modern, is_owned, parse, request_id};
     use crate::{Limits, errors};
 
     /// The axum middleware of [`http_router`](crate::http_router): a `POST` with a JSON body
@@ -437,7 +451,10 @@ mod http {
             return reject(status, request_id(&message), error);
         }
         // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
-        if let Err(error) = ClientJsonRpcMessage::deserialize(&message) {
+        // (`check` already decoded the params of the methods this crate owns.)
+        if !is_owned(&message)
+            && let Err(error) = ClientJsonRpcMessage::deserialize(&message)
+        {
             return reject(
                 StatusCode::BAD_REQUEST,
                 request_id(&message),
