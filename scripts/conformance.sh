@@ -47,6 +47,10 @@ TASKS_SCENARIOS=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
   tasks-mrtr-composition)
 TOOLS_SCENARIOS=(tools-list tools-call-simple-text tools-call-error tools-call-image
   tools-call-audio tools-call-embedded-resource tools-call-mixed-content)
+# The security scenarios of issue 13: a tampered requestState is refused (2026-07-28 only:
+# multi round-trip requests do not exist on the initialize wire), and DNS rebinding (Host and
+# Origin checks) on both wires.
+SECURITY_SCENARIOS=(input-required-result-tampered-state dns-rebinding-protection)
 
 mode=strict requirements=""
 case "${1:-}" in
@@ -185,7 +189,7 @@ if [ "$mode" = requirements ]; then
   fi
   echo "$total_line"
   ours=""
-  for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}"; do
+  for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}" "${SECURITY_SCENARIOS[@]}"; do
     ours+="$(printf '%s\n' "$output" | grep -E "^✗ $scenario: " || true)"
   done
   if [ -n "$ours" ]; then
@@ -195,8 +199,9 @@ if [ "$mode" = requirements ]; then
 fi
 
 echo "== protocol 2026-07-28 (default)"
-for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}"; do run "$scenario"; done
+for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}" "${SECURITY_SCENARIOS[@]}"; do run "$scenario"; done
 echo "== --spec-version 2025-11-25"
+run dns-rebinding-protection --spec-version 2025-11-25
 for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}"; do
   run "$scenario" --spec-version 2025-11-25
 done
