@@ -1,4 +1,4 @@
-//! The fixture server of the official MCP conformance suite (PEERS.md §1): the task
+//! The fixture server of the official MCP conformance suite (see CONFORMANCE.md): the task
 //! fixtures of its `tasks-*` scenarios and the plain tools of its `tools-*` scenarios, written
 //! with `#[task_tool]`.
 //!

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (@modelcontextprotocol/conformance, PEERS.md §1)
+# Runs the official MCP conformance suite (@modelcontextprotocol/conformance; CONFORMANCE.md says what it checks)
 # against examples/conformance_fixture on Streamable HTTP, and exits non-zero on any failure.
 #
 #   bash scripts/conformance.sh                            # the scenarios below, strictly

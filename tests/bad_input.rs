@@ -1,4 +1,4 @@
-//! Every malformed request gets the right answer (issue 12, item 1; WIRE.md R17, §2.8, C7, C8):
+//! Every malformed request gets the right answer (issue 12, item 1; docs/protocol.md R17, §2.8, C7, C8):
 //! malformed params of `tools/call` and `tasks/*` answer `-32602` naming the field (`-32021`
 //! first for a `tasks/*` request that does not declare the extension), unparseable bodies
 //! `-32700`, oversized requests `-32600`; over Streamable HTTP on 127.0.0.1:0 (with the HTTP

@@ -1,7 +1,7 @@
 //! The task client against real servers: our example server over Streamable HTTP
 //! (127.0.0.1:0) and stdio (an in-process pipe, and a real child process), and hand-written
 //! rmcp servers for what ours does not do (MRTR on tools/call, scripted poll intervals).
-//! Each test names the WIRE.md rules it checks.
+//! Each test names the docs/protocol.md rules it checks.
 
 mod common;
 #[path = "../examples/common/mod.rs"]
@@ -471,7 +471,7 @@ async fn without_a_handler_elicitation_is_cancelled() {
 /// R1, C6: `_meta` with protocol version, client info and capabilities declaring the
 /// extension on tools/call and every tasks/* request; R48, C30-C31: MCP-Protocol-Version,
 /// Mcp-Method and Mcp-Name (= the task id on tasks/*); R34: no notifications/cancelled;
-/// R31: one tasks/update per snapshot.
+/// R30, R32: one tasks/update per snapshot.
 #[tokio::test]
 async fn meta_and_headers_on_tools_call_and_tasks_requests_r1_r48() {
     type Log = Arc<Mutex<Vec<(axum::http::HeaderMap, Value)>>>;
@@ -656,7 +656,7 @@ async fn poll_interval_is_followed_and_clamped_r18() {
     );
 }
 
-/// R31, R32: all answers of one snapshot go in one tasks/update; keys the server keeps
+/// R30, R32: all answers of one snapshot go in one tasks/update; keys the server keeps
 /// showing after the update are not answered again; a failed update leaves the keys
 /// unanswered, so the next wait answers them again.
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Client robustness (issue 12, item 8), against our server over Streamable HTTP on
 //! 127.0.0.1:0:
-//! - before a task exists (an `input_required` answer to `tools/call`, WIRE.md C20), a
+//! - before a task exists (an `input_required` answer to `tools/call`, docs/protocol.md C20), a
 //!   handler that answers "later" is asked again after a pause, without re-sending the call,
 //!   and past the input wait the call fails with a clear error; it never spins through every
 //!   round in milliseconds;

@@ -1,6 +1,6 @@
 //! Restart behaviour on the SQLite store: what a tool's restart policy and version decide,
 //! what recovery does with a task whose tool, arguments or steps no longer match the code,
-//! and that expiry keeps working across a restart (WIRE.md R20).
+//! and that expiry keeps working across a restart (docs/protocol.md R20).
 //!
 //! A restart is real: the first server runs on a tokio runtime of its own (its own thread),
 //! which is shut down, dropping every task of it (running tools, the reaper, the transport),

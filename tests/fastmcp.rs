@@ -1,4 +1,4 @@
-//! The task client against an independent server: fastmcp-tasks 4.1.4 (PyPI; PEERS.md §2),
+//! The task client against an independent server: fastmcp-tasks 4.1.4 (PyPI),
 //! running `tests/peers/fastmcp_peer.py` in a virtualenv.
 //!
 //! The venv is `$MCP_TASKS_FASTMCP_VENV` if set (`.ci/run` sets it and installs into it),

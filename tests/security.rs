@@ -1,4 +1,4 @@
-//! Security over real Streamable HTTP on 127.0.0.1: bearer tokens and owners (WIRE.md R49),
+//! Security over real Streamable HTTP on 127.0.0.1: bearer tokens and owners (docs/protocol.md R49),
 //! the sealed `requestState` of multi round-trip calls (C19-C21), `Origin` checks (C36).
 //! Every server here is `serve_http_with` on a real socket; clients are plain reqwest.
 

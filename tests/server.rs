@@ -1,5 +1,5 @@
 //! The task server over real transports: Streamable HTTP on 127.0.0.1:0 and stdio framing.
-//! Each test names the WIRE.md rules it checks.
+//! Each test names the docs/protocol.md rules it checks.
 
 mod common;
 
@@ -330,7 +330,7 @@ async fn task_completes_with_the_inline_result() {
         }
         assert!(
             seed.get("ttlMs").is_some(),
-            "ttlMs must be present (R8): {seed}"
+            "ttlMs must be present (§2.1): {seed}"
         );
         for payload in ["result", "error", "inputRequests"] {
             assert!(

@@ -1,5 +1,5 @@
 //! The store contract suite: one set of checks, generic over `S: TaskStore`, run against
-//! every store. Each check names the WIRE.md rule (or store invariant) it holds the store to.
+//! every store. Each check names the docs/protocol.md rule (or store invariant) it holds the store to.
 #![allow(
     deprecated,
     reason = "roots/list is deprecated by SEP-2577 yet part of the 2026-07-28 wire; it is the simplest input request"

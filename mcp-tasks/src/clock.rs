@@ -50,7 +50,7 @@ pub fn millis(duration: Duration) -> u64 {
 }
 
 /// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
-/// e.g. `2026-08-01T10:00:00.000Z` (WIRE.md §7 item 10).
+/// e.g. `2026-08-01T10:00:00.000Z` (docs/protocol.md §7 item 10).
 #[must_use]
 pub fn rfc3339(epoch_ms: u64) -> String {
     let secs = epoch_ms / 1000;

@@ -2,7 +2,7 @@
 //!
 //! A protocol error is returned to the caller as a JSON-RPC error; a tool failure is data
 //! (`completed` with `isError: true`); `failed` is only for JSON-RPC errors during execution
-//! (WIRE.md R45-R47).
+//! (docs/protocol.md R45-R47).
 
 use rmcp::model::{ClientCapabilities, ErrorCode, ErrorData, JsonObject};
 use serde_json::json;
@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::EXTENSION_ID;
 
 /// `-32021` with `data.requiredCapabilities.extensions["io.modelcontextprotocol/tasks"] = {}`
-/// (WIRE.md R6, R43, §3.4).
+/// (docs/protocol.md R6, R43, §3.4).
 #[must_use]
 pub fn tasks_capability_required() -> ErrorData {
     let mut extensions = rmcp::model::ExtensionCapabilities::new();
@@ -20,7 +20,7 @@ pub fn tasks_capability_required() -> ErrorData {
     ErrorData::missing_required_client_capability(caps)
 }
 
-/// `-32021` naming the client capability an input request needs (WIRE.md C8, C18).
+/// `-32021` naming the client capability an input request needs (docs/protocol.md C8, C18).
 #[must_use]
 pub fn client_capability_required(capability: &str) -> ErrorData {
     ErrorData::new(
@@ -30,14 +30,14 @@ pub fn client_capability_required(capability: &str) -> ErrorData {
     )
 }
 
-/// `-32602` for an id that is unknown, purged, or owned by someone else (WIRE.md R17, R49).
+/// `-32602` for an id that is unknown, purged, or owned by someone else (docs/protocol.md R17, R49).
 /// The three cases answer the same, so a caller learns nothing about other owners' tasks.
 #[must_use]
 pub fn task_not_found(method: &str) -> ErrorData {
     ErrorData::invalid_params(format!("{method}: task not found"), None)
 }
 
-/// `-32602` for a `tools/call` naming no tool of this server (WIRE.md §5.8).
+/// `-32602` for a `tools/call` naming no tool of this server (docs/protocol.md §5.8).
 #[must_use]
 pub fn unknown_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown tool `{name}`"), None)
@@ -52,7 +52,7 @@ pub fn bad_input_response(key: &str, expected: &str, problem: &str) -> ErrorData
     )
 }
 
-/// `-32602` for a `requestState` refused on a retry (WIRE.md C19): `reason` says why
+/// `-32602` for a `requestState` refused on a retry (docs/protocol.md C19): `reason` says why
 /// ("has expired", "was issued to another principal", ...).
 #[must_use]
 pub fn bad_request_state(reason: &str) -> ErrorData {
@@ -83,7 +83,7 @@ pub fn tool_panicked(tool: &str, message: &str) -> ErrorData {
     ErrorData::internal_error(format!("tool `{tool}` panicked: {message}"), None)
 }
 
-/// `-32603` for a non-terminal task whose TTL elapsed (WIRE.md R20).
+/// `-32603` for a non-terminal task whose TTL elapsed (docs/protocol.md R20).
 #[must_use]
 pub fn task_expired() -> ErrorData {
     ErrorData::internal_error("task expired", None)

@@ -1,5 +1,5 @@
 //! Task identifiers: a millisecond timestamp, then 128 bits from the operating system's
-//! CSPRNG (WIRE.md R13).
+//! CSPRNG (docs/protocol.md R13).
 //!
 //! The 128 random bits make an id unguessable; the timestamp in front makes ids sort by
 //! creation time, so a durable store keyed by id (a B-tree: SQLite, Postgres) appends new

@@ -21,7 +21,7 @@ use crate::{
 #[non_exhaustive]
 pub enum Mode {
     /// Only as a task. A `tools/call` that did not declare the extension gets `-32021`
-    /// (WIRE.md R6).
+    /// (docs/protocol.md R6).
     Required,
     /// As a task when that very request declares the extension (R2, R3); otherwise inline.
     #[default]
@@ -337,7 +337,7 @@ fn canonical_json(value: &serde_json::Value, out: &mut String) {
 ///
 /// - [`ToolError::new`] (or any `E: Display` a `#[task_tool]` fn returns): the tool ran and
 ///   failed; the caller sees the text in a result with `isError: true`, and the task ends
-///   `completed` (WIRE.md R46).
+///   `completed` (docs/protocol.md R46).
 /// - [`ToolError::rpc`]: a JSON-RPC error; the task ends `failed` with it (R45).
 /// - [`ToolError::cancelled`] (also what `?` makes of a [`Failure::Cancelled`] from a
 ///   [`TaskContext`] call): the task ends `cancelled`.

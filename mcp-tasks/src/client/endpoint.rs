@@ -108,7 +108,7 @@ impl std::fmt::Display for Endpoint {
 }
 
 /// A task and the server that holds it: what to persist to resume following the task after
-/// a reconnect or a crash of the client (WIRE.md R19).
+/// a reconnect or a crash of the client (docs/protocol.md R19).
 ///
 /// ```
 /// use mcp_tasks::client::{Endpoint, TaskReference};

@@ -18,7 +18,7 @@ pub enum ClientError {
         /// The error as received (code, message, data).
         error: ErrorData,
     },
-    /// The task ended `failed`; `error` is the JSON-RPC error it carried (WIRE.md R45).
+    /// The task ended `failed`; `error` is the JSON-RPC error it carried (docs/protocol.md R45).
     #[error("task {task_id} failed with error {}: {}", .error.code.0, .error.message)]
     TaskFailed {
         /// The task.
@@ -33,7 +33,7 @@ pub enum ClientError {
         task_id: String,
     },
     /// The server answered with something that is not a valid answer to the request,
-    /// e.g. `resultType: "task"` to a request other than `tools/call` (WIRE.md R5), or a
+    /// e.g. `resultType: "task"` to a request other than `tools/call` (docs/protocol.md R5), or a
     /// `resultType` this client does not know (C5).
     #[error("invalid response to {method}: {reason}")]
     InvalidResponse {
@@ -95,7 +95,7 @@ pub enum ClientError {
         #[source]
         source: crate::client::InputError,
     },
-    /// `tools/call` kept answering `input_required` (multi round-trip requests, WIRE.md
+    /// `tools/call` kept answering `input_required` (multi round-trip requests, docs/protocol.md
     /// §5.4) for more rounds than allowed, or repeated a round without progress.
     #[error("tools/call {tool} still needs input after {rounds} rounds")]
     TooManyInputRounds {

@@ -1,7 +1,7 @@
 //! Answering the server's questions: elicitation, sampling and roots handlers.
 //!
 //! The same handlers answer input in three places: the `inputRequests` of a task (answered
-//! with `tasks/update`, WIRE.md R30-R32), an `input_required` answer to `tools/call` before
+//! with `tasks/update`, docs/protocol.md R30-R32), an `input_required` answer to `tools/call` before
 //! any task exists (multi round-trip requests, C20), and a plain server→client request on a
 //! legacy connection.
 //!

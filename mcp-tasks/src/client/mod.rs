@@ -5,7 +5,7 @@
 //! `server/discover`). It sends `tools/call` and `tasks/*` on rmcp's raw request path, because
 //! rmcp's high-level `call_tool` rejects task results, and stamps on each of them the
 //! protocol version, the client info and the client capabilities with
-//! `extensions["io.modelcontextprotocol/tasks"] = {}` (WIRE.md R1, C6). On Streamable HTTP,
+//! `extensions["io.modelcontextprotocol/tasks"] = {}` (docs/protocol.md R1, C6). On Streamable HTTP,
 //! rmcp's transport derives `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (the tool
 //! name, or the task id for `tasks/*`) from that request (R48, C30-C31).
 //!

@@ -15,11 +15,11 @@
 //! | JSON that is not one object | `-32600`, no `id` | 400 |
 //! | an object that is not a JSON-RPC 2.0 message (`jsonrpc`, `method`, `id`, `params` of the wrong type) | `-32600` | 400 |
 //! | larger than [`Limits::max_request_bytes`] | `-32600`, no `id` | 413 |
-//! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones; WIRE.md §2.8) | 400 |
+//! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones; docs/protocol.md §2.8) | 400 |
 //! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
 //! | `tools/call` arguments over [`Limits::max_arguments_bytes`] | `-32602` | 400 (200 in a legacy session) |
 //!
-//! A malformed request is answered `400` like one lacking a required `_meta` field (WIRE.md
+//! A malformed request is answered `400` like one lacking a required `_meta` field (docs/protocol.md
 //! C7); requests of a legacy (`initialize`) session keep rmcp's HTTP 200 for JSON-RPC errors.
 //! On stdio each rejection is one error line and the stream goes on.
 

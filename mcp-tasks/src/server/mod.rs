@@ -1,7 +1,7 @@
 //! The rmcp glue: [`Engine`] answers `tools/list`, `tools/call` and `tasks/*`;
 //! [`TaskServer`] is a ready [`ServerHandler`] built on it.
 //!
-//! # Negotiation (WIRE.md §3)
+//! # Negotiation (docs/protocol.md §3)
 //!
 //! A call runs as a task only when **that request** runs on the modern wire (protocol
 //! `2026-07-28` or later, not a session opened with `initialize`) **and** its own `_meta`
@@ -18,7 +18,7 @@
 //! `tasks/get`, `tasks/update` and `tasks/cancel` answer `-32021` to a request that does not
 //! declare the extension (§2.8) and `-32602` for an id that is unknown, purged or owned by
 //! someone else (R17, R49). `tasks/result` and `tasks/list` are not methods of this
-//! extension and answer `-32601` (R54).
+//! extension and answer `-32601` (R51, R54).
 //!
 //! # Delegating from an existing handler
 //!
@@ -99,7 +99,7 @@ pub use serve_http::{
 #[cfg(feature = "stdio")]
 pub use serve_stdio::{serve_io, serve_stdio};
 
-/// The principal a task belongs to (WIRE.md R49).
+/// The principal a task belongs to (docs/protocol.md R49).
 ///
 /// Put one in the request's extensions (for Streamable HTTP: an axum/tower layer that inserts
 /// it into the HTTP request's extensions after authenticating the caller). A task records the
@@ -253,7 +253,7 @@ impl Engine {
     }
 
     /// `capabilities` plus `tools` and, when any tool can run as a task,
-    /// `extensions["io.modelcontextprotocol/tasks"] = {}` (exactly `{}`, WIRE.md §3.6).
+    /// `extensions["io.modelcontextprotocol/tasks"] = {}` (exactly `{}`, docs/protocol.md §3.6).
     #[must_use]
     pub fn capabilities(&self, mut capabilities: ServerCapabilities) -> ServerCapabilities {
         if !self.toolkit.is_empty() && capabilities.tools.is_none() {

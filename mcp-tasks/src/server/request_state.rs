@@ -1,4 +1,4 @@
-//! Sealed `requestState` for multi round-trip requests (WIRE.md §5.4, C19-C21).
+//! Sealed `requestState` for multi round-trip requests (docs/protocol.md §5.4, C19-C21).
 //!
 //! A call that asks for input before it has a task answers `input_required` with the
 //! questions of the round and a `requestState` the client echoes on its retry. That string

@@ -144,7 +144,7 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
 ];
 
 /// How [`serve_http_with`] guards `/mcp`: who may call (a bearer token) and from which
-/// browser origins (WIRE.md R49, C36).
+/// browser origins (docs/protocol.md R49, C36).
 ///
 /// The default authenticates nobody (every request is
 /// [`DEFAULT_OWNER`](crate::DEFAULT_OWNER)), answers 403 to a request whose `Origin` is not

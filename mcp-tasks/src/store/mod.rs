@@ -6,7 +6,7 @@
 //! store shared by several processes (SQLite, Postgres) serves them all, because nothing in
 //! this trait refers to a process (no join handles, no channels).
 //!
-//! # Invariants (WIRE.md rule numbers)
+//! # Invariants (docs/protocol.md rule numbers)
 //!
 //! 1. **Durable before visible (R10).** [`TaskStore::create`] returns only once a
 //!    [`TaskStore::get`] of that id, from any client of the store, succeeds.
@@ -61,7 +61,7 @@ pub use sqlite::SqliteStore;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NewTask {
-    /// The task id (a creation-time prefix and 128 random bits, WIRE.md R13).
+    /// The task id (a creation-time prefix and 128 random bits, docs/protocol.md R13).
     pub id: Arc<str>,
     /// Who may read and steer the task (R49).
     pub owner: Arc<str>,

@@ -19,7 +19,7 @@
 //!   inside the writer's commits.
 //! - **Reads** use their own connections (WAL readers never wait for the writer) and see
 //!   only committed changes, so a task is readable as soon as its creation is acknowledged
-//!   (WIRE.md R10).
+//!   (docs/protocol.md R10).
 //! - **Schema** is created and migrated by the store itself, one step per version in one
 //!   transaction each; the version is SQLite's `user_version`. A file written by a newer
 //!   build is refused, not altered: the version is checked and the schema migrated before
