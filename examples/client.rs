@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use futures::StreamExt;
-use mcp_tasks::client::{Call, Outcome, TaskClient};
+use mcp_tasks::client::{Call, TaskClient, TaskEnd};
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::json;
 
@@ -63,12 +63,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     match task.outcome()? {
-        Some(Outcome::Completed(result)) => {
+        Some(TaskEnd::Completed(result)) => {
             let text = result.content.first().and_then(|c| c.as_text());
             println!("done: {}", text.map(|t| t.text.as_str()).unwrap_or(""));
         }
-        Some(Outcome::Failed(error)) => println!("failed: {} {}", error.code.0, error.message),
-        Some(Outcome::Cancelled) => println!("cancelled"),
+        Some(TaskEnd::Failed(error)) => println!("failed: {} {}", error.code.0, error.message),
+        Some(TaskEnd::Cancelled) => println!("cancelled"),
         _ => println!("unknown end"),
     }
     client.close().await;

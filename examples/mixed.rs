@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use mcp_tasks::{
     Engine, TaskContext, ToolError,
-    client::{Call, Outcome, TaskClient},
+    client::{Call, TaskClient, TaskEnd},
     task_tool, toolkit,
 };
 use rmcp::{
@@ -115,7 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("count: task {}", task.id());
     let counted = match task.wait().await? {
-        Outcome::Completed(result) => first_text(&result),
+        TaskEnd::Completed(result) => first_text(&result),
         other => return Err(format!("count ended {other:?}").into()),
     };
     client.close().await;

@@ -21,8 +21,8 @@ use futures::StreamExt;
 use mcp_tasks::{
     TaskContext, TaskServer, ToolError,
     client::{
-        Call, ClientError, Endpoint, InputContext, InputScope, Outcome, TaskClient,
-        TaskClientBuilder, TaskReference,
+        Call, ClientError, Endpoint, InputContext, InputScope, TaskClient, TaskClientBuilder,
+        TaskEnd, TaskReference,
     },
     task_tool, toolkit,
 };
@@ -244,7 +244,7 @@ async fn task_runs_to_completion_answering_its_question_r4_r30() {
             Some(&TaskStatus::Completed),
             "{transport:?}"
         );
-        let Some(Outcome::Completed(result)) = task.outcome().unwrap() else {
+        let Some(TaskEnd::Completed(result)) = task.outcome().unwrap() else {
             panic!("{transport:?}: completed");
         };
         assert_eq!(
@@ -295,7 +295,7 @@ async fn partial_answers_then_the_rest_r27_r32() {
             }
         });
         let client = running.connect(builder).await;
-        let result = client.call_tool("two_questions", None).await.unwrap();
+        let result = client.call_tool("two_questions", ()).await.unwrap();
         assert_eq!(text(&result), "Ada from Paris", "{transport:?}");
         let calls = calls.lock().unwrap().clone();
         assert_eq!(
@@ -318,7 +318,7 @@ async fn cancel_ends_the_task_cancelled_r34() {
         let running = Running::start(transport, server(Duration::from_millis(10))).await;
         let client = running.connect(TaskClient::builder()).await;
         let mut task = client
-            .call("sleepy", None)
+            .call("sleepy", ())
             .await
             .unwrap()
             .into_task()
@@ -328,7 +328,7 @@ async fn cancel_ends_the_task_cancelled_r34() {
         task.cancel().await.unwrap();
         assert_eq!(
             task.wait().await.unwrap(),
-            Outcome::Cancelled,
+            TaskEnd::Cancelled,
             "{transport:?}"
         );
         // Terminal snapshots stay terminal (R56), and a second cancel is acknowledged.
@@ -345,7 +345,7 @@ async fn failed_cancelled_and_tool_errors_surface_as_such_r45_r46() {
         let running = Running::start(transport, server(Duration::from_millis(10))).await;
         let client = running.connect(TaskClient::builder()).await;
 
-        let error = client.call_tool("explode", None).await.unwrap_err();
+        let error = client.call_tool("explode", ()).await.unwrap_err();
         let ClientError::TaskFailed { error, task_id } = error else {
             panic!("{transport:?}: expected TaskFailed, got {error:?}");
         };
@@ -355,23 +355,23 @@ async fn failed_cancelled_and_tool_errors_surface_as_such_r45_r46() {
         assert_eq!(error.data, Some(json!({ "why": "on purpose" })));
 
         let mut task = client
-            .call("explode", None)
+            .call("explode", ())
             .await
             .unwrap()
             .into_task()
             .unwrap();
-        let Outcome::Failed(error) = task.wait().await.unwrap() else {
+        let TaskEnd::Failed(error) = task.wait().await.unwrap() else {
             panic!("{transport:?}: failed");
         };
         assert_eq!(error.code, ErrorCode(-32050));
 
-        let error = client.call_tool("give_up", None).await.unwrap_err();
+        let error = client.call_tool("give_up", ()).await.unwrap_err();
         assert!(
             matches!(error, ClientError::TaskCancelled { .. }),
             "{transport:?}: {error:?}"
         );
 
-        let result = client.call_tool("oops", None).await.unwrap();
+        let result = client.call_tool("oops", ()).await.unwrap();
         assert_eq!(result.is_error, Some(true));
         assert_eq!(text(&result), "the tool says no");
 
@@ -411,7 +411,7 @@ async fn resume_with_a_new_client_after_the_first_is_dropped_r19() {
         let second = running.connect(accepting(&seen)).await;
         assert_eq!(&reference.endpoint, second.endpoint(), "{transport:?}");
         let mut task = second.resume(&reference).await.unwrap();
-        let Outcome::Completed(result) = task.wait().await.unwrap() else {
+        let TaskEnd::Completed(result) = task.wait().await.unwrap() else {
             panic!("{transport:?}: completed");
         };
         assert_eq!(
@@ -453,7 +453,7 @@ async fn without_a_handler_elicitation_is_cancelled() {
     for transport in BOTH {
         let running = Running::start(transport, server(Duration::from_millis(10))).await;
         let client = running.connect(TaskClient::builder()).await;
-        let result = tokio::time::timeout(common::PATIENCE, client.call_tool("what_action", None))
+        let result = tokio::time::timeout(common::PATIENCE, client.call_tool("what_action", ()))
             .await
             .expect("answered, not left hanging")
             .unwrap();
@@ -502,13 +502,13 @@ async fn meta_and_headers_on_tools_call_and_tasks_requests_r1_r48() {
     let args = json!({ "workspace_id": "acme" }).as_object().cloned();
     client.call_tool("workspace_report", args).await.unwrap();
     let mut task = client
-        .call("sleepy", None)
+        .call("sleepy", ())
         .await
         .unwrap()
         .into_task()
         .unwrap();
     task.cancel().await.unwrap();
-    assert_eq!(task.wait().await.unwrap(), Outcome::Cancelled);
+    assert_eq!(task.wait().await.unwrap(), TaskEnd::Cancelled);
 
     let log = log.lock().unwrap().clone();
     let mut methods = Vec::new();
@@ -590,7 +590,7 @@ fn naming(name: &'static str) -> TaskClientBuilder {
 async fn mrtr_before_the_task_c20() {
     let script = Scripted::default();
     let client = scripted(script.clone(), naming("Ada")).await;
-    let result = client.call_tool("mrtr", None).await.unwrap();
+    let result = client.call_tool("mrtr", ()).await.unwrap();
     assert_eq!(text(&result), "Hello, Ada!");
     {
         let script = script.0.lock().unwrap();
@@ -607,12 +607,12 @@ async fn mrtr_before_the_task_c20() {
     }
 
     // An MRTR round may end in a task, which is then followed.
-    let result = client.call_tool("mrtr_then_task", None).await.unwrap();
+    let result = client.call_tool("mrtr_then_task", ()).await.unwrap();
     assert_eq!(text(&result), "done");
 
     // A server that keeps asking is stopped after the round limit.
     let limited = scripted(Scripted::default(), naming("Ada").with_max_input_rounds(3)).await;
-    let error = limited.call_tool("mrtr_forever", None).await.unwrap_err();
+    let error = limited.call_tool("mrtr_forever", ()).await.unwrap_err();
     assert!(
         matches!(error, ClientError::TooManyInputRounds { rounds: 3, .. }),
         "{error:?}"
@@ -626,15 +626,10 @@ async fn poll_interval_is_followed_and_clamped_r18() {
     let script = Scripted::default();
     let client = scripted(script.clone(), TaskClient::builder()).await;
     let start = tokio::time::Instant::now();
-    let mut handle = client
-        .call("paced", None)
-        .await
-        .unwrap()
-        .into_task()
-        .unwrap();
+    let mut handle = client.call("paced", ()).await.unwrap().into_task().unwrap();
     let created = tokio::time::Instant::now();
     assert_eq!(handle.poll_interval(), Duration::from_millis(1000));
-    let Outcome::Completed(result) = handle.wait().await.unwrap() else {
+    let TaskEnd::Completed(result) = handle.wait().await.unwrap() else {
         panic!("completed");
     };
     assert_eq!(text(&result), "done");
@@ -675,7 +670,7 @@ async fn one_update_per_snapshot_and_each_key_answered_once_r32() {
     });
     let client = scripted(script.clone(), builder).await;
     let mut handle = client
-        .call("ask_twice", None)
+        .call("ask_twice", ())
         .await
         .unwrap()
         .into_task()
@@ -692,7 +687,7 @@ async fn one_update_per_snapshot_and_each_key_answered_once_r32() {
     );
     assert_eq!(asked.load(Ordering::SeqCst), 2, "both keys asked once");
     let outcome = tokio::time::timeout(bounded, handle.wait()).await;
-    let Ok(Ok(Outcome::Completed(_))) = outcome else {
+    let Ok(Ok(TaskEnd::Completed(_))) = outcome else {
         panic!("completed within the bound: {outcome:?}");
     };
     let script = script.0.lock().unwrap();
@@ -772,7 +767,7 @@ async fn sampling_and_roots_without_a_handler_are_errors() {
     for transport in BOTH {
         let running = Running::start(transport, server(Duration::from_millis(10))).await;
         let client = running.connect(TaskClient::builder()).await;
-        let error = tokio::time::timeout(common::PATIENCE, client.call_tool("ask_model", None))
+        let error = tokio::time::timeout(common::PATIENCE, client.call_tool("ask_model", ()))
             .await
             .expect("an answer, not a hang")
             .unwrap_err();
@@ -800,7 +795,7 @@ async fn sampling_and_roots_without_a_handler_are_errors() {
             }
         });
         let client = running.connect(builder).await;
-        let result = client.call_tool("ask_model", None).await.unwrap();
+        let result = client.call_tool("ask_model", ()).await.unwrap();
         assert_eq!(text(&result), "tiny said 42", "{transport:?}");
         assert_eq!(sampled.load(Ordering::SeqCst), 1);
     }
@@ -811,7 +806,7 @@ async fn sampling_and_roots_without_a_handler_are_errors() {
     ] {
         let script = Scripted::default();
         let client = scripted(script.clone(), TaskClient::builder()).await;
-        let error = tokio::time::timeout(common::PATIENCE, client.call_tool(tool, None))
+        let error = tokio::time::timeout(common::PATIENCE, client.call_tool(tool, ()))
             .await
             .expect("an answer, not a hang")
             .unwrap_err();

@@ -93,7 +93,7 @@ async fn later_before_a_task_waits_instead_of_spinning() {
         .await
         .unwrap();
     let started = Instant::now();
-    let result = client.call_tool("confirm_first", None).await.unwrap();
+    let result = client.call_tool("confirm_first", ()).await.unwrap();
     let elapsed = started.elapsed();
     assert_eq!(
         result.content[0].as_text().map(|t| t.text.as_str()),
@@ -125,7 +125,7 @@ async fn later_forever_before_a_task_is_a_clear_error() {
         .await
         .unwrap();
     let started = Instant::now();
-    let error = client.call_tool("confirm_first", None).await.unwrap_err();
+    let error = client.call_tool("confirm_first", ()).await.unwrap_err();
     let elapsed = started.elapsed();
     let ClientError::InputNotAnswered { tool, keys, waited } = &error else {
         panic!("expected InputNotAnswered, got {error:?}");
@@ -159,7 +159,7 @@ async fn answered_keys_travel_in_the_reference_r32() {
     // A first client answers the question and saves the reference.
     let first = counting(&asked).connect_http(&url).await.unwrap();
     let mut task = first
-        .call("ask_in_task", None)
+        .call("ask_in_task", ())
         .await
         .unwrap()
         .into_task()
@@ -186,7 +186,7 @@ async fn answered_keys_travel_in_the_reference_r32() {
     assert_eq!(resumed.answered_keys(), [key.as_str()]);
     let outcome = resumed.wait().await.unwrap();
     assert!(
-        matches!(outcome, mcp_tasks::client::Outcome::Completed(_)),
+        matches!(outcome, mcp_tasks::client::TaskEnd::Completed(_)),
         "{outcome:?}"
     );
     assert_eq!(asked_again.load(Ordering::SeqCst), 0);
@@ -209,7 +209,7 @@ async fn a_resumed_client_never_asks_an_answered_key_again_r32() {
     };
     let client = later.connect_http(&url).await.unwrap();
     let mut task = client
-        .call("ask_in_task", None)
+        .call("ask_in_task", ())
         .await
         .unwrap()
         .into_task()

@@ -13,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use mcp_tasks::client::{Call, Outcome, TaskClient, TaskClientBuilder};
+use mcp_tasks::client::{Call, TaskClient, TaskClientBuilder, TaskEnd};
 use rmcp::model::{CallToolResult, ElicitResult, ElicitationAction};
 use serde_json::json;
 
@@ -191,7 +191,7 @@ async fn fastmcp_task_to_completion() {
     let outcome = tokio::time::timeout(BOUND, task.wait())
         .await
         .expect("bounded");
-    let Ok(Outcome::Completed(result)) = outcome else {
+    let Ok(TaskEnd::Completed(result)) = outcome else {
         panic!("completed: {outcome:?}");
     };
     assert_eq!(text(&result), "echo: hi");
@@ -250,7 +250,7 @@ async fn fastmcp_cancel() {
     let outcome = tokio::time::timeout(BOUND, task.wait())
         .await
         .expect("bounded");
-    assert_eq!(outcome.unwrap(), Outcome::Cancelled);
+    assert_eq!(outcome.unwrap(), TaskEnd::Cancelled);
 }
 
 /// R4, R55: a tool fastmcp never runs as a task answers inline.

@@ -120,6 +120,14 @@ pub enum ClientError {
         /// How long the client waited.
         waited: std::time::Duration,
     },
+    /// The arguments of a `tools/call` do not serialize to a JSON object (or to nothing).
+    #[error("the arguments of tools/call {tool} must serialize to a JSON object: {reason}")]
+    InvalidArguments {
+        /// The tool.
+        tool: String,
+        /// What they serialized to, or why they did not serialize.
+        reason: String,
+    },
     /// A task reference could not be read.
     #[error("invalid task reference")]
     InvalidReference(#[source] serde_json::Error),

@@ -11,7 +11,7 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), mcp_tasks::client::ClientError> {
-//! use mcp_tasks::client::{Outcome, TaskClient};
+//! use mcp_tasks::client::{TaskEnd, TaskClient};
 //! use rmcp::model::{ElicitResult, ElicitationAction};
 //!
 //! let client = TaskClient::builder()
@@ -30,9 +30,9 @@
 //! if let Some(mut task) = client.call("workspace_report", args.as_object().cloned()).await?.into_task() {
 //!     let reference = task.reference().to_json();   // store it to resume later
 //!     match task.wait().await? {
-//!         Outcome::Completed(result) => println!("{result:?}"),
-//!         Outcome::Failed(error) => eprintln!("failed: {}", error.message),
-//!         Outcome::Cancelled => eprintln!("cancelled"),
+//!         TaskEnd::Completed(result) => println!("{result:?}"),
+//!         TaskEnd::Failed(error) => eprintln!("failed: {}", error.message),
+//!         TaskEnd::Cancelled => eprintln!("cancelled"),
 //!         _ => {}
 //!     }
 //! }
@@ -47,7 +47,7 @@
 //! terminal (R18, R19). [`TaskHandle::updates`] is the same loop as a stream of the distinct
 //! snapshots. A `completed` task yields its `CallToolResult`, also when `isError` is true
 //! (R46); `failed` yields the JSON-RPC error it carries; `cancelled` yields
-//! [`Outcome::Cancelled`]. [`TaskHandle::cancel`] sends `tasks/cancel` and nothing else, never
+//! [`TaskEnd::Cancelled`]. [`TaskHandle::cancel`] sends `tasks/cancel` and nothing else, never
 //! `notifications/cancelled` (R34); cancellation is cooperative, so the task may still end
 //! otherwise (R37).
 //!
@@ -108,7 +108,7 @@ use tokio::sync::Mutex;
 pub use endpoint::{Endpoint, TaskReference};
 pub use error::ClientError;
 pub use input::{InputAnswer, InputContext, InputError, InputScope};
-pub use task::{Outcome, TaskHandle};
+pub use task::{TaskEnd, TaskHandle};
 
 use input::InputHandlers;
 
@@ -582,15 +582,18 @@ impl TaskClient {
     }
 
     /// Calls `name` and follows it to the end: the final `CallToolResult` whether the server
-    /// answers inline or with a task (R4). A result with `isError: true` is `Ok`.
+    /// answers inline or with a task (R4). A result with `isError: true` is `Ok`. `arguments`
+    /// is anything that serializes to a JSON object (a struct, a map, `json!({..})`), or `()`
+    /// for none.
     ///
     /// # Errors
+    /// [`ClientError::InvalidArguments`] when `arguments` is not an object;
     /// [`ClientError::TaskFailed`] with the task's JSON-RPC error; [`ClientError::TaskCancelled`];
     /// [`ClientError::Rpc`] for a JSON-RPC error answer; input and transport errors.
     pub async fn call_tool(
         &self,
         name: &str,
-        arguments: Option<JsonObject>,
+        arguments: impl serde::Serialize,
     ) -> Result<CallToolResult, ClientError> {
         match self.call(name, arguments).await? {
             Call::Inline(result) => Ok(result),
@@ -610,8 +613,9 @@ impl TaskClient {
     pub async fn call(
         &self,
         name: &str,
-        arguments: Option<JsonObject>,
+        arguments: impl serde::Serialize,
     ) -> Result<Call, ClientError> {
+        let arguments = arguments_object(name, arguments)?;
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments;
         let mut rounds = 0usize;
@@ -850,5 +854,23 @@ fn invalid(method: &'static str, result: &ServerResult) -> ClientError {
     ClientError::InvalidResponse {
         method,
         reason: format!("unexpected result {shown}"),
+    }
+}
+
+/// `arguments` as the `arguments` object of a `tools/call`: a struct, a map, a
+/// `serde_json::json!({..})` object, or `()` / `None` for none.
+fn arguments_object(
+    tool: &str,
+    arguments: impl serde::Serialize,
+) -> Result<Option<JsonObject>, ClientError> {
+    let invalid = |reason: String| ClientError::InvalidArguments {
+        tool: tool.to_owned(),
+        reason,
+    };
+    match serde_json::to_value(arguments) {
+        Ok(serde_json::Value::Object(object)) => Ok(Some(object)),
+        Ok(serde_json::Value::Null) => Ok(None),
+        Ok(other) => Err(invalid(format!("got {other}"))),
+        Err(error) => Err(invalid(error.to_string())),
     }
 }

@@ -1,4 +1,4 @@
-//! [`TaskHandle`]: one task followed from the client, and its [`Outcome`].
+//! [`TaskHandle`]: one task followed from the client, and its [`TaskEnd`].
 
 use std::{collections::HashSet, time::Duration};
 
@@ -13,7 +13,7 @@ use super::{ClientError, InputScope, TaskClient, TaskReference};
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum TaskEnd {
     /// `completed`: the tool's result, also when `isError` is true (R46).
     Completed(CallToolResult),
     /// `failed`: the JSON-RPC error the task carries (code, message, data; R45).
@@ -22,7 +22,7 @@ pub enum Outcome {
     Cancelled,
 }
 
-impl Outcome {
+impl TaskEnd {
     /// The result of a completed task, or the failure as an error.
     ///
     /// # Errors
@@ -173,8 +173,8 @@ impl TaskHandle {
     ///
     /// # Errors
     /// [`ClientError::InvalidResponse`] for a malformed `result` or `error`.
-    pub fn outcome(&self) -> Result<Option<Outcome>, ClientError> {
-        Outcome::of(&self.snapshot)
+    pub fn outcome(&self) -> Result<Option<TaskEnd>, ClientError> {
+        TaskEnd::of(&self.snapshot)
     }
 
     /// Polls once: `tasks/get`, then answers new input requests. Returns the snapshot.
@@ -194,7 +194,7 @@ impl TaskHandle {
     /// # Errors
     /// As for [`TaskHandle::poll`]. An error leaves the handle usable: call `wait` again to
     /// go on (input not yet delivered is asked again).
-    pub async fn wait(&mut self) -> Result<Outcome, ClientError> {
+    pub async fn wait(&mut self) -> Result<TaskEnd, ClientError> {
         loop {
             if let Some(outcome) = self.outcome()? {
                 return Ok(outcome);

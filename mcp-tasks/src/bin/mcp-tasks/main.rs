@@ -9,7 +9,7 @@ mod prompt;
 use std::{io::IsTerminal, io::Write, process::ExitCode, time::Duration};
 
 use futures::StreamExt;
-use mcp_tasks::client::{Call, ClientError, Endpoint, Outcome, TaskClient, TaskHandle};
+use mcp_tasks::client::{Call, ClientError, Endpoint, TaskClient, TaskEnd, TaskHandle};
 use rmcp::model::{CallToolResult, ContentBlock, DetailedTask, TaskStatus};
 
 use args::Command;
@@ -270,10 +270,10 @@ async fn follow(
     Ok(print_outcome(outcome, task.id(), raw))
 }
 
-fn print_outcome(outcome: Outcome, task_id: &str, raw: bool) -> u8 {
+fn print_outcome(outcome: TaskEnd, task_id: &str, raw: bool) -> u8 {
     match outcome {
-        Outcome::Completed(result) => print_result(&result, raw),
-        Outcome::Failed(error) => {
+        TaskEnd::Completed(result) => print_result(&result, raw),
+        TaskEnd::Failed(error) => {
             eprintln!(
                 "task {task_id} failed: error {}: {}",
                 error.code.0, error.message
@@ -286,7 +286,7 @@ fn print_outcome(outcome: Outcome, task_id: &str, raw: bool) -> u8 {
             }
             FAILED
         }
-        Outcome::Cancelled => {
+        TaskEnd::Cancelled => {
             eprintln!("task {task_id} cancelled");
             CANCELLED
         }
