@@ -17,6 +17,7 @@
 //! | `stdio` | [`serve_stdio`] |
 //! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum); [`HttpOptions`]: bearer tokens, allowed origins |
 //! | `sqlite` | `SqliteStore`, the durable store on one SQLite file (SQLite built in) |
+//! | `postgres` | `PostgresStore`, the task space several instances share on a Postgres server (leases, fencing, wake-ups) |
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
@@ -164,6 +165,8 @@ pub use server::{
     DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey, RequestStateKeyError,
     TaskServer,
 };
+#[cfg(feature = "postgres")]
+pub use store::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
 pub use store::{MemoryStore, TaskStore};

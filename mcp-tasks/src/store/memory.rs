@@ -5,6 +5,10 @@
 //! deadlines per shard: a sweep pops only what is due, never scans all tasks. A read of a task
 //! whose deadline has passed applies the expiry on the spot, so no reader sees a stale status
 //! between sweeps.
+//!
+//! Idempotency keys live in one map of their own, (owner, tool, key) to task id, behind a
+//! mutex that a create with a key holds from its lookup to its insert, so retries racing
+//! each other create one task. Only creates with a key take that lock.
 
 use std::{
     cmp::Reverse,
@@ -35,12 +39,16 @@ pub const DEFAULT_EXPIRED_RETENTION: Duration = Duration::from_secs(300);
 /// The in-memory task store.
 pub struct MemoryStore {
     shards: Box<[Mutex<Shard>]>,
+    /// (owner, tool, idempotency key) → the task created with them.
+    keys: Mutex<HashMap<IdempotencyKey, Arc<str>>>,
     hasher: RandomState,
     len: AtomicUsize,
     capacity: usize,
     expired_retention_ms: u64,
     clock: Clock,
 }
+
+type IdempotencyKey = (Arc<str>, Arc<str>, Arc<str>);
 
 #[derive(Default)]
 struct Shard {
@@ -65,6 +73,8 @@ struct Entry {
     cancel_requested: bool,
     /// When a terminal task is purged.
     purge_at_ms: Option<u64>,
+    /// The idempotency key it was created with, removed from the key map with the task.
+    key: Option<Box<IdempotencyKey>>,
 }
 
 /// What only a running task needs: dropped when it ends.
@@ -177,6 +187,7 @@ impl MemoryStore {
     pub fn new() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            keys: Mutex::new(HashMap::new()),
             hasher: RandomState::new(),
             len: AtomicUsize::new(0),
             capacity: DEFAULT_CAPACITY,
@@ -252,14 +263,29 @@ impl MemoryStore {
         id: &str,
         f: impl FnOnce(&mut Entry, u64) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
+        self.with_entry_purging(id, f, true)
+    }
+
+    /// [`with_entry`](Self::with_entry); a task it purges leaves its idempotency key in the
+    /// key map when `forget` is false (the caller holds that map's lock).
+    fn with_entry_purging<R>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut Entry, u64) -> Result<R, StoreError>,
+        forget: bool,
+    ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
-        let mut shard = self.shard(id);
-        let shard = &mut *shard;
+        let mut guard = self.shard(id);
+        let shard = &mut *guard;
         let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
         match self.apply_expiry(entry, now) {
             Expiry::Purge => {
-                shard.tasks.remove(id);
+                let purged = shard.tasks.remove(id);
                 self.len.fetch_sub(1, Ordering::Relaxed);
+                drop(guard);
+                if forget {
+                    self.forget_keys(purged);
+                }
                 return Err(StoreError::NotFound);
             }
             Expiry::Failed => {
@@ -271,26 +297,30 @@ impl MemoryStore {
         let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
         f(entry, now)
     }
-}
 
-impl Default for MemoryStore {
-    fn default() -> Self {
-        Self::new()
+    /// Removes a purged task's idempotency key (unless a newer task took it over).
+    fn forget_keys(&self, purged: Option<Entry>) {
+        let Some(Entry {
+            id, key: Some(key), ..
+        }) = purged
+        else {
+            return;
+        };
+        let mut keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if keys.get(&*key).is_some_and(|owner| *owner == id) {
+            keys.remove(&*key);
+        }
     }
-}
 
-impl std::fmt::Debug for MemoryStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStore")
-            .field("len", &self.len())
-            .field("capacity", &self.capacity)
-            .finish_non_exhaustive()
-    }
-}
-
-#[async_trait]
-impl TaskStore for MemoryStore {
-    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
+    /// Inserts a new task, created with `key` if it has one.
+    fn insert(
+        &self,
+        task: NewTask,
+        key: Option<IdempotencyKey>,
+    ) -> Result<TaskSnapshot, StoreError> {
         if self.len.fetch_add(1, Ordering::Relaxed) >= self.capacity {
             self.len.fetch_sub(1, Ordering::Relaxed);
             return Err(StoreError::Full {
@@ -318,6 +348,7 @@ impl TaskStore for MemoryStore {
             outcome: None,
             cancel_requested: false,
             purge_at_ms: None,
+            key: key.map(Box::new),
         };
         let snapshot = entry.snapshot();
         let mut shard = self.shard(&task.id);
@@ -330,6 +361,62 @@ impl TaskStore for MemoryStore {
             shard.deadlines.push(Reverse((deadline, task.id.clone())));
         }
         shard.tasks.insert(task.id, entry);
+        Ok(snapshot)
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryStore {
+    async fn create(&self, mut task: NewTask) -> Result<TaskSnapshot, StoreError> {
+        let Some(key) = task.idempotency_key.take() else {
+            return self.insert(task, None);
+        };
+        let key = (Arc::clone(&task.owner), Arc::clone(&task.tool), key);
+        let mut keys = self
+            .keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(existing) = keys.get(&key) {
+            let now = self.clock.now_ms();
+            let snapshot = |entry: &mut Entry, _| Ok(entry.snapshot());
+            let first = match self.with_entry_purging(existing, snapshot, false) {
+                Ok(first) => Some(first),
+                Err(StoreError::NotFound) => None,
+                Err(e) => return Err(e),
+            };
+            let found = match first {
+                // Within the first task's TTL: a retry of the same call.
+                Some(first)
+                    if first
+                        .ttl_ms
+                        .is_none_or(|ttl| now < first.created_at_ms + ttl) =>
+                {
+                    Some(first)
+                }
+                _ => None,
+            };
+            if let Some(first) = found {
+                return Err(StoreError::Existing(Box::new(first)));
+            }
+        }
+        let id = Arc::clone(&task.id);
+        let snapshot = self.insert(task, Some(key.clone()))?;
+        keys.insert(key, id);
         Ok(snapshot)
     }
 
@@ -467,6 +554,7 @@ impl TaskStore for MemoryStore {
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let now = self.clock.now_ms();
         let mut failed = Vec::new();
+        let mut purged_keys = Vec::new();
         for shard in &self.shards {
             let mut shard = shard
                 .lock()
@@ -484,7 +572,11 @@ impl TaskStore for MemoryStore {
                 };
                 match self.apply_expiry(entry, now) {
                     Expiry::Purge => {
-                        shard.tasks.remove(&id);
+                        if let Some(entry) = shard.tasks.remove(&id) {
+                            if entry.key.is_some() {
+                                purged_keys.push(entry);
+                            }
+                        }
                         self.len.fetch_sub(1, Ordering::Relaxed);
                     }
                     Expiry::Failed => {
@@ -495,6 +587,9 @@ impl TaskStore for MemoryStore {
                     Expiry::Nothing => {}
                 }
             }
+        }
+        for entry in purged_keys {
+            self.forget_keys(Some(entry));
         }
         Ok(failed)
     }

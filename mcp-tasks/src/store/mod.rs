@@ -38,6 +38,35 @@
 //!    [`Outcome::status_message`]: the error's message for `failed` (an expired task's says
 //!    that its ttl elapsed), none for `completed` and `cancelled`, so no progress text such
 //!    as "waiting for your answer" outlives the work.
+//! 9. **Idempotent creation.** A [`NewTask`] with an idempotency key
+//!    ([`NewTask::with_idempotency_key`]) whose owner, tool and key match a task created
+//!    before, within that task's TTL, creates nothing: [`TaskStore::create`] answers
+//!    [`StoreError::Existing`] with the existing task, also when the retries race each other.
+//!    [`MemoryStore`] and `PostgresStore` keep this; `SqliteStore` does not yet (it ignores the
+//!    key).
+//!
+//! # Several instances, one task space ([`ClusterStore`])
+//!
+//! A store that several processes share (`PostgresStore`) also offers [`TaskStore::cluster`],
+//! the operations a runtime needs to run each task's work in exactly one place:
+//!
+//! 10. **Leases with a fencing epoch.** The instance that runs a task's work holds its
+//!    [`Lease`]: (instance id, lease deadline, epoch). The deadline is kept in the store on the
+//!    store's own clock (not the instances' clocks), and the holder extends it with
+//!    [`ClusterStore::renew`]. Every change of holder increments the epoch.
+//! 11. **One claimer.** When a lease lapses, [`ClusterStore::claim_lapsed`] gives the task to
+//!     exactly one of the instances asking at that moment, at the next epoch, with the
+//!     [`Recovery`] data to replay or fail it; [`ClusterStore::claim_queued`] does the same for
+//!     tasks created with no runner (worker mode). Claimers skip each other's locked rows, so
+//!     they never wait on each other.
+//! 12. **Fencing.** The fenced writes of the running work ([`ClusterStore::finish_fenced`] and
+//!     the others) are refused with [`StoreError::Fenced`], changing nothing, once the task's
+//!     epoch is no longer the lease's: an instance that stalled and lost its lease cannot
+//!     overwrite its successor's work.
+//! 13. **Wake-ups.** An answer ([`TaskStore::deliver_input`]) or a cancel intent
+//!     ([`TaskStore::request_cancel`]) stored through any instance reaches the instance
+//!     running the task as a [`Wakeup`] on [`ClusterStore::wakeups`], so is a task queued for
+//!     a worker; a periodic re-read covers a lost notification.
 
 use std::{sync::Arc, time::Duration};
 
@@ -56,6 +85,10 @@ pub mod sqlite;
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 
 /// What a store needs to create a task.
 #[derive(Debug, Clone)]
@@ -79,6 +112,21 @@ pub struct NewTask {
     pub tool_version: Arc<str>,
     /// The `_meta` of the creating request (protocol version, client capabilities).
     pub request_meta: JsonObject,
+    /// Who runs the work ([`NewTask::with_runner`]); `None`: queued for any instance or
+    /// worker to claim ([`ClusterStore::claim_queued`]). Single-process stores ignore it.
+    pub runner: Option<Runner>,
+    /// The client's idempotency key for this call (invariant 9 of the module docs).
+    pub idempotency_key: Option<Arc<str>>,
+}
+
+/// The instance that runs a new task's work, and for how long its first lease lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Runner {
+    /// The instance id.
+    pub instance: Arc<str>,
+    /// The length of the lease.
+    pub lease: Duration,
 }
 
 impl NewTask {
@@ -95,7 +143,25 @@ impl NewTask {
             arguments: JsonObject::new(),
             tool_version: Arc::from(""),
             request_meta: JsonObject::new(),
+            runner: None,
+            idempotency_key: None,
         }
+    }
+
+    /// The creating instance runs the work: it holds the task's lease from the start, at
+    /// epoch 1 ([`Lease::first`]). Without it a cluster store records the task as queued.
+    #[must_use]
+    pub fn with_runner(mut self, instance: Arc<str>, lease: Duration) -> Self {
+        self.runner = Some(Runner { instance, lease });
+        self
+    }
+
+    /// Sets the client's idempotency key: a retry with the same owner, tool and key within
+    /// the first task's TTL answers [`StoreError::Existing`] instead of creating a second task.
+    #[must_use]
+    pub fn with_idempotency_key(mut self, key: Arc<str>) -> Self {
+        self.idempotency_key = Some(key);
+        self
     }
 
     /// Sets the version of the tool.
@@ -336,6 +402,19 @@ pub enum StoreError {
     /// The backend failed.
     #[error("task store backend failure")]
     Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A task with the same owner, tool and idempotency key exists already, within its TTL:
+    /// this is that task (invariant 9).
+    #[error("a task with this idempotency key exists already: {}", .0.id)]
+    Existing(Box<TaskSnapshot>),
+    /// The lease is not (or no longer) the task's: another instance holds the task at a
+    /// newer epoch, or holds a lease that has not lapsed (invariant 12). Nothing changed.
+    #[error("the task's lease is held elsewhere (the task is at epoch {current}); nothing changed")]
+    Fenced {
+        /// The epoch of the lease that was refused (`None` for an acquire).
+        held: Option<u64>,
+        /// The task's epoch in the store.
+        current: u64,
+    },
 }
 
 /// The durability contract; see the [module docs](self) for the invariants.
@@ -387,9 +466,130 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;
+
+    /// The cluster operations of a store that several instances share; `None` (the default)
+    /// for a single-process store.
+    fn cluster(&self) -> Option<&dyn ClusterStore> {
+        None
+    }
 }
 
 /// `ttlMs`/`pollIntervalMs` of a [`NewTask`] as integer milliseconds.
 pub(crate) fn new_task_millis(task: &NewTask) -> (Option<u64>, Option<u64>) {
     (task.ttl.map(millis), task.poll_interval.map(millis))
+}
+
+// ---------------------------------------------------------------------------------------
+// Several instances, one task space.
+
+/// The right of one instance to run one task's work, until the store's lease deadline
+/// (invariants 10-12 of the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Lease {
+    /// The task.
+    pub task_id: Arc<str>,
+    /// The instance holding it.
+    pub instance: Arc<str>,
+    /// The fencing epoch: incremented on every change of holder.
+    pub epoch: u64,
+    /// How long the lease lasts from its last grant or renewal; renew well within it.
+    pub length: Duration,
+}
+
+impl Lease {
+    /// The lease a task created [`with_runner`](NewTask::with_runner) starts with: held by
+    /// its runner at epoch 1. `None` when the task has no runner.
+    #[must_use]
+    pub fn first(task: &NewTask) -> Option<Self> {
+        task.runner.as_ref().map(|runner| Self {
+            task_id: Arc::clone(&task.id),
+            instance: Arc::clone(&runner.instance),
+            epoch: 1,
+            length: runner.lease,
+        })
+    }
+}
+
+/// What woke a task up on another instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WakeupKind {
+    /// Answers to its input requests were stored.
+    Answers,
+    /// A cancel intent was recorded.
+    Cancel,
+    /// The task was recorded with no runner (or its lease was released): claim it.
+    Queued,
+}
+
+/// A change to a task that the instance running it (or a worker) must act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Wakeup {
+    /// The task.
+    pub task_id: Arc<str>,
+    /// What happened.
+    pub kind: WakeupKind,
+}
+
+/// Leases, claims, fenced writes and wake-ups: what a runtime needs to share one task space
+/// between several instances. See invariants 10-13 of the [module docs](self).
+#[async_trait]
+pub trait ClusterStore: Send + Sync {
+    /// Takes the lease of a live task that no one holds (queued, released or lapsed), at the
+    /// next epoch. [`StoreError::Fenced`] when another instance holds a lease that has not
+    /// lapsed; [`StoreError::Terminal`] when the task has ended.
+    async fn acquire(&self, id: &str, instance: &str, lease: Duration)
+    -> Result<Lease, StoreError>;
+
+    /// Extends the lease by its length from now. [`StoreError::Fenced`] when it was lost.
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
+
+    /// Gives the lease up: a task still live becomes queued for any instance at once. A lease
+    /// that was lost already is left alone (nothing to release).
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Claims up to `limit` live tasks whose lease lapsed, each for exactly one of the
+    /// instances asking, at the next epoch, with what a replay needs.
+    async fn claim_lapsed(
+        &self,
+        instance: &str,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<(Recovery, Lease)>, StoreError>;
+
+    /// Claims up to `limit` tasks recorded with no runner (worker mode), oldest first, the
+    /// same way.
+    async fn claim_queued(
+        &self,
+        instance: &str,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<(Recovery, Lease)>, StoreError>;
+
+    /// [`TaskStore::set_status_message`] under `lease`.
+    async fn set_status_message_fenced(
+        &self,
+        lease: &Lease,
+        message: Option<String>,
+    ) -> Result<(), StoreError>;
+
+    /// [`TaskStore::request_input`] under `lease`.
+    async fn request_input_fenced(
+        &self,
+        lease: &Lease,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<(), StoreError>;
+
+    /// [`TaskStore::save_step`] under `lease`.
+    async fn save_step_fenced(&self, lease: &Lease, step: Step) -> Result<(), StoreError>;
+
+    /// [`TaskStore::finish`] under `lease`; the lease ends with the task.
+    async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError>;
+
+    /// The wake-ups of this store: answers and cancel intents for the tasks whose leases
+    /// were taken through it, and queued tasks. The first call starts the listener.
+    fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Wakeup>;
 }

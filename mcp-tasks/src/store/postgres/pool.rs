@@ -1,0 +1,250 @@
+//! Connections of [`PostgresStore`](super::PostgresStore): the pool, transactions that never
+//! return a connection to the pool in an unknown state, transparent retry of what is safe to
+//! retry, and the errors a user can act on.
+
+use deadpool_postgres::{Object, Pool, PoolError};
+use tokio_postgres::{Row, types::ToSql};
+
+use super::StoreError;
+
+/// A Postgres failure, with what the store was doing and what the server said.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}{detail}")]
+pub struct PgError {
+    context: String,
+    detail: String,
+    #[source]
+    source: Option<tokio_postgres::Error>,
+}
+
+impl PgError {
+    /// A failed query, as a [`StoreError::Backend`].
+    pub(super) fn query(context: impl Into<String>, error: &tokio_postgres::Error) -> StoreError {
+        StoreError::Backend(Box::new(Self {
+            context: context.into(),
+            detail: detail(error),
+            source: None,
+        }))
+    }
+
+    /// A failure that is not a query's, as a [`StoreError::Backend`].
+    pub(super) fn msg(context: String) -> StoreError {
+        StoreError::Backend(Box::new(Self {
+            context,
+            detail: String::new(),
+            source: None,
+        }))
+    }
+
+    /// A failed query, keeping the driver's error as the source.
+    pub(super) fn owned(context: impl Into<String>, error: tokio_postgres::Error) -> StoreError {
+        StoreError::Backend(Box::new(Self {
+            context: context.into(),
+            detail: detail(&error),
+            source: Some(error),
+        }))
+    }
+}
+
+/// What the server (or the socket) said, in one line.
+fn detail(error: &tokio_postgres::Error) -> String {
+    if let Some(db) = error.as_db_error() {
+        return format!(
+            ": {} ({} {})",
+            db.message(),
+            db.severity(),
+            db.code().code()
+        );
+    }
+    let mut text = format!(": {error}");
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// Whether the error means the connection is gone (closed socket, a terminated backend, a
+/// server shutting down), so that a new connection may succeed.
+pub(super) fn connection_lost(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    match error.as_db_error() {
+        // Class 08 (connection exception) and 57P01-57P03 (admin / crash shutdown, cannot
+        // connect now): the backend is gone.
+        Some(db) => {
+            let code = db.code().code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+        }
+        // No server message: the socket failed.
+        None => std::error::Error::source(error)
+            .is_some_and(|source| source.downcast_ref::<std::io::Error>().is_some()),
+    }
+}
+
+/// A connection from the pool, as a [`StoreError`] when none can be had.
+pub(super) async fn get(pool: &Pool) -> Result<Object, StoreError> {
+    pool.get().await.map_err(|error| match error {
+        PoolError::Backend(e) => PgError::owned("could not connect to the Postgres server", e),
+        other => PgError::msg(format!(
+            "could not get a Postgres connection from the pool: {other}"
+        )),
+    })
+}
+
+/// Runs one read-only statement, again on a fresh connection if the first one turned out to
+/// be gone (a backend terminated while idle in the pool): a read is safe to repeat.
+pub(super) async fn read(
+    pool: &Pool,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    context: &str,
+) -> Result<Vec<Row>, StoreError> {
+    let mut retried = false;
+    loop {
+        let client = get(pool).await?;
+        let attempt = async {
+            let statement = client.prepare_cached(sql).await?;
+            client.query(&statement, params).await
+        }
+        .await;
+        match attempt {
+            Ok(rows) => return Ok(rows),
+            Err(error) if !retried && connection_lost(&error) => {
+                drop(Object::take(client));
+                retried = true;
+            }
+            Err(error) => {
+                if connection_lost(&error) {
+                    drop(Object::take(client));
+                }
+                return Err(PgError::owned(context, error));
+            }
+        }
+    }
+}
+
+/// An open transaction on a pooled connection. Committed or rolled back, the connection goes
+/// back to the pool; dropped in any other state (an error, or the caller's future dropped
+/// mid-way), the connection is closed instead, and the server rolls the transaction back.
+pub(super) struct Tx {
+    client: Option<Object>,
+}
+
+impl Tx {
+    /// `BEGIN` on a pooled connection; on a second one if the first turned out to be gone
+    /// (nothing was done yet, so this is safe to repeat).
+    pub(super) async fn begin(pool: &Pool) -> Result<Self, StoreError> {
+        let mut retried = false;
+        loop {
+            let client = get(pool).await?;
+            match client.batch_execute("BEGIN").await {
+                Ok(()) => {
+                    return Ok(Self {
+                        client: Some(client),
+                    });
+                }
+                Err(error) if !retried && connection_lost(&error) => {
+                    drop(Object::take(client));
+                    retried = true;
+                }
+                Err(error) => {
+                    drop(Object::take(client));
+                    return Err(PgError::owned("could not begin a transaction", error));
+                }
+            }
+        }
+    }
+
+    /// The connection.
+    pub(super) fn client(&self) -> &Object {
+        // Only `commit` and `rollback` take the client, and they consume `self`.
+        self.client
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a Tx holds its client until it ends"))
+    }
+
+    /// Runs one statement (prepared once per connection) and returns its rows.
+    pub(super) async fn query(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        context: &str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client();
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| PgError::owned(context, e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| PgError::owned(context, e))
+    }
+
+    /// Runs one statement and returns the number of rows it changed.
+    pub(super) async fn execute(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        context: &str,
+    ) -> Result<u64, StoreError> {
+        let client = self.client();
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| PgError::owned(context, e))?;
+        client
+            .execute(&statement, params)
+            .await
+            .map_err(|e| PgError::owned(context, e))
+    }
+
+    /// `COMMIT`. An error means the outcome is unknown to this process: the connection is
+    /// closed, never reused.
+    pub(super) async fn commit(mut self) -> Result<(), StoreError> {
+        let client = self.client.take().unwrap_or_else(|| unreachable!());
+        match client.batch_execute("COMMIT").await {
+            Ok(()) => Ok(()),
+            Err(error) => {
+                drop(Object::take(client));
+                Err(PgError::owned(
+                    "the commit failed (whether the change was stored is unknown: read the \
+                     task again)",
+                    error,
+                ))
+            }
+        }
+    }
+
+    /// `ROLLBACK`; a connection that cannot roll back is closed instead.
+    pub(super) async fn rollback(mut self) {
+        let client = self.client.take().unwrap_or_else(|| unreachable!());
+        if client.batch_execute("ROLLBACK").await.is_err() {
+            drop(Object::take(client));
+        }
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+    }
+}
+
+/// A store error with its sources, in one line.
+pub(super) fn chain(error: &StoreError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}

@@ -1,0 +1,174 @@
+//! The schema of [`PostgresStore`](super::PostgresStore): created and migrated by the store,
+//! versioned in its `meta` table, one step per version, each step in one transaction.
+
+use deadpool_postgres::Object;
+
+use super::{PgError, StoreError};
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
+/// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
+/// without a TTL gets `i64::MAX`), so the partial indexes below hold only what their queries
+/// look for: live deadlines (expiry), purge times (purging), lease deadlines (takeover) and
+/// queued tasks (workers).
+const SCHEMA_V1: &str = "
+CREATE TABLE meta (
+    name   TEXT PRIMARY KEY,
+    value  BIGINT NOT NULL
+);
+CREATE TABLE tasks (
+    id                  TEXT PRIMARY KEY,
+    owner               TEXT NOT NULL,
+    tool                TEXT NOT NULL,
+    tool_version        TEXT NOT NULL,
+    status              TEXT NOT NULL,
+    status_message      TEXT,
+    created_at_ms       BIGINT NOT NULL,
+    last_updated_at_ms  BIGINT NOT NULL,
+    ttl_ms              BIGINT,
+    poll_interval_ms    BIGINT,
+    arguments           TEXT NOT NULL,
+    request_meta        TEXT NOT NULL,
+    input_requests      TEXT NOT NULL,
+    used_keys           TEXT NOT NULL,
+    answers             TEXT NOT NULL,
+    answer_seq          BIGINT NOT NULL,
+    outcome             TEXT,
+    cancel_requested    BOOLEAN NOT NULL,
+    deadline_ms         BIGINT,
+    purge_at_ms         BIGINT,
+    runner              TEXT,
+    epoch               BIGINT NOT NULL,
+    lease_until_ms      BIGINT,
+    idempotency_key     TEXT
+);
+CREATE INDEX tasks_live_deadline ON tasks (deadline_ms)
+    WHERE purge_at_ms IS NULL AND deadline_ms IS NOT NULL;
+CREATE INDEX tasks_purge ON tasks (purge_at_ms) WHERE purge_at_ms IS NOT NULL;
+CREATE INDEX tasks_lease ON tasks (lease_until_ms)
+    WHERE purge_at_ms IS NULL AND runner IS NOT NULL;
+CREATE INDEX tasks_queued ON tasks (created_at_ms) WHERE purge_at_ms IS NULL AND runner IS NULL;
+CREATE UNIQUE INDEX tasks_idempotency ON tasks (owner, tool, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE TABLE steps (
+    task_id  TEXT NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    seq      BIGINT NOT NULL,
+    name     TEXT NOT NULL,
+    value    TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+INSERT INTO meta (name, value) VALUES ('schema_version', 0);
+";
+
+/// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
+const MIGRATIONS: [&str; 1] = [SCHEMA_V1];
+
+/// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
+/// transaction. Instances starting together take turns (a transaction-scoped advisory lock
+/// per schema). A schema at a newer version is refused and left untouched.
+pub(super) async fn migrate(client: &Object, schema: &str) -> Result<(), StoreError> {
+    let lock_key = format!("mcp-tasks schema {schema}");
+    loop {
+        client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(|e| PgError::query("could not begin the schema migration", &e))?;
+        let step = migrate_step(client, schema, &lock_key).await;
+        let end = if matches!(step, Ok(true)) {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        let ended = client.batch_execute(end).await;
+        match (step, ended) {
+            (Err(error), _) => return Err(error),
+            (Ok(_), Err(e)) => {
+                return Err(PgError::query("could not commit the schema migration", &e));
+            }
+            (Ok(true), Ok(())) => {}
+            (Ok(false), Ok(())) => return Ok(()),
+        }
+    }
+}
+
+/// One migration step inside the open transaction: `true` when it migrated (commit and go
+/// on), `false` when the schema is current (nothing to commit).
+async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<bool, StoreError> {
+    client
+        .execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&lock_key])
+        .await
+        .map_err(|e| PgError::query("could not lock the schema for migration", &e))?;
+    let version = schema_version(client, schema).await?;
+    if version > SCHEMA_VERSION {
+        return Err(PgError::msg(format!(
+            "the Postgres schema `{schema}` was written by a newer build (schema version \
+             {version}; this build knows up to {SCHEMA_VERSION}); it is left untouched: use a \
+             newer build or another schema"
+        )));
+    }
+    let Some(step) = usize::try_from(version)
+        .ok()
+        .and_then(|from| MIGRATIONS.get(from))
+    else {
+        return Ok(false);
+    };
+    let to = version + 1;
+    let fail = |e: &tokio_postgres::Error| {
+        PgError::query(
+            format!(
+                "could not migrate the Postgres schema `{schema}` from version {version} to {to}"
+            ),
+            e,
+        )
+    };
+    client
+        .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
+        .await
+        .map_err(|e| fail(&e))?;
+    client.batch_execute(step).await.map_err(|e| fail(&e))?;
+    client
+        .execute(
+            "UPDATE meta SET value = $1 WHERE name = 'schema_version'",
+            &[&to],
+        )
+        .await
+        .map_err(|e| fail(&e))?;
+    Ok(true)
+}
+
+/// The schema's version: 0 when it (or its `meta` table) does not exist yet.
+async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError> {
+    let read = |e: &tokio_postgres::Error| {
+        PgError::query(
+            format!("could not read the version of the Postgres schema `{schema}`"),
+            e,
+        )
+    };
+    let meta = format!("\"{schema}\".meta");
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&meta])
+        .await
+        .map_err(|e| read(&e))?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = client
+        .query_opt(
+            &format!("SELECT value FROM {meta} WHERE name = 'schema_version'"),
+            &[],
+        )
+        .await
+        .map_err(|e| read(&e))?;
+    row.map_or_else(
+        || {
+            Err(PgError::msg(format!(
+                "the Postgres schema `{schema}` has a `meta` table without a schema_version \
+                 row; it is not a task store schema (choose another schema)"
+            )))
+        },
+        |row| Ok(row.get(0)),
+    )
+}

@@ -1,0 +1,702 @@
+//! `PostgresStore` against a real Postgres server (tests/support/postgres.rs says which):
+//! bad input, schema versions, a connection terminated mid-run, idempotent creates, and two or
+//! more stores on one schema acting as the instances of a cluster (leases, claims, fencing,
+//! wake-ups, expiry). The store contract itself runs in tests/store_contract.rs.
+#![allow(
+    deprecated,
+    reason = "roots/list is deprecated by SEP-2577 yet part of the 2026-07-28 wire; it is the simplest input request"
+)]
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use mcp_tasks::{
+    MemoryStore, PostgresStore, TaskStore,
+    store::{
+        ClusterStore, Lease, NewTask, Outcome, Step, StoreError, WakeupKind,
+        postgres::SCHEMA_VERSION,
+    },
+};
+use rmcp::model::{InputRequest, InputResponses, JsonObject, ListRootsRequest, TaskStatus};
+use serde_json::json;
+
+#[path = "support/postgres.rs"]
+mod pg;
+
+fn new_task(id: &str) -> NewTask {
+    NewTask::new(Arc::from(id), Arc::from("alice"), Arc::from("tool"))
+        .with_poll_interval(Duration::from_millis(500))
+}
+
+fn roots_request() -> InputRequest {
+    InputRequest::ListRoots(ListRootsRequest {
+        method: Default::default(),
+        extensions: Default::default(),
+    })
+}
+
+fn object(value: serde_json::Value) -> JsonObject {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+/// The whole error chain, in one line.
+fn chain(error: &StoreError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+macro_rules! db {
+    () => {
+        match pg::Db::new().await {
+            Some(db) => db,
+            None => return,
+        }
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Bad input.
+
+#[tokio::test]
+async fn a_wrong_url_is_a_clear_error() {
+    let error = PostgresStore::connect("postgres//nohost").await.unwrap_err();
+    let text = chain(&error);
+    assert!(matches!(error, StoreError::Backend(_)), "{text}");
+    assert!(text.contains("is not a valid Postgres URL"), "{text}");
+    assert!(text.contains("postgres://USER"), "says what a URL looks like: {text}");
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_a_clear_error() {
+    // Port 1 on loopback: nothing listens there, the connect is refused at once.
+    let error = PostgresStore::builder("postgres://postgres:secret@127.0.0.1:1/test")
+        .with_connect_timeout(Duration::from_secs(3))
+        .connect()
+        .await
+        .unwrap_err();
+    let text = chain(&error);
+    assert!(matches!(error, StoreError::Backend(_)), "{text}");
+    assert!(
+        text.contains("could not connect to the Postgres server at postgres://postgres:***@127.0.0.1:1/test"),
+        "{text}"
+    );
+    assert!(!text.contains("secret"), "the password is not echoed: {text}");
+}
+
+#[tokio::test]
+async fn a_bad_schema_name_is_refused_before_connecting() {
+    let error = PostgresStore::builder(pg::DEFAULT_URL)
+        .with_schema("Robert'); DROP TABLE tasks;--")
+        .connect()
+        .await
+        .unwrap_err();
+    let text = chain(&error);
+    assert!(text.contains("is not a valid task store schema name"), "{text}");
+}
+
+/// A schema written by a newer build is refused with a clear error and left as it is.
+#[tokio::test]
+async fn a_newer_schema_is_refused_and_left_untouched() {
+    let db = db!();
+    let store = db.store().await.unwrap();
+    store.create(new_task("kept")).await.unwrap();
+    drop(store);
+    let raw = db.raw().await;
+    let version: i64 = raw
+        .query_one("SELECT value FROM meta WHERE name = 'schema_version'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, SCHEMA_VERSION, "a new schema is at this build's version");
+    raw.execute(
+        "UPDATE meta SET value = $1 WHERE name = 'schema_version'",
+        &[&(SCHEMA_VERSION + 1)],
+    )
+    .await
+    .unwrap();
+    let error = db.store().await.unwrap_err();
+    let text = chain(&error);
+    assert!(
+        text.contains(&format!(
+            "written by a newer build (schema version {}",
+            SCHEMA_VERSION + 1
+        )),
+        "{text}"
+    );
+    assert!(text.contains("left untouched"), "{text}");
+    let after: i64 = raw
+        .query_one("SELECT value FROM meta WHERE name = 'schema_version'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(after, SCHEMA_VERSION + 1, "the version is not rewritten");
+    let rows: i64 = raw
+        .query_one("SELECT count(*) FROM tasks", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "the task is still there");
+}
+
+/// Every field survives a new store on the same schema (another process, a restart).
+#[tokio::test]
+async fn every_field_is_persisted() {
+    let db = db!();
+    let store = db.store().await.unwrap();
+    let meta = object(json!({ "protocolVersion": "2026-07-28" }));
+    let args = object(json!({ "n": 3, "x": 0.30000000000000004 }));
+    store
+        .create(
+            new_task("run")
+                .with_ttl(Some(Duration::from_secs(600)))
+                .with_status_message(Some("starting".into()))
+                .with_arguments(args.clone())
+                .with_request_meta(meta.clone())
+                .with_tool_version(Arc::from("2.1")),
+        )
+        .await
+        .unwrap();
+    store.request_input("run", "k1", roots_request()).await.unwrap();
+    store.request_input("run", "k2", roots_request()).await.unwrap();
+    let mut answer = InputResponses::new();
+    answer.insert("k1".into(), json!({ "roots": [] }));
+    store.deliver_input("run", answer.clone()).await.unwrap();
+    store
+        .save_step("run", Step::new(1, "fetch", json!({ "rows": 7 })))
+        .await
+        .unwrap();
+    store.request_cancel("run").await.unwrap();
+    let result = object(json!({ "content": [], "structuredContent": { "big": 1e300, "tiny": 5e-324 } }));
+    store.create(new_task("done")).await.unwrap();
+    store
+        .finish("done", Outcome::Completed(result.clone()))
+        .await
+        .unwrap();
+    let before = (store.get("run").await.unwrap(), store.get("done").await.unwrap());
+    drop(store);
+
+    let again = db.store().await.unwrap();
+    let after = (again.get("run").await.unwrap(), again.get("done").await.unwrap());
+    assert_eq!(before, after);
+    let run = after.0.unwrap();
+    assert_eq!(run.status, TaskStatus::InputRequired);
+    assert_eq!(run.input_requests.keys().collect::<Vec<_>>(), ["k2"]);
+    assert!(run.cancel_requested);
+    assert_eq!(run.status_message.as_deref(), Some("starting"));
+    assert_eq!(run.ttl_ms, Some(600_000));
+    assert_eq!(after.1.unwrap().outcome, Some(Outcome::Completed(result)));
+    let recoverable = again.recoverable().await.unwrap();
+    assert_eq!(recoverable.len(), 1);
+    let task = &recoverable[0];
+    assert_eq!((&*task.tool_version, &task.arguments, &task.request_meta), ("2.1", &args, &meta));
+    assert_eq!(task.answers, answer);
+    assert_eq!(task.steps, vec![Step::new(1, "fetch", json!({ "rows": 7 }))]);
+    assert!(matches!(
+        again.request_input("run", "k1", roots_request()).await,
+        Err(StoreError::KeyReused(_))
+    ));
+}
+
+// ---------------------------------------------------------------------------------------
+// A dropped connection in the middle of a run.
+
+/// What one task's run was told by the store.
+#[derive(Default)]
+struct Acks {
+    created: bool,
+    step: bool,
+    finished: bool,
+}
+
+/// Tasks run (create, a step, finish) from several callers while every backend of the
+/// store's pool is terminated again and again. Each operation succeeds or fails with a
+/// `Backend` error that says what happened; afterwards every acknowledged change is there,
+/// nothing is half-written, and the store goes on working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminated_backend_loses_no_task() {
+    let db = db!();
+    let store = Arc::new(db.store().await.unwrap());
+    let raw = db.raw().await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for caller in 0..6 {
+        let (store, stop) = (Arc::clone(&store), Arc::clone(&stop));
+        callers.push(tokio::spawn(async move {
+            let mut runs = Vec::new();
+            let mut errors = Vec::new();
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                let id = format!("c{caller}-{n}");
+                let mut acks = Acks::default();
+                let result = object(json!({ "content": [], "structuredContent": { "id": id } }));
+                match store.create(new_task(&id).with_arguments(object(json!({ "n": n })))).await {
+                    Ok(_) => acks.created = true,
+                    Err(e) => errors.push(e),
+                }
+                if acks.created {
+                    match store.save_step(&id, Step::new(1, "s", json!(n))).await {
+                        Ok(()) => acks.step = true,
+                        Err(e) => errors.push(e),
+                    }
+                    match store.finish(&id, Outcome::Completed(result)).await {
+                        Ok(()) => acks.finished = true,
+                        Err(e) => errors.push(e),
+                    }
+                }
+                runs.push((id, n, acks));
+            }
+            (runs, errors)
+        }));
+    }
+    let mut terminated = 0;
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let killed = raw
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&db.schema],
+            )
+            .await
+            .unwrap();
+        terminated += killed.len();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut runs, mut errors) = (Vec::new(), Vec::new());
+    for caller in callers {
+        let (r, e) = caller.await.expect("no caller panicked");
+        runs.extend(r);
+        errors.extend(e);
+    }
+    eprintln!(
+        "{} runs, {} errors, {terminated} backends terminated; e.g. {:?}",
+        runs.len(),
+        errors.len(),
+        errors.first().map(chain)
+    );
+    assert!(terminated >= 6, "backends were terminated ({terminated})");
+    assert!(!errors.is_empty(), "some operations met a terminated backend");
+    for error in &errors {
+        let text = chain(error);
+        assert!(matches!(error, StoreError::Backend(_)), "{text}");
+        assert!(
+            text.contains("terminat") || text.contains("closed") || text.contains("connection"),
+            "the error says the connection was lost: {text}"
+        );
+    }
+    let mut checked = 0;
+    for (id, n, acks) in &runs {
+        let task = store.get(id).await.expect("reads work after the run");
+        let Some(task) = task else {
+            assert!(!acks.created, "{id}: an acknowledged create is stored");
+            continue;
+        };
+        checked += 1;
+        let result = object(json!({ "content": [], "structuredContent": { "id": id } }));
+        match task.status {
+            TaskStatus::Completed => {
+                assert_eq!(task.outcome, Some(Outcome::Completed(result)), "{id}: whole");
+            }
+            TaskStatus::Working => {
+                assert!(!acks.finished, "{id}: an acknowledged finish is stored");
+                let recovery = store.recoverable().await.unwrap();
+                let mine = recovery.iter().find(|r| &*r.id == id).expect("live: recoverable");
+                assert_eq!(mine.arguments, object(json!({ "n": n })), "{id}: arguments whole");
+                if acks.step {
+                    assert_eq!(mine.steps, vec![Step::new(1, "s", json!(n))], "{id}");
+                }
+            }
+            other => panic!("{id}: unexpected status {other:?}"),
+        }
+    }
+    let acked = runs.iter().filter(|(_, _, a)| a.created).count();
+    assert!(acked > 20 && checked >= acked, "{acked} acknowledged, {checked} stored");
+    // The pool heals: a new run goes through.
+    store.create(new_task("after")).await.unwrap();
+    store.finish("after", Outcome::Cancelled).await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// Idempotent creation (invariant 9), on Postgres and in memory.
+
+/// 16 concurrent retries of one call (same owner, tool, key; each with a new id) create one
+/// task; the others answer `Existing` with it. Another owner's key is another task.
+async fn idempotent_creates(store: Arc<impl TaskStore>) -> HashSet<String> {
+    let key: Arc<str> = Arc::from("call-1");
+    let mut retries = Vec::new();
+    for i in 0..16 {
+        let (store, key) = (Arc::clone(&store), Arc::clone(&key));
+        retries.push(tokio::spawn(async move {
+            store
+                .create(
+                    new_task(&format!("retry-{i}"))
+                        .with_ttl(Some(Duration::from_secs(60)))
+                        .with_idempotency_key(key),
+                )
+                .await
+        }));
+    }
+    let mut created = Vec::new();
+    let mut existing = HashSet::new();
+    for retry in retries {
+        match retry.await.unwrap() {
+            Ok(task) => created.push(task.id.to_string()),
+            Err(StoreError::Existing(task)) => {
+                existing.insert(task.id.to_string());
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(created.len(), 1, "one task for all retries: {created:?}");
+    assert_eq!(
+        existing.iter().collect::<Vec<_>>(),
+        [&created[0]],
+        "every other retry answers the task that was created"
+    );
+    let other_owner = NewTask::new(Arc::from("bob-1"), Arc::from("bob"), Arc::from("tool"))
+        .with_idempotency_key(Arc::clone(&key));
+    store.create(other_owner).await.expect("another owner's key is another call");
+    let other_tool = NewTask::new(Arc::from("alice-2"), Arc::from("alice"), Arc::from("other"))
+        .with_idempotency_key(key);
+    store.create(other_tool).await.expect("another tool's key is another call");
+    created.into_iter().collect()
+}
+
+#[tokio::test]
+async fn postgres_idempotent_create_under_concurrent_retries() {
+    let db = db!();
+    let store = Arc::new(db.store().await.unwrap());
+    let created = idempotent_creates(Arc::clone(&store)).await;
+    let raw = db.raw().await;
+    let rows: i64 = raw
+        .query_one(
+            "SELECT count(*) FROM tasks WHERE owner = 'alice' AND tool = 'tool'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1, "one row for {created:?}");
+
+    // Past the first task's TTL the key is free: a new call, a new task.
+    store
+        .create(
+            new_task("short")
+                .with_ttl(Some(Duration::from_millis(300)))
+                .with_idempotency_key(Arc::from("call-2")),
+        )
+        .await
+        .unwrap();
+    let retry = store
+        .create(new_task("short-retry").with_idempotency_key(Arc::from("call-2")))
+        .await;
+    assert!(matches!(retry, Err(StoreError::Existing(t)) if &*t.id == "short"));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    store
+        .create(new_task("short-again").with_idempotency_key(Arc::from("call-2")))
+        .await
+        .expect("past the TTL the same key starts a new task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_idempotent_create_under_concurrent_retries() {
+    let store = Arc::new(MemoryStore::new());
+    idempotent_creates(Arc::clone(&store)).await;
+    assert_eq!(store.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn memory_idempotency_key_is_free_after_the_ttl() {
+    let store = MemoryStore::new();
+    let keyed = |id: &str| {
+        new_task(id)
+            .with_ttl(Some(Duration::from_secs(10)))
+            .with_idempotency_key(Arc::from("k"))
+    };
+    store.create(keyed("first")).await.unwrap();
+    tokio::time::advance(Duration::from_secs(9)).await;
+    assert!(matches!(
+        store.create(keyed("retry")).await,
+        Err(StoreError::Existing(t)) if &*t.id == "first"
+    ));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    store.create(keyed("second")).await.expect("a new call after the TTL");
+    assert!(matches!(
+        store.create(keyed("retry-2")).await,
+        Err(StoreError::Existing(t)) if &*t.id == "second"
+    ));
+}
+
+// ---------------------------------------------------------------------------------------
+// Several stores on one schema: the instances of a cluster.
+
+const SHORT: Duration = Duration::from_millis(300);
+
+fn cluster(store: &PostgresStore) -> &dyn ClusterStore {
+    store.cluster().expect("PostgresStore is a cluster store")
+}
+
+/// A lease lapses; of several instances claiming at once exactly one gets the task, at the
+/// next epoch, with its replay data; the old holder's fenced writes are refused and change
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() {
+    let db = db!();
+    let mut stores = Vec::new();
+    for _ in 0..4 {
+        stores.push(Arc::new(db.store().await.unwrap()));
+    }
+    let task = new_task("t")
+        .with_arguments(object(json!({ "n": 1 })))
+        .with_runner(Arc::from("a"), SHORT);
+    let old = Lease::first(&task).unwrap();
+    stores[0].create(task).await.unwrap();
+    cluster(&stores[0])
+        .save_step_fenced(&old, Step::new(1, "one", json!(1)))
+        .await
+        .unwrap();
+    assert!(
+        cluster(&stores[1]).claim_lapsed("b", SHORT, 10).await.unwrap().is_empty(),
+        "a live lease is not claimed"
+    );
+    assert!(matches!(
+        cluster(&stores[1]).acquire("t", "b", SHORT).await,
+        Err(StoreError::Fenced { held: None, current: 1 })
+    ));
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+
+    let mut claims = Vec::new();
+    for (i, store) in stores.iter().enumerate() {
+        let store = Arc::clone(store);
+        claims.push(tokio::spawn(async move {
+            cluster(&store)
+                .claim_lapsed(&format!("claimer-{i}"), Duration::from_secs(30), 10)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut won = Vec::new();
+    for claim in claims {
+        won.extend(claim.await.unwrap());
+    }
+    assert_eq!(won.len(), 1, "exactly one claimer: {won:?}");
+    let (recovery, new) = won.pop().unwrap();
+    assert_eq!(new.epoch, 2, "the epoch moves on");
+    assert_eq!(recovery.arguments, object(json!({ "n": 1 })));
+    assert_eq!(recovery.steps, vec![Step::new(1, "one", json!(1))]);
+
+    let before = stores[0].get("t").await.unwrap().unwrap();
+    let a = cluster(&stores[0]);
+    let refused = [
+        a.set_status_message_fenced(&old, Some("stale".into())).await,
+        a.request_input_fenced(&old, "k", roots_request()).await,
+        a.save_step_fenced(&old, Step::new(2, "two", json!(2))).await,
+        a.finish_fenced(&old, Outcome::Cancelled).await,
+        a.renew(&old).await.map(drop),
+    ];
+    for attempt in refused {
+        assert!(
+            matches!(attempt, Err(StoreError::Fenced { held: Some(1), current: 2 })),
+            "{attempt:?}"
+        );
+    }
+    assert_eq!(stores[0].get("t").await.unwrap().unwrap(), before, "nothing changed");
+    a.release(&old).await.expect("releasing a lost lease is a no-op");
+    assert_eq!(stores[0].get("t").await.unwrap().unwrap(), before);
+
+    // The new holder's writes go through (the lease names the instance, whichever store
+    // connection carries them).
+    let b = cluster(&stores[1]);
+    b.renew(&new).await.unwrap();
+    b.save_step_fenced(&new, Step::new(2, "two", json!(2))).await.unwrap();
+    b.finish_fenced(&new, Outcome::Cancelled).await.unwrap();
+    assert_eq!(
+        stores[0].get("t").await.unwrap().unwrap().status,
+        TaskStatus::Cancelled
+    );
+    assert!(matches!(
+        b.renew(&new).await,
+        Err(StoreError::Terminal(TaskStatus::Cancelled))
+    ));
+}
+
+/// Claimers skip rows another instance has locked: a claim (and an expiry sweep) next to a
+/// locked row returns at once with the other rows instead of waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_sweeps_skip_locked_rows() {
+    let db = db!();
+    let store = db.store().await.unwrap();
+    for id in ["locked", "free"] {
+        store
+            .create(
+                new_task(id)
+                    .with_ttl(Some(Duration::from_secs(600)))
+                    .with_runner(Arc::from("gone"), Duration::from_millis(50)),
+            )
+            .await
+            .unwrap();
+    }
+    for id in ["due-locked", "due-free"] {
+        store
+            .create(new_task(id).with_ttl(Some(Duration::from_millis(100))))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let raw = db.raw().await;
+    raw.batch_execute(
+        "BEGIN; SELECT 1 FROM tasks WHERE id IN ('locked', 'due-locked') FOR UPDATE",
+    )
+    .await
+    .unwrap();
+
+    let claimed = tokio::time::timeout(
+        Duration::from_secs(3),
+        cluster(&store).claim_lapsed("b", Duration::from_secs(30), 10),
+    )
+    .await
+    .expect("the claim does not wait for the locked row")
+    .unwrap();
+    let ids: Vec<&str> = claimed.iter().map(|(r, _)| &*r.id).collect();
+    assert_eq!(ids, ["free"]);
+    let expired = tokio::time::timeout(Duration::from_secs(3), store.expire_due())
+        .await
+        .expect("the sweep does not wait for the locked row")
+        .unwrap();
+    assert_eq!(expired.iter().map(|id| &**id).collect::<Vec<_>>(), ["due-free"]);
+
+    raw.batch_execute("ROLLBACK").await.unwrap();
+    let claimed = cluster(&store).claim_lapsed("b", Duration::from_secs(30), 10).await.unwrap();
+    assert_eq!(claimed.iter().map(|(r, _)| &*r.id).collect::<Vec<_>>(), ["locked"]);
+    let expired = store.expire_due().await.unwrap();
+    assert_eq!(expired.iter().map(|id| &**id).collect::<Vec<_>>(), ["due-locked"]);
+}
+
+/// Expiry sweeps running on two instances at once expire each task exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sweeps_expire_each_task_once() {
+    let db = db!();
+    let (a, b) = (Arc::new(db.store().await.unwrap()), Arc::new(db.store().await.unwrap()));
+    let mut creates = Vec::new();
+    for i in 0..600 {
+        let a = Arc::clone(&a);
+        creates.push(tokio::spawn(async move {
+            a.create(new_task(&format!("t{i:03}")).with_ttl(Some(Duration::from_millis(200))))
+                .await
+                .unwrap();
+        }));
+    }
+    for create in creates {
+        create.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sweeps: Vec<_> = [&a, &b, &a, &b]
+        .into_iter()
+        .map(|store| {
+            let store = Arc::clone(store);
+            tokio::spawn(async move { store.expire_due().await.unwrap() })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for sweep in sweeps {
+        all.extend(sweep.await.unwrap());
+    }
+    let unique: HashSet<_> = all.iter().cloned().collect();
+    assert_eq!(all.len(), 600, "each task expired once, not twice");
+    assert_eq!(unique.len(), 600, "every task expired");
+    let task = b.get("t123").await.unwrap().unwrap();
+    assert_eq!(task.status, TaskStatus::Failed);
+}
+
+/// An answer stored through instance A wakes instance B, which runs the task, by NOTIFY
+/// alone (B's re-read is set far beyond the test); so does a cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_reach_the_instance_holding_the_lease() {
+    let db = db!();
+    let a = db.store().await.unwrap();
+    let b = db
+        .builder()
+        .with_reread_interval(Duration::from_secs(600))
+        .connect()
+        .await
+        .unwrap();
+    let mut wakeups = cluster(&b).wakeups();
+    // Let the listener connect and LISTEN.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let task = new_task("t").with_runner(Arc::from("b"), Duration::from_secs(30));
+    let lease = Lease::first(&task).unwrap();
+    b.create(task).await.unwrap();
+    cluster(&b)
+        .request_input_fenced(&lease, "k", roots_request())
+        .await
+        .unwrap();
+
+    let mut answer = InputResponses::new();
+    answer.insert("k".into(), json!({ "roots": [] }));
+    assert_eq!(a.deliver_input("t", answer).await.unwrap().len(), 1);
+    let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+        .await
+        .expect("the answer's notification arrives")
+        .unwrap();
+    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Answers));
+
+    a.request_cancel("t").await.unwrap();
+    let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+        .await
+        .expect("the cancel's notification arrives")
+        .unwrap();
+    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Cancel));
+
+    // A task with no runner is announced to workers, and exactly one worker claims it.
+    a.create(new_task("queued")).await.unwrap();
+    let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+        .await
+        .expect("the queued task is announced")
+        .unwrap();
+    assert_eq!((&*wakeup.task_id, wakeup.kind), ("queued", WakeupKind::Queued));
+    let (x, y) = tokio::join!(
+        cluster(&a).claim_queued("a", Duration::from_secs(30), 10),
+        cluster(&b).claim_queued("b", Duration::from_secs(30), 10),
+    );
+    let claimed: Vec<_> = x.unwrap().into_iter().chain(y.unwrap()).collect();
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    assert_eq!((&*claimed[0].0.id, claimed[0].1.epoch), ("queued", 1));
+}
+
+/// A change whose notification was lost (here: written behind the store's back, so no
+/// NOTIFY at all) still reaches the instance holding the lease, by its periodic re-read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_notification_is_covered_by_the_reread() {
+    let db = db!();
+    let b = db
+        .builder()
+        .with_reread_interval(Duration::from_millis(200))
+        .connect()
+        .await
+        .unwrap();
+    let mut wakeups = cluster(&b).wakeups();
+    b.create(new_task("t")).await.unwrap();
+    let lease = cluster(&b).acquire("t", "b", Duration::from_secs(30)).await.unwrap();
+    assert_eq!(lease.epoch, 1);
+    let raw = db.raw().await;
+    raw.execute("UPDATE tasks SET cancel_requested = TRUE WHERE id = 't'", &[])
+        .await
+        .unwrap();
+    let wakeup = loop {
+        let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+            .await
+            .expect("the re-read finds the cancel")
+            .unwrap();
+        // The queue is re-read too; nothing is queued here, but skip anything else.
+        if wakeup.kind != WakeupKind::Queued {
+            break wakeup;
+        }
+    };
+    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Cancel));
+}
