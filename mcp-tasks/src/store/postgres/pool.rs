@@ -127,6 +127,53 @@ pub(super) async fn read(
     }
 }
 
+/// Runs one writing statement as its own transaction (autocommit: it is committed when its
+/// answer arrives). Retried once on a fresh connection only when the first one turned out to
+/// be gone before the statement was sent (while preparing it); a statement that was sent is
+/// never repeated: if its answer is lost, whether it committed is unknown, and the error says
+/// so.
+pub(super) async fn write_one(
+    pool: &Pool,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    context: &str,
+) -> Result<Vec<Row>, StoreError> {
+    let mut retried = false;
+    loop {
+        let client = get(pool).await?;
+        let statement = match client.prepare_cached(sql).await {
+            Ok(statement) => statement,
+            Err(error) if !retried && connection_lost(&error) => {
+                drop(Object::take(client));
+                retried = true;
+                continue;
+            }
+            Err(error) => {
+                drop(Object::take(client));
+                return Err(PgError::owned(context, error));
+            }
+        };
+        return match client.query(&statement, params).await {
+            Ok(rows) => Ok(rows),
+            Err(error) => {
+                let lost = connection_lost(&error);
+                drop(Object::take(client));
+                Err(PgError::owned(
+                    if lost {
+                        format!(
+                            "{context} (the connection was lost: whether the change was \
+                             stored is unknown, read the task again)"
+                        )
+                    } else {
+                        context.to_owned()
+                    },
+                    error,
+                ))
+            }
+        };
+    }
+}
+
 /// An open transaction on a pooled connection. Committed or rolled back, the connection goes
 /// back to the pool; dropped in any other state (an error, or the caller's future dropped
 /// mid-way), the connection is closed instead, and the server rolls the transaction back.
