@@ -224,13 +224,11 @@ impl PostgresBuilder {
             .max_size(self.pool_size)
             .build()
             .map_err(|e| PgError::msg(format!("could not build the connection pool: {e}")))?;
-        let first = pool::get(&pool).await.map_err(|error| {
-            PgError::msg(format!(
-                "could not connect to the Postgres server at {}: {}",
-                redact(&self.url),
-                pool::chain(&error)
-            ))
-        })?;
+        let context = format!(
+            "could not connect to the Postgres server at {}",
+            redact(&self.url)
+        );
+        let first = pool::get_or(&pool, &context).await?;
         schema::migrate(&first, &self.schema).await?;
         drop(first);
         let runtime = tokio::runtime::Handle::current();
