@@ -831,3 +831,54 @@ async fn a_lost_notification_is_covered_by_the_reread() {
     };
     assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Cancel));
 }
+
+/// The listening connection is terminated: the store reconnects, and what was notified while
+/// no one listened reaches it by the re-read it makes on reconnecting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listener_reconnects_and_catches_up() {
+    let db = db!();
+    let a = db.store().await.unwrap();
+    let b = db
+        .builder()
+        .with_reread_interval(Duration::from_secs(600))
+        .connect()
+        .await
+        .unwrap();
+    let mut wakeups = cluster(&b).wakeups();
+    let task = new_task("t").with_runner(Arc::from("b"), Duration::from_secs(30));
+    let lease = Lease::first(&task).unwrap();
+    b.create(task).await.unwrap();
+    cluster(&b)
+        .request_input_fenced(&lease, "k", roots_request())
+        .await
+        .unwrap();
+    let raw = db.raw().await;
+    let mut killed = 0;
+    for _ in 0..50 {
+        let rows = raw
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+                &[&db.schema],
+            )
+            .await
+            .unwrap();
+        killed += rows.len();
+        if killed > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        killed, 1,
+        "the listening connection was found and terminated"
+    );
+    let mut answer = InputResponses::new();
+    answer.insert("k".into(), json!({ "roots": [] }));
+    a.deliver_input("t", answer).await.unwrap();
+    let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+        .await
+        .expect("the answer arrives after the listener reconnects")
+        .unwrap();
+    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Answers));
+}
