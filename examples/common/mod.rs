@@ -135,8 +135,9 @@ pub fn toolkit(step: Duration) -> Toolkit {
         .with_state(Journal::default())
 }
 
-/// The example server from command-line flags: `--store memory` (the default) or
-/// `--store sqlite:PATH`, and `--journal PATH` for `import_rows`. On a durable store it
+/// The example server from command-line flags: `--store memory` (the default),
+/// `--store sqlite:PATH` or `--store postgres://USER@HOST:PORT/DATABASE`, and
+/// `--journal PATH` for `import_rows`. On a durable store it
 /// deals with the tasks a previous process left unfinished before it serves.
 #[allow(dead_code, reason = "the demo example builds its server itself")]
 pub async fn server(
@@ -150,9 +151,9 @@ pub async fn server(
     while let Some(flag) = flags.next() {
         match flag.as_str() {
             "--store" => {
-                store = flags
-                    .next()
-                    .ok_or_else(|| usage("--store takes `memory` or `sqlite:PATH`"))?
+                store = flags.next().ok_or_else(|| {
+                    usage("--store takes `memory`, `sqlite:PATH` or `postgres://...`")
+                })?
             }
             "--journal" => {
                 let path = flags
@@ -177,13 +178,42 @@ pub async fn server(
             );
             server
         }
+        Some(("postgres" | "postgresql", _)) => {
+            let pg = mcp_tasks::PostgresStore::connect(store.clone())
+                .await
+                .map_err(|e| std::io::Error::other(error_chain(&e)))?;
+            let schema = pg.schema().to_owned();
+            let server = server.with_store(pg);
+            // One instance per schema for now: the runtime does not take leases yet, so a
+            // second instance would resume the first one's tasks too.
+            let report = server.recover().await.map_err(std::io::Error::other)?;
+            eprintln!(
+                "store postgres (schema {schema}): {} unfinished task(s) resumed, {} failed",
+                report.resumed, report.failed
+            );
+            server
+        }
         _ => {
             return Err(usage(&format!(
-                "unknown store `{store}`; use `memory` or `sqlite:PATH`"
+                "unknown store `{store}`; use `memory`, `sqlite:PATH` or \
+                 `postgres://USER@HOST:PORT/DATABASE`"
             )));
         }
     };
     Ok((server, rest))
+}
+
+/// A store error with its sources, in one line (a Postgres error says what to fix in its
+/// source).
+fn error_chain(error: &mcp_tasks::store::StoreError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
 }
 
 /// The `server_http` example: `--port N` (0 picks a free one; the address is printed on

@@ -1,6 +1,6 @@
 //! Postgres for the tests: the server at `MCP_TASKS_POSTGRES_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/test`); where none answers and `initdb`/`postgres`
-//! are installed (PATH or Debian's /usr/lib/postgresql/*/bin), a throwaway cluster in a temp
+//! `postgres://postgres@127.0.0.1:5432/test`); where none answers and `initdb`/`postgres`/
+//! `pg_ctl` are installed (PATH or Debian's /usr/lib/postgresql/*/bin), a throwaway cluster in a temp
 //! folder on a free port, stopped when the test process ends; where neither, one line saying
 //! how to enable the tests, and the test returns without running, except under CI (env
 //! `CI` set), where it fails.
@@ -89,7 +89,7 @@ fn tool(name: &str) -> Option<PathBuf> {
 /// Starts a cluster in a temp folder on a free port, watched by a shell that stops it (and
 /// removes the folder) once this test process is gone. Its URL, or `None`.
 fn throwaway_cluster() -> Option<String> {
-    let (initdb, postgres) = (tool("initdb")?, tool("postgres")?);
+    let (initdb, postgres, pg_ctl) = (tool("initdb")?, tool("postgres")?, tool("pg_ctl")?);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .ok()?
         .local_addr()
@@ -97,9 +97,19 @@ fn throwaway_cluster() -> Option<String> {
         .port();
     let dir = std::env::temp_dir().join(format!("mcp-tasks-pg-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let ok = Command::new(&initdb)
-        .args(["-U", "postgres", "--auth=trust", "-D"])
-        .arg(&dir)
+    // Postgres refuses to run as root: run it as the `postgres` user then.
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let runas = if root { "runuser -u postgres -- " } else { "" };
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{runas}{} -U postgres --auth=trust -D {}",
+            initdb.display(),
+            dir.display()
+        ))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -108,11 +118,12 @@ fn throwaway_cluster() -> Option<String> {
         return None;
     }
     let script = format!(
-        "{postgres} -D {dir} -p {port} -k {dir} -c listen_addresses=127.0.0.1 \
+        "{runas}{postgres} -D {dir} -p {port} -k {dir} -c listen_addresses=127.0.0.1 \
          -c max_connections=200 >{dir}/log 2>&1 & pg=$!; \
          while kill -0 {parent} 2>/dev/null; do sleep 1; done; \
-         kill -INT $pg; wait $pg; rm -rf {dir}",
+         {runas}{pg_ctl} -D {dir} -m fast -w stop >/dev/null 2>&1; wait $pg; rm -rf {dir}",
         postgres = postgres.display(),
+        pg_ctl = pg_ctl.display(),
         dir = dir.display(),
         parent = std::process::id(),
     );

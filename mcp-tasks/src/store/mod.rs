@@ -519,7 +519,9 @@ pub enum WakeupKind {
     Answers,
     /// A cancel intent was recorded.
     Cancel,
-    /// The task was recorded with no runner (or its lease was released): claim it.
+    /// The task was recorded with no runner (or its lease was released): claim it. Tasks
+    /// queued together may be announced by one wake-up naming one of them; claim with a
+    /// limit above one.
     Queued,
 }
 

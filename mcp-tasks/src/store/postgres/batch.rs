@@ -10,7 +10,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{
     NewTask, StoreError,
-    pool::Tx,
+    pool::write_one,
     row::{db_now_ms, to_i64, to_json},
 };
 use crate::clock::millis;
@@ -19,11 +19,13 @@ use crate::clock::millis;
 const MAX_BATCH: usize = 512;
 
 /// Writer tasks: batches in flight at once.
-pub(super) const WRITERS: usize = 2;
+pub(super) const WRITERS: usize = 4;
 
 /// Inserts a batch; a create whose id or idempotency key conflicts with a stored task is
-/// skipped (and reported back as a conflict). Inserted tasks with no runner are announced
-/// to workers (`q:` notifications) in the same transaction.
+/// skipped (and reported back as a conflict). When tasks with no runner were inserted, one
+/// `q:` notification (naming the first) announces them to workers in the same transaction:
+/// one per batch, not per task, because Postgres serializes the commits of notifying
+/// transactions.
 const INSERT: &str = concat!(
     "WITH ins AS (INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, request_meta, \
@@ -38,8 +40,10 @@ const INSERT: &str = concat!(
      $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], \
      $13::bigint[], $14::text[]) AS u(id, owner, tool, tool_version, status_message, created, \
      ttl, poll, arguments, request_meta, deadline, runner, lease, idem) \
-     ON CONFLICT DO NOTHING RETURNING id, runner) \
-     SELECT id, (CASE WHEN runner IS NULL THEN pg_notify($15, 'q:' || id) END) IS NULL FROM ins"
+     ON CONFLICT DO NOTHING RETURNING id, runner), \
+     announce AS (SELECT pg_notify($15, 'q:' || min(id)) FROM ins WHERE runner IS NULL \
+     HAVING count(*) > 0) \
+     SELECT id FROM ins UNION ALL SELECT NULL FROM announce"
 );
 
 /// What happened to one create of a batch.
@@ -116,40 +120,42 @@ async fn write_loop(pool: &Pool, jobs: &Mutex<mpsc::UnboundedReceiver<Job>>, cha
     }
 }
 
-/// One transaction: the multi-row insert, then the commit. The connection goes back to the
-/// pool before any caller hears of the result.
+/// The multi-row insert, as one transaction. The connection goes back to the pool before any
+/// caller hears of the result.
 async fn insert(pool: &Pool, batch: &[Job], channel: &str) -> Result<HashSet<String>, StoreError> {
     let n = batch.len();
     let mut cols = Columns::with_capacity(n);
     for job in batch {
         cols.push(job)?;
     }
-    let tx = Tx::begin(pool).await?;
-    let rows = tx
-        .query(
-            INSERT,
-            &[
-                &cols.id,
-                &cols.owner,
-                &cols.tool,
-                &cols.tool_version,
-                &cols.status_message,
-                &cols.created,
-                &cols.ttl,
-                &cols.poll,
-                &cols.arguments,
-                &cols.request_meta,
-                &cols.deadline,
-                &cols.runner,
-                &cols.lease,
-                &cols.idem,
-                &channel,
-            ],
-            "could not store the new tasks",
-        )
-        .await?;
-    tx.commit().await?;
-    Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
+    // One statement, its own transaction: one round trip and one commit per batch.
+    let rows = write_one(
+        pool,
+        INSERT,
+        &[
+            &cols.id,
+            &cols.owner,
+            &cols.tool,
+            &cols.tool_version,
+            &cols.status_message,
+            &cols.created,
+            &cols.ttl,
+            &cols.poll,
+            &cols.arguments,
+            &cols.request_meta,
+            &cols.deadline,
+            &cols.runner,
+            &cols.lease,
+            &cols.idem,
+            &channel,
+        ],
+        "could not store the new tasks",
+    )
+    .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|row| row.get::<_, Option<String>>(0))
+        .collect())
 }
 
 /// The batch, column by column (one array parameter each).

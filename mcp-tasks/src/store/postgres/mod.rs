@@ -3,9 +3,9 @@
 //!
 //! # Invariants
 //!
-//! The store keeps the [`TaskStore`](super::TaskStore) invariants (module docs of
+//! The store keeps the [`TaskStore`] invariants (module docs of
 //! [`store`](super)) for every client of the schema at once, and the cluster ones
-//! ([`ClusterStore`](super::ClusterStore)). How:
+//! ([`ClusterStore`]). How:
 //!
 //! - **Rows are the truth.** Every field of a task is a column of `tasks` (status, message,
 //!   timestamps, TTL, poll interval, owner, tool and version, arguments, the creating
@@ -21,7 +21,7 @@
 //!   expiry that is due, checks the state machine (and the lease's epoch, for a fenced
 //!   write), and writes back in the same transaction.
 //! - **Creates in groups.** Creates queued at the same moment share one multi-row `INSERT`
-//!   and one commit ([`batch`]). The unique index on (owner, tool, idempotency key) makes a
+//!   and one commit. The unique index on (owner, tool, idempotency key) makes a
 //!   retried create atomic: of concurrent creates with one key, one inserts, every other
 //!   answers [`StoreError::Existing`] with that task (within its TTL; past it the key is
 //!   released and a new task is created).
@@ -224,13 +224,11 @@ impl PostgresBuilder {
             .max_size(self.pool_size)
             .build()
             .map_err(|e| PgError::msg(format!("could not build the connection pool: {e}")))?;
-        let first = pool::get(&pool).await.map_err(|error| {
-            PgError::msg(format!(
-                "could not connect to the Postgres server at {}: {}",
-                redact(&self.url),
-                pool::chain(&error)
-            ))
-        })?;
+        let context = format!(
+            "could not connect to the Postgres server at {}",
+            redact(&self.url)
+        );
+        let first = pool::get_or(&pool, &context).await?;
         schema::migrate(&first, &self.schema).await?;
         drop(first);
         let runtime = tokio::runtime::Handle::current();
@@ -487,10 +485,8 @@ impl PostgresStore {
             if let Some(key) = &task.idempotency_key {
                 let rows = tx
                     .query(
-                        concat!(
-                            "SELECT id FROM tasks WHERE owner = $1 AND tool = $2 \
-                             AND idempotency_key = $3 FOR UPDATE"
-                        ),
+                        "SELECT id FROM tasks WHERE owner = $1 AND tool = $2 \
+                         AND idempotency_key = $3 FOR UPDATE",
                         &[&&*task.owner, &&*task.tool, &&**key],
                         "could not look up the idempotency key",
                     )

@@ -7,14 +7,24 @@ use tokio_postgres::{Row, types::ToSql};
 
 use super::StoreError;
 
-/// A Postgres failure, with what the store was doing and what the server said.
+/// A Postgres failure, with what the store was doing and what the server (or the socket)
+/// said, in one message: the driver's own error chain is folded into it.
 #[derive(Debug, thiserror::Error)]
 #[error("{context}{detail}")]
 pub struct PgError {
     context: String,
     detail: String,
-    #[source]
-    source: Option<tokio_postgres::Error>,
+    /// The SQLSTATE code, when the server answered with an error.
+    code: Option<String>,
+}
+
+impl PgError {
+    /// The SQLSTATE code of the server's error (e.g. `57P01` for a terminated backend),
+    /// when the server answered with one.
+    #[must_use]
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
 }
 
 impl PgError {
@@ -23,7 +33,7 @@ impl PgError {
         StoreError::Backend(Box::new(Self {
             context: context.into(),
             detail: detail(error),
-            source: None,
+            code: code(error),
         }))
     }
 
@@ -32,18 +42,18 @@ impl PgError {
         StoreError::Backend(Box::new(Self {
             context,
             detail: String::new(),
-            source: None,
+            code: None,
         }))
     }
 
-    /// A failed query, keeping the driver's error as the source.
+    /// [`query`](Self::query), taking the error.
     pub(super) fn owned(context: impl Into<String>, error: tokio_postgres::Error) -> StoreError {
-        StoreError::Backend(Box::new(Self {
-            context: context.into(),
-            detail: detail(&error),
-            source: Some(error),
-        }))
+        Self::query(context, &error)
     }
+}
+
+fn code(error: &tokio_postgres::Error) -> Option<String> {
+    error.as_db_error().map(|db| db.code().code().to_owned())
 }
 
 /// What the server (or the socket) said, in one line.
@@ -87,8 +97,13 @@ pub(super) fn connection_lost(error: &tokio_postgres::Error) -> bool {
 
 /// A connection from the pool, as a [`StoreError`] when none can be had.
 pub(super) async fn get(pool: &Pool) -> Result<Object, StoreError> {
+    get_or(pool, "could not connect to the Postgres server").await
+}
+
+/// [`get`], saying `context` when no connection can be opened.
+pub(super) async fn get_or(pool: &Pool, context: &str) -> Result<Object, StoreError> {
     pool.get().await.map_err(|error| match error {
-        PoolError::Backend(e) => PgError::owned("could not connect to the Postgres server", e),
+        PoolError::Backend(e) => PgError::owned(context, e),
         other => PgError::msg(format!(
             "could not get a Postgres connection from the pool: {other}"
         )),
@@ -124,6 +139,53 @@ pub(super) async fn read(
                 return Err(PgError::owned(context, error));
             }
         }
+    }
+}
+
+/// Runs one writing statement as its own transaction (autocommit: it is committed when its
+/// answer arrives). Retried once on a fresh connection only when the first one turned out to
+/// be gone before the statement was sent (while preparing it); a statement that was sent is
+/// never repeated: if its answer is lost, whether it committed is unknown, and the error says
+/// so.
+pub(super) async fn write_one(
+    pool: &Pool,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+    context: &str,
+) -> Result<Vec<Row>, StoreError> {
+    let mut retried = false;
+    loop {
+        let client = get(pool).await?;
+        let statement = match client.prepare_cached(sql).await {
+            Ok(statement) => statement,
+            Err(error) if !retried && connection_lost(&error) => {
+                drop(Object::take(client));
+                retried = true;
+                continue;
+            }
+            Err(error) => {
+                drop(Object::take(client));
+                return Err(PgError::owned(context, error));
+            }
+        };
+        return match client.query(&statement, params).await {
+            Ok(rows) => Ok(rows),
+            Err(error) => {
+                let lost = connection_lost(&error);
+                drop(Object::take(client));
+                Err(PgError::owned(
+                    if lost {
+                        format!(
+                            "{context} (the connection was lost: whether the change was \
+                             stored is unknown, read the task again)"
+                        )
+                    } else {
+                        context.to_owned()
+                    },
+                    error,
+                ))
+            }
+        };
     }
 }
 
