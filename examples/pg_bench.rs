@@ -18,6 +18,8 @@
 //! measurement starts after a warm-up and lasts `--seconds` (default 3). The schemas it
 //! makes (`bench_*`) are dropped at the end.
 
+mod ids;
+
 use std::{
     sync::{
         Arc,
@@ -55,7 +57,7 @@ impl Meter {
 /// the lease), or, with `queued`, recorded for a worker to claim.
 fn new_task(queued: bool) -> NewTask {
     let task = NewTask::new(
-        Arc::from(mcp_tasks::new_task_id()),
+        Arc::from(ids::task_id()),
         Arc::from("bench"),
         Arc::from("noop_task"),
     )
@@ -107,7 +109,7 @@ async fn baseline(url: &str, schema: &str, callers: usize, pool: usize, run: Dur
                             .as_millis(),
                     )
                     .unwrap();
-                    let id = mcp_tasks::new_task_id();
+                    let id = ids::task_id();
                     let guard = conn.lock().await;
                     guard
                         .0
