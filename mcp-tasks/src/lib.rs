@@ -174,7 +174,7 @@ pub use tool::{
     ArgumentError, Failure, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolError, ToolFuture,
     Ttl,
 };
-pub use toolkit::{Toolkit, ToolkitError};
+pub use toolkit::{DefinitionError, Toolkit, ToolkitError};
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.
 pub const EXTENSION_ID: &str = rmcp::model::TASKS_EXTENSION_ID;
