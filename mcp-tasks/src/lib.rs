@@ -126,9 +126,10 @@ pub use extract::State;
 /// `{"result": value}` and the schema says so.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
+pub use runtime::{ClusterConfig, Worker};
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
-pub use server::{DEFAULT_OWNER, Engine, Owner, TaskServer};
+pub use server::{DEFAULT_OWNER, Engine, IDEMPOTENCY_KEY, Owner, TaskServer};
 #[cfg(feature = "http")]
 pub use server::{http_router, http_service, serve_http};
 #[cfg(feature = "postgres")]
@@ -141,6 +142,14 @@ pub use tool::{
     Ttl,
 };
 pub use toolkit::{Toolkit, ToolkitError};
+
+/// Several instances on one task space: [`ClusterConfig`] and its defaults, [`Worker`].
+pub mod cluster {
+    pub use crate::runtime::cluster::{
+        ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL,
+    };
+    pub use crate::runtime::worker::Worker;
+}
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.
 pub const EXTENSION_ID: &str = rmcp::model::TASKS_EXTENSION_ID;

@@ -62,7 +62,7 @@ use crate::{
     context::{Failure, Host, InputKind, StepSlot, TaskContext},
     errors,
     id::new_task_id,
-    store::{NewTask, Step, StoreError},
+    store::{Lease, NewTask, Step, StoreError},
     tool::ToolFuture,
     toolkit::{Registered, StateMap},
 };
@@ -246,14 +246,8 @@ impl CallState {
     }
 
     async fn write_status(&self, message: Option<String>) {
-        match self
-            .parts
-            .runtime
-            .store
-            .set_status_message(&self.parts.id, message)
-            .await
-        {
-            Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound) => {}
+        match self.parts.runtime.set_status(&self.parts.id, message).await {
+            Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {}
             Err(error) => tracing::warn!(task_id = %self.parts.id, %error, "status not stored"),
         }
     }
@@ -350,14 +344,13 @@ impl CallState {
         }
         let runtime = &self.parts.runtime;
         let answer = runtime.await_input(&self.parts.id, &key);
-        match runtime
-            .store
-            .request_input(&self.parts.id, &key, request)
-            .await
-        {
+        match runtime.request_input(&self.parts.id, &key, request).await {
             Ok(()) => {}
-            // The task ended under the work (it expired): stop the work.
-            Err(StoreError::Terminal(_) | StoreError::NotFound) => return Err(Failure::Cancelled),
+            // The task ended under the work (it expired), or another instance took it over:
+            // stop the work.
+            Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
+                return Err(Failure::Cancelled);
+            }
             Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
         }
         tokio::select! {
@@ -448,15 +441,11 @@ impl Host for CallState {
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
         let step = Step::new(seq, name, value);
         Box::pin(async move {
-            match self
-                .parts
-                .runtime
-                .store
-                .save_step(&self.parts.id, step)
-                .await
-            {
+            match self.parts.runtime.save_step(&self.parts.id, step).await {
                 Ok(()) => Ok(()),
-                Err(StoreError::Terminal(_) | StoreError::NotFound) => Err(Failure::Cancelled),
+                Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
+                    Err(Failure::Cancelled)
+                }
                 Err(error) => Err(Failure::Error(errors::store_failure(&error))),
             }
         })
@@ -489,6 +478,8 @@ pub(crate) struct Call<'a> {
     pub(crate) request_meta: JsonObject,
     /// `Some` on the modern wire, with the answers the client sent.
     pub(crate) mrtr: Option<InputResponses>,
+    /// The client's idempotency key (`_meta["mcp-tasks/idempotencyKey"]`).
+    pub(crate) idempotency_key: Option<Arc<str>>,
 }
 
 impl Call<'_> {
@@ -506,15 +497,80 @@ impl Call<'_> {
         }
     }
 
-    fn new_task(&self, id: Arc<str>, message: Option<String>) -> NewTask {
+    /// The record of the task; in cluster mode run by this instance (`runs`) or queued.
+    fn new_task(&self, id: Arc<str>, message: Option<String>, runs: bool) -> NewTask {
         let definition = &self.registered.definition;
-        NewTask::new(id, self.owner.clone(), self.tool.clone())
+        let mut task = NewTask::new(id, self.owner.clone(), self.tool.clone())
             .with_status_message(message)
             .with_ttl(definition.ttl().duration())
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
-            .with_request_meta(self.request_meta.clone())
+            .with_request_meta(self.request_meta.clone());
+        if let Some((_, instance)) = self.runtime.cluster()
+            && runs
+        {
+            task = task.with_runner(instance.id.clone(), instance.config.lease);
+        }
+        if let Some(key) = &self.idempotency_key {
+            task = task.with_idempotency_key(key.clone());
+        }
+        task
+    }
+
+    /// Whether the task record is created before any work starts: with an idempotency key
+    /// (a retry must not start the work a second time), or when calls are queued for other
+    /// instances and workers ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)).
+    pub(crate) fn records_first(&self) -> bool {
+        self.idempotency_key.is_some() || self.queues()
+    }
+
+    fn queues(&self) -> bool {
+        self.runtime
+            .cluster()
+            .is_some_and(|(_, instance)| instance.config.queued_calls)
+    }
+
+    /// A call whose task is recorded before its work starts (see [`Call::records_first`]):
+    /// a retry with the same idempotency key answers the existing task and starts nothing;
+    /// a queued call starts nothing here (an instance or worker claims it); otherwise the
+    /// work starts here as a task from its first poll, so input it asks before the task is
+    /// asked through the task.
+    pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {
+        let id: Arc<str> = Arc::from(new_task_id());
+        let runs = !self.queues();
+        let record = self.new_task(id.clone(), None, runs);
+        let lease = Lease::first(&record);
+        let snapshot = match self.runtime.store.create(record).await {
+            Ok(snapshot) => snapshot,
+            Err(StoreError::Existing(existing)) => {
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
+            Err(StoreError::Full { capacity }) => return Err(errors::store_full(capacity)),
+            Err(other) => return Err(errors::store_failure(&other)),
+        };
+        if !runs {
+            return Ok(Answer::Task(snapshot.to_task()));
+        }
+        let cancel = CancellationToken::new();
+        let mut parts = self.parts(id.clone(), cancel.clone());
+        parts.mrtr = None;
+        let call = CallState::task(parts);
+        let runtime = self.runtime;
+        runtime.register(id.clone(), cancel, lease);
+        match self
+            .registered
+            .tool
+            .call(call.context(), self.arguments.clone())
+        {
+            Ok(work) => runtime.spawn(id, self.tool.clone(), &self.owner, run_caught(work)),
+            Err(error) => {
+                let ended = Ended::Completed(error.into_result(&self.tool));
+                runtime.finish(&id, &self.tool, ended).await;
+            }
+        }
+        Ok(Answer::Task(snapshot.to_task()))
     }
 
     /// An ordinary call: the work runs here and its result is the answer. Input it asks for
@@ -580,11 +636,9 @@ impl Call<'_> {
             return inline_answer(&self.tool, ended.clone());
         }
         let message = call.begin_promotion();
-        let created = self
-            .runtime
-            .store
-            .create(self.new_task(id.clone(), message))
-            .await;
+        let record = self.new_task(id.clone(), message, true);
+        let lease = Lease::first(&record);
+        let created = self.runtime.store.create(record).await;
         let snapshot = match created {
             Ok(snapshot) => snapshot,
             Err(error) => {
@@ -596,7 +650,7 @@ impl Call<'_> {
             }
         };
         let runtime = self.runtime;
-        runtime.register(id.clone(), cancel);
+        runtime.register(id.clone(), cancel, lease);
         call.finish_promotion().await;
         match ended {
             // The work ended before it ever waited: the task is born finished.

@@ -589,6 +589,11 @@ pub trait ClusterStore: Send + Sync {
     /// [`TaskStore::finish`] under `lease`; the lease ends with the task.
     async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError>;
 
+    /// Every answer stored for task `id`'s input requests, by key: what the instance running
+    /// it reads on a [`WakeupKind::Answers`] wake-up. [`StoreError::NotFound`] for an
+    /// unknown or purged id.
+    async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
+
     /// The wake-ups of this store: answers and cancel intents for the tasks whose leases
     /// were taken through it, and queued tasks. The first call starts the listener.
     fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Wakeup>;

@@ -1126,6 +1126,20 @@ impl ClusterStore for PostgresStore {
         result
     }
 
+    async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        let rows = read(
+            &self.pool,
+            "SELECT answers FROM tasks WHERE id = $1",
+            &[&id],
+            "could not read the task's answers",
+        )
+        .await?;
+        match rows.first() {
+            Some(row) => json(row.get::<_, &str>(0)),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     fn wakeups(&self) -> broadcast::Receiver<Wakeup> {
         self.wakeups
             .get_or_init(|| {
