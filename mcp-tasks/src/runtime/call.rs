@@ -30,6 +30,16 @@
 //!    work is cancelled and dropped with the round, and the retry runs the tool again.
 //! 8. **Cancellation** (`tasks/cancel`, expiry found by the reaper or by a read, a dropped
 //!    inline request) cancels the work's token; the status changes only when the work ends.
+//! 9. **Retries create nothing** (`_meta["mcp-tasks/idempotencyKey"]`, [`IDEMPOTENCY_KEY`]).
+//!    A task call carrying the key of an earlier call of the same owner and tool, within
+//!    that task's TTL, answers that task ([`StoreError::Existing`]); its own work is dropped
+//!    before its first step or input request (they wait for the record, invariant 4), so no
+//!    step runs twice. Calls answered inline create no task and are not deduplicated.
+//! 10. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
+//!    as its runner and its work runs under that lease; with queued calls the record is
+//!    created first, with no runner, and no work starts here ([`Call::recorded`]).
+//!
+//! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
 
 #![allow(
     deprecated,
@@ -518,11 +528,11 @@ impl Call<'_> {
         task
     }
 
-    /// Whether the task record is created before any work starts: with an idempotency key
-    /// (a retry must not start the work a second time), or when calls are queued for other
-    /// instances and workers ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)).
+    /// Whether the task record is created before any work starts, and none starts here:
+    /// calls are queued for other instances and workers
+    /// ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)).
     pub(crate) fn records_first(&self) -> bool {
-        self.idempotency_key.is_some() || self.queues()
+        self.queues()
     }
 
     fn queues(&self) -> bool {
@@ -531,11 +541,10 @@ impl Call<'_> {
             .is_some_and(|(_, instance)| instance.config.queued_calls)
     }
 
-    /// A call whose task is recorded before its work starts (see [`Call::records_first`]):
-    /// a retry with the same idempotency key answers the existing task and starts nothing;
-    /// a queued call starts nothing here (an instance or worker claims it); otherwise the
-    /// work starts here as a task from its first poll, so input it asks before the task is
-    /// asked through the task.
+    /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
+    /// a retry with the same idempotency key answers the existing task; a queued call
+    /// starts nothing here (an instance or worker claims it, and runs it as a task from its
+    /// first poll, so input it asks before the task is asked through the task).
     pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {
         let id: Arc<str> = Arc::from(new_task_id());
         let runs = !self.queues();
@@ -641,6 +650,14 @@ impl Call<'_> {
         let created = self.runtime.store.create(record).await;
         let snapshot = match created {
             Ok(snapshot) => snapshot,
+            // A retry of a call that created its task already (same owner, tool and
+            // idempotency key): that task answers, and this run of the work stops before
+            // its first step or input request (both wait for a record of their own).
+            Err(StoreError::Existing(existing)) => {
+                cancel.cancel();
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
             Err(error) => {
                 cancel.cancel();
                 return Err(match error {
