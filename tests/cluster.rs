@@ -40,6 +40,10 @@ const LEASE_MS: u64 = 2000;
 const RENEW_MS: u64 = 500;
 const CLAIM_MS: u64 = 250;
 const REREAD_MS: u64 = 500;
+/// How often a waiting client polls `tasks/get`.
+const POLL_MS: u64 = 20;
+/// Task flows of phase 1 under way at once.
+const CONCURRENT_FLOWS: usize = 24;
 
 fn example_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
@@ -188,7 +192,7 @@ impl Clients {
         response["result"].clone()
     }
 
-    /// Polls (next instance each time, every 5 ms) until `done(snapshot)`, at most `limit`.
+    /// Polls (next instance each time, every [`POLL_MS`]) until `done(snapshot)`, at most `limit`.
     async fn wait(&self, id: &str, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
         loop {
@@ -196,7 +200,7 @@ impl Clients {
             if done(&snapshot) || started.elapsed() > limit {
                 return snapshot;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
         }
     }
 
@@ -326,7 +330,7 @@ async fn three_instances_one_task_space() {
     // 1. Mixed tasks, each created on instance `at` (which runs it); the answer or cancel
     //    goes to the next instance, and gets go round robin.
     let n = mixed_tasks();
-    let limits = Arc::new(tokio::sync::Semaphore::new(48));
+    let limits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_FLOWS));
     let mut flows = Vec::new();
     for i in 0..n {
         let (clients, limits) = (clients.clone(), limits.clone());
