@@ -33,6 +33,9 @@ use std::{
 };
 
 use common::{TASKS, first_input_key, first_text, meta, parse_body};
+use mcp_tasks::{
+    State, TaskContext, TaskServer, ToolError, client::TaskClient, task_tool, toolkit,
+};
 use serde_json::{Value, json};
 
 /// Lease, renewal, claim and re-read settings of every instance in these tests.
@@ -429,6 +432,12 @@ async fn three_instances_one_task_space() {
         );
     }
 
+    // A task that runs for longer than two leases on a healthy instance: its renewals keep
+    // it there (epoch 1, every batch once), checked after phase 3.
+    let long = clients
+        .call(1, "import_rows", json!({ "batches": 3, "batch_ms": 1500 }), None)
+        .await;
+
     // 3. SIGKILL instance a mid-task: 24 `resume` tasks with 8 steps, 12 `fail` tasks.
     let mut resume_ids = Vec::new();
     let mut fail_ids = Vec::new();
@@ -497,6 +506,18 @@ async fn three_instances_one_task_space() {
         fail_ids.len()
     );
     assert!(fail_took < Duration::from_millis(LEASE_MS) + Duration::from_secs(5));
+    let done = survivors.wait(&long, Duration::from_secs(15), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let counts = journal_counts(&journal_refs);
+    for batch in 1..=3 {
+        assert_eq!(counts.get(&(long.clone(), batch)), Some(&1), "long task, batch {batch}");
+    }
+    let epoch = rows(&db, std::slice::from_ref(&long)).await[&long].clone();
+    assert!(
+        epoch.ends_with("|1"),
+        "a task that outlived its lease length on a live instance kept its first lease \
+         (renewed, never taken over): {epoch}"
+    );
 
     // 4. SIGSTOP instance c while it runs tasks, until b took them over and finished them;
     //    SIGCONT: c overwrites nothing.
@@ -629,4 +650,130 @@ async fn workers_run_what_a_front_records() {
         "workers: {} tasks of the killed worker finished by the other within {took:?}",
         w1_tasks.len()
     );
+}
+
+/// How often the step of [`counted`] ran.
+#[derive(Clone, Default)]
+struct Runs(Arc<AtomicUsize>);
+
+/// Runs one step that counts its runs.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+async fn counted(ctx: TaskContext, State(runs): State<Runs>) -> Result<String, ToolError> {
+    let n = ctx
+        .step("count", || async move { runs.0.fetch_add(1, Ordering::SeqCst) + 1 })
+        .await?;
+    Ok(format!("run {n}"))
+}
+
+fn counted_server(runs: &Runs) -> TaskServer {
+    TaskServer::new(toolkit![counted].unwrap().with_state(runs.clone()))
+}
+
+/// A retried `tools/call` with the same key (memory store, over HTTP) answers the same task
+/// and runs nothing twice; another key is another call; a key that is not a short string
+/// is refused with `-32602` saying what to send.
+#[tokio::test]
+async fn a_retry_with_the_same_key_is_the_same_task() {
+    let runs = Runs::default();
+    let http = common::Http::start(counted_server(&runs)).await;
+    let clients = Clients::new(vec![http.url.clone()]);
+    let first = clients.call(0, "counted", json!({}), Some("k1")).await;
+    let retry = clients.call(0, "counted", json!({}), Some("k1")).await;
+    assert_eq!(first, retry);
+    let other = clients.call(0, "counted", json!({}), Some("k2")).await;
+    assert_ne!(first, other);
+    let unkeyed = clients.call(0, "counted", json!({}), None).await;
+    for id in [&first, &other, &unkeyed] {
+        let done = clients.wait(id, Duration::from_secs(5), is_terminal).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    assert_eq!(runs.0.load(Ordering::SeqCst), 3, "three calls, three runs");
+    for bad in [json!(""), json!(7), json!("x".repeat(201))] {
+        let mut params = json!({ "name": "counted", "arguments": {} });
+        params["_meta"] = meta(TASKS);
+        params["_meta"]["mcp-tasks/idempotencyKey"] = bad.clone();
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+        let (_, response, _) = http
+            .post(
+                &body,
+                &[
+                    ("mcp-protocol-version", common::V2026.to_owned()),
+                    ("mcp-method", "tools/call".to_owned()),
+                    ("mcp-name", "counted".to_owned()),
+                ],
+            )
+            .await;
+        assert_eq!(response["error"]["code"], -32602, "{bad}: {response}");
+        let message = response["error"]["message"].as_str().unwrap();
+        assert!(message.contains("mcp-tasks/idempotencyKey"), "{message}");
+    }
+}
+
+/// `TaskClient` sends one key per logical call and the same key when it retries: the
+/// answer to the first `tools/call` is lost (a proxy answers 502 after the server created
+/// the task), the client retries, and the server answers with that task, not a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_client_retries_a_lost_answer_with_its_key() {
+    let runs = Runs::default();
+    let server = common::Http::start(counted_server(&runs)).await;
+    let upstream = server.url.clone();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let keys = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let proxy = {
+        let (lost, keys) = (lost.clone(), keys.clone());
+        axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let (upstream, lost, keys) = (upstream.clone(), lost.clone(), keys.clone());
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+                let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let mut forward = reqwest::Client::new()
+                    .request(parts.method.clone(), &upstream)
+                    .body(body.to_vec());
+                for (name, value) in &parts.headers {
+                    if name != "host" && name != "content-length" {
+                        forward = forward.header(name, value);
+                    }
+                }
+                let answer = forward.send().await.unwrap();
+                let status = answer.status();
+                let headers = answer.headers().clone();
+                let bytes = answer.bytes().await.unwrap();
+                if message["method"] == "tools/call" {
+                    keys.lock()
+                        .unwrap()
+                        .push(message["params"]["_meta"]["mcp-tasks/idempotencyKey"].clone());
+                    if lost.fetch_add(1, Ordering::SeqCst) == 0 {
+                        // The server created the task; its answer is lost on the way back.
+                        return axum::response::Response::builder()
+                            .status(502)
+                            .body(axum::body::Body::from("bad gateway"))
+                            .unwrap();
+                    }
+                }
+                let mut response = axum::response::Response::builder().status(status.as_u16());
+                for (name, value) in &headers {
+                    if name != "content-length" && name != "transfer-encoding" {
+                        response = response.header(name, value);
+                    }
+                }
+                response.body(axum::body::Body::from(bytes)).unwrap()
+            }
+        })
+    };
+    let proxy = common::Http::start_router(proxy).await;
+    let client = TaskClient::builder()
+        .connect_http(&proxy.url)
+        .await
+        .expect("connect through the proxy");
+    let result = client.call_tool("counted", None).await.expect("the call succeeds");
+    assert_eq!(first_text(&serde_json::to_value(&result).unwrap()), "run 1");
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 2, "one lost answer, one retry: {keys:?}");
+    assert!(keys[0].is_string(), "the client sent a key: {keys:?}");
+    assert_eq!(keys[0], keys[1], "the retry carries the same key");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1, "the work ran once");
+    // A second logical call gets a key of its own.
+    client.call_tool("counted", None).await.expect("the second call succeeds");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }
