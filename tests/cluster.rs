@@ -777,3 +777,107 @@ async fn task_client_retries_a_lost_answer_with_its_key() {
     client.call_tool("counted", None).await.expect("the second call succeeds");
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }
+
+/// Who ran a step of [`gated`], and the gate its step waits behind.
+#[derive(Clone)]
+struct Gated {
+    who: &'static str,
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Gated {
+    fn new(who: &'static str) -> Self {
+        Self {
+            who,
+            open: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+}
+
+/// One step that waits for its gate, then returns who ran it.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "20ms")]
+async fn gated(ctx: TaskContext, State(gated): State<Gated>) -> Result<String, ToolError> {
+    let mut open = gated.open.subscribe();
+    let who = ctx
+        .step("gated", || async move {
+            let _ = open.wait_for(|open| *open).await;
+            gated.who.to_owned()
+        })
+        .await?;
+    Ok(format!("step by {who}"))
+}
+
+/// An engine on `db` as instance `name`, serving `gated` over HTTP.
+async fn gated_instance(
+    db: &pg::Db,
+    name: &str,
+    gate: &Gated,
+    config: mcp_tasks::ClusterConfig,
+) -> common::Http {
+    let store = db.store().await.expect("connect");
+    let engine = mcp_tasks::Engine::new(toolkit![gated].unwrap().with_state(gate.clone()))
+        .with_store(store)
+        .with_instance_id(name)
+        .with_cluster(config);
+    engine.recover().await.expect("start the cluster loops");
+    common::Http::start(TaskServer::from_engine(engine)).await
+}
+
+/// Fencing in the runtime: instance A runs a task and stalls (it stops renewing, a
+/// stand-in for a paused process), its lease lapses, B takes the task over; when A's work
+/// goes on, its step and its outcome are refused (fenced): the task ends as B ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let (gate_a, gate_b) = (Gated::new("a"), Gated::new("b"));
+    // A never renews within the test and never claims; B claims every 50 ms.
+    let a = gated_instance(
+        &db,
+        "a",
+        &gate_a,
+        mcp_tasks::ClusterConfig::default()
+            .with_lease(Duration::from_millis(300))
+            .with_renewal(Duration::from_secs(3600))
+            .with_execution(false),
+    )
+    .await;
+    let b = gated_instance(
+        &db,
+        "b",
+        &gate_b,
+        mcp_tasks::ClusterConfig::default()
+            .with_lease(Duration::from_secs(30))
+            .with_claim_interval(Duration::from_millis(50)),
+    )
+    .await;
+    let clients = Clients::new(vec![a.url.clone(), b.url.clone()]);
+    let id = clients.call(0, "gated", json!({}), None).await;
+    // B claims the task once A's lease lapsed: the epoch moves on.
+    let started = Instant::now();
+    loop {
+        let row = rows(&db, std::slice::from_ref(&id)).await[&id].clone();
+        if !row.ends_with("|1") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "B never took over: {row}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B's takeover writes its status message; let it land.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let taken_over = rows(&db, std::slice::from_ref(&id)).await;
+    // A's work goes on: its step's write is refused, so is its outcome.
+    gate_a.open.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        taken_over,
+        rows(&db, std::slice::from_ref(&id)).await,
+        "the instance that lost its lease changed the task"
+    );
+    assert!(stored_steps(&db).await.is_empty(), "A's step was refused");
+    gate_b.open.send_replace(true);
+    let done = clients.wait(&id, Duration::from_secs(10), is_terminal).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(first_text(&done["result"]), "step by b");
+}
