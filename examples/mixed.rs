@@ -90,13 +90,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err(format!("expected the rmcp tool and the task tool, got {names:?}").into());
     }
 
-    let sum = match client.call("add", serde_json::json!({ "a": 2, "b": 3 }).as_object().cloned()).await? {
+    let sum = match client
+        .call(
+            "add",
+            serde_json::json!({ "a": 2, "b": 3 }).as_object().cloned(),
+        )
+        .await?
+    {
         Call::Inline(result) => first_text(&result),
         _ => return Err("`add` is an rmcp tool: it answers inline".into()),
     };
     println!("add(2, 3) = {sum}");
 
-    let mut task = match client.call("count", serde_json::json!({ "to": 3 }).as_object().cloned()).await? {
+    let mut task = match client
+        .call("count", serde_json::json!({ "to": 3 }).as_object().cloned())
+        .await?
+    {
         Call::Task(task) => task,
         _ => return Err("`count` called by a task client runs as a task".into()),
     };

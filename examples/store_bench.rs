@@ -48,7 +48,10 @@ fn task_id() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{millis:012x}{:032x}", u128::from(n) * 0x9e37_79b9_7f4a_7c15)
+    format!(
+        "{millis:012x}{:032x}",
+        u128::from(n) * 0x9e37_79b9_7f4a_7c15
+    )
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -156,13 +159,9 @@ async fn store_creates(store: Arc<dyn TaskStore>, callers: usize) -> f64 {
             let (owner, tool) = (owner.clone(), tool.clone());
             tokio::spawn(async move {
                 while !meter.stop.load(Ordering::Relaxed) {
-                    let task = NewTask::new(
-                        Arc::from(task_id()),
-                        owner.clone(),
-                        tool.clone(),
-                    )
-                    .with_ttl(Some(Duration::from_secs(3600)))
-                    .with_poll_interval(Duration::from_secs(1));
+                    let task = NewTask::new(Arc::from(task_id()), owner.clone(), tool.clone())
+                        .with_ttl(Some(Duration::from_secs(3600)))
+                        .with_poll_interval(Duration::from_secs(1));
                     store.create(task).await.expect("create");
                     meter.done.fetch_add(1, Ordering::Relaxed);
                 }

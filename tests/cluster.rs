@@ -187,7 +187,9 @@ impl Clients {
     /// `tasks/get` on the next instance; every one must know every task.
     async fn get(&self, id: &str) -> Value {
         let at = self.pick();
-        let response = self.rpc_at(at, "tasks/get", json!({ "taskId": id }), None).await;
+        let response = self
+            .rpc_at(at, "tasks/get", json!({ "taskId": id }), None)
+            .await;
         assert!(
             response.get("error").is_none(),
             "tasks/get of {id} on instance {at}: {response}"
@@ -245,10 +247,7 @@ fn is_terminal(snapshot: &Value) -> bool {
 fn journal_counts(journals: &[&Path]) -> HashMap<(String, u32), usize> {
     let mut counts = HashMap::new();
     for journal in journals {
-        for line in std::fs::read_to_string(journal)
-            .unwrap_or_default()
-            .lines()
-        {
+        for line in std::fs::read_to_string(journal).unwrap_or_default().lines() {
             let (task, batch) = line.split_once(' ').expect("journal line `<task> <batch>`");
             *counts
                 .entry((task.to_owned(), batch.parse().unwrap()))
@@ -344,36 +343,60 @@ async fn three_instances_one_task_space() {
             match i % 3 {
                 0 => {
                     let id = clients
-                        .call(at, "import_rows", json!({ "batches": 3, "batch_ms": 20 }), None)
+                        .call(
+                            at,
+                            "import_rows",
+                            json!({ "batches": 3, "batch_ms": 20 }),
+                            None,
+                        )
                         .await;
-                    let done = clients.wait(&id, Duration::from_secs(20), is_terminal).await;
+                    let done = clients
+                        .wait(&id, Duration::from_secs(20), is_terminal)
+                        .await;
                     assert_eq!(done["status"], "completed", "{done}");
-                    assert_eq!(first_text(&done["result"]), "imported 300 rows in 3 batches");
+                    assert_eq!(
+                        first_text(&done["result"]),
+                        "imported 300 rows in 3 batches"
+                    );
                     None
                 }
                 1 => {
                     let arguments = json!({ "batches": 1, "batch_ms": 0, "confirm": true });
                     let id = clients.call(at, "import_rows", arguments, None).await;
                     let asked = clients
-                        .wait(&id, Duration::from_secs(20), |s| s["status"] == "input_required")
+                        .wait(&id, Duration::from_secs(20), |s| {
+                            s["status"] == "input_required"
+                        })
                         .await;
                     assert_eq!(asked["status"], "input_required", "{asked}");
                     let key = first_input_key(&asked);
                     let sent = Instant::now();
                     clients.update_at(other, &id, &key, true).await;
-                    let done = clients.wait(&id, Duration::from_secs(20), is_terminal).await;
+                    let done = clients
+                        .wait(&id, Duration::from_secs(20), is_terminal)
+                        .await;
                     let took = sent.elapsed();
                     assert_eq!(done["status"], "completed", "{done}");
-                    assert_eq!(first_text(&done["result"]), "imported 100 rows in 1 batches");
+                    assert_eq!(
+                        first_text(&done["result"]),
+                        "imported 100 rows in 1 batches"
+                    );
                     Some(("answer", took))
                 }
                 _ => {
                     let id = clients
-                        .call(at, "workspace_report", json!({ "workspace_id": format!("w{i}") }), None)
+                        .call(
+                            at,
+                            "workspace_report",
+                            json!({ "workspace_id": format!("w{i}") }),
+                            None,
+                        )
                         .await;
                     let sent = Instant::now();
                     clients.cancel_at(other, &id).await;
-                    let done = clients.wait(&id, Duration::from_secs(20), is_terminal).await;
+                    let done = clients
+                        .wait(&id, Duration::from_secs(20), is_terminal)
+                        .await;
                     let took = sent.elapsed();
                     assert_eq!(done["status"], "cancelled", "{done}");
                     Some(("cancel", took))
@@ -387,7 +410,10 @@ async fn three_instances_one_task_space() {
             samples.entry(kind).or_default().push(took);
         }
     }
-    eprintln!("phase 1: {n} mixed tasks on 3 instances in {:?}", started.elapsed());
+    eprintln!(
+        "phase 1: {n} mixed tasks on 3 instances in {:?}",
+        started.elapsed()
+    );
     for (kind, took) in &samples {
         eprintln!(
             "  {kind} sent to another instance than the runner's, until the outcome read back \
@@ -408,8 +434,12 @@ async fn three_instances_one_task_space() {
     //    runs once.
     let key = "retry-of-one-call";
     let arguments = json!({ "batches": 2, "batch_ms": 50 });
-    let first = clients.call(0, "import_rows", arguments.clone(), Some(key)).await;
-    let retry = clients.call(1, "import_rows", arguments.clone(), Some(key)).await;
+    let first = clients
+        .call(0, "import_rows", arguments.clone(), Some(key))
+        .await;
+    let retry = clients
+        .call(1, "import_rows", arguments.clone(), Some(key))
+        .await;
     assert_eq!(first, retry, "a retry with the same key is the same task");
     let other_key = clients
         .call(1, "import_rows", arguments.clone(), Some("another-call"))
@@ -420,7 +450,10 @@ async fn three_instances_one_task_space() {
         assert_eq!(done["status"], "completed", "{done}");
     }
     let again = clients.call(2, "import_rows", arguments, Some(key)).await;
-    assert_eq!(first, again, "a retry after the task completed is still that task");
+    assert_eq!(
+        first, again,
+        "a retry after the task completed is still that task"
+    );
     let journals: Vec<PathBuf> = instances.iter().map(|i| i.journal.clone()).collect();
     let journal_refs: Vec<&Path> = journals.iter().map(PathBuf::as_path).collect();
     let counts = journal_counts(&journal_refs);
@@ -435,7 +468,12 @@ async fn three_instances_one_task_space() {
     // A task that runs for longer than two leases on a healthy instance: its renewals keep
     // it there (epoch 1, every batch once), checked after phase 3.
     let long = clients
-        .call(1, "import_rows", json!({ "batches": 3, "batch_ms": 1500 }), None)
+        .call(
+            1,
+            "import_rows",
+            json!({ "batches": 3, "batch_ms": 1500 }),
+            None,
+        )
         .await;
 
     // 3. SIGKILL instance a mid-task: 24 `resume` tasks with 8 steps, 12 `fail` tasks.
@@ -444,13 +482,23 @@ async fn three_instances_one_task_space() {
     for i in 0..24 {
         resume_ids.push(
             clients
-                .call(0, "import_rows", json!({ "batches": 8, "batch_ms": 150 }), None)
+                .call(
+                    0,
+                    "import_rows",
+                    json!({ "batches": 8, "batch_ms": 150 }),
+                    None,
+                )
                 .await,
         );
         if i % 2 == 0 {
             fail_ids.push(
                 clients
-                    .call(0, "workspace_report", json!({ "workspace_id": format!("k{i}") }), None)
+                    .call(
+                        0,
+                        "workspace_report",
+                        json!({ "workspace_id": format!("k{i}") }),
+                        None,
+                    )
                     .await,
             );
         }
@@ -475,13 +523,21 @@ async fn three_instances_one_task_space() {
         let done = survivors.wait(id, deadline, is_terminal).await;
         assert_eq!(done["status"], "failed", "{done}");
         let message = done["statusMessage"].as_str().unwrap_or_default();
-        assert!(message.contains("stopped"), "the message says the server stopped: {message}");
+        assert!(
+            message.contains("stopped"),
+            "the message says the server stopped: {message}"
+        );
     }
     let fail_took = killed.elapsed();
     for id in &resume_ids {
-        let done = survivors.wait(id, deadline + Duration::from_secs(2), is_terminal).await;
+        let done = survivors
+            .wait(id, deadline + Duration::from_secs(2), is_terminal)
+            .await;
         assert_eq!(done["status"], "completed", "{id}: {done}");
-        assert_eq!(first_text(&done["result"]), "imported 800 rows in 8 batches");
+        assert_eq!(
+            first_text(&done["result"]),
+            "imported 800 rows in 8 batches"
+        );
     }
     let resume_took = killed.elapsed();
     let counts = journal_counts(&journal_refs);
@@ -496,7 +552,10 @@ async fn three_instances_one_task_space() {
     }
     for id in &resume_ids {
         for batch in 1..=8 {
-            assert!(counts.contains_key(&(id.clone(), batch)), "{id} batch {batch} ran");
+            assert!(
+                counts.contains_key(&(id.clone(), batch)),
+                "{id} batch {batch} ran"
+            );
         }
     }
     eprintln!(
@@ -506,11 +565,17 @@ async fn three_instances_one_task_space() {
         fail_ids.len()
     );
     assert!(fail_took < Duration::from_millis(LEASE_MS) + Duration::from_secs(5));
-    let done = survivors.wait(&long, Duration::from_secs(15), is_terminal).await;
+    let done = survivors
+        .wait(&long, Duration::from_secs(15), is_terminal)
+        .await;
     assert_eq!(done["status"], "completed", "{done}");
     let counts = journal_counts(&journal_refs);
     for batch in 1..=3 {
-        assert_eq!(counts.get(&(long.clone(), batch)), Some(&1), "long task, batch {batch}");
+        assert_eq!(
+            counts.get(&(long.clone(), batch)),
+            Some(&1),
+            "long task, batch {batch}"
+        );
     }
     let epoch = rows(&db, std::slice::from_ref(&long)).await[&long].clone();
     assert!(
@@ -526,7 +591,12 @@ async fn three_instances_one_task_space() {
     for _ in 0..8 {
         stopped_ids.push(
             survivors
-                .call(c, "import_rows", json!({ "batches": 6, "batch_ms": 150 }), None)
+                .call(
+                    c,
+                    "import_rows",
+                    json!({ "batches": 6, "batch_ms": 150 }),
+                    None,
+                )
                 .await,
         );
     }
@@ -535,9 +605,16 @@ async fn three_instances_one_task_space() {
     let only_b = Clients::new(vec![survivors.urls[b].clone()]);
     for id in &stopped_ids {
         let done = only_b
-            .wait(id, Duration::from_millis(LEASE_MS) + Duration::from_secs(10), is_terminal)
+            .wait(
+                id,
+                Duration::from_millis(LEASE_MS) + Duration::from_secs(10),
+                is_terminal,
+            )
             .await;
-        assert_eq!(done["status"], "completed", "{id} taken over from the stopped instance");
+        assert_eq!(
+            done["status"], "completed",
+            "{id} taken over from the stopped instance"
+        );
     }
     let before = rows(&db, &stopped_ids).await;
     let steps_before = stored_steps(&db).await;
@@ -545,8 +622,15 @@ async fn three_instances_one_task_space() {
     // c wakes up: its timers fire, its renewals and writes are refused.
     tokio::time::sleep(Duration::from_millis(RENEW_MS * 4 + 600)).await;
     let after = rows(&db, &stopped_ids).await;
-    assert_eq!(before, after, "a fenced instance changed a task it had lost");
-    assert_eq!(steps_before, stored_steps(&db).await, "a fenced instance stored steps");
+    assert_eq!(
+        before, after,
+        "a fenced instance changed a task it had lost"
+    );
+    assert_eq!(
+        steps_before,
+        stored_steps(&db).await,
+        "a fenced instance stored steps"
+    );
     // c still serves, for every task.
     let c_only = Clients::new(vec![survivors.urls[c].clone()]);
     for id in stopped_ids.iter().chain(&resume_ids).take(10) {
@@ -577,26 +661,43 @@ async fn workers_run_what_a_front_records() {
     for _ in 0..10 {
         quick.push(
             clients
-                .call(0, "import_rows", json!({ "batches": 2, "batch_ms": 10 }), None)
+                .call(
+                    0,
+                    "import_rows",
+                    json!({ "batches": 2, "batch_ms": 10 }),
+                    None,
+                )
                 .await,
         );
     }
     // A question asked by the work reaches the client through the task (the front that
     // received the call does not run it).
     let asking = clients
-        .call(0, "import_rows", json!({ "batches": 1, "confirm": true }), None)
+        .call(
+            0,
+            "import_rows",
+            json!({ "batches": 1, "confirm": true }),
+            None,
+        )
         .await;
     for id in &quick {
         let done = clients.wait(id, Duration::from_secs(15), is_terminal).await;
         assert_eq!(done["status"], "completed", "{done}");
     }
     let asked = clients
-        .wait(&asking, Duration::from_secs(15), |s| s["status"] == "input_required")
+        .wait(&asking, Duration::from_secs(15), |s| {
+            s["status"] == "input_required"
+        })
         .await;
     let key = first_input_key(&asked);
     clients.update_at(0, &asking, &key, true).await;
-    let done = clients.wait(&asking, Duration::from_secs(15), is_terminal).await;
-    assert_eq!(first_text(&done["result"]), "imported 100 rows in 1 batches");
+    let done = clients
+        .wait(&asking, Duration::from_secs(15), is_terminal)
+        .await;
+    assert_eq!(
+        first_text(&done["result"]),
+        "imported 100 rows in 1 batches"
+    );
     assert!(
         std::fs::read_to_string(&front.journal)
             .unwrap_or_default()
@@ -609,7 +710,12 @@ async fn workers_run_what_a_front_records() {
     for _ in 0..12 {
         slow.push(
             clients
-                .call(0, "import_rows", json!({ "batches": 6, "batch_ms": 200 }), None)
+                .call(
+                    0,
+                    "import_rows",
+                    json!({ "batches": 6, "batch_ms": 200 }),
+                    None,
+                )
                 .await,
         );
     }
@@ -622,10 +728,17 @@ async fn workers_run_what_a_front_records() {
         .map(|(task, _)| task)
         .filter(|task| slow.contains(task))
         .collect();
-    assert!(!w1_tasks.is_empty(), "worker 1 was running some of the tasks");
+    assert!(
+        !w1_tasks.is_empty(),
+        "worker 1 was running some of the tasks"
+    );
     for id in &slow {
         let done = clients
-            .wait(id, Duration::from_millis(LEASE_MS) + Duration::from_secs(10), is_terminal)
+            .wait(
+                id,
+                Duration::from_millis(LEASE_MS) + Duration::from_secs(10),
+                is_terminal,
+            )
             .await;
         assert_eq!(done["status"], "completed", "{id}: {done}");
     }
@@ -643,7 +756,11 @@ async fn workers_run_what_a_front_records() {
     }
     for (task, batch) in &steps_at_kill {
         if slow.contains(task) {
-            assert_eq!(counts.get(&(task.clone(), *batch)), Some(&1), "{task} {batch}");
+            assert_eq!(
+                counts.get(&(task.clone(), *batch)),
+                Some(&1),
+                "{task} {batch}"
+            );
         }
     }
     eprintln!(
@@ -660,7 +777,9 @@ struct Runs(Arc<AtomicUsize>);
 #[task_tool(mode = "required", poll_interval = "20ms")]
 async fn counted(ctx: TaskContext, State(runs): State<Runs>) -> Result<String, ToolError> {
     let n = ctx
-        .step("count", || async move { runs.0.fetch_add(1, Ordering::SeqCst) + 1 })
+        .step("count", || async move {
+            runs.0.fetch_add(1, Ordering::SeqCst) + 1
+        })
         .await?;
     Ok(format!("run {n}"))
 }
@@ -766,7 +885,10 @@ async fn task_client_retries_a_lost_answer_with_its_key() {
         .connect_http(&proxy.url)
         .await
         .expect("connect through the proxy");
-    let result = client.call_tool("counted", None).await.expect("the call succeeds");
+    let result = client
+        .call_tool("counted", None)
+        .await
+        .expect("the call succeeds");
     assert_eq!(first_text(&serde_json::to_value(&result).unwrap()), "run 1");
     let keys = keys.lock().unwrap().clone();
     assert_eq!(keys.len(), 2, "one lost answer, one retry: {keys:?}");
@@ -774,7 +896,10 @@ async fn task_client_retries_a_lost_answer_with_its_key() {
     assert_eq!(keys[0], keys[1], "the retry carries the same key");
     assert_eq!(runs.0.load(Ordering::SeqCst), 1, "the work ran once");
     // A second logical call gets a key of its own.
-    client.call_tool("counted", None).await.expect("the second call succeeds");
+    client
+        .call_tool("counted", None)
+        .await
+        .expect("the second call succeeds");
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);
 }
 
@@ -861,7 +986,10 @@ async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
         if !row.ends_with("|1") {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "B never took over: {row}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B never took over: {row}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // B's takeover writes its status message; let it land.
@@ -877,7 +1005,9 @@ async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
     );
     assert!(stored_steps(&db).await.is_empty(), "A's step was refused");
     gate_b.open.send_replace(true);
-    let done = clients.wait(&id, Duration::from_secs(10), is_terminal).await;
+    let done = clients
+        .wait(&id, Duration::from_secs(10), is_terminal)
+        .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(first_text(&done["result"]), "step by b");
 }

@@ -64,11 +64,16 @@ macro_rules! db {
 
 #[tokio::test]
 async fn a_wrong_url_is_a_clear_error() {
-    let error = PostgresStore::connect("postgres//nohost").await.unwrap_err();
+    let error = PostgresStore::connect("postgres//nohost")
+        .await
+        .unwrap_err();
     let text = chain(&error);
     assert!(matches!(error, StoreError::Backend(_)), "{text}");
     assert!(text.contains("is not a valid Postgres URL"), "{text}");
-    assert!(text.contains("postgres://USER"), "says what a URL looks like: {text}");
+    assert!(
+        text.contains("postgres://USER"),
+        "says what a URL looks like: {text}"
+    );
 }
 
 #[tokio::test]
@@ -82,10 +87,15 @@ async fn an_unreachable_server_is_a_clear_error() {
     let text = chain(&error);
     assert!(matches!(error, StoreError::Backend(_)), "{text}");
     assert!(
-        text.contains("could not connect to the Postgres server at postgres://postgres:***@127.0.0.1:1/test"),
+        text.contains(
+            "could not connect to the Postgres server at postgres://postgres:***@127.0.0.1:1/test"
+        ),
         "{text}"
     );
-    assert!(!text.contains("secret"), "the password is not echoed: {text}");
+    assert!(
+        !text.contains("secret"),
+        "the password is not echoed: {text}"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +106,10 @@ async fn a_bad_schema_name_is_refused_before_connecting() {
         .await
         .unwrap_err();
     let text = chain(&error);
-    assert!(text.contains("is not a valid task store schema name"), "{text}");
+    assert!(
+        text.contains("is not a valid task store schema name"),
+        "{text}"
+    );
 }
 
 /// A schema written by a newer build is refused with a clear error and left as it is.
@@ -112,7 +125,10 @@ async fn a_newer_schema_is_refused_and_left_untouched() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, SCHEMA_VERSION, "a new schema is at this build's version");
+    assert_eq!(
+        version, SCHEMA_VERSION,
+        "a new schema is at this build's version"
+    );
     raw.execute(
         "UPDATE meta SET value = $1 WHERE name = 'schema_version'",
         &[&(SCHEMA_VERSION + 1)],
@@ -161,8 +177,14 @@ async fn every_field_is_persisted() {
         )
         .await
         .unwrap();
-    store.request_input("run", "k1", roots_request()).await.unwrap();
-    store.request_input("run", "k2", roots_request()).await.unwrap();
+    store
+        .request_input("run", "k1", roots_request())
+        .await
+        .unwrap();
+    store
+        .request_input("run", "k2", roots_request())
+        .await
+        .unwrap();
     let mut answer = InputResponses::new();
     answer.insert("k1".into(), json!({ "roots": [] }));
     store.deliver_input("run", answer.clone()).await.unwrap();
@@ -171,17 +193,24 @@ async fn every_field_is_persisted() {
         .await
         .unwrap();
     store.request_cancel("run").await.unwrap();
-    let result = object(json!({ "content": [], "structuredContent": { "big": 1e300, "tiny": 5e-324 } }));
+    let result =
+        object(json!({ "content": [], "structuredContent": { "big": 1e300, "tiny": 5e-324 } }));
     store.create(new_task("done")).await.unwrap();
     store
         .finish("done", Outcome::Completed(result.clone()))
         .await
         .unwrap();
-    let before = (store.get("run").await.unwrap(), store.get("done").await.unwrap());
+    let before = (
+        store.get("run").await.unwrap(),
+        store.get("done").await.unwrap(),
+    );
     drop(store);
 
     let again = db.store().await.unwrap();
-    let after = (again.get("run").await.unwrap(), again.get("done").await.unwrap());
+    let after = (
+        again.get("run").await.unwrap(),
+        again.get("done").await.unwrap(),
+    );
     assert_eq!(before, after);
     let run = after.0.unwrap();
     assert_eq!(run.status, TaskStatus::InputRequired);
@@ -193,9 +222,15 @@ async fn every_field_is_persisted() {
     let recoverable = again.recoverable().await.unwrap();
     assert_eq!(recoverable.len(), 1);
     let task = &recoverable[0];
-    assert_eq!((&*task.tool_version, &task.arguments, &task.request_meta), ("2.1", &args, &meta));
+    assert_eq!(
+        (&*task.tool_version, &task.arguments, &task.request_meta),
+        ("2.1", &args, &meta)
+    );
     assert_eq!(task.answers, answer);
-    assert_eq!(task.steps, vec![Step::new(1, "fetch", json!({ "rows": 7 }))]);
+    assert_eq!(
+        task.steps,
+        vec![Step::new(1, "fetch", json!({ "rows": 7 }))]
+    );
     assert!(matches!(
         again.request_input("run", "k1", roots_request()).await,
         Err(StoreError::KeyReused(_))
@@ -235,7 +270,10 @@ async fn a_terminated_backend_loses_no_task() {
                 let id = format!("c{caller}-{n}");
                 let mut acks = Acks::default();
                 let result = object(json!({ "content": [], "structuredContent": { "id": id } }));
-                match store.create(new_task(&id).with_arguments(object(json!({ "n": n })))).await {
+                match store
+                    .create(new_task(&id).with_arguments(object(json!({ "n": n }))))
+                    .await
+                {
                     Ok(_) => acks.created = true,
                     Err(e) => errors.push(e),
                 }
@@ -281,7 +319,10 @@ async fn a_terminated_backend_loses_no_task() {
         errors.first().map(chain)
     );
     assert!(terminated >= 6, "backends were terminated ({terminated})");
-    assert!(!errors.is_empty(), "some operations met a terminated backend");
+    assert!(
+        !errors.is_empty(),
+        "some operations met a terminated backend"
+    );
     for error in &errors {
         let text = chain(error);
         assert!(matches!(error, StoreError::Backend(_)), "{text}");
@@ -301,13 +342,24 @@ async fn a_terminated_backend_loses_no_task() {
         let result = object(json!({ "content": [], "structuredContent": { "id": id } }));
         match task.status {
             TaskStatus::Completed => {
-                assert_eq!(task.outcome, Some(Outcome::Completed(result)), "{id}: whole");
+                assert_eq!(
+                    task.outcome,
+                    Some(Outcome::Completed(result)),
+                    "{id}: whole"
+                );
             }
             TaskStatus::Working => {
                 assert!(!acks.finished, "{id}: an acknowledged finish is stored");
                 let recovery = store.recoverable().await.unwrap();
-                let mine = recovery.iter().find(|r| &*r.id == id).expect("live: recoverable");
-                assert_eq!(mine.arguments, object(json!({ "n": n })), "{id}: arguments whole");
+                let mine = recovery
+                    .iter()
+                    .find(|r| &*r.id == id)
+                    .expect("live: recoverable");
+                assert_eq!(
+                    mine.arguments,
+                    object(json!({ "n": n })),
+                    "{id}: arguments whole"
+                );
                 if acks.step {
                     assert_eq!(mine.steps, vec![Step::new(1, "s", json!(n))], "{id}");
                 }
@@ -316,7 +368,10 @@ async fn a_terminated_backend_loses_no_task() {
         }
     }
     let acked = runs.iter().filter(|(_, _, a)| a.created).count();
-    assert!(acked > 20 && checked >= acked, "{acked} acknowledged, {checked} stored");
+    assert!(
+        acked > 20 && checked >= acked,
+        "{acked} acknowledged, {checked} stored"
+    );
     // The pool heals: a new run goes through.
     store.create(new_task("after")).await.unwrap();
     store.finish("after", Outcome::Cancelled).await.unwrap();
@@ -361,10 +416,16 @@ async fn idempotent_creates(store: Arc<impl TaskStore>) -> HashSet<String> {
     );
     let other_owner = NewTask::new(Arc::from("bob-1"), Arc::from("bob"), Arc::from("tool"))
         .with_idempotency_key(Arc::clone(&key));
-    store.create(other_owner).await.expect("another owner's key is another call");
+    store
+        .create(other_owner)
+        .await
+        .expect("another owner's key is another call");
     let other_tool = NewTask::new(Arc::from("alice-2"), Arc::from("alice"), Arc::from("other"))
         .with_idempotency_key(key);
-    store.create(other_tool).await.expect("another tool's key is another call");
+    store
+        .create(other_tool)
+        .await
+        .expect("another tool's key is another call");
     created.into_iter().collect()
 }
 
@@ -426,7 +487,10 @@ async fn memory_idempotency_key_is_free_after_the_ttl() {
         Err(StoreError::Existing(t)) if &*t.id == "first"
     ));
     tokio::time::advance(Duration::from_secs(2)).await;
-    store.create(keyed("second")).await.expect("a new call after the TTL");
+    store
+        .create(keyed("second"))
+        .await
+        .expect("a new call after the TTL");
     assert!(matches!(
         store.create(keyed("retry-2")).await,
         Err(StoreError::Existing(t)) if &*t.id == "second"
@@ -462,12 +526,19 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
         .await
         .unwrap();
     assert!(
-        cluster(&stores[1]).claim_lapsed("b", SHORT, 10).await.unwrap().is_empty(),
+        cluster(&stores[1])
+            .claim_lapsed("b", SHORT, 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "a live lease is not claimed"
     );
     assert!(matches!(
         cluster(&stores[1]).acquire("t", "b", SHORT).await,
-        Err(StoreError::Fenced { held: None, current: 1 })
+        Err(StoreError::Fenced {
+            held: None,
+            current: 1
+        })
     ));
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
 
@@ -494,27 +565,43 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
     let before = stores[0].get("t").await.unwrap().unwrap();
     let a = cluster(&stores[0]);
     let refused = [
-        a.set_status_message_fenced(&old, Some("stale".into())).await,
+        a.set_status_message_fenced(&old, Some("stale".into()))
+            .await,
         a.request_input_fenced(&old, "k", roots_request()).await,
-        a.save_step_fenced(&old, Step::new(2, "two", json!(2))).await,
+        a.save_step_fenced(&old, Step::new(2, "two", json!(2)))
+            .await,
         a.finish_fenced(&old, Outcome::Cancelled).await,
         a.renew(&old).await.map(drop),
     ];
     for attempt in refused {
         assert!(
-            matches!(attempt, Err(StoreError::Fenced { held: Some(1), current: 2 })),
+            matches!(
+                attempt,
+                Err(StoreError::Fenced {
+                    held: Some(1),
+                    current: 2
+                })
+            ),
             "{attempt:?}"
         );
     }
-    assert_eq!(stores[0].get("t").await.unwrap().unwrap(), before, "nothing changed");
-    a.release(&old).await.expect("releasing a lost lease is a no-op");
+    assert_eq!(
+        stores[0].get("t").await.unwrap().unwrap(),
+        before,
+        "nothing changed"
+    );
+    a.release(&old)
+        .await
+        .expect("releasing a lost lease is a no-op");
     assert_eq!(stores[0].get("t").await.unwrap().unwrap(), before);
 
     // The new holder's writes go through (the lease names the instance, whichever store
     // connection carries them).
     let b = cluster(&stores[1]);
     b.renew(&new).await.unwrap();
-    b.save_step_fenced(&new, Step::new(2, "two", json!(2))).await.unwrap();
+    b.save_step_fenced(&new, Step::new(2, "two", json!(2)))
+        .await
+        .unwrap();
     b.finish_fenced(&new, Outcome::Cancelled).await.unwrap();
     assert_eq!(
         stores[0].get("t").await.unwrap().unwrap().status,
@@ -550,11 +637,9 @@ async fn claims_and_sweeps_skip_locked_rows() {
     }
     tokio::time::sleep(Duration::from_millis(250)).await;
     let raw = db.raw().await;
-    raw.batch_execute(
-        "BEGIN; SELECT 1 FROM tasks WHERE id IN ('locked', 'due-locked') FOR UPDATE",
-    )
-    .await
-    .unwrap();
+    raw.batch_execute("BEGIN; SELECT 1 FROM tasks WHERE id IN ('locked', 'due-locked') FOR UPDATE")
+        .await
+        .unwrap();
 
     let claimed = tokio::time::timeout(
         Duration::from_secs(3),
@@ -569,20 +654,35 @@ async fn claims_and_sweeps_skip_locked_rows() {
         .await
         .expect("the sweep does not wait for the locked row")
         .unwrap();
-    assert_eq!(expired.iter().map(|id| &**id).collect::<Vec<_>>(), ["due-free"]);
+    assert_eq!(
+        expired.iter().map(|id| &**id).collect::<Vec<_>>(),
+        ["due-free"]
+    );
 
     raw.batch_execute("ROLLBACK").await.unwrap();
-    let claimed = cluster(&store).claim_lapsed("b", Duration::from_secs(30), 10).await.unwrap();
-    assert_eq!(claimed.iter().map(|(r, _)| &*r.id).collect::<Vec<_>>(), ["locked"]);
+    let claimed = cluster(&store)
+        .claim_lapsed("b", Duration::from_secs(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.iter().map(|(r, _)| &*r.id).collect::<Vec<_>>(),
+        ["locked"]
+    );
     let expired = store.expire_due().await.unwrap();
-    assert_eq!(expired.iter().map(|id| &**id).collect::<Vec<_>>(), ["due-locked"]);
+    assert_eq!(
+        expired.iter().map(|id| &**id).collect::<Vec<_>>(),
+        ["due-locked"]
+    );
 }
 
 /// Expiry sweeps running on two instances at once expire each task exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_sweeps_expire_each_task_once() {
     let db = db!();
-    let (a, b) = (Arc::new(db.store().await.unwrap()), Arc::new(db.store().await.unwrap()));
+    let (a, b) = (
+        Arc::new(db.store().await.unwrap()),
+        Arc::new(db.store().await.unwrap()),
+    );
     let mut creates = Vec::new();
     for i in 0..600 {
         let a = Arc::clone(&a);
@@ -659,7 +759,10 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         .await
         .expect("the queued task is announced")
         .unwrap();
-    assert_eq!((&*wakeup.task_id, wakeup.kind), ("queued", WakeupKind::Queued));
+    assert_eq!(
+        (&*wakeup.task_id, wakeup.kind),
+        ("queued", WakeupKind::Queued)
+    );
     let (x, y) = tokio::join!(
         cluster(&a).claim_queued("a", Duration::from_secs(30), 10),
         cluster(&b).claim_queued("b", Duration::from_secs(30), 10),
@@ -682,12 +785,18 @@ async fn a_lost_notification_is_covered_by_the_reread() {
         .unwrap();
     let mut wakeups = cluster(&b).wakeups();
     b.create(new_task("t")).await.unwrap();
-    let lease = cluster(&b).acquire("t", "b", Duration::from_secs(30)).await.unwrap();
-    assert_eq!(lease.epoch, 1);
-    let raw = db.raw().await;
-    raw.execute("UPDATE tasks SET cancel_requested = TRUE WHERE id = 't'", &[])
+    let lease = cluster(&b)
+        .acquire("t", "b", Duration::from_secs(30))
         .await
         .unwrap();
+    assert_eq!(lease.epoch, 1);
+    let raw = db.raw().await;
+    raw.execute(
+        "UPDATE tasks SET cancel_requested = TRUE WHERE id = 't'",
+        &[],
+    )
+    .await
+    .unwrap();
     let wakeup = loop {
         let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
             .await

@@ -121,7 +121,10 @@ pub fn step_unserializable(name: &str, error: &serde_json::Error) -> ErrorData {
 /// `-32602` for a client answer (or a stored one) that is not the type asked for.
 #[must_use]
 pub fn bad_client_answer(what: &str, error: &serde_json::Error) -> ErrorData {
-    ErrorData::invalid_params(format!("the client's answer is not a valid {what}: {error}"), None)
+    ErrorData::invalid_params(
+        format!("the client's answer is not a valid {what}: {error}"),
+        None,
+    )
 }
 
 /// `-32602` for a `requestState` this server did not issue for the tool called.

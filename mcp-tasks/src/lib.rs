@@ -216,11 +216,11 @@ pub mod __private {
     pub use rmcp::model::{CallToolResult, JsonObject, ToolAnnotations};
 
     pub use crate::{
+        context::TaskContext,
         extract::{
             ArgOps, Arguments, FromContext, InputSchema, NamedTool, WholeOps, add_tool,
             assert_unique_names, boxed, fail, kinds,
         },
-        context::TaskContext,
         tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},
         toolkit::{Toolkit, ToolkitError},
     };

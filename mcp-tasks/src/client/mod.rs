@@ -661,8 +661,10 @@ impl TaskClient {
     ) -> Result<Round, ClientError> {
         const METHOD: &str = "tools/call";
         let mut meta = self.inner.meta.clone();
-        meta.0
-            .insert(crate::IDEMPOTENCY_KEY.to_owned(), Value::String(key.to_owned()));
+        meta.0.insert(
+            crate::IDEMPOTENCY_KEY.to_owned(),
+            Value::String(key.to_owned()),
+        );
         let mut attempt = 0;
         let result = loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));

@@ -95,7 +95,11 @@ impl InputKind {
 /// A step's place in a run: its number, and what a replay already has for it.
 pub(crate) enum StepSlot {
     /// The step ran before a restart: its stored name and result.
-    Stored { seq: u64, name: String, value: Value },
+    Stored {
+        seq: u64,
+        name: String,
+        value: Value,
+    },
     /// The step runs now, as number `seq`.
     Fresh { seq: u64 },
 }
@@ -316,7 +320,9 @@ impl TaskContext {
         Fut: Future<Output = T>,
     {
         let stepped = self
-            .run_step(name, || async { Ok::<T, std::convert::Infallible>(work().await) })
+            .run_step(name, || async {
+                Ok::<T, std::convert::Infallible>(work().await)
+            })
             .await;
         stepped.map_err(|error| match error {
             StepError::Failure(failure) => failure,

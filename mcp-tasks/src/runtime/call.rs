@@ -257,7 +257,8 @@ impl CallState {
 
     async fn write_status(&self, message: Option<String>) {
         match self.parts.runtime.set_status(&self.parts.id, message).await {
-            Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {}
+            Ok(())
+            | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {}
             Err(error) => tracing::warn!(task_id = %self.parts.id, %error, "status not stored"),
         }
     }

@@ -227,7 +227,9 @@ async fn renew_loop(weak: Weak<Runtime>, every: Duration) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        let Some(runtime) = weak.upgrade() else { return };
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
         renew_all(&runtime).await;
     }
 }
@@ -265,7 +267,9 @@ async fn wakeup_loop(
 ) {
     loop {
         let received = wakeups.recv().await;
-        let Some(runtime) = weak.upgrade() else { return };
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
         match received {
             Ok(wakeup) => match wakeup.kind {
                 WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
@@ -275,7 +279,10 @@ async fn wakeup_loop(
                 WakeupKind::Queued => claim_now.notify_one(),
             },
             Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "wake-ups missed; re-reading every task running here");
+                tracing::warn!(
+                    missed,
+                    "wake-ups missed; re-reading every task running here"
+                );
                 tokio::spawn(async move { reread_all(&runtime).await });
                 claim_now.notify_one();
             }
@@ -319,7 +326,9 @@ async fn claim_loop(weak: Weak<Runtime>, tools: Tools, every: Duration, claim_no
             _ = tick.tick() => {}
             () = claim_now.notified() => {}
         }
-        let Some(runtime) = weak.upgrade() else { return };
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
         if let Err(error) = claim(&runtime, &tools).await {
             tracing::warn!(%error, "claiming tasks failed; retrying");
         }

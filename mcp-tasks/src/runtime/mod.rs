@@ -191,9 +191,7 @@ impl Runtime {
         };
         let result = match write {
             Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
-            Write::Input(key, request) => {
-                cluster.request_input_fenced(&lease, &key, request).await
-            }
+            Write::Input(key, request) => cluster.request_input_fenced(&lease, &key, request).await,
             Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
             Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
         };
@@ -204,7 +202,11 @@ impl Runtime {
     }
 
     /// Sets the `statusMessage` of a running task.
-    pub(crate) async fn set_status(&self, id: &str, message: Option<String>) -> Result<(), StoreError> {
+    pub(crate) async fn set_status(
+        &self,
+        id: &str,
+        message: Option<String>,
+    ) -> Result<(), StoreError> {
         self.write(id, Write::Status(message)).await
     }
 

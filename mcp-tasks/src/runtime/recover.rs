@@ -93,7 +93,16 @@ pub(crate) async fn recover(
 ) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
     for task in runtime.store.recoverable().await? {
-        take(runtime, toolkit, state, task, None, Cause::Restart, &mut report).await?;
+        take(
+            runtime,
+            toolkit,
+            state,
+            task,
+            None,
+            Cause::Restart,
+            &mut report,
+        )
+        .await?;
     }
     Ok(report)
 }
@@ -115,21 +124,30 @@ pub(crate) async fn take(
             cause.what(),
             task.tool
         )),
-        Some(registered) if registered.definition.version() != &*task.tool_version => Some(format!(
-            "tool `{}` changed from version `{}` to `{}` while the task ran; it is not \
+        Some(registered) if registered.definition.version() != &*task.tool_version => {
+            Some(format!(
+                "tool `{}` changed from version `{}` to `{}` while the task ran; it is not \
              replayed against different code",
-            task.tool,
-            task.tool_version,
-            registered.definition.version()
-        )),
+                task.tool,
+                task.tool_version,
+                registered.definition.version()
+            ))
+        }
         Some(registered)
             if cause != Cause::Queued && registered.definition.restart() == RestartPolicy::Fail =>
         {
             Some(cause.failure().to_owned())
         }
-        Some(registered) => resume(runtime, registered, state, task.clone(), lease.clone(), cause)
-            .await
-            .err(),
+        Some(registered) => resume(
+            runtime,
+            registered,
+            state,
+            task.clone(),
+            lease.clone(),
+            cause,
+        )
+        .await
+        .err(),
     };
     let Some(message) = failure else {
         report.resumed += 1;
@@ -144,9 +162,8 @@ pub(crate) async fn take(
         _ => runtime.store.finish(&task.id, outcome).await,
     };
     match written {
-        Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
-            Ok(())
-        }
+        Ok(())
+        | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
         Err(error) => Err(error),
     }
 }

@@ -568,7 +568,10 @@ fn idempotency_key(meta: &rmcp::model::RequestMetaObject) -> Result<Option<Arc<s
         Some(key) if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY => {
             Ok(Some(Arc::from(key)))
         }
-        _ => Err(errors::bad_idempotency_key(IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY)),
+        _ => Err(errors::bad_idempotency_key(
+            IDEMPOTENCY_KEY,
+            MAX_IDEMPOTENCY_KEY,
+        )),
     }
 }
 
@@ -644,7 +647,8 @@ fn default_server_info() -> Implementation {
 fn server_info_meta(info: &Implementation) -> MetaObject {
     let mut meta = MetaObject::new();
     if let Ok(value) = serde_json::to_value(info) {
-        meta.0.insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
+        meta.0
+            .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
     }
     meta
 }
