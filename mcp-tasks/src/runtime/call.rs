@@ -36,8 +36,8 @@
 //!    before its first step or input request (they wait for the record, invariant 4), so no
 //!    step runs twice. Calls answered inline create no task and are not deduplicated.
 //! 10. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
-//!    as its runner and its work runs under that lease; with queued calls the record is
-//!    created first, with no runner, and no work starts here ([`Call::recorded`]).
+//!     as its runner and its work runs under that lease; with queued calls the record is
+//!     created first, with no runner, and no work starts here ([`Call::recorded`]).
 //!
 //! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
 
