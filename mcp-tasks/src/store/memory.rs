@@ -572,10 +572,10 @@ impl TaskStore for MemoryStore {
                 };
                 match self.apply_expiry(entry, now) {
                     Expiry::Purge => {
-                        if let Some(entry) = shard.tasks.remove(&id) {
-                            if entry.key.is_some() {
-                                purged_keys.push(entry);
-                            }
+                        if let Some(entry) = shard.tasks.remove(&id)
+                            && entry.key.is_some()
+                        {
+                            purged_keys.push(entry);
                         }
                         self.len.fetch_sub(1, Ordering::Relaxed);
                     }

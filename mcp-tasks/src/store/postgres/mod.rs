@@ -497,10 +497,8 @@ impl PostgresStore {
             if let Some(key) = &task.idempotency_key {
                 let rows = tx
                     .query(
-                        concat!(
-                            "SELECT id FROM tasks WHERE owner = $1 AND tool = $2 \
-                             AND idempotency_key = $3 FOR UPDATE"
-                        ),
+                        "SELECT id FROM tasks WHERE owner = $1 AND tool = $2 \
+                         AND idempotency_key = $3 FOR UPDATE",
                         &[&&*task.owner, &&*task.tool, &&**key],
                         "could not look up the idempotency key",
                     )
