@@ -14,7 +14,13 @@
 //! - `workers_run_what_a_front_records`: a front that runs nothing and two workers; tasks
 //!   complete, and killing a worker mid-task hands its tasks to the other.
 //!
-//! Idempotency over HTTP on one in-process server (memory store) is tested here too.
+//! - In process, on Postgres: `a_stalled_instance_that_lost_its_lease_writes_nothing` (the
+//!   runtime's fencing, deterministic: A stops renewing, B takes over, A's step and outcome
+//!   are refused) and `another_owner_finds_nothing_on_any_instance` (owner scoping).
+//! - Idempotency over HTTP on one in-process server (memory store), and `TaskClient`
+//!   retrying a lost `tools/call` answer with the same key.
+//!
+//! `MCP_TASKS_CLUSTER_TASKS` sets the number of mixed tasks (default 300).
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -1008,4 +1014,52 @@ async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(first_text(&done["result"]), "step by b");
+}
+
+/// Owner scoping holds across instances: a task created on A reads on C (same owner), and
+/// is "not found" (`-32602`) for every `tasks/*` method on B, whose requests belong to
+/// another owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_owner_finds_nothing_on_any_instance() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let gate = Gated::new("a");
+    let mut urls = Vec::new();
+    for (name, owner) in [("a", "alice"), ("b", "mallory"), ("c", "alice")] {
+        let engine = mcp_tasks::Engine::new(toolkit![gated].unwrap().with_state(gate.clone()))
+            .with_store(db.store().await.expect("connect"))
+            .with_instance_id(name)
+            .with_default_owner(owner);
+        urls.push(
+            common::Http::start(TaskServer::from_engine(engine))
+                .await
+                .url,
+        );
+    }
+    let clients = Clients::new(urls);
+    let id = clients.call(0, "gated", json!({}), None).await;
+    let seen = clients
+        .rpc_at(2, "tasks/get", json!({ "taskId": id }), None)
+        .await;
+    assert_eq!(seen["result"]["status"], "working", "{seen}");
+    for (method, params) in [
+        ("tasks/get", json!({ "taskId": id })),
+        ("tasks/cancel", json!({ "taskId": id })),
+        (
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { "elicit-1": { "action": "decline" } } }),
+        ),
+    ] {
+        let response = clients.rpc_at(1, method, params, None).await;
+        assert_eq!(response["error"]["code"], -32602, "{method}: {response}");
+    }
+    gate.open.send_replace(true);
+    let done = Clients::new(vec![clients.urls[2].clone()])
+        .wait(&id, Duration::from_secs(10), is_terminal)
+        .await;
+    assert_eq!(
+        done["status"], "completed",
+        "the other owner's cancel changed nothing"
+    );
 }

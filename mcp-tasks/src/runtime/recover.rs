@@ -16,6 +16,13 @@
 //!    before returns its stored answer without being asked (the [`Replay`] data).
 //! 4. A store failure stops recovery with that error; the tasks dealt with before it keep
 //!    their new state, and the rest are dealt with by the next start.
+//! 5. **In a cluster** (`runtime/cluster.rs`) the same decision is made, one task at a time,
+//!    for a task this instance claimed ([`Cause::Lapsed`]: its instance stopped; `fail`
+//!    tools end with a message that says so) or took from the queue ([`Cause::Queued`]: not
+//!    a restart, so every tool runs it); the replay runs under the claimed lease and the
+//!    failure is written fenced with it. A starting instance never replays the tasks other
+//!    live instances are running ([`TaskStore::recoverable`](crate::TaskStore::recoverable)
+//!    is for single-process stores).
 
 use std::sync::Arc;
 
