@@ -45,8 +45,8 @@ use mcp_tasks::{
 use serde_json::{Value, json};
 
 /// Lease, renewal, claim and re-read settings of every instance in these tests.
-const LEASE_MS: u64 = 2000;
-const RENEW_MS: u64 = 500;
+const LEASE_MS: u64 = 4000;
+const RENEW_MS: u64 = 1000;
 const CLAIM_MS: u64 = 250;
 const REREAD_MS: u64 = 500;
 /// How often a waiting client polls `tasks/get`.
@@ -475,7 +475,7 @@ async fn three_instances_one_task_space() {
         .call(
             1,
             "import_rows",
-            json!({ "batches": 3, "batch_ms": 1500 }),
+            json!({ "batches": 3, "batch_ms": 3000 }),
             None,
         )
         .await;
@@ -611,7 +611,7 @@ async fn three_instances_one_task_space() {
         let done = only_b
             .wait(
                 id,
-                Duration::from_millis(LEASE_MS) + Duration::from_secs(10),
+                Duration::from_millis(LEASE_MS) + Duration::from_secs(15),
                 is_terminal,
             )
             .await;

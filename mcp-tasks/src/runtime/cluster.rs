@@ -245,7 +245,7 @@ async fn renew_all(runtime: &Arc<Runtime>) {
                 Err(StoreError::Fenced { current, .. }) => {
                     tracing::warn!(task_id = %lease.task_id, epoch = lease.epoch, current,
                         "lease renewal refused: another instance holds the task");
-                    runtime.lost(&lease.task_id);
+                    runtime.lost_at(&lease.task_id, lease.epoch);
                 }
                 Err(StoreError::Terminal(_) | StoreError::NotFound) => {
                     // Ended elsewhere (expired): nothing more to write.
@@ -351,6 +351,11 @@ pub(crate) async fn claim(
             for (task, lease) in claimed {
                 tracing::info!(task_id = %task.id, tool = %task.tool, epoch = lease.epoch,
                     ?cause, "task claimed");
+                // Its own lapsed task, whose work still runs here: it goes on, not twice.
+                if runtime.adopt(&lease) {
+                    report.resumed += 1;
+                    continue;
+                }
                 take(
                     runtime,
                     &tools.toolkit,

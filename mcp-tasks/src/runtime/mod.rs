@@ -92,6 +92,7 @@ pub(crate) struct Runtime {
 }
 
 /// A write of running work, as [`Runtime::write`] makes it.
+#[derive(Clone)]
 enum Write {
     Status(Option<String>),
     Input(String, InputRequest),
@@ -152,6 +153,32 @@ impl Runtime {
         }
     }
 
+    /// As [`Runtime::lost`], unless the work here holds a newer lease than the one at
+    /// `epoch` that was refused (this instance claimed its own lapsed task meanwhile).
+    pub(crate) fn lost_at(&self, id: &str, epoch: u64) {
+        let current = self.get_live(id).and_then(|live| live.lease());
+        if current.is_none_or(|lease| lease.epoch <= epoch) {
+            self.lost(id);
+        }
+    }
+
+    /// This instance claimed a lapsed task whose work still runs here (it stalled past its
+    /// lease, and no other instance took the task meanwhile): the work goes on under the new
+    /// lease. `false` when no such work runs here.
+    pub(crate) fn adopt(&self, lease: &Lease) -> bool {
+        let Some(live) = self.get_live(&lease.task_id) else {
+            return false;
+        };
+        if live.fenced.load(Ordering::Acquire) {
+            return false;
+        }
+        *live
+            .lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease.clone());
+        true
+    }
+
     /// Replaces the lease of task `id` with its renewal, unless the work lost it meanwhile.
     pub(crate) fn renewed(&self, lease: Lease) {
         if let Some(live) = self.get_live(&lease.task_id) {
@@ -178,27 +205,41 @@ impl Runtime {
                 Write::Finish(outcome) => self.store.finish(id, outcome).await,
             };
         };
-        let live = self.get_live(id);
-        let lease = live
-            .as_ref()
-            .filter(|live| !live.fenced.load(Ordering::Acquire))
-            .and_then(|live| live.lease());
-        let Some(lease) = lease else {
-            return Err(StoreError::Fenced {
-                held: None,
-                current: 0,
-            });
-        };
-        let result = match write {
-            Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
-            Write::Input(key, request) => cluster.request_input_fenced(&lease, &key, request).await,
-            Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
-            Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
-        };
-        if matches!(result, Err(StoreError::Fenced { .. })) {
-            self.lost(id);
+        let mut retried = false;
+        loop {
+            let live = self.get_live(id);
+            let lease = live
+                .as_ref()
+                .filter(|live| !live.fenced.load(Ordering::Acquire))
+                .and_then(|live| live.lease());
+            let Some(lease) = lease else {
+                return Err(StoreError::Fenced {
+                    held: None,
+                    current: 0,
+                });
+            };
+            let result = match write.clone() {
+                Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
+                Write::Input(key, request) => {
+                    cluster.request_input_fenced(&lease, &key, request).await
+                }
+                Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
+                Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
+            };
+            if matches!(result, Err(StoreError::Fenced { .. })) {
+                // Refused under an epoch this instance replaced meanwhile (it claimed its own
+                // lapsed task): once more under the new lease.
+                let newer = live
+                    .and_then(|live| live.lease())
+                    .is_some_and(|now| now.epoch > lease.epoch);
+                if newer && !retried {
+                    retried = true;
+                    continue;
+                }
+                self.lost_at(id, lease.epoch);
+            }
+            return result;
         }
-        result
     }
 
     /// Sets the `statusMessage` of a running task.

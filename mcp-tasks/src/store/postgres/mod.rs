@@ -107,7 +107,7 @@ pub const DEFAULT_APPLICATION_NAME: &str = "mcp-tasks";
 /// last milliseconds; a process stalled in the middle of one (SIGSTOP, a VM pause) would keep
 /// its rows locked, and claims skip locked rows, so without this a stalled instance could
 /// keep its tasks from being taken over for as long as it stalls.
-const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 5000;
+const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 10_000;
 
 /// Tasks one expiry or purge statement takes at most (the sweep repeats until none is due).
 const SWEEP_BATCH: i64 = 256;
