@@ -912,6 +912,7 @@ async fn task_client_retries_a_lost_answer_with_its_key() {
 struct Gated {
     who: &'static str,
     open: Arc<tokio::sync::watch::Sender<bool>>,
+    runs: Arc<AtomicUsize>,
 }
 
 impl Gated {
@@ -919,6 +920,7 @@ impl Gated {
         Self {
             who,
             open: Arc::new(tokio::sync::watch::Sender::new(false)),
+            runs: Arc::default(),
         }
     }
 }
@@ -929,6 +931,7 @@ async fn gated(ctx: TaskContext, State(gated): State<Gated>) -> Result<String, T
     let mut open = gated.open.subscribe();
     let who = ctx
         .step("gated", || async move {
+            gated.runs.fetch_add(1, Ordering::SeqCst);
             let _ = open.wait_for(|open| *open).await;
             gated.who.to_owned()
         })
@@ -1062,4 +1065,43 @@ async fn another_owner_finds_nothing_on_any_instance() {
         done["status"], "completed",
         "the other owner's cancel changed nothing"
     );
+}
+
+/// An instance that stalls past its lease and then claims its own lapsed task (no other
+/// instance took it) keeps running the one work it has: the step runs once, under the new
+/// lease, and the task completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reclaiming_its_own_lapsed_task_does_not_run_it_twice() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let gate = Gated::new("a");
+    let a = gated_instance(
+        &db,
+        "a",
+        &gate,
+        mcp_tasks::ClusterConfig::default()
+            .with_lease(Duration::from_millis(200))
+            .with_renewal(Duration::from_secs(3600))
+            .with_claim_interval(Duration::from_millis(50)),
+    )
+    .await;
+    let clients = Clients::new(vec![a.url.clone()]);
+    let id = clients.call(0, "gated", json!({}), None).await;
+    let started = Instant::now();
+    while rows(&db, std::slice::from_ref(&id)).await[&id].ends_with("|1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a never reclaimed its task"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.open.send_replace(true);
+    let done = clients
+        .wait(&id, Duration::from_secs(10), is_terminal)
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(first_text(&done["result"]), "step by a");
+    assert_eq!(gate.runs.load(Ordering::SeqCst), 1, "the step ran once");
 }
