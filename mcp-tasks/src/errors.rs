@@ -137,6 +137,18 @@ pub fn bad_client_answer(what: &str, error: &serde_json::Error) -> ErrorData {
     )
 }
 
+/// `-32602` for an idempotency key in `_meta` that is not a short non-empty string.
+#[must_use]
+pub fn bad_idempotency_key(field: &str, max: usize) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "`_meta[\"{field}\"]` must be a non-empty string of at most {max} characters; send \
+             one key per logical call and the same key when you retry it"
+        ),
+        None,
+    )
+}
+
 /// `-32603` for a task that a restarted server does not replay; `message` says why.
 #[must_use]
 pub fn not_resumed(message: String) -> ErrorData {

@@ -151,10 +151,12 @@ pub use limits::Limits;
 ///   outside the fn.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
+pub use runtime::{ClusterConfig, Worker};
 #[cfg(feature = "stdio")]
 pub use server::serve_io;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
+pub use server::IDEMPOTENCY_KEY;
 #[cfg(feature = "http")]
 pub use server::{
     AuthError, HttpOptions, LOCALHOST_ORIGINS, ProtectedResourceError, StaticTokens,
@@ -175,6 +177,14 @@ pub use tool::{
     Ttl,
 };
 pub use toolkit::{DefinitionError, Toolkit, ToolkitError};
+
+/// Several instances on one task space: [`ClusterConfig`] and its defaults, [`Worker`].
+pub mod cluster {
+    pub use crate::runtime::cluster::{
+        ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL,
+    };
+    pub use crate::runtime::worker::Worker;
+}
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.
 pub const EXTENSION_ID: &str = rmcp::model::TASKS_EXTENSION_ID;

@@ -116,6 +116,16 @@ use input::InputHandlers;
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The default lower bound of the pause between polls.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How many times a `tools/call` whose answer was lost to a transport failure is sent again
+/// (with the same idempotency key, so the server answers the task it created).
+pub const CALL_RETRIES: usize = 2;
+
+/// A fresh idempotency key for one logical call: 128 random bits in hex.
+fn idempotency_key() -> String {
+    let id = crate::id::new_task_id();
+    format!("call-{}", &id[id.len() - 32..])
+}
+
 /// The default limit of `input_required` rounds on one `tools/call` (C20).
 pub const MAX_INPUT_ROUNDS: usize = 10;
 /// The default longest wait for the handlers to answer an input request before any task
@@ -537,7 +547,18 @@ impl TaskClient {
         method: &'static str,
         request: ClientRequest,
     ) -> Result<ServerResult, ClientError> {
-        let options = PeerRequestOptions::no_options().with_meta(self.inner.meta.clone());
+        self.send_with(method, request, self.inner.meta.clone())
+            .await
+    }
+
+    /// Sends `request` with `meta` as its `_meta`.
+    async fn send_with(
+        &self,
+        method: &'static str,
+        request: ClientRequest,
+        meta: RequestMetaObject,
+    ) -> Result<ServerResult, ClientError> {
+        let options = PeerRequestOptions::no_options().with_meta(meta);
         let handle = self
             .inner
             .peer
@@ -620,8 +641,11 @@ impl TaskClient {
         params.arguments = arguments;
         let mut rounds = 0usize;
         let mut previous_state: Option<Option<String>> = None;
+        // One key for this logical call: every round and every retry carries it, so a
+        // server never creates a second task for it (IDEMPOTENCY_KEY).
+        let key = idempotency_key();
         loop {
-            match self.call_round(params.clone()).await? {
+            match self.call_round(params.clone(), &key).await? {
                 Round::Complete(result) => return Ok(Call::Inline(result)),
                 Round::Task(task) => {
                     let handle = TaskHandle::created(self.clone(), task).await?;
@@ -690,11 +714,33 @@ impl TaskClient {
         }
     }
 
-    /// One `tools/call` request; rmcp gives each a new request id.
-    async fn call_round(&self, params: CallToolRequestParams) -> Result<Round, ClientError> {
+    /// One `tools/call` request with the call's idempotency key in `_meta`; rmcp gives each
+    /// a new request id. A transport failure (the answer may have been lost after the server
+    /// created a task) is retried up to [`CALL_RETRIES`] times with the same key, which
+    /// answers the task the first attempt created instead of starting another.
+    async fn call_round(
+        &self,
+        params: CallToolRequestParams,
+        key: &str,
+    ) -> Result<Round, ClientError> {
         const METHOD: &str = "tools/call";
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        match self.send(METHOD, request).await? {
+        let mut meta = self.inner.meta.clone();
+        meta.0.insert(
+            crate::IDEMPOTENCY_KEY.to_owned(),
+            Value::String(key.to_owned()),
+        );
+        let mut attempt = 0;
+        let result = loop {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            match self.send_with(METHOD, request, meta.clone()).await {
+                Err(ClientError::Transport { .. }) if attempt < CALL_RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(self.inner.min_poll_interval).await;
+                }
+                other => break other?,
+            }
+        };
+        match result {
             ServerResult::CreateTaskResult(created) if self.inner.server_tasks => {
                 Ok(Round::Task(created.task))
             }

@@ -30,6 +30,16 @@
 //!    work is cancelled and dropped with the round, and the retry runs the tool again.
 //! 8. **Cancellation** (`tasks/cancel`, expiry found by the reaper or by a read, a dropped
 //!    inline request) cancels the work's token; the status changes only when the work ends.
+//! 9. **Retries create nothing** (`_meta["mcp-tasks/idempotencyKey"]`, [`IDEMPOTENCY_KEY`]).
+//!    A task call carrying the key of an earlier call of the same owner and tool, within
+//!    that task's TTL, answers that task ([`StoreError::Existing`]); its own work is dropped
+//!    before its first step or input request (they wait for the record, invariant 4), so no
+//!    step runs twice. Calls answered inline create no task and are not deduplicated.
+//! 10. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
+//!     as its runner and its work runs under that lease; with queued calls the record is
+//!     created first, with no runner, and no work starts here ([`Call::recorded`]).
+//!
+//! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
 
 #![allow(
     deprecated,
@@ -62,7 +72,7 @@ use crate::{
     context::{Failure, Host, InputKind, StepSlot, TaskContext},
     errors,
     id::new_task_id,
-    store::{NewTask, Step, StoreError},
+    store::{Lease, NewTask, Step, StoreError},
     tool::ToolFuture,
     toolkit::{Registered, StateMap},
 };
@@ -247,14 +257,9 @@ impl CallState {
 
     async fn write_status(&self, message: Option<String>) {
         let message = message.map(|m| self.parts.runtime.limits.clip_status(m));
-        match self
-            .parts
-            .runtime
-            .store
-            .set_status_message(&self.parts.id, message)
-            .await
-        {
-            Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound) => {}
+        match self.parts.runtime.set_status(&self.parts.id, message).await {
+            Ok(())
+            | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {}
             Err(error) => tracing::warn!(task_id = %self.parts.id, %error, "status not stored"),
         }
     }
@@ -353,14 +358,13 @@ impl CallState {
         let answer = runtime
             .await_input(&self.parts.id, &key)
             .map_err(Failure::Error)?;
-        match runtime
-            .store
-            .request_input(&self.parts.id, &key, request)
-            .await
-        {
+        match runtime.request_input(&self.parts.id, &key, request).await {
             Ok(()) => {}
-            // The task ended under the work (it expired): stop the work.
-            Err(StoreError::Terminal(_) | StoreError::NotFound) => return Err(Failure::Cancelled),
+            // The task ended under the work (it expired), or another instance took it over:
+            // stop the work.
+            Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
+                return Err(Failure::Cancelled);
+            }
             Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
         }
         tokio::select! {
@@ -451,15 +455,11 @@ impl Host for CallState {
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
         let step = Step::new(seq, name, value);
         Box::pin(async move {
-            match self
-                .parts
-                .runtime
-                .store
-                .save_step(&self.parts.id, step)
-                .await
-            {
+            match self.parts.runtime.save_step(&self.parts.id, step).await {
                 Ok(()) => Ok(()),
-                Err(StoreError::Terminal(_) | StoreError::NotFound) => Err(Failure::Cancelled),
+                Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
+                    Err(Failure::Cancelled)
+                }
                 Err(error) => Err(Failure::Error(errors::store_failure(&error))),
             }
         })
@@ -492,6 +492,8 @@ pub(crate) struct Call<'a> {
     pub(crate) request_meta: JsonObject,
     /// `Some` on the modern wire, with the answers the client sent.
     pub(crate) mrtr: Option<InputResponses>,
+    /// The client's idempotency key (`_meta["mcp-tasks/idempotencyKey"]`).
+    pub(crate) idempotency_key: Option<Arc<str>>,
 }
 
 impl Call<'_> {
@@ -509,15 +511,89 @@ impl Call<'_> {
         }
     }
 
-    fn new_task(&self, id: Arc<str>, message: Option<String>) -> NewTask {
+    /// The record of the task; in cluster mode run by this instance (`runs`) or queued.
+    fn new_task(&self, id: Arc<str>, message: Option<String>, runs: bool) -> NewTask {
         let definition = &self.registered.definition;
-        NewTask::new(id, self.owner.clone(), self.tool.clone())
+        let mut task = NewTask::new(id, self.owner.clone(), self.tool.clone())
             .with_status_message(message.map(|m| self.runtime.limits.clip_status(m)))
             .with_ttl(definition.ttl().duration())
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
-            .with_request_meta(self.request_meta.clone())
+            .with_request_meta(self.request_meta.clone());
+        if let Some((_, instance)) = self.runtime.cluster()
+            && runs
+        {
+            task = task.with_runner(instance.id.clone(), instance.config.lease);
+        }
+        if let Some(key) = &self.idempotency_key {
+            task = task.with_idempotency_key(key.clone());
+        }
+        task
+    }
+
+    /// Whether the task record is created before any work starts, and none starts here:
+    /// calls are queued for other instances and workers
+    /// ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)).
+    pub(crate) fn records_first(&self) -> bool {
+        self.queues()
+    }
+
+    fn queues(&self) -> bool {
+        self.runtime
+            .cluster()
+            .is_some_and(|(_, instance)| instance.config.queued_calls)
+    }
+
+    /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
+    /// a retry with the same idempotency key answers the existing task; a queued call
+    /// starts nothing here (an instance or worker claims it, and runs it as a task from its
+    /// first poll, so input it asks before the task is asked through the task).
+    pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {
+        let id: Arc<str> = Arc::from(new_task_id());
+        let runs = !self.queues();
+        // Work that runs here counts against the owner's quota, checked before the record.
+        let slot = if runs {
+            Some(self.runtime.reserve(&self.owner, true)?)
+        } else {
+            None
+        };
+        let record = self.new_task(id.clone(), None, runs);
+        let lease = Lease::first(&record);
+        let snapshot = match self.runtime.store.create(record).await {
+            Ok(snapshot) => snapshot,
+            Err(StoreError::Existing(existing)) => {
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
+            Err(StoreError::Full { capacity }) => return Err(errors::store_full(capacity)),
+            Err(other) => return Err(errors::store_failure(&other)),
+        };
+        if !runs {
+            return Ok(Answer::Task(snapshot.to_task()));
+        }
+        let cancel = CancellationToken::new();
+        let mut parts = self.parts(id.clone(), cancel.clone());
+        parts.mrtr = None;
+        let call = CallState::task(parts);
+        let runtime = self.runtime;
+        let slot = match slot {
+            Some(slot) => slot,
+            None => runtime.reserve(&self.owner, false)?,
+        };
+        runtime.register(id.clone(), cancel, lease, slot);
+        match self
+            .registered
+            .tool
+            .call(call.context(), self.arguments.clone())
+        {
+            Ok(work) => runtime.spawn(id, self.tool.clone(), &self.owner, run_caught(work)),
+            Err(error) => {
+                let ended = Ended::Completed(error.into_result(&self.tool));
+                runtime.finish(&id, &self.tool, ended).await;
+            }
+        }
+        Ok(Answer::Task(snapshot.to_task()))
     }
 
     /// An ordinary call: the work runs here and its result is the answer. Input it asks for
@@ -586,13 +662,19 @@ impl Call<'_> {
             return inline_answer(&self.tool, ended.clone());
         }
         let message = call.begin_promotion();
-        let created = self
-            .runtime
-            .store
-            .create(self.new_task(id.clone(), message))
-            .await;
+        let record = self.new_task(id.clone(), message, true);
+        let lease = Lease::first(&record);
+        let created = self.runtime.store.create(record).await;
         let snapshot = match created {
             Ok(snapshot) => snapshot,
+            // A retry of a call that created its task already (same owner, tool and
+            // idempotency key): that task answers, and this run of the work stops before
+            // its first step or input request (both wait for a record of their own).
+            Err(StoreError::Existing(existing)) => {
+                cancel.cancel();
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
             Err(error) => {
                 cancel.cancel();
                 return Err(match error {
@@ -602,7 +684,7 @@ impl Call<'_> {
             }
         };
         let runtime = self.runtime;
-        runtime.register(id.clone(), cancel, slot);
+        runtime.register(id.clone(), cancel, lease, slot);
         call.finish_promotion().await;
         match ended {
             // The work ended before it ever waited: the task is born finished.

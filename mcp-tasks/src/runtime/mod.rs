@@ -8,15 +8,30 @@
 //! - `call.rs`: the life of one call (inline, promotion to a task, ending), with its
 //!   invariants;
 //! - `recover.rs`: what a starting process does with the tasks a previous one left running;
+//! - `cluster.rs`: several instances on one [`ClusterStore`](crate::store::ClusterStore):
+//!   leases, renewals, wake-ups, takeover and queued work ([`ClusterConfig`]);
+//! - `worker.rs`: [`Worker`], a process that runs queued tasks and serves no HTTP;
 //! - this module: the process-local registry of running tasks and the expiry sweep.
+//!
+//! # Writes of running work
+//!
+//! Every write a running task's work makes (status, input requests, steps, its outcome)
+//! goes through this module. In cluster mode a task's work runs only under its lease, and
+//! each of those writes is the store's fenced call with that lease; a write refused as
+//! [`StoreError::Fenced`] (the lease was lost: another instance took the task over) cancels
+//! the local work and marks it fenced, and from then on the work writes nothing, not even
+//! its outcome: it is forgotten when it ends.
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, OnceLock, Weak},
+    sync::{
+        Arc, Mutex, OnceLock, Weak,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
-use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
+use rmcp::model::{CallToolResult, ErrorData, InputRequest, InputResponses, JsonObject};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -24,11 +39,16 @@ use tracing::Instrument;
 
 use crate::{
     Limits, errors,
-    store::{Outcome, StoreError, TaskSnapshot, TaskStore},
+    store::{ClusterStore, Lease, Outcome, Step, StoreError, TaskSnapshot, TaskStore},
 };
 
 pub(crate) mod call;
+pub(crate) mod cluster;
 pub(crate) mod recover;
+pub(crate) mod worker;
+
+pub use cluster::ClusterConfig;
+pub use worker::Worker;
 
 pub(crate) use call::Ended;
 
@@ -40,6 +60,25 @@ struct LiveTask {
     waiters: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     /// The owner's quota slot, given back when the task's work ends.
     _slot: OwnerSlot,
+    /// The lease the work runs under (cluster mode), renewed by the cluster driver.
+    lease: Mutex<Option<Lease>>,
+    /// The lease was lost: the work is cancelled and writes nothing more.
+    fenced: AtomicBool,
+}
+
+impl LiveTask {
+    fn lease(&self) -> Option<Lease> {
+        self.lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// This instance in a cluster: its id and settings.
+pub(crate) struct Instance {
+    pub(crate) id: Arc<str>,
+    pub(crate) config: ClusterConfig,
 }
 
 /// How the engine set the runtime up.
@@ -67,6 +106,9 @@ pub(crate) struct Runtime {
     pub(crate) limits: Limits,
     /// Live tasks per owner, for [`Limits::max_live_tasks_per_owner`].
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+    /// `Some` when the store is a [`ClusterStore`].
+    pub(crate) instance: Option<Instance>,
+    pub(crate) driver: OnceLock<()>,
 }
 
 /// One live task of an owner, counted against the owner's quota until dropped.
@@ -90,8 +132,28 @@ impl Drop for OwnerSlot {
     }
 }
 
+/// A write of running work, as [`Runtime::write`] makes it.
+#[derive(Clone)]
+enum Write {
+    Status(Option<String>),
+    Input(String, InputRequest),
+    Step(Step),
+    Finish(Outcome),
+}
+
 impl Runtime {
-    pub(crate) fn new(store: Arc<dyn TaskStore>, settings: Settings) -> Arc<Self> {
+    /// A runtime over `store`; in cluster mode (the store is a [`ClusterStore`]) as instance
+    /// `instance` with `config`.
+    pub(crate) fn new(
+        store: Arc<dyn TaskStore>,
+        settings: Settings,
+        instance: Arc<str>,
+        config: ClusterConfig,
+    ) -> Arc<Self> {
+        let instance = store.cluster().is_some().then_some(Instance {
+            id: instance,
+            config,
+        });
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
@@ -99,6 +161,8 @@ impl Runtime {
             reap_interval: settings.reap_interval,
             limits: settings.limits,
             owners: Arc::default(),
+            instance,
+            driver: OnceLock::new(),
         })
     }
 
@@ -120,6 +184,149 @@ impl Runtime {
             owner: owner.clone(),
             owners: self.owners.clone(),
         })
+    }
+
+    /// The cluster operations, in cluster mode.
+    pub(crate) fn cluster(&self) -> Option<(&dyn ClusterStore, &Instance)> {
+        Some((self.store.cluster()?, self.instance.as_ref()?))
+    }
+
+    /// The ids of the tasks whose work runs here, with their leases.
+    pub(crate) fn leases(&self) -> Vec<Lease> {
+        self.live_map()
+            .values()
+            .filter(|live| !live.fenced.load(Ordering::Acquire))
+            .filter_map(|live| live.lease())
+            .collect()
+    }
+
+    /// The ids of the tasks whose work runs here.
+    pub(crate) fn live_ids(&self) -> Vec<Arc<str>> {
+        self.live_map().keys().cloned().collect()
+    }
+
+    /// The lease of task `id` was lost (refused as fenced, or taken over): its local work is
+    /// cancelled and writes nothing more.
+    pub(crate) fn lost(&self, id: &str) {
+        if let Some(live) = self.get_live(id) {
+            if !live.fenced.swap(true, Ordering::AcqRel) {
+                tracing::warn!(task_id = %id, "lease lost: the local work stops and writes nothing");
+            }
+            live.cancel.cancel();
+        }
+    }
+
+    /// As [`Runtime::lost`], unless the work here holds a newer lease than the one at
+    /// `epoch` that was refused (this instance claimed its own lapsed task meanwhile).
+    pub(crate) fn lost_at(&self, id: &str, epoch: u64) {
+        let current = self.get_live(id).and_then(|live| live.lease());
+        if current.is_none_or(|lease| lease.epoch <= epoch) {
+            self.lost(id);
+        }
+    }
+
+    /// This instance claimed a lapsed task whose work still runs here (it stalled past its
+    /// lease, and no other instance took the task meanwhile): the work goes on under the new
+    /// lease. `false` when no such work runs here.
+    pub(crate) fn adopt(&self, lease: &Lease) -> bool {
+        let Some(live) = self.get_live(&lease.task_id) else {
+            return false;
+        };
+        if live.fenced.load(Ordering::Acquire) {
+            return false;
+        }
+        *live
+            .lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease.clone());
+        true
+    }
+
+    /// Replaces the lease of task `id` with its renewal, unless the work lost it meanwhile.
+    pub(crate) fn renewed(&self, lease: Lease) {
+        if let Some(live) = self.get_live(&lease.task_id) {
+            let mut held = live
+                .lease
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if held.as_ref().is_some_and(|h| h.epoch == lease.epoch) {
+                *held = Some(lease);
+            }
+        }
+    }
+
+    /// One write of the running work of task `id`: fenced under its lease in cluster mode
+    /// (module docs). A fenced refusal cancels the work; a task that lost its lease, or
+    /// that runs here under no lease in cluster mode, writes nothing and answers
+    /// [`StoreError::Fenced`].
+    async fn write(&self, id: &str, write: Write) -> Result<(), StoreError> {
+        let Some((cluster, _)) = self.cluster() else {
+            return match write {
+                Write::Status(message) => self.store.set_status_message(id, message).await,
+                Write::Input(key, request) => self.store.request_input(id, &key, request).await,
+                Write::Step(step) => self.store.save_step(id, step).await,
+                Write::Finish(outcome) => self.store.finish(id, outcome).await,
+            };
+        };
+        let mut retried = false;
+        loop {
+            let live = self.get_live(id);
+            let lease = live
+                .as_ref()
+                .filter(|live| !live.fenced.load(Ordering::Acquire))
+                .and_then(|live| live.lease());
+            let Some(lease) = lease else {
+                return Err(StoreError::Fenced {
+                    held: None,
+                    current: 0,
+                });
+            };
+            let result = match write.clone() {
+                Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
+                Write::Input(key, request) => {
+                    cluster.request_input_fenced(&lease, &key, request).await
+                }
+                Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
+                Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
+            };
+            if matches!(result, Err(StoreError::Fenced { .. })) {
+                // Refused under an epoch this instance replaced meanwhile (it claimed its own
+                // lapsed task): once more under the new lease.
+                let newer = live
+                    .and_then(|live| live.lease())
+                    .is_some_and(|now| now.epoch > lease.epoch);
+                if newer && !retried {
+                    retried = true;
+                    continue;
+                }
+                self.lost_at(id, lease.epoch);
+            }
+            return result;
+        }
+    }
+
+    /// Sets the `statusMessage` of a running task.
+    pub(crate) async fn set_status(
+        &self,
+        id: &str,
+        message: Option<String>,
+    ) -> Result<(), StoreError> {
+        self.write(id, Write::Status(message)).await
+    }
+
+    /// Stores an input request of a running task.
+    pub(crate) async fn request_input(
+        &self,
+        id: &str,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<(), StoreError> {
+        self.write(id, Write::Input(key.to_owned(), request)).await
+    }
+
+    /// Stores a completed step of a running task.
+    pub(crate) async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
+        self.write(id, Write::Step(step)).await
     }
 
     /// How many tasks' work runs in this process.
@@ -146,11 +353,13 @@ impl Runtime {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it.
+    /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it; in cluster
+    /// mode its work runs under `lease`.
     pub(crate) fn register(
         self: &Arc<Self>,
         id: Arc<str>,
         cancel: CancellationToken,
+        lease: Option<Lease>,
         slot: OwnerSlot,
     ) {
         self.start_reaper();
@@ -158,6 +367,8 @@ impl Runtime {
             cancel,
             waiters: Mutex::default(),
             _slot: slot,
+            lease: Mutex::new(lease),
+            fenced: AtomicBool::new(false),
         });
         self.live_map().insert(id, live);
     }
@@ -245,10 +456,13 @@ impl Runtime {
             }
         };
         let status = outcome.status();
-        match self.store.finish(id, outcome).await {
+        match self.write(id, Write::Finish(outcome)).await {
             Ok(()) => tracing::debug!(task_id = %id, ?status, "task ended"),
             Err(StoreError::Terminal(was)) => {
                 tracing::debug!(task_id = %id, ?was, "task had already ended (expired)");
+            }
+            Err(StoreError::Fenced { .. }) => {
+                tracing::info!(task_id = %id, "outcome not written: the task's lease was lost");
             }
             Err(error) => tracing::error!(task_id = %id, %error, "task outcome not stored"),
         }

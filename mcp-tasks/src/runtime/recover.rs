@@ -16,6 +16,13 @@
 //!    before returns its stored answer without being asked (the [`Replay`] data).
 //! 4. A store failure stops recovery with that error; the tasks dealt with before it keep
 //!    their new state, and the rest are dealt with by the next start.
+//! 5. **In a cluster** (`runtime/cluster.rs`) the same decision is made, one task at a time,
+//!    for a task this instance claimed ([`Cause::Lapsed`]: its instance stopped; `fail`
+//!    tools end with a message that says so) or took from the queue ([`Cause::Queued`]: not
+//!    a restart, so every tool runs it); the replay runs under the claimed lease and the
+//!    failure is written fenced with it. A starting instance never replays the tasks other
+//!    live instances are running ([`TaskStore::recoverable`](crate::TaskStore::recoverable)
+//!    is for single-process stores).
 
 use std::sync::Arc;
 
@@ -28,7 +35,7 @@ use super::{
 };
 use crate::{
     errors,
-    store::{Outcome, Recovery, StoreError},
+    store::{Lease, Outcome, Recovery, StoreError},
     tool::RestartPolicy,
     toolkit::{Registered, StateMap, Toolkit},
 };
@@ -43,6 +50,48 @@ pub struct RecoveryReport {
     pub failed: usize,
 }
 
+/// Why a task whose work runs nowhere is dealt with here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// This process started after a previous one left the task running.
+    Restart,
+    /// In a cluster: the lease of the instance running it lapsed (it died or stalled), and
+    /// this instance claimed the task.
+    Lapsed,
+    /// In a cluster: the task was recorded with no runner (queued), and this instance or
+    /// worker claimed it. Not a restart: its tool's restart policy does not apply.
+    Queued,
+}
+
+impl Cause {
+    /// The `statusMessage` of a task of a `fail` tool, dealt with for this cause.
+    fn failure(self) -> &'static str {
+        match self {
+            Self::Restart => "the server restarted while the task was running",
+            Self::Lapsed | Self::Queued => {
+                "the server instance running the task stopped (its lease lapsed); the task is not \
+                 resumed"
+            }
+        }
+    }
+
+    /// The `statusMessage` of a task replayed for this cause.
+    fn resumed(self) -> Option<&'static str> {
+        match self {
+            Self::Restart => Some("resumed after a server restart"),
+            Self::Lapsed => Some("resumed on another server instance after its server stopped"),
+            Self::Queued => None,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Self::Restart => "the server restarted and",
+            Self::Lapsed | Self::Queued => "this server instance",
+        }
+    }
+}
+
 /// Deals with every task the store reports as left running (see the module docs).
 pub(crate) async fn recover(
     runtime: &Arc<Runtime>,
@@ -50,45 +99,80 @@ pub(crate) async fn recover(
     state: &Arc<StateMap>,
 ) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
-    let store = &runtime.store;
-    for task in store.recoverable().await? {
-        let failure = match toolkit.get(&task.tool) {
-            None => Some(format!(
-                "the server restarted and no longer offers tool `{}`",
-                task.tool
-            )),
-            Some(registered) if registered.definition.version() != &*task.tool_version => {
-                Some(format!(
-                    "tool `{}` changed from version `{}` to `{}` while the task ran; it is not \
-                     replayed against different code",
-                    task.tool,
-                    task.tool_version,
-                    registered.definition.version()
-                ))
-            }
-            Some(registered) if registered.definition.restart() == RestartPolicy::Fail => {
-                Some("the server restarted while the task was running".to_owned())
-            }
-            Some(registered) => resume(runtime, registered, state, task.clone()).await.err(),
-        };
-        match failure {
-            None => report.resumed += 1,
-            Some(message) => {
-                report.failed += 1;
-                tracing::info!(task_id = %task.id, tool = %task.tool, %message, "task not resumed");
-                // The store gives the failed task the error's message as its statusMessage.
-                let error = errors::not_resumed(message);
-                match store
-                    .finish(&task.id, Outcome::Failed(errors::to_object(&error)))
-                    .await
-                {
-                    Ok(()) | Err(StoreError::Terminal(_) | StoreError::NotFound) => {}
-                    Err(error) => return Err(error),
-                }
-            }
-        }
+    for task in runtime.store.recoverable().await? {
+        take(
+            runtime,
+            toolkit,
+            state,
+            task,
+            None,
+            Cause::Restart,
+            &mut report,
+        )
+        .await?;
     }
     Ok(report)
+}
+
+/// Deals with one task whose work runs nowhere: replays it, or ends it `failed` (see the
+/// module docs); in cluster mode under `lease`, the lease this instance claimed it with.
+pub(crate) async fn take(
+    runtime: &Arc<Runtime>,
+    toolkit: &Toolkit,
+    state: &Arc<StateMap>,
+    task: Recovery,
+    lease: Option<Lease>,
+    cause: Cause,
+    report: &mut RecoveryReport,
+) -> Result<(), StoreError> {
+    let failure = match toolkit.get(&task.tool) {
+        None => Some(format!(
+            "{} no longer offers tool `{}`",
+            cause.what(),
+            task.tool
+        )),
+        Some(registered) if registered.definition.version() != &*task.tool_version => {
+            Some(format!(
+                "tool `{}` changed from version `{}` to `{}` while the task ran; it is not \
+             replayed against different code",
+                task.tool,
+                task.tool_version,
+                registered.definition.version()
+            ))
+        }
+        Some(registered)
+            if cause != Cause::Queued && registered.definition.restart() == RestartPolicy::Fail =>
+        {
+            Some(cause.failure().to_owned())
+        }
+        Some(registered) => resume(
+            runtime,
+            registered,
+            state,
+            task.clone(),
+            lease.clone(),
+            cause,
+        )
+        .await
+        .err(),
+    };
+    let Some(message) = failure else {
+        report.resumed += 1;
+        return Ok(());
+    };
+    report.failed += 1;
+    tracing::info!(task_id = %task.id, tool = %task.tool, %message, "task not resumed");
+    // The store gives the failed task the error's message as its statusMessage.
+    let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(message)));
+    let written = match (lease, runtime.store.cluster()) {
+        (Some(lease), Some(cluster)) => cluster.finish_fenced(&lease, outcome).await,
+        _ => runtime.store.finish(&task.id, outcome).await,
+    };
+    match written {
+        Ok(())
+        | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
+        Err(error) => Err(error),
+    }
 }
 
 /// Replays a task: the tool runs again with its arguments, stored steps and answers.
@@ -97,6 +181,8 @@ async fn resume(
     registered: &Registered,
     state: &Arc<StateMap>,
     task: Recovery,
+    lease: Option<Lease>,
+    cause: Cause,
 ) -> Result<(), String> {
     let tool: Arc<str> = Arc::from(registered.definition.name());
     let meta: RequestMetaObject =
@@ -120,15 +206,14 @@ async fn resume(
         .tool
         .call(call.context(), task.arguments)
         .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
-    let _ = runtime
-        .store
-        .set_status_message(&task.id, Some("resumed after a server restart".to_owned()))
-        .await;
     // A task taken back counts against its owner's quota but is never refused by it.
     let slot = runtime
         .reserve(&task.owner, false)
         .map_err(|error| error.message.into_owned())?;
-    runtime.register(task.id.clone(), cancel, slot);
+    runtime.register(task.id.clone(), cancel, lease, slot);
+    if let Some(message) = cause.resumed() {
+        let _ = runtime.set_status(&task.id, Some(message.to_owned())).await;
+    }
     runtime.spawn(task.id, tool, &task.owner, run_caught(work));
     Ok(())
 }

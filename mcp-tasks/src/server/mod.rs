@@ -70,8 +70,9 @@ use rmcp::{
 use crate::{
     EXTENSION_ID, errors,
     runtime::{
-        Runtime, Settings,
+        ClusterConfig, Runtime, Settings,
         call::{Answer, Call},
+        cluster::{self, Tools, random_instance_id},
         recover::{RecoveryReport, recover},
     },
     store::{MemoryStore, StoreError, TaskSnapshot, TaskStore},
@@ -133,7 +134,20 @@ pub struct Engine {
     settings: Settings,
     /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
     result_meta: Arc<MetaObject>,
+    /// This instance's id in a cluster (random by default).
+    instance: Arc<str>,
+    cluster: ClusterConfig,
 }
+
+/// The key of a `tools/call` request's `_meta` that carries the client's idempotency key (a
+/// string of 1 to 200 characters): a retry of a call with the same owner, tool and key,
+/// within the first task's TTL, answers with the task that call created and starts no
+/// work. Only calls that run as tasks are deduplicated; the store must support keys
+/// (`MemoryStore`, `PostgresStore`).
+pub const IDEMPOTENCY_KEY: &str = "mcp-tasks/idempotencyKey";
+
+/// The longest idempotency key accepted.
+const MAX_IDEMPOTENCY_KEY: usize = 200;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,7 +170,12 @@ impl Engine {
         Self {
             toolkit: Arc::new(toolkit),
             state,
-            runtime: Runtime::new(Arc::new(MemoryStore::new()), Settings::default()),
+            runtime: Runtime::new(
+                Arc::new(MemoryStore::new()),
+                Settings::default(),
+                Arc::from(""),
+                ClusterConfig::default(),
+            ),
             default_owner: Arc::from(DEFAULT_OWNER),
             tool_names: Arc::new(tool_names),
             request_state: Arc::new(request_state::Sealer::new(
@@ -165,6 +184,57 @@ impl Engine {
             )),
             settings: Settings::default(),
             result_meta: Arc::new(server_info_meta(&default_server_info())),
+            instance: random_instance_id(),
+            cluster: ClusterConfig::default(),
+        }
+    }
+
+    fn rebuild(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.runtime = Runtime::new(
+            store,
+            self.settings.clone(),
+            self.instance.clone(),
+            self.cluster.clone(),
+        );
+        self
+    }
+
+    /// Sets this instance's id, which the leases of the tasks it runs carry, when the store
+    /// is shared by several instances (`PostgresStore`). Default: `instance-` and 64
+    /// random bits, new for every engine. Two live instances must never share an id.
+    #[must_use]
+    pub fn with_instance_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.instance = id.into();
+        let store = self.runtime.store.clone();
+        self.rebuild(store)
+    }
+
+    /// Sets how this instance shares its store with other instances: lease length, renewal
+    /// and claim intervals, and whether calls run here or are queued for workers (see
+    /// [`ClusterConfig`] for the defaults). Ignored with a single-process store.
+    #[must_use]
+    pub fn with_cluster(mut self, config: ClusterConfig) -> Self {
+        self.cluster = config;
+        let store = self.runtime.store.clone();
+        self.rebuild(store)
+    }
+
+    /// This instance's id (see [`Engine::with_instance_id`]).
+    #[must_use]
+    pub fn instance_id(&self) -> &str {
+        &self.instance
+    }
+
+    /// Starts the cluster loops once (leases, wake-ups, takeover), in cluster mode.
+    fn start_cluster(&self) {
+        if self.runtime.instance.is_some() {
+            cluster::start(
+                &self.runtime,
+                &Tools {
+                    toolkit: self.toolkit.clone(),
+                    state: self.state.clone(),
+                },
+            );
         }
     }
 
@@ -176,9 +246,8 @@ impl Engine {
 
     /// Uses a store shared with other code.
     #[must_use]
-    pub fn with_shared_store(mut self, store: Arc<dyn TaskStore>) -> Self {
-        self.runtime = Runtime::new(store, self.settings.clone());
-        self
+    pub fn with_shared_store(self, store: Arc<dyn TaskStore>) -> Self {
+        self.rebuild(store)
     }
 
     /// Sets how often the engine sweeps the store for tasks past their TTL (default 1 s).
@@ -187,8 +256,8 @@ impl Engine {
     #[must_use]
     pub fn with_expiry_sweep(mut self, every: std::time::Duration) -> Self {
         self.settings.reap_interval = every.max(std::time::Duration::from_millis(1));
-        self.runtime = Runtime::new(self.runtime.store.clone(), self.settings.clone());
-        self
+        let store = self.runtime.store.clone();
+        self.rebuild(store)
     }
 
     /// Sets the task-level [`Limits`](crate::Limits): outstanding input requests per task,
@@ -197,8 +266,8 @@ impl Engine {
     #[must_use]
     pub fn with_limits(mut self, limits: crate::Limits) -> Self {
         self.settings.limits = limits;
-        self.runtime = Runtime::new(self.runtime.store.clone(), self.settings.clone());
-        self
+        let store = self.runtime.store.clone();
+        self.rebuild(store)
     }
 
     /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
@@ -297,6 +366,7 @@ impl Engine {
         params: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.start_cluster();
         let Some(registered) = self.toolkit.get(&params.name) else {
             return Err(errors::unknown_tool(&params.name));
         };
@@ -335,8 +405,11 @@ impl Engine {
             arguments: &arguments,
             request_meta: meta_object(&context.meta),
             mrtr,
+            idempotency_key: idempotency_key(&context.meta)?,
         };
-        let answer = if as_task {
+        let answer = if as_task && call.records_first() {
+            call.recorded().await?
+        } else if as_task {
             call.task(definition.inline_budget(), &context.ct).await?
         } else {
             call.inline(&context.ct).await?
@@ -437,7 +510,24 @@ impl Engine {
     ///
     /// # Errors
     /// A failure of the store; tasks dealt with before it keep their new state.
+    ///
+    /// In cluster mode (a store several instances share) a starting instance does not
+    /// replay the tasks other instances are running: it starts its lease renewals, wake-ups
+    /// and takeover loop, and claims at once the tasks whose lease lapsed (an instance
+    /// that died) and, unless [`ClusterConfig::with_execution`] is off, queued ones; the
+    /// report counts those.
     pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
+        if self.runtime.instance.is_some() {
+            self.start_cluster();
+            if !self.cluster.execution {
+                return Ok(RecoveryReport::default());
+            }
+            let tools = Tools {
+                toolkit: self.toolkit.clone(),
+                state: self.state.clone(),
+            };
+            return cluster::claim(&self.runtime, &tools).await;
+        }
         recover(&self.runtime, &self.toolkit, &self.state).await
     }
 
@@ -451,6 +541,7 @@ impl Engine {
         if !declares_tasks(context) {
             return Err(errors::tasks_capability_required());
         }
+        self.start_cluster();
         let owner = self.owner(context);
         match self.runtime.read(id).await {
             Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
@@ -516,6 +607,22 @@ fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
             .meta
             .client_capabilities()
             .is_some_and(|caps| caps.supports_tasks())
+}
+
+/// The client's idempotency key in the request's `_meta` ([`IDEMPOTENCY_KEY`]), if any.
+fn idempotency_key(meta: &rmcp::model::RequestMetaObject) -> Result<Option<Arc<str>>, ErrorData> {
+    let Some(value) = meta.0.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    match value.as_str() {
+        Some(key) if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY => {
+            Ok(Some(Arc::from(key)))
+        }
+        _ => Err(errors::bad_idempotency_key(
+            IDEMPOTENCY_KEY,
+            MAX_IDEMPOTENCY_KEY,
+        )),
+    }
 }
 
 /// The request's `_meta` as a JSON object, to keep with a task.

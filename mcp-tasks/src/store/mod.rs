@@ -51,9 +51,9 @@
 //! the operations a runtime needs to run each task's work in exactly one place:
 //!
 //! 10. **Leases with a fencing epoch.** The instance that runs a task's work holds its
-//!    [`Lease`]: (instance id, lease deadline, epoch). The deadline is kept in the store on the
-//!    store's own clock (not the instances' clocks), and the holder extends it with
-//!    [`ClusterStore::renew`]. Every change of holder increments the epoch.
+//!     [`Lease`]: (instance id, lease deadline, epoch). The deadline is kept in the store on the
+//!     store's own clock (not the instances' clocks), and the holder extends it with
+//!     [`ClusterStore::renew`]. Every change of holder increments the epoch.
 //! 11. **One claimer.** When a lease lapses, [`ClusterStore::claim_lapsed`] gives the task to
 //!     exactly one of the instances asking at that moment, at the next epoch, with the
 //!     [`Recovery`] data to replay or fail it; [`ClusterStore::claim_queued`] does the same for
@@ -590,6 +590,11 @@ pub trait ClusterStore: Send + Sync {
 
     /// [`TaskStore::finish`] under `lease`; the lease ends with the task.
     async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError>;
+
+    /// Every answer stored for task `id`'s input requests, by key: what the instance running
+    /// it reads on a [`WakeupKind::Answers`] wake-up. [`StoreError::NotFound`] for an
+    /// unknown or purged id.
+    async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
 
     /// The wake-ups of this store: answers and cancel intents for the tasks whose leases
     /// were taken through it, and queued tasks. The first call starts the listener.

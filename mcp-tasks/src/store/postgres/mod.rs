@@ -102,6 +102,13 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `application_name` of the store's connections (when the URL sets none).
 pub const DEFAULT_APPLICATION_NAME: &str = "mcp-tasks";
 
+/// How long the server lets a connection of the store sit idle inside a transaction before
+/// it ends the session (`idle_in_transaction_session_timeout`). The store's transactions
+/// last milliseconds; a process stalled in the middle of one (SIGSTOP, a VM pause) would keep
+/// its rows locked, and claims skip locked rows, so without this a stalled instance could
+/// keep its tasks from being taken over for as long as it stalls.
+const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 10_000;
+
 /// Tasks one expiry or purge statement takes at most (the sweep repeats until none is due).
 const SWEEP_BATCH: i64 = 256;
 
@@ -201,7 +208,10 @@ impl PostgresBuilder {
                 e,
             )
         })?;
-        let search_path = format!("-c search_path=\"{}\"", self.schema);
+        let search_path = format!(
+            "-c search_path=\"{}\" -c idle_in_transaction_session_timeout={}",
+            self.schema, IDLE_IN_TRANSACTION_TIMEOUT_MS
+        );
         let options = match config.get_options() {
             Some(existing) if !existing.is_empty() => format!("{existing} {search_path}"),
             _ => search_path,
@@ -1120,6 +1130,20 @@ impl ClusterStore for PostgresStore {
             self.unhold(lease);
         }
         result
+    }
+
+    async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        let rows = read(
+            &self.pool,
+            "SELECT answers FROM tasks WHERE id = $1",
+            &[&id],
+            "could not read the task's answers",
+        )
+        .await?;
+        match rows.first() {
+            Some(row) => json(row.get::<_, &str>(0)),
+            None => Err(StoreError::NotFound),
+        }
     }
 
     fn wakeups(&self) -> broadcast::Receiver<Wakeup> {

@@ -1,0 +1,388 @@
+//! Several instances on one task space: what a runtime does when its store is a
+//! [`ClusterStore`] (`PostgresStore`).
+//!
+//! # Invariants
+//!
+//! 1. **Work runs under a lease.** A task's work runs on an instance only while that
+//!    instance holds the task's lease: the creating instance from the create
+//!    ([`NewTask::with_runner`](crate::store::NewTask::with_runner)), a claiming instance
+//!    from its claim. Every write of the work is fenced with that lease (see the
+//!    [runtime docs](super)); one refused as fenced stops the work, which writes nothing more.
+//! 2. **Leases are renewed** every [`ClusterConfig::renewal`] while the work runs; a
+//!    renewal refused (the lease lapsed and another instance took the task, or the task
+//!    ended) stops the work the same way.
+//! 3. **Wake-ups reach the work.** A cancel intent stored through any instance cancels the
+//!    work here; answers stored through any instance are read back from the store and handed
+//!    to the waiting input request. Notifications come from the store's listener, which also
+//!    re-reads the leased tasks (the store's re-read interval) to cover a lost one; a runtime
+//!    that falls behind the notifications re-reads every task it runs.
+//! 4. **Takeover.** Every [`ClusterConfig::claim_interval`] an executing instance claims
+//!    tasks whose lease lapsed ([`ClusterStore::claim_lapsed`]: one claimer per task) and
+//!    applies the tool's restart policy (`runtime/recover.rs`): `resume` replays with the
+//!    stored steps and answers, `fail` ends the task `failed` with a `statusMessage` saying
+//!    that its server stopped. It also claims queued tasks
+//!    ([`ClusterStore::claim_queued`]), at once when a queued wake-up arrives.
+//! 5. **Expiry** runs on every instance (the reaper of [`Runtime`]); the store splits the due
+//!    rows between the sweeping instances.
+
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use tokio::sync::{Notify, broadcast::error::RecvError};
+
+use super::{
+    Runtime,
+    recover::{Cause, take},
+};
+use crate::{
+    RecoveryReport,
+    store::{ClusterStore, StoreError, Wakeup, WakeupKind},
+    toolkit::{StateMap, Toolkit},
+};
+
+/// Default lease length: how long a task whose instance died waits before another instance
+/// takes it over.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default interval between two renewals of the leases an instance holds (a third of the
+/// lease).
+pub const DEFAULT_RENEWAL: Duration = Duration::from_secs(10);
+/// Default interval between two claims of lapsed (and queued) tasks.
+pub const DEFAULT_CLAIM_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Tasks one claim takes at most; a full claim is repeated at once.
+const CLAIM_BATCH: usize = 32;
+/// Leases renewed at once.
+const RENEW_CONCURRENCY: usize = 8;
+
+/// How an instance shares a task space with others, when its store is a [`ClusterStore`]
+/// (`PostgresStore`); ignored with a single-process store.
+///
+/// | setting | default |
+/// | --- | --- |
+/// | [`with_lease`](Self::with_lease) | [`DEFAULT_LEASE`] (30 s) |
+/// | [`with_renewal`](Self::with_renewal) | [`DEFAULT_RENEWAL`] (10 s) |
+/// | [`with_claim_interval`](Self::with_claim_interval) | [`DEFAULT_CLAIM_INTERVAL`] (2 s) |
+/// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
+/// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
+///
+/// The re-read that covers a lost notification is the store's
+/// (`PostgresBuilder::with_reread_interval`, default 2 s).
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_tasks::ClusterConfig;
+///
+/// // A front that only records tasks; workers run them.
+/// let front = ClusterConfig::default()
+///     .with_queued_calls(true)
+///     .with_execution(false);
+/// // Faster takeover: a dead instance's tasks move after about 5 s.
+/// let quick = ClusterConfig::default()
+///     .with_lease(Duration::from_secs(5))
+///     .with_renewal(Duration::from_millis(1500));
+/// assert!(quick.lease() > quick.renewal());
+/// # let _ = front;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct ClusterConfig {
+    pub(crate) lease: Duration,
+    pub(crate) renewal: Duration,
+    pub(crate) claim_interval: Duration,
+    pub(crate) queued_calls: bool,
+    pub(crate) execution: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            lease: DEFAULT_LEASE,
+            renewal: DEFAULT_RENEWAL,
+            claim_interval: DEFAULT_CLAIM_INTERVAL,
+            queued_calls: false,
+            execution: true,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Sets the lease length (default [`DEFAULT_LEASE`]): a task whose instance died or
+    /// stalled is taken over about this long after its last renewal. At least 1 ms.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how often the leases are renewed (default [`DEFAULT_RENEWAL`]); keep it well
+    /// within the lease (a third is usual). At least 1 ms.
+    pub fn with_renewal(mut self, renewal: Duration) -> Self {
+        self.renewal = renewal.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how often the instance claims lapsed and queued tasks (default
+    /// [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
+    pub fn with_claim_interval(mut self, interval: Duration) -> Self {
+        self.claim_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// With `true`, a `tools/call` that runs as a task only records the task, queued, and
+    /// starts no work here: any executing instance or [`Worker`](crate::Worker) claims it
+    /// and runs it under a lease (default `false`: the receiving instance runs it).
+    ///
+    /// Questions a tool asks before its task exists (`before_task`, answered inline by
+    /// multi round-trip requests) cannot be asked by a front that does not run the work:
+    /// with queued calls they are asked through the task (`input_required`, answered with
+    /// `tasks/update`), like every other question. The inline budget of `optional` tools
+    /// does not apply either: a declaring call always gets a task.
+    pub fn with_queued_calls(mut self, queued: bool) -> Self {
+        self.queued_calls = queued;
+        self
+    }
+
+    /// With `false`, this instance runs no work of other instances' calls: it neither takes
+    /// over lapsed tasks nor claims queued ones (a pure front; default `true`).
+    pub fn with_execution(mut self, execution: bool) -> Self {
+        self.execution = execution;
+        self
+    }
+
+    /// The lease length.
+    #[must_use]
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The renewal interval.
+    #[must_use]
+    pub fn renewal(&self) -> Duration {
+        self.renewal
+    }
+
+    /// The claim interval.
+    #[must_use]
+    pub fn claim_interval(&self) -> Duration {
+        self.claim_interval
+    }
+
+    /// Whether calls are only recorded, queued.
+    #[must_use]
+    pub fn queued_calls(&self) -> bool {
+        self.queued_calls
+    }
+
+    /// Whether this instance takes over lapsed tasks and claims queued ones.
+    #[must_use]
+    pub fn execution(&self) -> bool {
+        self.execution
+    }
+}
+
+/// A random instance id: `instance-` and 64 random bits in hex.
+pub(crate) fn random_instance_id() -> Arc<str> {
+    let id = crate::id::new_task_id();
+    Arc::from(format!("instance-{}", &id[id.len() - 16..]))
+}
+
+/// What the cluster loops need besides the runtime.
+#[derive(Clone)]
+pub(crate) struct Tools {
+    pub(crate) toolkit: Arc<Toolkit>,
+    pub(crate) state: Arc<StateMap>,
+}
+
+/// Starts the cluster loops of `runtime` once (renewals, wake-ups, claims); a no-op for a
+/// single-process store. The loops hold only a weak reference and stop with the runtime.
+pub(crate) fn start(runtime: &Arc<Runtime>, tools: &Tools) {
+    let Some((cluster, instance)) = runtime.cluster() else {
+        return;
+    };
+    runtime.driver.get_or_init(|| {
+        let claim_now = Arc::new(Notify::new());
+        let wakeups = cluster.wakeups();
+        let weak = Arc::downgrade(runtime);
+        tokio::spawn(renew_loop(weak.clone(), instance.config.renewal));
+        tokio::spawn(wakeup_loop(weak.clone(), wakeups, claim_now.clone()));
+        if instance.config.execution {
+            tokio::spawn(claim_loop(
+                weak,
+                tools.clone(),
+                instance.config.claim_interval,
+                claim_now,
+            ));
+        }
+        // The reaper runs on every instance, also one that has never run work.
+        runtime.start_reaper();
+    });
+}
+
+/// Renews every lease held here, each [`ClusterConfig::renewal`].
+async fn renew_loop(weak: Weak<Runtime>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
+        renew_all(&runtime).await;
+    }
+}
+
+async fn renew_all(runtime: &Arc<Runtime>) {
+    let Some((cluster, _)) = runtime.cluster() else {
+        return;
+    };
+    futures::stream::iter(runtime.leases())
+        .for_each_concurrent(RENEW_CONCURRENCY, |lease| async move {
+            match cluster.renew(&lease).await {
+                Ok(renewed) => runtime.renewed(renewed),
+                Err(StoreError::Fenced { current, .. }) => {
+                    tracing::warn!(task_id = %lease.task_id, epoch = lease.epoch, current,
+                        "lease renewal refused: another instance holds the task");
+                    runtime.lost_at(&lease.task_id, lease.epoch);
+                }
+                Err(StoreError::Terminal(_) | StoreError::NotFound) => {
+                    // Ended elsewhere (expired): nothing more to write.
+                    runtime.lost(&lease.task_id);
+                }
+                Err(error) => {
+                    tracing::warn!(task_id = %lease.task_id, %error, "lease renewal failed; retrying");
+                }
+            }
+        })
+        .await;
+}
+
+/// Acts on the store's wake-ups for the work running here.
+async fn wakeup_loop(
+    weak: Weak<Runtime>,
+    mut wakeups: tokio::sync::broadcast::Receiver<Wakeup>,
+    claim_now: Arc<Notify>,
+) {
+    loop {
+        let received = wakeups.recv().await;
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
+        match received {
+            Ok(wakeup) => match wakeup.kind {
+                WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
+                WakeupKind::Answers => {
+                    tokio::spawn(async move { deliver_stored(&runtime, &wakeup.task_id).await });
+                }
+                WakeupKind::Queued => claim_now.notify_one(),
+            },
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "wake-ups missed; re-reading every task running here"
+                );
+                tokio::spawn(async move { reread_all(&runtime).await });
+                claim_now.notify_one();
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Hands the answers stored for task `id` to the work waiting here.
+async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
+    let Some((cluster, _)) = runtime.cluster() else {
+        return;
+    };
+    match cluster.answers(id).await {
+        Ok(answers) => runtime.deliver(id, answers),
+        Err(error) => tracing::warn!(task_id = %id, %error, "stored answers not read"),
+    }
+}
+
+/// Re-reads every task running here: cancels the ones with a cancel intent, hands over
+/// stored answers (a waiter takes an answer once; the rest are ignored).
+async fn reread_all(runtime: &Arc<Runtime>) {
+    for id in runtime.live_ids() {
+        match runtime.store.get(&id).await {
+            Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
+                runtime.cancel(&id);
+            }
+            Ok(_) => deliver_stored(runtime, &id).await,
+            Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
+        }
+    }
+}
+
+/// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`] and at once on a
+/// queued wake-up.
+async fn claim_loop(weak: Weak<Runtime>, tools: Tools, every: Duration, claim_now: Arc<Notify>) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = claim_now.notified() => {}
+        }
+        let Some(runtime) = weak.upgrade() else {
+            return;
+        };
+        if let Err(error) = claim(&runtime, &tools).await {
+            tracing::warn!(%error, "claiming tasks failed; retrying");
+        }
+    }
+}
+
+/// One claim pass: every queued task, then every lapsed one, in batches.
+pub(crate) async fn claim(
+    runtime: &Arc<Runtime>,
+    tools: &Tools,
+) -> Result<RecoveryReport, StoreError> {
+    let mut report = RecoveryReport::default();
+    let Some((cluster, instance)) = runtime.cluster() else {
+        return Ok(report);
+    };
+    for cause in [Cause::Queued, Cause::Lapsed] {
+        loop {
+            let claimed = claim_batch(cluster, &instance.id, instance.config.lease, cause).await?;
+            let full = claimed.len() == CLAIM_BATCH;
+            for (task, lease) in claimed {
+                tracing::info!(task_id = %task.id, tool = %task.tool, epoch = lease.epoch,
+                    ?cause, "task claimed");
+                // Its own lapsed task, whose work still runs here: it goes on, not twice.
+                if runtime.adopt(&lease) {
+                    report.resumed += 1;
+                    continue;
+                }
+                take(
+                    runtime,
+                    &tools.toolkit,
+                    &tools.state,
+                    task,
+                    Some(lease),
+                    cause,
+                    &mut report,
+                )
+                .await?;
+            }
+            if !full {
+                break;
+            }
+        }
+    }
+    Ok(report)
+}
+
+async fn claim_batch(
+    cluster: &dyn ClusterStore,
+    instance: &str,
+    lease: Duration,
+    cause: Cause,
+) -> Result<Vec<(crate::store::Recovery, crate::store::Lease)>, StoreError> {
+    match cause {
+        Cause::Queued => cluster.claim_queued(instance, lease, CLAIM_BATCH).await,
+        _ => cluster.claim_lapsed(instance, lease, CLAIM_BATCH).await,
+    }
+}

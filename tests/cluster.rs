@@ -1,0 +1,1107 @@
+//! Several instances, one task space (issue 11): real server processes
+//! (`mcp-tasks-example-http --store postgres://...`) on one Postgres schema, with clients that
+//! send each request to the next instance, round robin.
+//!
+//! - `three_instances_one_task_space`: mixed tasks (steps, input, cancel) created on every
+//!   instance; every `tasks/get`/`update`/`cancel` answered by any instance; answers and
+//!   cancels sent to another instance than the one running the work reach it (p99 printed);
+//!   a retried call with the same idempotency key on another instance answers the same task
+//!   and runs nothing twice; then SIGKILL of one instance mid-task: its `resume` tasks
+//!   complete on the others with no completed step run twice (the tools' side-effect
+//!   journals, outside the servers), its `fail` tasks are `failed` with the message, no task
+//!   id lost, within lease + a few seconds; then SIGSTOP of another instance until it loses
+//!   its leases, SIGCONT, and nothing it held is overwritten (fencing).
+//! - `workers_run_what_a_front_records`: a front that runs nothing and two workers; tasks
+//!   complete, and killing a worker mid-task hands its tasks to the other.
+//!
+//! - In process, on Postgres: `a_stalled_instance_that_lost_its_lease_writes_nothing` (the
+//!   runtime's fencing, deterministic: A stops renewing, B takes over, A's step and outcome
+//!   are refused) and `another_owner_finds_nothing_on_any_instance` (owner scoping).
+//! - Idempotency over HTTP on one in-process server (memory store), and `TaskClient`
+//!   retrying a lost `tools/call` answer with the same key.
+//!
+//! `MCP_TASKS_CLUSTER_TASKS` sets the number of mixed tasks (default 300).
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    collections::{HashMap, HashSet},
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use common::{TASKS, first_input_key, first_text, meta, parse_body};
+use mcp_tasks::{
+    State, TaskContext, TaskServer, ToolError, client::TaskClient, task_tool, toolkit,
+};
+use serde_json::{Value, json};
+
+/// Lease, renewal, claim and re-read settings of every instance in these tests.
+const LEASE_MS: u64 = 4000;
+const RENEW_MS: u64 = 1000;
+const CLAIM_MS: u64 = 250;
+const REREAD_MS: u64 = 500;
+/// How often a waiting client polls `tasks/get`.
+const POLL_MS: u64 = 20;
+/// Task flows of phase 1 under way at once.
+const CONCURRENT_FLOWS: usize = 12;
+
+fn example_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
+}
+
+/// One server process of the cluster.
+struct Instance {
+    name: String,
+    child: Child,
+    url: Option<String>,
+    journal: PathBuf,
+}
+
+impl Instance {
+    /// Starts an instance (or, with `--worker` in `extra`, a worker) on `db`'s schema.
+    fn start(db: &pg::Db, dir: &Path, name: &str, extra: &[&str]) -> Self {
+        let journal = dir.join(format!("journal-{name}.txt"));
+        let mut child = Command::new(example_binary())
+            .args(["--port", "0", "--store", &db.url, "--schema", &db.schema])
+            .args(["--instance", name, "--pace-ms", "200"])
+            .args(["--lease-ms", &LEASE_MS.to_string()])
+            .args(["--renew-ms", &RENEW_MS.to_string()])
+            .args(["--claim-ms", &CLAIM_MS.to_string()])
+            .args(["--reread-ms", &REREAD_MS.to_string()])
+            .arg("--journal")
+            .arg(&journal)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start an instance");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .unwrap_or_else(|| panic!("instance {name} exited before serving"))
+                .unwrap();
+            if let Some(url) = line.strip_prefix("serving MCP on ") {
+                break Some(url.to_owned());
+            }
+            if line.starts_with("worker ") {
+                break None;
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Self {
+            name: name.to_owned(),
+            child,
+            url,
+            journal,
+        }
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {}", self.name);
+    }
+
+    fn kill9(&mut self) {
+        // SIGKILL: no destructor, no graceful shutdown, leases left to lapse.
+        self.child.kill().expect("kill -9");
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends each request to the next instance, round robin (or to a chosen one).
+#[derive(Clone)]
+struct Clients {
+    urls: Arc<Vec<String>>,
+    next: Arc<AtomicUsize>,
+    http: reqwest::Client,
+}
+
+impl Clients {
+    fn new(urls: Vec<String>) -> Self {
+        Self {
+            urls: Arc::new(urls),
+            next: Arc::new(AtomicUsize::new(0)),
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn pick(&self) -> usize {
+        self.next.fetch_add(1, Ordering::Relaxed) % self.urls.len()
+    }
+
+    /// A JSON-RPC request to instance `at`; the response message.
+    async fn rpc_at(&self, at: usize, method: &str, mut params: Value, key: Option<&str>) -> Value {
+        params["_meta"] = meta(TASKS);
+        if let Some(key) = key {
+            params["_meta"]["mcp-tasks/idempotencyKey"] = json!(key);
+        }
+        let name = params["name"]
+            .as_str()
+            .or(params["taskId"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let response = self
+            .http
+            .post(&self.urls[at])
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", common::V2026)
+            .header("mcp-method", method)
+            .header("mcp-name", name)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} to instance {at}: {e}"));
+        parse_body(&response.text().await.unwrap())
+    }
+
+    /// `tools/call` on instance `at`: the task id.
+    async fn call(&self, at: usize, tool: &str, arguments: Value, key: Option<&str>) -> String {
+        let response = self
+            .rpc_at(
+                at,
+                "tools/call",
+                json!({ "name": tool, "arguments": arguments }),
+                key,
+            )
+            .await;
+        assert_eq!(response["result"]["resultType"], "task", "{response}");
+        response["result"]["taskId"].as_str().unwrap().to_owned()
+    }
+
+    /// `tasks/get` on the next instance; every one must know every task.
+    async fn get(&self, id: &str) -> Value {
+        let at = self.pick();
+        let response = self
+            .rpc_at(at, "tasks/get", json!({ "taskId": id }), None)
+            .await;
+        assert!(
+            response.get("error").is_none(),
+            "tasks/get of {id} on instance {at}: {response}"
+        );
+        response["result"].clone()
+    }
+
+    /// Polls (next instance each time, every [`POLL_MS`]) until `done(snapshot)`, at most `limit`.
+    async fn wait(&self, id: &str, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let snapshot = self.get(id).await;
+            if done(&snapshot) || started.elapsed() > limit {
+                return snapshot;
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+        }
+    }
+
+    async fn update_at(&self, at: usize, id: &str, key: &str, go: bool) {
+        let answer = json!({ key: { "action": "accept", "content": { "go": go } } });
+        let response = self
+            .rpc_at(
+                at,
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": answer }),
+                None,
+            )
+            .await;
+        assert!(
+            response.get("error").is_none(),
+            "tasks/update of {id} on instance {at}: {response}"
+        );
+    }
+
+    async fn cancel_at(&self, at: usize, id: &str) {
+        let response = self
+            .rpc_at(at, "tasks/cancel", json!({ "taskId": id }), None)
+            .await;
+        assert!(
+            response.get("error").is_none(),
+            "tasks/cancel of {id} on instance {at}: {response}"
+        );
+    }
+}
+
+fn is_terminal(snapshot: &Value) -> bool {
+    matches!(
+        snapshot["status"].as_str(),
+        Some("completed" | "failed" | "cancelled")
+    )
+}
+
+/// `(task, batch)` → how many times the batch's side effect ran, over every journal.
+fn journal_counts(journals: &[&Path]) -> HashMap<(String, u32), usize> {
+    let mut counts = HashMap::new();
+    for journal in journals {
+        for line in std::fs::read_to_string(journal).unwrap_or_default().lines() {
+            let (task, batch) = line.split_once(' ').expect("journal line `<task> <batch>`");
+            *counts
+                .entry((task.to_owned(), batch.parse().unwrap()))
+                .or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// The steps stored per task, straight from the database.
+async fn stored_steps(db: &pg::Db) -> HashSet<(String, u32)> {
+    let client = db.raw().await;
+    client
+        .query("SELECT task_id, seq FROM steps", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                u32::try_from(r.get::<_, i64>(1)).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Each task's row as it is now: what a fenced instance must not change.
+async fn rows(db: &pg::Db, ids: &[String]) -> HashMap<String, String> {
+    let client = db.raw().await;
+    client
+        .query(
+            "SELECT id, status, coalesce(status_message, ''), last_updated_at_ms::text, \
+             coalesce(outcome, ''), epoch::text FROM tasks WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let fields: Vec<String> = (1..6).map(|i| r.get::<_, String>(i)).collect();
+            (r.get::<_, String>(0), fields.join("|"))
+        })
+        .collect()
+}
+
+fn percentile(mut samples: Vec<Duration>, p: f64) -> Duration {
+    samples.sort();
+    let rank = ((samples.len() as f64) * p).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// How many mixed tasks phase 1 runs (`MCP_TASKS_CLUSTER_TASKS`, default 300).
+fn mixed_tasks() -> usize {
+    std::env::var("MCP_TASKS_CLUSTER_TASKS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(300)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_instances_one_task_space() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    // The schema is created once, before three processes race to create it.
+    drop(db.store().await.expect("create the schema"));
+    let dir = temp_dir("cluster");
+    let mut instances: Vec<Instance> = ["a", "b", "c"]
+        .iter()
+        .map(|name| Instance::start(&db, &dir, name, &[]))
+        .collect();
+    let clients = Clients::new(instances.iter().map(|i| i.url.clone().unwrap()).collect());
+    let started = Instant::now();
+
+    // 1. Mixed tasks, each created on instance `at` (which runs it); the answer or cancel
+    //    goes to the next instance, and gets go round robin.
+    let n = mixed_tasks();
+    let limits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_FLOWS));
+    let mut flows = Vec::new();
+    for i in 0..n {
+        let (clients, limits) = (clients.clone(), limits.clone());
+        flows.push(tokio::spawn(async move {
+            let _permit = limits.acquire().await.unwrap();
+            let at = i % 3;
+            let other = (at + 1) % 3;
+            match i % 3 {
+                0 => {
+                    let id = clients
+                        .call(
+                            at,
+                            "import_rows",
+                            json!({ "batches": 3, "batch_ms": 20 }),
+                            None,
+                        )
+                        .await;
+                    let done = clients
+                        .wait(&id, Duration::from_secs(20), is_terminal)
+                        .await;
+                    assert_eq!(done["status"], "completed", "{done}");
+                    assert_eq!(
+                        first_text(&done["result"]),
+                        "imported 300 rows in 3 batches"
+                    );
+                    None
+                }
+                1 => {
+                    let arguments = json!({ "batches": 1, "batch_ms": 0, "confirm": true });
+                    let id = clients.call(at, "import_rows", arguments, None).await;
+                    let asked = clients
+                        .wait(&id, Duration::from_secs(20), |s| {
+                            s["status"] == "input_required"
+                        })
+                        .await;
+                    assert_eq!(asked["status"], "input_required", "{asked}");
+                    let key = first_input_key(&asked);
+                    let sent = Instant::now();
+                    clients.update_at(other, &id, &key, true).await;
+                    let done = clients
+                        .wait(&id, Duration::from_secs(20), is_terminal)
+                        .await;
+                    let took = sent.elapsed();
+                    assert_eq!(done["status"], "completed", "{done}");
+                    assert_eq!(
+                        first_text(&done["result"]),
+                        "imported 100 rows in 1 batches"
+                    );
+                    Some(("answer", took))
+                }
+                _ => {
+                    let id = clients
+                        .call(
+                            at,
+                            "workspace_report",
+                            json!({ "workspace_id": format!("w{i}") }),
+                            None,
+                        )
+                        .await;
+                    let sent = Instant::now();
+                    clients.cancel_at(other, &id).await;
+                    let done = clients
+                        .wait(&id, Duration::from_secs(20), is_terminal)
+                        .await;
+                    let took = sent.elapsed();
+                    assert_eq!(done["status"], "cancelled", "{done}");
+                    Some(("cancel", took))
+                }
+            }
+        }));
+    }
+    let mut samples: HashMap<&str, Vec<Duration>> = HashMap::new();
+    for flow in flows {
+        if let Some((kind, took)) = flow.await.expect("a task flow failed") {
+            samples.entry(kind).or_default().push(took);
+        }
+    }
+    eprintln!(
+        "phase 1: {n} mixed tasks on 3 instances in {:?}",
+        started.elapsed()
+    );
+    for (kind, took) in &samples {
+        eprintln!(
+            "  {kind} sent to another instance than the runner's, until the outcome read back \
+             (polling every {POLL_MS} ms): p50 {:?}, p99 {:?} ({} samples)",
+            percentile(took.clone(), 0.5),
+            percentile(took.clone(), 0.99),
+            took.len()
+        );
+    }
+    let p99 = percentile(samples.into_values().flatten().collect(), 0.99);
+    // A generous bound: on a loaded 2-core machine most of this is the load of the polling
+    // clients themselves (with 3 flows at once the p50 is ~40 ms cancel, ~70 ms answer).
+    assert!(p99 < Duration::from_secs(5), "p99 propagation {p99:?}");
+
+    // 2. A retried call (same key) on another instance answers the same task, and its work
+    //    runs once.
+    let key = "retry-of-one-call";
+    let arguments = json!({ "batches": 2, "batch_ms": 50 });
+    let first = clients
+        .call(0, "import_rows", arguments.clone(), Some(key))
+        .await;
+    let retry = clients
+        .call(1, "import_rows", arguments.clone(), Some(key))
+        .await;
+    assert_eq!(first, retry, "a retry with the same key is the same task");
+    let other_key = clients
+        .call(1, "import_rows", arguments.clone(), Some("another-call"))
+        .await;
+    assert_ne!(first, other_key);
+    for id in [&first, &other_key] {
+        let done = clients.wait(id, Duration::from_secs(20), is_terminal).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    let again = clients.call(2, "import_rows", arguments, Some(key)).await;
+    assert_eq!(
+        first, again,
+        "a retry after the task completed is still that task"
+    );
+    let journals: Vec<PathBuf> = instances.iter().map(|i| i.journal.clone()).collect();
+    let journal_refs: Vec<&Path> = journals.iter().map(PathBuf::as_path).collect();
+    let counts = journal_counts(&journal_refs);
+    for batch in 1..=2 {
+        assert_eq!(
+            counts.get(&(first.clone(), batch)),
+            Some(&1),
+            "batch {batch} of the retried call ran once"
+        );
+    }
+
+    // A task that runs for longer than two leases on a healthy instance: its renewals keep
+    // it there (epoch 1, every batch once), checked after phase 3.
+    let long = clients
+        .call(
+            1,
+            "import_rows",
+            json!({ "batches": 3, "batch_ms": 3000 }),
+            None,
+        )
+        .await;
+
+    // 3. SIGKILL instance a mid-task: 24 `resume` tasks with 8 steps, 12 `fail` tasks.
+    let mut resume_ids = Vec::new();
+    let mut fail_ids = Vec::new();
+    for i in 0..24 {
+        resume_ids.push(
+            clients
+                .call(
+                    0,
+                    "import_rows",
+                    json!({ "batches": 8, "batch_ms": 150 }),
+                    None,
+                )
+                .await,
+        );
+        if i % 2 == 0 {
+            fail_ids.push(
+                clients
+                    .call(
+                        0,
+                        "workspace_report",
+                        json!({ "workspace_id": format!("k{i}") }),
+                        None,
+                    )
+                    .await,
+            );
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    instances[0].kill9();
+    let killed = Instant::now();
+    let steps_at_kill = stored_steps(&db).await;
+    let midway = resume_ids
+        .iter()
+        .filter(|id| steps_at_kill.iter().any(|(t, _)| t == *id))
+        .count();
+    assert!(midway > 0, "the kill came mid-task: some steps were stored");
+    let survivors = Clients::new(
+        instances[1..]
+            .iter()
+            .map(|i| i.url.clone().unwrap())
+            .collect(),
+    );
+    let deadline = Duration::from_millis(LEASE_MS) + Duration::from_secs(8);
+    for id in &fail_ids {
+        let done = survivors.wait(id, deadline, is_terminal).await;
+        assert_eq!(done["status"], "failed", "{done}");
+        let message = done["statusMessage"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("stopped"),
+            "the message says the server stopped: {message}"
+        );
+    }
+    let fail_took = killed.elapsed();
+    for id in &resume_ids {
+        let done = survivors
+            .wait(id, deadline + Duration::from_secs(2), is_terminal)
+            .await;
+        assert_eq!(done["status"], "completed", "{id}: {done}");
+        assert_eq!(
+            first_text(&done["result"]),
+            "imported 800 rows in 8 batches"
+        );
+    }
+    let resume_took = killed.elapsed();
+    let counts = journal_counts(&journal_refs);
+    for (task, batch) in &steps_at_kill {
+        if resume_ids.contains(task) {
+            assert_eq!(
+                counts.get(&(task.clone(), *batch)),
+                Some(&1),
+                "step {batch} of {task} completed before the kill and must not run again"
+            );
+        }
+    }
+    for id in &resume_ids {
+        for batch in 1..=8 {
+            assert!(
+                counts.contains_key(&(id.clone(), batch)),
+                "{id} batch {batch} ran"
+            );
+        }
+    }
+    eprintln!(
+        "phase 3: SIGKILL with {} resume tasks ({midway} midway) and {} fail tasks: failed \
+         within {fail_took:?}, resumed ones completed within {resume_took:?} (lease {LEASE_MS} ms)",
+        resume_ids.len(),
+        fail_ids.len()
+    );
+    assert!(fail_took < Duration::from_millis(LEASE_MS) + Duration::from_secs(5));
+    let done = survivors
+        .wait(&long, Duration::from_secs(15), is_terminal)
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let counts = journal_counts(&journal_refs);
+    for batch in 1..=3 {
+        assert_eq!(
+            counts.get(&(long.clone(), batch)),
+            Some(&1),
+            "long task, batch {batch}"
+        );
+    }
+    let epoch = rows(&db, std::slice::from_ref(&long)).await[&long].clone();
+    assert!(
+        epoch.ends_with("|1"),
+        "a task that outlived its lease length on a live instance kept its first lease \
+         (renewed, never taken over): {epoch}"
+    );
+
+    // 4. SIGSTOP instance c while it runs tasks, until b took them over and finished them;
+    //    SIGCONT: c overwrites nothing.
+    let (b, c) = (0usize, 1usize); // indexes into `survivors`
+    let mut stopped_ids = Vec::new();
+    for _ in 0..8 {
+        stopped_ids.push(
+            survivors
+                .call(
+                    c,
+                    "import_rows",
+                    json!({ "batches": 6, "batch_ms": 150 }),
+                    None,
+                )
+                .await,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    instances[2].signal("-STOP");
+    let only_b = Clients::new(vec![survivors.urls[b].clone()]);
+    for id in &stopped_ids {
+        let done = only_b
+            .wait(
+                id,
+                Duration::from_millis(LEASE_MS) + Duration::from_secs(15),
+                is_terminal,
+            )
+            .await;
+        assert_eq!(
+            done["status"], "completed",
+            "{id} taken over from the stopped instance"
+        );
+    }
+    let before = rows(&db, &stopped_ids).await;
+    let steps_before = stored_steps(&db).await;
+    instances[2].signal("-CONT");
+    // c wakes up: its timers fire, its renewals and writes are refused.
+    tokio::time::sleep(Duration::from_millis(RENEW_MS * 4 + 600)).await;
+    let after = rows(&db, &stopped_ids).await;
+    assert_eq!(
+        before, after,
+        "a fenced instance changed a task it had lost"
+    );
+    assert_eq!(
+        steps_before,
+        stored_steps(&db).await,
+        "a fenced instance stored steps"
+    );
+    // c still serves, for every task.
+    let c_only = Clients::new(vec![survivors.urls[c].clone()]);
+    for id in stopped_ids.iter().chain(&resume_ids).take(10) {
+        assert_eq!(c_only.get(id).await["status"], "completed");
+    }
+    eprintln!(
+        "three_instances_one_task_space: {:?} in all",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_run_what_a_front_records() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    drop(db.store().await.expect("create the schema"));
+    let dir = temp_dir("workers");
+    let front = Instance::start(&db, &dir, "front", &["--queued-calls", "--no-execution"]);
+    let mut workers = [
+        Instance::start(&db, &dir, "w1", &["--worker"]),
+        Instance::start(&db, &dir, "w2", &["--worker"]),
+    ];
+    let clients = Clients::new(vec![front.url.clone().unwrap()]);
+
+    // Queued tasks complete on the workers; the front ran nothing (it writes no journal).
+    let mut quick = Vec::new();
+    for _ in 0..10 {
+        quick.push(
+            clients
+                .call(
+                    0,
+                    "import_rows",
+                    json!({ "batches": 2, "batch_ms": 10 }),
+                    None,
+                )
+                .await,
+        );
+    }
+    // A question asked by the work reaches the client through the task (the front that
+    // received the call does not run it).
+    let asking = clients
+        .call(
+            0,
+            "import_rows",
+            json!({ "batches": 1, "confirm": true }),
+            None,
+        )
+        .await;
+    for id in &quick {
+        let done = clients.wait(id, Duration::from_secs(15), is_terminal).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    let asked = clients
+        .wait(&asking, Duration::from_secs(15), |s| {
+            s["status"] == "input_required"
+        })
+        .await;
+    let key = first_input_key(&asked);
+    clients.update_at(0, &asking, &key, true).await;
+    let done = clients
+        .wait(&asking, Duration::from_secs(15), is_terminal)
+        .await;
+    assert_eq!(
+        first_text(&done["result"]),
+        "imported 100 rows in 1 batches"
+    );
+    assert!(
+        std::fs::read_to_string(&front.journal)
+            .unwrap_or_default()
+            .is_empty(),
+        "the front ran no work"
+    );
+
+    // Kill worker 1 mid-task: its tasks move to worker 2.
+    let mut slow = Vec::new();
+    for _ in 0..12 {
+        slow.push(
+            clients
+                .call(
+                    0,
+                    "import_rows",
+                    json!({ "batches": 6, "batch_ms": 200 }),
+                    None,
+                )
+                .await,
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    workers[0].kill9();
+    let killed = Instant::now();
+    let steps_at_kill = stored_steps(&db).await;
+    let w1_tasks: HashSet<String> = journal_counts(&[&workers[0].journal])
+        .into_keys()
+        .map(|(task, _)| task)
+        .filter(|task| slow.contains(task))
+        .collect();
+    assert!(
+        !w1_tasks.is_empty(),
+        "worker 1 was running some of the tasks"
+    );
+    for id in &slow {
+        let done = clients
+            .wait(
+                id,
+                Duration::from_millis(LEASE_MS) + Duration::from_secs(10),
+                is_terminal,
+            )
+            .await;
+        assert_eq!(done["status"], "completed", "{id}: {done}");
+    }
+    let took = killed.elapsed();
+    let counts = journal_counts(&[&workers[0].journal, &workers[1].journal]);
+    let w2_tasks: HashSet<String> = journal_counts(&[&workers[1].journal])
+        .into_keys()
+        .map(|(task, _)| task)
+        .collect();
+    for task in &w1_tasks {
+        assert!(
+            w2_tasks.contains(task),
+            "{task}, killed with worker 1, was finished by worker 2"
+        );
+    }
+    for (task, batch) in &steps_at_kill {
+        if slow.contains(task) {
+            assert_eq!(
+                counts.get(&(task.clone(), *batch)),
+                Some(&1),
+                "{task} {batch}"
+            );
+        }
+    }
+    eprintln!(
+        "workers: {} tasks of the killed worker finished by the other within {took:?}",
+        w1_tasks.len()
+    );
+}
+
+/// How often the step of [`counted`] ran.
+#[derive(Clone, Default)]
+struct Runs(Arc<AtomicUsize>);
+
+/// Runs one step that counts its runs.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+async fn counted(ctx: TaskContext, State(runs): State<Runs>) -> Result<String, ToolError> {
+    let n = ctx
+        .step("count", || async move {
+            runs.0.fetch_add(1, Ordering::SeqCst) + 1
+        })
+        .await?;
+    Ok(format!("run {n}"))
+}
+
+fn counted_server(runs: &Runs) -> TaskServer {
+    TaskServer::new(toolkit![counted].unwrap().with_state(runs.clone()))
+}
+
+/// A retried `tools/call` with the same key (memory store, over HTTP) answers the same task
+/// and runs nothing twice; another key is another call; a key that is not a short string
+/// is refused with `-32602` saying what to send.
+#[tokio::test]
+async fn a_retry_with_the_same_key_is_the_same_task() {
+    let runs = Runs::default();
+    let http = common::Http::start(counted_server(&runs)).await;
+    let clients = Clients::new(vec![http.url.clone()]);
+    let first = clients.call(0, "counted", json!({}), Some("k1")).await;
+    let retry = clients.call(0, "counted", json!({}), Some("k1")).await;
+    assert_eq!(first, retry);
+    let other = clients.call(0, "counted", json!({}), Some("k2")).await;
+    assert_ne!(first, other);
+    let unkeyed = clients.call(0, "counted", json!({}), None).await;
+    for id in [&first, &other, &unkeyed] {
+        let done = clients.wait(id, Duration::from_secs(5), is_terminal).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    assert_eq!(runs.0.load(Ordering::SeqCst), 3, "three calls, three runs");
+    for bad in [json!(""), json!(7), json!("x".repeat(201))] {
+        let mut params = json!({ "name": "counted", "arguments": {} });
+        params["_meta"] = meta(TASKS);
+        params["_meta"]["mcp-tasks/idempotencyKey"] = bad.clone();
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params });
+        let (_, response, _) = http
+            .post(
+                &body,
+                &[
+                    ("mcp-protocol-version", common::V2026.to_owned()),
+                    ("mcp-method", "tools/call".to_owned()),
+                    ("mcp-name", "counted".to_owned()),
+                ],
+            )
+            .await;
+        assert_eq!(response["error"]["code"], -32602, "{bad}: {response}");
+        let message = response["error"]["message"].as_str().unwrap();
+        assert!(message.contains("mcp-tasks/idempotencyKey"), "{message}");
+    }
+}
+
+/// `TaskClient` sends one key per logical call and the same key when it retries: the
+/// answer to the first `tools/call` is lost (a proxy answers 502 after the server created
+/// the task), the client retries, and the server answers with that task, not a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_client_retries_a_lost_answer_with_its_key() {
+    let runs = Runs::default();
+    let server = common::Http::start(counted_server(&runs)).await;
+    let upstream = server.url.clone();
+    let lost = Arc::new(AtomicUsize::new(0));
+    let keys = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let proxy = {
+        let (lost, keys) = (lost.clone(), keys.clone());
+        axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let (upstream, lost, keys) = (upstream.clone(), lost.clone(), keys.clone());
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+                let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let mut forward = reqwest::Client::new()
+                    .request(parts.method.clone(), &upstream)
+                    .body(body.to_vec());
+                for (name, value) in &parts.headers {
+                    if name != "host" && name != "content-length" {
+                        forward = forward.header(name, value);
+                    }
+                }
+                let answer = forward.send().await.unwrap();
+                let status = answer.status();
+                let headers = answer.headers().clone();
+                let bytes = answer.bytes().await.unwrap();
+                if message["method"] == "tools/call" {
+                    keys.lock()
+                        .unwrap()
+                        .push(message["params"]["_meta"]["mcp-tasks/idempotencyKey"].clone());
+                    if lost.fetch_add(1, Ordering::SeqCst) == 0 {
+                        // The server created the task; its answer is lost on the way back.
+                        return axum::response::Response::builder()
+                            .status(502)
+                            .body(axum::body::Body::from("bad gateway"))
+                            .unwrap();
+                    }
+                }
+                let mut response = axum::response::Response::builder().status(status.as_u16());
+                for (name, value) in &headers {
+                    if name != "content-length" && name != "transfer-encoding" {
+                        response = response.header(name, value);
+                    }
+                }
+                response.body(axum::body::Body::from(bytes)).unwrap()
+            }
+        })
+    };
+    let proxy = common::Http::start_router(proxy).await;
+    let client = TaskClient::builder()
+        .connect_http(&proxy.url)
+        .await
+        .expect("connect through the proxy");
+    let result = client
+        .call_tool("counted", None)
+        .await
+        .expect("the call succeeds");
+    assert_eq!(first_text(&serde_json::to_value(&result).unwrap()), "run 1");
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 2, "one lost answer, one retry: {keys:?}");
+    assert!(keys[0].is_string(), "the client sent a key: {keys:?}");
+    assert_eq!(keys[0], keys[1], "the retry carries the same key");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 1, "the work ran once");
+    // A second logical call gets a key of its own.
+    client
+        .call_tool("counted", None)
+        .await
+        .expect("the second call succeeds");
+    assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+}
+
+/// Who ran a step of [`gated`], and the gate its step waits behind.
+#[derive(Clone)]
+struct Gated {
+    who: &'static str,
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+    runs: Arc<AtomicUsize>,
+}
+
+impl Gated {
+    fn new(who: &'static str) -> Self {
+        Self {
+            who,
+            open: Arc::new(tokio::sync::watch::Sender::new(false)),
+            runs: Arc::default(),
+        }
+    }
+}
+
+/// One step that waits for its gate, then returns who ran it.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "20ms")]
+async fn gated(ctx: TaskContext, State(gated): State<Gated>) -> Result<String, ToolError> {
+    let mut open = gated.open.subscribe();
+    let who = ctx
+        .step("gated", || async move {
+            gated.runs.fetch_add(1, Ordering::SeqCst);
+            let _ = open.wait_for(|open| *open).await;
+            gated.who.to_owned()
+        })
+        .await?;
+    Ok(format!("step by {who}"))
+}
+
+/// An engine on `db` as instance `name`, serving `gated` over HTTP.
+async fn gated_instance(
+    db: &pg::Db,
+    name: &str,
+    gate: &Gated,
+    config: mcp_tasks::ClusterConfig,
+) -> common::Http {
+    let store = db.store().await.expect("connect");
+    let engine = mcp_tasks::Engine::new(toolkit![gated].unwrap().with_state(gate.clone()))
+        .with_store(store)
+        .with_instance_id(name)
+        .with_cluster(config);
+    engine.recover().await.expect("start the cluster loops");
+    common::Http::start(TaskServer::from_engine(engine)).await
+}
+
+/// Fencing in the runtime: instance A runs a task and stalls (it stops renewing, a
+/// stand-in for a paused process), its lease lapses, B takes the task over; when A's work
+/// goes on, its step and its outcome are refused (fenced): the task ends as B ran it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let (gate_a, gate_b) = (Gated::new("a"), Gated::new("b"));
+    // A never renews within the test and never claims; B claims every 50 ms.
+    let a = gated_instance(
+        &db,
+        "a",
+        &gate_a,
+        mcp_tasks::ClusterConfig::default()
+            .with_lease(Duration::from_millis(300))
+            .with_renewal(Duration::from_secs(3600))
+            .with_execution(false),
+    )
+    .await;
+    let b = gated_instance(
+        &db,
+        "b",
+        &gate_b,
+        mcp_tasks::ClusterConfig::default()
+            .with_lease(Duration::from_secs(30))
+            .with_claim_interval(Duration::from_millis(50)),
+    )
+    .await;
+    let clients = Clients::new(vec![a.url.clone(), b.url.clone()]);
+    let id = clients.call(0, "gated", json!({}), None).await;
+    // B claims the task once A's lease lapsed: the epoch moves on.
+    let started = Instant::now();
+    loop {
+        let row = rows(&db, std::slice::from_ref(&id)).await[&id].clone();
+        if !row.ends_with("|1") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B never took over: {row}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B's takeover writes its status message; let it land.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let taken_over = rows(&db, std::slice::from_ref(&id)).await;
+    // A's work goes on: its step's write is refused, so is its outcome.
+    gate_a.open.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        taken_over,
+        rows(&db, std::slice::from_ref(&id)).await,
+        "the instance that lost its lease changed the task"
+    );
+    assert!(stored_steps(&db).await.is_empty(), "A's step was refused");
+    gate_b.open.send_replace(true);
+    let done = clients
+        .wait(&id, Duration::from_secs(10), is_terminal)
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(first_text(&done["result"]), "step by b");
+}
+
+/// Owner scoping holds across instances: a task created on A reads on C (same owner), and
+/// is "not found" (`-32602`) for every `tasks/*` method on B, whose requests belong to
+/// another owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_owner_finds_nothing_on_any_instance() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let gate = Gated::new("a");
+    let mut urls = Vec::new();
+    for (name, owner) in [("a", "alice"), ("b", "mallory"), ("c", "alice")] {
+        let engine = mcp_tasks::Engine::new(toolkit![gated].unwrap().with_state(gate.clone()))
+            .with_store(db.store().await.expect("connect"))
+            .with_instance_id(name)
+            .with_default_owner(owner);
+        urls.push(
+            common::Http::start(TaskServer::from_engine(engine))
+                .await
+                .url,
+        );
+    }
+    let clients = Clients::new(urls);
+    let id = clients.call(0, "gated", json!({}), None).await;
+    let seen = clients
+        .rpc_at(2, "tasks/get", json!({ "taskId": id }), None)
+        .await;
+    assert_eq!(seen["result"]["status"], "working", "{seen}");
+    for (method, params) in [
+        ("tasks/get", json!({ "taskId": id })),
+        ("tasks/cancel", json!({ "taskId": id })),
+        (
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { "elicit-1": { "action": "decline" } } }),
+        ),
+    ] {
+        let response = clients.rpc_at(1, method, params, None).await;
+        assert_eq!(response["error"]["code"], -32602, "{method}: {response}");
+    }
+    gate.open.send_replace(true);
+    let done = Clients::new(vec![clients.urls[2].clone()])
+        .wait(&id, Duration::from_secs(10), is_terminal)
+        .await;
+    assert_eq!(
+        done["status"], "completed",
+        "the other owner's cancel changed nothing"
+    );
+}
+
+/// An instance that stalls past its lease and then claims its own lapsed task (no other
+/// instance took it) keeps running the one work it has: the step runs once, under the new
+/// lease, and the task completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reclaiming_its_own_lapsed_task_does_not_run_it_twice() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let gate = Gated::new("a");
+    let a = gated_instance(
+        &db,
+        "a",
+        &gate,
+        mcp_tasks::ClusterConfig::default()
+            .with_lease(Duration::from_millis(200))
+            .with_renewal(Duration::from_secs(3600))
+            .with_claim_interval(Duration::from_millis(50)),
+    )
+    .await;
+    let clients = Clients::new(vec![a.url.clone()]);
+    let id = clients.call(0, "gated", json!({}), None).await;
+    let started = Instant::now();
+    while rows(&db, std::slice::from_ref(&id)).await[&id].ends_with("|1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a never reclaimed its task"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gate.open.send_replace(true);
+    let done = clients
+        .wait(&id, Duration::from_secs(10), is_terminal)
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(first_text(&done["result"]), "step by a");
+    assert_eq!(gate.runs.load(Ordering::SeqCst), 1, "the step ran once");
+}
