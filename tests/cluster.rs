@@ -890,7 +890,7 @@ async fn task_client_retries_a_lost_answer_with_its_key() {
         .await
         .expect("connect through the proxy");
     let result = client
-        .call_tool("counted", None)
+        .call_tool("counted", ())
         .await
         .expect("the call succeeds");
     assert_eq!(first_text(&serde_json::to_value(&result).unwrap()), "run 1");
@@ -901,7 +901,7 @@ async fn task_client_retries_a_lost_answer_with_its_key() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 1, "the work ran once");
     // A second logical call gets a key of its own.
     client
-        .call_tool("counted", None)
+        .call_tool("counted", ())
         .await
         .expect("the second call succeeds");
     assert_eq!(runs.0.load(Ordering::SeqCst), 2);

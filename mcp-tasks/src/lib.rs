@@ -152,11 +152,11 @@ pub use limits::Limits;
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
 pub use runtime::{ClusterConfig, Worker};
+pub use server::IDEMPOTENCY_KEY;
 #[cfg(feature = "stdio")]
 pub use server::serve_io;
 #[cfg(feature = "stdio")]
 pub use server::serve_stdio;
-pub use server::IDEMPOTENCY_KEY;
 #[cfg(feature = "http")]
 pub use server::{
     AuthError, HttpOptions, LOCALHOST_ORIGINS, ProtectedResourceError, StaticTokens,

@@ -4,7 +4,7 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use super::{
-    ClusterConfig, DEFAULT_REAP_INTERVAL, Runtime,
+    ClusterConfig, DEFAULT_REAP_INTERVAL, Runtime, Settings,
     cluster::{self, Tools, random_instance_id},
 };
 use crate::{
@@ -115,7 +115,15 @@ impl Worker {
         }
         let state = Arc::new(self.toolkit.state().clone());
         let config = self.config.with_execution(true).with_queued_calls(false);
-        let runtime = Runtime::new(self.store, self.expiry_sweep, self.instance, config);
+        let runtime = Runtime::new(
+            self.store,
+            Settings {
+                reap_interval: self.expiry_sweep,
+                limits: crate::Limits::default(),
+            },
+            self.instance,
+            config,
+        );
         let tools = Tools {
             toolkit: Arc::new(self.toolkit),
             state,
