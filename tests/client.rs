@@ -127,14 +127,14 @@ const BOTH: [Transport; 2] = [Transport::Http, Transport::Stdio];
 /// A running server a client can (re)connect to.
 enum Running {
     Http(String),
-    Stdio(TaskServer),
+    Stdio(Box<TaskServer>),
 }
 
 impl Running {
     async fn start(transport: Transport, server: TaskServer) -> Self {
         match transport {
             Transport::Http => Self::Http(common::Http::start(server).await.url),
-            Transport::Stdio => Self::Stdio(server),
+            Transport::Stdio => Self::Stdio(Box::new(server)),
         }
     }
 
@@ -143,7 +143,7 @@ impl Running {
         match self {
             Self::Http(url) => builder.connect_http(url).await.expect("connect over HTTP"),
             Self::Stdio(server) => builder
-                .serve(common::serve_duplex(server.clone()), "pipe")
+                .serve(common::serve_duplex((**server).clone()), "pipe")
                 .await
                 .expect("connect over stdio"),
         }

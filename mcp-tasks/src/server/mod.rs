@@ -503,7 +503,7 @@ impl Engine {
     }
 
     /// Deals with the tasks a previous process left unfinished in a durable store; call it
-    /// once at start-up, before serving. Per tool ([`RestartPolicy`]): `Fail` ends them
+    /// once at start-up, before serving. Per tool ([`RestartPolicy`](crate::RestartPolicy)): `Fail` ends them
     /// `failed` (`-32603`, with a `statusMessage` saying the server restarted); `Resume`
     /// replays them. A task whose tool is gone, or whose tool version changed since it
     /// started, is never replayed: it fails with a message that says so.

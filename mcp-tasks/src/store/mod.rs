@@ -356,25 +356,6 @@ impl TaskSnapshot {
         };
         DetailedTask::new(task, payload)
     }
-
-    /// The `DetailedTask`, as `tasks/get` answers it (R14).
-    #[must_use]
-    pub fn to_detailed(&self) -> DetailedTask {
-        let payload = match (&self.outcome, self.status) {
-            (Some(Outcome::Completed(result)), _) => TaskPayload::Completed {
-                result: result.clone(),
-            },
-            (Some(Outcome::Failed(error)), _) => TaskPayload::Failed {
-                error: error.clone(),
-            },
-            (Some(Outcome::Cancelled), _) => TaskPayload::Cancelled,
-            (None, TaskStatus::InputRequired) => TaskPayload::InputRequired {
-                input_requests: self.input_requests.clone(),
-            },
-            (None, _) => TaskPayload::Working,
-        };
-        DetailedTask::new(self.to_task(), payload)
-    }
 }
 
 /// A store operation failed.
