@@ -8,8 +8,8 @@
 //!   change as it arrives, and commits once the callers of its last batch are back: under
 //!   load, durability costs one fsync per batch, not per task. A change that may write more
 //!   than once runs inside its own savepoint, so one failing change does not undo the others.
-//! - **Appends, not scattered writes.** Task ids begin with their creation time
-//!   (the server's task ids), so new rows land at one edge of the table, and a
+//! - **Appends, not scattered writes.** Task ids begin with their creation time,
+//!   so new rows land at one edge of the table, and a
 //!   create writes that one B-tree: live tasks are not indexed in the file. The writer keeps
 //!   them in memory for expiry, and recovery scans the table from `meta.live_from`, a bound
 //!   kept below every live id (`writer::LiveSet`); only finished tasks are indexed, by purge
