@@ -455,6 +455,29 @@ pub trait TaskStore: Send + Sync + 'static {
     }
 }
 
+/// A status as the durable stores write it (its wire name).
+pub(crate) fn status_name(status: TaskStatus) -> &'static str {
+    match status {
+        TaskStatus::Working => "working",
+        TaskStatus::InputRequired => "input_required",
+        TaskStatus::Completed => "completed",
+        TaskStatus::Failed => "failed",
+        _ => "cancelled",
+    }
+}
+
+/// The status a durable store wrote as `name`, if it is one.
+pub(crate) fn status_from_name(name: &str) -> Option<TaskStatus> {
+    Some(match name {
+        "working" => TaskStatus::Working,
+        "input_required" => TaskStatus::InputRequired,
+        "completed" => TaskStatus::Completed,
+        "failed" => TaskStatus::Failed,
+        "cancelled" => TaskStatus::Cancelled,
+        _ => return None,
+    })
+}
+
 /// `ttlMs`/`pollIntervalMs` of a [`NewTask`] as integer milliseconds.
 pub(crate) fn new_task_millis(task: &NewTask) -> (Option<u64>, Option<u64>) {
     (task.ttl.map(millis), task.poll_interval.map(millis))

@@ -368,29 +368,9 @@ const SELECT_TASK: &str = "SELECT id, owner, tool, status, status_message, creat
     last_updated_at_ms, ttl_ms, poll_interval_ms, input_requests, used_keys, answers, outcome, \
     cancel_requested, deadline_ms, purge_at_ms FROM tasks WHERE id = ?1";
 
-fn status_str(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        _ => "cancelled",
-    }
-}
-
 fn parse_status(text: &str) -> Result<TaskStatus, StoreError> {
-    Ok(match text {
-        "working" => TaskStatus::Working,
-        "input_required" => TaskStatus::InputRequired,
-        "completed" => TaskStatus::Completed,
-        "failed" => TaskStatus::Failed,
-        "cancelled" => TaskStatus::Cancelled,
-        other => {
-            return Err(backend_msg(format!(
-                "unknown task status `{other}` in the database"
-            )));
-        }
-    })
+    crate::store::status_from_name(text)
+        .ok_or_else(|| backend_msg(format!("unknown task status `{text}` in the database")))
 }
 
 fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
@@ -578,7 +558,7 @@ fn end(
         params![
             id,
             to_i64(tx.now),
-            status_str(outcome.status()),
+            crate::store::status_name(outcome.status()),
             to_json(&outcome_json(outcome))?,
             message,
             purge_at.map_or(NEVER, to_i64),

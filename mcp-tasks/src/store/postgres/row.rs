@@ -148,7 +148,7 @@ impl Row {
             WRITE_BACK,
             &[
                 &&*s.id,
-                &status_str(s.status),
+                &crate::store::status_name(s.status),
                 &s.status_message,
                 &to_i64(s.last_updated_at_ms),
                 &to_json(&s.input_requests)?,
@@ -166,29 +166,9 @@ impl Row {
     }
 }
 
-pub(super) fn status_str(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        _ => "cancelled",
-    }
-}
-
 fn parse_status(text: &str) -> Result<TaskStatus, StoreError> {
-    Ok(match text {
-        "working" => TaskStatus::Working,
-        "input_required" => TaskStatus::InputRequired,
-        "completed" => TaskStatus::Completed,
-        "failed" => TaskStatus::Failed,
-        "cancelled" => TaskStatus::Cancelled,
-        other => {
-            return Err(PgError::msg(format!(
-                "unknown task status `{other}` in the database"
-            )));
-        }
-    })
+    crate::store::status_from_name(text)
+        .ok_or_else(|| PgError::msg(format!("unknown task status `{text}` in the database")))
 }
 
 pub(super) fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
