@@ -472,31 +472,6 @@ async fn memory_idempotent_create_under_concurrent_retries() {
     assert_eq!(store.len(), 3);
 }
 
-#[tokio::test(start_paused = true)]
-async fn memory_idempotency_key_is_free_after_the_ttl() {
-    let store = MemoryStore::new();
-    let keyed = |id: &str| {
-        new_task(id)
-            .with_ttl(Some(Duration::from_secs(10)))
-            .with_idempotency_key(Arc::from("k"))
-    };
-    store.create(keyed("first")).await.unwrap();
-    tokio::time::advance(Duration::from_secs(9)).await;
-    assert!(matches!(
-        store.create(keyed("retry")).await,
-        Err(StoreError::Existing(t)) if &*t.id == "first"
-    ));
-    tokio::time::advance(Duration::from_secs(2)).await;
-    store
-        .create(keyed("second"))
-        .await
-        .expect("a new call after the TTL");
-    assert!(matches!(
-        store.create(keyed("retry-2")).await,
-        Err(StoreError::Existing(t)) if &*t.id == "second"
-    ));
-}
-
 // ---------------------------------------------------------------------------------------
 // Several stores on one schema: the instances of a cluster.
 

@@ -40,6 +40,91 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     cancel_intent(make()).await;
     replay_data(make()).await;
     expiry(make()).await;
+    idempotent_creation(make()).await;
+}
+
+/// Store invariant 9 (docs/protocol.md R17 for the purged id): a create with the owner, tool
+/// and idempotency key of a task created before, within that task's TTL, creates nothing and
+/// answers the first task, also when the retries race each other; another owner's or tool's
+/// key is another call; past the TTL, or once the first task is purged, the key starts a new
+/// task.
+async fn idempotent_creation(store: impl TaskStore) {
+    let ttl = Some(Duration::from_secs(10));
+    let keyed = |id: &str, key: &str| new_task(id, ttl).with_idempotency_key(Arc::from(key));
+    let retries = futures::future::join_all(
+        (0..8).map(|i| store.create(keyed(&format!("retry-{i}"), "call-1"))),
+    )
+    .await;
+    let mut created = Vec::new();
+    let mut existing = Vec::new();
+    for retry in retries {
+        match retry {
+            Ok(task) => created.push(task.id.to_string()),
+            Err(StoreError::Existing(task)) => existing.push(task.id.to_string()),
+            Err(other) => panic!("a retry failed: {other:?}"),
+        }
+    }
+    assert_eq!(created.len(), 1, "one task for eight retries: {created:?}");
+    assert!(
+        existing.iter().all(|id| *id == created[0]),
+        "every other retry answers the first task: {existing:?}"
+    );
+    let first = created.remove(0);
+    for (id, owner, tool) in [("bob-1", "bob", "tool"), ("other-1", "alice", "other")] {
+        store
+            .create(
+                NewTask::new(Arc::from(id), Arc::from(owner), Arc::from(tool))
+                    .with_idempotency_key(Arc::from("call-1")),
+            )
+            .await
+            .unwrap_or_else(|e| {
+                panic!("{owner}'s {tool} with the same key is another call: {e:?}")
+            });
+    }
+    store
+        .create(new_task("unkeyed", ttl))
+        .await
+        .expect("a create without a key is always new");
+
+    // A finished task still answers for its key until its TTL.
+    store.create(keyed("done", "call-2")).await.unwrap();
+    store.finish("done", Outcome::Cancelled).await.unwrap();
+    tokio::time::advance(Duration::from_millis(9_999)).await;
+    for (retry, key, answer) in [("late-1", "call-1", &*first), ("late-2", "call-2", "done")] {
+        match store.create(keyed(retry, key)).await {
+            Err(StoreError::Existing(task)) => assert_eq!(&*task.id, answer),
+            other => panic!("a retry within the TTL answered {other:?}"),
+        }
+    }
+    assert!(
+        store.get("late-1").await.unwrap().is_none(),
+        "nothing created"
+    );
+
+    // Past the TTL: the first task expired (kept as `failed`), the finished one purged; both
+    // keys start new tasks, which then answer for them.
+    tokio::time::advance(Duration::from_millis(2)).await;
+    store.expire_due().await.unwrap();
+    assert!(
+        store.get("done").await.unwrap().is_none(),
+        "purged at its TTL"
+    );
+    for (id, key) in [("again-1", "call-1"), ("again-2", "call-2")] {
+        let task = store
+            .create(keyed(id, key))
+            .await
+            .unwrap_or_else(|e| panic!("past the TTL {key} is a new call: {e:?}"));
+        assert_eq!(&*task.id, id);
+        match store.create(keyed(&format!("{id}-retry"), key)).await {
+            Err(StoreError::Existing(task)) => assert_eq!(&*task.id, id),
+            other => panic!("a retry of the new call answered {other:?}"),
+        }
+    }
+    assert_eq!(
+        store.get(&first).await.unwrap().unwrap().status,
+        TaskStatus::Failed,
+        "the expired first task stays readable"
+    );
 }
 
 /// Replay data: answers and steps stay with a running task; re-asking an outstanding key is a
@@ -370,7 +455,10 @@ async fn sqlite_store_survives_reopening() {
     let (done_before, running_before) = {
         let store = SqliteStore::open(&db.0).unwrap();
         store
-            .create(new_task("done", Some(Duration::from_secs(3600))))
+            .create(
+                new_task("done", Some(Duration::from_secs(3600)))
+                    .with_idempotency_key(Arc::from("call-1")),
+            )
             .await
             .unwrap();
         store
@@ -409,6 +497,14 @@ async fn sqlite_store_survives_reopening() {
     let store = SqliteStore::open(&db.0).unwrap();
     assert_eq!(store.get("done").await.unwrap().unwrap(), done_before);
     assert_eq!(store.get("running").await.unwrap().unwrap(), running_before);
+    // A client that retries its call after the restart gets the same task (invariant 9).
+    match store
+        .create(new_task("retry", None).with_idempotency_key(Arc::from("call-1")))
+        .await
+    {
+        Err(StoreError::Existing(task)) => assert_eq!(*task, done_before),
+        other => panic!("a retry after reopening answered {other:?}"),
+    }
     let recoverable = store.recoverable().await.unwrap();
     assert_eq!(recoverable.len(), 1);
     assert_eq!(
@@ -531,6 +627,22 @@ async fn sqlite_store_migrates_schema_1() {
             ),
         ]
     );
+    // Schema 3 on the migrated file: idempotency keys, freed with the task they name.
+    let keyed = |id: &str| {
+        new_task(id, Some(Duration::from_millis(50))).with_idempotency_key(Arc::from("call-1"))
+    };
+    store.create(keyed("keyed")).await.unwrap();
+    assert!(matches!(
+        store.create(keyed("keyed-retry")).await,
+        Err(StoreError::Existing(task)) if &*task.id == "keyed"
+    ));
+    store.finish("keyed", Outcome::Cancelled).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    store.expire_due().await.unwrap();
+    assert!(
+        store.get("keyed").await.unwrap().is_none(),
+        "purged at its TTL"
+    );
     drop(store);
 
     let conn = rusqlite::Connection::open(&db.0).unwrap();
@@ -538,6 +650,13 @@ async fn sqlite_store_migrates_schema_1() {
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
     assert_eq!(version, mcp_tasks::store::sqlite::SCHEMA_VERSION);
+    let keys: i64 = conn
+        .query_row("SELECT count(*) FROM idempotency", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        keys, 0,
+        "a purged task's idempotency key is deleted with it"
+    );
     let indexes: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL")
         .unwrap()

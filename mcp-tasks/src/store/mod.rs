@@ -42,8 +42,7 @@
 //!    ([`NewTask::with_idempotency_key`]) whose owner, tool and key match a task created
 //!    before, within that task's TTL, creates nothing: [`TaskStore::create`] answers
 //!    [`StoreError::Existing`] with the existing task, also when the retries race each other.
-//!    [`MemoryStore`] and `PostgresStore` keep this; `SqliteStore` does not yet (it ignores the
-//!    key).
+//!    Every store keeps this; a purged task frees its key.
 //!
 //! # Several instances, one task space ([`ClusterStore`])
 //!

@@ -29,7 +29,8 @@
 //!   [`StoreError::Full`] when reached. The writer counts the rows as it changes them.
 //! - Every field of a task is persisted: status, message, timestamps, TTL, poll interval,
 //!   owner, tool name and version, arguments, the creating request's `_meta`, input requests
-//!   and answers, steps, result or error, cancel intent. Deadlines are wall-clock epoch
+//!   and answers, steps, result or error, cancel intent, idempotency key (a table of its own,
+//!   written only by the creates that carry a key). Deadlines are wall-clock epoch
 //!   milliseconds, so expiry keeps working across restarts.
 
 use std::{
@@ -59,7 +60,7 @@ mod writer;
 use writer::{Effect, Job, LiveSet, Nudge, Pending, Tx};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). In schema 2 a NULL
 /// `purge_at_ms` means exactly "not finished yet": recovery selects live tasks by it, and
@@ -122,8 +123,22 @@ CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 INSERT INTO meta (name, value) VALUES ('live_from', '');
 ";
 
+/// Schema 2 → 3: idempotency keys (store invariant 9). One row per task created with a key,
+/// (owner, tool, key) → task id, so a create without a key still writes only the `tasks`
+/// B-tree. The index by task id lets a purge remove a task's key with it.
+const MIGRATE_V2_TO_V3: &str = "
+CREATE TABLE idempotency (
+    owner    TEXT NOT NULL,
+    tool     TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    task_id  TEXT NOT NULL,
+    PRIMARY KEY (owner, tool, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_task ON idempotency (task_id);
+";
+
 /// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
-const MIGRATIONS: [&str; 2] = [SCHEMA_V1, MIGRATE_V1_TO_V2];
+const MIGRATIONS: [&str; 3] = [SCHEMA_V1, MIGRATE_V1_TO_V2, MIGRATE_V2_TO_V3];
 
 /// The durable task store on one SQLite file. See the [module docs](self).
 pub struct SqliteStore {
@@ -508,6 +523,12 @@ fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<Row>, bool), StoreErro
     }
     if row.purge_at_ms.is_some() {
         exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
+        exec(
+            conn,
+            "DELETE FROM idempotency WHERE task_id = ?1",
+            params![id],
+        )
+        .map_err(backend)?;
         let purged = exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
         tx.effects.push(Effect::Purged(purged));
         return Ok((None, false));
@@ -578,61 +599,115 @@ fn live_row(tx: &mut Tx<'_>, id: &str) -> Result<Row, StoreError> {
     Ok(row)
 }
 
-#[async_trait]
-impl TaskStore for SqliteStore {
-    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
-        let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
-        let capacity = self.capacity;
-        self.write_once(move |tx: &mut Tx<'_>| {
-            let (conn, now) = (tx.conn, tx.now);
-            if tx.live.rows() >= capacity {
-                return Err(StoreError::Full { capacity });
-            }
-            let deadline = ttl_ms.map(|ttl| now.saturating_add(ttl));
-            let inserted = exec(
-                conn,
-                "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
+/// Inserts a new task's row (store invariant 1): refused at capacity, or when the id is taken.
+fn insert_task(
+    tx: &mut Tx<'_>,
+    task: NewTask,
+    capacity: usize,
+) -> Result<TaskSnapshot, StoreError> {
+    let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
+    let (conn, now) = (tx.conn, tx.now);
+    if tx.live.rows() >= capacity {
+        return Err(StoreError::Full { capacity });
+    }
+    let deadline = ttl_ms.map(|ttl| now.saturating_add(ttl));
+    let inserted = exec(
+        conn,
+        "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
                      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
                      request_meta, input_requests, used_keys, answers, outcome, \
                      cancel_requested, deadline_ms, purge_at_ms) VALUES (?1, ?2, ?3, ?4, \
                      'working', ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', '[]', '{}', NULL, 0, ?11, NULL) \
                      ON CONFLICT (id) DO NOTHING",
-                params![
-                    &*task.id,
-                    &*task.owner,
-                    &*task.tool,
-                    &*task.tool_version,
-                    task.status_message.as_deref(),
-                    to_i64(now),
-                    ttl_ms.map(to_i64),
-                    poll_interval_ms.map(to_i64),
-                    to_json(&task.arguments)?,
-                    to_json(&task.request_meta)?,
-                    deadline.map(to_i64),
-                ],
+        params![
+            &*task.id,
+            &*task.owner,
+            &*task.tool,
+            &*task.tool_version,
+            task.status_message.as_deref(),
+            to_i64(now),
+            ttl_ms.map(to_i64),
+            poll_interval_ms.map(to_i64),
+            to_json(&task.arguments)?,
+            to_json(&task.request_meta)?,
+            deadline.map(to_i64),
+        ],
+    )
+    .map_err(backend)?;
+    if inserted == 0 {
+        return Err(StoreError::DuplicateId);
+    }
+    tx.effects.push(Effect::Created {
+        id: Arc::clone(&task.id),
+        deadline,
+    });
+    Ok(TaskSnapshot {
+        id: task.id,
+        owner: task.owner,
+        tool: task.tool,
+        status: TaskStatus::Working,
+        status_message: task.status_message,
+        created_at_ms: now,
+        last_updated_at_ms: now,
+        ttl_ms,
+        poll_interval_ms,
+        input_requests: InputRequests::new(),
+        outcome: None,
+        cancel_requested: false,
+    })
+}
+
+#[async_trait]
+impl TaskStore for SqliteStore {
+    async fn create(&self, mut task: NewTask) -> Result<TaskSnapshot, StoreError> {
+        let capacity = self.capacity;
+        let Some(key) = task.idempotency_key.take() else {
+            return self
+                .write_once(move |tx: &mut Tx<'_>| insert_task(tx, task, capacity))
+                .await;
+        };
+        // Invariant 9. The one writer runs creates one after the other, so two retries that
+        // race each other find each other here; the savepoint undoes the task's row when its
+        // key cannot be written.
+        self.write(move |tx: &mut Tx<'_>| {
+            let first: Option<String> = tx
+                .conn
+                .prepare_cached(
+                    "SELECT task_id FROM idempotency WHERE owner = ?1 AND tool = ?2 AND key = ?3",
+                )
+                .and_then(|mut select| {
+                    select
+                        .query_row(params![&*task.owner, &*task.tool, &*key], |r| r.get(0))
+                        .optional()
+                })
+                .map_err(backend)?;
+            if let Some(first) = first {
+                // Expiry or purge that is due applies first: a purged task frees its key.
+                if let (Some(row), _) = load_live(tx, &first)? {
+                    let first = row.snapshot;
+                    let within_ttl = first
+                        .ttl_ms
+                        .is_none_or(|ttl| tx.now < first.created_at_ms.saturating_add(ttl));
+                    if within_ttl {
+                        return Err(StoreError::Existing(Box::new(first)));
+                    }
+                }
+            }
+            let (owner, tool, id) = (
+                Arc::clone(&task.owner),
+                Arc::clone(&task.tool),
+                Arc::clone(&task.id),
+            );
+            let snapshot = insert_task(tx, task, capacity)?;
+            // Past the first task's TTL the key names the new call's task.
+            exec(
+                tx.conn,
+                "INSERT OR REPLACE INTO idempotency (owner, tool, key, task_id) \
+                     VALUES (?1, ?2, ?3, ?4)",
+                params![&*owner, &*tool, &*key, &*id],
             )
             .map_err(backend)?;
-            if inserted == 0 {
-                return Err(StoreError::DuplicateId);
-            }
-            tx.effects.push(Effect::Created {
-                id: Arc::clone(&task.id),
-                deadline,
-            });
-            Ok(TaskSnapshot {
-                id: task.id,
-                owner: task.owner,
-                tool: task.tool,
-                status: TaskStatus::Working,
-                status_message: task.status_message,
-                created_at_ms: now,
-                last_updated_at_ms: now,
-                ttl_ms,
-                poll_interval_ms,
-                input_requests: InputRequests::new(),
-                outcome: None,
-                cancel_requested: false,
-            })
+            Ok(snapshot)
         })
         .await
     }
@@ -893,6 +968,13 @@ impl TaskStore for SqliteStore {
             exec(
                 conn,
                 "DELETE FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
+                params![to_i64(now)],
+            )
+            .map_err(backend)?;
+            exec(
+                conn,
+                "DELETE FROM idempotency WHERE task_id IN \
+                     (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
                 params![to_i64(now)],
             )
             .map_err(backend)?;
