@@ -91,10 +91,6 @@ use row::{EXPIRED_MESSAGE, Row, db_now_ms, json, object, outcome_json, to_i64, t
 pub const DEFAULT_POOL_SIZE: usize = 8;
 /// Default Postgres schema of the task tables.
 pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
-/// Default lease length.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-/// Default interval between two renewals of a lease (a third of the lease).
-pub const DEFAULT_RENEWAL: Duration = Duration::from_secs(10);
 /// Default interval of the re-read that covers lost notifications.
 pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 /// Default time to wait for a new connection.
@@ -119,8 +115,6 @@ pub struct PostgresBuilder {
     url: String,
     schema: String,
     pool_size: usize,
-    lease: Duration,
-    renewal: Duration,
     reread: Duration,
     connect_timeout: Duration,
     application_name: Option<String>,
@@ -140,20 +134,6 @@ impl PostgresBuilder {
     /// opens one more to listen for notifications once wake-ups are asked for.
     pub fn with_pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
-        self
-    }
-
-    /// Sets the lease length a runtime should ask for (default [`DEFAULT_LEASE`]): how long
-    /// a task whose instance died stays stranded before another one claims it.
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease;
-        self
-    }
-
-    /// Sets how often a runtime should renew its leases (default [`DEFAULT_RENEWAL`]); keep
-    /// it well within the lease.
-    pub fn with_renewal(mut self, renewal: Duration) -> Self {
-        self.renewal = renewal;
         self
     }
 
@@ -329,8 +309,6 @@ impl PostgresStore {
             url: url.into(),
             schema: DEFAULT_SCHEMA.to_owned(),
             pool_size: DEFAULT_POOL_SIZE,
-            lease: DEFAULT_LEASE,
-            renewal: DEFAULT_RENEWAL,
             reread: DEFAULT_REREAD_INTERVAL,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             application_name: None,
@@ -350,18 +328,6 @@ impl PostgresStore {
     #[must_use]
     pub fn schema(&self) -> &str {
         &self.settings.schema
-    }
-
-    /// The lease length a runtime should ask for.
-    #[must_use]
-    pub fn lease(&self) -> Duration {
-        self.settings.lease
-    }
-
-    /// How often a runtime should renew its leases.
-    #[must_use]
-    pub fn renewal(&self) -> Duration {
-        self.settings.renewal
     }
 
     /// How often the store re-reads its leased tasks and the queue.
