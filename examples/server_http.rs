@@ -3,6 +3,9 @@
 //! [--tokens alice:TOKEN_A,bob:TOKEN_B]`, then point a client at `http://127.0.0.1:8080/mcp`.
 //! `--port 0` picks a free port; the address is printed on stderr. With `--tokens` every
 //! request needs `Authorization: Bearer <token>` and each owner sees only its own tasks.
+//! `--store postgres://USER@HOST:PORT/DATABASE` makes it one instance of a cluster (start
+//! several on one schema); `--instance ID`, `--schema NAME`, `--lease-ms N`, `--worker` and
+//! the other cluster flags are listed on `common::server`.
 
 mod common;
 

@@ -71,7 +71,13 @@ impl Instance {
     fn start(db: &pg::Db, dir: &Path, name: &str, extra: &[&str]) -> Self {
         let journal = dir.join(format!("journal-{name}.txt"));
         let mut child = Command::new(example_binary())
-            .args(["--port", "0", "--store", &db.url, "--schema", &db.schema])
+            .args(["--store", &db.url, "--schema", &db.schema])
+            // A worker serves no HTTP (and refuses a port).
+            .args(if extra.contains(&"--worker") {
+                &[][..]
+            } else {
+                &["--port", "0"][..]
+            })
             .args(["--instance", name, "--pace-ms", "200"])
             .args(["--lease-ms", &LEASE_MS.to_string()])
             .args(["--renew-ms", &RENEW_MS.to_string()])

@@ -135,17 +135,45 @@ pub fn toolkit(step: Duration) -> Toolkit {
         .with_state(Journal::default())
 }
 
+/// What [`server`] made of the flags: a server to serve, or (`--worker`) a worker that
+/// serves nothing and runs the cluster's tasks.
+pub enum Served {
+    /// Serve this.
+    Server(TaskServer),
+    /// Run this ([`mcp_tasks::Worker::run`]).
+    Worker(mcp_tasks::Worker),
+}
+
+fn millis(value: Option<String>, flag: &str) -> std::io::Result<Duration> {
+    value
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .ok_or_else(|| usage(&format!("{flag} takes milliseconds, e.g. {flag} 1000")))
+}
+
+/// The flags that only an instance on a shared (Postgres) store takes.
+const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --claim-ms, \
+    --reread-ms, --queued-calls, --no-execution, --worker";
+
 /// The example server from command-line flags: `--store memory` (the default),
-/// `--store sqlite:PATH` or `--store postgres://USER@HOST:PORT/DATABASE`, and
-/// `--journal PATH` for `import_rows`. On a durable store it
-/// deals with the tasks a previous process left unfinished before it serves.
+/// `--store sqlite:PATH` or `--store postgres://USER@HOST:PORT/DATABASE`, `--journal PATH`
+/// for `import_rows`, `--pace-ms N` for each step of `workspace_report` (default `step`).
+/// On a durable store it deals with the tasks a previous process left unfinished before it
+/// serves. On Postgres it is one instance of a cluster (any number share the store):
+/// `--schema NAME` (default `mcp_tasks`), `--instance ID` (default random), `--lease-ms`,
+/// `--renew-ms`, `--claim-ms` (`ClusterConfig`), `--reread-ms` (the store's re-read),
+/// `--queued-calls` (calls only record their task), `--no-execution` (runs no work),
+/// `--worker` (serves nothing: a [`mcp_tasks::Worker`]).
 #[allow(dead_code, reason = "the demo example builds its server itself")]
 pub async fn server(
     flags: impl Iterator<Item = String>,
     step: Duration,
-) -> std::io::Result<(TaskServer, Vec<String>)> {
-    let mut toolkit = toolkit(step);
+) -> std::io::Result<(Served, Vec<String>)> {
     let mut store = "memory".to_owned();
+    let (mut journal, mut pace) = (None, step);
+    let (mut schema, mut instance, mut reread, mut worker) = (None, None, None, false);
+    let mut config = mcp_tasks::ClusterConfig::default();
+    let mut cluster_flag = None;
     let mut rest = Vec::new();
     let mut flags = flags.peekable();
     while let Some(flag) = flags.next() {
@@ -156,20 +184,51 @@ pub async fn server(
                 })?
             }
             "--journal" => {
-                let path = flags
-                    .next()
-                    .ok_or_else(|| usage("--journal takes a file path"))?;
-                toolkit = toolkit.with_state(Journal::open(&path)?);
+                journal = Some(
+                    flags
+                        .next()
+                        .ok_or_else(|| usage("--journal takes a file path"))?,
+                );
+            }
+            "--pace-ms" => pace = millis(flags.next(), &flag)?,
+            "--schema" | "--instance" | "--lease-ms" | "--renew-ms" | "--claim-ms"
+            | "--reread-ms" | "--queued-calls" | "--no-execution" | "--worker" => {
+                match flag.as_str() {
+                    "--schema" => schema = flags.next(),
+                    "--instance" => instance = flags.next(),
+                    "--lease-ms" => config = config.with_lease(millis(flags.next(), &flag)?),
+                    "--renew-ms" => config = config.with_renewal(millis(flags.next(), &flag)?),
+                    "--claim-ms" => {
+                        config = config.with_claim_interval(millis(flags.next(), &flag)?);
+                    }
+                    "--reread-ms" => reread = Some(millis(flags.next(), &flag)?),
+                    "--queued-calls" => config = config.with_queued_calls(true),
+                    "--no-execution" => config = config.with_execution(false),
+                    _ => worker = true,
+                }
+                cluster_flag = Some(flag);
             }
             _ => rest.push(flag),
         }
     }
-    let server =
-        TaskServer::new(toolkit).with_server_info("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
+    let mut toolkit = toolkit(pace);
+    if let Some(path) = journal {
+        toolkit = toolkit.with_state(Journal::open(&path)?);
+    }
+    let postgres = matches!(store.split_once(':'), Some(("postgres" | "postgresql", _)));
+    if let (Some(flag), false) = (&cluster_flag, postgres) {
+        return Err(usage(&format!(
+            "{flag} is for an instance on a shared store: add --store postgres://... \
+             (the flags {CLUSTER_FLAGS} need one)"
+        )));
+    }
+    let info = |server: TaskServer| {
+        server.with_server_info("mcp-tasks-example", env!("CARGO_PKG_VERSION"))
+    };
     let server = match store.split_once(':') {
-        None if store == "memory" => server,
+        None if store == "memory" => info(TaskServer::new(toolkit)),
         Some(("sqlite", path)) if !path.is_empty() => {
-            let server = server
+            let server = info(TaskServer::new(toolkit))
                 .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?);
             let report = server.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
@@ -178,20 +237,42 @@ pub async fn server(
             );
             server
         }
-        Some(("postgres" | "postgresql", _)) => {
-            let pg = mcp_tasks::PostgresStore::connect(store.clone())
+        _ if postgres => {
+            let mut builder = mcp_tasks::PostgresStore::builder(store.clone());
+            if let Some(schema) = schema {
+                builder = builder.with_schema(schema);
+            }
+            if let Some(reread) = reread {
+                builder = builder.with_reread_interval(reread);
+            }
+            let pg = builder
+                .connect()
                 .await
                 .map_err(|e| std::io::Error::other(error_chain(&e)))?;
             let schema = pg.schema().to_owned();
-            let server = server.with_store(pg);
-            // One instance per schema for now: the runtime does not take leases yet, so a
-            // second instance would resume the first one's tasks too.
-            let report = server.recover().await.map_err(std::io::Error::other)?;
+            if worker {
+                let mut worker = mcp_tasks::Worker::new(pg, toolkit).with_cluster(config);
+                if let Some(id) = instance {
+                    worker = worker.with_instance_id(id);
+                }
+                return Ok((Served::Worker(worker), rest));
+            }
+            // One instance of a cluster: its work runs under leases, so any number of
+            // instances share the schema and take over each other's tasks.
+            let mut engine = mcp_tasks::Engine::new(toolkit)
+                .with_store(pg)
+                .with_cluster(config);
+            if let Some(id) = instance {
+                engine = engine.with_instance_id(id);
+            }
+            let report = engine.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
-                "store postgres (schema {schema}): {} unfinished task(s) resumed, {} failed",
-                report.resumed, report.failed
+                "instance {} (postgres schema {schema}): {} task(s) taken over, {} failed",
+                engine.instance_id(),
+                report.resumed,
+                report.failed
             );
-            server
+            info(TaskServer::from_engine(engine))
         }
         _ => {
             return Err(usage(&format!(
@@ -200,7 +281,7 @@ pub async fn server(
             )));
         }
     };
-    Ok((server, rest))
+    Ok((Served::Server(server), rest))
 }
 
 /// A store error with its sources, in one line (a Postgres error says what to fix in its
@@ -220,7 +301,17 @@ fn error_chain(error: &mcp_tasks::store::StoreError) -> String {
 /// stderr) plus the flags of [`server`].
 #[allow(dead_code, reason = "only the HTTP server binaries use it")]
 pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<()> {
-    let (server, rest) = server(flags, Duration::from_secs(1)).await?;
+    let (served, rest) = server(flags, Duration::from_secs(1)).await?;
+    let server = match served {
+        Served::Server(server) => server,
+        Served::Worker(worker) => {
+            if let Some(flag) = rest.first() {
+                return Err(usage(&format!("{flag}: a worker serves no HTTP")));
+            }
+            eprintln!("worker {} running", worker.instance_id());
+            return worker.run().await.map_err(std::io::Error::other);
+        }
+    };
     let mut port = 8080u16;
     let mut options = mcp_tasks::HttpOptions::new();
     let mut rest = rest.into_iter();
@@ -241,7 +332,8 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
             other => {
                 return Err(usage(&format!(
                     "unknown argument `{other}`; expected --port N, --tokens owner:token,..., \
-                     --store memory|sqlite:PATH, --journal PATH"
+                     --store memory|sqlite:PATH|postgres://..., --journal PATH, --pace-ms N, \
+                     or on Postgres {CLUSTER_FLAGS}"
                 )));
             }
         }
