@@ -9,6 +9,11 @@
 #   BENCH_ONLY=sqlite scripts/bench.sh              # only ours, SQLite store / memory store
 #   BENCH_ONLY=inline scripts/bench.sh              # only inline tools/call: ours, rmcp, echo
 #   BENCH_ONLY=rmcp scripts/bench.sh                # every ours-vs-rmcp measurement, no fastmcp
+#   BENCH_ONLY=postgres scripts/bench.sh            # ours on Postgres vs ours in memory (issue 11)
+#
+# The Postgres servers use MCP_TASKS_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)
+# and a schema of their own, dropped (psql) before each measurement. Postgres itself is not
+# pinned: it runs on whichever CPU is free, as it would beside a real server.
 #
 # Pins the server to CPU 0 and the load generator to CPU 1 with taskset when the machine has
 # two or more CPUs. Results: $OUT/results.jsonl (one JSON line per measurement) and
@@ -25,8 +30,8 @@ OUT="${BENCH_OUT:-$TARGET/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 CLIENT_COUNTS="${BENCH_CLIENTS:-1 16 64}"
 ONLY="${BENCH_ONLY:-}"   # "sqlite": only the task throughput of ours at 64 clients, memory and SQLite store
 case "$ONLY" in
-  "" | sqlite | inline | rmcp) ;;
-  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline or rmcp (or unset for the whole comparison)" >&2; exit 2 ;;
+  "" | sqlite | inline | rmcp | postgres) ;;
+  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline, rmcp or postgres (or unset for the whole comparison)" >&2; exit 2 ;;
 esac
 # fastmcp-tasks (a Python venv) only takes part in the whole comparison.
 WITH_FASTMCP=$([[ -z "$ONLY" ]] && echo 1 || echo 0)
@@ -72,15 +77,20 @@ server_cmd() { # name port
   case "$1" in
     ours) echo "$BIN/bench-ours --port $2" ;;
     ours-sqlite) echo "$BIN/bench-ours --port $2 --store sqlite" ;;
+    ours-postgres) echo "$BIN/bench-ours --port $2 --store postgres" ;;
     rmcp) echo "$BIN/bench-rmcp --port $2" ;;
     echo) echo "$BIN/bench-echo --port $2" ;;
     fastmcp) echo "$VENV/bin/python $ROOT/bench/python/fastmcp_server.py $2" ;;
   esac
 }
 
+PG_URL="${MCP_TASKS_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
 start_server() { # name -> sets SPID and PORT, or returns 1
   PORT=$((PORT + 1))
   local name="$1" cmd
+  if [[ "$name" == ours-postgres* ]]; then
+    psql -q -d "$PG_URL" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS bench_ours_$PORT CASCADE" >>"$OUT/psql.log" 2>&1 || return 1
+  fi
   cmd="$(server_cmd "$name" "$PORT")"
   # shellcheck disable=SC2086
   "${SERVER_PIN[@]}" $cmd >"$OUT/server-$name.log" 2>&1 &
@@ -145,6 +155,9 @@ measure() {
   echo "pinning: server ${SERVER_PIN[*]:-none}, load generator ${LOAD_PIN[*]:-none}"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "reps: $REPS, seconds per measurement: $SECS"
+  if [[ "$ONLY" == postgres ]]; then
+    echo "postgres: $(psql -At -d "$PG_URL" -c "SELECT version()" | cut -d, -f1), synchronous_commit $(psql -At -d "$PG_URL" -c "SHOW synchronous_commit"), fsync $(psql -At -d "$PG_URL" -c "SHOW fsync"), on $PG_URL (unpinned)"
+  fi
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
 
@@ -153,6 +166,19 @@ TASK=(--mode task --poll-first-ms 0 --poll-every-ms 1)
 
 for rep in $(seq 1 "$REPS"); do
   log "=== repetition $rep of $REPS ==="
+  if [[ "$ONLY" == postgres ]]; then
+    # End-to-end task throughput, then tasks/get against K retained tasks, each next to the
+    # memory store in the same repetition.
+    for server in ours ours-postgres; do
+      measure "$server" "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
+    done
+    for k in $RETAINED; do
+      for server in ours ours-postgres; do
+        measure "$server" "get-k$k" "$rep" "${COMMON[@]}" --mode get --prefill "$k" --clients 16
+      done
+    done
+    continue
+  fi
   if [[ "$ONLY" == sqlite ]]; then
     measure ours "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
     measure ours-sqlite "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
@@ -195,6 +221,11 @@ for rep in $(seq 1 "$REPS"); do
   fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/machine.txt"
+if [[ "$ONLY" == postgres ]]; then
+  for port in $(seq 18701 "$PORT"); do
+    psql -q -d "$PG_URL" -c "SET client_min_messages = warning; DROP SCHEMA IF EXISTS bench_ours_$port CASCADE" >>"$OUT/psql.log" 2>&1 || true
+  done
+fi
 
 python3 "$ROOT/scripts/bench_summary.py" "$RESULTS" "$OUT/machine.txt" | tee "$OUT/summary.md"
 log "results in $OUT"

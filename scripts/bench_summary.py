@@ -84,7 +84,7 @@ print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 clients = sorted({int(l[6:]) for (_, l) in runs if l.startswith("task-c")})
 for c in clients:
     label = f"task-c{c}"
-    for s in ("ours", "rmcp", "fastmcp"):
+    for s in ("ours", "ours-postgres", "rmcp", "fastmcp"):
         if (s, label) not in runs:
             continue
         print(
@@ -166,6 +166,35 @@ else:
     print(f"- not measured: {why} (see server-ours-sqlite.log)")
 print()
 
+PG = [s for s in ("ours-postgres",) if any(k[0] == s for k in runs)]
+if PG:
+    print("## Postgres store (issue 11)\n")
+    for s in PG:
+        if (s, "task-c64") in runs:
+            print(f"- {s} / ours (memory), tasks/s at 64 clients = {fr(ratio(s, 'task-c64', 'ours', 'task-c64', 'tasks_per_s'))}")
+    pg_ks = sorted(int(l[5:]) for (sv, l) in runs if sv == "ours-postgres" and l.startswith("get-k"))
+    if pg_ks:
+        print()
+        print("| server | retained | gets/s | get p50/p99 us | server CPU us/get | errors |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for k in pg_ks:
+            for sv in ("ours", "ours-postgres"):
+                label = f"get-k{k}"
+                if (sv, label) not in runs:
+                    continue
+                print(
+                    f"| {sv} | {k:,} | {fmt(med(sv, label, 'requests_per_s'))} "
+                    f"| {fmt(med(sv, label, 'get_p50_us'))} / {fmt(med(sv, label, 'get_p99_us'))} "
+                    f"| {fmt(med_cpu(sv, label, 'requests'), 1)} | {sum(values(sv, label, 'errors'))} |"
+                )
+        print()
+        lo, hi = f"get-k{pg_ks[0]}", f"get-k{pg_ks[-1]}"
+        print(f"- ours-postgres at {pg_ks[-1]:,} / at {pg_ks[0]:,} (gets/s) = {fr(ratio('ours-postgres', hi, 'ours-postgres', lo, 'requests_per_s'))}")
+        for k in pg_ks:
+            label = f"get-k{k}"
+            print(f"- at {k:,} retained: ours-postgres / ours (memory) (gets/s) = {fr(ratio('ours-postgres', label, 'ours', label, 'requests_per_s'))}")
+    print()
+
 print("## Targets (issue 7)\n")
 
 
@@ -188,6 +217,10 @@ if o_hi:
     check(f"gets/s: ours at {o_hi[5:]} / rmcp at {r_hi[5:]}{bound}", ratio("ours", o_hi, "rmcp", r_hi, "requests_per_s"), ">=", 50)
     check(f"bytes per retained task: ours ({o_hi[5:]}) / rmcp ({r_hi[5:]})", ratio("ours", o_hi, "rmcp", r_hi, "bytes_per_task"), "<=", 0.5)
 check("inline throughput: ours / rmcp", ratio("ours", "inline-c16", "rmcp", "inline-c16", "requests_per_s"), ">=", 0.95)
+if ("ours-postgres", "task-c64") in runs:
+    check("Postgres (one cluster instance) / memory task throughput at 64 clients", ratio("ours-postgres", "task-c64", "ours", "task-c64", "tasks_per_s"), ">=", 0.5)
+if PG and pg_ks:
+    check(f"Postgres gets/s flat: at {pg_ks[-1]:,} / at {pg_ks[0]:,}", ratio("ours-postgres", f"get-k{pg_ks[-1]}", "ours-postgres", f"get-k{pg_ks[0]}", "requests_per_s"), ">=", 0.8)
 if ("ours-sqlite", "task-c64") in runs:
     check("SQLite / memory task throughput at 64 clients", ratio("ours-sqlite", "task-c64", "ours", "task-c64", "tasks_per_s"), ">=", 0.8)
 else:

@@ -473,6 +473,129 @@ async fn memory_idempotent_create_under_concurrent_retries() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Batched finishes and reads (store/postgres/batch.rs): many at once, each answered as alone.
+
+/// 48 tasks under leases finish at once, and are read at once, through the batches: every
+/// finish lands on its own task with its own outcome and message; a second finish of a task
+/// sent at the same time is refused as terminal, not applied twice; a stale epoch, a
+/// foreign instance and a task past its TTL are not finished by the batch statement (they
+/// take the general path: fenced, fenced, expired); reads of missing ids answer `None` next
+/// to found ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_finishes_and_reads_answer_each_task_as_alone() {
+    let db = db!();
+    let store = Arc::new(db.store().await.unwrap());
+    let mut leases = Vec::new();
+    for i in 0..48 {
+        let task =
+            new_task(&format!("t{i:02}")).with_runner(Arc::from("a"), Duration::from_secs(30));
+        leases.push(Lease::first(&task).unwrap());
+        store.create(task).await.unwrap();
+    }
+    let outcome = |i: usize| {
+        if i % 2 == 0 {
+            Outcome::Completed(object(
+                json!({ "content": [{ "type": "text", "text": format!("r{i}") }] }),
+            ))
+        } else {
+            Outcome::Failed(object(
+                json!({ "code": -32603, "message": format!("e{i}") }),
+            ))
+        }
+    };
+    // Every task finished twice, all at the same moment (so that some batches hold both
+    // finishes of a task).
+    let mut finishes = Vec::new();
+    let twice = leases
+        .iter()
+        .cloned()
+        .enumerate()
+        .flat_map(|job| [job.clone(), job]);
+    for (i, lease) in twice {
+        let store = Arc::clone(&store);
+        finishes.push(tokio::spawn(async move {
+            cluster(&store).finish_fenced(&lease, outcome(i)).await
+        }));
+    }
+    let mut results = Vec::new();
+    for finish in finishes {
+        results.push(finish.await.unwrap());
+    }
+    let (ok, terminal): (Vec<_>, Vec<_>) = results.iter().partition(|r| r.is_ok());
+    assert_eq!(ok.len(), 48, "one finish per task applies: {results:?}");
+    assert!(
+        terminal
+            .iter()
+            .all(|r| matches!(r, Err(StoreError::Terminal(_)))),
+        "the second finish of each task is refused: {terminal:?}"
+    );
+    let reads = futures::future::join_all((0..50).map(|i| {
+        store.get(
+            if i < 48 {
+                format!("t{i:02}")
+            } else {
+                format!("missing-{i}")
+            }
+            .leak(),
+        )
+    }))
+    .await;
+    for (i, read) in reads.into_iter().enumerate() {
+        let read = read.unwrap();
+        if i >= 48 {
+            assert!(read.is_none(), "missing-{i} is not found");
+            continue;
+        }
+        let task = read.unwrap_or_else(|| panic!("t{i:02} is found"));
+        assert_eq!(&*task.id, format!("t{i:02}"));
+        assert_eq!(task.outcome.as_ref(), Some(&outcome(i)), "t{i:02}");
+        assert_eq!(task.status_message, outcome(i).status_message(), "t{i:02}");
+    }
+
+    // Not for the batch statement: a stale epoch, another instance, a task past its TTL.
+    let task = new_task("stale").with_runner(Arc::from("a"), Duration::from_secs(30));
+    let first = Lease::first(&task).unwrap();
+    store.create(task).await.unwrap();
+    let mut stale = first.clone();
+    stale.epoch += 1;
+    let mut foreign = first.clone();
+    foreign.instance = Arc::from("b");
+    for lease in [stale, foreign] {
+        assert!(
+            matches!(
+                cluster(&store)
+                    .finish_fenced(&lease, Outcome::Cancelled)
+                    .await,
+                Err(StoreError::Fenced { .. })
+            ),
+            "{lease:?} does not finish the task"
+        );
+    }
+    assert_eq!(
+        store.get("stale").await.unwrap().unwrap().status,
+        TaskStatus::Working
+    );
+    let task = new_task("late")
+        .with_ttl(Some(Duration::from_millis(100)))
+        .with_runner(Arc::from("a"), Duration::from_secs(30));
+    let late = Lease::first(&task).unwrap();
+    store.create(task).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(matches!(
+        cluster(&store)
+            .finish_fenced(&late, Outcome::Cancelled)
+            .await,
+        Err(StoreError::Terminal(TaskStatus::Failed))
+    ));
+    let late = store.get("late").await.unwrap().unwrap();
+    assert_eq!(
+        late.status,
+        TaskStatus::Failed,
+        "past its TTL the task expired instead"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Several stores on one schema: the instances of a cluster.
 
 const SHORT: Duration = Duration::from_millis(300);

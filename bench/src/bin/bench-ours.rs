@@ -1,11 +1,18 @@
 //! mcp-tasks serving `noop_task(sleep_ms)`, written with `#[task_tool]` and `toolkit!`, on
 //! `mcp_tasks::serve_http` (which sets `TCP_NODELAY`).
 //!
-//! `bench-ours --port 8101 [--store memory|sqlite]` (`sqlite`: a fresh file in the temp folder)
+//! `bench-ours --port 8101 [--store memory|sqlite|postgres]`
+//!
+//! - `sqlite`: a fresh file in the temp folder.
+//! - `postgres`: one instance of a cluster (leases, renewals, claims: what
+//!   `examples/server_http --store postgres://...` runs) on the server at
+//!   `MCP_TASKS_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`), schema
+//!   `bench_ours_<port>`, which `scripts/bench.sh` drops before each run. (A runtime on a
+//!   store that is a `ClusterStore` always runs as a cluster instance.)
 
 use std::time::Duration;
 
-use mcp_tasks::{TaskServer, task_tool, toolkit};
+use mcp_tasks::{ClusterConfig, Engine, PostgresStore, TaskServer, task_tool, toolkit};
 use mcp_tasks_bench::{Args, listen};
 use rmcp::model::{CallToolResult, ContentBlock};
 
@@ -35,9 +42,23 @@ async fn main() -> std::io::Result<()> {
             let store = mcp_tasks::SqliteStore::open(&path).map_err(std::io::Error::other)?;
             TaskServer::new(toolkit).with_store(store)
         }
+        "postgres" => {
+            let url = std::env::var("MCP_TASKS_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+            let pg = PostgresStore::builder(url)
+                .with_schema(format!("bench_ours_{port}"))
+                .connect()
+                .await
+                .map_err(|e| std::io::Error::other(format!("{e}: {e:?}")))?;
+            let engine = Engine::new(toolkit)
+                .with_store(pg)
+                .with_cluster(ClusterConfig::default());
+            engine.recover().await.map_err(std::io::Error::other)?;
+            TaskServer::from_engine(engine)
+        }
         other => {
             return Err(std::io::Error::other(format!(
-                "--store {other}: expected memory or sqlite"
+                "--store {other}: expected memory, sqlite or postgres"
             )));
         }
     };

@@ -1,17 +1,28 @@
-//! Group commit of creates: a few writer tasks each take every create queued at that moment
-//! and store them with one multi-row `INSERT` in one transaction, so that under load a commit
-//! (and its WAL flush) covers many creates. Nothing waits on a timer: a lone create goes at
-//! once, and the creates that arrive while a batch commits form the next one.
+//! Batches: a few worker tasks per kind of operation each take every job of that kind queued
+//! at that moment and run them as one statement with array parameters, so that under load
+//! one round trip (and, for writes, one commit and its WAL flush) covers many tasks. Nothing
+//! waits on a timer: a lone job goes at once, and the jobs that arrive while a batch runs
+//! form the next one ([`spawn_workers`]).
+//!
+//! - **Creates**: one multi-row `INSERT` ([`INSERT`]).
+//! - **Reads** (`tasks/get`): one `SELECT ... WHERE id = ANY($1)` ([`read_batch`]).
+//! - **Fenced finishes** of live tasks: one `UPDATE ... FROM unnest(..)` ([`FINISH`]); a
+//!   finish it does not apply (fenced, terminal, past its TTL, a second finish of one task in
+//!   the batch) changes nothing and goes back to its caller, which takes the general path.
 
-use std::{collections::HashSet, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    future::Future,
+    sync::Arc,
+};
 
 use deadpool_postgres::Pool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{
-    NewTask, StoreError,
-    pool::write_one,
-    row::{db_now_ms, to_i64, to_json},
+    Lease, NewTask, Outcome, StoreError,
+    pool::{read, write_one},
+    row::{self, Row, db_now_ms, outcome_json, to_i64, to_json},
 };
 use crate::clock::millis;
 
@@ -64,57 +75,80 @@ pub(super) struct Job {
     pub(super) reply: oneshot::Sender<Result<Created, StoreError>>,
 }
 
-/// Starts the writer tasks; they end when every sender of `jobs` is dropped.
+/// Starts `workers` tasks that run the jobs sent to the returned queue in batches of at most
+/// `max`: each takes every job queued at that moment and hands them to `run` together. They
+/// end when every sender is dropped.
+pub(super) fn spawn_workers<J, F, Fut>(
+    runtime: &tokio::runtime::Handle,
+    workers: usize,
+    max: usize,
+    run: F,
+) -> mpsc::UnboundedSender<J>
+where
+    J: Send + 'static,
+    F: Fn(Vec<J>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..workers {
+        let (rx, run) = (Arc::clone(&rx), run.clone());
+        runtime.spawn(async move {
+            loop {
+                let batch = {
+                    let mut jobs = rx.lock().await;
+                    let Some(first) = jobs.recv().await else {
+                        return;
+                    };
+                    let mut batch = vec![first];
+                    while batch.len() < max {
+                        match jobs.try_recv() {
+                            Ok(job) => batch.push(job),
+                            Err(_) => break,
+                        }
+                    }
+                    batch
+                };
+                run(batch).await;
+            }
+        });
+    }
+    tx
+}
+
+/// Starts the create writers.
 pub(super) fn spawn(
     runtime: &tokio::runtime::Handle,
     pool: &Pool,
     channel: &Arc<str>,
 ) -> mpsc::UnboundedSender<Job> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let rx = Arc::new(Mutex::new(rx));
-    for _ in 0..WRITERS {
-        let (pool, rx, channel) = (pool.clone(), Arc::clone(&rx), Arc::clone(channel));
-        runtime.spawn(async move { write_loop(&pool, &rx, &channel).await });
-    }
-    tx
+    let (pool, channel) = (pool.clone(), Arc::clone(channel));
+    spawn_workers(runtime, WRITERS, MAX_BATCH, move |batch: Vec<Job>| {
+        let (pool, channel) = (pool.clone(), Arc::clone(&channel));
+        async move { write_creates(&pool, batch, &channel).await }
+    })
 }
 
-async fn write_loop(pool: &Pool, jobs: &Mutex<mpsc::UnboundedReceiver<Job>>, channel: &str) {
-    loop {
-        let batch = {
-            let mut jobs = jobs.lock().await;
-            let Some(first) = jobs.recv().await else {
-                return;
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match jobs.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
+async fn write_creates(pool: &Pool, batch: Vec<Job>, channel: &str) {
+    match insert(pool, &batch, channel).await {
+        Ok(inserted) => {
+            for job in batch {
+                let created = if inserted.contains(&*job.task.id) {
+                    Created::Inserted
+                } else {
+                    Created::Conflict(Box::new(job.task))
+                };
+                let _ = job.reply.send(Ok(created));
             }
-            batch
-        };
-        match insert(pool, &batch, channel).await {
-            Ok(inserted) => {
-                for job in batch {
-                    let created = if inserted.contains(&*job.task.id) {
-                        Created::Inserted
-                    } else {
-                        Created::Conflict(Box::new(job.task))
-                    };
-                    let _ = job.reply.send(Ok(created));
-                }
-            }
-            Err(error) => {
-                // Every create of the batch gets the error (same text, its own value).
-                let text = super::pool::chain(&error);
-                for job in batch {
-                    let _ = job.reply.send(Err(super::PgError::msg(format!(
-                        "{text} (the create was not stored, unless only the commit's answer \
-                         was lost)"
-                    ))));
-                }
+        }
+        Err(error) => {
+            // Every create of the batch gets the error (same text, its own value).
+            let text = super::pool::chain(&error);
+            for job in batch {
+                let _ = job.reply.send(Err(super::PgError::msg(format!(
+                    "{text} (the create was not stored, unless only the commit's answer \
+                     was lost)"
+                ))));
             }
         }
     }
@@ -218,4 +252,168 @@ impl<'a> Columns<'a> {
         self.idem.push(task.idempotency_key.as_deref());
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reads.
+
+/// A `tasks/get` waiting for its batch: the task's row as stored (`None`: no such task).
+pub(super) struct ReadJob {
+    pub(super) id: Arc<str>,
+    pub(super) reply: oneshot::Sender<Result<Option<Row>, StoreError>>,
+}
+
+/// Reads in flight at once.
+const READERS: usize = 4;
+
+/// Starts the readers.
+pub(super) fn spawn_readers(
+    runtime: &tokio::runtime::Handle,
+    pool: &Pool,
+) -> mpsc::UnboundedSender<ReadJob> {
+    let pool = pool.clone();
+    spawn_workers(runtime, READERS, MAX_BATCH, move |batch: Vec<ReadJob>| {
+        let pool = pool.clone();
+        async move { read_batch(&pool, batch).await }
+    })
+}
+
+/// Every row of the batch in one `SELECT`; each caller gets its own (decoded) row.
+async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
+    let ids: Vec<&str> = batch.iter().map(|job| &*job.id).collect();
+    let rows = if let [id] = ids[..] {
+        read(pool, row::SELECT, &[&id], "could not read the task").await
+    } else {
+        read(pool, row::SELECT_ANY, &[&ids], "could not read the task").await
+    };
+    match rows {
+        Ok(rows) => {
+            let mut by_id: HashMap<String, &tokio_postgres::Row> = HashMap::new();
+            for raw in &rows {
+                by_id.insert(raw.get::<_, String>(0), raw);
+            }
+            for job in batch {
+                let row = by_id.get(&*job.id).map(|raw| Row::decode(raw)).transpose();
+                let _ = job.reply.send(row);
+            }
+        }
+        Err(error) => {
+            let text = super::pool::chain(&error);
+            for job in batch {
+                let _ = job.reply.send(Err(super::PgError::msg(text.clone())));
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fenced finishes.
+
+/// The fenced finish of live tasks, one statement for the batch (its own transaction): what
+/// `end` and `PostgresStore::modify` do, for the common case only. A task changes only when
+/// it is live, held by the job's instance at the job's epoch and not past its TTL at the
+/// job's time; its steps go with it. Returns the ids it finished.
+///
+/// The plan must look tasks up by primary key only: `t.runner = u.runner` would imply the
+/// predicate of the lease index (`runner IS NOT NULL`), and the generic plan then read that
+/// whole index (every live task and every dead entry not yet vacuumed) on every batch.
+/// `IS NOT DISTINCT FROM` (the same test, as no lease has a NULL instance) implies nothing,
+/// and `t.id = ANY($1)` gives the primary key its condition.
+const FINISH: &str = concat!(
+    "WITH u AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+     $5::text[], $6::text[], $7::bigint[]) AS u(id, epoch, runner, status, outcome, message, \
+     now)), \
+     done AS (UPDATE tasks t SET status = u.status, outcome = u.outcome, \
+     status_message = u.message, input_requests = '{}', used_keys = '[]', answers = '{}', \
+     purge_at_ms = COALESCE(t.deadline_ms, ",
+    "9223372036854775807", // row::NEVER: finished, no TTL, never purged
+    "), last_updated_at_ms = GREATEST(u.now, t.last_updated_at_ms + 1) FROM u \
+     WHERE t.id = ANY($1) AND t.id = u.id AND t.epoch = u.epoch \
+     AND t.runner IS NOT DISTINCT FROM u.runner \
+     AND t.purge_at_ms IS NULL AND t.status IN ('working', 'input_required') \
+     AND (t.deadline_ms IS NULL OR t.deadline_ms > u.now) RETURNING t.id), \
+     dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
+     SELECT id FROM done"
+);
+
+/// A fenced finish waiting for its batch: `true` when the batch finished the task, `false`
+/// when it changed nothing (the caller takes the general path).
+pub(super) struct FinishJob {
+    pub(super) lease: Lease,
+    pub(super) outcome: Outcome,
+    /// The caller's clock reading.
+    pub(super) now: u64,
+    pub(super) reply: oneshot::Sender<Result<bool, StoreError>>,
+}
+
+/// Starts the finish writers.
+pub(super) fn spawn_finishers(
+    runtime: &tokio::runtime::Handle,
+    pool: &Pool,
+) -> mpsc::UnboundedSender<FinishJob> {
+    let pool = pool.clone();
+    spawn_workers(runtime, WRITERS, MAX_BATCH, move |batch: Vec<FinishJob>| {
+        let pool = pool.clone();
+        async move { finish_batch(&pool, batch).await }
+    })
+}
+
+async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>) {
+    // One finish per task in a statement: a second one changes nothing here and goes back
+    // (the general path answers it, after the first is stored).
+    let mut seen = HashSet::new();
+    let mut batch = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if seen.insert(Arc::clone(&job.lease.task_id)) {
+            batch.push(job);
+        } else {
+            let _ = job.reply.send(Ok(false));
+        }
+    }
+    let finished = finish(pool, &batch).await;
+    match finished {
+        Ok(done) => {
+            for job in batch {
+                let _ = job.reply.send(Ok(done.contains(&*job.lease.task_id)));
+            }
+        }
+        Err(error) => {
+            let text = super::pool::chain(&error);
+            for job in batch {
+                let _ = job.reply.send(Err(super::PgError::msg(text.clone())));
+            }
+        }
+    }
+}
+
+async fn finish(pool: &Pool, batch: &[FinishJob]) -> Result<HashSet<String>, StoreError> {
+    let n = batch.len();
+    let (mut id, mut epoch, mut runner) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut status, mut outcome, mut message, mut now) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    for job in batch {
+        id.push(&*job.lease.task_id);
+        epoch.push(to_i64(job.lease.epoch));
+        runner.push(&*job.lease.instance);
+        status.push(crate::store::status_name(job.outcome.status()));
+        outcome.push(to_json(&outcome_json(&job.outcome))?);
+        message.push(job.outcome.status_message());
+        now.push(to_i64(job.now));
+    }
+    let rows = write_one(
+        pool,
+        FINISH,
+        &[&id, &epoch, &runner, &status, &outcome, &message, &now],
+        "could not finish the task",
+    )
+    .await?;
+    Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
 }

@@ -224,10 +224,14 @@ impl PostgresBuilder {
         let runtime = tokio::runtime::Handle::current();
         let channel: Arc<str> = Arc::from(format!("mcp_tasks.{}", self.schema));
         let creates = batch::spawn(&runtime, &pool, &channel);
+        let reads = batch::spawn_readers(&runtime, &pool);
+        let finishes = batch::spawn_finishers(&runtime, &pool);
         let stop = CancellationToken::new();
         Ok(PostgresStore {
             pool,
             creates,
+            reads,
+            finishes,
             clock: Clock::new(),
             channel,
             held: Held::default(),
@@ -268,6 +272,8 @@ fn valid_schema(schema: &str) -> bool {
 pub struct PostgresStore {
     pool: Pool,
     creates: mpsc::UnboundedSender<batch::Job>,
+    reads: mpsc::UnboundedSender<batch::ReadJob>,
+    finishes: mpsc::UnboundedSender<batch::FinishJob>,
     clock: Clock,
     channel: Arc<str>,
     held: Held,
@@ -524,6 +530,22 @@ impl PostgresStore {
         )))
     }
 
+    /// A fenced finish through the finish writers ([`batch`]): `true` when it ended the task,
+    /// `false` when it changed nothing (not live under this lease, or past its TTL).
+    async fn finish_batched(&self, lease: &Lease, outcome: &Outcome) -> Result<bool, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || PgError::msg("the store's finish writers have stopped".into());
+        self.finishes
+            .send(batch::FinishJob {
+                lease: lease.clone(),
+                outcome: outcome.clone(),
+                now: self.clock.now_ms(),
+                reply,
+            })
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
     async fn enqueue(&self, task: NewTask, now: u64) -> Result<batch::Created, StoreError> {
         let (reply, answer) = oneshot::channel();
         let stopped = || PgError::msg("the Postgres create writers have stopped".into());
@@ -753,11 +775,19 @@ impl TaskStore for PostgresStore {
 
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
         let now = self.clock.now_ms();
-        let rows = read(&self.pool, row::SELECT, &[&id], "could not read the task").await?;
-        let Some(raw) = rows.first() else {
+        let (reply, answer) = oneshot::channel();
+        self.reads
+            .send(batch::ReadJob {
+                id: Arc::from(id),
+                reply,
+            })
+            .map_err(|_| PgError::msg("the store's readers have stopped".into()))?;
+        let row = answer
+            .await
+            .map_err(|_| PgError::msg("the store's readers have stopped".into()))??;
+        let Some(row) = row else {
             return Ok(None);
         };
-        let row = Row::decode(raw)?;
         if !row.purge_due(now) && !row.expiry_due(now) {
             return Ok(Some(row.snapshot));
         }
@@ -1087,11 +1117,18 @@ impl ClusterStore for PostgresStore {
     }
 
     async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError> {
-        let result = self
-            .modify(&lease.task_id, Some(lease), |row, fx, now| {
-                end(row, fx, now, outcome)
-            })
-            .await;
+        let result = match self.finish_batched(lease, &outcome).await {
+            Ok(true) => Ok(()),
+            // The task is not (or no longer) live under this lease, or is past its TTL:
+            // the general path finds out which and answers for it.
+            Ok(false) => {
+                self.modify(&lease.task_id, Some(lease), |row, fx, now| {
+                    end(row, fx, now, outcome)
+                })
+                .await
+            }
+            Err(error) => Err(error),
+        };
         if !matches!(result, Err(StoreError::Backend(_))) {
             self.unhold(lease);
         }

@@ -30,6 +30,10 @@ macro_rules! row_columns {
 /// One task, for a read.
 pub(super) const SELECT: &str = concat!("SELECT ", row_columns!(), " FROM tasks WHERE id = $1");
 
+/// Several tasks (`$1`: an array of ids), each row as [`SELECT`] reads it.
+pub(super) const SELECT_ANY: &str =
+    concat!("SELECT ", row_columns!(), " FROM tasks WHERE id = ANY($1)");
+
 /// One task, locked for a change.
 pub(super) const SELECT_FOR_UPDATE: &str = concat!(
     "SELECT ",
