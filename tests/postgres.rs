@@ -493,7 +493,7 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
         store.create(task).await.unwrap();
     }
     let outcome = |i: usize| {
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             Outcome::Completed(object(
                 json!({ "content": [{ "type": "text", "text": format!("r{i}") }] }),
             ))
