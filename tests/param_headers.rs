@@ -107,6 +107,15 @@ async fn the_schema_carries_the_annotations() {
     assert_eq!(schema["required"], json!(["region", "shard"]));
 }
 
+/// What a refused call is (for the log), its arguments, its `Mcp-Param-*` headers, and the
+/// text the error message must contain.
+type Refusal = (
+    &'static str,
+    Value,
+    Vec<(&'static str, &'static str)>,
+    &'static str,
+);
+
 /// C32-C34: what the server accepts and refuses, and that a refused call never runs.
 #[tokio::test]
 async fn the_server_checks_the_headers() {
@@ -142,7 +151,7 @@ async fn the_server_checks_the_headers() {
     assert_eq!(before, 2);
 
     // Each refusal: HTTP 400, -32020, and a message naming the header (C33).
-    let refused: [(&str, Value, Vec<(&str, &str)>, &str); 7] = [
+    let refused: [Refusal; 7] = [
         (
             "a missing header",
             args.clone(),
