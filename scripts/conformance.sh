@@ -59,7 +59,8 @@ MODERN_TOOL_SCENARIOS=(input-required-result-basic-sampling input-required-resul
   input-required-result-request-state input-required-result-multiple-input-requests
   input-required-result-multi-round input-required-result-capability-check
   input-required-result-result-type input-required-result-unsupported-methods
-  input-required-result-validate-input json-schema-2020-12 http-custom-header-server-validation)
+  input-required-result-validate-input input-required-result-missing-input-response
+  json-schema-2020-12 http-custom-header-server-validation)
 
 mode=strict requirements=""
 case "${1:-}" in
