@@ -6,7 +6,7 @@
 //! for `#[arg(header = "Region")]`. When a [`Toolkit`](crate::Toolkit) registers a tool it
 //! holds the definition to the rules a client applies before it uses one (a client drops a
 //! tool whose annotations break them, C35), and refuses it with a
-//! [`DefinitionError`](crate::DefinitionError) naming the property otherwise:
+//! [`DefinitionError`] naming the property otherwise:
 //!
 //! 1. an annotation sits on a property reached from the root through `properties` alone (not
 //!    on the root, not inside `$defs`, `items`, `anyOf`, ...);
