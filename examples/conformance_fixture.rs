@@ -1,11 +1,17 @@
 //! The fixture server of the official MCP conformance suite (see CONFORMANCE.md): the task
-//! fixtures of its `tasks-*` scenarios and the plain tools of its `tools-*` scenarios, written
-//! with `#[task_tool]`.
+//! fixtures of its `tasks-*` scenarios, the plain tools of its `tools-*` scenarios, and the
+//! tools of the `input-required-result-*`, `json-schema-2020-12`, `server-stateless` and
+//! `http-custom-header-server-validation` scenarios, all written with `#[task_tool]`.
 //!
 //! `cargo run --example conformance_fixture -- --port 3001` serves Streamable HTTP on
 //! `http://127.0.0.1:3001/mcp`; `-- --stdio` serves stdio. `scripts/conformance.sh` runs the
 //! suite against it. It runs without authentication; `--tokens alice:TOKEN_A,bob:TOKEN_B`
 //! makes every HTTP request need one of those bearer tokens (each names its owner).
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire, and scenarios call them"
+)]
 
 use std::time::Duration;
 
@@ -13,8 +19,8 @@ use mcp_tasks::{
     HttpOptions, StaticTokens, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
 use rmcp::model::{
-    CallToolResult, ContentBlock, ElicitResult, ElicitationAction, ElicitationSchema, ErrorData,
-    ResourceContents,
+    CallToolResult, ContentBlock, CreateMessageRequestParams, CreateMessageResult, ElicitResult,
+    ElicitationAction, ElicitationSchema, ErrorData, ResourceContents, SamplingMessage,
 };
 
 /// A 1x1 red PNG.
@@ -136,6 +142,204 @@ async fn test_input_required_result_tampered_state(ctx: TaskContext) -> Result<S
     })
 }
 
+/// `http-custom-header-server-validation`: its arguments travel as `Mcp-Param-*` headers too
+/// (SEP-2243); the server refuses a call whose header is missing or differs from the body.
+#[task_tool(mode = "inline")]
+async fn test_custom_header(
+    #[arg(header = "Region", description = "where the request is served")] region: String,
+    #[arg(header = "Priority", default)] priority: i64,
+    #[arg(header = "Verbose", default)] verbose: bool,
+) -> String {
+    format!("region {region}, priority {priority}, verbose {verbose}")
+}
+
+/// A postal address (`json-schema-2020-12`).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "address", extend("$anchor" = "addressDef"))]
+#[allow(
+    dead_code,
+    reason = "decoded for the schema; the tool only answers `ok`"
+)]
+struct Address {
+    street: Option<String>,
+    city: Option<String>,
+}
+
+/// How to reach someone.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum ContactMethod {
+    Phone,
+    Email,
+}
+
+/// The arguments of `json_schema_2020_12_tool`: `$defs` with an `$anchor`, composition
+/// (`allOf`/`anyOf`), conditionals (`if`/`then`/`else`) and `additionalProperties: false`,
+/// all written with schemars.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(extend(
+    "allOf" = [{ "anyOf": [{ "required": ["phone"] }, { "required": ["email"] }] }],
+    "if" = { "properties": { "contactMethod": { "const": "phone" } }, "required": ["contactMethod"] },
+    "then" = { "required": ["phone"] },
+    "else" = { "required": ["email"] },
+))]
+#[allow(
+    dead_code,
+    reason = "decoded for the schema; the tool only answers `ok`"
+)]
+struct Contact {
+    name: Option<String>,
+    address: Option<Address>,
+    contact_method: Option<ContactMethod>,
+    phone: Option<String>,
+    email: Option<String>,
+}
+
+/// `json-schema-2020-12`: an input schema with the 2020-12 vocabulary.
+#[task_tool(mode = "inline")]
+async fn json_schema_2020_12_tool(#[args] _contact: Contact) -> String {
+    "ok".to_owned()
+}
+
+/// `server-stateless`: needs sampling, so a client that did not declare it gets `-32021`.
+#[task_tool(mode = "inline")]
+async fn test_missing_capability(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx.sample(question("Say something.", 20)).await?;
+    Ok(sampled(&answer))
+}
+
+/// `server-stateless`: asks by multi round-trip request; the response stream carries the
+/// `input_required` result, never a request of the server's own.
+#[task_tool(mode = "inline")]
+async fn test_streaming_elicitation(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx.elicit_form("Continue?", schema("ok", true)?).await?;
+    Ok(format!("answered: {}", action(&answer)))
+}
+
+fn question(text: &str, max_tokens: u32) -> CreateMessageRequestParams {
+    CreateMessageRequestParams::new(vec![SamplingMessage::user_text(text)], max_tokens)
+}
+
+fn sampled(answer: &CreateMessageResult) -> String {
+    answer
+        .message
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map_or_else(|| "(no text)".to_owned(), |t| t.text.clone())
+}
+
+/// `accept`, `decline` or `cancel`.
+fn action(answer: &ElicitResult) -> String {
+    serde_json::to_value(&answer.action)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn text_answer(answer: &ElicitResult, field: &str) -> String {
+    accepted(answer, field)
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "(no answer)".to_owned())
+}
+
+/// `input-required-result-basic-elicitation`: one question by multi round-trip request.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_elicitation(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx
+        .elicit_form("What is your name?", schema("name", false)?)
+        .await?;
+    Ok(format!("Hello, {}!", text_answer(&answer, "name")))
+}
+
+/// `input-required-result-basic-sampling`.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_sampling(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx
+        .sample(question("What is the capital of France?", 100))
+        .await?;
+    Ok(format!("The model said: {}", sampled(&answer)))
+}
+
+/// `input-required-result-basic-list-roots`.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_list_roots(ctx: TaskContext) -> Result<String, ToolError> {
+    let roots = ctx.roots().await?;
+    let uris: Vec<&str> = roots.roots.iter().map(|r| r.uri.as_str()).collect();
+    Ok(format!("roots: {}", uris.join(", ")))
+}
+
+/// `input-required-result-request-state`: the SDK seals the `requestState` and checks it on
+/// the retry, so an answer reaching the tool means the state was valid.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_request_state(ctx: TaskContext) -> Result<String, ToolError> {
+    let answer = ctx
+        .elicit_form("Please confirm", schema("ok", true)?)
+        .await?;
+    Ok(format!("state-ok: {}", action(&answer)))
+}
+
+/// `input-required-result-multiple-input-requests`: three kinds in one round.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_multiple_inputs(ctx: TaskContext) -> Result<String, ToolError> {
+    let (name, greeting, roots) = tokio::try_join!(
+        ctx.elicit_form("What is your name?", schema("name", false)?),
+        ctx.sample(question("Generate a greeting", 50)),
+        ctx.roots(),
+    )?;
+    Ok(format!(
+        "{} {} ({} roots)",
+        sampled(&greeting),
+        text_answer(&name, "name"),
+        roots.roots.len()
+    ))
+}
+
+/// `input-required-result-multi-round`: a second question once the first is answered.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_multi_round(ctx: TaskContext) -> Result<String, ToolError> {
+    let name = ctx
+        .elicit_form("Step 1: What is your name?", schema("name", false)?)
+        .await?;
+    let color = ctx
+        .elicit_form(
+            "Step 2: What is your favorite color?",
+            schema("color", false)?,
+        )
+        .await?;
+    Ok(format!(
+        "{} likes {}",
+        text_answer(&name, "name"),
+        text_answer(&color, "color")
+    ))
+}
+
+/// `input-required-result-capability-check`: asks only what the client declared it can answer.
+#[task_tool(mode = "inline")]
+async fn test_input_required_result_capabilities(ctx: TaskContext) -> Result<String, ToolError> {
+    let caps = ctx.client_capabilities();
+    let (elicitation, sampling, roots) = (
+        caps.elicitation.is_some(),
+        caps.sampling.is_some(),
+        caps.roots.is_some(),
+    );
+    if elicitation {
+        let answer = ctx
+            .elicit_form("What is your name?", schema("name", false)?)
+            .await?;
+        Ok(format!("Hello, {}!", text_answer(&answer, "name")))
+    } else if sampling {
+        let answer = ctx.sample(question("Say hello.", 20)).await?;
+        Ok(format!("The model said: {}", sampled(&answer)))
+    } else if roots {
+        let roots = ctx.roots().await?;
+        Ok(format!("{} roots", roots.roots.len()))
+    } else {
+        Ok("the client declared no input capability; nothing asked".to_owned())
+    }
+}
+
 /// `tools-call-simple-text`.
 #[task_tool(mode = "inline")]
 async fn test_simple_text() -> CallToolResult {
@@ -200,6 +404,17 @@ async fn main() -> std::io::Result<()> {
         multi_input,
         test_tool_with_task,
         test_input_required_result_tampered_state,
+        test_input_required_result_elicitation,
+        test_input_required_result_sampling,
+        test_input_required_result_list_roots,
+        test_input_required_result_request_state,
+        test_input_required_result_multiple_inputs,
+        test_input_required_result_multi_round,
+        test_input_required_result_capabilities,
+        test_custom_header,
+        json_schema_2020_12_tool,
+        test_missing_capability,
+        test_streaming_elicitation,
         test_simple_text,
         test_error_handling,
         test_image_content,

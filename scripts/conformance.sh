@@ -51,6 +51,16 @@ TOOLS_SCENARIOS=(tools-list tools-call-simple-text tools-call-error tools-call-i
 # multi round-trip requests do not exist on the initialize wire), and DNS rebinding (Host and
 # Origin checks) on both wires.
 SECURITY_SCENARIOS=(input-required-result-tampered-state dns-rebinding-protection)
+# Issue 12 item 9: the tool scenarios of the 2026-07-28 wire that the fixture's tools now
+# carry (multi round-trip input, JSON Schema 2020-12 input schemas, `x-mcp-header`).
+# 2026-07-28 only: multi round-trip requests and `Mcp-Param-*` headers do not exist on the
+# initialize wire.
+MODERN_TOOL_SCENARIOS=(input-required-result-basic-sampling input-required-result-basic-list-roots
+  input-required-result-request-state input-required-result-multiple-input-requests
+  input-required-result-multi-round input-required-result-capability-check
+  input-required-result-result-type input-required-result-unsupported-methods
+  input-required-result-validate-input input-required-result-missing-input-response
+  json-schema-2020-12 http-custom-header-server-validation)
 
 mode=strict requirements=""
 case "${1:-}" in
@@ -189,7 +199,8 @@ if [ "$mode" = requirements ]; then
   fi
   echo "$total_line"
   ours=""
-  for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}" "${SECURITY_SCENARIOS[@]}"; do
+  for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}" "${SECURITY_SCENARIOS[@]}" \
+    "${MODERN_TOOL_SCENARIOS[@]}"; do
     ours+="$(printf '%s\n' "$output" | grep -E "^✗ $scenario: " || true)"
   done
   if [ -n "$ours" ]; then
@@ -199,7 +210,8 @@ if [ "$mode" = requirements ]; then
 fi
 
 echo "== protocol 2026-07-28 (default)"
-for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}" "${SECURITY_SCENARIOS[@]}"; do run "$scenario"; done
+for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}" "${SECURITY_SCENARIOS[@]}" \
+  "${MODERN_TOOL_SCENARIOS[@]}"; do run "$scenario"; done
 echo "== --spec-version 2025-11-25"
 run dns-rebinding-protection --spec-version 2025-11-25
 for scenario in "${TASKS_SCENARIOS[@]}" "${TOOLS_SCENARIOS[@]}"; do

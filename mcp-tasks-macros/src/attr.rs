@@ -37,7 +37,7 @@ pub const TOOL_ARGS: [&str; 14] = [
 
 const MODES: [&str; 3] = ["required", "optional", "inline"];
 const RESTARTS: [&str; 2] = ["fail", "resume"];
-const ARG_ARGS: [&str; 3] = ["rename", "description", "default"];
+const ARG_ARGS: [&str; 4] = ["rename", "description", "default", "header"];
 
 /// One `key` or `key = value` inside an attribute's parentheses.
 struct Entry {
@@ -314,7 +314,7 @@ fn parse_arg_attr(attr: &Attribute, sink: &Sink) -> ArgAttr {
         _ => {
             sink.spanned(
                 attr,
-                "`#[arg]` takes arguments, e.g. `#[arg(description = \"..\", rename = \"..\", default)]`",
+                "`#[arg]` takes arguments, e.g. `#[arg(description = \"..\", rename = \"..\", default, header = \"..\")]`",
             );
             return out;
         }
@@ -356,6 +356,11 @@ fn parse_arg_attr(attr: &Attribute, sink: &Sink) -> ArgAttr {
                     "`default` takes no value: it uses `Default::default()`; write `#[arg(default)]`",
                 )),
             },
+            "header" => string(&key, value.as_ref(), "\"Region\"").and_then(|lit| {
+                check_header_name(&lit)?;
+                out.header = Some(Spanned::new(lit.value(), lit.span()));
+                Ok(())
+            }),
             _ => unreachable!("every name of ARG_ARGS is handled"),
         };
         if let Err(error) = result {
@@ -370,6 +375,47 @@ fn check_property_name(lit: &LitStr) -> syn::Result<()> {
         return Err(syn::Error::new(
             lit.span(),
             "`rename` needs a non-empty name",
+        ));
+    }
+    Ok(())
+}
+
+/// RFC 9110 token characters (`tchar`): what the `Name` of `Mcp-Param-{Name}` may hold.
+fn is_tchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// `header = ".."` names the header `Mcp-Param-{Name}`: `Name` must be a non-empty HTTP
+/// token (docs/protocol.md C35).
+fn check_header_name(lit: &LitStr) -> syn::Result<()> {
+    let name = lit.value();
+    if name.is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "`header` needs a non-empty name, e.g. `header = \"Region\"` for the header \
+             `Mcp-Param-Region`",
+        ));
+    }
+    if name
+        .get(..10)
+        .is_some_and(|prefix| prefix.eq_ignore_ascii_case("mcp-param-"))
+    {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "write the header name without its `Mcp-Param-` prefix: `header = \"{}\"` is sent \
+                 as `{name}`",
+                &name[10..]
+            ),
+        ));
+    }
+    if let Some(bad) = name.chars().find(|c| !is_tchar(*c)) {
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "invalid header name `{name}`: {bad:?} cannot be part of an HTTP header name; use \
+                 ASCII letters, digits and ! # $ % & ' * + - . ^ _ ` | ~, e.g. `header = \"Region\"`"
+            ),
         ));
     }
     Ok(())
@@ -672,16 +718,52 @@ mod tests {
             errors,
             [
                 "unknown `arg` argument `descripton`, did you mean `description`? expected one of \
-                 `rename`, `description`, `default`",
+                 `rename`, `description`, `default`, `header`",
                 "`default` takes no value: it uses `Default::default()`; write `#[arg(default)]`",
                 "`#[args]` takes no arguments",
                 "`#[arg]` takes arguments, e.g. `#[arg(description = \"..\", rename = \"..\", \
-                 default)]`",
+                 default, header = \"..\")]`",
                 "a parameter takes one `#[arg(...)]` or `#[args]`: merge or remove this one",
             ]
         );
         // The model is complete all the same.
         assert_eq!(tool.params.len(), 3);
+    }
+
+    #[test]
+    fn header_names() {
+        let item: ItemFn = syn::parse_quote! {
+            async fn f(
+                #[arg(header = "Region", rename = "region_id")] a: String,
+                #[arg(header = "x.y_z~1!")] b: u32,
+                #[arg(header = "Two Words")] c: String,
+                #[arg(header = "")] d: String,
+                #[arg(header = "mcp-param-zone")] e: String,
+                #[arg(header)] g: String,
+            ) {}
+        };
+        let (tool, errors) = parse_fn(item);
+        assert_eq!(
+            errors,
+            [
+                "invalid header name `Two Words`: ' ' cannot be part of an HTTP header name; use \
+                 ASCII letters, digits and ! # $ % & ' * + - . ^ _ ` | ~, e.g. \
+                 `header = \"Region\"`",
+                "`header` needs a non-empty name, e.g. `header = \"Region\"` for the header \
+                 `Mcp-Param-Region`",
+                "write the header name without its `Mcp-Param-` prefix: `header = \"zone\"` is \
+                 sent as `mcp-param-zone`",
+                "`header` needs a value, e.g. `header = \"Region\"`",
+            ]
+        );
+        let header = |i: usize| match &tool.params[i].kind {
+            ParamKind::Argument(arg) => arg.header.as_ref().map(|h| h.value.clone()),
+            _ => panic!("an argument"),
+        };
+        assert_eq!(header(0).as_deref(), Some("Region"));
+        assert_eq!(tool.params[0].wire_name().as_deref(), Some("region_id"));
+        assert_eq!(header(1).as_deref(), Some("x.y_z~1!"));
+        assert_eq!(header(2), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Cross-field rules over the parsed model: an `async`, non-generic free fn; unique property
-//! names; `poll_interval <= ttl`; `inline_budget` only on optional tools. Every violation
+//! names; unique `header` names; `poll_interval <= ttl`; `inline_budget` only on optional tools. Every violation
 //! goes to the same [`Sink`] as the parse errors, each at its own token; a rule that depends
 //! on an argument whose value was already reported as wrong is skipped, not checked against
 //! the default.
@@ -147,6 +147,7 @@ fn parameters(tool: &Tool, errors: &Sink) {
             }
         }
     }
+    headers(tool, errors);
     if whole.is_some() {
         for param in &tool.params {
             if matches!(param.kind, ParamKind::Argument(_)) && !param.doubtful {
@@ -157,6 +158,31 @@ fn parameters(tool: &Tool, errors: &Sink) {
                 );
             }
         }
+    }
+}
+
+/// Header names compare without case (docs/protocol.md C34): two arguments cannot share one.
+fn headers(tool: &Tool, errors: &Sink) {
+    let mut seen: Vec<String> = Vec::new();
+    for param in &tool.params {
+        let ParamKind::Argument(arg) = &param.kind else {
+            continue;
+        };
+        let Some(header) = &arg.header else {
+            continue;
+        };
+        let folded = header.value.to_ascii_lowercase();
+        if seen.contains(&folded) {
+            errors.at(
+                header.span,
+                format!(
+                    "two arguments are sent as the header `Mcp-Param-{}` (header names compare \
+                     without case): give this one another `header` name",
+                    header.value
+                ),
+            );
+        }
+        seen.push(folded);
     }
 }
 
@@ -317,6 +343,28 @@ mod tests {
                  it, or remove `#[args]`",
                 "with `#[args]` every argument comes from that struct: move this parameter into \
                  it, or remove `#[args]`",
+            ]
+        );
+    }
+
+    #[test]
+    fn header_names_are_unique_without_case() {
+        let item = syn::parse_quote! {
+            async fn f(
+                #[arg(header = "Region")] a: String,
+                #[arg(header = "Zone")] b: String,
+                #[arg(header = "region")] c: String,
+                #[arg(header = "ZONE")] d: String,
+                #[arg(header = "Tenant")] e: String,
+            ) {}
+        };
+        assert_eq!(
+            check_errors(quote! {}, item),
+            [
+                "two arguments are sent as the header `Mcp-Param-region` (header names compare \
+                 without case): give this one another `header` name",
+                "two arguments are sent as the header `Mcp-Param-ZONE` (header names compare \
+                 without case): give this one another `header` name",
             ]
         );
     }

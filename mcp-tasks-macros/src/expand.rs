@@ -166,6 +166,22 @@ fn generate(tool: &Tool) -> TokenStream {
             }
             _ => option_str(None),
         };
+        let header = match &param.kind {
+            ParamKind::Argument(arg) => arg.header.as_ref().map(|h| h.value.clone()),
+            _ => None,
+        };
+        // A `header` argument's type is checked where the compiler can tell (a float, a
+        // list, a map: `__private::params::headers`); the rest at registration, on its schema.
+        let header_check = header.as_ref().map(|_| {
+            let method = Ident::new("header", span);
+            quote_spanned! {span=>
+                {
+                    #[allow(unused_imports)]
+                    use #ps::params::headers::{AnyHeader as _, RefusedHeader as _};
+                    (&#ps::Tag::<#ty>::new()).__header_kind().#method();
+                }
+            }
+        });
         let ops = match &param.kind {
             ParamKind::Whole(_) => {
                 let ops = format_ident!("__ARGS_{}", index);
@@ -212,6 +228,7 @@ fn generate(tool: &Tool) -> TokenStream {
         helpers.push(quote_spanned! {span=>
             #[allow(unknown_lints, mismatched_lifetime_syntaxes, elided_lifetimes_in_paths)]
             fn #helper(_: &()) -> #ps::params::ParamOps<#ty> {
+                #header_check
                 #ops
             }
         });
@@ -219,6 +236,11 @@ fn generate(tool: &Tool) -> TokenStream {
         schema_entries.push(quote! {
             Self::#helper(&()).schema(&mut #schema, #name, #description);
         });
+        if let Some(header) = &header {
+            schema_entries.push(quote! {
+                #schema.header(#name, #header);
+            });
+        }
         takes.push(quote! {
             let #value = match Self::#helper(&()).take(&#ctx, &mut #arguments, #name)? {
                 ::core::result::Result::Ok(#value) => #value,

@@ -99,6 +99,9 @@ pub struct ArgAttr {
     pub rename: Option<Spanned<String>>,
     pub description: Option<Spanned<String>>,
     pub default: Option<Span>,
+    /// `header = ".."`: the `x-mcp-header` annotation (the `Name` of `Mcp-Param-{Name}`),
+    /// already checked to be an HTTP token.
+    pub header: Option<Spanned<String>>,
 }
 
 /// A parameter of the tool fn.

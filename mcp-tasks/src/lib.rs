@@ -108,6 +108,16 @@ pub use limits::Limits;
 ///   required. `#[arg(description = "..", rename = "..", default)]` documents it, renames it
 ///   on the wire, or makes it optional with `Default::default()` (shown as the schema's
 ///   `default`).
+/// - `#[arg(header = "Region")]` also sends the argument as the HTTP header `Mcp-Param-Region`
+///   (SEP-2243, docs/protocol.md C35): the property gets `"x-mcp-header": "Region"`, clients
+///   on Streamable HTTP copy its value into the header, and the server answers a call whose
+///   header is missing or differs from the argument with HTTP 400 and `-32020` (C33), so a
+///   gateway can route on the header without reading the body. The name must be an HTTP token
+///   (letters, digits, `-`, ...), written without the `Mcp-Param-` prefix, and unique within
+///   the tool without regard to case; the type must be a string, an integer or a boolean (or
+///   an `Option` of one). A float, a list or a map is refused at compile time; a type the
+///   macro cannot see into (a newtype of `f64`) is refused when the toolkit registers the
+///   tool ([`DefinitionError::HeaderNotPrimitive`]). See [`tool::headers`].
 /// - Or one `#[args]` parameter: a struct that is the whole argument object, so its field
 ///   docs become the property descriptions.
 ///

@@ -7,6 +7,8 @@
 
 use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 
+pub mod headers;
+
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
 
@@ -259,6 +261,7 @@ impl ToolDefinition {
         if self.tool.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
             return Err(DefinitionError::InputSchemaNotObject);
         }
+        headers::check(&self.tool.input_schema)?;
         if self.inline_budget.is_some() && self.mode != Mode::Optional {
             return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
         }

@@ -43,6 +43,49 @@ pub enum DefinitionError {
         /// The tool's mode.
         mode: Mode,
     },
+    /// An `x-mcp-header` annotation that is not on a property reached through `properties`
+    /// from the root ([`tool::headers`](crate::tool::headers) rule 1).
+    #[error(
+        "an `x-mcp-header` annotation must sit on a property (through `properties` from the root), not at {location}"
+    )]
+    HeaderOutsideProperties {
+        /// Where it is: `the schema root`, or a path such as `properties/list/items`.
+        location: String,
+    },
+    /// An `x-mcp-header` value that is not a non-empty HTTP token (rule 2).
+    #[error(
+        "property `{property}`: `x-mcp-header` {header} is not a valid HTTP header name (a non-empty token: ASCII letters, digits and ! # $ % & ' * + - . ^ _ ` | ~)"
+    )]
+    InvalidHeaderName {
+        /// The property, its path dotted.
+        property: String,
+        /// The annotation's value, as JSON.
+        header: String,
+    },
+    /// Two properties annotated with one header name, without regard to case (rule 3).
+    #[error(
+        "the properties `{other}` and `{property}` are both sent as the header `Mcp-Param-{header}` (header names compare without case)"
+    )]
+    DuplicateHeader {
+        /// The second property.
+        property: String,
+        /// The first one.
+        other: String,
+        /// The second one's annotation.
+        header: String,
+    },
+    /// An annotated property whose `type` is not `string`, `integer` or `boolean` (rule 4).
+    #[error(
+        "property `{property}` is sent as the header `Mcp-Param-{header}`, so its schema `type` must be \"string\", \"integer\" or \"boolean\"; found {found}"
+    )]
+    HeaderNotPrimitive {
+        /// The property, its path dotted.
+        property: String,
+        /// The annotation.
+        header: String,
+        /// The `type` it has, as JSON, or `no \`type\``.
+        found: String,
+    },
     /// A zero poll interval.
     #[error("the poll interval must be positive")]
     ZeroPollInterval,

@@ -7,7 +7,11 @@
 //! protocol version, the client info and the client capabilities with
 //! `extensions["io.modelcontextprotocol/tasks"] = {}` (docs/protocol.md R1, C6). On Streamable HTTP,
 //! rmcp's transport derives `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (the tool
-//! name, or the task id for `tasks/*`) from that request (R48, C30-C31).
+//! name, or the task id for `tasks/*`) from that request (R48, C30-C31), and copies the
+//! arguments a tool's schema annotates with `x-mcp-header` into `Mcp-Param-*` headers (C35)
+//! once it has seen that schema in a `tools/list` answer. [`TaskClient::call`] needs no
+//! listing first: when a server refuses a call for a missing `Mcp-Param-*` header (`-32020`,
+//! C33, before anything runs), it lists the tools once and sends the call again.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), mcp_tasks::client::ClientError> {
@@ -92,8 +96,8 @@ use rmcp::{
         CallToolRequest, CallToolRequestParams, CallToolResult, CancelTaskParams,
         CancelTaskRequest, ClientCapabilities, ClientConfig, ClientRequest,
         CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-        GetTaskParams, GetTaskRequest, Implementation, InputRequests, InputResponses, JsonObject,
-        ListRootsResult, ListToolsRequest, PaginatedRequestParams, ProtocolVersion,
+        ErrorCode, GetTaskParams, GetTaskRequest, Implementation, InputRequests, InputResponses,
+        JsonObject, ListRootsResult, ListToolsRequest, PaginatedRequestParams, ProtocolVersion,
         RequestMetaObject, ServerResult, Tool, UpdateTaskParams, UpdateTaskRequest,
     },
     service::{
@@ -730,12 +734,25 @@ impl TaskClient {
             Value::String(key.to_owned()),
         );
         let mut attempt = 0;
+        let mut listed = false;
         let result = loop {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             match self.send_with(METHOD, request, meta.clone()).await {
                 Err(ClientError::Transport { .. }) if attempt < CALL_RETRIES => {
                     attempt += 1;
                     tokio::time::sleep(self.inner.min_poll_interval).await;
+                }
+                // rmcp's HTTP transport mirrors `x-mcp-header` arguments into `Mcp-Param-*`
+                // headers for the tools it has seen in a `tools/list` answer (C35). A server
+                // refuses a call without them before running anything (C33): list the tools
+                // once, so that the transport knows the schema, and send the call again.
+                Err(ClientError::Rpc { error, .. })
+                    if !listed
+                        && error.code == ErrorCode::HEADER_MISMATCH
+                        && error.message.contains(crate::tool::headers::PREFIX) =>
+                {
+                    listed = true;
+                    self.list_tools().await?;
                 }
                 other => break other?,
             }

@@ -182,6 +182,14 @@ impl TaskContext {
         self.host.owner()
     }
 
+    /// The capabilities the client declared on the request that started the call (for a
+    /// task, the creating `tools/call`). Input of a kind the client did not declare fails
+    /// with `-32021` (docs/protocol.md C18): check here first to ask only what it can answer.
+    #[must_use]
+    pub fn client_capabilities(&self) -> &ClientCapabilities {
+        self.host.client_capabilities()
+    }
+
     /// The wire name of the tool being run.
     #[must_use]
     pub fn tool_name(&self) -> &str {

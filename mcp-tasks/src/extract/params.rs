@@ -331,6 +331,116 @@ pub mod kinds {
     }
 }
 
+/// The type check of an `#[arg(header = "..")]` argument: `(&Tag::<Type>::new())
+/// .__header_kind().header()` picks `RefusedHeader` for the types whose JSON Schema type is
+/// known to be `number`, an array or an object (and their `Option`s), whose `header()` needs a
+/// bound that never holds; every other type falls back to `AnyHeader`, and its schema is
+/// checked when the toolkit registers the tool (docs/protocol.md C35).
+pub mod headers {
+    use std::{
+        collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque},
+        marker::PhantomData,
+    };
+
+    use crate::extract::Tag;
+
+    /// The bound of a float argument sent as a header; it never holds.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be sent as an `Mcp-Param-*` header: its JSON Schema type is `number`",
+        label = "`header` takes a string, an integer or a boolean argument",
+        note = "only strings, integers and booleans are mirrored into headers (SEP-2243); take an integer type, or remove `header`"
+    )]
+    pub trait NumberHeader: super::sealed::Never {}
+
+    /// The bound of a list or map argument sent as a header; it never holds.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be sent as an `Mcp-Param-*` header: its JSON Schema type is an array or an object",
+        label = "`header` takes a string, an integer or a boolean argument",
+        note = "only strings, integers and booleans are mirrored into headers (SEP-2243); remove `header` from this argument"
+    )]
+    pub trait CompoundHeader: super::sealed::Never {}
+
+    /// A type known to be refused.
+    pub trait RefusedHeader {
+        /// Why.
+        type Kind;
+        /// The kind of this argument.
+        fn __header_kind(&self) -> Self::Kind;
+    }
+    /// Any other type: checked on its schema at registration.
+    pub trait AnyHeader {
+        /// Checked later.
+        type Kind;
+        /// The kind of this argument.
+        fn __header_kind(&self) -> Self::Kind;
+    }
+
+    /// A `number`.
+    pub struct NumberKind<T>(PhantomData<fn() -> T>);
+    /// An array or an object.
+    pub struct CompoundKind<T>(PhantomData<fn() -> T>);
+    /// Anything else.
+    pub struct OtherKind;
+
+    impl<T> NumberKind<T> {
+        /// Refused: [`NumberHeader`] never holds.
+        pub fn header(&self)
+        where
+            T: NumberHeader,
+        {
+        }
+    }
+    impl<T> CompoundKind<T> {
+        /// Refused: [`CompoundHeader`] never holds.
+        pub fn header(&self)
+        where
+            T: CompoundHeader,
+        {
+        }
+    }
+    impl OtherKind {
+        /// Accepted here; the schema is checked when the toolkit registers the tool.
+        pub fn header(&self) {}
+    }
+
+    impl<T> AnyHeader for &Tag<T> {
+        type Kind = OtherKind;
+        fn __header_kind(&self) -> Self::Kind {
+            OtherKind
+        }
+    }
+
+    macro_rules! refuse {
+        ($kind:ident: $($({$($generics:tt)*})? $ty:ty),* $(,)?) => {$(
+            impl$(<$($generics)*>)? RefusedHeader for Tag<$ty> {
+                type Kind = $kind<$ty>;
+                fn __header_kind(&self) -> Self::Kind {
+                    $kind(PhantomData)
+                }
+            }
+            impl$(<$($generics)*>)? RefusedHeader for Tag<Option<$ty>> {
+                type Kind = $kind<$ty>;
+                fn __header_kind(&self) -> Self::Kind {
+                    $kind(PhantomData)
+                }
+            }
+        )*};
+    }
+
+    refuse!(NumberKind: f32, f64);
+    refuse!(CompoundKind:
+        {T} Vec<T>,
+        {T} VecDeque<T>,
+        {T} Box<[T]>,
+        {T, const N: usize} [T; N],
+        {T, S} HashSet<T, S>,
+        {T} BTreeSet<T>,
+        {K, V, S} HashMap<K, V, S>,
+        {K, V} BTreeMap<K, V>,
+        serde_json::Map<String, serde_json::Value>,
+    );
+}
+
 /// How an `#[args]` struct is described and decoded.
 pub struct WholeOps<T> {
     schema: fn() -> JsonObject,
@@ -516,6 +626,78 @@ impl InputSchema {
             self.required.push(name.into());
         }
         self.properties.insert(name.into(), schema.to_value());
+    }
+
+    /// Annotates the property `name` with `"x-mcp-header": header` (SEP-2243,
+    /// docs/protocol.md C35), so that clients send its value as the `Mcp-Param-{header}`
+    /// header. The property's schema is made one a client can read without resolving
+    /// anything: a `$ref` to a definition is replaced by that definition, and an `Option`'s
+    /// `null` alternative is dropped (the property is not required, so a missing value sends
+    /// no header). Whether the annotation is valid is checked when the toolkit registers the
+    /// tool ([`DefinitionError`](crate::DefinitionError)).
+    pub fn header(&mut self, name: &str, header: &str) {
+        let mut property = match self.properties.get(name) {
+            Some(Value::Object(property)) => self.readable(property.clone()),
+            // A boolean schema (`true`: any value, such as a `serde_json::Value`) has no
+            // `type`: annotated all the same, so that registration names the problem.
+            Some(_) => JsonObject::new(),
+            None => return,
+        };
+        property.insert("x-mcp-header".into(), header.into());
+        self.properties.insert(name.into(), Value::Object(property));
+    }
+
+    /// `schema` without a leading `$ref` or `null` alternative (at most a few levels deep).
+    fn readable(&self, mut schema: JsonObject) -> JsonObject {
+        for _ in 0..4 {
+            if let Some(Value::String(target)) = schema.get("$ref")
+                && let Some(Value::Object(definition)) = target
+                    .strip_prefix("#/$defs/")
+                    .and_then(|key| self.generator.definitions().get(key))
+            {
+                let mut inlined = definition.clone();
+                for (key, value) in schema {
+                    if key != "$ref" {
+                        inlined.insert(key, value);
+                    }
+                }
+                schema = inlined;
+                continue;
+            }
+            if let Some(Value::Array(types)) = schema.get("type") {
+                let kept: Vec<Value> = types
+                    .iter()
+                    .filter(|t| t.as_str() != Some("null"))
+                    .cloned()
+                    .collect();
+                if kept.len() == 1 && kept.len() < types.len() {
+                    schema.insert("type".into(), kept[0].clone());
+                    if let Some(Value::Array(values)) = schema.get_mut("enum") {
+                        values.retain(|v| !v.is_null());
+                    }
+                    continue;
+                }
+            }
+            if let Some(Value::Array(branches)) = schema.get("anyOf") {
+                let mut kept = branches
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"));
+                if let (Some(Value::Object(only)), None) = (kept.next(), kept.next())
+                    && branches.len() == 2
+                {
+                    let mut merged = only.clone();
+                    for (key, value) in schema {
+                        if key != "anyOf" {
+                            merged.insert(key, value);
+                        }
+                    }
+                    schema = merged;
+                    continue;
+                }
+            }
+            break;
+        }
+        schema
     }
 
     /// The schema: `type: "object"` with the properties, draft 2020-12.
