@@ -595,6 +595,90 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
     );
 }
 
+/// Reads and finishes stay index lookups as the table grows from empty (the store's sessions
+/// run with `enable_seqscan = off`): a prepared statement's generic plan, made while the table
+/// was small, scanned the whole table on every execution until the next ANALYZE (650 scans
+/// in a 5-second benchmark run of 8,000 tasks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_do_not_scan_the_table_as_it_grows() {
+    let db = db!();
+    let store = Arc::new(db.store().await.unwrap());
+    let lease_of = |id: &str| {
+        let task = new_task(id).with_runner(Arc::from("a"), Duration::from_secs(30));
+        (Lease::first(&task).unwrap(), task)
+    };
+    // Batches against a nearly empty table, enough of them for every pooled connection to
+    // run each statement more than five times (when Postgres may switch a prepared
+    // statement to its generic plan): plans made now would scan the table.
+    for round in 0..48 {
+        let mut leases = Vec::new();
+        for i in 0..4 {
+            let (lease, task) = lease_of(&format!("small-{round}-{i}"));
+            store.create(task).await.unwrap();
+            leases.push(lease);
+        }
+        let finishes = leases
+            .iter()
+            .map(|lease| cluster(&store).finish_fenced(lease, Outcome::Cancelled));
+        for done in futures::future::join_all(finishes).await {
+            done.unwrap();
+        }
+        for _ in 0..2 {
+            let reads = leases.iter().map(|lease| store.get(&lease.task_id));
+            futures::future::join_all(reads).await;
+        }
+    }
+    // The table grows to 5,000 rows.
+    let creates = (0..5000).map(|i| store.create(new_task(&format!("big-{i:04}"))));
+    for created in futures::future::join_all(creates).await {
+        created.unwrap();
+    }
+    let raw = db.raw().await;
+    // Rows read by sequential scans. Not the number of scans: a backend publishes its counts
+    // late (when idle, within 10 s), so the legitimate scans of the tiny table above may
+    // still arrive; they read at most 200 rows each, a scan of the grown table 5,000.
+    let scans = || async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let row = raw
+            .query_one(
+                "SELECT seq_tup_read FROM pg_stat_user_tables \
+                 WHERE schemaname = current_schema() AND relname = 'tasks'",
+                &[],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    let mut leases = Vec::new();
+    for round in 0..20 {
+        for i in 0..8 {
+            let (lease, task) = lease_of(&format!("late-{round}-{i}"));
+            store.create(task).await.unwrap();
+            leases.push(lease);
+        }
+    }
+    let before = scans().await;
+    for chunk in leases.chunks(8) {
+        let finishes = chunk
+            .iter()
+            .map(|lease| cluster(&store).finish_fenced(lease, Outcome::Cancelled));
+        for done in futures::future::join_all(finishes).await {
+            done.unwrap();
+        }
+        let reads = (0..8).map(|i| store.get(if i % 2 == 0 { "big-0001" } else { "big-4999" }));
+        for read in futures::future::join_all(reads).await {
+            assert!(read.unwrap().is_some());
+        }
+    }
+    let after = scans().await;
+    assert!(
+        after - before < 5000,
+        "20 rounds of batched finishes and reads read {} rows by sequential scans of the \
+         5,000-row table",
+        after - before
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Several stores on one schema: the instances of a cluster.
 

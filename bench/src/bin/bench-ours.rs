@@ -4,7 +4,7 @@
 //! `bench-ours --port 8101 [--store memory|sqlite|postgres]`
 //!
 //! - `sqlite`: a fresh file in the temp folder.
-//! - `postgres`: one instance of a cluster (leases, renewals, claims: what
+//! - `postgres` (`--pg-pool N`: the pool size, default the store's): one instance of a cluster (leases, renewals, claims: what
 //!   `examples/server_http --store postgres://...` runs) on the server at
 //!   `MCP_TASKS_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`), schema
 //!   `bench_ours_<port>`, which `scripts/bench.sh` drops before each run. (A runtime on a
@@ -28,7 +28,7 @@ async fn noop_task(#[arg(default)] sleep_ms: u64) -> CallToolResult {
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args = Args::parse()?;
-    args.only(&["port", "store"])?;
+    args.only(&["port", "store", "pg-pool"])?;
     let port: u16 = args.parsed("port", 8101)?;
     let toolkit = toolkit![noop_task].map_err(|e| std::io::Error::other(e.to_string()))?;
     let server = match args.get("store").unwrap_or("memory") {
@@ -45,8 +45,10 @@ async fn main() -> std::io::Result<()> {
         "postgres" => {
             let url = std::env::var("MCP_TASKS_POSTGRES_URL")
                 .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+            let pool = args.parsed("pg-pool", mcp_tasks::store::postgres::DEFAULT_POOL_SIZE)?;
             let pg = PostgresStore::builder(url)
                 .with_schema(format!("bench_ours_{port}"))
+                .with_pool_size(pool)
                 .connect()
                 .await
                 .map_err(|e| std::io::Error::other(format!("{e}: {e:?}")))?;
