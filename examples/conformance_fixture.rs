@@ -1,7 +1,8 @@
 //! The fixture server of the official MCP conformance suite (see CONFORMANCE.md): the task
 //! fixtures of its `tasks-*` scenarios, the plain tools of its `tools-*` scenarios, and the
-//! tools of the `input-required-result-*`, `json-schema-2020-12`, `server-stateless` and
-//! `http-custom-header-server-validation` scenarios, all written with `#[task_tool]`.
+//! tools of the `input-required-result-*`, `json-schema-2020-12`, `server-stateless`,
+//! `tools-call-with-progress` and `http-custom-header-server-validation` scenarios, all
+//! written with `#[task_tool]`.
 //!
 //! `cargo run --example conformance_fixture -- --port 3001` serves Streamable HTTP on
 //! `http://127.0.0.1:3001/mcp`; `-- --stdio` serves stdio. `scripts/conformance.sh` runs the
@@ -20,7 +21,8 @@ use mcp_tasks::{
 };
 use rmcp::model::{
     CallToolResult, ContentBlock, CreateMessageRequestParams, CreateMessageResult, ElicitResult,
-    ElicitationAction, ElicitationSchema, ErrorData, ResourceContents, SamplingMessage,
+    ElicitationAction, ElicitationSchema, ErrorData, LoggingLevel, ResourceContents,
+    SamplingMessage,
 };
 
 /// A 1x1 red PNG.
@@ -244,10 +246,12 @@ fn text_answer(answer: &ElicitResult, field: &str) -> String {
         .unwrap_or_else(|| "(no answer)".to_owned())
 }
 
-/// `input-required-result-basic-elicitation`: one question by multi round-trip request.
+/// `input-required-result-basic-elicitation`: one question by multi round-trip request, under
+/// the key the scenario expects (`user_name`).
 #[task_tool(mode = "inline")]
 async fn test_input_required_result_elicitation(ctx: TaskContext) -> Result<String, ToolError> {
     let answer = ctx
+        .keyed("user_name")
         .elicit_form("What is your name?", schema("name", false)?)
         .await?;
     Ok(format!("Hello, {}!", text_answer(&answer, "name")))
@@ -340,6 +344,41 @@ async fn test_input_required_result_capabilities(ctx: TaskContext) -> Result<Str
     }
 }
 
+/// `tools-call-with-progress`: reports 0/100, 50/100 and 100/100, about 50 ms apart; with
+/// `_meta.progressToken` each is a `notifications/progress` before the result.
+#[task_tool(mode = "inline")]
+async fn test_tool_with_progress(ctx: TaskContext) -> Result<String, ToolError> {
+    for (i, progress) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        ctx.progress(progress, Some(100.0), Some(&format!("{progress}% done")))
+            .await?;
+    }
+    Ok("progress reported: 0, 50 and 100 of 100".to_owned())
+}
+
+/// `server-stateless`: logs at four levels. The request's
+/// `_meta["io.modelcontextprotocol/logLevel"]` decides which become `notifications/message`;
+/// without it none does.
+#[task_tool(mode = "inline")]
+async fn test_logging_tool(ctx: TaskContext) -> String {
+    ctx.log(LoggingLevel::Debug, "debug: starting").await;
+    ctx.log(LoggingLevel::Info, "info: working").await;
+    ctx.log_as(
+        "fixture",
+        LoggingLevel::Warning,
+        serde_json::json!({ "warning": "half way" }),
+    )
+    .await;
+    ctx.log(
+        LoggingLevel::Error,
+        "error: a simulated error, for the log only",
+    )
+    .await;
+    "logged at debug, info, warning and error".to_owned()
+}
+
 /// `tools-call-simple-text`.
 #[task_tool(mode = "inline")]
 async fn test_simple_text() -> CallToolResult {
@@ -415,6 +454,8 @@ async fn main() -> std::io::Result<()> {
         json_schema_2020_12_tool,
         test_missing_capability,
         test_streaming_elicitation,
+        test_tool_with_progress,
+        test_logging_tool,
         test_simple_text,
         test_error_handling,
         test_image_content,

@@ -46,7 +46,7 @@ TASKS_SCENARIOS=(tasks-lifecycle tasks-capability-negotiation tasks-wire-fields
   tasks-dispatch-and-envelope tasks-status-notifications tasks-required-task-error
   tasks-mrtr-composition)
 TOOLS_SCENARIOS=(tools-list tools-call-simple-text tools-call-error tools-call-image
-  tools-call-audio tools-call-embedded-resource tools-call-mixed-content)
+  tools-call-audio tools-call-embedded-resource tools-call-mixed-content tools-call-with-progress)
 # The security scenarios of issue 13: a tampered requestState is refused (2026-07-28 only:
 # multi round-trip requests do not exist on the initialize wire), and DNS rebinding (Host and
 # Origin checks) on both wires.
@@ -55,7 +55,8 @@ SECURITY_SCENARIOS=(input-required-result-tampered-state dns-rebinding-protectio
 # carry (multi round-trip input, JSON Schema 2020-12 input schemas, `x-mcp-header`).
 # 2026-07-28 only: multi round-trip requests and `Mcp-Param-*` headers do not exist on the
 # initialize wire.
-MODERN_TOOL_SCENARIOS=(input-required-result-basic-sampling input-required-result-basic-list-roots
+MODERN_TOOL_SCENARIOS=(input-required-result-basic-elicitation
+  input-required-result-basic-sampling input-required-result-basic-list-roots
   input-required-result-request-state input-required-result-multiple-input-requests
   input-required-result-multi-round input-required-result-capability-check
   input-required-result-result-type input-required-result-unsupported-methods

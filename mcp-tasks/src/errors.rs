@@ -107,6 +107,36 @@ pub fn input_needs_task(tool: &str) -> ErrorData {
     error
 }
 
+/// `-32603` for an input-request key a tool chose that is not a valid key (`problem` says
+/// why; see `TaskContext::keyed`).
+#[must_use]
+pub fn bad_input_key(key: &str, problem: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("input key {key:?} is not a valid key: {problem}"),
+        None,
+    )
+}
+
+/// `-32603` for an input-request key a tool chose a second time in one call: a key names one
+/// request for the whole life of a task (docs/protocol.md R28), so it is never reused.
+#[must_use]
+pub fn input_key_reused(key: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "input key {key:?} was already used by this call: a key names one input request \
+             for the whole life of a task (R28); choose a new key for each question"
+        ),
+        None,
+    )
+}
+
+/// `-32603` for a progress report a tool sent that MCP does not allow (`?` on
+/// `TaskContext::progress`).
+#[must_use]
+pub fn bad_progress(problem: &dyn std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(format!("progress refused: {problem}"), None)
+}
+
 /// `-32603` for a replayed step whose name differs from the one stored at its position.
 #[must_use]
 pub fn step_renamed(seq: u64, stored: &str, now: &str) -> ErrorData {

@@ -38,7 +38,7 @@ pub mod store;
 pub mod tool;
 pub mod toolkit;
 
-pub use context::{State, StepError, TaskContext};
+pub use context::{Keyed, MAX_INPUT_KEY_LEN, State, StepError, TaskContext};
 pub use limits::Limits;
 /// Turns an `async fn` into a task tool.
 ///
@@ -183,8 +183,8 @@ pub use store::PostgresStore;
 pub use store::SqliteStore;
 pub use store::{MemoryStore, TaskStore};
 pub use tool::{
-    ArgumentError, Failure, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolError, ToolFuture,
-    Ttl,
+    ArgumentError, Failure, Mode, ProgressError, RestartPolicy, TaskTool, ToolDefinition,
+    ToolError, ToolFuture, Ttl,
 };
 pub use toolkit::{DefinitionError, Toolkit, ToolkitError};
 

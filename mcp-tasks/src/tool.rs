@@ -12,7 +12,7 @@ pub mod headers;
 use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData, JsonObject, Tool, ToolAnnotations};
 
-pub use crate::context::Failure;
+pub use crate::context::{Failure, ProgressError};
 use crate::{
     context::{StepError, TaskContext},
     toolkit::DefinitionError,
@@ -417,6 +417,14 @@ impl<E: fmt::Display> From<StepError<E>> for ToolError {
             StepError::Work(error) => Self::new(error.to_string()),
             StepError::Failure(failure) => failure.into(),
         }
+    }
+}
+
+impl From<ProgressError> for ToolError {
+    /// A refused progress report is a bug of the tool: a `-32603` error (the task ends
+    /// `failed`).
+    fn from(error: ProgressError) -> Self {
+        Self::rpc(crate::errors::bad_progress(&error))
     }
 }
 

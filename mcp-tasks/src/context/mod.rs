@@ -20,8 +20,8 @@ use std::{
 use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ElicitationSchema, ErrorData, InputRequest, ListRootsResult, Request,
-    RequestNoParam,
+    ElicitResult, ElicitationSchema, ErrorData, InputRequest, ListRootsResult, LoggingLevel,
+    Request, RequestNoParam,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -87,6 +87,9 @@ impl InputKind {
         }
     }
 
+    /// Every prefix of generated keys, for the check that a chosen key is not one of them.
+    const ALL: [Self; 3] = [Self::Elicitation, Self::Sampling, Self::Roots];
+
     fn declared(self, caps: &ClientCapabilities) -> bool {
         match self {
             Self::Elicitation => caps.elicitation.is_some(),
@@ -108,6 +111,73 @@ pub(crate) enum StepSlot {
     Fresh { seq: u64 },
 }
 
+/// One progress report, as `notifications/progress` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Progress {
+    pub(crate) progress: f64,
+    pub(crate) total: Option<f64>,
+    pub(crate) message: Option<String>,
+}
+
+/// Why [`TaskContext::progress`] refused a report. Nothing was sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProgressError {
+    /// The progress did not increase: each report must be greater than the one before it
+    /// (MCP progress: "the progress value MUST increase with each notification").
+    #[error(
+        "progress {given} does not increase on the last report ({last}): each report must be greater than the one before"
+    )]
+    NotIncreasing {
+        /// The last progress accepted.
+        last: f64,
+        /// The progress refused.
+        given: f64,
+    },
+    /// A progress or total that is NaN or infinite, which JSON cannot carry.
+    #[error("progress values must be finite numbers, not {value}")]
+    NotFinite {
+        /// The value refused.
+        value: f64,
+    },
+}
+
+/// The longest input-request key a tool may choose, in bytes.
+pub const MAX_INPUT_KEY_LEN: usize = 64;
+
+/// Checks a key a tool chose for an input request: 1 to [`MAX_INPUT_KEY_LEN`] characters,
+/// each an ASCII letter, digit, `_`, `-` or `.`, and not of the form of the keys the context
+/// generates (`elicit-N`, `sample-N`, `roots-N`), so a chosen key never collides with one.
+pub(crate) fn check_key(key: &str) -> Result<(), ErrorData> {
+    let problem = if key.is_empty() {
+        Some("it is empty".to_owned())
+    } else if key.len() > MAX_INPUT_KEY_LEN {
+        Some(format!(
+            "it is {} bytes long, more than {MAX_INPUT_KEY_LEN}",
+            key.len()
+        ))
+    } else if let Some(c) = key
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        Some(format!(
+            "it contains {c:?}; a key is ASCII letters, digits, `_`, `-` and `.`"
+        ))
+    } else if InputKind::ALL.iter().any(|kind| {
+        key.strip_prefix(kind.key_prefix())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    }) {
+        Some("it has the form of a generated key (`elicit-N`, `sample-N`, `roots-N`)".to_owned())
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(errors::bad_input_key(key, &problem)),
+        None => Ok(()),
+    }
+}
+
 /// The engine side of one call, as [`TaskContext`] drives it. The runtime's lifecycle
 /// (`runtime/call.rs`) implements it; its module docs say what each method guarantees.
 pub(crate) trait Host: Send + Sync + 'static {
@@ -125,13 +195,23 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn state(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)>;
     /// Sets the status message (kept until a task exists when the call is still pending).
     fn status(&self, message: String) -> BoxFuture<'_, ()>;
-    /// Asks the client for input, by the route the call's phase allows, and waits.
+    /// Asks the client for input, by the route the call's phase allows, and waits: under
+    /// `key` when the tool chose one (already checked by [`check_key`]), else under a
+    /// generated key.
     fn input(
         &self,
         kind: InputKind,
         request: InputRequest,
         before_task: bool,
+        key: Option<String>,
     ) -> BoxFuture<'_, Result<Value, Failure>>;
+    /// Reports progress: refused unless it is finite and greater than the last value; sent as
+    /// `notifications/progress` only while the creating request is open and has a
+    /// `progressToken`.
+    fn progress(&self, progress: Progress) -> BoxFuture<'_, Result<(), ProgressError>>;
+    /// Sends a log message, only while the creating request is open and asked for this level
+    /// (or a less severe one) in its `_meta`.
+    fn log(&self, level: LoggingLevel, logger: Option<String>, data: Value) -> BoxFuture<'_, ()>;
     /// Numbers the next step and says whether a replay has it.
     fn next_step(&self) -> StepSlot;
     /// Whether the call is inline for good (no task, none to come): steps just run.
@@ -252,9 +332,7 @@ impl TaskContext {
     /// `resultType: "input_required"`, and the client's retry runs the tool again with the
     /// answer (protocol §5.4), so code before the question may run more than once.
     pub async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, Failure> {
-        let request = InputRequest::Elicitation(Request::new(params));
-        let value = self.input(InputKind::Elicitation, request, false).await?;
-        decode(value, "ElicitResult")
+        self.ask_elicit(params, false, None).await
     }
 
     /// Asks for input **before the task exists**, by multi round-trip request (protocol R11,
@@ -272,9 +350,7 @@ impl TaskContext {
         &self,
         params: ElicitRequestParams,
     ) -> Result<ElicitResult, Failure> {
-        let request = InputRequest::Elicitation(Request::new(params));
-        let value = self.input(InputKind::Elicitation, request, true).await?;
-        decode(value, "ElicitResult")
+        self.ask_elicit(params, true, None).await
     }
 
     /// [`TaskContext::elicit`] with a form: a message and the schema of the fields wanted.
@@ -286,12 +362,7 @@ impl TaskContext {
         message: impl Into<String>,
         schema: ElicitationSchema,
     ) -> Result<ElicitResult, Failure> {
-        self.elicit(ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: message.into(),
-            requested_schema: schema,
-        })
-        .await
+        self.elicit(form(message.into(), schema)).await
     }
 
     /// [`TaskContext::elicit_before_task`] with a form.
@@ -303,12 +374,7 @@ impl TaskContext {
         message: impl Into<String>,
         schema: ElicitationSchema,
     ) -> Result<ElicitResult, Failure> {
-        self.elicit_before_task(ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: message.into(),
-            requested_schema: schema,
-        })
-        .await
+        self.elicit_before_task(form(message.into(), schema)).await
     }
 
     /// Runs `work` as a durable step: its result is stored (serialized) before `step`
@@ -421,9 +487,7 @@ impl TaskContext {
         &self,
         params: CreateMessageRequestParams,
     ) -> Result<CreateMessageResult, Failure> {
-        let request = InputRequest::CreateMessage(Request::new(params));
-        let value = self.input(InputKind::Sampling, request, false).await?;
-        decode(value, "CreateMessageResult")
+        self.ask_sample(params, None).await
     }
 
     /// Asks the client for its roots (`roots/list`).
@@ -431,11 +495,162 @@ impl TaskContext {
     /// # Errors
     /// As [`TaskContext::elicit`], with `roots` as the capability.
     pub async fn roots(&self) -> Result<ListRootsResult, Failure> {
+        self.ask_roots(None).await
+    }
+
+    /// Input under a key the tool chooses instead of a generated one (`elicit-1`,
+    /// `sample-2`, ...): `ctx.keyed("user_name").elicit_form(..)`. A client that expects a
+    /// request under a known key (a multi round-trip client that answers ahead, a test) can
+    /// then find it, and a tool keeps its keys stable when its questions change order.
+    ///
+    /// A key names one input request for the whole life of a task (docs/protocol.md R28): a
+    /// call that asks twice under one key fails the second time with a `-32603` error that
+    /// names the key, never overwriting the first request. Accepted keys are 1 to
+    /// [`MAX_INPUT_KEY_LEN`] bytes of ASCII letters, digits, `_`, `-` and `.`; the forms
+    /// `elicit-N`, `sample-N` and `roots-N` (N digits) are reserved for generated keys and
+    /// refused, so a chosen key never collides with a generated one. A replay after a restart
+    /// asks under the same keys and does not ask again what was answered before.
+    ///
+    /// ```
+    /// use mcp_tasks::{TaskContext, ToolError, task_tool};
+    /// use rmcp::model::ElicitationSchema;
+    ///
+    /// /// Greets the user by name.
+    /// #[task_tool(mode = "inline")]
+    /// async fn hello(ctx: TaskContext) -> Result<String, ToolError> {
+    ///     let schema = ElicitationSchema::builder()
+    ///         .required_string("name")
+    ///         .build()
+    ///         .map_err(|e| ToolError::new(e.to_string()))?;
+    ///     let answer = ctx.keyed("user_name").elicit_form("Your name?", schema).await?;
+    ///     let name = answer.content.and_then(|c| c["name"].as_str().map(str::to_owned));
+    ///     Ok(format!("Hello, {}!", name.unwrap_or_default()))
+    /// }
+    /// # let _ = mcp_tasks::toolkit![hello];
+    /// ```
+    pub fn keyed(&self, key: impl Into<String>) -> Keyed<'_> {
+        Keyed {
+            ctx: self,
+            key: key.into(),
+        }
+    }
+
+    /// Reports progress: `progress` so far, out of `total` when known, with an optional
+    /// message, as `notifications/progress` has them.
+    ///
+    /// While the call is answered inline (the `tools/call` request still open), and only if
+    /// that request carried `_meta.progressToken`, this sends `notifications/progress` for
+    /// that token on the request's response stream (over Streamable HTTP the answer then
+    /// comes as SSE: the notifications, then the result). Without a token it sends nothing.
+    /// Once the call is a task its request has been answered with the task, and the Tasks
+    /// extension has no progress for tasks (docs/protocol.md R42): the report is checked
+    /// and then dropped, and the task's `statusMessage` does not change; use
+    /// [`status`](Self::status) for what `tasks/get` shows.
+    ///
+    /// ```
+    /// use mcp_tasks::{TaskContext, ToolError, task_tool};
+    ///
+    /// /// Imports `rows` rows.
+    /// #[task_tool(mode = "inline")]
+    /// async fn import(ctx: TaskContext, rows: u32) -> Result<String, ToolError> {
+    ///     for row in 1..=rows {
+    ///         ctx.progress(f64::from(row), Some(f64::from(rows)), None).await?;
+    ///     }
+    ///     Ok(format!("{rows} rows"))
+    /// }
+    /// # let _ = mcp_tasks::toolkit![import];
+    /// ```
+    ///
+    /// # Errors
+    /// [`ProgressError`] (and nothing is sent) when `progress` is not greater than the last
+    /// report of this call, or a value is NaN or infinite: MCP requires progress to increase
+    /// with each notification. `?` in a tool makes it a `-32603` error.
+    pub async fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<(), ProgressError> {
+        for value in std::iter::once(progress).chain(total) {
+            if !value.is_finite() {
+                return Err(ProgressError::NotFinite { value });
+            }
+        }
+        self.host
+            .progress(Progress {
+                progress,
+                total,
+                message: message.map(str::to_owned),
+            })
+            .await
+    }
+
+    /// Sends a log message (`notifications/message`) with `data` (any JSON: a string, an
+    /// object) at `level`.
+    ///
+    /// Sent only if the creating request asked for logs with
+    /// `_meta["io.modelcontextprotocol/logLevel"]` and `level` is that level or more severe
+    /// (`debug` < `info` < `notice` < `warning` < `error` < `critical` < `alert` <
+    /// `emergency`); without that key the server must not send any (MCP 2026-07-28). Like
+    /// [`progress`](Self::progress), only while the call is answered inline: once it is a
+    /// task, the message only goes to the trace log (docs/protocol.md R42).
+    ///
+    /// ```
+    /// use mcp_tasks::{TaskContext, task_tool};
+    /// use rmcp::model::LoggingLevel;
+    ///
+    /// /// Cleans the cache.
+    /// #[task_tool(mode = "inline")]
+    /// async fn clean(ctx: TaskContext) -> String {
+    ///     ctx.log(LoggingLevel::Info, "cleaning").await;
+    ///     ctx.log_as("cache", LoggingLevel::Warning, serde_json::json!({ "stale": 3 })).await;
+    ///     "clean".to_owned()
+    /// }
+    /// # let _ = mcp_tasks::toolkit![clean];
+    /// ```
+    pub async fn log(&self, level: LoggingLevel, data: impl Into<Value>) {
+        self.host.log(level, None, data.into()).await;
+    }
+
+    /// [`log`](Self::log) naming the logger (`"logger"` of `notifications/message`).
+    pub async fn log_as(
+        &self,
+        logger: impl Into<String>,
+        level: LoggingLevel,
+        data: impl Into<Value>,
+    ) {
+        self.host.log(level, Some(logger.into()), data.into()).await;
+    }
+
+    async fn ask_elicit(
+        &self,
+        params: ElicitRequestParams,
+        before_task: bool,
+        key: Option<String>,
+    ) -> Result<ElicitResult, Failure> {
+        let request = InputRequest::Elicitation(Request::new(params));
+        let value = self
+            .input(InputKind::Elicitation, request, before_task, key)
+            .await?;
+        decode(value, "ElicitResult")
+    }
+
+    async fn ask_sample(
+        &self,
+        params: CreateMessageRequestParams,
+        key: Option<String>,
+    ) -> Result<CreateMessageResult, Failure> {
+        let request = InputRequest::CreateMessage(Request::new(params));
+        let value = self.input(InputKind::Sampling, request, false, key).await?;
+        decode(value, "CreateMessageResult")
+    }
+
+    async fn ask_roots(&self, key: Option<String>) -> Result<ListRootsResult, Failure> {
         let request = InputRequest::ListRoots(RequestNoParam {
             method: Default::default(),
             extensions: Default::default(),
         });
-        let value = self.input(InputKind::Roots, request, false).await?;
+        let value = self.input(InputKind::Roots, request, false, key).await?;
         decode(value, "ListRootsResult")
     }
 
@@ -444,13 +659,105 @@ impl TaskContext {
         kind: InputKind,
         request: InputRequest,
         before_task: bool,
+        key: Option<String>,
     ) -> Result<Value, Failure> {
+        if let Some(key) = &key {
+            check_key(key)?;
+        }
         if !kind.declared(self.host.client_capabilities()) {
             return Err(Failure::Error(errors::client_capability_required(
                 kind.capability(),
             )));
         }
-        self.host.input(kind, request, before_task).await
+        self.host.input(kind, request, before_task, key).await
+    }
+}
+
+/// Input under a key the tool chose: what [`TaskContext::keyed`] returns. Each method asks
+/// as its [`TaskContext`] namesake does, under this key.
+#[derive(Debug, Clone)]
+#[must_use = "a key asks nothing until one of its methods is awaited"]
+pub struct Keyed<'a> {
+    ctx: &'a TaskContext,
+    key: String,
+}
+
+impl Keyed<'_> {
+    /// The key.
+    #[must_use]
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// [`TaskContext::elicit`] under this key.
+    ///
+    /// # Errors
+    /// As [`TaskContext::elicit`], and a `-32603` error naming the key when it is not a valid
+    /// key or this call asked under it before ([`TaskContext::keyed`]).
+    pub async fn elicit(self, params: ElicitRequestParams) -> Result<ElicitResult, Failure> {
+        self.ctx.ask_elicit(params, false, Some(self.key)).await
+    }
+
+    /// [`TaskContext::elicit_before_task`] under this key.
+    ///
+    /// # Errors
+    /// As [`Keyed::elicit`].
+    pub async fn elicit_before_task(
+        self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, Failure> {
+        self.ctx.ask_elicit(params, true, Some(self.key)).await
+    }
+
+    /// [`TaskContext::elicit_form`] under this key.
+    ///
+    /// # Errors
+    /// As [`Keyed::elicit`].
+    pub async fn elicit_form(
+        self,
+        message: impl Into<String>,
+        schema: ElicitationSchema,
+    ) -> Result<ElicitResult, Failure> {
+        self.elicit(form(message.into(), schema)).await
+    }
+
+    /// [`TaskContext::elicit_form_before_task`] under this key.
+    ///
+    /// # Errors
+    /// As [`Keyed::elicit`].
+    pub async fn elicit_form_before_task(
+        self,
+        message: impl Into<String>,
+        schema: ElicitationSchema,
+    ) -> Result<ElicitResult, Failure> {
+        self.elicit_before_task(form(message.into(), schema)).await
+    }
+
+    /// [`TaskContext::sample`] under this key.
+    ///
+    /// # Errors
+    /// As [`Keyed::elicit`], with `sampling` as the capability.
+    pub async fn sample(
+        self,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, Failure> {
+        self.ctx.ask_sample(params, Some(self.key)).await
+    }
+
+    /// [`TaskContext::roots`] under this key.
+    ///
+    /// # Errors
+    /// As [`Keyed::elicit`], with `roots` as the capability.
+    pub async fn roots(self) -> Result<ListRootsResult, Failure> {
+        self.ctx.ask_roots(Some(self.key)).await
+    }
+}
+
+fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
     }
 }
 

@@ -35,7 +35,17 @@
 //!    that task's TTL, answers that task ([`StoreError::Existing`]); its own work is dropped
 //!    before its first step or input request (they wait for the record, invariant 4), so no
 //!    step runs twice. Calls answered inline create no task and are not deduplicated.
-//! 10. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
+//! 10. **Request notifications only while the request is open.** `notifications/progress`
+//!     and `notifications/message` of a call go to its `tools/call` request ([`Notifier`])
+//!     while the call is inline or pending, never once it is a task: the request was then
+//!     answered with the task, and tasks have neither (docs/protocol.md R42). Progress is
+//!     refused unless it increases; a message is sent only at or above the request's
+//!     `logLevel`, and never without one.
+//! 11. **Chosen input keys are used once per call** (R28): a second request under a key the
+//!     tool chose is refused, naming the key; generated keys (`elicit-N`, ...) have a
+//!     reserved form a chosen key cannot take. A replay asks the same keys in the same order,
+//!     and finds the ones answered before the restart in its [`Replay`].
+//! 12. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
 //!     as its runner and its work runs under that lease; with queued calls the record is
 //!     created first, with no runner, and no work starts here ([`Call::recorded`]).
 //!
@@ -48,7 +58,7 @@
 
 use std::{
     any::{Any, TypeId},
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     pin::Pin,
     sync::{
         Arc, Mutex,
@@ -58,9 +68,13 @@ use std::{
 };
 
 use futures::{FutureExt, future::BoxFuture};
-use rmcp::model::{
-    CallToolResult, ClientCapabilities, ErrorData, InputRequest, InputRequests, InputResponses,
-    JsonObject, Task,
+use rmcp::{
+    Peer, RoleServer,
+    model::{
+        CallToolResult, ClientCapabilities, ErrorData, InputRequest, InputRequests, InputResponses,
+        JsonObject, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+        ProgressToken, Task,
+    },
 };
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot, watch};
@@ -69,7 +83,7 @@ use tracing::Instrument;
 
 use super::Runtime;
 use crate::{
-    context::{Failure, Host, InputKind, StepSlot, TaskContext},
+    context::{Failure, Host, InputKind, Progress, ProgressError, StepSlot, TaskContext},
     errors,
     id::new_task_id,
     store::{Lease, NewTask, Step, StoreError},
@@ -157,6 +171,29 @@ impl Mrtr {
     }
 }
 
+/// Where the notifications of a call go while its `tools/call` request is open
+/// (invariant 10): the request's peer, its `progressToken` and its `logLevel`.
+#[derive(Clone)]
+pub(crate) struct Notifier {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) progress_token: Option<ProgressToken>,
+    pub(crate) log_level: Option<LoggingLevel>,
+}
+
+/// How severe a level is: `debug` 0 to `emergency` 7 (RFC 5424 order, as MCP has it).
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
 /// Who is calling what: the parts of a call that do not change while it runs.
 pub(crate) struct CallParts {
     pub(crate) id: Arc<str>,
@@ -170,6 +207,8 @@ pub(crate) struct CallParts {
     pub(crate) mrtr: Option<Mrtr>,
     /// `Some` when the task is replayed after a restart.
     pub(crate) replay: Option<Replay>,
+    /// `Some` while a `tools/call` request waits for this call's answer.
+    pub(crate) notifier: Option<Notifier>,
 }
 
 /// The engine side of one call: its phase and everything [`TaskContext`] reaches.
@@ -180,6 +219,10 @@ pub(crate) struct CallState {
     bound: watch::Sender<bool>,
     input_seq: AtomicU64,
     step_seq: AtomicU64,
+    /// The keys the tool chose for its input requests so far (invariant 11).
+    chosen_keys: Mutex<HashSet<String>>,
+    /// The last progress accepted (invariant 10).
+    last_progress: Mutex<Option<f64>>,
 }
 
 impl CallState {
@@ -190,6 +233,8 @@ impl CallState {
             bound: watch::Sender::new(bound),
             input_seq: AtomicU64::new(0),
             step_seq: AtomicU64::new(0),
+            chosen_keys: Mutex::default(),
+            last_progress: Mutex::default(),
         })
     }
 
@@ -291,12 +336,19 @@ impl CallState {
     /// Input by multi round-trip request: the answer if the client sent it, else the request
     /// is recorded for the `input_required` answer and this call waits until the work is
     /// dropped with the round.
-    async fn round_trip(&self, kind: InputKind, request: InputRequest) -> Result<Value, Failure> {
+    async fn round_trip(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        key: Option<String>,
+    ) -> Result<Value, Failure> {
         let Some(mrtr) = &self.parts.mrtr else {
             return Err(Failure::Cancelled);
         };
-        let n = mrtr.seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let key = format!("{}-{n}", kind.key_prefix());
+        let key = key.unwrap_or_else(|| {
+            let n = mrtr.seq.fetch_add(1, Ordering::Relaxed) + 1;
+            format!("{}-{n}", kind.key_prefix())
+        });
         if let Some(answer) = mrtr.answers.get(&key) {
             return Ok(answer.clone());
         }
@@ -338,18 +390,31 @@ impl CallState {
         kind: InputKind,
         request: InputRequest,
         before_task: bool,
+        key: Option<String>,
     ) -> Result<Value, Failure> {
+        if let Some(key) = &key {
+            let fresh = self
+                .chosen_keys
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key.clone());
+            if !fresh {
+                return Err(Failure::Error(errors::input_key_reused(key)));
+            }
+        }
         let by_round_trip = match &*self.phase() {
             Phase::Task => false,
             Phase::Inline => self.parts.mrtr.is_some(),
             Phase::Pending { .. } => before_task && self.parts.mrtr.is_some(),
         };
         if by_round_trip {
-            return self.round_trip(kind, request).await;
+            return self.round_trip(kind, request, key).await;
         }
         self.become_task().await?;
-        let n = self.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
-        let key = format!("{}-{n}", kind.key_prefix());
+        let key = key.unwrap_or_else(|| {
+            let n = self.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
+            format!("{}-{n}", kind.key_prefix())
+        });
         // A replay never asks again what was answered before the restart.
         if let Some(answer) = self.parts.replay.as_ref().and_then(|r| r.answers.get(&key)) {
             return Ok(answer.clone());
@@ -371,6 +436,66 @@ impl CallState {
             biased;
             () = self.parts.cancel.cancelled() => Err(Failure::Cancelled),
             value = answer => value.map_err(|_| Failure::Cancelled),
+        }
+    }
+}
+
+impl CallState {
+    /// The open request's notifier: `Some` while the call is inline or pending (invariant 10).
+    fn open_request(&self) -> Option<&Notifier> {
+        match *self.phase() {
+            Phase::Task => None,
+            Phase::Inline | Phase::Pending { .. } => self.parts.notifier.as_ref(),
+        }
+    }
+
+    async fn report_progress(&self, report: Progress) -> Result<(), ProgressError> {
+        {
+            let mut last = self
+                .last_progress
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(last) = *last
+                && report.progress <= last
+            {
+                return Err(ProgressError::NotIncreasing {
+                    last,
+                    given: report.progress,
+                });
+            }
+            *last = Some(report.progress);
+        }
+        let Some((notifier, token)) = self
+            .open_request()
+            .and_then(|n| n.progress_token.clone().map(|token| (n.clone(), token)))
+        else {
+            tracing::trace!(tool = %self.parts.tool, progress = report.progress, "progress not sent");
+            return Ok(());
+        };
+        let mut param = ProgressNotificationParam::new(token, report.progress);
+        param.total = report.total;
+        param.message = report.message;
+        if let Err(error) = notifier.peer.notify_progress(param).await {
+            // The request went away (the client dropped it): nothing is waiting for it.
+            tracing::debug!(tool = %self.parts.tool, %error, "progress not delivered");
+        }
+        Ok(())
+    }
+
+    async fn send_log(&self, level: LoggingLevel, logger: Option<String>, data: Value) {
+        let notifier = self.open_request().and_then(|n| {
+            n.log_level
+                .is_some_and(|wanted| severity(level) >= severity(wanted))
+                .then(|| n.clone())
+        });
+        let Some(notifier) = notifier else {
+            tracing::trace!(tool = %self.parts.tool, ?level, %data, "log not sent");
+            return;
+        };
+        let mut param = LoggingMessageNotificationParam::new(level, data);
+        param.logger = logger;
+        if let Err(error) = notifier.peer.notify_logging_message(param).await {
+            tracing::debug!(tool = %self.parts.tool, %error, "log not delivered");
         }
     }
 }
@@ -428,8 +553,17 @@ impl Host for CallState {
         kind: InputKind,
         request: InputRequest,
         before_task: bool,
+        key: Option<String>,
     ) -> BoxFuture<'_, Result<Value, Failure>> {
-        Box::pin(self.ask(kind, request, before_task))
+        Box::pin(self.ask(kind, request, before_task, key))
+    }
+
+    fn progress(&self, progress: Progress) -> BoxFuture<'_, Result<(), ProgressError>> {
+        Box::pin(self.report_progress(progress))
+    }
+
+    fn log(&self, level: LoggingLevel, logger: Option<String>, data: Value) -> BoxFuture<'_, ()> {
+        Box::pin(self.send_log(level, logger, data))
     }
 
     fn next_step(&self) -> StepSlot {
@@ -494,6 +628,8 @@ pub(crate) struct Call<'a> {
     pub(crate) mrtr: Option<InputResponses>,
     /// The client's idempotency key (`_meta["mcp-tasks/idempotencyKey"]`).
     pub(crate) idempotency_key: Option<Arc<str>>,
+    /// Where the call's notifications go while the request is open.
+    pub(crate) notifier: Option<Notifier>,
 }
 
 impl Call<'_> {
@@ -501,6 +637,7 @@ impl Call<'_> {
         CallParts {
             mrtr: self.mrtr.take().map(Mrtr::new),
             replay: None,
+            notifier: self.notifier.take(),
             id,
             tool: self.tool.clone(),
             owner: self.owner.clone(),
@@ -575,6 +712,8 @@ impl Call<'_> {
         let cancel = CancellationToken::new();
         let mut parts = self.parts(id.clone(), cancel.clone());
         parts.mrtr = None;
+        // The request is answered with the task before the work runs (invariant 10).
+        parts.notifier = None;
         let call = CallState::task(parts);
         let runtime = self.runtime;
         let slot = match slot {

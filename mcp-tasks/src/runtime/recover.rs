@@ -197,6 +197,7 @@ async fn resume(
         state: state.clone(),
         runtime: runtime.clone(),
         mrtr: None,
+        notifier: None,
         replay: Some(Replay {
             answers: task.answers,
             steps: task.steps.into_iter().map(|s| (s.seq, s)).collect(),

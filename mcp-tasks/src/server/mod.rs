@@ -71,7 +71,7 @@ use crate::{
     EXTENSION_ID, errors,
     runtime::{
         ClusterConfig, Runtime, Settings,
-        call::{Answer, Call},
+        call::{Answer, Call, Notifier},
         cluster::{self, Tools, random_instance_id},
         recover::{RecoveryReport, recover},
     },
@@ -406,6 +406,11 @@ impl Engine {
             request_meta: meta_object(&context.meta),
             mrtr,
             idempotency_key: idempotency_key(&context.meta)?,
+            notifier: Some(Notifier {
+                peer: context.peer.clone(),
+                progress_token: context.meta.get_progress_token(),
+                log_level: context.meta.log_level(),
+            }),
         };
         let answer = if as_task && call.records_first() {
             call.recorded().await?
