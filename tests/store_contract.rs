@@ -127,8 +127,8 @@ async fn idempotent_creation(store: impl TaskStore) {
     );
 }
 
-/// Replay data: answers and steps stay with a running task; re-asking an outstanding key is a
-/// no-op; recoverable lists exactly the running tasks.
+/// Replay data: answers and steps stay with a running task (also as `stored_answers`);
+/// re-asking an outstanding key is a no-op; recoverable lists exactly the running tasks.
 async fn replay_data(store: impl TaskStore) {
     store
         .create(new_task("run", None).with_arguments(object(json!({ "n": 3 }))))
@@ -158,6 +158,12 @@ async fn replay_data(store: impl TaskStore) {
     assert_eq!(&*task.owner, "alice");
     assert_eq!(task.arguments, object(json!({ "n": 3 })));
     assert_eq!(task.answers, answer);
+    assert_eq!(store.stored_answers("run").await.unwrap(), answer);
+    assert!(store.stored_answers("ended").await.unwrap().is_empty());
+    assert!(matches!(
+        store.stored_answers("unknown").await,
+        Err(StoreError::NotFound)
+    ));
     assert_eq!(
         task.steps,
         vec![Step::new(1, "fetch", json!({ "rows": 7 }))]

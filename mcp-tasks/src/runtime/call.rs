@@ -48,6 +48,10 @@
 //! 12. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
 //!     as its runner and its work runs under that lease; with queued calls the record is
 //!     created first, with no runner, and no work starts here ([`Call::recorded`]).
+//! 13. **No answer is lost to a replay.** A replay that asks a question its [`Replay`] has no
+//!     answer for registers its waiter first, then reads the answers the store holds now:
+//!     an answer stored before the waiter existed (after recovery read the replay data) is
+//!     found by the read, every later one reaches the waiter.
 //!
 //! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
 
@@ -423,6 +427,21 @@ impl CallState {
         let answer = runtime
             .await_input(&self.parts.id, &key)
             .map_err(Failure::Error)?;
+        // A replay asks again the questions that were open when its data was read; an answer
+        // the store took since, before the waiter above existed, reached no one: read it now
+        // that the waiter catches every later one (invariant 13).
+        if self.parts.replay.is_some() {
+            match runtime.store.stored_answers(&self.parts.id).await {
+                Ok(mut stored) => {
+                    if let Some(value) = stored.remove(&key) {
+                        runtime.forget_input(&self.parts.id, &key);
+                        return Ok(value);
+                    }
+                }
+                Err(StoreError::NotFound) => return Err(Failure::Cancelled),
+                Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
+            }
+        }
         match runtime.request_input(&self.parts.id, &key, request).await {
             Ok(()) => {}
             // The task ended under the work (it expired), or another instance took it over:

@@ -551,6 +551,16 @@ impl TaskStore for MemoryStore {
         Ok(found)
     }
 
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        self.with_entry(id, |entry, _| {
+            Ok(entry
+                .live
+                .as_ref()
+                .map(|live| live.answers.clone())
+                .unwrap_or_default())
+        })
+    }
+
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let now = self.clock.now_ms();
         let mut failed = Vec::new();

@@ -443,6 +443,27 @@ pub trait TaskStore: Send + Sync + 'static {
     /// at start-up, before serving.
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError>;
 
+    /// Every answer stored for task `id`'s input requests, by key (invariant 6); empty for a
+    /// task that ended (its replay data is gone). A replay reads it when it asks again a
+    /// question that was open when it started, so an answer stored after the replay data was
+    /// read still reaches it. [`StoreError::NotFound`] for an unknown or purged id.
+    ///
+    /// The default reads a [`ClusterStore`]'s [`ClusterStore::answers`], else scans
+    /// [`TaskStore::recoverable`] for the task; stores override it with a direct read.
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        if let Some(cluster) = self.cluster() {
+            return cluster.answers(id).await;
+        }
+        let recoverable = self.recoverable().await?;
+        if let Some(task) = recoverable.into_iter().find(|task| &*task.id == id) {
+            return Ok(task.answers);
+        }
+        match self.get(id).await? {
+            Some(_) => Ok(InputResponses::new()),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;

@@ -954,6 +954,14 @@ impl TaskStore for SqliteStore {
         .await
     }
 
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        let key = id.to_owned();
+        match self.read(move |conn| load(conn, &key)).await? {
+            Some(row) => Ok(row.answers),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         self.write(|tx: &mut Tx<'_>| {
             let (conn, now) = (tx.conn, tx.now);
