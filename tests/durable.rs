@@ -490,3 +490,117 @@ async fn an_answer_before_the_replay_waits() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Ada");
 }
+
+/// Asks one question before its task exists, one in the task, then one under a chosen key.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    version = "1",
+    poll_interval = "20ms"
+)]
+async fn before_then_during(ctx: TaskContext) -> Result<String, ToolError> {
+    let schema = || {
+        rmcp::model::ElicitationSchema::builder()
+            .required_string("name")
+            .build()
+            .map_err(|e| ToolError::new(e.to_string()))
+    };
+    let name = |answer: rmcp::model::ElicitResult| {
+        answer
+            .content
+            .and_then(|c| c["name"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let before = ctx.elicit_form_before_task("Before?", schema()?).await?;
+    let during = ctx.elicit_form("During?", schema()?).await?;
+    ctx.status("asking last").await;
+    let last = ctx.keyed("last").elicit_form("Last?", schema()?).await?;
+    Ok(format!(
+        "{}, {}, {}",
+        name(before),
+        name(during),
+        name(last)
+    ))
+}
+
+/// Store invariant 6, call.rs invariant 14, R28, R32: a tool asks by multi round-trip before
+/// its task exists, then through the task; after a restart the replay (which asks everything
+/// through the task) gives each question the answer given to it, and asks neither again.
+#[tokio::test]
+async fn before_task_answers_across_a_restart() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("before");
+    let path = db.0.clone();
+    let accept = |name: &str| json!({ "action": "accept", "content": { "name": name } });
+    let id = run_then_stop(
+        move || server_on(&path, toolkit![before_then_during].unwrap()),
+        move |mut before| async move {
+            let round = before.call("before_then_during", json!({}), TASKS).await;
+            let round = &round["result"];
+            assert_eq!(round["resultType"], "input_required", "{round}");
+            let key = common::first_input_key(round);
+            assert_eq!(round["inputRequests"][&key]["params"]["message"], "Before?");
+            let created = before
+                .rpc(
+                    "tools/call",
+                    json!({
+                        "name": "before_then_during",
+                        "arguments": {},
+                        "inputResponses": { key.clone(): accept("Ada") },
+                        "requestState": round["requestState"],
+                    }),
+                    TASKS,
+                )
+                .await;
+            let id = task_id(&created);
+            let asked = before.wait_status(&id, "input_required").await;
+            let during = common::first_input_key(&asked);
+            assert_eq!(
+                asked["inputRequests"][&during]["params"]["message"],
+                "During?"
+            );
+            assert_ne!(during, key, "no task key repeats a key of the round before");
+            before
+                .rpc(
+                    "tasks/update",
+                    json!({ "taskId": id, "inputResponses": { during: accept("Grace") } }),
+                    TASKS,
+                )
+                .await;
+            before
+                .wait_for(&id, "the last question", |task| {
+                    task["inputRequests"].get("last").is_some()
+                })
+                .await;
+            id
+        },
+    )
+    .await;
+
+    let restarted = db.server(toolkit![before_then_during].unwrap());
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    // The replay passes both answered questions and asks the last again; a question asked
+    // again (or a stored answer given to the wrong one) shows as another key.
+    let asked = after
+        .wait_for(&id, "the replay to ask the last question", |task| {
+            task["statusMessage"] == "asking last"
+                || task["inputRequests"]
+                    .as_object()
+                    .is_some_and(|m| m.keys().any(|k| k != "last"))
+                || task["status"] == "failed"
+        })
+        .await;
+    let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["last"], "{asked}");
+    after
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { "last": accept("Lin") } }),
+            TASKS,
+        )
+        .await;
+    let done = after.wait_terminal(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Ada, Grace, Lin");
+}

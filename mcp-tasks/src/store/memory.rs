@@ -340,6 +340,8 @@ impl MemoryStore {
             ttl_ms,
             poll_interval_ms,
             live: Some(Box::new(Live {
+                used_keys: task.answers.keys().map(|k| k.as_str().into()).collect(),
+                answers: task.answers,
                 arguments: task.arguments,
                 tool_version: task.tool_version,
                 request_meta: task.request_meta,
