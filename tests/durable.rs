@@ -9,11 +9,12 @@
 
 mod common;
 
-use std::{collections::HashSet, future::Future, time::Duration};
+use std::{collections::HashSet, future::Future, sync::Arc, time::Duration};
 
 use common::{Patience, Peer, Stdio, TASKS};
 use mcp_tasks::{SqliteStore, TaskContext, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 /// The tests of this file watch the store threads of the process: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -394,26 +395,212 @@ async fn chosen_keys_across_a_restart() {
         .await;
     let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["second"], "{asked}");
-    // The status is set just before the replay asks: an answer that arrives in between is
-    // not seen by the replay, which asks again under the same key. Answer until the task
-    // ends; a repeat for a key no longer outstanding is ignored (R26).
+    // The status is set just before the replay asks; an answer that arrives before the
+    // replay waits for it is found in the store all the same (call.rs invariant 13).
     let answer = json!({ "action": "accept", "content": { "name": "Grace" } });
-    let patience = Patience::new("the task to complete with the second answer");
-    let done = loop {
-        after
-            .rpc(
-                "tasks/update",
-                json!({ "taskId": id, "inputResponses": { "second": answer } }),
-                TASKS,
-            )
-            .await;
-        let task = after.get(&id).await["result"].clone();
-        if task["status"] != "input_required" && task["status"] != "working" {
-            break task;
-        }
-        assert!(task["inputRequests"].get("first").is_none(), "{task}");
-        patience.wait().await;
-    };
+    let ack = after
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { "second": answer } }),
+            TASKS,
+        )
+        .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let done = after.wait_terminal(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Ada then Grace");
+}
+
+/// Holds the replay of [`gated`] before it asks: the test lands an answer in that window.
+#[derive(Clone, Default)]
+struct Gate {
+    /// Notified when the replay reached the gate.
+    reached: Arc<Notify>,
+    /// Notified by the test to let the replay ask.
+    open: Arc<Notify>,
+}
+
+/// Asks one question under a chosen key; in a process with a [`Gate`], only once the gate
+/// opens.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    version = "1",
+    poll_interval = "20ms"
+)]
+async fn gated(ctx: TaskContext) -> Result<String, ToolError> {
+    if let Some(gate) = ctx.state::<Gate>() {
+        gate.reached.notify_one();
+        gate.open.notified().await;
+    }
+    let schema = rmcp::model::ElicitationSchema::builder()
+        .required_string("name")
+        .build()
+        .map_err(|e| ToolError::new(e.to_string()))?;
+    let answer = ctx.keyed("go").elicit_form("Go?", schema).await?;
+    Ok(answer
+        .content
+        .and_then(|c| c["name"].as_str().map(str::to_owned))
+        .unwrap_or_default())
+}
+
+/// Store invariant 6, call.rs invariant 13: an answer the store takes after recovery read
+/// the replay data but before the replay waits for it (tasks/update between `recover` and
+/// the replay's question, held apart by a gate) still reaches the replay, which neither
+/// asks again nor fails.
+#[tokio::test]
+async fn an_answer_before_the_replay_waits() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("window");
+    let path = db.0.clone();
+    let id = run_then_stop(
+        move || server_on(&path, toolkit![gated].unwrap()),
+        |mut before| async move {
+            let id = task_id(&before.call("gated", json!({}), TASKS).await);
+            let asked = before.wait_status(&id, "input_required").await;
+            assert_eq!(asked["inputRequests"]["go"]["params"]["message"], "Go?");
+            id
+        },
+    )
+    .await;
+
+    let gate = Gate::default();
+    let restarted = db.server(toolkit![gated].unwrap().with_state(gate.clone()));
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    gate.reached.notified().await;
+    // The replay runs and holds before its question: the request is still outstanding in
+    // the store, so the answer is taken, and no waiter exists yet.
+    let answer = json!({ "action": "accept", "content": { "name": "Ada" } });
+    let ack = after
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { "go": answer } }),
+            TASKS,
+        )
+        .await;
+    assert_eq!(ack["result"]["resultType"], "complete", "{ack}");
+    let taken = after.get(&id).await["result"].clone();
+    assert_eq!(
+        taken["status"], "working",
+        "the store took the answer: {taken}"
+    );
+    gate.open.notify_one();
+    let done = after.wait_terminal(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Ada");
+}
+
+/// Asks one question before its task exists, one in the task, then one under a chosen key.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    version = "1",
+    poll_interval = "20ms"
+)]
+async fn before_then_during(ctx: TaskContext) -> Result<String, ToolError> {
+    let schema = || {
+        rmcp::model::ElicitationSchema::builder()
+            .required_string("name")
+            .build()
+            .map_err(|e| ToolError::new(e.to_string()))
+    };
+    let name = |answer: rmcp::model::ElicitResult| {
+        answer
+            .content
+            .and_then(|c| c["name"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let before = ctx.elicit_form_before_task("Before?", schema()?).await?;
+    let during = ctx.elicit_form("During?", schema()?).await?;
+    ctx.status("asking last").await;
+    let last = ctx.keyed("last").elicit_form("Last?", schema()?).await?;
+    Ok(format!(
+        "{}, {}, {}",
+        name(before),
+        name(during),
+        name(last)
+    ))
+}
+
+/// Store invariant 6, call.rs invariant 14, R28, R32: a tool asks by multi round-trip before
+/// its task exists, then through the task; after a restart the replay (which asks everything
+/// through the task) gives each question the answer given to it, and asks neither again.
+#[tokio::test]
+async fn before_task_answers_across_a_restart() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("before");
+    let path = db.0.clone();
+    let accept = |name: &str| json!({ "action": "accept", "content": { "name": name } });
+    let id = run_then_stop(
+        move || server_on(&path, toolkit![before_then_during].unwrap()),
+        move |mut before| async move {
+            let round = before.call("before_then_during", json!({}), TASKS).await;
+            let round = &round["result"];
+            assert_eq!(round["resultType"], "input_required", "{round}");
+            let key = common::first_input_key(round);
+            assert_eq!(round["inputRequests"][&key]["params"]["message"], "Before?");
+            let created = before
+                .rpc(
+                    "tools/call",
+                    json!({
+                        "name": "before_then_during",
+                        "arguments": {},
+                        "inputResponses": { key.clone(): accept("Ada") },
+                        "requestState": round["requestState"],
+                    }),
+                    TASKS,
+                )
+                .await;
+            let id = task_id(&created);
+            let asked = before.wait_status(&id, "input_required").await;
+            let during = common::first_input_key(&asked);
+            assert_eq!(
+                asked["inputRequests"][&during]["params"]["message"],
+                "During?"
+            );
+            assert_ne!(during, key, "no task key repeats a key of the round before");
+            before
+                .rpc(
+                    "tasks/update",
+                    json!({ "taskId": id, "inputResponses": { during: accept("Grace") } }),
+                    TASKS,
+                )
+                .await;
+            before
+                .wait_for(&id, "the last question", |task| {
+                    task["inputRequests"].get("last").is_some()
+                })
+                .await;
+            id
+        },
+    )
+    .await;
+
+    let restarted = db.server(toolkit![before_then_during].unwrap());
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    // The replay passes both answered questions and asks the last again; a question asked
+    // again (or a stored answer given to the wrong one) shows as another key.
+    let asked = after
+        .wait_for(&id, "the replay to ask the last question", |task| {
+            task["statusMessage"] == "asking last"
+                || task["inputRequests"]
+                    .as_object()
+                    .is_some_and(|m| m.keys().any(|k| k != "last"))
+                || task["status"] == "failed"
+        })
+        .await;
+    let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["last"], "{asked}");
+    after
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { "last": accept("Lin") } }),
+            TASKS,
+        )
+        .await;
+    let done = after.wait_terminal(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Ada, Grace, Lin");
 }

@@ -342,7 +342,10 @@ impl TaskContext {
     /// gather parameters before committing to long work. Once a task exists (or on a legacy
     /// session) it asks like [`TaskContext::elicit`].
     ///
-    /// Code before this call runs once per round: keep side effects after it.
+    /// Code before this call runs once per round: keep side effects after it. The answer is
+    /// stored with the task when it is created, under its own key (generated keys count on
+    /// from the rounds before the task into the task), so a replay after a restart gets it
+    /// back without asking again.
     ///
     /// # Errors
     /// As [`TaskContext::elicit`].

@@ -48,6 +48,17 @@
 //! 12. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
 //!     as its runner and its work runs under that lease; with queued calls the record is
 //!     created first, with no runner, and no work starts here ([`Call::recorded`]).
+//! 13. **No answer is lost to a replay.** A replay that asks a question its [`Replay`] has no
+//!     answer for registers its waiter first, then reads the answers the store holds now:
+//!     an answer stored before the waiter existed (after recovery read the replay data) is
+//!     found by the read, every later one reaches the waiter.
+//! 14. **A replay's questions get their own answers.** Generated keys are numbered by one
+//!     sequence per run, whichever route a question takes (multi round-trip before the task,
+//!     or through the task), so a replay, which asks every question through the task, gives
+//!     each question the key it had in the original run, and no before-task question shares
+//!     a key with a task-phase one. The answers a call took by multi round-trip are stored
+//!     with its task when it is created ([`NewTask::answers`](crate::store::NewTask)): a
+//!     replay finds them in its [`Replay`] and does not ask those questions again (R32).
 //!
 //! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
 
@@ -152,10 +163,11 @@ pub(crate) struct Replay {
 
 /// What a call gathers by multi round-trip requests (protocol §5.4) before any task exists:
 /// the answers the client sent (this round's `inputResponses` plus earlier rounds', carried
-/// in `requestState`) and the requests still unanswered.
+/// in `requestState`), the ones this run took (stored with its task, invariant 14) and the
+/// requests still unanswered.
 pub(crate) struct Mrtr {
     answers: InputResponses,
-    seq: AtomicU64,
+    taken: Mutex<InputResponses>,
     requested: Mutex<InputRequests>,
     asked: Notify,
 }
@@ -164,7 +176,7 @@ impl Mrtr {
     pub(crate) fn new(answers: InputResponses) -> Self {
         Self {
             answers,
-            seq: AtomicU64::new(0),
+            taken: Mutex::default(),
             requested: Mutex::default(),
             asked: Notify::new(),
         }
@@ -317,6 +329,20 @@ impl CallState {
         }
     }
 
+    /// The answers this run took by multi round-trip request, to store with its task.
+    fn round_trip_taken(&self) -> InputResponses {
+        self.parts
+            .mrtr
+            .as_ref()
+            .map(|mrtr| {
+                mrtr.taken
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
+            .unwrap_or_default()
+    }
+
     /// The requests of this round, and every answer gathered so far.
     fn round_trip_state(&self) -> (InputRequests, InputResponses) {
         match &self.parts.mrtr {
@@ -336,20 +362,15 @@ impl CallState {
     /// Input by multi round-trip request: the answer if the client sent it, else the request
     /// is recorded for the `input_required` answer and this call waits until the work is
     /// dropped with the round.
-    async fn round_trip(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        key: Option<String>,
-    ) -> Result<Value, Failure> {
+    async fn round_trip(&self, request: InputRequest, key: String) -> Result<Value, Failure> {
         let Some(mrtr) = &self.parts.mrtr else {
             return Err(Failure::Cancelled);
         };
-        let key = key.unwrap_or_else(|| {
-            let n = mrtr.seq.fetch_add(1, Ordering::Relaxed) + 1;
-            format!("{}-{n}", kind.key_prefix())
-        });
         if let Some(answer) = mrtr.answers.get(&key) {
+            mrtr.taken
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key, answer.clone());
             return Ok(answer.clone());
         }
         mrtr.requested
@@ -402,19 +423,20 @@ impl CallState {
                 return Err(Failure::Error(errors::input_key_reused(key)));
             }
         }
+        // One sequence numbers the generated keys of every route (invariant 14).
+        let key = key.unwrap_or_else(|| {
+            let n = self.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
+            format!("{}-{n}", kind.key_prefix())
+        });
         let by_round_trip = match &*self.phase() {
             Phase::Task => false,
             Phase::Inline => self.parts.mrtr.is_some(),
             Phase::Pending { .. } => before_task && self.parts.mrtr.is_some(),
         };
         if by_round_trip {
-            return self.round_trip(kind, request, key).await;
+            return self.round_trip(request, key).await;
         }
         self.become_task().await?;
-        let key = key.unwrap_or_else(|| {
-            let n = self.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
-            format!("{}-{n}", kind.key_prefix())
-        });
         // A replay never asks again what was answered before the restart.
         if let Some(answer) = self.parts.replay.as_ref().and_then(|r| r.answers.get(&key)) {
             return Ok(answer.clone());
@@ -423,6 +445,21 @@ impl CallState {
         let answer = runtime
             .await_input(&self.parts.id, &key)
             .map_err(Failure::Error)?;
+        // A replay asks again the questions that were open when its data was read; an answer
+        // the store took since, before the waiter above existed, reached no one: read it now
+        // that the waiter catches every later one (invariant 13).
+        if self.parts.replay.is_some() {
+            match runtime.store.stored_answers(&self.parts.id).await {
+                Ok(mut stored) => {
+                    if let Some(value) = stored.remove(&key) {
+                        runtime.forget_input(&self.parts.id, &key);
+                        return Ok(value);
+                    }
+                }
+                Err(StoreError::NotFound) => return Err(Failure::Cancelled),
+                Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
+            }
+        }
         match runtime.request_input(&self.parts.id, &key, request).await {
             Ok(()) => {}
             // The task ended under the work (it expired), or another instance took it over:
@@ -801,7 +838,9 @@ impl Call<'_> {
             return inline_answer(&self.tool, ended.clone());
         }
         let message = call.begin_promotion();
-        let record = self.new_task(id.clone(), message, true);
+        let record = self
+            .new_task(id.clone(), message, true)
+            .with_answers(call.round_trip_taken());
         let lease = Lease::first(&record);
         let created = self.runtime.store.create(record).await;
         let snapshot = match created {

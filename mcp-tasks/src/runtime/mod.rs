@@ -409,6 +409,16 @@ impl Runtime {
         Ok(rx)
     }
 
+    /// Drops the waiter of input request `key` of task `id`: its answer came another way.
+    pub(crate) fn forget_input(&self, id: &str, key: &str) {
+        if let Some(live) = self.get_live(id) {
+            live.waiters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .remove(key);
+        }
+    }
+
     /// Hands answers the store accepted to the work waiting for them.
     pub(crate) fn deliver(&self, id: &str, accepted: InputResponses) {
         let Some(live) = self.get_live(id) else {

@@ -340,6 +340,8 @@ impl MemoryStore {
             ttl_ms,
             poll_interval_ms,
             live: Some(Box::new(Live {
+                used_keys: task.answers.keys().map(|k| k.as_str().into()).collect(),
+                answers: task.answers,
                 arguments: task.arguments,
                 tool_version: task.tool_version,
                 request_meta: task.request_meta,
@@ -549,6 +551,16 @@ impl TaskStore for MemoryStore {
             }
         }
         Ok(found)
+    }
+
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        self.with_entry(id, |entry, _| {
+            Ok(entry
+                .live
+                .as_ref()
+                .map(|live| live.answers.clone())
+                .unwrap_or_default())
+        })
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {

@@ -23,8 +23,9 @@
 //!    (the task stays `input_required` until the last one arrives), and returns what it took.
 //! 5. **Cancel intent.** [`TaskStore::request_cancel`] records the intent (also on a task
 //!    whose status it cannot change any more); the status changes only when the work ends.
-//! 6. **Replay data.** Every answer delivered to an input request and every completed step
-//!    ([`TaskStore::save_step`]) stays with a running task, durably before the call that
+//! 6. **Replay data.** Every answer delivered to an input request, every answer the task was
+//!    created with ([`NewTask::answers`]: given before it existed, their keys count as used)
+//!    and every completed step ([`TaskStore::save_step`]) stays with a running task, durably before the call that
 //!    stores it returns, so a restarted process can replay the work
 //!    ([`TaskStore::recoverable`]) without asking a question twice or running a completed step
 //!    again. [`TaskStore::request_input`] of a key that is still outstanding is a no-op: a
@@ -116,6 +117,10 @@ pub struct NewTask {
     pub runner: Option<Runner>,
     /// The client's idempotency key for this call (invariant 9 of the module docs).
     pub idempotency_key: Option<Arc<str>>,
+    /// The answers the call was given before its task existed (multi round-trip, protocol
+    /// §5.4), by key: kept as replay data from the create on, their keys used (invariants 4
+    /// and 6), so a replay does not ask those questions again.
+    pub answers: InputResponses,
 }
 
 /// The instance that runs a new task's work, and for how long its first lease lasts.
@@ -144,7 +149,15 @@ impl NewTask {
             request_meta: JsonObject::new(),
             runner: None,
             idempotency_key: None,
+            answers: InputResponses::new(),
         }
+    }
+
+    /// The answers the call was given before its task existed ([`NewTask::answers`]).
+    #[must_use]
+    pub fn with_answers(mut self, answers: InputResponses) -> Self {
+        self.answers = answers;
+        self
     }
 
     /// The creating instance runs the work: it holds the task's lease from the start, at
@@ -442,6 +455,27 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Every task that is not terminal, with what a replay needs. A process calls it once,
     /// at start-up, before serving.
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError>;
+
+    /// Every answer stored for task `id`'s input requests, by key (invariant 6); empty for a
+    /// task that ended (its replay data is gone). A replay reads it when it asks again a
+    /// question that was open when it started, so an answer stored after the replay data was
+    /// read still reaches it. [`StoreError::NotFound`] for an unknown or purged id.
+    ///
+    /// The default reads a [`ClusterStore`]'s [`ClusterStore::answers`], else scans
+    /// [`TaskStore::recoverable`] for the task; stores override it with a direct read.
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        if let Some(cluster) = self.cluster() {
+            return cluster.answers(id).await;
+        }
+        let recoverable = self.recoverable().await?;
+        if let Some(task) = recoverable.into_iter().find(|task| &*task.id == id) {
+            return Ok(task.answers);
+        }
+        match self.get(id).await? {
+            Some(_) => Ok(InputResponses::new()),
+            None => Err(StoreError::NotFound),
+        }
+    }
 
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.

@@ -617,7 +617,7 @@ fn insert_task(
                      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
                      request_meta, input_requests, used_keys, answers, outcome, \
                      cancel_requested, deadline_ms, purge_at_ms) VALUES (?1, ?2, ?3, ?4, \
-                     'working', ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', '[]', '{}', NULL, 0, ?11, NULL) \
+                     'working', ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', ?12, ?13, NULL, 0, ?11, NULL) \
                      ON CONFLICT (id) DO NOTHING",
         params![
             &*task.id,
@@ -631,6 +631,8 @@ fn insert_task(
             to_json(&task.arguments)?,
             to_json(&task.request_meta)?,
             deadline.map(to_i64),
+            to_json(&task.answers.keys().collect::<Vec<_>>())?,
+            to_json(&task.answers)?,
         ],
     )
     .map_err(backend)?;
@@ -952,6 +954,14 @@ impl TaskStore for SqliteStore {
             Ok(found)
         })
         .await
+    }
+
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        let key = id.to_owned();
+        match self.read(move |conn| load(conn, &key)).await? {
+            Some(row) => Ok(row.answers),
+            None => Err(StoreError::NotFound),
+        }
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
