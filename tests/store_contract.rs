@@ -387,9 +387,7 @@ async fn expiry(store: impl TaskStore) {
 }
 
 /// Store invariants 4 and 6 for [`NewTask::answers`]: the answers a task is created with are
-/// replay data from the create on, and their keys count as used. The single-process stores
-/// keep it; `PostgresStore` does not store them yet (a replay there asks those questions
-/// again, under their own keys), so it is not run on it.
+/// replay data from the create on, and their keys count as used. Every store keeps it.
 async fn created_with_answers(store: impl TaskStore) {
     let mut answers = InputResponses::new();
     answers.insert("elicit-1".into(), json!({ "action": "accept" }));
@@ -433,6 +431,14 @@ async fn postgres_store_keeps_the_contract() {
     tokio::time::pause();
     let stores = std::sync::Mutex::new(stores);
     contract(|| stores.lock().unwrap().pop().expect("a store per check")).await;
+    created_with_answers(
+        stores
+            .lock()
+            .unwrap()
+            .pop()
+            .expect("a store for the answers"),
+    )
+    .await;
 }
 
 /// A fresh database file under the system's temp folder, removed with its WAL on drop.

@@ -43,14 +43,16 @@ const INSERT: &str = concat!(
      input_requests, used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, \
      purge_at_ms, runner, epoch, lease_until_ms, idempotency_key) \
      SELECT u.id, u.owner, u.tool, u.tool_version, 'working', u.status_message, u.created, \
-     u.created, u.ttl, u.poll, u.arguments, u.request_meta, '{}', '[]', '{}', 0, NULL, FALSE, \
+     u.created, u.ttl, u.poll, u.arguments, u.request_meta, '{}', u.used_keys, u.answers, 0, \
+     NULL, FALSE, \
      u.deadline, NULL, u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, ",
     db_now_ms!(),
     " + u.lease, u.idem \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], \
      $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], \
-     $13::bigint[], $14::text[]) AS u(id, owner, tool, tool_version, status_message, created, \
-     ttl, poll, arguments, request_meta, deadline, runner, lease, idem) \
+     $13::bigint[], $14::text[], $16::text[], $17::text[]) AS u(id, owner, tool, tool_version, \
+     status_message, created, ttl, poll, arguments, request_meta, deadline, runner, lease, idem, \
+     used_keys, answers) \
      ON CONFLICT DO NOTHING RETURNING id, runner), \
      announce AS (SELECT pg_notify($15, 'q:' || min(id)) FROM ins WHERE runner IS NULL \
      HAVING count(*) > 0) \
@@ -182,6 +184,8 @@ async fn insert(pool: &Pool, batch: &[Job], channel: &str) -> Result<HashSet<Str
             &cols.lease,
             &cols.idem,
             &channel,
+            &cols.used_keys,
+            &cols.answers,
         ],
         "could not store the new tasks",
     )
@@ -208,6 +212,9 @@ struct Columns<'a> {
     runner: Vec<Option<&'a str>>,
     lease: Vec<Option<i64>>,
     idem: Vec<Option<&'a str>>,
+    /// The keys of the answers taken before the task existed (store invariant 6).
+    used_keys: Vec<String>,
+    answers: Vec<String>,
 }
 
 impl<'a> Columns<'a> {
@@ -227,6 +234,8 @@ impl<'a> Columns<'a> {
             runner: Vec::with_capacity(n),
             lease: Vec::with_capacity(n),
             idem: Vec::with_capacity(n),
+            used_keys: Vec::with_capacity(n),
+            answers: Vec::with_capacity(n),
         }
     }
 
@@ -250,6 +259,9 @@ impl<'a> Columns<'a> {
         self.lease
             .push(task.runner.as_ref().map(|r| to_i64(millis(r.lease))));
         self.idem.push(task.idempotency_key.as_deref());
+        self.used_keys
+            .push(to_json(&task.answers.keys().collect::<Vec<_>>())?);
+        self.answers.push(to_json(&task.answers)?);
         Ok(())
     }
 }
