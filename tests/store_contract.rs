@@ -431,14 +431,12 @@ async fn postgres_store_keeps_the_contract() {
     tokio::time::pause();
     let stores = std::sync::Mutex::new(stores);
     contract(|| stores.lock().unwrap().pop().expect("a store per check")).await;
-    created_with_answers(
-        stores
-            .lock()
-            .unwrap()
-            .pop()
-            .expect("a store for the answers"),
-    )
-    .await;
+    let last = stores
+        .lock()
+        .unwrap()
+        .pop()
+        .expect("a store for the answers");
+    created_with_answers(last).await;
 }
 
 /// A fresh database file under the system's temp folder, removed with its WAL on drop.
