@@ -516,6 +516,26 @@ pub(crate) fn new_task_millis(task: &NewTask) -> (Option<u64>, Option<u64>) {
     (task.ttl.map(millis), task.poll_interval.map(millis))
 }
 
+/// The snapshot of `task` as a store creates it at `now`: `working`, no input requests, no
+/// outcome.
+pub(crate) fn new_task_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
+    let (ttl_ms, poll_interval_ms) = new_task_millis(task);
+    TaskSnapshot {
+        id: Arc::clone(&task.id),
+        owner: Arc::clone(&task.owner),
+        tool: Arc::clone(&task.tool),
+        status: TaskStatus::Working,
+        status_message: task.status_message.clone(),
+        created_at_ms: now,
+        last_updated_at_ms: now,
+        ttl_ms,
+        poll_interval_ms,
+        input_requests: InputRequests::new(),
+        outcome: None,
+        cancel_requested: false,
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Several instances, one task space.
 

@@ -52,7 +52,7 @@ use tokio::sync::oneshot;
 use super::{
     NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
     memory::{DEFAULT_CAPACITY, DEFAULT_EXPIRED_RETENTION},
-    new_task_millis,
+    new_task_millis, new_task_snapshot,
 };
 use crate::{clock::Clock, errors};
 
@@ -643,20 +643,7 @@ fn insert_task(
         id: Arc::clone(&task.id),
         deadline,
     });
-    Ok(TaskSnapshot {
-        id: task.id,
-        owner: task.owner,
-        tool: task.tool,
-        status: TaskStatus::Working,
-        status_message: task.status_message,
-        created_at_ms: now,
-        last_updated_at_ms: now,
-        ttl_ms,
-        poll_interval_ms,
-        input_requests: InputRequests::new(),
-        outcome: None,
-        cancel_requested: false,
-    })
+    Ok(new_task_snapshot(&task, now))
 }
 
 #[async_trait]

@@ -60,14 +60,14 @@ use std::{
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
+use rmcp::model::{InputRequest, InputResponses, TaskStatus};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
     ClusterStore, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
-    Wakeup, memory::DEFAULT_EXPIRED_RETENTION, new_task_millis,
+    Wakeup, memory::DEFAULT_EXPIRED_RETENTION, new_task_snapshot,
 };
 use crate::{
     clock::{Clock, millis},
@@ -754,21 +754,7 @@ fn end(row: &mut Row, fx: &mut Effects, now: u64, outcome: Outcome) -> Result<()
 impl TaskStore for PostgresStore {
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
         let now = self.clock.now_ms();
-        let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
-        let snapshot = TaskSnapshot {
-            id: Arc::clone(&task.id),
-            owner: Arc::clone(&task.owner),
-            tool: Arc::clone(&task.tool),
-            status: TaskStatus::Working,
-            status_message: task.status_message.clone(),
-            created_at_ms: now,
-            last_updated_at_ms: now,
-            ttl_ms,
-            poll_interval_ms,
-            input_requests: InputRequests::new(),
-            outcome: None,
-            cancel_requested: false,
-        };
+        let snapshot = new_task_snapshot(&task, now);
         let first = Lease::first(&task);
         match self.enqueue(task, now).await? {
             batch::Created::Inserted => {}
