@@ -1,6 +1,5 @@
 //! Durable creates per second on Postgres, measured:
-//! `cargo run --release --example pg_bench [-- URL] [--callers N]... [--seconds N]
-//! [--queued]`.
+//! `cargo run --release --example pg_bench [-- URL] [--callers N]... [--seconds N]`.
 //!
 //! Side by side, in one run, on the server at URL (default `MCP_TASKS_POSTGRES_URL`, else
 //! `postgres://postgres@127.0.0.1:5432/test`), with 1, 16 and 64 concurrent callers:
@@ -10,9 +9,9 @@
 //!   SQLite benchmark's baseline), (b) the callers sharing as many connections as the store's
 //!   pool has (the server then flushes concurrent commits together);
 //! - `PostgresStore::create` (creates queued at the same moment share one multi-row insert
-//!   and one commit) of tasks run by the instance that created them (`with_runner`, the
-//!   default of a cluster); with `--queued`, of tasks left for workers (each batch then also
-//!   sends one notification).
+//!   and one commit) of tasks left for workers (each batch also sends one notification).
+//!   Tasks that the creating instance runs itself are created by the runtime only; the
+//!   store's API for them is internal to the crate.
 //!
 //! Every create is durable under the server's `synchronous_commit` (printed). Each
 //! measurement starts after a warm-up and lasts `--seconds` (default 3). The schemas it
@@ -53,21 +52,15 @@ impl Meter {
     }
 }
 
-/// A task as the runtime creates it: run by the instance that received the call (it holds
-/// the lease), or, with `queued`, recorded for a worker to claim.
-fn new_task(queued: bool) -> NewTask {
-    let task = NewTask::new(
+/// A task as the runtime records it for a worker to claim.
+fn new_task() -> NewTask {
+    NewTask::new(
         Arc::from(ids::task_id()),
         Arc::from("bench"),
         Arc::from("noop_task"),
     )
     .with_ttl(Some(Duration::from_secs(3600)))
-    .with_poll_interval(Duration::from_secs(1));
-    if queued {
-        task
-    } else {
-        task.with_runner(Arc::from("bench-instance"), Duration::from_secs(30))
-    }
+    .with_poll_interval(Duration::from_secs(1))
 }
 
 /// The baseline's statement: the row `PostgresStore` writes for a new task, one per
@@ -127,19 +120,14 @@ async fn baseline(url: &str, schema: &str, callers: usize, pool: usize, run: Dur
     rate
 }
 
-async fn store_creates(
-    store: Arc<PostgresStore>,
-    callers: usize,
-    queued: bool,
-    run: Duration,
-) -> f64 {
+async fn store_creates(store: Arc<PostgresStore>, callers: usize, run: Duration) -> f64 {
     let meter = Arc::new(Meter::default());
     let workers: Vec<_> = (0..callers)
         .map(|_| {
             let (store, meter) = (Arc::clone(&store), Arc::clone(&meter));
             tokio::spawn(async move {
                 while !meter.stop.load(Ordering::Relaxed) {
-                    store.create(new_task(queued)).await.expect("create");
+                    store.create(new_task()).await.expect("create");
                     meter.done.fetch_add(1, Ordering::Relaxed);
                 }
             })
@@ -165,7 +153,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let mut callers_list = Vec::new();
     let mut run = Duration::from_secs(3);
-    let mut queued = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -174,7 +161,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .and_then(|n| n.parse().ok())
                     .ok_or("--callers takes a number")?,
             ),
-            "--queued" => queued = true,
             "--seconds" => {
                 run = Duration::from_secs(
                     args.next()
@@ -197,9 +183,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let version: String = probe.query_one("SHOW server_version", &[]).await?.get(0);
     println!(
         "pg_bench: Postgres {version}, synchronous_commit = {sync}, {} s per measurement, pool \
-         {POOL}, {} tasks",
+         {POOL}, queued tasks",
         run.as_secs(),
-        if queued { "queued" } else { "runner-held" }
     );
     println!();
     println!(
@@ -226,7 +211,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .connect()
                 .await?,
         );
-        let creates = store_creates(Arc::clone(&store), callers, queued, run).await;
+        let creates = store_creates(Arc::clone(&store), callers, run).await;
         drop(store);
         println!(
             "| {callers} | {one:.0}/s | {pooled:.0}/s | {creates:.0}/s | {:.1}× | {:.1}× |",

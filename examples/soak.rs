@@ -81,7 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let step = Duration::from_secs(1) / u32::try_from(options.rate.max(1)).unwrap_or(u32::MAX);
     let store = Arc::new(
         MemoryStore::new()
-            .with_capacity(10_000_000)
+            .with_max_tasks(10_000_000)
             .with_expired_retention(options.ttl),
     );
     let owner: Arc<str> = Arc::from("soak-owner");

@@ -224,7 +224,7 @@ async fn main() -> std::io::Result<()> {
             per_fsync.push(creates / rate);
             if !only_sqlite {
                 let store: Arc<dyn TaskStore> =
-                    Arc::new(MemoryStore::new().with_capacity(usize::MAX));
+                    Arc::new(MemoryStore::new().with_max_tasks(usize::MAX));
                 memory.push(store_creates(store, callers).await);
             }
         }

@@ -12,7 +12,7 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use mcp_tasks::{
     MemoryStore, PostgresStore, TaskStore,
     store::{
-        ClusterStore, Lease, NewTask, Outcome, Step, StoreError, WakeupKind,
+        ClusterStore, Created, Lease, NewTask, Outcome, Step, StoreError, WakeupKind,
         postgres::SCHEMA_VERSION,
     },
 };
@@ -68,7 +68,8 @@ async fn a_wrong_url_is_a_clear_error() {
         .await
         .unwrap_err();
     let text = chain(&error);
-    assert!(matches!(error, StoreError::Backend(_)), "{text}");
+    assert!(matches!(error, StoreError::Config(_)), "{text}");
+    assert!(!error.is_retryable(), "{text}");
     assert!(text.contains("is not a valid Postgres URL"), "{text}");
     assert!(
         text.contains("postgres://USER"),
@@ -86,6 +87,10 @@ async fn an_unreachable_server_is_a_clear_error() {
         .unwrap_err();
     let text = chain(&error);
     assert!(matches!(error, StoreError::Backend(_)), "{text}");
+    assert!(
+        error.is_retryable(),
+        "a refused connection may succeed later: {text}"
+    );
     assert!(
         text.contains(
             "could not connect to the Postgres server at postgres://postgres:***@127.0.0.1:1/test"
@@ -106,6 +111,7 @@ async fn a_bad_schema_name_is_refused_before_connecting() {
         .await
         .unwrap_err();
     let text = chain(&error);
+    assert!(matches!(error, StoreError::Config(_)), "{text}");
     assert!(
         text.contains("is not a valid task store schema name"),
         "{text}"
@@ -137,6 +143,7 @@ async fn a_newer_schema_is_refused_and_left_untouched() {
     .unwrap();
     let error = db.store().await.unwrap_err();
     let text = chain(&error);
+    assert!(matches!(error, StoreError::Config(_)), "{text}");
     assert!(
         text.contains(&format!(
             "written by a newer build (schema version {}",
@@ -326,6 +333,7 @@ async fn a_terminated_backend_loses_no_task() {
     for error in &errors {
         let text = chain(error);
         assert!(matches!(error, StoreError::Backend(_)), "{text}");
+        assert!(error.code().is_some() || error.is_retryable(), "{text}");
         assert!(
             text.contains("terminat") || text.contains("closed") || text.contains("connection"),
             "the error says the connection was lost: {text}"
@@ -401,11 +409,11 @@ async fn idempotent_creates(store: Arc<impl TaskStore>) -> HashSet<String> {
     let mut existing = HashSet::new();
     for retry in retries {
         match retry.await.unwrap() {
-            Ok(task) => created.push(task.id.to_string()),
-            Err(StoreError::Existing(task)) => {
+            Ok(Created::New(task)) => created.push(task.id.to_string()),
+            Ok(Created::Existing(task)) => {
                 existing.insert(task.id.to_string());
             }
-            Err(other) => panic!("{other:?}"),
+            other => panic!("{other:?}"),
         }
     }
     assert_eq!(created.len(), 1, "one task for all retries: {created:?}");
@@ -457,7 +465,7 @@ async fn postgres_idempotent_create_under_concurrent_retries() {
     let retry = store
         .create(new_task("short-retry").with_idempotency_key(Arc::from("call-2")))
         .await;
-    assert!(matches!(retry, Err(StoreError::Existing(t)) if &*t.id == "short"));
+    assert!(matches!(retry, Ok(Created::Existing(t)) if &*t.id == "short"));
     tokio::time::sleep(Duration::from_millis(400)).await;
     store
         .create(new_task("short-again").with_idempotency_key(Arc::from("call-2")))
@@ -487,10 +495,8 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
     let store = Arc::new(db.store().await.unwrap());
     let mut leases = Vec::new();
     for i in 0..48 {
-        let task =
-            new_task(&format!("t{i:02}")).with_runner(Arc::from("a"), Duration::from_secs(30));
-        leases.push(Lease::first(&task).unwrap());
-        store.create(task).await.unwrap();
+        let task = new_task(&format!("t{i:02}"));
+        leases.push(create_leased(&store, task, "a", Duration::from_secs(30)).await);
     }
     let outcome = |i: usize| {
         if i.is_multiple_of(2) {
@@ -553,9 +559,7 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
     }
 
     // Not for the batch statement: a stale epoch, another instance, a task past its TTL.
-    let task = new_task("stale").with_runner(Arc::from("a"), Duration::from_secs(30));
-    let first = Lease::first(&task).unwrap();
-    store.create(task).await.unwrap();
+    let first = create_leased(&store, new_task("stale"), "a", Duration::from_secs(30)).await;
     let mut stale = first.clone();
     stale.epoch += 1;
     let mut foreign = first.clone();
@@ -575,11 +579,8 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
         store.get("stale").await.unwrap().unwrap().status,
         TaskStatus::Working
     );
-    let task = new_task("late")
-        .with_ttl(Some(Duration::from_millis(100)))
-        .with_runner(Arc::from("a"), Duration::from_secs(30));
-    let late = Lease::first(&task).unwrap();
-    store.create(task).await.unwrap();
+    let task = new_task("late").with_ttl(Some(Duration::from_millis(100)));
+    let late = create_leased(&store, task, "a", Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(
         cluster(&store)
@@ -603,19 +604,14 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
 async fn batches_do_not_scan_the_table_as_it_grows() {
     let db = db!();
     let store = Arc::new(db.store().await.unwrap());
-    let lease_of = |id: &str| {
-        let task = new_task(id).with_runner(Arc::from("a"), Duration::from_secs(30));
-        (Lease::first(&task).unwrap(), task)
-    };
     // Batches against a nearly empty table, enough of them for every pooled connection to
     // run each statement more than five times (when Postgres may switch a prepared
     // statement to its generic plan): plans made now would scan the table.
     for round in 0..48 {
         let mut leases = Vec::new();
         for i in 0..4 {
-            let (lease, task) = lease_of(&format!("small-{round}-{i}"));
-            store.create(task).await.unwrap();
-            leases.push(lease);
+            let task = new_task(&format!("small-{round}-{i}"));
+            leases.push(create_leased(&store, task, "a", Duration::from_secs(30)).await);
         }
         let finishes = leases
             .iter()
@@ -652,9 +648,8 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
     let mut leases = Vec::new();
     for round in 0..20 {
         for i in 0..8 {
-            let (lease, task) = lease_of(&format!("late-{round}-{i}"));
-            store.create(task).await.unwrap();
-            leases.push(lease);
+            let task = new_task(&format!("late-{round}-{i}"));
+            leases.push(create_leased(&store, task, "a", Duration::from_secs(30)).await);
         }
     }
     let before = scans().await;
@@ -688,6 +683,21 @@ fn cluster(store: &PostgresStore) -> &dyn ClusterStore {
     store.cluster().expect("PostgresStore is a cluster store")
 }
 
+/// Creates `task` and takes its lease for `instance`: the lease a task created by the
+/// instance that runs it starts with (epoch 1).
+async fn create_leased(
+    store: &PostgresStore,
+    task: NewTask,
+    instance: &str,
+    length: Duration,
+) -> Lease {
+    let id = Arc::clone(&task.id);
+    assert!(store.create(task).await.unwrap().is_new());
+    let lease = cluster(store).acquire(&id, instance, length).await.unwrap();
+    assert_eq!(lease.epoch, 1, "a new task's first lease");
+    lease
+}
+
 /// A lease lapses; of several instances claiming at once exactly one gets the task, at the
 /// next epoch, with its replay data; the old holder's fenced writes are refused and change
 /// nothing.
@@ -698,11 +708,8 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
     for _ in 0..4 {
         stores.push(Arc::new(db.store().await.unwrap()));
     }
-    let task = new_task("t")
-        .with_arguments(object(json!({ "n": 1 })))
-        .with_runner(Arc::from("a"), SHORT);
-    let old = Lease::first(&task).unwrap();
-    stores[0].create(task).await.unwrap();
+    let task = new_task("t").with_arguments(object(json!({ "n": 1 })));
+    let old = create_leased(&stores[0], task, "a", SHORT).await;
     cluster(&stores[0])
         .save_step_fenced(&old, Step::new(1, "one", json!(1)))
         .await
@@ -802,14 +809,8 @@ async fn claims_and_sweeps_skip_locked_rows() {
     let db = db!();
     let store = db.store().await.unwrap();
     for id in ["locked", "free"] {
-        store
-            .create(
-                new_task(id)
-                    .with_ttl(Some(Duration::from_secs(600)))
-                    .with_runner(Arc::from("gone"), Duration::from_millis(50)),
-            )
-            .await
-            .unwrap();
+        let task = new_task(id).with_ttl(Some(Duration::from_secs(600)));
+        create_leased(&store, task, "gone", Duration::from_millis(50)).await;
     }
     for id in ["due-locked", "due-free"] {
         store
@@ -930,12 +931,11 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         .connect()
         .await
         .unwrap();
+    // Leased before the listener starts, so its announcement as queued is not heard.
+    let lease = create_leased(&b, new_task("t"), "b", Duration::from_secs(30)).await;
     let mut wakeups = cluster(&b).wakeups();
     // Let the listener connect and LISTEN.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let task = new_task("t").with_runner(Arc::from("b"), Duration::from_secs(30));
-    let lease = Lease::first(&task).unwrap();
-    b.create(task).await.unwrap();
     cluster(&b)
         .request_input_fenced(&lease, "k", roots_request())
         .await
@@ -1026,10 +1026,9 @@ async fn the_listener_reconnects_and_catches_up() {
         .connect()
         .await
         .unwrap();
+    // Leased before the listener starts, so its announcement as queued is not heard.
+    let lease = create_leased(&b, new_task("t"), "b", Duration::from_secs(30)).await;
     let mut wakeups = cluster(&b).wakeups();
-    let task = new_task("t").with_runner(Arc::from("b"), Duration::from_secs(30));
-    let lease = Lease::first(&task).unwrap();
-    b.create(task).await.unwrap();
     cluster(&b)
         .request_input_fenced(&lease, "k", roots_request())
         .await

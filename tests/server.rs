@@ -684,7 +684,7 @@ async fn discover_advertises_the_extension_only_with_task_tools() {
 #[tokio::test]
 async fn store_capacity_is_a_clear_error() {
     let fx = Fixture::new();
-    let make = || fx.server().with_store(MemoryStore::new().with_capacity(2));
+    let make = || fx.server().with_store(MemoryStore::new().with_max_tasks(2));
     for mut peer in both(make).await {
         let a = task_id(&peer.call("cancellable", json!({}), TASKS).await);
         let b = task_id(&peer.call("cancellable", json!({}), TASKS).await);

@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 
 use mcp_tasks::{
     MemoryStore, SqliteStore, TaskStore,
-    store::{NewTask, Outcome, Step, StoreError},
+    store::{Created, NewTask, Outcome, Step, StoreError},
 };
 use rmcp::model::{InputRequest, InputResponses, JsonObject, ListRootsRequest, TaskStatus};
 use serde_json::json;
@@ -59,9 +59,9 @@ async fn idempotent_creation(store: impl TaskStore) {
     let mut existing = Vec::new();
     for retry in retries {
         match retry {
-            Ok(task) => created.push(task.id.to_string()),
-            Err(StoreError::Existing(task)) => existing.push(task.id.to_string()),
-            Err(other) => panic!("a retry failed: {other:?}"),
+            Ok(Created::New(task)) => created.push(task.id.to_string()),
+            Ok(Created::Existing(task)) => existing.push(task.id.to_string()),
+            other => panic!("a retry failed: {other:?}"),
         }
     }
     assert_eq!(created.len(), 1, "one task for eight retries: {created:?}");
@@ -92,7 +92,7 @@ async fn idempotent_creation(store: impl TaskStore) {
     tokio::time::advance(Duration::from_millis(9_999)).await;
     for (retry, key, answer) in [("late-1", "call-1", &*first), ("late-2", "call-2", "done")] {
         match store.create(keyed(retry, key)).await {
-            Err(StoreError::Existing(task)) => assert_eq!(&*task.id, answer),
+            Ok(Created::Existing(task)) => assert_eq!(&*task.id, answer),
             other => panic!("a retry within the TTL answered {other:?}"),
         }
     }
@@ -110,13 +110,12 @@ async fn idempotent_creation(store: impl TaskStore) {
         "purged at its TTL"
     );
     for (id, key) in [("again-1", "call-1"), ("again-2", "call-2")] {
-        let task = store
-            .create(keyed(id, key))
-            .await
-            .unwrap_or_else(|e| panic!("past the TTL {key} is a new call: {e:?}"));
-        assert_eq!(&*task.id, id);
+        match store.create(keyed(id, key)).await {
+            Ok(Created::New(task)) => assert_eq!(&*task.id, id),
+            other => panic!("past the TTL {key} is a new call: {other:?}"),
+        }
         match store.create(keyed(&format!("{id}-retry"), key)).await {
-            Err(StoreError::Existing(task)) => assert_eq!(&*task.id, id),
+            Ok(Created::Existing(task)) => assert_eq!(&*task.id, id),
             other => panic!("a retry of the new call answered {other:?}"),
         }
     }
@@ -178,7 +177,11 @@ async fn replay_data(store: impl TaskStore) {
 
 /// R10: create returns only once get succeeds; the seed is `working`; ids are unique.
 async fn create_then_get(store: impl TaskStore) {
-    let created = store.create(new_task("a", None)).await.unwrap();
+    let created = store
+        .create(new_task("a", None))
+        .await
+        .unwrap()
+        .into_snapshot();
     assert_eq!(created.status, TaskStatus::Working);
     let got = store
         .get("a")
@@ -257,7 +260,11 @@ async fn state_machine(store: impl TaskStore) {
 
 /// R57: lastUpdatedAt moves on every change (even within one millisecond); createdAt never.
 async fn timestamps(store: impl TaskStore) {
-    let created = store.create(new_task("t", None)).await.unwrap();
+    let created = store
+        .create(new_task("t", None))
+        .await
+        .unwrap()
+        .into_snapshot();
     let mut last = created.last_updated_at_ms;
     for i in 0..3 {
         store
@@ -537,7 +544,7 @@ async fn sqlite_store_survives_reopening() {
         .create(new_task("retry", None).with_idempotency_key(Arc::from("call-1")))
         .await
     {
-        Err(StoreError::Existing(task)) => assert_eq!(*task, done_before),
+        Ok(Created::Existing(task)) => assert_eq!(task, done_before),
         other => panic!("a retry after reopening answered {other:?}"),
     }
     let recoverable = store.recoverable().await.unwrap();
@@ -569,6 +576,11 @@ async fn sqlite_store_refuses_a_newer_schema() {
             .unwrap_or_default()
     );
     assert!(message.contains("schema version 99"), "{message}");
+    assert!(
+        matches!(error, StoreError::Config(_)),
+        "a newer file is a configuration error, not a backend failure: {error:?}"
+    );
+    assert!(!error.is_retryable());
 }
 
 /// A file of schema 1 (three indexes; a finished task without a TTL had a NULL purge time)
@@ -669,7 +681,7 @@ async fn sqlite_store_migrates_schema_1() {
     store.create(keyed("keyed")).await.unwrap();
     assert!(matches!(
         store.create(keyed("keyed-retry")).await,
-        Err(StoreError::Existing(task)) if &*task.id == "keyed"
+        Ok(Created::Existing(task)) if &*task.id == "keyed"
     ));
     store.finish("keyed", Outcome::Cancelled).await.unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await;
@@ -765,7 +777,7 @@ async fn sqlite_recovery_finds_every_live_task() {
 /// At capacity, create fails and no task is evicted; a purge frees room.
 #[tokio::test(start_paused = true)]
 async fn memory_store_capacity() {
-    let store = MemoryStore::new().with_capacity(2);
+    let store = MemoryStore::new().with_max_tasks(2);
     store
         .create(new_task("a", Some(Duration::from_secs(1))))
         .await
@@ -773,7 +785,7 @@ async fn memory_store_capacity() {
     store.create(new_task("b", None)).await.unwrap();
     assert!(matches!(
         store.create(new_task("c", None)).await,
-        Err(StoreError::Full { capacity: 2 })
+        Err(StoreError::Full { max_tasks: 2 })
     ));
     assert!(store.get("a").await.unwrap().is_some() && store.get("b").await.unwrap().is_some());
     store.finish("a", Outcome::Cancelled).await.unwrap();
@@ -785,7 +797,7 @@ async fn memory_store_capacity() {
 
 /// Capacity, the same for every store: `limit` tasks at most, live or finished (a finished
 /// task counts until it is purged, by the sweep or by a read); one more is
-/// `StoreError::Full { capacity }` and changes nothing; a purge makes room. No task is
+/// `StoreError::Full { max_tasks }` and changes nothing; a purge makes room. No task is
 /// evicted. Time must be paused.
 async fn capacity(store: impl TaskStore, limit: usize) {
     assert!(limit >= 3, "the check needs room for three tasks");
@@ -797,7 +809,11 @@ async fn capacity(store: impl TaskStore, limit: usize) {
         store.create(new_task(id, ttl)).await.unwrap();
     }
     let full = |result: Result<_, StoreError>| match result {
-        Err(error @ StoreError::Full { capacity }) => {
+        Err(
+            error @ StoreError::Full {
+                max_tasks: capacity,
+            },
+        ) => {
             assert_eq!(capacity, limit);
             assert_eq!(
                 error.to_string(),
@@ -834,19 +850,19 @@ async fn capacity(store: impl TaskStore, limit: usize) {
 
 #[tokio::test(start_paused = true)]
 async fn memory_store_capacity_contract() {
-    capacity(MemoryStore::new().with_capacity(3), 3).await;
+    capacity(MemoryStore::new().with_max_tasks(3), 3).await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn sqlite_store_capacity_contract() {
     let db = TempDb::new("capacity");
-    capacity(SqliteStore::open(&db.0).unwrap().with_capacity(3), 3).await;
+    capacity(SqliteStore::open(&db.0).unwrap().with_max_tasks(3), 3).await;
     // The limit counts what the file holds, also across a reopen.
-    let store = SqliteStore::open(&db.0).unwrap().with_capacity(3);
+    let store = SqliteStore::open(&db.0).unwrap().with_max_tasks(3);
     assert!(matches!(
         store.create(new_task("reopened", None)).await,
-        Err(StoreError::Full { capacity: 3 })
+        Err(StoreError::Full { max_tasks: 3 })
     ));
-    let store = store.with_capacity(4);
+    let store = store.with_max_tasks(4);
     store.create(new_task("reopened", None)).await.unwrap();
 }

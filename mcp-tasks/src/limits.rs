@@ -11,7 +11,7 @@
 //!
 //! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
 //! tasks of one owner cannot take every slot of a shared server); a store's own capacity
-//! (`MemoryStore::with_capacity`, `SqliteStore::with_capacity`) bounds all owners together.
+//! (`MemoryStore::with_max_tasks`, `SqliteStore::with_max_tasks`) bounds all owners together.
 //!
 //! The request-size default is rmcp's own HTTP body limit, so a message accepted over HTTP
 //! is accepted over stdio. Give a server its limits with

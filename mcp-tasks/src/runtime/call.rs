@@ -32,7 +32,7 @@
 //!    inline request) cancels the work's token; the status changes only when the work ends.
 //! 9. **Retries create nothing** (`_meta["mcp-tasks/idempotencyKey"]`, [`IDEMPOTENCY_KEY`]).
 //!    A task call carrying the key of an earlier call of the same owner and tool, within
-//!    that task's TTL, answers that task ([`StoreError::Existing`]); its own work is dropped
+//!    that task's TTL, answers that task ([`Created::Existing`]); its own work is dropped
 //!    before its first step or input request (they wait for the record, invariant 4), so no
 //!    step runs twice. Calls answered inline create no task and are not deduplicated.
 //! 10. **Request notifications only while the request is open.** `notifications/progress`
@@ -97,7 +97,7 @@ use crate::{
     context::{Failure, Host, InputKind, Progress, ProgressError, StepSlot, TaskContext},
     errors,
     id::new_task_id,
-    store::{Lease, NewTask, Step, StoreError},
+    store::{Created, Lease, NewTask, Step, StoreError},
     tool::ToolFuture,
     toolkit::{Registered, StateMap},
 };
@@ -735,12 +735,12 @@ impl Call<'_> {
         let record = self.new_task(id.clone(), None, runs);
         let lease = Lease::first(&record);
         let snapshot = match self.runtime.store.create(record).await {
-            Ok(snapshot) => snapshot,
-            Err(StoreError::Existing(existing)) => {
+            Ok(Created::New(snapshot)) => snapshot,
+            Ok(Created::Existing(existing)) => {
                 tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
                 return Ok(Answer::Task(existing.to_task()));
             }
-            Err(StoreError::Full { capacity }) => return Err(errors::store_full(capacity)),
+            Err(StoreError::Full { max_tasks }) => return Err(errors::store_full(max_tasks)),
             Err(other) => return Err(errors::store_failure(&other)),
         };
         if !runs {
@@ -844,11 +844,11 @@ impl Call<'_> {
         let lease = Lease::first(&record);
         let created = self.runtime.store.create(record).await;
         let snapshot = match created {
-            Ok(snapshot) => snapshot,
+            Ok(Created::New(snapshot)) => snapshot,
             // A retry of a call that created its task already (same owner, tool and
             // idempotency key): that task answers, and this run of the work stops before
             // its first step or input request (both wait for a record of their own).
-            Err(StoreError::Existing(existing)) => {
+            Ok(Created::Existing(existing)) => {
                 cancel.cancel();
                 tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
                 return Ok(Answer::Task(existing.to_task()));
@@ -856,7 +856,7 @@ impl Call<'_> {
             Err(error) => {
                 cancel.cancel();
                 return Err(match error {
-                    StoreError::Full { capacity } => errors::store_full(capacity),
+                    StoreError::Full { max_tasks } => errors::store_full(max_tasks),
                     other => errors::store_failure(&other),
                 });
             }

@@ -8,7 +8,7 @@ use super::{
     cluster::{self, Tools, random_instance_id},
 };
 use crate::{
-    store::{StoreError, TaskStore},
+    store::{ConfigError, StoreError, TaskStore},
     toolkit::Toolkit,
 };
 
@@ -93,7 +93,7 @@ impl Worker {
     /// Runs until the process ends.
     ///
     /// # Errors
-    /// [`StoreError::Backend`] at once when the store is not one several instances can
+    /// [`StoreError::Config`] at once when the store is not one several instances can
     /// share (it has no [`TaskStore::cluster`]): there would be nothing to claim.
     pub async fn run(self) -> Result<(), StoreError> {
         self.run_until(std::future::pending()).await
@@ -107,11 +107,10 @@ impl Worker {
     /// As [`Worker::run`].
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), StoreError> {
         if self.store.cluster().is_none() {
-            return Err(StoreError::Backend(
+            return Err(StoreError::Config(ConfigError::new(
                 "a Worker needs a store that several instances share (PostgresStore); this \
-                 store has no cluster operations"
-                    .into(),
-            ));
+                 store has no cluster operations",
+            )));
         }
         let state = Arc::new(self.toolkit.state().clone());
         let config = self.config.with_execution(true).with_queued_calls(false);

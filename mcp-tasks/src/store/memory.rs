@@ -22,17 +22,18 @@ use std::{
 };
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputRequests, InputResponses, JsonObject, TaskStatus};
+use rmcp::model::{InputRequest, InputResponses, JsonObject};
 
 use super::{
-    NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore, new_task_millis,
+    Created, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
+    record::{self, Due, Pending, Record, State},
 };
-use crate::{clock::Clock, errors};
+use crate::clock::Clock;
 
 const SHARDS: usize = 64;
 
-/// Default [`MemoryStore`] capacity: 1,000,000 tasks.
-pub const DEFAULT_CAPACITY: usize = 1_000_000;
+/// Default most tasks a [`MemoryStore`] holds: 1,000,000.
+pub const DEFAULT_MAX_TASKS: usize = 1_000_000;
 /// Default time an expired task stays readable as `failed` before it is purged.
 pub const DEFAULT_EXPIRED_RETENTION: Duration = Duration::from_secs(300);
 
@@ -43,7 +44,7 @@ pub struct MemoryStore {
     keys: Mutex<HashMap<IdempotencyKey, Arc<str>>>,
     hasher: RandomState,
     len: AtomicUsize,
-    capacity: usize,
+    max_tasks: usize,
     expired_retention_ms: u64,
     clock: Clock,
 }
@@ -61,18 +62,12 @@ struct Entry {
     id: Arc<str>,
     owner: Arc<str>,
     tool: Arc<str>,
-    status: TaskStatus,
-    status_message: Option<String>,
-    created_at_ms: u64,
-    last_updated_at_ms: u64,
-    ttl_ms: Option<u64>,
+    /// What the state machine changes ([`record`]).
+    state: State,
     poll_interval_ms: Option<u64>,
     /// State that only a running task needs; dropped when the task ends.
     live: Option<Box<Live>>,
     outcome: Option<Compact>,
-    cancel_requested: bool,
-    /// When a terminal task is purged.
-    purge_at_ms: Option<u64>,
     /// The idempotency key it was created with, removed from the key map with the task.
     key: Option<Box<IdempotencyKey>>,
 }
@@ -80,60 +75,52 @@ struct Entry {
 /// What only a running task needs: dropped when it ends.
 #[derive(Default)]
 struct Live {
-    input_requests: InputRequests,
-    used_keys: Vec<Box<str>>,
+    pending: Pending,
     arguments: JsonObject,
     tool_version: Arc<str>,
     request_meta: JsonObject,
-    answers: InputResponses,
     steps: Vec<Step>,
 }
 
-impl Entry {
-    fn deadline_ms(&self) -> Option<u64> {
-        self.ttl_ms
-            .map(|ttl| self.created_at_ms.saturating_add(ttl))
+impl Record for Entry {
+    fn state(&self) -> &State {
+        &self.state
     }
 
-    fn touch(&mut self, now: u64) {
-        // lastUpdatedAt moves forward on every change, even within one millisecond (R57).
-        self.last_updated_at_ms = now.max(self.last_updated_at_ms + 1);
+    fn state_mut(&mut self) -> &mut State {
+        &mut self.state
     }
 
-    fn check_live(&self) -> Result<(), StoreError> {
-        if self.status.is_terminal() {
-            Err(StoreError::Terminal(self.status))
-        } else {
-            Ok(())
-        }
+    fn pending_mut(&mut self) -> &mut Pending {
+        &mut self.live.get_or_insert_with(Box::default).pending
     }
 
-    fn end(&mut self, outcome: Outcome, now: u64, purge_at_ms: Option<u64>) {
-        self.status = outcome.status();
+    fn end_with(&mut self, outcome: Outcome) {
         self.outcome = Some(Compact::from(outcome));
         self.live = None;
-        self.purge_at_ms = purge_at_ms;
-        self.touch(now);
     }
+}
 
+impl Entry {
     fn snapshot(&self) -> TaskSnapshot {
+        let state = &self.state;
         TaskSnapshot {
             id: self.id.clone(),
             owner: self.owner.clone(),
             tool: self.tool.clone(),
-            status: self.status,
-            status_message: self.status_message.clone(),
-            created_at_ms: self.created_at_ms,
-            last_updated_at_ms: self.last_updated_at_ms,
-            ttl_ms: self.ttl_ms,
+            status: state.status,
+            status_message: state.status_message.clone(),
+            created_at_ms: state.created_at_ms,
+            last_updated_at_ms: state.last_updated_at_ms,
+            ttl_ms: state.ttl_ms,
             poll_interval_ms: self.poll_interval_ms,
             input_requests: self
                 .live
                 .as_ref()
-                .map(|l| l.input_requests.clone())
+                .map(|l| l.pending.input_requests.clone())
                 .unwrap_or_default(),
             outcome: self.outcome.as_ref().map(Compact::expand),
-            cancel_requested: self.cancel_requested,
+            cancel_requested: state.cancel_requested,
         }
     }
 }
@@ -174,15 +161,8 @@ impl Compact {
     }
 }
 
-/// What a due deadline did to a task.
-enum Expiry {
-    Nothing,
-    Failed,
-    Purge,
-}
-
 impl MemoryStore {
-    /// A store with [`DEFAULT_CAPACITY`] and [`DEFAULT_EXPIRED_RETENTION`].
+    /// A store with [`DEFAULT_MAX_TASKS`] and [`DEFAULT_EXPIRED_RETENTION`].
     #[must_use]
     pub fn new() -> Self {
         Self {
@@ -190,17 +170,18 @@ impl MemoryStore {
             keys: Mutex::new(HashMap::new()),
             hasher: RandomState::new(),
             len: AtomicUsize::new(0),
-            capacity: DEFAULT_CAPACITY,
+            max_tasks: DEFAULT_MAX_TASKS,
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             clock: Clock::new(),
         }
     }
 
-    /// Sets how many tasks the store holds at most. At capacity, creating a task fails with
+    /// Sets how many tasks the store holds at most, live or finished (a finished task counts
+    /// until it is purged): a hard limit, not a hint. At the limit, creating a task fails with
     /// [`StoreError::Full`]; no task is ever evicted to make room.
     #[must_use]
-    pub fn with_capacity(mut self, capacity: usize) -> Self {
-        self.capacity = capacity;
+    pub fn with_max_tasks(mut self, max_tasks: usize) -> Self {
+        self.max_tasks = max_tasks;
         self
     }
 
@@ -232,31 +213,6 @@ impl MemoryStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Applies a due deadline to one entry.
-    fn apply_expiry(&self, entry: &mut Entry, now: u64) -> Expiry {
-        if let Some(purge_at) = entry.purge_at_ms {
-            return if now >= purge_at {
-                Expiry::Purge
-            } else {
-                Expiry::Nothing
-            };
-        }
-        match entry.deadline_ms() {
-            Some(deadline) if now >= deadline && !entry.status.is_terminal() => {
-                entry.status_message =
-                    Some("task expired: its ttl elapsed before it finished".into());
-                let purge_at = deadline.saturating_add(self.expired_retention_ms);
-                entry.end(
-                    Outcome::Failed(errors::to_object(&errors::task_expired())),
-                    now,
-                    Some(purge_at),
-                );
-                Expiry::Failed
-            }
-            _ => Expiry::Nothing,
-        }
-    }
-
     /// Runs `f` on a live view of the task, after applying due expiry.
     fn with_entry<R>(
         &self,
@@ -278,8 +234,8 @@ impl MemoryStore {
         let mut guard = self.shard(id);
         let shard = &mut *guard;
         let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
-        match self.apply_expiry(entry, now) {
-            Expiry::Purge => {
+        match record::apply_due(entry, now, self.expired_retention_ms) {
+            Due::Purge => {
                 let purged = shard.tasks.remove(id);
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 drop(guard);
@@ -288,11 +244,11 @@ impl MemoryStore {
                 }
                 return Err(StoreError::NotFound);
             }
-            Expiry::Failed => {
-                let due = (entry.purge_at_ms.unwrap_or(now), entry.id.clone());
+            Due::Expiry => {
+                let due = (entry.state.purge_at_ms.unwrap_or(now), entry.id.clone());
                 shard.deadlines.push(Reverse(due));
             }
-            Expiry::Nothing => {}
+            Due::Nothing => {}
         }
         let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
         f(entry, now)
@@ -321,35 +277,28 @@ impl MemoryStore {
         task: NewTask,
         key: Option<IdempotencyKey>,
     ) -> Result<TaskSnapshot, StoreError> {
-        if self.len.fetch_add(1, Ordering::Relaxed) >= self.capacity {
+        if self.len.fetch_add(1, Ordering::Relaxed) >= self.max_tasks {
             self.len.fetch_sub(1, Ordering::Relaxed);
             return Err(StoreError::Full {
-                capacity: self.capacity,
+                max_tasks: self.max_tasks,
             });
         }
         let now = self.clock.now_ms();
-        let (ttl_ms, poll_interval_ms) = new_task_millis(&task);
+        let state = record::create(&task, now);
         let entry = Entry {
             id: task.id.clone(),
             owner: task.owner,
             tool: task.tool,
-            status: TaskStatus::Working,
-            status_message: task.status_message,
-            created_at_ms: now,
-            last_updated_at_ms: now,
-            ttl_ms,
-            poll_interval_ms,
+            state,
+            poll_interval_ms: task.poll_interval.map(crate::clock::millis),
             live: Some(Box::new(Live {
-                used_keys: task.answers.keys().map(|k| k.as_str().into()).collect(),
-                answers: task.answers,
+                pending: record::create_pending(task.answers),
                 arguments: task.arguments,
                 tool_version: task.tool_version,
                 request_meta: task.request_meta,
-                ..Live::default()
+                steps: Vec::new(),
             })),
             outcome: None,
-            cancel_requested: false,
-            purge_at_ms: None,
             key: key.map(Box::new),
         };
         let snapshot = entry.snapshot();
@@ -359,7 +308,7 @@ impl MemoryStore {
             self.len.fetch_sub(1, Ordering::Relaxed);
             return Err(StoreError::DuplicateId);
         }
-        if let Some(deadline) = entry.deadline_ms() {
+        if let Some(deadline) = entry.state.deadline_ms() {
             shard.deadlines.push(Reverse((deadline, task.id.clone())));
         }
         shard.tasks.insert(task.id, entry);
@@ -377,16 +326,16 @@ impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
             .field("len", &self.len())
-            .field("capacity", &self.capacity)
+            .field("max_tasks", &self.max_tasks)
             .finish_non_exhaustive()
     }
 }
 
 #[async_trait]
 impl TaskStore for MemoryStore {
-    async fn create(&self, mut task: NewTask) -> Result<TaskSnapshot, StoreError> {
+    async fn create(&self, mut task: NewTask) -> Result<Created, StoreError> {
         let Some(key) = task.idempotency_key.take() else {
-            return self.insert(task, None);
+            return self.insert(task, None).map(Created::New);
         };
         let key = (Arc::clone(&task.owner), Arc::clone(&task.tool), key);
         let mut keys = self
@@ -394,32 +343,19 @@ impl TaskStore for MemoryStore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(existing) = keys.get(&key) {
-            let now = self.clock.now_ms();
-            let snapshot = |entry: &mut Entry, _| Ok(entry.snapshot());
-            let first = match self.with_entry_purging(existing, snapshot, false) {
-                Ok(first) => Some(first),
-                Err(StoreError::NotFound) => None,
+            let retry = |entry: &mut Entry, now| {
+                Ok(record::is_retry_of(&entry.state, now).then(|| entry.snapshot()))
+            };
+            match self.with_entry_purging(existing, retry, false) {
+                Ok(Some(first)) => return Ok(Created::Existing(first)),
+                Ok(None) | Err(StoreError::NotFound) => {}
                 Err(e) => return Err(e),
-            };
-            let found = match first {
-                // Within the first task's TTL: a retry of the same call.
-                Some(first)
-                    if first
-                        .ttl_ms
-                        .is_none_or(|ttl| now < first.created_at_ms + ttl) =>
-                {
-                    Some(first)
-                }
-                _ => None,
-            };
-            if let Some(first) = found {
-                return Err(StoreError::Existing(Box::new(first)));
             }
         }
         let id = Arc::clone(&task.id);
         let snapshot = self.insert(task, Some(key.clone()))?;
         keys.insert(key, id);
-        Ok(snapshot)
+        Ok(Created::New(snapshot))
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
@@ -436,11 +372,7 @@ impl TaskStore for MemoryStore {
         message: Option<String>,
     ) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
-            entry.check_live()?;
-            if entry.status_message != message {
-                entry.status_message = message;
-                entry.touch(now);
-            }
+            record::set_status_message(entry, now, message).map(drop)?;
             Ok(())
         })
     }
@@ -452,18 +384,7 @@ impl TaskStore for MemoryStore {
         request: InputRequest,
     ) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
-            entry.check_live()?;
-            let live = entry.live.get_or_insert_with(Box::default);
-            if live.input_requests.contains_key(key) {
-                return Ok(());
-            }
-            if live.used_keys.iter().any(|k| k.as_ref() == key) {
-                return Err(StoreError::KeyReused(key.to_owned()));
-            }
-            live.used_keys.push(key.into());
-            live.input_requests.insert(key.to_owned(), request);
-            entry.status = TaskStatus::InputRequired;
-            entry.touch(now);
+            record::request_input(entry, now, key, request).map(drop)?;
             Ok(())
         })
     }
@@ -474,55 +395,28 @@ impl TaskStore for MemoryStore {
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError> {
         self.with_entry(id, |entry, now| {
-            let mut accepted = InputResponses::new();
-            if entry.status.is_terminal() {
-                return Ok(accepted);
-            }
-            let Some(live) = entry.live.as_mut() else {
-                return Ok(accepted);
-            };
-            for (key, value) in responses {
-                if live.input_requests.remove(&key).is_some() {
-                    live.answers.insert(key.clone(), value.clone());
-                    accepted.insert(key, value);
-                }
-            }
-            if !accepted.is_empty() {
-                if live.input_requests.is_empty() {
-                    entry.status = TaskStatus::Working;
-                }
-                entry.touch(now);
-            }
-            Ok(accepted)
+            Ok(record::deliver_input(entry, now, responses).0)
         })
     }
 
     async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
-            entry.check_live()?;
-            // A finished task is purged when its TTL runs out (R20).
-            let purge_at = entry.deadline_ms();
-            entry.status_message = outcome.status_message();
-            entry.end(outcome, now, purge_at);
+            record::finish(entry, now, outcome).map(drop)?;
             Ok(())
         })
     }
 
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
-            if !entry.cancel_requested && !entry.status.is_terminal() {
-                entry.cancel_requested = true;
-                entry.touch(now);
-            }
+            let _ = record::request_cancel(entry, now);
             Ok(())
         })
     }
 
     async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
-            entry.check_live()?;
+            record::save_step(entry, now).map(drop)?;
             entry.live.get_or_insert_with(Box::default).steps.push(step);
-            entry.touch(now);
             Ok(())
         })
     }
@@ -534,7 +428,7 @@ impl TaskStore for MemoryStore {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for entry in shard.tasks.values() {
-                if entry.status.is_terminal() {
+                if entry.state.status.is_terminal() {
                     continue;
                 }
                 let live = entry.live.as_deref();
@@ -545,7 +439,7 @@ impl TaskStore for MemoryStore {
                     tool_version: live.map(|l| l.tool_version.clone()).unwrap_or_default(),
                     arguments: live.map(|l| l.arguments.clone()).unwrap_or_default(),
                     request_meta: live.map(|l| l.request_meta.clone()).unwrap_or_default(),
-                    answers: live.map(|l| l.answers.clone()).unwrap_or_default(),
+                    answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
                     steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
                 });
             }
@@ -558,7 +452,7 @@ impl TaskStore for MemoryStore {
             Ok(entry
                 .live
                 .as_ref()
-                .map(|live| live.answers.clone())
+                .map(|live| live.pending.answers.clone())
                 .unwrap_or_default())
         })
     }
@@ -582,8 +476,8 @@ impl TaskStore for MemoryStore {
                 let Some(entry) = shard.tasks.get_mut(&id) else {
                     continue;
                 };
-                match self.apply_expiry(entry, now) {
-                    Expiry::Purge => {
+                match record::apply_due(entry, now, self.expired_retention_ms) {
+                    Due::Purge => {
                         if let Some(entry) = shard.tasks.remove(&id)
                             && entry.key.is_some()
                         {
@@ -591,12 +485,12 @@ impl TaskStore for MemoryStore {
                         }
                         self.len.fetch_sub(1, Ordering::Relaxed);
                     }
-                    Expiry::Failed => {
-                        let purge_at = entry.purge_at_ms.unwrap_or(now);
+                    Due::Expiry => {
+                        let purge_at = entry.state.purge_at_ms.unwrap_or(now);
                         shard.deadlines.push(Reverse((purge_at, id.clone())));
                         failed.push(id);
                     }
-                    Expiry::Nothing => {}
+                    Due::Nothing => {}
                 }
             }
         }

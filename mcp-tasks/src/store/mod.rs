@@ -6,67 +6,24 @@
 //! store shared by several processes (SQLite, Postgres) serves them all, because nothing in
 //! this trait refers to a process (no join handles, no channels).
 //!
-//! # Invariants (docs/protocol.md rule numbers)
+//! # What every store keeps
 //!
-//! 1. **Durable before visible (R10).** [`TaskStore::create`] returns only once a
-//!    [`TaskStore::get`] of that id, from any client of the store, succeeds.
-//! 2. **One way through the state machine (R56).** `working ↔ input_required`, and from
-//!    either to exactly one terminal state (`completed`, `failed`, `cancelled`), which never
-//!    changes afterwards. An operation that would leave a terminal state answers
-//!    [`StoreError::Terminal`] and changes nothing.
-//! 3. **Timestamps (R57).** `lastUpdatedAt` moves forward on every change; `createdAt` never
-//!    changes.
-//! 4. **Input keys (R26-R28).** A key names one input request for the whole life of a task:
-//!    [`TaskStore::request_input`] refuses a key used before ([`StoreError::KeyReused`]).
-//!    [`TaskStore::deliver_input`] takes answers only for keys outstanding at that moment,
-//!    ignores every other key (never issued, already answered, superseded), accepts a subset
-//!    (the task stays `input_required` until the last one arrives), and returns what it took.
-//! 5. **Cancel intent.** [`TaskStore::request_cancel`] records the intent (also on a task
-//!    whose status it cannot change any more); the status changes only when the work ends.
-//! 6. **Replay data.** Every answer delivered to an input request, every answer the task was
-//!    created with ([`NewTask::answers`]: given before it existed, their keys count as used)
-//!    and every completed step ([`TaskStore::save_step`]) stays with a running task, durably before the call that
-//!    stores it returns, so a restarted process can replay the work
-//!    ([`TaskStore::recoverable`]) without asking a question twice or running a completed step
-//!    again. [`TaskStore::request_input`] of a key that is still outstanding is a no-op: a
-//!    replay asks its questions again under the same keys.
-//! 7. **Expiry from creation (R20).** At `createdAt + ttlMs` a task that is not terminal
-//!    becomes `failed` with a "task expired" error; a terminal task is purged at that
-//!    instant, an expired one after the store's retention for expired tasks. A purged id
-//!    reads as unknown (`None`), which the server answers with `-32602` (R17). Expiry is
-//!    applied when due, also to a read that comes before the store's own sweep.
-//! 8. **Terminal status messages (R21).** When a task ends, its `statusMessage` becomes
-//!    [`Outcome::status_message`]: the error's message for `failed` (an expired task's says
-//!    that its ttl elapsed), none for `completed` and `cancelled`, so no progress text such
-//!    as "waiting for your answer" outlives the work.
-//! 9. **Idempotent creation.** A [`NewTask`] with an idempotency key
-//!    ([`NewTask::with_idempotency_key`]) whose owner, tool and key match a task created
-//!    before, within that task's TTL, creates nothing: [`TaskStore::create`] answers
-//!    [`StoreError::Existing`] with the existing task, also when the retries race each other.
-//!    Every store keeps this; a purged task frees its key.
+//! A task is created durably before it is visible; it goes `working ↔ input_required` and
+//! then to exactly one terminal state (`completed`, `failed`, `cancelled`) that never
+//! changes, and an operation that would leave it answers [`StoreError::Terminal`];
+//! `lastUpdatedAt` only moves forward. An input key names one request for the whole life of
+//! a task; answers are taken only for outstanding keys, and kept (with completed steps and
+//! the answers a task was created with) so a restarted process can replay the work. A task
+//! not terminal at `createdAt + ttlMs` becomes `failed` ("task expired"); a terminal one is
+//! purged at that instant, an expired one after the store's retention, and then reads as
+//! unknown. A retried create with the same owner, tool and idempotency key, within the first
+//! task's TTL, answers [`Created::Existing`]. One state machine, shared by every store,
+//! decides all of this.
 //!
-//! # Several instances, one task space ([`ClusterStore`])
-//!
-//! A store that several processes share (`PostgresStore`) also offers [`TaskStore::cluster`],
-//! the operations a runtime needs to run each task's work in exactly one place:
-//!
-//! 10. **Leases with a fencing epoch.** The instance that runs a task's work holds its
-//!     [`Lease`]: (instance id, lease deadline, epoch). The deadline is kept in the store on the
-//!     store's own clock (not the instances' clocks), and the holder extends it with
-//!     [`ClusterStore::renew`]. Every change of holder increments the epoch.
-//! 11. **One claimer.** When a lease lapses, [`ClusterStore::claim_lapsed`] gives the task to
-//!     exactly one of the instances asking at that moment, at the next epoch, with the
-//!     [`Recovery`] data to replay or fail it; [`ClusterStore::claim_queued`] does the same for
-//!     tasks created with no runner (worker mode). Claimers skip each other's locked rows, so
-//!     they never wait on each other.
-//! 12. **Fencing.** The fenced writes of the running work ([`ClusterStore::finish_fenced`] and
-//!     the others) are refused with [`StoreError::Fenced`], changing nothing, once the task's
-//!     epoch is no longer the lease's: an instance that stalled and lost its lease cannot
-//!     overwrite its successor's work.
-//! 13. **Wake-ups.** An answer ([`TaskStore::deliver_input`]) or a cancel intent
-//!     ([`TaskStore::request_cancel`]) stored through any instance reaches the instance
-//!     running the task as a [`Wakeup`] on [`ClusterStore::wakeups`], so is a task queued for
-//!     a worker; a periodic re-read covers a lost notification.
+//! A store that several processes share (`PostgresStore`) also offers
+//! [`TaskStore::cluster`]: leases with a fencing epoch, one claimer per lapsed lease, fenced
+//! writes that an instance which lost its lease cannot make, and wake-ups that reach the
+//! instance running a task.
 
 use std::{sync::Arc, time::Duration};
 
@@ -76,9 +33,12 @@ use rmcp::model::{
     TaskStatus,
 };
 
-use crate::clock::{millis, rfc3339};
+use crate::clock::rfc3339;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod codec;
 pub mod memory;
+pub(crate) mod record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -112,25 +72,25 @@ pub struct NewTask {
     pub tool_version: Arc<str>,
     /// The `_meta` of the creating request (protocol version, client capabilities).
     pub request_meta: JsonObject,
-    /// Who runs the work ([`NewTask::with_runner`]); `None`: queued for any instance or
-    /// worker to claim ([`ClusterStore::claim_queued`]). Single-process stores ignore it.
-    pub runner: Option<Runner>,
-    /// The client's idempotency key for this call (invariant 9 of the module docs).
+    /// Who runs the work (set by the runtime); `None`: queued for any instance or worker to
+    /// claim ([`ClusterStore::claim_queued`]). Single-process stores ignore it.
+    pub(crate) runner: Option<Runner>,
+    /// The client's idempotency key for this call: a retry within the first task's TTL
+    /// answers that task ([`Created::Existing`]).
     pub idempotency_key: Option<Arc<str>>,
-    /// The answers the call was given before its task existed (multi round-trip, protocol
-    /// §5.4), by key: kept as replay data from the create on, their keys used (invariants 4
-    /// and 6), so a replay does not ask those questions again.
+    /// The answers the call was given before its task existed (multi round-trip), by key:
+    /// kept as replay data from the create on, their keys used, so a replay does not ask
+    /// those questions again.
     pub answers: InputResponses,
 }
 
 /// The instance that runs a new task's work, and for how long its first lease lasts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Runner {
+pub(crate) struct Runner {
     /// The instance id.
-    pub instance: Arc<str>,
+    pub(crate) instance: Arc<str>,
     /// The length of the lease.
-    pub lease: Duration,
+    pub(crate) lease: Duration,
 }
 
 impl NewTask {
@@ -163,13 +123,13 @@ impl NewTask {
     /// The creating instance runs the work: it holds the task's lease from the start, at
     /// epoch 1 ([`Lease::first`]). Without it a cluster store records the task as queued.
     #[must_use]
-    pub fn with_runner(mut self, instance: Arc<str>, lease: Duration) -> Self {
+    pub(crate) fn with_runner(mut self, instance: Arc<str>, lease: Duration) -> Self {
         self.runner = Some(Runner { instance, lease });
         self
     }
 
     /// Sets the client's idempotency key: a retry with the same owner, tool and key within
-    /// the first task's TTL answers [`StoreError::Existing`] instead of creating a second task.
+    /// the first task's TTL answers [`Created::Existing`] instead of creating a second task.
     #[must_use]
     pub fn with_idempotency_key(mut self, key: Arc<str>) -> Self {
         self.idempotency_key = Some(key);
@@ -232,9 +192,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The `statusMessage` a task gets when it ends with this outcome (invariant 8): a
-    /// `failed` task's says why, as its error's message does (protocol R21); a `completed` or
-    /// `cancelled` task keeps no progress text.
+    /// The `statusMessage` a task gets when it ends with this outcome: a `failed` task's
+    /// says why, as its error's message does; a `completed` or `cancelled` task keeps no
+    /// progress text.
     #[must_use]
     pub fn status_message(&self) -> Option<String> {
         match self {
@@ -251,7 +211,7 @@ impl Outcome {
 
     /// The terminal status this outcome gives.
     #[must_use]
-    pub fn status(&self) -> TaskStatus {
+    pub const fn status(&self) -> TaskStatus {
         match self {
             Self::Completed(_) => TaskStatus::Completed,
             Self::Failed(_) => TaskStatus::Failed,
@@ -370,6 +330,42 @@ impl TaskSnapshot {
     }
 }
 
+/// What [`TaskStore::create`] did: created the task, or found the one an earlier call with
+/// the same idempotency key created (a retry is a success, not an error).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Created {
+    /// The task was created.
+    New(TaskSnapshot),
+    /// A task with the same owner, tool and idempotency key exists already, within its TTL:
+    /// this is that task; nothing was created.
+    Existing(TaskSnapshot),
+}
+
+impl Created {
+    /// The task, new or existing.
+    #[must_use]
+    pub fn snapshot(&self) -> &TaskSnapshot {
+        match self {
+            Self::New(task) | Self::Existing(task) => task,
+        }
+    }
+
+    /// The task, new or existing, moved out.
+    #[must_use]
+    pub fn into_snapshot(self) -> TaskSnapshot {
+        match self {
+            Self::New(task) | Self::Existing(task) => task,
+        }
+    }
+
+    /// Whether the task was created by this call.
+    #[must_use]
+    pub fn is_new(&self) -> bool {
+        matches!(self, Self::New(_))
+    }
+}
+
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -377,11 +373,11 @@ pub enum StoreError {
     /// No task has this id (never created, or purged).
     #[error("task not found")]
     NotFound,
-    /// The store is at capacity.
-    #[error("the task store is full ({capacity} tasks)")]
+    /// The store holds as many tasks as it may (a hard limit: nothing is evicted).
+    #[error("the task store is full ({max_tasks} tasks)")]
     Full {
-        /// The configured capacity.
-        capacity: usize,
+        /// The most tasks the store holds.
+        max_tasks: usize,
     },
     /// The task is terminal; it does not change any more.
     #[error("the task is already {0:?}")]
@@ -389,18 +385,19 @@ pub enum StoreError {
     /// The id exists already.
     #[error("a task with this id exists already")]
     DuplicateId,
-    /// The input-request key was used before in this task (R28).
+    /// The input-request key was used before in this task.
     #[error("input request key `{0}` was already used in this task")]
     KeyReused(String),
-    /// The backend failed.
-    #[error("task store backend failure")]
-    Backend(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// A task with the same owner, tool and idempotency key exists already, within its TTL:
-    /// this is that task (invariant 9).
-    #[error("a task with this idempotency key exists already: {}", .0.id)]
-    Existing(Box<TaskSnapshot>),
+    /// The store cannot be used as configured (a bad URL or schema name, a database written
+    /// by a newer build, a store that lacks what the caller needs). Retrying does not help;
+    /// the configuration has to change.
+    #[error("the task store is not configured correctly: {0}")]
+    Config(ConfigError),
+    /// The backend failed: see [`BackendError::is_retryable`] and [`BackendError::code`].
+    #[error(transparent)]
+    Backend(BackendError),
     /// The lease is not (or no longer) the task's: another instance holds the task at a
-    /// newer epoch, or holds a lease that has not lapsed (invariant 12). Nothing changed.
+    /// newer epoch, or holds a lease that has not lapsed. Nothing changed.
     #[error("the task's lease is held elsewhere (the task is at epoch {current}); nothing changed")]
     Fenced {
         /// The epoch of the lease that was refused (`None` for an acquire).
@@ -410,11 +407,108 @@ pub enum StoreError {
     },
 }
 
-/// The durability contract; see the [module docs](self) for the invariants.
+impl StoreError {
+    /// Whether the same operation may succeed if tried again (a lost connection, a busy
+    /// database, a serialization conflict). Only backend errors can be.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Backend(error) if error.is_retryable())
+    }
+
+    /// The backend's own code for the failure, when it gave one: the SQLSTATE for Postgres
+    /// (e.g. `57P01`), the extended result code for SQLite (e.g. `5` for `SQLITE_BUSY`).
+    #[must_use]
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Backend(error) => error.code(),
+            _ => None,
+        }
+    }
+}
+
+/// A configuration the store cannot work with, said in plain words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ConfigError {
+    message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// A failure of a store's backend (its database, the connection to it, the data it holds),
+/// with what the store was doing and what the backend said, in one message.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    message: String,
+    code: Option<String>,
+    retryable: bool,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl BackendError {
+    /// A failure that is not retryable and has no backend code.
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: None,
+            retryable: false,
+            source: None,
+        }
+    }
+
+    /// With the backend's code.
+    pub(crate) fn with_code(mut self, code: Option<String>) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// Retryable or not.
+    pub(crate) fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// With the error that caused it.
+    pub(crate) fn with_source(
+        mut self,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Whether the same operation may succeed if tried again: the connection was lost, the
+    /// database was busy or locked, the transaction conflicted with another one. A write
+    /// whose commit answer was lost may or may not have been stored; read the task again
+    /// before repeating it.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    /// The backend's code for the failure, when it gave one: the SQLSTATE for Postgres, the
+    /// extended result code for SQLite.
+    #[must_use]
+    pub fn code(&self) -> Option<&str> {
+        self.code.as_deref()
+    }
+}
+
+/// The durability contract; see the [module docs](self).
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Creates a `working` task. Returns only once a [`TaskStore::get`] of the id succeeds.
-    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError>;
+    /// A retry of a create with an idempotency key, within the first task's TTL, creates
+    /// nothing and answers that task ([`Created::Existing`]).
+    async fn create(&self, task: NewTask) -> Result<Created, StoreError>;
 
     /// The task, or `None` when unknown or purged. Applies expiry that is due.
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError>;
@@ -456,7 +550,7 @@ pub trait TaskStore: Send + Sync + 'static {
     /// at start-up, before serving.
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError>;
 
-    /// Every answer stored for task `id`'s input requests, by key (invariant 6); empty for a
+    /// Every answer stored for task `id`'s input requests, by key (the replay data); empty for a
     /// task that ended (its replay data is gone). A replay reads it when it asks again a
     /// question that was open when it started, so an answer stored after the replay data was
     /// read still reaches it. [`StoreError::NotFound`] for an unknown or purged id.
@@ -488,59 +582,11 @@ pub trait TaskStore: Send + Sync + 'static {
     }
 }
 
-/// A status as the durable stores write it (its wire name).
-pub(crate) fn status_name(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        _ => "cancelled",
-    }
-}
-
-/// The status a durable store wrote as `name`, if it is one.
-pub(crate) fn status_from_name(name: &str) -> Option<TaskStatus> {
-    Some(match name {
-        "working" => TaskStatus::Working,
-        "input_required" => TaskStatus::InputRequired,
-        "completed" => TaskStatus::Completed,
-        "failed" => TaskStatus::Failed,
-        "cancelled" => TaskStatus::Cancelled,
-        _ => return None,
-    })
-}
-
-/// `ttlMs`/`pollIntervalMs` of a [`NewTask`] as integer milliseconds.
-pub(crate) fn new_task_millis(task: &NewTask) -> (Option<u64>, Option<u64>) {
-    (task.ttl.map(millis), task.poll_interval.map(millis))
-}
-
-/// The snapshot of `task` as a store creates it at `now`: `working`, no input requests, no
-/// outcome.
-pub(crate) fn new_task_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
-    let (ttl_ms, poll_interval_ms) = new_task_millis(task);
-    TaskSnapshot {
-        id: Arc::clone(&task.id),
-        owner: Arc::clone(&task.owner),
-        tool: Arc::clone(&task.tool),
-        status: TaskStatus::Working,
-        status_message: task.status_message.clone(),
-        created_at_ms: now,
-        last_updated_at_ms: now,
-        ttl_ms,
-        poll_interval_ms,
-        input_requests: InputRequests::new(),
-        outcome: None,
-        cancel_requested: false,
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // Several instances, one task space.
 
-/// The right of one instance to run one task's work, until the store's lease deadline
-/// (invariants 10-12 of the [module docs](self)).
+/// The right of one instance to run one task's work, until the store's lease deadline; every
+/// change of holder increments its epoch, and a write under an old epoch is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Lease {
@@ -558,7 +604,7 @@ impl Lease {
     /// The lease a task created [`with_runner`](NewTask::with_runner) starts with: held by
     /// its runner at epoch 1. `None` when the task has no runner.
     #[must_use]
-    pub fn first(task: &NewTask) -> Option<Self> {
+    pub(crate) fn first(task: &NewTask) -> Option<Self> {
         task.runner.as_ref().map(|runner| Self {
             task_id: Arc::clone(&task.id),
             instance: Arc::clone(&runner.instance),
@@ -593,7 +639,8 @@ pub struct Wakeup {
 }
 
 /// Leases, claims, fenced writes and wake-ups: what a runtime needs to share one task space
-/// between several instances. See invariants 10-13 of the [module docs](self).
+/// between several instances: leases with a fencing epoch, claims of lapsed and queued tasks
+/// (each by exactly one instance), fenced writes and wake-ups.
 #[async_trait]
 pub trait ClusterStore: Send + Sync {
     /// Takes the lease of a live task that no one holds (queued, released or lapsed), at the

@@ -20,11 +20,14 @@ use deadpool_postgres::Pool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{
-    Lease, NewTask, Outcome, StoreError,
+    Lease, NewTask, Outcome, PgError, StoreError,
     pool::{read, write_one},
-    row::{self, Row, db_now_ms, outcome_json, to_i64, to_json},
+    row::{self, Row, db_now_ms, text},
 };
-use crate::clock::millis;
+use crate::store::{
+    codec::{self, NewRow, to_i64},
+    record,
+};
 
 /// The most creates one transaction takes.
 const MAX_BATCH: usize = 512;
@@ -144,13 +147,12 @@ async fn write_creates(pool: &Pool, batch: Vec<Job>, channel: &str) {
             }
         }
         Err(error) => {
-            // Every create of the batch gets the error (same text, its own value).
-            let text = super::pool::chain(&error);
+            // Every create of the batch gets the error (same text and code, its own value).
             for job in batch {
-                let _ = job.reply.send(Err(super::PgError::msg(format!(
-                    "{text} (the create was not stored, unless only the commit's answer \
-                     was lost)"
-                ))));
+                let _ = job.reply.send(Err(PgError::again(
+                    &error,
+                    " (the create was not stored, unless only the commit's answer was lost)",
+                )));
             }
         }
     }
@@ -190,10 +192,8 @@ async fn insert(pool: &Pool, batch: &[Job], channel: &str) -> Result<HashSet<Str
         "could not store the new tasks",
     )
     .await?;
-    Ok(rows
-        .iter()
-        .filter_map(|row| row.get::<_, Option<String>>(0))
-        .collect())
+    // The notification's row has no id.
+    Ok(rows.iter().filter_map(|row| text(row, 0).ok()).collect())
 }
 
 /// The batch, column by column (one array parameter each).
@@ -241,27 +241,27 @@ impl<'a> Columns<'a> {
 
     fn push(&mut self, job: &'a Job) -> Result<(), StoreError> {
         let task = &job.task;
-        let ttl = task.ttl.map(millis);
+        let row = NewRow::encode(task, job.now)?;
         self.id.push(&task.id);
         self.owner.push(&task.owner);
         self.tool.push(&task.tool);
         self.tool_version.push(&task.tool_version);
         self.status_message.push(task.status_message.as_deref());
-        self.created.push(to_i64(job.now));
-        self.ttl.push(ttl.map(to_i64));
-        self.poll
-            .push(task.poll_interval.map(|p| to_i64(millis(p))));
-        self.arguments.push(to_json(&task.arguments)?);
-        self.request_meta.push(to_json(&task.request_meta)?);
-        self.deadline
-            .push(ttl.map(|ttl| to_i64(job.now.saturating_add(ttl))));
+        self.created.push(row.created_at_ms);
+        self.ttl.push(row.ttl_ms);
+        self.poll.push(row.poll_interval_ms);
+        self.arguments.push(row.arguments);
+        self.request_meta.push(row.request_meta);
+        self.deadline.push(row.deadline_ms);
         self.runner.push(task.runner.as_ref().map(|r| &*r.instance));
-        self.lease
-            .push(task.runner.as_ref().map(|r| to_i64(millis(r.lease))));
+        self.lease.push(
+            task.runner
+                .as_ref()
+                .map(|r| to_i64(crate::clock::millis(r.lease))),
+        );
         self.idem.push(task.idempotency_key.as_deref());
-        self.used_keys
-            .push(to_json(&task.answers.keys().collect::<Vec<_>>())?);
-        self.answers.push(to_json(&task.answers)?);
+        self.used_keys.push(row.used_keys);
+        self.answers.push(row.answers);
         Ok(())
     }
 }
@@ -302,7 +302,17 @@ async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
         Ok(rows) => {
             let mut by_id: HashMap<String, &tokio_postgres::Row> = HashMap::new();
             for raw in &rows {
-                by_id.insert(raw.get::<_, String>(0), raw);
+                match text(raw, 0) {
+                    Ok(id) => {
+                        by_id.insert(id, raw);
+                    }
+                    Err(error) => {
+                        for job in batch {
+                            let _ = job.reply.send(Err(PgError::again(&error, "")));
+                        }
+                        return;
+                    }
+                }
             }
             for job in batch {
                 let row = by_id.get(&*job.id).map(|raw| Row::decode(raw)).transpose();
@@ -310,9 +320,8 @@ async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
             }
         }
         Err(error) => {
-            let text = super::pool::chain(&error);
             for job in batch {
-                let _ = job.reply.send(Err(super::PgError::msg(text.clone())));
+                let _ = job.reply.send(Err(PgError::again(&error, "")));
             }
         }
     }
@@ -390,9 +399,8 @@ async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>) {
             }
         }
         Err(error) => {
-            let text = super::pool::chain(&error);
             for job in batch {
-                let _ = job.reply.send(Err(super::PgError::msg(text.clone())));
+                let _ = job.reply.send(Err(PgError::again(&error, "")));
             }
         }
     }
@@ -415,9 +423,11 @@ async fn finish(pool: &Pool, batch: &[FinishJob]) -> Result<HashSet<String>, Sto
         id.push(&*job.lease.task_id);
         epoch.push(to_i64(job.lease.epoch));
         runner.push(&*job.lease.instance);
-        status.push(crate::store::status_name(job.outcome.status()));
-        outcome.push(to_json(&outcome_json(&job.outcome))?);
-        message.push(job.outcome.status_message());
+        // What the finish transition writes (record::finish), for many tasks at once.
+        let (ended, text) = record::finished(&job.outcome);
+        status.push(codec::status_name(ended)?);
+        outcome.push(codec::encode_outcome(&job.outcome)?);
+        message.push(text);
         now.push(to_i64(job.now));
     }
     let rows = write_one(
@@ -427,5 +437,5 @@ async fn finish(pool: &Pool, batch: &[FinishJob]) -> Result<HashSet<String>, Sto
         "could not finish the task",
     )
     .await?;
-    Ok(rows.iter().map(|row| row.get::<_, String>(0)).collect())
+    rows.iter().map(|row| text(row, 0)).collect()
 }

@@ -10,12 +10,16 @@ use super::{
     PostgresStore,
     listener::{self, Seen},
     pool::{Tx, read},
-    row::{db_now_ms, json, object, to_i64, to_u64},
-    tasks::{ask, end, set_message, step},
+    row::{db_now_ms, int, text},
+    tasks::unit,
 };
 use crate::{
     clock::millis,
-    store::{ClusterStore, Lease, Outcome, Recovery, Step, StoreError, Wakeup},
+    store::{
+        ClusterStore, Lease, Outcome, Recovery, Step, StoreError, Wakeup,
+        codec::{self, to_i64, to_u64},
+        record,
+    },
 };
 
 impl PostgresStore {
@@ -62,7 +66,10 @@ impl PostgresStore {
                 "could not claim tasks",
             )
             .await?;
-        let ids: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        let ids = rows
+            .iter()
+            .map(|r| text(r, 0))
+            .collect::<Result<Vec<_>, _>>()?;
         let step_rows = if ids.is_empty() {
             Vec::new()
         } else {
@@ -75,43 +82,25 @@ impl PostgresStore {
             .await?
         };
         tx.commit().await?;
-        let mut steps: std::collections::HashMap<String, Vec<Step>> =
-            std::collections::HashMap::new();
-        for r in &step_rows {
-            steps.entry(r.get(0)).or_default().push(Step::new(
-                to_u64(r.get(1)),
-                r.get::<_, String>(2),
-                json(r.get::<_, &str>(3))?,
-            ));
-        }
         let instance: Arc<str> = Arc::from(instance);
+        let recoveries = Self::recoveries(&rows, &step_rows)?;
         let mut claimed = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let id: Arc<str> = Arc::from(r.get::<_, &str>(0));
-            let recovery = Recovery {
-                id: Arc::clone(&id),
-                owner: Arc::from(r.get::<_, &str>(1)),
-                tool: Arc::from(r.get::<_, &str>(2)),
-                tool_version: Arc::from(r.get::<_, &str>(3)),
-                arguments: object(r.get(4))?,
-                request_meta: object(r.get(5))?,
-                answers: json(r.get(6))?,
-                steps: steps.remove(&*id).unwrap_or_default(),
-            };
+        for (r, recovery) in rows.iter().zip(recoveries) {
             let granted = Lease {
-                task_id: id,
+                task_id: Arc::clone(&recovery.id),
                 instance: Arc::clone(&instance),
-                epoch: to_u64(r.get(7)),
+                epoch: to_u64(int(r, 7)?),
                 length: lease,
             };
-            self.hold(&granted, r.get(8));
+            self.hold(&granted, int(r, 8)?);
             claimed.push((recovery, granted));
         }
         Ok(claimed)
     }
 }
 
-/// The columns a claim returns, in the order [`PostgresStore::claim`] reads them.
+/// The columns a claim returns, in the order [`PostgresStore::claim`] reads them: the
+/// codec's recovery columns (of `t`), then the lease's.
 macro_rules! claimed_columns {
     () => {
         " RETURNING t.id, t.owner, t.tool, t.tool_version, t.arguments, t.request_meta, \
@@ -175,10 +164,10 @@ impl ClusterStore for PostgresStore {
         let granted = Lease {
             task_id: Arc::from(id),
             instance: Arc::from(instance),
-            epoch: to_u64(r.get(0)),
+            epoch: to_u64(int(r, 0)?),
             length: lease,
         };
-        self.hold(&granted, r.get(1));
+        self.hold(&granted, int(r, 1)?);
         Ok(granted)
     }
 
@@ -256,10 +245,8 @@ impl ClusterStore for PostgresStore {
         lease: &Lease,
         message: Option<String>,
     ) -> Result<(), StoreError> {
-        self.modify(&lease.task_id, Some(lease), |row, fx, now| {
-            set_message(row, fx, now, message)
-        })
-        .await
+        let set = unit(|task, now| record::set_status_message(task, now, message));
+        self.modify(&lease.task_id, Some(lease), None, set).await
     }
 
     async fn request_input_fenced(
@@ -268,17 +255,14 @@ impl ClusterStore for PostgresStore {
         key: &str,
         request: InputRequest,
     ) -> Result<(), StoreError> {
-        self.modify(&lease.task_id, Some(lease), |row, fx, now| {
-            ask(row, fx, now, key, request)
-        })
-        .await
+        let ask = unit(|task, now| record::request_input(task, now, key, request));
+        self.modify(&lease.task_id, Some(lease), None, ask).await
     }
 
     async fn save_step_fenced(&self, lease: &Lease, s: Step) -> Result<(), StoreError> {
-        self.modify(&lease.task_id, Some(lease), |row, fx, now| {
-            step(row, fx, now, s)
-        })
-        .await
+        let step = unit(record::save_step);
+        self.modify(&lease.task_id, Some(lease), Some(s), step)
+            .await
     }
 
     async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError> {
@@ -287,10 +271,8 @@ impl ClusterStore for PostgresStore {
             // The task is not (or no longer) live under this lease, or is past its TTL:
             // the general path finds out which and answers for it.
             Ok(false) => {
-                self.modify(&lease.task_id, Some(lease), |row, fx, now| {
-                    end(row, fx, now, outcome)
-                })
-                .await
+                let finish = unit(|task, now| record::finish(task, now, outcome));
+                self.modify(&lease.task_id, Some(lease), None, finish).await
             }
             Err(error) => Err(error),
         };
@@ -309,7 +291,7 @@ impl ClusterStore for PostgresStore {
         )
         .await?;
         match rows.first() {
-            Some(row) => json(row.get::<_, &str>(0)),
+            Some(row) => codec::json(&text(row, 0)?),
             None => Err(StoreError::NotFound),
         }
     }

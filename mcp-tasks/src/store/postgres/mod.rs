@@ -64,7 +64,8 @@ use tokio_postgres::NoTls;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    Lease, NewTask, Outcome, StoreError, TaskSnapshot, Wakeup, memory::DEFAULT_EXPIRED_RETENTION,
+    BackendError, ConfigError, Lease, NewTask, Outcome, StoreError, Wakeup,
+    memory::DEFAULT_EXPIRED_RETENTION,
 };
 use crate::clock::{Clock, millis};
 
@@ -76,7 +77,7 @@ mod row;
 mod schema;
 mod tasks;
 
-pub use pool::PgError;
+use pool::PgError;
 pub use schema::SCHEMA_VERSION;
 
 use listener::Held;
@@ -161,26 +162,23 @@ impl PostgresBuilder {
     /// Connects, creates or migrates the schema, and starts the create writers.
     ///
     /// # Errors
-    /// [`StoreError::Backend`], saying what to fix: the URL does not parse, the schema name
-    /// is not valid, the server cannot be reached or refuses the login, or the schema was
-    /// written by a newer build (it is left untouched).
+    /// [`StoreError::Config`], saying what to fix, when the URL does not parse, the schema
+    /// name is not valid, or the schema was written by a newer build (it is left untouched);
+    /// [`StoreError::Backend`] when the server cannot be reached or refuses the login.
     pub async fn connect(self) -> Result<PostgresStore, StoreError> {
         if !valid_schema(&self.schema) {
-            return Err(PgError::msg(format!(
+            return Err(StoreError::Config(ConfigError::new(format!(
                 "`{}` is not a valid task store schema name: use lowercase ASCII letters, \
                  digits and `_`, starting with a letter or `_`, at most 48 characters",
                 self.schema
-            )));
+            ))));
         }
         let mut config: tokio_postgres::Config = self.url.parse().map_err(|e| {
-            PgError::owned(
-                format!(
-                    "`{}` is not a valid Postgres URL (expected \
-                     postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)",
-                    redact(&self.url)
-                ),
-                e,
-            )
+            StoreError::Config(ConfigError::new(format!(
+                "`{}` is not a valid Postgres URL (expected \
+                 postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE): {e}",
+                redact(&self.url)
+            )))
         })?;
         // `enable_seqscan = off`: every statement of the store finds its rows by an index,
         // and must keep doing so. A prepared statement's generic plan is made once, from

@@ -5,51 +5,56 @@
 use deadpool_postgres::{Object, Pool, PoolError};
 use tokio_postgres::{Row, types::ToSql};
 
-use super::StoreError;
+use super::{BackendError, StoreError};
 
-/// A Postgres failure, with what the store was doing and what the server (or the socket)
-/// said, in one message: the driver's own error chain is folded into it.
-#[derive(Debug, thiserror::Error)]
-#[error("{context}{detail}")]
-pub struct PgError {
-    context: String,
-    detail: String,
-    /// The SQLSTATE code, when the server answered with an error.
-    code: Option<String>,
-}
+/// Builds the [`StoreError::Backend`] of a Postgres failure, with what the store was doing
+/// and what the server (or the socket) said, in one message (the driver's own error chain is
+/// folded into it), the SQLSTATE as its code, and whether it is worth retrying.
+pub(super) struct PgError;
 
 impl PgError {
-    /// The SQLSTATE code of the server's error (e.g. `57P01` for a terminated backend),
-    /// when the server answered with one.
-    #[must_use]
-    pub fn code(&self) -> Option<&str> {
-        self.code.as_deref()
-    }
-}
-
-impl PgError {
-    /// A failed query, as a [`StoreError::Backend`].
+    /// A failed query.
     pub(super) fn query(context: impl Into<String>, error: &tokio_postgres::Error) -> StoreError {
-        StoreError::Backend(Box::new(Self {
-            context: context.into(),
-            detail: detail(error),
-            code: code(error),
-        }))
+        let context = context.into();
+        StoreError::Backend(
+            BackendError::new(format!("{context}{}", detail(error)))
+                .with_code(code(error))
+                .retryable(retryable(error)),
+        )
     }
 
-    /// A failure that is not a query's, as a [`StoreError::Backend`].
+    /// A failure that is not a query's (not retryable).
     pub(super) fn msg(context: String) -> StoreError {
-        StoreError::Backend(Box::new(Self {
-            context,
-            detail: String::new(),
-            code: None,
-        }))
+        StoreError::Backend(BackendError::new(context))
     }
 
     /// [`query`](Self::query), taking the error.
     pub(super) fn owned(context: impl Into<String>, error: tokio_postgres::Error) -> StoreError {
         Self::query(context, &error)
     }
+
+    /// `error` again, with `note` added to its message: the same code and retryability, for
+    /// each caller of a batch that failed.
+    pub(super) fn again(error: &StoreError, note: &str) -> StoreError {
+        match error {
+            StoreError::Backend(backend) => StoreError::Backend(
+                BackendError::new(format!("{}{note}", chain(error)))
+                    .with_code(backend.code().map(str::to_owned))
+                    .retryable(backend.is_retryable()),
+            ),
+            other => Self::msg(format!("{}{note}", chain(other))),
+        }
+    }
+}
+
+/// Whether a failed statement may succeed if tried again: the connection is gone, or the
+/// server refused it for a passing reason (serialization failure, deadlock, lock not
+/// available, too many connections).
+fn retryable(error: &tokio_postgres::Error) -> bool {
+    connection_lost(error)
+        || error
+            .as_db_error()
+            .is_some_and(|db| matches!(db.code().code(), "40001" | "40P01" | "55P03" | "53300"))
 }
 
 fn code(error: &tokio_postgres::Error) -> Option<String> {
@@ -104,9 +109,12 @@ pub(super) async fn get(pool: &Pool) -> Result<Object, StoreError> {
 pub(super) async fn get_or(pool: &Pool, context: &str) -> Result<Object, StoreError> {
     pool.get().await.map_err(|error| match error {
         PoolError::Backend(e) => PgError::owned(context, e),
-        other => PgError::msg(format!(
-            "could not get a Postgres connection from the pool: {other}"
-        )),
+        other => StoreError::Backend(
+            BackendError::new(format!(
+                "could not get a Postgres connection from the pool: {other}"
+            ))
+            .retryable(matches!(other, PoolError::Timeout(_))),
+        ),
     })
 }
 
@@ -221,12 +229,10 @@ impl Tx {
         }
     }
 
-    /// The connection.
-    pub(super) fn client(&self) -> &Object {
-        // Only `commit` and `rollback` take the client, and they consume `self`.
-        self.client
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("a Tx holds its client until it ends"))
+    /// The connection. Only `commit` and `rollback` take it, and they consume `self`, so
+    /// this answers an error only if that ever changed.
+    fn client(&self) -> Result<&Object, StoreError> {
+        self.client.as_ref().ok_or_else(ended)
     }
 
     /// Runs one statement (prepared once per connection) and returns its rows.
@@ -236,7 +242,7 @@ impl Tx {
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.client();
+        let client = self.client()?;
         let statement = client
             .prepare_cached(sql)
             .await
@@ -254,7 +260,7 @@ impl Tx {
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<u64, StoreError> {
-        let client = self.client();
+        let client = self.client()?;
         let statement = client
             .prepare_cached(sql)
             .await
@@ -268,7 +274,7 @@ impl Tx {
     /// `COMMIT`. An error means the outcome is unknown to this process: the connection is
     /// closed, never reused.
     pub(super) async fn commit(mut self) -> Result<(), StoreError> {
-        let client = self.client.take().unwrap_or_else(|| unreachable!());
+        let client = self.client.take().ok_or_else(ended)?;
         match client.batch_execute("COMMIT").await {
             Ok(()) => Ok(()),
             Err(error) => {
@@ -284,11 +290,18 @@ impl Tx {
 
     /// `ROLLBACK`; a connection that cannot roll back is closed instead.
     pub(super) async fn rollback(mut self) {
-        let client = self.client.take().unwrap_or_else(|| unreachable!());
+        let Some(client) = self.client.take() else {
+            return;
+        };
         if client.batch_execute("ROLLBACK").await.is_err() {
             drop(Object::take(client));
         }
     }
+}
+
+/// The error of a transaction used after it ended.
+fn ended() -> StoreError {
+    PgError::msg("the transaction has ended already".into())
 }
 
 impl Drop for Tx {

@@ -3,7 +3,7 @@
 
 use deadpool_postgres::Object;
 
-use super::{PgError, StoreError};
+use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -102,11 +102,11 @@ async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<b
         .map_err(|e| PgError::query("could not lock the schema for migration", &e))?;
     let version = schema_version(client, schema).await?;
     if version > SCHEMA_VERSION {
-        return Err(PgError::msg(format!(
+        return Err(StoreError::Config(ConfigError::new(format!(
             "the Postgres schema `{schema}` was written by a newer build (schema version \
              {version}; this build knows up to {SCHEMA_VERSION}); it is left untouched: use a \
              newer build or another schema"
-        )));
+        ))));
     }
     let Some(step) = usize::try_from(version)
         .ok()
@@ -151,7 +151,8 @@ async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&meta])
         .await
         .map_err(|e| read(&e))?
-        .get(0);
+        .try_get(0)
+        .map_err(|e| read(&e))?;
     if !exists {
         return Ok(0);
     }
@@ -164,11 +165,11 @@ async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError
         .map_err(|e| read(&e))?;
     row.map_or_else(
         || {
-            Err(PgError::msg(format!(
+            Err(StoreError::Config(ConfigError::new(format!(
                 "the Postgres schema `{schema}` has a `meta` table without a schema_version \
                  row; it is not a task store schema (choose another schema)"
-            )))
+            ))))
         },
-        |row| Ok(row.get(0)),
+        |row| row.try_get(0).map_err(|e| read(&e)),
     )
 }

@@ -1,47 +1,35 @@
 //! The task operations of [`PostgresStore`]: one change of one task per transaction
-//! ([`PostgresStore::modify`]), creates through the batch writers, the expiry sweep.
+//! ([`PostgresStore::modify`]), its decision made by the state machine ([`record`]); creates
+//! through the batch writers; the expiry sweep.
 
-/// What a change did besides its row.
-#[derive(Default)]
-pub(super) struct Effects {
-    /// The row changed: write it back.
-    dirty: bool,
-    /// The task ended: its steps go.
-    ended: bool,
-    /// A step to store.
-    step: Option<Step>,
-    /// A notification to send with the commit.
-    notify: Option<String>,
-}
-
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses, TaskStatus};
+use rmcp::model::{InputRequest, InputResponses};
 use tokio::sync::oneshot;
 
 use super::{
     PgError, PostgresStore, SWEEP_BATCH, batch,
     pool::{Tx, read},
-    row::{self, EXPIRED_MESSAGE, Row, json, object, outcome_json, to_i64, to_json, to_u64},
+    row::{self, Row, text},
 };
-use crate::{
-    errors,
-    store::{
-        ClusterStore, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
-        new_task_snapshot,
-    },
+use crate::store::{
+    ClusterStore, Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
+    TaskStore, WakeupKind,
+    codec::{self, StoredTask, recovery_columns, to_i64, to_json},
+    record::{self, Change, Due},
 };
 
 impl PostgresStore {
-    /// One change of one task, in one transaction: lock the row, apply due expiry, check the
-    /// lease (when fenced), run `change`, write back, notify, commit. The expiry is committed
-    /// even when `change` refuses.
+    /// One change of one task, in one transaction: lock the row, apply what is due, check the
+    /// lease (when fenced), run the transition, write back, store `step`, notify, commit. The
+    /// expiry is committed even when the transition refuses.
     pub(super) async fn modify<R>(
         &self,
         id: &str,
         fence: Option<&Lease>,
-        change: impl FnOnce(&mut Row, &mut Effects, u64) -> Result<R, StoreError> + Send,
+        step: Option<Step>,
+        transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change), StoreError> + Send,
     ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
         let tx = Tx::begin(&self.pool).await?;
@@ -53,21 +41,23 @@ impl PostgresStore {
             return Err(StoreError::NotFound);
         };
         let mut row = Row::decode(raw)?;
-        if row.purge_due(now) {
-            tx.execute(
-                "DELETE FROM tasks WHERE id = $1",
-                &[&id],
-                "could not purge the task",
-            )
-            .await?;
-            tx.commit().await?;
-            return Err(StoreError::NotFound);
-        }
-        let mut effects = Effects::default();
-        if row.expiry_due(now) {
-            row.expire(now, self.retention_ms());
-            effects.dirty = true;
-            effects.ended = true;
+        let mut change = Change::default();
+        match record::apply_due(&mut row.task, now, self.retention_ms()) {
+            Due::Purge => {
+                tx.execute(
+                    "DELETE FROM tasks WHERE id = $1",
+                    &[&id],
+                    "could not purge the task",
+                )
+                .await?;
+                tx.commit().await?;
+                return Err(StoreError::NotFound);
+            }
+            Due::Expiry => {
+                change.changed = true;
+                change.ended = true;
+            }
+            Due::Nothing => {}
         }
         let result = match fence {
             Some(lease)
@@ -78,21 +68,34 @@ impl PostgresStore {
                     current: row.epoch,
                 })
             }
-            _ => change(&mut row, &mut effects, now),
+            _ => transition(&mut row.task, now),
         };
-        if result.is_err() {
-            // Only the expiry (if any) is kept.
-            effects.step = None;
-            effects.notify = None;
-        }
-        if !effects.dirty && effects.step.is_none() && effects.notify.is_none() {
+        // A refusal keeps only the expiry (if any).
+        let (result, step) = match result {
+            Ok((value, done)) => {
+                change.changed |= done.changed;
+                change.ended |= done.ended;
+                change.wake = done.wake;
+                (Ok(value), step)
+            }
+            Err(error) => (Err(error), None),
+        };
+        let notify = match change.wake {
+            Some(WakeupKind::Answers) => {
+                row.answer_seq += 1;
+                Some(format!("a:{}:{}", row.answer_seq, row.task.id))
+            }
+            Some(WakeupKind::Cancel) => Some(format!("c:{}", row.task.id)),
+            _ => None,
+        };
+        if !change.changed && step.is_none() && notify.is_none() {
             tx.rollback().await;
             return result;
         }
-        if effects.dirty {
+        if change.changed {
             row.write_back(&tx).await?;
         }
-        if effects.ended {
+        if change.ended {
             tx.execute(
                 "DELETE FROM steps WHERE task_id = $1",
                 &[&id],
@@ -100,7 +103,7 @@ impl PostgresStore {
             )
             .await?;
         }
-        if let Some(step) = &effects.step {
+        if let Some(step) = &step {
             tx.execute(
                 "INSERT INTO steps (task_id, seq, name, value) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (task_id, seq) DO UPDATE SET name = EXCLUDED.name, \
@@ -110,7 +113,7 @@ impl PostgresStore {
             )
             .await?;
         }
-        if let Some(payload) = &effects.notify {
+        if let Some(payload) = &notify {
             tx.execute(
                 "SELECT pg_notify($1, $2)",
                 &[&&*self.channel, payload],
@@ -135,25 +138,28 @@ impl PostgresStore {
             )
             .await
             {
-                Ok(rows) => rows
-                    .first()
-                    .map_or(StoreError::NotFound, |r| StoreError::Fenced {
+                Ok(rows) => match rows.first().map(|r| row::int(r, 0)) {
+                    None => StoreError::NotFound,
+                    Some(Ok(current)) => StoreError::Fenced {
                         held,
-                        current: to_u64(r.get(0)),
-                    }),
+                        current: codec::to_u64(current),
+                    },
+                    Some(Err(error)) => error,
+                },
                 Err(error) => error,
             },
             Err(error) => error,
         }
     }
 
-    /// Resolves a create the batch skipped: an idempotent retry (the existing task), a
-    /// duplicate id, or a key whose task is past its TTL (released, then created anew).
-    pub(super) async fn create_conflicted(
+    /// Resolves a create the batch skipped: an idempotent retry (the existing task, within
+    /// its TTL), a duplicate id, or a key whose task is past its TTL (released, then created
+    /// anew: `None`).
+    async fn create_conflicted(
         &self,
         mut task: NewTask,
         now: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<TaskSnapshot>, StoreError> {
         for _ in 0..3 {
             let tx = Tx::begin(&self.pool).await?;
             if let Some(key) = &task.idempotency_key {
@@ -166,7 +172,7 @@ impl PostgresStore {
                     )
                     .await?;
                 if let Some(existing) = rows.first() {
-                    let existing: String = existing.get(0);
+                    let existing = text(existing, 0)?;
                     let found = tx
                         .query(
                             row::SELECT,
@@ -174,16 +180,10 @@ impl PostgresStore {
                             "could not read the existing task",
                         )
                         .await?;
-                    let found = found.first().map(Row::decode).transpose()?;
-                    match found {
-                        Some(row)
-                            if row
-                                .snapshot
-                                .ttl_ms
-                                .is_none_or(|ttl| now < row.snapshot.created_at_ms + ttl) =>
-                        {
+                    match found.first().map(Row::decode).transpose()? {
+                        Some(row) if record::is_retry_of(&row.task.state, now) => {
                             tx.rollback().await;
-                            return Err(StoreError::Existing(Box::new(row.snapshot)));
+                            return Ok(Some(row.task.into_snapshot()));
                         }
                         _ => {
                             // Past its TTL: the key is free again.
@@ -211,7 +211,7 @@ impl PostgresStore {
             tx.commit().await?;
             // The conflicting row is gone (or its key released): queue the create again.
             match self.enqueue(task, now).await? {
-                batch::Created::Inserted => return Ok(()),
+                batch::Created::Inserted => return Ok(None),
                 batch::Created::Conflict(again) => task = *again,
             }
         }
@@ -242,11 +242,7 @@ impl PostgresStore {
         answer.await.map_err(|_| stopped())?
     }
 
-    pub(super) async fn enqueue(
-        &self,
-        task: NewTask,
-        now: u64,
-    ) -> Result<batch::Created, StoreError> {
+    async fn enqueue(&self, task: NewTask, now: u64) -> Result<batch::Created, StoreError> {
         let (reply, answer) = oneshot::channel();
         let stopped = || PgError::msg("the Postgres create writers have stopped".into());
         self.creates
@@ -254,96 +250,54 @@ impl PostgresStore {
             .map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
-}
 
-fn live(row: &Row) -> Result<(), StoreError> {
-    if row.snapshot.status.is_terminal() {
-        Err(StoreError::Terminal(row.snapshot.status))
-    } else {
-        Ok(())
+    /// Every live task's replay data, with its steps, from `rows` ([`recovery_columns`]) and
+    /// `step_rows` (`task_id, seq, name, value`).
+    pub(super) fn recoveries(
+        rows: &[tokio_postgres::Row],
+        step_rows: &[tokio_postgres::Row],
+    ) -> Result<Vec<Recovery>, StoreError> {
+        let mut steps: HashMap<String, Vec<Step>> = HashMap::new();
+        for r in step_rows {
+            steps
+                .entry(text(r, 0)?)
+                .or_default()
+                .push(codec::step(&row::PgRow(r), 1)?);
+        }
+        rows.iter()
+            .map(|r| {
+                let id = text(r, 0)?;
+                codec::recovery(&row::PgRow(r), steps.remove(&id).unwrap_or_default())
+            })
+            .collect()
     }
 }
 
-pub(super) fn set_message(
-    row: &mut Row,
-    fx: &mut Effects,
-    now: u64,
-    message: Option<String>,
-) -> Result<(), StoreError> {
-    live(row)?;
-    if row.snapshot.status_message != message {
-        row.snapshot.status_message = message;
-        row.touch(now);
-        fx.dirty = true;
-    }
-    Ok(())
-}
-
-pub(super) fn ask(
-    row: &mut Row,
-    fx: &mut Effects,
-    now: u64,
-    key: &str,
-    request: InputRequest,
-) -> Result<(), StoreError> {
-    live(row)?;
-    if row.snapshot.input_requests.contains_key(key) {
-        return Ok(());
-    }
-    if row.used_keys.iter().any(|k| k == key) {
-        return Err(StoreError::KeyReused(key.to_owned()));
-    }
-    row.used_keys.push(key.to_owned());
-    row.snapshot.input_requests.insert(key.to_owned(), request);
-    row.snapshot.status = TaskStatus::InputRequired;
-    row.touch(now);
-    fx.dirty = true;
-    Ok(())
-}
-
-pub(super) fn step(
-    row: &mut Row,
-    fx: &mut Effects,
-    now: u64,
-    step: Step,
-) -> Result<(), StoreError> {
-    live(row)?;
-    row.touch(now);
-    fx.dirty = true;
-    fx.step = Some(step);
-    Ok(())
-}
-
-pub(super) fn end(
-    row: &mut Row,
-    fx: &mut Effects,
-    now: u64,
-    outcome: Outcome,
-) -> Result<(), StoreError> {
-    live(row)?;
-    // A finished task is purged when its TTL runs out (R20).
-    let purge_at = row.deadline_ms;
-    row.snapshot.status_message = outcome.status_message();
-    row.end(outcome, now, purge_at);
-    fx.dirty = true;
-    fx.ended = true;
-    Ok(())
+/// A transition that answers nothing, for [`PostgresStore::modify`].
+pub(super) fn unit(
+    transition: impl FnOnce(&mut StoredTask, u64) -> Result<Change, record::Refusal> + Send,
+) -> impl FnOnce(&mut StoredTask, u64) -> Result<((), Change), StoreError> + Send {
+    move |task, now| Ok(((), transition(task, now)?))
 }
 
 #[async_trait]
 impl TaskStore for PostgresStore {
-    async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
+    async fn create(&self, task: NewTask) -> Result<Created, StoreError> {
         let now = self.clock.now_ms();
-        let snapshot = new_task_snapshot(&task, now);
+        let snapshot = codec::created_snapshot(&task, now);
         let first = Lease::first(&task);
         match self.enqueue(task, now).await? {
             batch::Created::Inserted => {}
-            batch::Created::Conflict(task) => self.create_conflicted(*task, now).await?,
+            batch::Created::Conflict(task) => {
+                if let Some(existing) = self.create_conflicted(*task, now).await? {
+                    return Ok(Created::Existing(existing));
+                }
+            }
         }
         if let Some(lease) = first {
             self.hold(&lease, 0);
         }
-        Ok(snapshot)
+        Ok(Created::New(snapshot))
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
@@ -361,13 +315,11 @@ impl TaskStore for PostgresStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        if !row.purge_due(now) && !row.expiry_due(now) {
-            return Ok(Some(row.snapshot));
+        if record::due(&row.task.state, now) == Due::Nothing {
+            return Ok(Some(row.task.into_snapshot()));
         }
-        match self
-            .modify(id, None, |row, _, _| Ok(row.snapshot.clone()))
-            .await
-        {
+        let read = |task: &mut StoredTask, _| Ok((task.clone().into_snapshot(), Change::default()));
+        match self.modify(id, None, None, read).await {
             Ok(snapshot) => Ok(Some(snapshot)),
             Err(StoreError::NotFound) => Ok(None),
             Err(error) => Err(error),
@@ -379,8 +331,8 @@ impl TaskStore for PostgresStore {
         id: &str,
         message: Option<String>,
     ) -> Result<(), StoreError> {
-        self.modify(id, None, |row, fx, now| set_message(row, fx, now, message))
-            .await
+        let set = unit(|task, now| record::set_status_message(task, now, message));
+        self.modify(id, None, None, set).await
     }
 
     async fn request_input(
@@ -389,8 +341,8 @@ impl TaskStore for PostgresStore {
         key: &str,
         request: InputRequest,
     ) -> Result<(), StoreError> {
-        self.modify(id, None, |row, fx, now| ask(row, fx, now, key, request))
-            .await
+        let ask = unit(|task, now| record::request_input(task, now, key, request));
+        self.modify(id, None, None, ask).await
     }
 
     async fn deliver_input(
@@ -398,59 +350,33 @@ impl TaskStore for PostgresStore {
         id: &str,
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError> {
-        self.modify(id, None, |row, fx, now| {
-            let mut accepted = InputResponses::new();
-            if row.snapshot.status.is_terminal() {
-                return Ok(accepted);
-            }
-            for (key, value) in responses {
-                if row.snapshot.input_requests.remove(&key).is_some() {
-                    row.answers.insert(key.clone(), value.clone());
-                    accepted.insert(key, value);
-                }
-            }
-            if !accepted.is_empty() {
-                if row.snapshot.input_requests.is_empty() {
-                    row.snapshot.status = TaskStatus::Working;
-                }
-                row.answer_seq += 1;
-                row.touch(now);
-                fx.dirty = true;
-                fx.notify = Some(format!("a:{}:{}", row.answer_seq, row.snapshot.id));
-            }
-            Ok(accepted)
-        })
-        .await
+        let answer = |task: &mut StoredTask, now| Ok(record::deliver_input(task, now, responses));
+        self.modify(id, None, None, answer).await
     }
 
     async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
-        self.modify(id, None, |row, fx, now| end(row, fx, now, outcome))
-            .await
+        let finish = unit(|task, now| record::finish(task, now, outcome));
+        self.modify(id, None, None, finish).await
     }
 
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
-        self.modify(id, None, |row, fx, now| {
-            if !row.snapshot.cancel_requested && !row.snapshot.status.is_terminal() {
-                row.snapshot.cancel_requested = true;
-                row.touch(now);
-                fx.dirty = true;
-                fx.notify = Some(format!("c:{}", row.snapshot.id));
-            }
-            Ok(())
-        })
-        .await
+        let cancel = unit(|task, now| Ok(record::request_cancel(task, now)));
+        self.modify(id, None, None, cancel).await
     }
 
     async fn save_step(&self, id: &str, s: Step) -> Result<(), StoreError> {
-        self.modify(id, None, |row, fx, now| step(row, fx, now, s))
-            .await
+        let step = unit(record::save_step);
+        self.modify(id, None, Some(s), step).await
     }
 
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
         let rows = read(
             &self.pool,
-            "SELECT id, owner, tool, tool_version, arguments, request_meta, answers \
-             FROM tasks WHERE purge_at_ms IS NULL ORDER BY id",
+            concat!(
+                "SELECT ",
+                recovery_columns!(),
+                " FROM tasks WHERE purge_at_ms IS NULL ORDER BY id"
+            ),
             &[],
             "could not list the live tasks",
         )
@@ -463,38 +389,18 @@ impl TaskStore for PostgresStore {
             "could not list the live tasks' steps",
         )
         .await?;
-        let mut steps: std::collections::HashMap<String, Vec<Step>> =
-            std::collections::HashMap::new();
-        for r in &step_rows {
-            steps.entry(r.get(0)).or_default().push(Step::new(
-                to_u64(r.get(1)),
-                r.get::<_, String>(2),
-                json(r.get::<_, &str>(3))?,
-            ));
-        }
-        rows.iter()
-            .map(|r| {
-                let id: String = r.get(0);
-                Ok(Recovery {
-                    steps: steps.remove(&id).unwrap_or_default(),
-                    id: Arc::from(id),
-                    owner: Arc::from(r.get::<_, &str>(1)),
-                    tool: Arc::from(r.get::<_, &str>(2)),
-                    tool_version: Arc::from(r.get::<_, &str>(3)),
-                    arguments: object(r.get(4))?,
-                    request_meta: object(r.get(5))?,
-                    answers: json(r.get(6))?,
-                })
-            })
-            .collect()
+        Self::recoveries(&rows, &step_rows)
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
+        // The expiry transition (record::apply_due) as one statement for many tasks: the
+        // status, message and outcome come from the state machine, the purge time is the
+        // deadline plus the retention, saturating.
         let now = to_i64(self.clock.now_ms());
         let retention = to_i64(self.retention_ms());
-        let error = to_json(&outcome_json(&Outcome::Failed(errors::to_object(
-            &errors::task_expired(),
-        ))))?;
+        let outcome = record::expired_outcome();
+        let status = codec::status_name(outcome.status())?;
+        let error = codec::encode_outcome(&outcome)?;
         let mut failed = Vec::new();
         loop {
             let tx = Tx::begin(&self.pool).await?;
@@ -503,16 +409,26 @@ impl TaskStore for PostgresStore {
                     "WITH due AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL \
                      AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT $5 \
                      FOR UPDATE SKIP LOCKED) \
-                     UPDATE tasks t SET status = 'failed', status_message = $2, outcome = $3, \
+                     UPDATE tasks t SET status = $6, status_message = $2, outcome = $3, \
                      purge_at_ms = LEAST(t.deadline_ms + $4, 9223372036854775807), \
                      input_requests = '{}', used_keys = '[]', answers = '{}', \
                      last_updated_at_ms = GREATEST($1, t.last_updated_at_ms + 1) \
                      FROM due WHERE t.id = due.id RETURNING t.id",
-                    &[&now, &EXPIRED_MESSAGE, &error, &retention, &SWEEP_BATCH],
+                    &[
+                        &now,
+                        &record::EXPIRED_MESSAGE,
+                        &error,
+                        &retention,
+                        &SWEEP_BATCH,
+                        &status,
+                    ],
                     "could not expire the tasks past their TTL",
                 )
                 .await?;
-            let ids: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+            let ids = rows
+                .iter()
+                .map(|r| text(r, 0))
+                .collect::<Result<Vec<_>, _>>()?;
             if !ids.is_empty() {
                 tx.execute(
                     "DELETE FROM steps WHERE task_id = ANY($1)",

@@ -24,9 +24,12 @@
 //!   transaction each; the version is SQLite's `user_version`. A file written by a newer
 //!   build is refused, not altered: the version is checked and the schema migrated before
 //!   the file is switched to WAL, so a refused rollback-mode file keeps its bytes.
-//! - **Capacity** is a number of tasks, live or finished (until purged), as for
-//!   [`MemoryStore`](super::MemoryStore): [`SqliteStore::with_capacity`], the same
+//! - **At most so many tasks**, live or finished (until purged), as for
+//!   [`MemoryStore`](super::MemoryStore): [`SqliteStore::with_max_tasks`], the same
 //!   [`StoreError::Full`] when reached. The writer counts the rows as it changes them.
+//! - **One state machine.** Every change loads the row, applies what is due, runs the
+//!   shared transition on it and writes the changed fields back with the shared codec
+//!   ([`row::modify`]), in the writer's transaction.
 //! - Every field of a task is persisted: status, message, timestamps, TTL, poll interval,
 //!   owner, tool name and version, arguments, the creating request's `_meta`, input requests
 //!   and answers, steps, result or error, cancel intent, idempotency key (a table of its own,
@@ -47,8 +50,8 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::{
-    StoreError,
-    memory::{DEFAULT_CAPACITY, DEFAULT_EXPIRED_RETENTION},
+    BackendError, StoreError,
+    memory::{DEFAULT_EXPIRED_RETENTION, DEFAULT_MAX_TASKS},
 };
 use crate::clock::Clock;
 
@@ -59,14 +62,10 @@ mod writer;
 
 pub use schema::SCHEMA_VERSION;
 
-use row::{exec, to_u64};
+use super::codec::to_u64;
+use row::exec;
 use schema::migrate;
 use writer::{Job, LiveSet, Nudge, Pending, Tx};
-
-/// `purge_at_ms` of a finished task that is never purged (no TTL). In schema 2 a NULL
-/// `purge_at_ms` means exactly "not finished yet": recovery selects live tasks by it, and
-/// the purge index holds finished tasks only.
-const NEVER: i64 = i64::MAX;
 
 const READERS: usize = 4;
 
@@ -80,7 +79,7 @@ pub struct SqliteStore {
     next_reader: AtomicUsize,
     clock: Clock,
     expired_retention_ms: u64,
-    capacity: usize,
+    max_tasks: usize,
     path: PathBuf,
     /// A way to run code on the checkpointer's connection, for the tests.
     #[cfg(test)]
@@ -95,12 +94,30 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// A backend error; a SQLite one keeps its extended result code, and is retryable when the
+/// database was busy or locked.
 fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    StoreError::Backend(Box::new(error))
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error);
+    let (code, retryable) = match boxed.downcast_ref::<rusqlite::Error>() {
+        Some(rusqlite::Error::SqliteFailure(failure, _)) => (
+            Some(failure.extended_code.to_string()),
+            matches!(
+                failure.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ),
+        ),
+        _ => (None, false),
+    };
+    StoreError::Backend(
+        BackendError::new(format!("SQLite task store: {boxed}"))
+            .with_code(code)
+            .retryable(retryable)
+            .with_source(boxed),
+    )
 }
 
 fn backend_msg(message: String) -> StoreError {
-    StoreError::Backend(message.into())
+    StoreError::Backend(BackendError::new(message))
 }
 
 /// A connection with the settings every connection of the store has. It changes nothing in
@@ -174,7 +191,7 @@ impl SqliteStore {
             next_reader: AtomicUsize::new(0),
             clock: Clock::new(),
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
-            capacity: DEFAULT_CAPACITY,
+            max_tasks: DEFAULT_MAX_TASKS,
             path,
             #[cfg(test)]
             checkpointer: checkpointer_probe,
@@ -189,12 +206,12 @@ impl SqliteStore {
     }
 
     /// Sets how many tasks the file holds at most, live or finished (a finished task counts
-    /// until it is purged); the default is [`DEFAULT_CAPACITY`], as for
-    /// [`MemoryStore`](super::MemoryStore). At capacity, creating a task fails with
+    /// until it is purged): a hard limit, not a hint. The default is [`DEFAULT_MAX_TASKS`],
+    /// as for [`MemoryStore`](super::MemoryStore). At the limit, creating a task fails with
     /// [`StoreError::Full`]; no task is ever evicted to make room.
     #[must_use]
-    pub fn with_capacity(mut self, capacity: usize) -> Self {
-        self.capacity = capacity;
+    pub fn with_max_tasks(mut self, max_tasks: usize) -> Self {
+        self.max_tasks = max_tasks;
         self
     }
 

@@ -3,7 +3,7 @@
 use rusqlite::Connection;
 
 use super::{backend, backend_msg};
-use crate::store::StoreError;
+use crate::store::{ConfigError, StoreError};
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = 3;
@@ -81,10 +81,10 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(backend)?;
     if version > SCHEMA_VERSION {
-        return Err(backend_msg(format!(
+        return Err(StoreError::Config(ConfigError::new(format!(
             "the task database was written by a newer build (schema version {version}; this \
              build knows up to {SCHEMA_VERSION}); it is left untouched"
-        )));
+        ))));
     }
     for (from, step) in MIGRATIONS
         .iter()
