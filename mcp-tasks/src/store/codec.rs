@@ -7,9 +7,10 @@ use std::sync::Arc;
 use rmcp::model::{InputRequests, JsonObject, TaskStatus};
 use serde_json::Value;
 
+pub(crate) use super::record::StoredTask;
 use super::{
     BackendError, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
-    record::{self, Pending, Record, State},
+    record::{self, Pending, State},
 };
 use crate::clock::millis;
 
@@ -50,38 +51,6 @@ pub(crate) trait Columns {
     fn opt_int(&self, index: usize) -> Result<Option<i64>, StoreError>;
     /// A boolean column (however the database stores it).
     fn flag(&self, index: usize) -> Result<bool, StoreError>;
-}
-
-/// A task row, decoded: what both SQL stores read, change through [`record`] and write
-/// back.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct StoredTask {
-    pub(crate) id: Arc<str>,
-    pub(crate) owner: Arc<str>,
-    pub(crate) tool: Arc<str>,
-    pub(crate) poll_interval_ms: Option<u64>,
-    pub(crate) state: State,
-    pub(crate) pending: Pending,
-    pub(crate) outcome: Option<Outcome>,
-}
-
-impl Record for StoredTask {
-    fn state(&self) -> &State {
-        &self.state
-    }
-
-    fn state_mut(&mut self) -> &mut State {
-        &mut self.state
-    }
-
-    fn pending_mut(&mut self) -> &mut Pending {
-        &mut self.pending
-    }
-
-    fn end_with(&mut self, outcome: Outcome) {
-        self.outcome = Some(outcome);
-        self.pending = Pending::default();
-    }
 }
 
 /// The changeable columns of a row, encoded, as every write-back binds them.

@@ -453,6 +453,10 @@ pub struct BackendError {
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, reason = "only the durable stores make backend errors")
+)]
 impl BackendError {
     /// A failure that is not retryable and has no backend code.
     pub(crate) fn new(message: impl Into<String>) -> Self {

@@ -72,6 +72,8 @@
 //!     running the task as a [`Wakeup`](super::Wakeup) on [`ClusterStore::wakeups`](super::ClusterStore::wakeups), so is a task queued for
 //!     a worker; a periodic re-read covers a lost notification.
 
+use std::sync::Arc;
+
 use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
 use super::{NewTask, Outcome, StoreError, WakeupKind};
@@ -137,6 +139,42 @@ pub(crate) trait Record {
     /// Keeps `outcome` as the task's and drops the pending data (the status is set by the
     /// transition).
     fn end_with(&mut self, outcome: Outcome);
+}
+
+/// A stored task as a plain record: what both SQL stores decode from a row (the codec),
+/// change through the transitions and write back.
+#[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, reason = "only the SQL stores and the tests use it")
+)]
+pub(crate) struct StoredTask {
+    pub(crate) id: Arc<str>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) poll_interval_ms: Option<u64>,
+    pub(crate) state: State,
+    pub(crate) pending: Pending,
+    pub(crate) outcome: Option<Outcome>,
+}
+
+impl Record for StoredTask {
+    fn state(&self) -> &State {
+        &self.state
+    }
+
+    fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
+    fn pending_mut(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+
+    fn end_with(&mut self, outcome: Outcome) {
+        self.outcome = Some(outcome);
+        self.pending = Pending::default();
+    }
 }
 
 /// What a transition did, for the store to persist and announce.
@@ -419,39 +457,15 @@ fn end(
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::Arc, time::Duration};
+    use std::time::Duration;
 
     use rmcp::model::TaskStatus;
     use serde_json::json;
 
     use super::*;
 
-    /// A record with nothing around it: the transitions need no store.
-    #[derive(Debug, Clone, PartialEq)]
-    struct Task {
-        state: State,
-        pending: Pending,
-        outcome: Option<Outcome>,
-    }
-
-    impl Record for Task {
-        fn state(&self) -> &State {
-            &self.state
-        }
-
-        fn state_mut(&mut self) -> &mut State {
-            &mut self.state
-        }
-
-        fn pending_mut(&mut self) -> &mut Pending {
-            &mut self.pending
-        }
-
-        fn end_with(&mut self, outcome: Outcome) {
-            self.outcome = Some(outcome);
-            self.pending = Pending::default();
-        }
-    }
+    /// The plain record: the transitions need no store.
+    type Task = StoredTask;
 
     const T0: u64 = 1_000_000;
 
@@ -462,8 +476,15 @@ mod tests {
     }
 
     fn task(ttl_ms: Option<u64>) -> Task {
-        let new = new_task(ttl_ms);
+        created(new_task(ttl_ms))
+    }
+
+    fn created(new: NewTask) -> Task {
         Task {
+            id: Arc::clone(&new.id),
+            owner: Arc::clone(&new.owner),
+            tool: Arc::clone(&new.tool),
+            poll_interval_ms: None,
             state: create(&new, T0),
             pending: create_pending(new.answers),
             outcome: None,
@@ -666,12 +687,7 @@ mod tests {
         );
         assert_eq!(t, before);
 
-        let new = new_task(None).with_answers(answers(&["early"]));
-        let mut t = Task {
-            state: create(&new, T0),
-            pending: create_pending(new.answers),
-            outcome: None,
-        };
+        let mut t = created(new_task(None).with_answers(answers(&["early"])));
         assert_eq!(
             request_input(&mut t, T0 + 1, "early", roots()),
             Err(Refusal::KeyReused("early".into())),
