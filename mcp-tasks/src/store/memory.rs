@@ -144,7 +144,7 @@ impl From<Outcome> for Compact {
         match &outcome {
             Outcome::Completed(result) => Self::Completed(text(result)),
             Outcome::Failed(error) => Self::Failed(text(error)),
-            _ => Self::Cancelled,
+            Outcome::Cancelled => Self::Cancelled,
         }
     }
 }
