@@ -151,7 +151,7 @@ pub(crate) struct NewRow {
 impl NewRow {
     /// `task` created at `now` ([`record::create`]), encoded.
     pub(crate) fn encode(task: &NewTask, now: u64) -> Result<Self, StoreError> {
-        let state = record::create(task, now);
+        let state = record::create(task.status_message.clone(), task.ttl, now);
         Ok(Self {
             created_at_ms: to_i64(state.created_at_ms),
             ttl_ms: state.ttl_ms.map(to_i64),
@@ -167,7 +167,7 @@ impl NewRow {
 
 /// The snapshot of `task` as a store creates it at `now` ([`record::create`]).
 pub(crate) fn created_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
-    let state = record::create(task, now);
+    let state = record::create(task.status_message.clone(), task.ttl, now);
     TaskSnapshot {
         id: Arc::clone(&task.id),
         owner: Arc::clone(&task.owner),

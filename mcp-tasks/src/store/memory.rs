@@ -284,7 +284,7 @@ impl MemoryStore {
             });
         }
         let now = self.clock.now_ms();
-        let state = record::create(&task, now);
+        let state = record::create(task.status_message, task.ttl, now);
         let entry = Entry {
             id: task.id.clone(),
             owner: task.owner,

@@ -393,9 +393,11 @@ pub enum StoreError {
     /// the configuration has to change.
     #[error("the task store is not configured correctly: {0}")]
     Config(ConfigError),
-    /// The backend failed: see [`BackendError::is_retryable`] and [`BackendError::code`].
-    #[error(transparent)]
-    Backend(BackendError),
+    /// The backend failed: see [`BackendError::is_retryable`] and [`BackendError::code`]
+    /// (or [`StoreError::is_retryable`] and [`StoreError::code`]). Its message, which can
+    /// name the database's own words, is the source, so that a caller decides what to show.
+    #[error("task store backend failure")]
+    Backend(#[source] BackendError),
     /// The lease is not (or no longer) the task's: another instance holds the task at a
     /// newer epoch, or holds a lease that has not lapsed. Nothing changed.
     #[error("the task's lease is held elsewhere (the task is at epoch {current}); nothing changed")]

@@ -72,11 +72,11 @@
 //!     running the task as a [`Wakeup`](super::Wakeup) on [`ClusterStore::wakeups`](super::ClusterStore::wakeups), so is a task queued for
 //!     a worker; a periodic re-read covers a lost notification.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
-use super::{NewTask, Outcome, StoreError, WakeupKind};
+use super::{Outcome, StoreError, WakeupKind};
 use crate::{clock::millis, errors};
 
 /// The `statusMessage` of a task that expired (invariant 7), the one place it is written.
@@ -238,14 +238,16 @@ pub(crate) enum Due {
 // ---------------------------------------------------------------------------------------
 // Transitions.
 
-/// The state of `task`, created at `now`: `working`, with its message, TTL from now.
-pub(crate) fn create(task: &NewTask, now: u64) -> State {
+/// The state of a task created at `now` with `status_message` and `ttl`: `working`, its
+/// TTL counted from now (the message is moved in: the memory store's create allocates
+/// nothing for it).
+pub(crate) fn create(status_message: Option<String>, ttl: Option<Duration>, now: u64) -> State {
     State {
         status: TaskStatus::Working,
-        status_message: task.status_message.clone(),
+        status_message,
         created_at_ms: now,
         last_updated_at_ms: now,
-        ttl_ms: task.ttl.map(millis),
+        ttl_ms: ttl.map(millis),
         cancel_requested: false,
         purge_at_ms: None,
     }
@@ -457,9 +459,9 @@ fn end(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use rmcp::model::TaskStatus;
+
+    use crate::store::NewTask;
     use serde_json::json;
 
     use super::*;
@@ -485,7 +487,7 @@ mod tests {
             owner: Arc::clone(&new.owner),
             tool: Arc::clone(&new.tool),
             poll_interval_ms: None,
-            state: create(&new, T0),
+            state: create(new.status_message, new.ttl, T0),
             pending: create_pending(new.answers),
             outcome: None,
         }

@@ -28,8 +28,8 @@
 //!   [`MemoryStore`](super::MemoryStore): [`SqliteStore::with_max_tasks`], the same
 //!   [`StoreError::Full`] when reached. The writer counts the rows as it changes them.
 //! - **One state machine.** Every change loads the row, applies what is due, runs the
-//!   shared transition on it and writes the changed fields back with the shared codec
-//!   ([`row::modify`]), in the writer's transaction.
+//!   shared transition on it and writes the changed fields back with the shared codec, in
+//!   the writer's transaction.
 //! - Every field of a task is persisted: status, message, timestamps, TTL, poll interval,
 //!   owner, tool name and version, arguments, the creating request's `_meta`, input requests
 //!   and answers, steps, result or error, cancel intent, idempotency key (a table of its own,
@@ -109,7 +109,7 @@ fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError 
         _ => (None, false),
     };
     StoreError::Backend(
-        BackendError::new(format!("SQLite task store: {boxed}"))
+        BackendError::new("the SQLite database failed")
             .with_code(code)
             .retryable(retryable)
             .with_source(boxed),
