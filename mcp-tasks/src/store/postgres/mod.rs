@@ -3,9 +3,9 @@
 //!
 //! # Invariants
 //!
-//! The store keeps the [`TaskStore`] invariants (module docs of
-//! [`store`](super)) for every client of the schema at once, and the cluster ones
-//! ([`ClusterStore`]). How:
+//! The store keeps the [`TaskStore`](super::TaskStore) contract (module docs of
+//! [`store`](super)) for every client of the schema at once, and the cluster one
+//! ([`ClusterStore`](super::ClusterStore)). How:
 //!
 //! - **Rows are the truth.** Every field of a task is a column of `tasks` (status, message,
 //!   timestamps, TTL, poll interval, owner, tool and version, arguments, the creating
@@ -18,13 +18,14 @@
 //!   connection dropped) is reported as a [`StoreError::Backend`] that says so; the task is
 //!   then either fully stored or not at all, never half.
 //! - **One change at a time per task.** A change reads its row `FOR UPDATE`, applies the
-//!   expiry that is due, checks the state machine (and the lease's epoch, for a fenced
-//!   write), and writes back in the same transaction.
+//!   expiry that is due, checks the lease's epoch (for a fenced write), runs the transition
+//!   of the state machine every store shares, and writes back what it changed in the same
+//!   transaction.
 //! - **Creates in groups.** Creates queued at the same moment share one multi-row `INSERT`
 //!   and one commit. The unique index on (owner, tool, idempotency key) makes a
 //!   retried create atomic: of concurrent creates with one key, one inserts, every other
-//!   answers [`StoreError::Existing`] with that task (within its TTL; past it the key is
-//!   released and a new task is created).
+//!   answers [`Created::Existing`](super::Created::Existing) with that task (within its
+//!   TTL; past it the key is released and a new task is created).
 //! - **Leases on the database clock.** Lease deadlines are the server's `clock_timestamp()`
 //!   plus the lease length, so instances with skewed clocks agree on when a lease lapsed.
 //!   Task timestamps and TTL deadlines use the instance's clock, like the other stores.
