@@ -118,6 +118,32 @@ async fn a_bad_schema_name_is_refused_before_connecting() {
     );
 }
 
+/// The expiry sweep's purge time saturates: with an endless retention an expired task is
+/// kept as `failed` for ever, and the statement that expires it does not overflow.
+#[tokio::test]
+async fn an_endless_retention_keeps_expired_tasks() {
+    let db = db!();
+    let store = db
+        .builder()
+        .with_expired_retention(Duration::MAX)
+        .connect()
+        .await
+        .unwrap();
+    store
+        .create(new_task("brief").with_ttl(Some(Duration::from_millis(50))))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let expired = store.expire_due().await.unwrap();
+    assert_eq!(
+        expired.iter().map(|id| &**id).collect::<Vec<_>>(),
+        ["brief"]
+    );
+    let task = store.get("brief").await.unwrap().expect("kept");
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert!(store.expire_due().await.unwrap().is_empty());
+}
+
 /// A schema written by a newer build is refused with a clear error and left as it is.
 #[tokio::test]
 async fn a_newer_schema_is_refused_and_left_untouched() {

@@ -41,6 +41,28 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     replay_data(make()).await;
     expiry(make()).await;
     idempotent_creation(make()).await;
+    huge_deadlines(make()).await;
+}
+
+/// Deadline arithmetic saturates (invariants 7 and 9 at the end of time): a TTL so long that
+/// `createdAt + ttlMs` does not fit is a deadline that never comes; a retry within it is an
+/// idempotent retry, the task never expires, and once finished it is never purged.
+async fn huge_deadlines(store: impl TaskStore) {
+    let forever = Some(Duration::from_millis(u64::MAX));
+    let keyed = |id: &str| new_task(id, forever).with_idempotency_key(Arc::from("call-1"));
+    let first = store.create(keyed("first")).await.unwrap().into_snapshot();
+    assert_eq!(first.ttl_ms.map(|ttl| ttl >= i64::MAX as u64), Some(true));
+    match store.create(keyed("retry")).await {
+        Ok(Created::Existing(task)) => assert_eq!(&*task.id, "first"),
+        other => panic!("a retry within an endless TTL answered {other:?}"),
+    }
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert!(store.expire_due().await.unwrap().is_empty());
+    store.finish("first", Outcome::Cancelled).await.unwrap();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    store.expire_due().await.unwrap();
+    let task = store.get("first").await.unwrap().expect("never purged");
+    assert_eq!(task.status, TaskStatus::Cancelled);
 }
 
 /// Store invariant 9 (docs/protocol.md R17 for the purged id): a create with the owner, tool
@@ -428,7 +450,7 @@ mod pg;
 #[tokio::test]
 async fn postgres_store_keeps_the_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..10 {
+    for _ in 0..11 {
         let Some(db) = pg::Db::new().await else {
             return;
         };

@@ -395,7 +395,8 @@ impl TaskStore for PostgresStore {
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         // The expiry transition (record::apply_due) as one statement for many tasks: the
         // status, message and outcome come from the state machine, the purge time is the
-        // deadline plus the retention, saturating.
+        // deadline plus the retention, saturating (record::expired_purge_at) without ever
+        // computing a sum that overflows.
         let now = to_i64(self.clock.now_ms());
         let retention = to_i64(self.retention_ms());
         let outcome = record::expired_outcome();
@@ -410,7 +411,8 @@ impl TaskStore for PostgresStore {
                      AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT $5 \
                      FOR UPDATE SKIP LOCKED) \
                      UPDATE tasks t SET status = $6, status_message = $2, outcome = $3, \
-                     purge_at_ms = LEAST(t.deadline_ms + $4, 9223372036854775807), \
+                     purge_at_ms = CASE WHEN t.deadline_ms > 9223372036854775807 - $4 \
+                     THEN 9223372036854775807 ELSE t.deadline_ms + $4 END, \
                      input_requests = '{}', used_keys = '[]', answers = '{}', \
                      last_updated_at_ms = GREATEST($1, t.last_updated_at_ms + 1) \
                      FROM due WHERE t.id = due.id RETURNING t.id",
