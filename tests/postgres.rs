@@ -144,6 +144,28 @@ async fn an_endless_retention_keeps_expired_tasks() {
     assert!(store.expire_due().await.unwrap().is_empty());
 }
 
+/// A status this build does not know, written behind the store's back, is an error on every
+/// read and change, never read as some other status (such as `cancelled`).
+#[tokio::test]
+async fn an_unknown_stored_status_is_an_error() {
+    let db = db!();
+    let store = db.store().await.unwrap();
+    store.create(new_task("odd")).await.unwrap();
+    let raw = db.raw().await;
+    raw.execute("UPDATE tasks SET status = 'paused' WHERE id = 'odd'", &[])
+        .await
+        .unwrap();
+    let read = store.get("odd").await;
+    let cancel = store.request_cancel("odd").await;
+    for result in [read.map(drop), cancel] {
+        let error = result.expect_err("an unknown status is not read");
+        let text = chain(&error);
+        assert!(matches!(error, StoreError::Backend(_)), "{text}");
+        assert!(text.contains("unknown task status `paused`"), "{text}");
+        assert!(!error.is_retryable(), "{text}");
+    }
+}
+
 /// A schema written by a newer build is refused with a clear error and left as it is.
 #[tokio::test]
 async fn a_newer_schema_is_refused_and_left_untouched() {

@@ -582,6 +582,28 @@ async fn sqlite_store_survives_reopening() {
 }
 
 /// A file written by a newer schema is refused with a message, and left untouched.
+/// A status this build does not know, written behind the store's back, is an error, never
+/// read as some other status (such as `cancelled`).
+#[tokio::test]
+async fn sqlite_store_refuses_an_unknown_status() {
+    let db = TempDb::new("unknown-status");
+    let store = SqliteStore::open(&db.0).unwrap();
+    store.create(new_task("odd", None)).await.unwrap();
+    rusqlite::Connection::open(&db.0)
+        .unwrap()
+        .execute("UPDATE tasks SET status = 'paused' WHERE id = 'odd'", [])
+        .unwrap();
+    for result in [
+        store.get("odd").await.map(drop),
+        store.request_cancel("odd").await,
+    ] {
+        let error = result.expect_err("an unknown status is not read");
+        let text = format!("{error}: {:?}", std::error::Error::source(&error));
+        assert!(matches!(error, StoreError::Backend(_)), "{text}");
+        assert!(text.contains("unknown task status `paused`"), "{text}");
+    }
+}
+
 #[tokio::test]
 async fn sqlite_store_refuses_a_newer_schema() {
     let db = TempDb::new("newer");

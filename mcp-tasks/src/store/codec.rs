@@ -138,6 +138,7 @@ impl StoredTask {
 
 /// The columns of a new task's row, encoded, as both stores' inserts bind them.
 pub(crate) struct NewRow {
+    pub(crate) status: &'static str,
     pub(crate) created_at_ms: i64,
     pub(crate) ttl_ms: Option<i64>,
     pub(crate) poll_interval_ms: Option<i64>,
@@ -153,6 +154,7 @@ impl NewRow {
     pub(crate) fn encode(task: &NewTask, now: u64) -> Result<Self, StoreError> {
         let state = record::create(task.status_message.clone(), task.ttl, now);
         Ok(Self {
+            status: status_name(state.status)?,
             created_at_ms: to_i64(state.created_at_ms),
             ttl_ms: state.ttl_ms.map(to_i64),
             poll_interval_ms: task.poll_interval.map(|p| to_i64(millis(p))),

@@ -45,7 +45,7 @@ const INSERT: &str = concat!(
      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, request_meta, \
      input_requests, used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, \
      purge_at_ms, runner, epoch, lease_until_ms, idempotency_key) \
-     SELECT u.id, u.owner, u.tool, u.tool_version, 'working', u.status_message, u.created, \
+     SELECT u.id, u.owner, u.tool, u.tool_version, u.status, u.status_message, u.created, \
      u.created, u.ttl, u.poll, u.arguments, u.request_meta, '{}', u.used_keys, u.answers, 0, \
      NULL, FALSE, \
      u.deadline, NULL, u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, ",
@@ -53,9 +53,9 @@ const INSERT: &str = concat!(
     " + u.lease, u.idem \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], \
      $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], \
-     $13::bigint[], $14::text[], $16::text[], $17::text[]) AS u(id, owner, tool, tool_version, \
-     status_message, created, ttl, poll, arguments, request_meta, deadline, runner, lease, idem, \
-     used_keys, answers) \
+     $13::bigint[], $14::text[], $16::text[], $17::text[], $18::text[]) AS u(id, owner, tool, \
+     tool_version, status_message, created, ttl, poll, arguments, request_meta, deadline, runner, \
+     lease, idem, used_keys, answers, status) \
      ON CONFLICT DO NOTHING RETURNING id, runner), \
      announce AS (SELECT pg_notify($15, 'q:' || min(id)) FROM ins WHERE runner IS NULL \
      HAVING count(*) > 0) \
@@ -188,6 +188,7 @@ async fn insert(pool: &Pool, batch: &[Job], channel: &str) -> Result<HashSet<Str
             &channel,
             &cols.used_keys,
             &cols.answers,
+            &cols.status,
         ],
         "could not store the new tasks",
     )
@@ -215,6 +216,8 @@ struct Columns<'a> {
     /// The keys of the answers taken before the task existed (store invariant 6).
     used_keys: Vec<String>,
     answers: Vec<String>,
+    /// The status a new task starts with (the state machine's create).
+    status: Vec<&'static str>,
 }
 
 impl<'a> Columns<'a> {
@@ -236,6 +239,7 @@ impl<'a> Columns<'a> {
             idem: Vec::with_capacity(n),
             used_keys: Vec::with_capacity(n),
             answers: Vec::with_capacity(n),
+            status: Vec::with_capacity(n),
         }
     }
 
@@ -262,6 +266,7 @@ impl<'a> Columns<'a> {
         self.idem.push(task.idempotency_key.as_deref());
         self.used_keys.push(row.used_keys);
         self.answers.push(row.answers);
+        self.status.push(row.status);
         Ok(())
     }
 }

@@ -172,7 +172,7 @@ pub(super) fn insert_task(
                      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
                      request_meta, input_requests, used_keys, answers, outcome, \
                      cancel_requested, deadline_ms, purge_at_ms) VALUES (?1, ?2, ?3, ?4, \
-                     'working', ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', ?12, ?13, NULL, 0, ?11, NULL) \
+                     ?14, ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', ?12, ?13, NULL, 0, ?11, NULL) \
                      ON CONFLICT (id) DO NOTHING",
         params![
             &*task.id,
@@ -188,6 +188,7 @@ pub(super) fn insert_task(
             row.deadline_ms,
             row.used_keys,
             row.answers,
+            row.status,
         ],
     )
     .map_err(backend)?;
