@@ -38,7 +38,7 @@ impl PgError {
     pub(super) fn again(error: &StoreError, note: &str) -> StoreError {
         match error {
             StoreError::Backend(backend) => StoreError::Backend(
-                BackendError::new(format!("{}{note}", chain(error)))
+                BackendError::new(format!("{}{note}", chain(backend)))
                     .with_code(backend.code().map(str::to_owned))
                     .retryable(backend.is_retryable()),
             ),
@@ -312,10 +312,10 @@ impl Drop for Tx {
     }
 }
 
-/// A store error with its sources, in one line.
-pub(super) fn chain(error: &StoreError) -> String {
+/// An error with its sources, in one line.
+fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
+    let mut source = error.source();
     while let Some(inner) = source {
         text.push_str(": ");
         text.push_str(&inner.to_string());

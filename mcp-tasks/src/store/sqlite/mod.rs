@@ -109,7 +109,7 @@ fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError 
         _ => (None, false),
     };
     StoreError::Backend(
-        BackendError::new("the SQLite database failed")
+        BackendError::new("the SQLite task store failed")
             .with_code(code)
             .retryable(retryable)
             .with_source(boxed),
@@ -291,6 +291,29 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A SQLite failure keeps SQLite's extended result code, and says whether to retry:
+    /// a busy or locked database yes, a constraint no; other failures have no code.
+    #[test]
+    fn sqlite_errors_keep_their_code_and_say_when_to_retry() {
+        let failure = |code| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        let busy = backend(failure(rusqlite::ffi::SQLITE_BUSY));
+        assert_eq!(busy.code(), Some("5"));
+        assert!(busy.is_retryable());
+        let locked = backend(failure(rusqlite::ffi::SQLITE_LOCKED));
+        assert!(locked.is_retryable());
+        let unique = backend(failure(rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE));
+        assert_eq!(unique.code(), Some("2067"));
+        assert!(!unique.is_retryable());
+        let io = backend(std::io::Error::other("no space left"));
+        assert_eq!(io.code(), None);
+        assert!(!io.is_retryable());
+        assert!(std::error::Error::source(&io).is_some_and(|source| {
+            source
+                .source()
+                .is_some_and(|inner| inner.to_string() == "no space left")
+        }));
+    }
 
     /// `(journal_mode, synchronous)` of a connection; `synchronous` 2 is `FULL`.
     fn durability(conn: &Connection) -> (String, i64) {
