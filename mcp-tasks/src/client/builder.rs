@@ -15,9 +15,8 @@ use rmcp::{
 use tokio::sync::Mutex;
 
 use super::{
-    ClientError, DEFAULT_POLL_INTERVAL, Endpoint, Inner, InputAnswer, InputContext,
-    MAX_INPUT_ROUNDS, MAX_INPUT_WAIT, MIN_POLL_INTERVAL, TaskClient, handler::Handler,
-    input::InputHandlers,
+    ClientError, Endpoint, Inner, InputAnswer, InputContext, MAX_INPUT_ROUNDS, MAX_INPUT_WAIT,
+    MIN_POLL_INTERVAL, TaskClient, handler::Handler, input::InputHandlers,
 };
 
 /// Builds a [`TaskClient`]: input handlers, polling bounds, then a transport.
@@ -38,7 +37,7 @@ impl Default for TaskClientBuilder {
             handlers: InputHandlers::default(),
             client_info: Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")),
             min_poll_interval: MIN_POLL_INTERVAL,
-            default_poll_interval: DEFAULT_POLL_INTERVAL,
+            default_poll_interval: crate::tool::DEFAULT_POLL_INTERVAL,
             max_input_rounds: MAX_INPUT_ROUNDS,
             max_input_wait: MAX_INPUT_WAIT,
         }
@@ -89,7 +88,9 @@ impl TaskClientBuilder {
         self
     }
 
-    /// The pause between polls when the server suggests none (default 1 s).
+    /// The pause between polls when the server suggests none (default
+    /// [`DEFAULT_POLL_INTERVAL`](crate::tool::DEFAULT_POLL_INTERVAL), 1 s, the interval a tool
+    /// of this crate suggests unless it sets its own).
     pub fn with_default_poll_interval(mut self, interval: Duration) -> Self {
         self.default_poll_interval = interval;
         self

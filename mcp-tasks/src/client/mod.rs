@@ -115,8 +115,6 @@ pub use task::{TaskEnd, TaskHandle};
 use handler::Handler;
 use input::InputHandlers;
 
-/// The default pause between polls when the server gives no `pollIntervalMs`.
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The default lower bound of the pause between polls.
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// How many times a `tools/call` whose answer was lost to a transport failure is sent again
