@@ -291,6 +291,22 @@ pub mod __private {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::__private::{poll_interval_fits_default_ttl, ttl_fits_default_poll_interval};
+
+    #[test]
+    fn the_macro_checks_against_the_runtime_defaults_at_their_bounds() {
+        // tool::DEFAULT_POLL_INTERVAL is 1 s and tool::DEFAULT_TTL one hour.
+        assert!(ttl_fits_default_poll_interval(1_000));
+        assert!(!ttl_fits_default_poll_interval(999));
+        assert!(poll_interval_fits_default_ttl(3_600_000));
+        assert!(!poll_interval_fits_default_ttl(3_600_001));
+        assert!(ttl_fits_default_poll_interval(u64::MAX));
+        assert!(poll_interval_fits_default_ttl(0));
+    }
+}
+
 /// The README's Rust examples, compiled as doctests (with the `http` feature).
 #[cfg(all(doctest, feature = "http"))]
 #[doc = include_str!("../../README.md")]
