@@ -190,7 +190,7 @@ impl TaskClientBuilder {
     }
 
     /// Connects over any rmcp client transport (e.g. an in-process pipe), naming the
-    /// endpoint for [`TaskReference`]s.
+    /// endpoint for [`TaskReference`](super::TaskReference)s.
     ///
     /// # Errors
     /// [`ClientError::Connect`] when `server/discover` fails.

@@ -9,6 +9,9 @@ use serde_json::Value;
 
 use crate::errors;
 
+#[cfg(doc)]
+use super::TaskContext;
+
 /// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
 /// and how the [`TaskContext`] calls that wait on the client fail.
 #[derive(Debug, Clone, PartialEq)]
