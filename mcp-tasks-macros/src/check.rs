@@ -1,5 +1,7 @@
 //! Cross-field rules over the parsed model: an `async`, non-generic free fn; unique property
-//! names; unique `header` names; `poll_interval <= ttl`; `inline_budget` only on optional tools. Every violation
+//! names; unique `header` names; `poll_interval <= ttl` when both are written (against a
+//! runtime default, the generated code checks it: see `expand::default_timing`);
+//! `inline_budget` only on optional tools. Every violation
 //! goes to the same [`Sink`] as the parse errors, each at its own token; a rule that depends
 //! on an argument whose value was already reported as wrong is skipped, not checked against
 //! the default.
@@ -15,10 +17,6 @@ use crate::{
     model::{Mode, ParamKind, Tool, Ttl},
     sink::Sink,
 };
-
-/// The runtime's defaults (`mcp_tasks::tool::DEFAULT_TTL`, `DEFAULT_POLL_INTERVAL`).
-pub const DEFAULT_TTL_MS: u64 = 3_600_000;
-pub const DEFAULT_POLL_INTERVAL_MS: u64 = 1_000;
 
 pub fn check(tool: &Tool, sink: &Sink) {
     signature(tool, sink);
@@ -191,36 +189,21 @@ fn timing(tool: &Tool, errors: &Sink) {
     if args.unknown("ttl") || args.unknown("poll_interval") {
         return;
     }
-    let ttl = args
-        .ttl
-        .as_ref()
-        .map_or(Ttl::After(DEFAULT_TTL_MS), |t| t.value);
-    let poll = args
-        .poll_interval
-        .as_ref()
-        .map_or(DEFAULT_POLL_INTERVAL_MS, |p| p.value);
-    if let Ttl::After(ttl_ms) = ttl
-        && poll > ttl_ms
+    // The runtime owns the defaults; a value checked against one is checked by the generated
+    // code, at the user's compile time (`expand::default_timing`).
+    if let (Some(ttl), Some(poll)) = (&args.ttl, &args.poll_interval)
+        && let Ttl::After(ttl_ms) = ttl.value
+        && poll.value > ttl_ms
     {
-        let (ttl_text, poll_text) = (duration::format(ttl_ms), duration::format(poll));
-        match (&args.ttl, &args.poll_interval) {
-            (_, Some(p)) => errors.at(
-                p.span,
-                format!(
-                    "`poll_interval` ({poll_text}) is longer than {} ({ttl_text}): the task \
-                     would expire before a client polls it; shorten `poll_interval` or lengthen `ttl`",
-                    if args.ttl.is_some() { "`ttl`" } else { "the default `ttl`" },
-                ),
+        errors.at(
+            poll.span,
+            format!(
+                "`poll_interval` ({}) is longer than `ttl` ({}): the task would expire before a \
+                 client polls it; shorten `poll_interval` or lengthen `ttl`",
+                duration::format(poll.value),
+                duration::format(ttl_ms),
             ),
-            (Some(t), None) => errors.at(
-                t.span,
-                format!(
-                    "`ttl` ({ttl_text}) is shorter than the default `poll_interval` \
-                     ({poll_text}): set a shorter `poll_interval` or lengthen `ttl`"
-                ),
-            ),
-            (None, None) => {}
-        }
+        );
     }
     if let Some(budget) = &args.inline_budget
         && !args.unknown("mode")
@@ -289,20 +272,9 @@ mod tests {
               client polls it; shorten `poll_interval` or lengthen `ttl`"
             ]
         );
-        assert_eq!(
-            check_errors(quote! { poll_interval = "2h" }, item.clone()),
-            [
-                "`poll_interval` (2h) is longer than the default `ttl` (1h): the task would expire \
-              before a client polls it; shorten `poll_interval` or lengthen `ttl`"
-            ]
-        );
-        assert_eq!(
-            check_errors(quote! { ttl = "500ms" }, item.clone()),
-            [
-                "`ttl` (500ms) is shorter than the default `poll_interval` (1s): set a shorter \
-              `poll_interval` or lengthen `ttl`"
-            ]
-        );
+        // Against a default, the generated code checks (expand.rs), not this pass.
+        assert!(check_errors(quote! { poll_interval = "2h" }, item.clone()).is_empty());
+        assert!(check_errors(quote! { ttl = "500ms" }, item.clone()).is_empty());
         assert!(check_errors(quote! { ttl = "unlimited", poll_interval = "2h" }, item).is_empty());
     }
 

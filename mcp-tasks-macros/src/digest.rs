@@ -16,12 +16,9 @@ pub fn code_digest(item: &ItemFn) -> String {
     render(item.sig.output.to_token_stream(), &mut text);
     text.push_str(" | ");
     render(item.block.to_token_stream(), &mut text);
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+    let mut hash = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut hash, text.as_bytes());
+    format!("{:016x}", std::hash::Hasher::finish(&hash))
 }
 
 /// The tokens one per word, spans, spacing and trailing commas left out.

@@ -348,6 +348,7 @@ fn generate(tool: &Tool) -> TokenStream {
     let wrapping = local("__wrapping");
     let definition = local("__definition");
     let shape = local("__SHAPE");
+    let timing = default_timing(tool, &p);
     let call_fn = quote_spanned! {item.sig.ident.span()=>
         #p::returns::boxed(async move {
             #p::returns::ReturnOps::outcome(&#returns, #wrapping, #ident(#(#values),*).await)
@@ -356,6 +357,8 @@ fn generate(tool: &Tool) -> TokenStream {
 
     quote! {
         #item
+
+        #timing
 
         #[doc = #doc]
         #[allow(non_camel_case_types, dead_code)]
@@ -412,6 +415,43 @@ fn generate(tool: &Tool) -> TokenStream {
                 ::core::result::Result::Ok(#call_fn)
             }
         }
+    }
+}
+
+/// `poll_interval <= ttl` when one of them is the runtime's default: the runtime owns the
+/// defaults (`tool::DEFAULT_TTL`, `tool::DEFAULT_POLL_INTERVAL`), so the check is a constant
+/// the user's build evaluates against them, failing at the written value. Both written is
+/// `check.rs`'s; neither written needs no check (the runtime's defaults agree).
+fn default_timing(tool: &Tool, p: &TokenStream) -> TokenStream {
+    let args = &tool.args;
+    match (&args.ttl, &args.poll_interval) {
+        (Some(ttl), None) => {
+            let Ttl::After(ms) = ttl.value else {
+                return TokenStream::new();
+            };
+            let message = format!(
+                "`ttl` ({}) is shorter than the default `poll_interval` \
+                 (`mcp_tasks::tool::DEFAULT_POLL_INTERVAL`): set a shorter `poll_interval` or \
+                 lengthen `ttl`",
+                crate::duration::format(ms)
+            );
+            quote_spanned! {ttl.span=>
+                const _: () = ::core::assert!(#p::ttl_fits_default_poll_interval(#ms), #message);
+            }
+        }
+        (None, Some(poll)) => {
+            let ms = poll.value;
+            let message = format!(
+                "`poll_interval` ({}) is longer than the default `ttl` \
+                 (`mcp_tasks::tool::DEFAULT_TTL`): the task would expire before a client polls \
+                 it; shorten `poll_interval` or set a `ttl`",
+                crate::duration::format(ms)
+            );
+            quote_spanned! {poll.span=>
+                const _: () = ::core::assert!(#p::poll_interval_fits_default_ttl(#ms), #message);
+            }
+        }
+        _ => TokenStream::new(),
     }
 }
 

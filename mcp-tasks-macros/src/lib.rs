@@ -5,6 +5,8 @@
 //! generate (`expand.rs`); parse and check both write to one error sink (`sink.rs`), so one
 //! build reports every mistake.
 
+#![forbid(unsafe_code)]
+
 mod attr;
 mod check;
 mod digest;

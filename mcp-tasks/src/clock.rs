@@ -49,10 +49,22 @@ pub fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The last instant RFC 3339 can write (its years have four digits):
+/// `9999-12-31T23:59:59.999Z`.
+const MAX_RFC3339_MS: u64 = 253_402_300_799_999;
+
 /// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
-/// e.g. `2026-08-01T10:00:00.000Z` (docs/protocol.md §7 item 10).
+/// e.g. `2026-08-01T10:00:00.000Z` (docs/protocol.md §7 item 10). An instant past year 9999
+/// (a corrupt stored timestamp, a saturated deadline) is written as the last one RFC 3339
+/// has, never as a five-digit year and never with a panic.
+///
+/// Written here rather than taken from a date library: it is one total function of a `u64`
+/// (the civil-from-days algorithm below), which `humantime`'s formatter is not (it takes a
+/// `SystemTime`, whose arithmetic can overflow, and fails past year 9999), and `jiff` or
+/// `time` would add a date library to every build for these few lines.
 #[must_use]
 pub fn rfc3339(epoch_ms: u64) -> String {
+    let epoch_ms = epoch_ms.min(MAX_RFC3339_MS);
     let secs = epoch_ms / 1000;
     let ms = epoch_ms % 1000;
     let days = secs / 86_400;
@@ -87,6 +99,14 @@ mod tests {
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(1_785_578_400_123), "2026-08-01T10:00:00.123Z");
         assert_eq!(rfc3339(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(MAX_RFC3339_MS), "9999-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn past_year_9999_is_the_last_instant_rfc3339_has() {
+        for ms in [MAX_RFC3339_MS + 1, 253_402_300_800_000, u64::MAX] {
+            assert_eq!(rfc3339(ms), "9999-12-31T23:59:59.999Z", "{ms}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

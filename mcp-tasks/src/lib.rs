@@ -22,6 +22,7 @@
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "client")]
@@ -267,6 +268,43 @@ pub mod __private {
         tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},
         toolkit::{Toolkit, ToolkitError},
     };
+
+    /// Whether a `ttl` of `ttl_ms` is at least [`DEFAULT_POLL_INTERVAL`]: `#[task_tool]`
+    /// checks a `ttl` written without a `poll_interval` with it, at compile time.
+    ///
+    /// [`DEFAULT_POLL_INTERVAL`]: crate::tool::DEFAULT_POLL_INTERVAL
+    #[must_use]
+    pub const fn ttl_fits_default_poll_interval(ttl_ms: u64) -> bool {
+        crate::tool::DEFAULT_POLL_INTERVAL.as_millis() <= ttl_ms as u128
+    }
+
+    /// Whether a `poll_interval` of `poll_ms` is at most [`DEFAULT_TTL`]: `#[task_tool]`
+    /// checks a `poll_interval` written without a `ttl` with it, at compile time.
+    ///
+    /// [`DEFAULT_TTL`]: crate::tool::DEFAULT_TTL
+    #[must_use]
+    pub const fn poll_interval_fits_default_ttl(poll_ms: u64) -> bool {
+        match crate::tool::DEFAULT_TTL {
+            Ttl::After(ttl) => poll_ms as u128 <= ttl.as_millis(),
+            Ttl::Unlimited => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::__private::{poll_interval_fits_default_ttl, ttl_fits_default_poll_interval};
+
+    #[test]
+    fn the_macro_checks_against_the_runtime_defaults_at_their_bounds() {
+        // tool::DEFAULT_POLL_INTERVAL is 1 s and tool::DEFAULT_TTL one hour.
+        assert!(ttl_fits_default_poll_interval(1_000));
+        assert!(!ttl_fits_default_poll_interval(999));
+        assert!(poll_interval_fits_default_ttl(3_600_000));
+        assert!(!poll_interval_fits_default_ttl(3_600_001));
+        assert!(ttl_fits_default_poll_interval(u64::MAX));
+        assert!(poll_interval_fits_default_ttl(0));
+    }
 }
 
 /// The README's Rust examples, compiled as doctests (with the `http` feature).

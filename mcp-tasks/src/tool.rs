@@ -5,7 +5,7 @@
 //! `#[task_tool]` implements [`TaskTool`] for a generated struct; a hand-written
 //! implementation is just as valid.
 
-use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+use std::{borrow::Cow, fmt, hash::Hasher as _, sync::Arc, time::Duration};
 
 pub mod headers;
 
@@ -67,10 +67,38 @@ impl Ttl {
     }
 }
 
-/// Default `ttlMs` of a tool's tasks: one hour.
+/// The default `ttlMs` of a tool's tasks, one hour, unless the tool sets its own
+/// ([`ToolDefinition::with_ttl`], `#[task_tool(ttl = "..")]`). `#[task_tool]` checks a
+/// `poll_interval` written without a `ttl` against it.
 pub const DEFAULT_TTL: Ttl = Ttl::After(Duration::from_secs(3600));
-/// Default `pollIntervalMs` of a tool's tasks: one second.
+/// The default poll interval, one second: the `pollIntervalMs` a tool's tasks suggest unless
+/// the tool sets its own ([`ToolDefinition::with_poll_interval`], `#[task_tool(poll_interval =
+/// "..")]`), and the pause the task client (`client::TaskClient`, feature `client`) takes
+/// between polls when a server suggests none. The one constant for both: `#[task_tool]` checks a `ttl`
+/// written without a `poll_interval` against it.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The longest tool name, in characters (the MCP tool-name rule).
+pub const MAX_TOOL_NAME_LEN: usize = 128;
+
+/// What breaks the MCP rule for tool names in `name` (1 to [`MAX_TOOL_NAME_LEN`] characters,
+/// each an ASCII letter, digit, `_`, `-` or `.`), or `None` when it follows it. The same rule
+/// as the `#[task_tool]` macro's (`attr::check_tool_name` there), which cannot share code
+/// with the runtime.
+pub(crate) fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_TOOL_NAME_LEN {
+        Some("it is longer than 128 characters")
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        Some("it contains a character other than an ASCII letter, digit, `_`, `-` or `.`")
+    } else {
+        None
+    }
+}
 
 /// A tool's description on the wire plus how it runs as a task.
 #[derive(Debug, Clone)]
@@ -144,7 +172,7 @@ impl ToolDefinition {
         }
         digest.field(json.as_bytes());
         digest.field(code.as_bytes());
-        self.version = Cow::Owned(format!("{:016x}", digest.0));
+        self.version = Cow::Owned(format!("{:016x}", digest.finish()));
         self
     }
 
@@ -255,8 +283,10 @@ impl ToolDefinition {
 
     /// Checks the rules a definition must follow; the toolkit calls it on registration.
     pub(crate) fn validate(&self) -> Result<(), DefinitionError> {
-        if self.name().is_empty() {
-            return Err(DefinitionError::EmptyName);
+        if name_problem(self.name()).is_some() {
+            return Err(DefinitionError::InvalidName {
+                name: self.name().to_owned(),
+            });
         }
         if self.tool.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
             return Err(DefinitionError::InputSchemaNotObject);
@@ -283,24 +313,22 @@ impl ToolDefinition {
     }
 }
 
-/// 64-bit FNV-1a, each field followed by its length so that fields cannot run together.
-struct Fnv1a(u64);
+/// 64-bit FNV-1a (the `fnv` crate, which the macro's code digest uses too), each field
+/// followed by its length so that fields cannot run together.
+struct Fnv1a(fnv::FnvHasher);
 
 impl Fnv1a {
     fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 ^= u64::from(*byte);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        Self(fnv::FnvHasher::default())
     }
 
     fn field(&mut self, bytes: &[u8]) {
-        self.bytes(bytes);
-        self.bytes(&(bytes.len() as u64).to_le_bytes());
+        self.0.write(bytes);
+        self.0.write(&(bytes.len() as u64).to_le_bytes());
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.finish()
     }
 }
 
@@ -503,4 +531,79 @@ pub trait TaskTool: Send + Sync + 'static {
     /// # Errors
     /// An [`ArgumentError`] naming the field and what was expected.
     fn call(&self, ctx: TaskContext, arguments: JsonObject) -> Result<ToolFuture, ArgumentError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn definition(name: &str) -> ToolDefinition {
+        let schema = JsonObject::from_iter([("type".to_owned(), "object".into())]);
+        ToolDefinition::new(name.to_owned(), schema)
+    }
+
+    fn name_error(name: &str) -> Option<String> {
+        match definition(name).validate() {
+            Ok(()) => None,
+            Err(error @ DefinitionError::InvalidName { .. }) => Some(error.to_string()),
+            Err(other) => panic!("{name:?}: not a name error: {other}"),
+        }
+    }
+
+    #[test]
+    fn tool_names_follow_the_macro_rule() {
+        for valid in ["a", "get_weather", "search.deep", "v2-report", "A.b_c-9"] {
+            assert_eq!(name_error(valid), None, "{valid:?}");
+        }
+        assert_eq!(name_error(&"x".repeat(MAX_TOOL_NAME_LEN)), None);
+        for (invalid, problem) in [
+            ("", "it is empty"),
+            ("two words", "it contains a character other than"),
+            ("café", "it contains a character other than"),
+            ("a/b", "it contains a character other than"),
+            ("tool:x", "it contains a character other than"),
+        ] {
+            let message = name_error(invalid).unwrap_or_else(|| panic!("{invalid:?} accepted"));
+            assert!(
+                message.starts_with(&format!("invalid tool name: {problem}")),
+                "{invalid:?}: {message}"
+            );
+            assert!(
+                message.ends_with("use 1 to 128 characters of `A-Z`, `a-z`, `0-9`, `_`, `-`, `.`"),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            name_error(&"x".repeat(MAX_TOOL_NAME_LEN + 1)).as_deref(),
+            Some(
+                "invalid tool name: it is longer than 128 characters; use 1 to 128 characters \
+                 of `A-Z`, `a-z`, `0-9`, `_`, `-`, `.`"
+            )
+        );
+    }
+}
+
+#[cfg(test)]
+mod digest_tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_version_is_pinned() {
+        // Versions are stored with tasks: a change of this value fails every resumable task
+        // across an upgrade, so it may only change on purpose.
+        let schema = JsonObject::from_iter([
+            ("type".to_owned(), "object".into()),
+            (
+                "properties".to_owned(),
+                serde_json::json!({ "b": { "type": "integer" }, "a": { "type": "string" } }),
+            ),
+        ]);
+        let definition = ToolDefinition::new("job", schema)
+            .with_output_schema(JsonObject::from_iter([(
+                "type".to_owned(),
+                "object".into(),
+            )]))
+            .with_digest_version("da00bd4250e888dc");
+        assert_eq!(definition.version(), "4a38d4955629de14");
+    }
 }

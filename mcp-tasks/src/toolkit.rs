@@ -20,7 +20,7 @@ pub enum ToolkitError {
     /// A tool's definition breaks a rule.
     #[error("tool `{tool}`: {problem}")]
     InvalidDefinition {
-        /// The tool's wire name (empty when that is the problem).
+        /// The tool's wire name (as given, when that is the problem).
         tool: String,
         /// What is wrong.
         problem: DefinitionError,
@@ -31,9 +31,17 @@ pub enum ToolkitError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DefinitionError {
-    /// The wire name is empty.
-    #[error("a tool name must not be empty")]
-    EmptyName,
+    /// The wire name breaks the MCP rule for tool names, 1 to
+    /// [`MAX_TOOL_NAME_LEN`](crate::tool::MAX_TOOL_NAME_LEN) characters of ASCII letters,
+    /// digits, `_`, `-` and `.` (the rule `#[task_tool]` checks at compile time).
+    #[error(
+        "invalid tool name: {}; use 1 to 128 characters of `A-Z`, `a-z`, `0-9`, `_`, `-`, `.`",
+        crate::tool::name_problem(name).unwrap_or("it breaks the tool name rule")
+    )]
+    InvalidName {
+        /// The name as given.
+        name: String,
+    },
     /// The input schema's root is not `"type": "object"` (e.g. an `#[args]` enum).
     #[error("the input schema's root must be `\"type\": \"object\"`")]
     InputSchemaNotObject,

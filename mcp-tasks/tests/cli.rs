@@ -331,9 +331,9 @@ async fn usage_errors_exit_4_with_a_reason() {
     held.bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let nobody = format!("http://{}/mcp", held.local_addr().unwrap());
     for (args, expected) in [
-        (&["call"][..], "missing <target>"),
-        (&["call", nobody.as_str()], "`call` needs <tool>"),
-        (&["frob", nobody.as_str()], "unknown command `frob`"),
+        (&["call"][..], "required arguments were not provided"),
+        (&["call", nobody.as_str()], "`call` needs <TOOL>"),
+        (&["frob", nobody.as_str()], "unrecognized subcommand 'frob'"),
         (&["get", "ftp://x", "id"], "invalid target"),
     ] {
         let run = run(args, "").await;
@@ -350,5 +350,5 @@ async fn usage_errors_exit_4_with_a_reason() {
     );
     let help = run(&["--help"], "").await;
     assert_eq!(help.code, 0);
-    assert!(help.stdout.contains("exit codes"));
+    assert!(help.stdout.contains("Exit codes"), "{}", help.stdout);
 }

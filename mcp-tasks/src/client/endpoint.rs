@@ -97,6 +97,15 @@ impl Endpoint {
     }
 }
 
+/// A [`Endpoint::Named`] endpoint: the name of a transport the application connected itself.
+impl From<&str> for Endpoint {
+    fn from(name: &str) -> Self {
+        Self::Named {
+            name: name.to_owned(),
+        }
+    }
+}
+
 impl std::fmt::Display for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

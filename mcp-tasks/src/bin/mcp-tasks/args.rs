@@ -1,28 +1,131 @@
-//! Command-line parsing, by hand: a handful of subcommands and flags.
+//! The command line, parsed by clap (derive): five subcommands, their flags, and where the
+//! server is, an URL before the operands or a command after `--`.
 
+use clap::{Args, CommandFactory, Parser, Subcommand, error::ErrorKind};
 use mcp_tasks::client::Endpoint;
 use serde_json::{Map, Value};
 
-pub const USAGE: &str = "\
-mcp-tasks: call MCP tools and follow their tasks (io.modelcontextprotocol/tasks)
-
-usage:
-  mcp-tasks tools  <target>
-  mcp-tasks call   <target> <tool> [--arg key=value]... [--json '{...}'] [--raw]
-  mcp-tasks get    <target> <task-id>
-  mcp-tasks cancel <target> <task-id>
-  mcp-tasks resume <target> <task-id> [--raw]
-
-<target> is an http(s)://host:port/mcp URL, or `-- <command> <args>` (a stdio server),
+/// What `--help` prints after the options.
+const AFTER_HELP: &str = "\
+The server is an http(s)://host:port/mcp URL, or `-- <command> <args>` (a stdio server),
 which comes last: mcp-tasks call greet --arg name=Ada -- ./my-server --flag
 
-  --arg key=value  one argument; the value is taken as the tool's schema says
-                   (a string for string properties, else JSON if it parses, else a string)
-  --json '{...}'   arguments as one JSON object (--arg values override its keys)
-  --raw            print the result as JSON instead of its text
-
-exit codes: 0 completed, 1 the tool reported an error (isError), 2 the task failed,
+Exit codes: 0 completed, 1 the tool reported an error (isError), 2 the task failed,
             3 cancelled (Ctrl-C sends tasks/cancel), 4 usage, connection or protocol error";
+
+/// Call MCP tools and follow their tasks (io.modelcontextprotocol/tasks).
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcp-tasks",
+    version,
+    after_help = AFTER_HELP,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// List the server's tools: name, whether it may run as a task, description.
+    #[command(override_usage = "mcp-tasks tools <URL>\n       mcp-tasks tools -- <COMMAND>...")]
+    Tools {
+        /// The server's MCP endpoint (or give the server command after `--`).
+        #[arg(value_name = "URL")]
+        url: Option<String>,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Call a tool and follow it to its end (inline or as a task), answering its questions.
+    #[command(override_usage = "mcp-tasks call <URL> <TOOL> [OPTIONS]\n       \
+                                mcp-tasks call <TOOL> [OPTIONS] -- <COMMAND>...")]
+    Call {
+        #[command(flatten)]
+        operands: ToolOperands,
+        /// One argument; the value is taken as the tool's schema says (a string for string
+        /// properties, else JSON if it parses, else a string). Repeatable.
+        #[arg(long = "arg", value_name = "KEY=VALUE", value_parser = key_value)]
+        args: Vec<(String, String)>,
+        /// The arguments as one JSON object (`--arg` values override its keys).
+        #[arg(long, value_name = "OBJECT", value_parser = json_object)]
+        json: Option<Map<String, Value>>,
+        /// Print the result as JSON instead of its text.
+        #[arg(long)]
+        raw: bool,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Print a task's current snapshot as JSON.
+    #[command(override_usage = "mcp-tasks get <URL> <TASK_ID>\n       \
+                                mcp-tasks get <TASK_ID> -- <COMMAND>...")]
+    Get {
+        #[command(flatten)]
+        operands: TaskOperands,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Ask the server to cancel a task (tasks/cancel).
+    #[command(override_usage = "mcp-tasks cancel <URL> <TASK_ID>\n       \
+                                mcp-tasks cancel <TASK_ID> -- <COMMAND>...")]
+    Cancel {
+        #[command(flatten)]
+        operands: TaskOperands,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Follow a task to its end, answering its questions.
+    #[command(override_usage = "mcp-tasks resume <URL> <TASK_ID> [--raw]\n       \
+                                mcp-tasks resume <TASK_ID> [--raw] -- <COMMAND>...")]
+    Resume {
+        #[command(flatten)]
+        operands: TaskOperands,
+        /// Print the result as JSON instead of its text.
+        #[arg(long)]
+        raw: bool,
+        #[command(flatten)]
+        server: Server,
+    },
+    /// Print a completion script for a shell, e.g. `mcp-tasks completions bash >
+    /// ~/.local/share/bash-completion/completions/mcp-tasks`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// The positional words of `call` before `--`: the URL (left out when the server comes
+/// after `--`), then the tool.
+#[derive(Debug, Args)]
+struct ToolOperands {
+    /// The server's MCP endpoint URL; or the tool, when the server comes after `--`.
+    #[arg(value_name = "URL")]
+    first: String,
+    /// The tool's name (after the URL).
+    #[arg(value_name = "TOOL")]
+    second: Option<String>,
+}
+
+/// The positional words of `get`, `cancel` and `resume` before `--`: the URL (left out when
+/// the server comes after `--`), then the task id.
+#[derive(Debug, Args)]
+struct TaskOperands {
+    /// The server's MCP endpoint URL; or the task id, when the server comes after `--`.
+    #[arg(value_name = "URL")]
+    first: String,
+    /// The task id (after the URL).
+    #[arg(value_name = "TASK_ID")]
+    second: Option<String>,
+}
+
+/// A stdio server: the command after `--`.
+#[derive(Debug, Args)]
+struct Server {
+    /// A stdio server to start instead of an URL: its command and arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,112 +153,193 @@ pub enum Command {
         task_id: String,
         raw: bool,
     },
-    Help,
+    Completions {
+        shell: clap_complete::Shell,
+    },
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(args: &[String]) -> Result<Command, String> {
-    let Some((command, rest)) = args.split_first() else {
-        return Ok(Command::Help);
+/// Writes the completion script of `shell` for this command line.
+pub fn completions(shell: clap_complete::Shell, out: &mut dyn std::io::Write) {
+    clap_complete::generate(shell, &mut Cli::command(), "mcp-tasks", out);
+}
+
+/// How parsing the command line ended when it did not give a [`Command`].
+#[derive(Debug)]
+pub enum Stop {
+    /// `--help`, `--version`, `help`, or no arguments at all: print this on stdout, exit 0.
+    Info(String),
+    /// A usage error, rendered by clap (with the usage line): print it on stderr, exit 4.
+    Usage(String),
+}
+
+/// Parses `argv` (the program name first).
+///
+/// # Errors
+/// [`Stop`] for help and version requests, and for usage errors.
+pub fn parse<I, T>(argv: I) -> Result<Command, Stop>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let stop = |error: clap::Error| match error.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            Stop::Info(error.render().to_string())
+        }
+        _ => Stop::Usage(error.render().to_string()),
     };
-    if matches!(command.as_str(), "-h" | "--help" | "help") {
-        return Ok(Command::Help);
-    }
-    // `--` and what follows is a stdio target; otherwise the first positional is the URL.
-    let (before, stdio) = match rest.iter().position(|a| a == "--") {
-        Some(at) => (&rest[..at], Some(&rest[at..])),
-        None => (rest, None),
-    };
-    let mut positional = Vec::new();
-    let mut args_kv = Vec::new();
-    let mut json = None;
-    let mut raw = false;
-    let mut it = before.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--arg" => {
-                let kv = it.next().ok_or("--arg needs key=value")?;
-                let (key, value) = kv
-                    .split_once('=')
-                    .ok_or_else(|| format!("--arg {kv}: expected key=value"))?;
-                if key.is_empty() {
-                    return Err(format!("--arg {kv}: the key is empty"));
-                }
-                args_kv.push((key.to_owned(), value.to_owned()));
+    let cli = Cli::try_parse_from(argv).map_err(stop)?;
+    cli.resolve().map_err(stop)
+}
+
+impl Cli {
+    /// The command, with its server resolved: the URL among the operands, or the command
+    /// after `--`.
+    fn resolve(self) -> Result<Command, clap::Error> {
+        Ok(match self.command {
+            Sub::Tools { url, server } => {
+                let target = match (url, server.command.is_empty()) {
+                    (Some(url), true) => http(&url, "tools")?,
+                    (None, false) => stdio(server.command, "tools")?,
+                    (Some(url), false) => {
+                        return Err(usage(
+                            "tools",
+                            ErrorKind::ArgumentConflict,
+                            format!(
+                                "both an URL (`{url}`) and a server command after `--`: give one"
+                            ),
+                        ));
+                    }
+                    (None, true) => return Err(missing_target("tools")),
+                };
+                Command::Tools { target }
             }
-            "--json" => {
-                let text = it.next().ok_or("--json needs a JSON object")?;
-                match serde_json::from_str::<Value>(text) {
-                    Ok(Value::Object(map)) => json = Some(map),
-                    Ok(_) => return Err(format!("--json {text}: expected a JSON object")),
-                    Err(error) => return Err(format!("--json {text}: {error}")),
-                }
-            }
-            "--raw" => raw = true,
-            flag if flag.starts_with("--") => return Err(format!("unknown option `{flag}`")),
-            _ => positional.push(arg.clone()),
-        }
-    }
-    let target = match stdio {
-        Some(stdio) => Endpoint::parse(stdio).map_err(|e| e.to_string())?,
-        None => {
-            if positional.is_empty() {
-                return Err("missing <target>: an http(s)://…/mcp URL or `-- <command>`".into());
-            }
-            let url = positional.remove(0);
-            Endpoint::parse(&[url]).map_err(|e| e.to_string())?
-        }
-    };
-    let only_flags = |allowed_raw: bool| -> Result<(), String> {
-        if !args_kv.is_empty() || json.is_some() {
-            return Err(format!("`{command}` takes no --arg or --json"));
-        }
-        if raw && !allowed_raw {
-            return Err(format!("`{command}` takes no --raw"));
-        }
-        Ok(())
-    };
-    let one = |what: &str, positional: &mut Vec<String>| -> Result<String, String> {
-        match positional.len() {
-            0 => Err(format!("`{command}` needs <{what}>")),
-            1 => Ok(positional.remove(0)),
-            _ => Err(format!("unexpected argument `{}`", positional[1])),
-        }
-    };
-    match command.as_str() {
-        "tools" => {
-            only_flags(false)?;
-            if let Some(extra) = positional.first() {
-                return Err(format!("unexpected argument `{extra}`"));
-            }
-            Ok(Command::Tools { target })
-        }
-        "call" => {
-            let tool = one("tool", &mut positional)?;
-            Ok(Command::Call {
-                target,
-                tool,
-                args: args_kv,
+            Sub::Call {
+                operands,
+                args,
                 json,
                 raw,
-            })
-        }
-        "get" | "cancel" | "resume" => {
-            only_flags(command == "resume")?;
-            let task_id = one("task-id", &mut positional)?;
-            Ok(match command.as_str() {
-                "get" => Command::Get { target, task_id },
-                "cancel" => Command::Cancel { target, task_id },
-                _ => Command::Resume {
+                server,
+            } => {
+                let (target, tool) =
+                    place(operands.first, operands.second, "call", "TOOL", server)?;
+                Command::Call {
+                    target,
+                    tool,
+                    args,
+                    json,
+                    raw,
+                }
+            }
+            Sub::Get { operands, server } => {
+                let (target, task_id) =
+                    place(operands.first, operands.second, "get", "TASK_ID", server)?;
+                Command::Get { target, task_id }
+            }
+            Sub::Cancel { operands, server } => {
+                let (target, task_id) =
+                    place(operands.first, operands.second, "cancel", "TASK_ID", server)?;
+                Command::Cancel { target, task_id }
+            }
+            Sub::Resume {
+                operands,
+                raw,
+                server,
+            } => {
+                let (target, task_id) =
+                    place(operands.first, operands.second, "resume", "TASK_ID", server)?;
+                Command::Resume {
                     target,
                     task_id,
                     raw,
-                },
-            })
+                }
+            }
+            Sub::Completions { shell } => Command::Completions { shell },
+        })
+    }
+}
+
+/// The server and the operand from the positional words: `<URL> <operand>`, or `<operand>`
+/// with the server after `--`.
+fn place(
+    first: String,
+    second: Option<String>,
+    sub: &str,
+    operand: &str,
+    server: Server,
+) -> Result<(Endpoint, String), clap::Error> {
+    match (Some(first), second, server.command.is_empty()) {
+        (Some(url), Some(value), true) => Ok((http(&url, sub)?, value)),
+        (Some(value), None, false) => Ok((stdio(server.command, sub)?, value)),
+        (Some(url), None, true) if url.contains("://") => {
+            http(&url, sub)?;
+            Err(usage(
+                sub,
+                ErrorKind::MissingRequiredArgument,
+                format!("`{sub}` needs <{operand}> after the URL"),
+            ))
         }
-        other => Err(format!(
-            "unknown command `{other}`; expected tools, call, get, cancel or resume"
+        (Some(_), None, true) => Err(missing_target(sub)),
+        (Some(_), Some(extra), false) => Err(usage(
+            sub,
+            ErrorKind::UnknownArgument,
+            format!(
+                "unexpected argument `{extra}`: with a server command after `--`, no URL \
+                     comes before <{operand}>"
+            ),
         )),
+        // clap requires at least one word.
+        (None, _, _) => Err(missing_target(sub)),
+    }
+}
+
+fn http(url: &str, sub: &str) -> Result<Endpoint, clap::Error> {
+    Endpoint::parse(&[url.to_owned()])
+        .map_err(|error| usage(sub, ErrorKind::ValueValidation, error.to_string()))
+}
+
+fn stdio(command: Vec<String>, sub: &str) -> Result<Endpoint, clap::Error> {
+    let mut args = vec!["--".to_owned()];
+    args.extend(command);
+    Endpoint::parse(&args)
+        .map_err(|error| usage(sub, ErrorKind::ValueValidation, error.to_string()))
+}
+
+fn missing_target(sub: &str) -> clap::Error {
+    usage(
+        sub,
+        ErrorKind::MissingRequiredArgument,
+        "missing the server: an http(s)://…/mcp URL, or `-- <command> <args>` last".to_owned(),
+    )
+}
+
+/// A usage error of subcommand `sub`, rendered by clap with that subcommand's usage.
+fn usage(sub: &str, kind: ErrorKind, message: String) -> clap::Error {
+    let mut root = Cli::command();
+    match root.find_subcommand_mut(sub) {
+        Some(command) => command.error(kind, message),
+        None => root.error(kind, message),
+    }
+}
+
+/// `--arg key=value`.
+fn key_value(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| "expected key=value".to_owned())?;
+    if key.is_empty() {
+        return Err("the key is empty".to_owned());
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
+/// `--json '{...}'`.
+fn json_object(text: &str) -> Result<Map<String, Value>, String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("expected a JSON object".to_owned()),
+        Err(error) => Err(error.to_string()),
     }
 }
 
@@ -187,9 +371,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse_str(line: &str) -> Result<Command, String> {
-        let args: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-        parse(&args)
+    fn parse_str(line: &str) -> Result<Command, Stop> {
+        parse(std::iter::once("mcp-tasks").chain(line.split_whitespace()))
+    }
+
+    fn usage_error(line: &str) -> String {
+        match parse_str(line) {
+            Err(Stop::Usage(text)) => text,
+            other => panic!("{line}: not a usage error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -215,6 +410,16 @@ mod tests {
             }
         );
         assert_eq!(
+            parse_str("call --raw http://h/mcp t --json {\"a\":1} --arg b=2").unwrap(),
+            Command::Call {
+                target: Endpoint::http("http://h/mcp"),
+                tool: "t".into(),
+                args: vec![("b".into(), "2".into())],
+                json: json!({ "a": 1 }).as_object().cloned(),
+                raw: true,
+            }
+        );
+        assert_eq!(
             parse_str("resume http://h/mcp t1").unwrap(),
             Command::Resume {
                 target: Endpoint::http("http://h/mcp"),
@@ -222,26 +427,97 @@ mod tests {
                 raw: false
             }
         );
+        assert_eq!(
+            parse_str("tools -- ./srv -v").unwrap(),
+            Command::Tools {
+                target: Endpoint::stdio("./srv", ["-v"]),
+            }
+        );
+        assert_eq!(
+            parse_str("cancel t9 -- ./srv").unwrap(),
+            Command::Cancel {
+                target: Endpoint::stdio("./srv", Vec::<String>::new()),
+                task_id: "t9".into(),
+            }
+        );
     }
 
     #[test]
     fn mistakes_are_explained() {
         for (line, expected) in [
-            ("call http://h/mcp", "`call` needs <tool>"),
-            ("call http://h/mcp t --arg x", "--arg x: expected key=value"),
+            ("call http://h/mcp", "`call` needs <TOOL> after the URL"),
+            (
+                "call http://h/mcp t --arg x",
+                "invalid value 'x' for '--arg <KEY=VALUE>': expected key=value",
+            ),
+            ("call http://h/mcp t --arg =1", "the key is empty"),
             ("call http://h/mcp t --json [1]", "expected a JSON object"),
-            ("call http://h/mcp t --bogus", "unknown option `--bogus`"),
-            ("get http://h/mcp", "`get` needs <task-id>"),
-            ("get http://h/mcp a b", "unexpected argument `b`"),
-            ("cancel http://h/mcp a --raw", "`cancel` takes no --raw"),
+            (
+                "call http://h/mcp t --bogus",
+                "unexpected argument '--bogus'",
+            ),
+            ("get http://h/mcp", "`get` needs <TASK_ID>"),
+            ("get http://h/mcp a b", "unexpected argument 'b'"),
+            ("cancel http://h/mcp a --raw", "unexpected argument '--raw'"),
             ("tools ftp://h", "invalid target"),
-            ("tools", "missing <target>"),
-            ("frob http://h/mcp", "unknown command `frob`"),
-            ("call t --", "must be followed by the server command"),
+            ("get ftp://x id", "invalid target"),
+            ("tools", "missing the server"),
+            ("call greet", "missing the server"),
+            ("call t --", "missing the server"),
+            ("call http://h/mcp t -- ./srv", "unexpected argument `t`"),
+            ("tools http://h/mcp -- ./srv", "both an URL"),
+            ("frob http://h/mcp", "unrecognized subcommand 'frob'"),
         ] {
-            let error = parse_str(line).unwrap_err();
+            let error = usage_error(line);
             assert!(error.contains(expected), "{line}: {error}");
+            assert!(
+                error.contains("try '--help'"),
+                "{line}: no pointer to --help: {error}"
+            );
         }
+    }
+
+    #[test]
+    fn help_and_version_are_information() {
+        for line in ["--help", "-h", "help", "", "call --help", "--version"] {
+            match parse_str(line) {
+                Err(Stop::Info(text)) => assert!(!text.is_empty(), "{line:?}"),
+                other => panic!("{line:?}: {other:?}"),
+            }
+        }
+        let Err(Stop::Info(help)) = parse_str("--help") else {
+            unreachable!("checked above")
+        };
+        for word in ["tools", "call", "get", "cancel", "resume", "Exit codes"] {
+            assert!(help.contains(word), "{word}: {help}");
+        }
+        let Err(Stop::Info(call)) = parse_str("call --help") else {
+            unreachable!("checked above")
+        };
+        for word in [
+            "--arg <KEY=VALUE>",
+            "--json <OBJECT>",
+            "--raw",
+            "-- <COMMAND>...",
+        ] {
+            assert!(call.contains(word), "{word}: {call}");
+        }
+    }
+
+    #[test]
+    fn completions_cover_every_subcommand_and_flag() {
+        let Ok(Command::Completions { shell }) = parse_str("completions bash") else {
+            panic!("`completions bash` does not parse")
+        };
+        let mut script = Vec::new();
+        completions(shell, &mut script);
+        let script = String::from_utf8(script).expect("a script is text");
+        for word in [
+            "tools", "call", "get", "cancel", "resume", "--arg", "--json", "--raw",
+        ] {
+            assert!(script.contains(word), "{word} is not completed");
+        }
+        assert!(matches!(parse_str("completions tcsh"), Err(Stop::Usage(_))));
     }
 
     #[test]

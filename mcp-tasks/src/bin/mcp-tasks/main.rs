@@ -3,6 +3,8 @@
 //! See `mcp-tasks --help` and the README. Exit codes: 0 completed, 1 the tool reported an
 //! error (`isError`), 2 the task failed, 3 cancelled, 4 usage, connection or protocol error.
 
+#![forbid(unsafe_code)]
+
 mod args;
 mod prompt;
 
@@ -25,15 +27,14 @@ const AFTER_CANCEL: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let command = match args::parse(&argv) {
-        Ok(Command::Help) => {
-            println!("{}", args::USAGE);
+    let command = match args::parse(std::env::args_os()) {
+        Ok(command) => command,
+        Err(args::Stop::Info(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
         }
-        Ok(command) => command,
-        Err(message) => {
-            eprintln!("mcp-tasks: {message}\n\n{}", args::USAGE);
+        Err(args::Stop::Usage(text)) => {
+            eprint!("{text}");
             return ExitCode::from(ERROR);
         }
     };
@@ -101,7 +102,10 @@ async fn connect(target: &Endpoint) -> Result<TaskClient, ClientError> {
 
 async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientError> {
     match command {
-        Command::Help => Ok(COMPLETED),
+        Command::Completions { shell } => {
+            args::completions(shell, &mut std::io::stdout());
+            Ok(COMPLETED)
+        }
         Command::Tools { target } => {
             let client = connect(&target).await?;
             let tasks = client.server_supports_tasks();

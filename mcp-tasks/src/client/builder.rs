@@ -1,0 +1,266 @@
+//! [`TaskClientBuilder`]: input handlers, polling bounds, client info, then a transport.
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::{
+    RoleClient,
+    model::{
+        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+        ElicitRequestParams, ElicitResult, Implementation, JsonObject, ListRootsResult,
+        ProtocolVersion, RequestMetaObject,
+    },
+    service::{ClientLifecycleMode, ClientServiceExt},
+    transport::IntoTransport,
+};
+use tokio::sync::Mutex;
+
+use super::{
+    ClientError, Endpoint, Inner, InputAnswer, InputContext, MAX_INPUT_ROUNDS, MAX_INPUT_WAIT,
+    MIN_POLL_INTERVAL, TaskClient, handler::Handler, input::InputHandlers,
+};
+
+/// Builds a [`TaskClient`]: input handlers, polling bounds, then a transport.
+#[must_use]
+#[derive(Debug)]
+pub struct TaskClientBuilder {
+    handlers: InputHandlers,
+    client_info: Implementation,
+    min_poll_interval: Duration,
+    default_poll_interval: Duration,
+    max_input_rounds: usize,
+    max_input_wait: Duration,
+}
+
+impl Default for TaskClientBuilder {
+    fn default() -> Self {
+        Self {
+            handlers: InputHandlers::default(),
+            client_info: Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")),
+            min_poll_interval: MIN_POLL_INTERVAL,
+            default_poll_interval: crate::tool::DEFAULT_POLL_INTERVAL,
+            max_input_rounds: MAX_INPUT_ROUNDS,
+            max_input_wait: MAX_INPUT_WAIT,
+        }
+    }
+}
+
+impl TaskClientBuilder {
+    /// Sets the name and version the client reports (`clientInfo`).
+    pub fn with_client_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.client_info = Implementation::new(name.into(), version.into());
+        self
+    }
+
+    /// Answers `elicitation/create` requests. Without it they are declined with
+    /// `{"action":"cancel"}`.
+    pub fn with_elicitation<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(ElicitRequestParams, InputContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputAnswer<ElicitResult>> + Send + 'static,
+    {
+        self.handlers.set_elicitation(handler);
+        self
+    }
+
+    /// Answers `sampling/createMessage` requests, and declares `sampling`.
+    pub fn with_sampling<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(CreateMessageRequestParams, InputContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputAnswer<CreateMessageResult>> + Send + 'static,
+    {
+        self.handlers.set_sampling(handler);
+        self
+    }
+
+    /// Answers `roots/list` requests, and declares `roots`.
+    pub fn with_roots<F, Fut>(mut self, handler: F) -> Self
+    where
+        F: Fn(InputContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = InputAnswer<ListRootsResult>> + Send + 'static,
+    {
+        self.handlers.set_roots(handler);
+        self
+    }
+
+    /// The shortest pause between two polls, whatever `pollIntervalMs` says (default 10 ms).
+    pub fn with_min_poll_interval(mut self, interval: Duration) -> Self {
+        self.min_poll_interval = interval;
+        self
+    }
+
+    /// The pause between polls when the server suggests none (default
+    /// [`DEFAULT_POLL_INTERVAL`](crate::tool::DEFAULT_POLL_INTERVAL), 1 s, the interval a tool
+    /// of this crate suggests unless it sets its own).
+    pub fn with_default_poll_interval(mut self, interval: Duration) -> Self {
+        self.default_poll_interval = interval;
+        self
+    }
+
+    /// How many `input_required` rounds one `tools/call` may take (default 10).
+    pub fn with_max_input_rounds(mut self, rounds: usize) -> Self {
+        self.max_input_rounds = rounds;
+        self
+    }
+
+    /// How long a call that has no task yet waits for its input handlers (default 5 min,
+    /// [`MAX_INPUT_WAIT`]). While every handler of an `input_required` round answers "later"
+    /// (`Ok(None)`), the handlers are asked again every default poll interval (without a
+    /// request to the server, whose answer would be the same); past this wait the call ends
+    /// with [`ClientError::InputNotAnswered`].
+    pub fn with_max_input_wait(mut self, wait: Duration) -> Self {
+        self.max_input_wait = wait;
+        self
+    }
+
+    /// Connects to `endpoint`.
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] when the server cannot be reached or `server/discover`
+    /// fails; [`ClientError::HttpsNotEnabled`] for `https://` without the `https` feature;
+    /// [`ClientError::InvalidTarget`] for a [`Endpoint::Named`] endpoint or an empty command.
+    pub async fn connect(self, endpoint: &Endpoint) -> Result<TaskClient, ClientError> {
+        match endpoint {
+            Endpoint::Http { url } => self.connect_http(url).await,
+            Endpoint::Stdio { command } => {
+                let Some((program, args)) = command.split_first() else {
+                    return Err(ClientError::InvalidTarget {
+                        target: endpoint.to_string(),
+                        reason: "the command is empty",
+                    });
+                };
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args);
+                self.connect_command(cmd, endpoint.clone()).await
+            }
+            Endpoint::Named { .. } => Err(ClientError::InvalidTarget {
+                target: endpoint.to_string(),
+                reason: "a named endpoint is connected by the application (`serve`)",
+            }),
+        }
+    }
+
+    /// Connects to a Streamable HTTP endpoint.
+    ///
+    /// # Errors
+    /// As for [`TaskClientBuilder::connect`].
+    pub async fn connect_http(self, url: &str) -> Result<TaskClient, ClientError> {
+        let endpoint = Endpoint::http(url);
+        if url.starts_with("https://") && !cfg!(feature = "https") {
+            return Err(ClientError::HttpsNotEnabled {
+                endpoint: url.to_owned(),
+            });
+        }
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+        self.serve(transport, endpoint).await
+    }
+
+    /// Starts `command` and speaks MCP on its stdin and stdout. The child gets its own
+    /// process group, so a Ctrl-C in the terminal reaches the client (which can then send
+    /// `tasks/cancel`) and not the server.
+    ///
+    /// # Errors
+    /// As for [`TaskClientBuilder::connect`].
+    pub async fn connect_stdio(
+        self,
+        command: tokio::process::Command,
+    ) -> Result<TaskClient, ClientError> {
+        let std = command.as_std();
+        let endpoint = Endpoint::stdio(
+            std.get_program().to_string_lossy(),
+            std.get_args().map(|a| a.to_string_lossy().into_owned()),
+        );
+        self.connect_command(command, endpoint).await
+    }
+
+    async fn connect_command(
+        self,
+        mut command: tokio::process::Command,
+        endpoint: Endpoint,
+    ) -> Result<TaskClient, ClientError> {
+        #[cfg(unix)]
+        command.process_group(0);
+        command.kill_on_drop(true);
+        let transport = rmcp::transport::TokioChildProcess::new(command).map_err(|source| {
+            ClientError::Connect {
+                endpoint: endpoint.to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        self.serve(transport, endpoint).await
+    }
+
+    /// Connects over any rmcp client transport (e.g. an in-process pipe), naming the
+    /// endpoint for [`TaskReference`](super::TaskReference)s.
+    ///
+    /// # Errors
+    /// [`ClientError::Connect`] when `server/discover` fails.
+    pub async fn serve<T, E, A>(
+        self,
+        transport: T,
+        endpoint: impl Into<Endpoint>,
+    ) -> Result<TaskClient, ClientError>
+    where
+        T: IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let endpoint = endpoint.into();
+        let handler = Handler {
+            handlers: self.handlers.clone(),
+            config: ClientConfig::new(self.handlers.capabilities(), self.client_info.clone()),
+        };
+        let service = handler
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .map_err(|source| ClientError::Connect {
+                endpoint: endpoint.to_string(),
+                source: Box::new(source),
+            })?;
+        let peer = service.peer().clone();
+        let (protocol_version, server_tasks) = peer
+            .peer_info()
+            .map(|info| {
+                (
+                    info.protocol_version.clone(),
+                    info.capabilities.supports_tasks(),
+                )
+            })
+            .unwrap_or((ProtocolVersion::V_2026_07_28, false));
+        let capabilities = self.handlers.capabilities().enable_tasks_extension();
+        Ok(TaskClient {
+            inner: Arc::new(Inner {
+                service: Mutex::new(Some(service)),
+                peer,
+                endpoint,
+                handlers: self.handlers,
+                meta: RequestMetaObject::with_client_context(
+                    protocol_version,
+                    self.client_info,
+                    capabilities,
+                ),
+                server_tasks,
+                min_poll_interval: self.min_poll_interval,
+                default_poll_interval: self.default_poll_interval,
+                max_input_rounds: self.max_input_rounds,
+                max_input_wait: self.max_input_wait,
+            }),
+        })
+    }
+}
+
+trait EnableTasks {
+    fn enable_tasks_extension(self) -> Self;
+}
+
+impl EnableTasks for ClientCapabilities {
+    fn enable_tasks_extension(mut self) -> Self {
+        self.extensions
+            .get_or_insert_with(Default::default)
+            .insert(crate::EXTENSION_ID.to_owned(), JsonObject::new());
+        self
+    }
+}

@@ -1,0 +1,94 @@
+//! How the calls a [`TaskContext`](super::TaskContext) offers fail: [`Failure`] for the calls
+//! that wait on the client or the task, [`ProgressError`] for a refused progress report,
+//! [`StepError`] for a fallible step.
+
+use std::fmt;
+
+use rmcp::model::ErrorData;
+use serde_json::Value;
+
+use crate::errors;
+
+#[cfg(doc)]
+use super::TaskContext;
+
+/// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
+/// and how the [`TaskContext`] calls that wait on the client fail.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The tool honoured a cancellation: the task ends `cancelled`.
+    Cancelled,
+    /// A JSON-RPC error during execution: the task ends `failed` with it (protocol R45).
+    Error(ErrorData),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cancelled => f.write_str("cancelled"),
+            Self::Error(e) => write!(f, "JSON-RPC error {}: {}", e.code.0, e.message),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl From<ErrorData> for Failure {
+    fn from(error: ErrorData) -> Self {
+        Self::Error(error)
+    }
+}
+
+/// Why [`TaskContext::progress`] refused a report. Nothing was sent.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProgressError {
+    /// The progress did not increase: each report must be greater than the one before it
+    /// (MCP progress: "the progress value MUST increase with each notification").
+    #[error(
+        "progress {given} does not increase on the last report ({last}): each report must be greater than the one before"
+    )]
+    NotIncreasing {
+        /// The last progress accepted.
+        last: f64,
+        /// The progress refused.
+        given: f64,
+    },
+    /// A progress or total that is NaN or infinite, which JSON cannot carry.
+    #[error("progress values must be finite numbers, not {value}")]
+    NotFinite {
+        /// The value refused.
+        value: f64,
+    },
+}
+
+/// Why a [`TaskContext::try_step`] did not return a value.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StepError<E> {
+    /// The work returned this error; nothing was stored.
+    Work(E),
+    /// The step itself failed or the task was cancelled, as for [`TaskContext::step`].
+    Failure(Failure),
+}
+
+impl<E: fmt::Display> fmt::Display for StepError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Work(error) => error.fmt(f),
+            Self::Failure(failure) => failure.fmt(f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for StepError<E> {}
+
+/// A client's answer (or a stored step result) decoded as `T`; a `-32603` error naming
+/// `what` when it does not fit.
+pub(super) fn decode<T: serde::de::DeserializeOwned>(
+    value: Value,
+    what: &str,
+) -> Result<T, Failure> {
+    serde_json::from_value(value).map_err(|e| Failure::Error(errors::bad_client_answer(what, &e)))
+}

@@ -1,0 +1,75 @@
+//! [`Host`]: the engine side of one call, the seam between the tool author's API and the
+//! runtime that drives the call.
+
+use std::any::{Any, TypeId};
+
+use futures::future::BoxFuture;
+use rmcp::model::{ClientCapabilities, InputRequest, LoggingLevel};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Failure, InputKind, ProgressError};
+
+/// A step's place in a run: its number, and what a replay already has for it.
+pub(crate) enum StepSlot {
+    /// The step ran before a restart: its stored name and result.
+    Stored {
+        seq: u64,
+        name: String,
+        value: Value,
+    },
+    /// The step runs now, as number `seq`.
+    Fresh { seq: u64 },
+}
+
+/// One progress report, as `notifications/progress` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Progress {
+    pub(crate) progress: f64,
+    pub(crate) total: Option<f64>,
+    pub(crate) message: Option<String>,
+}
+
+/// The engine side of one call, as [`TaskContext`](super::TaskContext) drives it. The runtime's lifecycle
+/// (`runtime/call.rs`) implements it; its module docs say what each method guarantees.
+pub(crate) trait Host: Send + Sync + 'static {
+    /// The task id: `Some` once a task record exists for the call.
+    fn task_id(&self) -> Option<&str>;
+    /// The owner of the call.
+    fn owner(&self) -> &str;
+    /// The tool's wire name.
+    fn tool(&self) -> &str;
+    /// Fires when the call is cancelled (tasks/cancel, expiry, a dropped inline request).
+    fn cancel_token(&self) -> &CancellationToken;
+    /// What the creating request declared.
+    fn client_capabilities(&self) -> &ClientCapabilities;
+    /// Registered application state of the given type.
+    fn state(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)>;
+    /// Sets the status message (kept until a task exists when the call is still pending).
+    fn status(&self, message: String) -> BoxFuture<'_, ()>;
+    /// Asks the client for input, by the route the call's phase allows, and waits: under
+    /// `key` when the tool chose one (already checked by [`check_key`](super::input::check_key)), else under a
+    /// generated key.
+    fn input(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+        key: Option<String>,
+    ) -> BoxFuture<'_, Result<Value, Failure>>;
+    /// Reports progress: refused unless it is finite and greater than the last value; sent as
+    /// `notifications/progress` only while the creating request is open and has a
+    /// `progressToken`.
+    fn progress(&self, progress: Progress) -> BoxFuture<'_, Result<(), ProgressError>>;
+    /// Sends a log message, only while the creating request is open and asked for this level
+    /// (or a less severe one) in its `_meta`.
+    fn log(&self, level: LoggingLevel, logger: Option<String>, data: Value) -> BoxFuture<'_, ()>;
+    /// Numbers the next step and says whether a replay has it.
+    fn next_step(&self) -> StepSlot;
+    /// Whether the call is inline for good (no task, none to come): steps just run.
+    fn is_inline(&self) -> bool;
+    /// Makes sure a task record exists before a step's side effects.
+    fn ensure_task(&self) -> BoxFuture<'_, Result<(), Failure>>;
+    /// Stores a completed step durably.
+    fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>>;
+}
