@@ -32,17 +32,18 @@ for page in docs/guide/*.md; do
   fi
 done
 
-# `cargo package` builds the library and the binary; the tests of the packaged crate are
-# built here, from a copy of its files outside the workspace (mcp-tasks-macros by path, as
-# it is not on crates.io yet), with the features the workspace builds it with.
+# `cargo package` builds the library and the binary. The packaged crate's integration test
+# (tests/cli.rs, which must not reach outside the package) is built here, from a copy of the
+# package's files outside the workspace (mcp-tasks-macros by path, as it is not on crates.io
+# yet), with the features the workspace builds mcp-tasks with.
 VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
 UNPACKED="$(mktemp -d /tmp/mcp-tasks-package.XXXXXX)"
 trap 'rm -rf "$UNPACKED"' EXIT
 tar -xzf "target/package/mcp-tasks-$VERSION.crate" -C "$UNPACKED"
-echo "-- the packaged mcp-tasks $VERSION: its tests build from its own files"
+echo "-- the packaged mcp-tasks $VERSION: its tests/cli.rs builds from the package's own files"
 (
   cd "$UNPACKED/mcp-tasks-$VERSION"
-  CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --quiet --tests \
+  CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}" cargo build --quiet --test cli \
     --features http,stdio,sqlite,postgres,client,cli \
     --config "patch.crates-io.mcp-tasks-macros.path='$ROOT/mcp-tasks-macros'"
 )

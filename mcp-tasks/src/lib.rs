@@ -36,7 +36,7 @@
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
 //!
-//! Items behind a feature say so in these docs ("Available on crate feature ... only").
+//! On docs.rs, items behind a feature say so ("Available on crate feature ... only").
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
