@@ -3,7 +3,8 @@
 # package` builds each from its packaged files alone (so a file outside the package, like a
 # test that includes `../../examples`, fails here), then a dry-run publish of the workspace
 # checks the upload itself. Nothing is published: `--dry-run` only. Needs the crates.io
-# index. Run from anywhere: bash scripts/package.sh
+# index. `--allow-dirty`: a workstation run packages the files as they are, committed or not.
+# Run from anywhere: bash scripts/package.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -13,18 +14,18 @@ PACKAGES=()
 for crate in "${PUBLISHED[@]}"; do PACKAGES+=(-p "$crate"); done
 
 echo "-- cargo package: ${PUBLISHED[*]}"
-cargo package --locked "${PACKAGES[@]}"
+cargo package --locked --allow-dirty "${PACKAGES[@]}"
 
 # What each package holds: the README, the license and the guide must be in it.
 for crate in "${PUBLISHED[@]}"; do
-  files="$(cargo package --locked --list -p "$crate" 2>/dev/null)"
+  files="$(cargo package --locked --allow-dirty --list -p "$crate" 2>/dev/null)"
   for needed in README.md LICENSE Cargo.toml; do
     if ! grep -qx "$needed" <<< "$files"; then
       echo "the $crate package has no $needed" >&2; exit 1
     fi
   done
 done
-files="$(cargo package --locked --list -p mcp-tasks 2>/dev/null)"
+files="$(cargo package --locked --allow-dirty --list -p mcp-tasks 2>/dev/null)"
 for page in docs/guide/*.md; do
   if ! grep -qx "guide/$(basename "$page")" <<< "$files"; then
     echo "the mcp-tasks package lacks guide/$(basename "$page") (mcp-tasks/guide links docs/guide)" >&2
@@ -50,5 +51,5 @@ echo "-- the packaged mcp-tasks $VERSION: its tests/cli.rs builds from the packa
 
 echo "-- cargo publish --dry-run (the workspace; unpublished packages are skipped)"
 # The packages were verified (built from their files) just above.
-cargo publish --locked --dry-run --workspace --no-verify
+cargo publish --locked --allow-dirty --dry-run --workspace --no-verify
 echo "package: ${PUBLISHED[*]} package, build from their files, and pass a dry-run publish"
