@@ -41,6 +41,10 @@ VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
 UNPACKED="$(mktemp -d /tmp/mcp-tasks-package.XXXXXX)"
 trap 'rm -rf "$UNPACKED"' EXIT
 tar -xzf "target/package/mcp-tasks-$VERSION.crate" -C "$UNPACKED"
+# A .crate stores one fixed mtime for every file, and the copy's build is fingerprinted as the
+# last one's (same relative paths, same target dir): without a fresh mtime, cargo would take
+# the files as unchanged since that build and compile nothing.
+find "$UNPACKED" -type f -exec touch {} +
 echo "-- the packaged mcp-tasks $VERSION: its tests/cli.rs builds from the package's own files"
 (
   cd "$UNPACKED/mcp-tasks-$VERSION"
