@@ -5,24 +5,41 @@
 //! [rmcp](https://docs.rs/rmcp), the official Rust MCP SDK.
 //!
 //! A tool implements [`TaskTool`] (the [`#[task_tool]`](task_tool) attribute writes that for
-//! an ordinary `async fn`); a [`Toolkit`] collects tools ([`toolkit!`] builds one); a [`TaskServer`] serves them over stdio or
-//! Streamable HTTP. A client that declares the extension on a `tools/call` may get a task
-//! handle back and follows it with `tasks/get`, `tasks/update` and `tasks/cancel`; every
-//! other client sees ordinary MCP.
+//! an ordinary `async fn`); a [`Toolkit`] collects tools ([`toolkit!`] builds one); a
+//! [`TaskServer`] serves them over stdio or Streamable HTTP, and an [`Engine`] adds them to
+//! an rmcp server of your own. A client that declares the extension on a `tools/call` may get
+//! a task handle back and follows it with `tasks/get`, `tasks/update` and `tasks/cancel`;
+//! every other client sees ordinary MCP.
 //!
 //! Tasks are kept in a [`TaskStore`]: [`MemoryStore`] is the embedded default.
+//!
+//! ```sh
+//! cargo add mcp-tasks --features http
+//! cargo add tokio --features macros,rt-multi-thread,net
+//! ```
+//!
+//! The [guide] walks through adding task tools to an rmcp server, tool modes and restart
+//! policies, durable steps and questions, the client and command line, several instances,
+//! security, operating and troubleshooting.
+//!
+//! # Features
+//!
+//! None is on by default.
 //!
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
 //! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum); [`HttpOptions`]: bearer tokens, allowed origins |
-//! | `sqlite` | `SqliteStore`, the durable store on one SQLite file (SQLite built in) |
-//! | `postgres` | `PostgresStore`, the task space several instances share on a Postgres server (leases, fencing, wake-ups) |
+//! | `sqlite` | [`SqliteStore`], the durable store on one SQLite file (SQLite built in) |
+//! | `postgres` | [`PostgresStore`], the task space several instances share on a Postgres server (leases, fencing, wake-ups) |
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
+//!
+//! On docs.rs, items behind a feature say so ("Available on crate feature ... only").
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 #[cfg(feature = "client")]
@@ -31,6 +48,7 @@ mod clock;
 mod context;
 mod errors;
 mod extract;
+pub mod guide;
 mod id;
 pub mod limits;
 mod runtime;
@@ -307,7 +325,9 @@ mod tests {
     }
 }
 
-/// The README's Rust examples, compiled as doctests (with the `http` feature).
+/// The README's Rust examples, compiled as doctests (they need the `http` feature).
+/// `README.md` in this package is the workspace README (a link in the repository, a copy in
+/// the published crate).
 #[cfg(all(doctest, feature = "http"))]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

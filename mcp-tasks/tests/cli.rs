@@ -2,8 +2,7 @@
 //! output, prompts answered on stdin, exit codes (0 completed, 1 isError, 2 failed,
 //! 3 cancelled, 4 usage), and Ctrl-C (SIGINT) → `tasks/cancel` → exit 3.
 
-#[path = "../../examples/common/mod.rs"]
-#[allow(dead_code, reason = "the CLI tests use a part of the example tools")]
+#[path = "support/example.rs"]
 mod example;
 
 use std::{process::Stdio, time::Duration};

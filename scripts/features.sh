@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Each feature of mcp-tasks builds on its own, with none, and with all of them (a feature
+# that forgets to enable what it uses fails here and nowhere else: the workspace build unifies
+# every feature). `cargo check` of the library and the binary: no codegen, no tests.
+# Run from anywhere: bash scripts/features.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FEATURES=(stdio http sqlite postgres client https cli)
+# Combinations built beyond single features. None today: no code is gated on a combination
+# (`cfg(all(feature = ..))`), so each feature alone, none and all cover every build. Code that
+# adds such a gate must list its combination here (e.g. `http,sqlite`); the guard below
+# fails until it does.
+COMBINATIONS=()
+if [ "${#COMBINATIONS[@]}" -eq 0 ] &&
+  grep -rqE 'cfg(_attr)?\(all\(feature' mcp-tasks/src --include='*.rs' --exclude=guide.rs; then
+  echo "mcp-tasks/src gates code on a combination of features: list it in COMBINATIONS" >&2
+  grep -rnE 'cfg(_attr)?\(all\(feature' mcp-tasks/src --include='*.rs' --exclude=guide.rs >&2
+  exit 1
+fi
+
+check() { # check LABEL CARGO-ARGS...
+  local label="$1"; shift
+  echo "-- mcp-tasks: $label"
+  cargo check --locked --quiet -p mcp-tasks "$@"
+}
+
+check "no features" --no-default-features
+for feature in "${FEATURES[@]}" "${COMBINATIONS[@]}"; do
+  check "--features $feature" --no-default-features --features "$feature"
+done
+check "all features" --all-features
+cargo check --locked --quiet -p mcp-tasks-macros
+echo "features: each feature alone, the listed combinations, none and all build"
