@@ -135,8 +135,8 @@ pub struct TaskReference {
     /// The task id the server gave.
     pub task_id: String,
     /// The input-request keys already answered with `tasks/update`; a resumed handle never
-    /// answers them again, so a person is not asked the same question twice. Absent from the JSON when empty, so references written
-    /// before this field existed still read.
+    /// answers them again, so a person is not asked the same question twice. Absent from the
+    /// JSON when empty, so references written before this field existed still read.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub answered_keys: BTreeSet<String>,
 }

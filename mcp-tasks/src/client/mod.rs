@@ -53,9 +53,8 @@
 //! snapshots. A `completed` task yields its `CallToolResult`, also when `isError` is true (a
 //! tool's own failure is a result, not an error); `failed` yields the JSON-RPC error it
 //! carries; `cancelled` yields [`TaskEnd::Cancelled`]. [`TaskHandle::cancel`] sends
-//! `tasks/cancel` and nothing else, never `notifications/cancelled`, which would only cancel
-//! the request that created the task; cancellation is cooperative, so keep waiting: the task
-//! may still complete or fail.
+//! `tasks/cancel` and nothing else, never `notifications/cancelled` (which does not cancel a
+//! task); cancellation is cooperative, so keep waiting: the task may still complete or fail.
 //!
 //! # Input
 //!
@@ -334,7 +333,7 @@ impl TaskClient {
     }
 
     /// Asks the server to cancel task `task_id` with `tasks/cancel` (never with
-    /// `notifications/cancelled`, which does not reach a task).
+    /// `notifications/cancelled`, which does not cancel a task).
     ///
     /// # Errors
     /// [`ClientError::Rpc`] with `-32602` for an unknown task; transport errors.

@@ -319,8 +319,9 @@ impl TaskContext {
     /// request under a known key (a multi round-trip client that answers ahead, a test) can
     /// then find it, and a tool keeps its keys stable when its questions change order.
     ///
-    /// A key names one input request for the whole life of a task: a call that asks twice under one key fails the second time with a `-32603` error that
-    /// names the key, never overwriting the first request. Accepted keys are 1 to
+    /// A key names one input request for the whole life of a task: a call that asks twice
+    /// under one key fails the second time with a `-32603` error that names the key, never
+    /// overwriting the first request. Accepted keys are 1 to
     /// [`MAX_INPUT_KEY_LEN`] bytes of ASCII letters, digits, `_`, `-` and `.`; the forms
     /// `elicit-N`, `sample-N` and `roots-N` (N digits) are reserved for generated keys and
     /// refused, so a chosen key never collides with a generated one. A replay after a restart
