@@ -751,7 +751,11 @@ async fn a_task_result_for_another_request_is_invalid_r5() {
         panic!("{error:?}");
     };
     assert_eq!(*method, "tools/list");
-    assert!(reason.contains("R5"), "{reason}");
+    // R5, in words a user can act on.
+    assert!(
+        reason.contains("only tools/call can start a task"),
+        "{reason}"
+    );
 }
 
 /// Sampling without a handler: the client does not declare `sampling`, so our server never

@@ -386,7 +386,8 @@ fn is_tchar(c: char) -> bool {
 }
 
 /// `header = ".."` names the header `Mcp-Param-{Name}`: `Name` must be a non-empty HTTP
-/// token (docs/protocol.md C35).
+/// token.
+// docs/protocol.md C35.
 fn check_header_name(lit: &LitStr) -> syn::Result<()> {
     let name = lit.value();
     if name.is_empty() {

@@ -159,7 +159,8 @@ fn parameters(tool: &Tool, errors: &Sink) {
     }
 }
 
-/// Header names compare without case (docs/protocol.md C34): two arguments cannot share one.
+/// Header names compare without case: two arguments cannot share one.
+// docs/protocol.md C34.
 fn headers(tool: &Tool, errors: &Sink) {
     let mut seen: Vec<String> = Vec::new();
     for param in &tool.params {

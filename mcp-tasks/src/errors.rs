@@ -124,7 +124,7 @@ pub fn input_key_reused(key: &str) -> ErrorData {
     ErrorData::internal_error(
         format!(
             "input key {key:?} was already used by this call: a key names one input request \
-             for the whole life of a task (R28); choose a new key for each question"
+             for the whole life of a task; choose a new key for each question"
         ),
         None,
     )

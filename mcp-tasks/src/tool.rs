@@ -23,9 +23,10 @@ use crate::{
 #[non_exhaustive]
 pub enum Mode {
     /// Only as a task. A `tools/call` that did not declare the extension gets `-32021`
-    /// (docs/protocol.md R6).
+    /// (missing required client capability), naming the extension the client must declare.
     Required,
-    /// As a task when that very request declares the extension (R2, R3); otherwise inline.
+    /// As a task when that very request declares the extension; otherwise inline. A
+    /// declaration on an earlier request does not count.
     #[default]
     Optional,
     /// Never as a task: an ordinary tool.
@@ -50,7 +51,8 @@ pub enum RestartPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Ttl {
-    /// Expires this long after creation (R20).
+    /// Expires this long after creation: a task still running then ends `failed` ("task
+    /// expired"), and the task, result included, is deleted some time after.
     After(Duration),
     /// Never expires (`ttlMs: null`).
     Unlimited,
@@ -368,8 +370,8 @@ fn canonical_json(value: &serde_json::Value, out: &mut String) {
 ///
 /// - [`ToolError::new`] (or any `E: Display` a `#[task_tool]` fn returns): the tool ran and
 ///   failed; the caller sees the text in a result with `isError: true`, and the task ends
-///   `completed` (docs/protocol.md R46).
-/// - [`ToolError::rpc`]: a JSON-RPC error; the task ends `failed` with it (R45).
+///   `completed`.
+/// - [`ToolError::rpc`]: a JSON-RPC error; the task ends `failed` with it.
 /// - [`ToolError::cancelled`] (also what `?` makes of a [`Failure::Cancelled`] from a
 ///   [`TaskContext`] call): the task ends `cancelled`.
 #[derive(Debug, Clone, PartialEq)]
@@ -401,7 +403,7 @@ impl ToolError {
     }
 
     /// An internal error of the tool (a bug, a broken invariant, a dependency that is down):
-    /// a JSON-RPC `-32603` whose message is `message`; the task ends `failed` (R45). Use
+    /// a JSON-RPC `-32603` whose message is `message`; the task ends `failed`. Use
     /// [`ToolError::new`] instead for a failure the caller (or model) should read and act on.
     #[must_use]
     pub fn internal(message: impl Into<String>) -> Self {

@@ -49,7 +49,7 @@ enum Round {
 
 impl TaskClient {
     /// Calls `name` and follows it to the end: the final `CallToolResult` whether the server
-    /// answers inline or with a task (R4). A result with `isError: true` is `Ok`. `arguments`
+    /// answers inline or with a task. A result with `isError: true` is `Ok`. `arguments`
     /// is anything that serializes to a JSON object (a struct, a map, `json!({..})`), or `()`
     /// for none.
     ///
@@ -72,7 +72,8 @@ impl TaskClient {
     }
 
     /// Calls `name` and returns the first answer: inline result or task handle. Answers
-    /// `input_required` rounds before the task (C20).
+    /// the server's requests for input that come before the task exists (`input_required`
+    /// answers to the call itself), with the builder's input handlers.
     ///
     /// # Errors
     /// [`ClientError::Rpc`] for a JSON-RPC error answer; [`ClientError::TooManyInputRounds`];
@@ -203,10 +204,11 @@ impl TaskClient {
             ServerResult::CreateTaskResult(created) if self.inner.server_tasks => {
                 Ok(Round::Task(created.task))
             }
+            // C5: a resultType counts only from an extension the server advertises.
             ServerResult::CreateTaskResult(_) => Err(ClientError::InvalidResponse {
                 method: METHOD,
-                reason: "resultType \"task\" from a server that does not advertise the tasks \
-                         extension (C5)"
+                reason: "it is a task (resultType \"task\"), but the server did not advertise \
+                         the tasks extension when the client connected"
                     .to_owned(),
             }),
             ServerResult::InputRequiredResult(required) => Ok(Round::InputRequired {
@@ -216,7 +218,11 @@ impl TaskClient {
             ServerResult::CallToolResult(result) => match &result.result_type {
                 Some(kind) if !kind.is_complete() => Err(ClientError::InvalidResponse {
                     method: METHOD,
-                    reason: format!("unknown resultType {:?} (C5)", kind.as_str()),
+                    reason: format!(
+                        "a tool result with resultType {:?}, which this client cannot read (a \
+                         final result has resultType \"complete\" or none)",
+                        kind.as_str()
+                    ),
                 }),
                 _ => Ok(Round::Complete(result)),
             },
@@ -232,7 +238,11 @@ impl TaskClient {
                         }),
                     Some(kind) => Err(ClientError::InvalidResponse {
                         method: METHOD,
-                        reason: format!("unknown or malformed resultType {kind:?} (C5)"),
+                        reason: format!(
+                            "resultType {kind:?} is unknown to this client, or its result is \
+                             malformed (the client reads \"complete\", \"input_required\" \
+                             and \"task\")"
+                        ),
                     }),
                 }
             }

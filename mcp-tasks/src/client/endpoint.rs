@@ -117,7 +117,7 @@ impl std::fmt::Display for Endpoint {
 }
 
 /// A task and the server that holds it: what to persist to resume following the task after
-/// a reconnect or a crash of the client (docs/protocol.md R19).
+/// a reconnect or a crash of the client.
 ///
 /// ```
 /// use mcp_tasks::client::{Endpoint, TaskReference};
@@ -135,8 +135,8 @@ pub struct TaskReference {
     /// The task id the server gave.
     pub task_id: String,
     /// The input-request keys already answered with `tasks/update`; a resumed handle never
-    /// answers them again (R32). Absent from the JSON when empty, so references written
-    /// before this field existed still read.
+    /// answers them again, so a person is not asked the same question twice. Absent from the
+    /// JSON when empty, so references written before this field existed still read.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub answered_keys: BTreeSet<String>,
 }

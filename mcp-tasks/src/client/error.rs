@@ -18,7 +18,7 @@ pub enum ClientError {
         /// The error as received (code, message, data).
         error: ErrorData,
     },
-    /// The task ended `failed`; `error` is the JSON-RPC error it carried (docs/protocol.md R45).
+    /// The task ended `failed`; `error` is the JSON-RPC error it carried.
     #[error("task {task_id} failed with error {}: {}", .error.code.0, .error.message)]
     TaskFailed {
         /// The task.
@@ -33,8 +33,9 @@ pub enum ClientError {
         task_id: String,
     },
     /// The server answered with something that is not a valid answer to the request,
-    /// e.g. `resultType: "task"` to a request other than `tools/call` (docs/protocol.md R5), or a
-    /// `resultType` this client does not know (C5).
+    /// e.g. a task (`resultType: "task"`) in answer to a request other than `tools/call`, or a
+    /// `resultType` this client does not know. The server does not follow the protocol:
+    /// `reason` says how.
     #[error("invalid response to {method}: {reason}")]
     InvalidResponse {
         /// The request method.
@@ -95,8 +96,10 @@ pub enum ClientError {
         #[source]
         source: crate::client::InputError,
     },
-    /// `tools/call` kept answering `input_required` (multi round-trip requests, docs/protocol.md
-    /// §5.4) for more rounds than allowed, or repeated a round without progress.
+    /// `tools/call` kept asking for input before starting a task (`input_required` answers)
+    /// for more rounds than
+    /// [`TaskClientBuilder::with_max_input_rounds`](crate::client::TaskClientBuilder::with_max_input_rounds)
+    /// allows, or repeated a round without progress.
     #[error("tools/call {tool} still needs input after {rounds} rounds")]
     TooManyInputRounds {
         /// The tool.

@@ -1,13 +1,13 @@
 //! Answering the server's questions: elicitation, sampling and roots handlers.
 //!
 //! The same handlers answer input in three places: the `inputRequests` of a task (answered
-//! with `tasks/update`, docs/protocol.md R30-R32), an `input_required` answer to `tools/call` before
-//! any task exists (multi round-trip requests, C20), and a plain server→client request on a
-//! legacy connection.
+//! with `tasks/update`), an `input_required` answer to `tools/call` before any task exists
+//! (the call is sent again with the answers), and a plain server→client request on a legacy
+//! connection.
 //!
 //! A handler returns `Ok(Some(answer))` to answer now, or `Ok(None)` to answer later: the
 //! key stays outstanding and the handler is asked again on a later poll (this is how an
-//! application answers part of the requests of one snapshot, R27).
+//! application answers part of the requests of one snapshot).
 //!
 //! | kind | no handler | handler fails |
 //! | --- | --- | --- |
@@ -17,7 +17,11 @@
 //!
 //! Elicitation is always declared in the client capabilities (declining is always a valid
 //! answer); sampling and roots only when a handler is registered, so a conforming server
-//! does not ask for them otherwise (C18).
+//! does not ask for them otherwise.
+
+// For maintainers: answers go in one tasks/update (docs/protocol.md R30-R32), a subset of the
+// keys is fine (R27), multi round-trip requests (C20), capabilities asked for only when
+// declared (C18).
 
 #![allow(
     deprecated,

@@ -5,13 +5,14 @@
 //! `server/discover`). It sends `tools/call` and `tasks/*` on rmcp's raw request path, because
 //! rmcp's high-level `call_tool` rejects task results, and stamps on each of them the
 //! protocol version, the client info and the client capabilities with
-//! `extensions["io.modelcontextprotocol/tasks"] = {}` (docs/protocol.md R1, C6). On Streamable HTTP,
-//! rmcp's transport derives `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (the tool
-//! name, or the task id for `tasks/*`) from that request (R48, C30-C31), and copies the
-//! arguments a tool's schema annotates with `x-mcp-header` into `Mcp-Param-*` headers (C35)
-//! once it has seen that schema in a `tools/list` answer. [`TaskClient::call`] needs no
-//! listing first: when a server refuses a call for a missing `Mcp-Param-*` header (`-32020`,
-//! C33, before anything runs), it lists the tools once and sends the call again.
+//! `extensions["io.modelcontextprotocol/tasks"] = {}`, so every request declares the extension
+//! on its own. On Streamable HTTP, rmcp's transport derives `MCP-Protocol-Version`,
+//! `Mcp-Method` and `Mcp-Name` (the tool name, or the task id for `tasks/*`) from that
+//! request, and copies the arguments a tool's schema annotates with `x-mcp-header` into
+//! `Mcp-Param-*` headers once it has seen that schema in a `tools/list` answer.
+//! [`TaskClient::call`] needs no listing first: when a server refuses a call for a missing
+//! `Mcp-Param-*` header (`-32020`, before anything runs), it lists the tools once and sends
+//! the call again.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), mcp_tasks::client::ClientError> {
@@ -26,7 +27,7 @@
 //!     .connect_http("http://127.0.0.1:8080/mcp")
 //!     .await?;
 //!
-//! // Inline or task, the final result (R4):
+//! // Whether the server answers inline or with a task, the final result:
 //! let args = serde_json::json!({ "workspace_id": "acme" });
 //! let result = client.call_tool("workspace_report", args.as_object().cloned()).await?;
 //!
@@ -48,35 +49,39 @@
 //! [`TaskHandle::wait`] polls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
 //! (the value may change from one snapshot to the next; it is clamped below by
 //! [`TaskClientBuilder::with_min_poll_interval`], 10 ms by default) until the task is
-//! terminal (R18, R19). [`TaskHandle::updates`] is the same loop as a stream of the distinct
-//! snapshots. A `completed` task yields its `CallToolResult`, also when `isError` is true
-//! (R46); `failed` yields the JSON-RPC error it carries; `cancelled` yields
-//! [`TaskEnd::Cancelled`]. [`TaskHandle::cancel`] sends `tasks/cancel` and nothing else, never
-//! `notifications/cancelled` (R34); cancellation is cooperative, so the task may still end
-//! otherwise (R37).
+//! terminal. [`TaskHandle::updates`] is the same loop as a stream of the distinct
+//! snapshots. A `completed` task yields its `CallToolResult`, also when `isError` is true (a
+//! tool's own failure is a result, not an error); `failed` yields the JSON-RPC error it
+//! carries; `cancelled` yields [`TaskEnd::Cancelled`]. [`TaskHandle::cancel`] sends
+//! `tasks/cancel` and nothing else, never `notifications/cancelled` (which does not cancel a
+//! task); cancellation is cooperative, so keep waiting: the task may still complete or fail.
 //!
 //! # Input
 //!
 //! When a snapshot is `input_required`, each key of `inputRequests` not answered yet goes to
 //! the handler of its kind (see [`input`](self#input) and [`InputContext`]); all answers of
 //! that snapshot go in one `tasks/update`, and a key counts as answered only once that update
-//! succeeded, so the same request is never answered twice across polls (R30-R32). An
+//! succeeded, so the same request is never answered twice across polls. An
 //! `input_required` answer to `tools/call` itself (before a task) is answered with the same
 //! handlers and the call retried with `inputResponses`, the echoed `requestState` and a new
-//! request id, at most [`TaskClientBuilder::with_max_input_rounds`] times (10 by default; C20).
+//! request id, at most [`TaskClientBuilder::with_max_input_rounds`] times (10 by default).
 //!
 //! # Resuming
 //!
 //! A [`TaskReference`] (endpoint, task id, and the input keys already answered) serializes
 //! to JSON. A new process connects to the same endpoint and calls [`TaskClient::resume`] to
-//! get a [`TaskHandle`] again (R19); the keys it lists are not asked again, so a person never
-//! sees the same question twice (R32). Save the reference again after a poll that answered
+//! get a [`TaskHandle`] again; the keys it lists are not asked again, so a person never
+//! sees the same question twice. Save the reference again after a poll that answered
 //! input ([`TaskHandle::reference`] is cheap).
 //!
 //! Before a task exists, a handler may answer "later" (`Ok(None)`): the client then asks the
 //! handlers again every default poll interval, without re-sending the call, for at most
 //! [`TaskClientBuilder::with_max_input_wait`] (5 minutes by default), then fails with
 //! [`ClientError::InputNotAnswered`].
+
+// For maintainers, the rules of docs/protocol.md this module follows: the extension declared
+// on every request (R1, C6), inline or task answers (R4, R5), HTTP headers (R48, C30-C31,
+// C33, C35), polling (R18, R19), results (R46), cancellation (R34, R37), input (R30-R32, C20).
 
 #![allow(
     deprecated,
@@ -121,7 +126,7 @@ pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// (with the same idempotency key, so the server answers the task it created).
 pub const CALL_RETRIES: usize = 2;
 
-/// The default limit of `input_required` rounds on one `tools/call` (C20).
+/// The default limit of `input_required` rounds on one `tools/call`.
 pub const MAX_INPUT_ROUNDS: usize = 10;
 /// The default longest wait for the handlers to answer an input request before any task
 /// exists (5 minutes).
@@ -228,7 +233,10 @@ impl TaskClient {
         if matches!(result, ServerResult::CreateTaskResult(_)) && method != "tools/call" {
             return Err(ClientError::InvalidResponse {
                 method,
-                reason: "resultType \"task\" is only valid for tools/call (R5)".to_owned(),
+                // R5: only tools/call may create a task.
+                reason: "it is a task (resultType \"task\"), but only tools/call can start a \
+                         task; the server does not follow the tasks extension"
+                    .to_owned(),
             });
         }
         Ok(result)
@@ -238,7 +246,7 @@ impl TaskClient {
     ///
     /// # Errors
     /// [`ClientError::Rpc`], [`ClientError::Transport`], or [`ClientError::InvalidResponse`]
-    /// (also for a `"task"` result, R5).
+    /// (also when the server answers with a task, which only `tools/call` may).
     pub async fn list_tools(&self) -> Result<Vec<Tool>, ClientError> {
         let mut tools = Vec::new();
         let mut cursor = None;
@@ -261,15 +269,16 @@ impl TaskClient {
     /// A handle on task `task_id` of this server, with its current snapshot (`tasks/get`).
     ///
     /// # Errors
-    /// [`ClientError::Rpc`] with `-32602` for an unknown or expired task (R17).
+    /// [`ClientError::Rpc`] with `-32602` for a task that is unknown, expired, or not yours.
     pub async fn task(&self, task_id: &str) -> Result<TaskHandle, ClientError> {
         let snapshot = self.get_task(task_id).await?;
         Ok(TaskHandle::from_snapshot(self.clone(), snapshot))
     }
 
-    /// Continues following the task of `reference` (R19). The client must be connected to
-    /// the reference's endpoint. Input keys the reference lists as answered are never asked
-    /// again, even while a server's snapshots still show them (R32).
+    /// Continues following the task of `reference`, e.g. in a new process after a restart.
+    /// The client must be connected to the reference's endpoint. Input keys the reference
+    /// lists as answered are never asked again, even while a server's snapshots still show
+    /// them.
     ///
     /// # Errors
     /// [`ClientError::EndpointMismatch`]; otherwise as for [`TaskClient::task`].
@@ -323,7 +332,8 @@ impl TaskClient {
         expect_ack("tasks/update", &result)
     }
 
-    /// `tasks/cancel` of `task_id` (R34: never `notifications/cancelled`).
+    /// Asks the server to cancel task `task_id` with `tasks/cancel` (never with
+    /// `notifications/cancelled`, which does not cancel a task).
     ///
     /// # Errors
     /// [`ClientError::Rpc`] with `-32602` for an unknown task; transport errors.
@@ -348,8 +358,8 @@ impl TaskClient {
     }
 }
 
-/// An empty acknowledgement: `resultType` `"complete"` (or absent) and nothing but `_meta`
-/// (R23, R35).
+// R23, R35: the acknowledgement of tasks/update and tasks/cancel.
+/// An empty acknowledgement: `resultType` `"complete"` (or absent) and nothing but `_meta`.
 fn expect_ack(method: &'static str, result: &ServerResult) -> Result<(), ClientError> {
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
     let Some(object) = value.as_object() else {

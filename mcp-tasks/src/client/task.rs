@@ -14,9 +14,10 @@ use super::{ClientError, InputScope, TaskClient, TaskReference};
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum TaskEnd {
-    /// `completed`: the tool's result, also when `isError` is true (R46).
+    /// `completed`: the tool's result, also when `isError` is true (a tool that reported a
+    /// problem still completed).
     Completed(CallToolResult),
-    /// `failed`: the JSON-RPC error the task carries (code, message, data; R45).
+    /// `failed`: the JSON-RPC error the task carries (code, message, data).
     Failed(ErrorData),
     /// `cancelled`.
     Cancelled,
@@ -72,7 +73,8 @@ impl TaskEnd {
 
 /// One task, followed from the client.
 ///
-/// It keeps the latest snapshot and the input keys already answered (R32).
+/// It keeps the latest snapshot and the input keys already answered, so no question is
+/// answered twice.
 #[derive(Debug)]
 pub struct TaskHandle {
     client: TaskClient,
@@ -117,7 +119,7 @@ impl TaskHandle {
         }
     }
 
-    /// Marks `keys` as answered: they are never answered again (R32).
+    /// Marks `keys` as answered: they are never answered again.
     pub(crate) fn with_answered(mut self, keys: impl IntoIterator<Item = String>) -> Self {
         self.answered.extend(keys);
         self
@@ -150,7 +152,7 @@ impl TaskHandle {
     }
 
     /// What to persist to resume this task later ([`TaskClient::resume`]): the endpoint,
-    /// the task id and the input keys answered so far (R32).
+    /// the task id and the input keys answered so far.
     #[must_use]
     pub fn reference(&self) -> TaskReference {
         TaskReference::new(self.client.endpoint().clone(), self.id())
@@ -158,7 +160,7 @@ impl TaskHandle {
     }
 
     /// The pause before the next poll: the latest `pollIntervalMs` (else the creation
-    /// result's, else the client default), never below the client's minimum (R18).
+    /// result's, else the client default), never below the client's minimum.
     #[must_use]
     pub fn poll_interval(&self) -> Duration {
         self.snapshot
@@ -189,7 +191,7 @@ impl TaskHandle {
     }
 
     /// Polls until the task is terminal, sleeping [`TaskHandle::poll_interval`] between polls
-    /// and answering input on the way (R18, R19, R30).
+    /// and answering input on the way.
     ///
     /// # Errors
     /// As for [`TaskHandle::poll`]. An error leaves the handle usable: call `wait` again to
@@ -231,8 +233,8 @@ impl TaskHandle {
         })
     }
 
-    /// Asks the server to cancel the task with `tasks/cancel` (R34). Cancellation is
-    /// cooperative: keep polling to see how the task ends (R37).
+    /// Asks the server to cancel the task with `tasks/cancel`. Cancellation is
+    /// cooperative: keep polling to see how the task ends (it may still complete or fail).
     ///
     /// # Errors
     /// [`ClientError::Rpc`] (`-32602` for an unknown task), transport errors.
@@ -241,7 +243,8 @@ impl TaskHandle {
     }
 
     /// Answers the input requests of the latest snapshot not answered yet, all in one
-    /// `tasks/update`; keys count as answered once the update succeeded (R30-R32).
+    /// `tasks/update`; keys count as answered once the update succeeded.
+    // docs/protocol.md R30-R32.
     async fn answer_input(&mut self) -> Result<(), ClientError> {
         let TaskPayload::InputRequired { input_requests } = &self.snapshot.payload else {
             return Ok(());

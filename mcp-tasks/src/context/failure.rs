@@ -19,7 +19,7 @@ use super::TaskContext;
 pub enum Failure {
     /// The tool honoured a cancellation: the task ends `cancelled`.
     Cancelled,
-    /// A JSON-RPC error during execution: the task ends `failed` with it (protocol R45).
+    /// A JSON-RPC error during execution: the task ends `failed` with it.
     Error(ErrorData),
 }
 

@@ -11,8 +11,9 @@ use serde_json::Value;
 use super::{Failure, TaskContext, failure::decode};
 use crate::errors;
 
-/// Which kind of input a request is, for the capability check of protocol C18 and the key
-/// it is asked under.
+// The capability check is docs/protocol.md C18.
+/// Which kind of input a request is, for the check that the client declared its capability
+/// and the key it is asked under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum InputKind {
     Elicitation,

@@ -68,8 +68,8 @@ impl TaskContext {
         self.host.task_id()
     }
 
-    /// The owner of the call (protocol R49): the [`Owner`](crate::Owner) of the creating
-    /// request, or the engine's default.
+    /// The owner of the call, the only principal that can see or change its task: the
+    /// [`Owner`](crate::Owner) of the creating request, or the engine's default.
     #[must_use]
     pub fn owner(&self) -> &str {
         self.host.owner()
@@ -77,7 +77,7 @@ impl TaskContext {
 
     /// The capabilities the client declared on the request that started the call (for a
     /// task, the creating `tools/call`). Input of a kind the client did not declare fails
-    /// with `-32021` (docs/protocol.md C18): check here first to ask only what it can answer.
+    /// with `-32021`: check here first to ask only what it can answer.
     #[must_use]
     pub fn client_capabilities(&self) -> &ClientCapabilities {
         self.host.client_capabilities()
@@ -136,21 +136,21 @@ impl TaskContext {
     ///
     /// # Errors
     /// - [`Failure::Cancelled`] if the task is cancelled while waiting;
-    /// - `-32021` naming `elicitation` when the creating request did not declare it (C18);
+    /// - `-32021` naming `elicitation` when the creating request did not declare it;
     /// - `-32021` naming the tasks extension for a call that cannot become a task and cannot
     ///   ask by multi round-trip either (a legacy `initialize` session).
     ///
     /// A call that is not a task and never will be (the client did not declare the extension)
     /// asks by multi round-trip request on the modern wire instead: the call answers
     /// `resultType: "input_required"`, and the client's retry runs the tool again with the
-    /// answer (protocol §5.4), so code before the question may run more than once.
+    /// answer, so code before the question may run more than once.
     pub async fn elicit(&self, params: ElicitRequestParams) -> Result<ElicitResult, Failure> {
         self.ask_elicit(params, false, None).await
     }
 
-    /// Asks for input **before the task exists**, by multi round-trip request (protocol R11,
-    /// §5.4): while the call has no task yet, it answers `resultType: "input_required"`; the
-    /// client retries the call with the answer, the tool runs again from the top, this call
+    /// Asks for input **before the task exists**, by multi round-trip request: while the call
+    /// has no task yet, it answers `resultType: "input_required"`; the client retries the
+    /// call with the answer, the tool runs again from the top, this call
     /// returns the answer, and the task is created once the work goes on. Use it to confirm or
     /// gather parameters before committing to long work. Once a task exists (or on a legacy
     /// session) it asks like [`TaskContext::elicit`].
@@ -319,9 +319,9 @@ impl TaskContext {
     /// request under a known key (a multi round-trip client that answers ahead, a test) can
     /// then find it, and a tool keeps its keys stable when its questions change order.
     ///
-    /// A key names one input request for the whole life of a task (docs/protocol.md R28): a
-    /// call that asks twice under one key fails the second time with a `-32603` error that
-    /// names the key, never overwriting the first request. Accepted keys are 1 to
+    /// A key names one input request for the whole life of a task: a call that asks twice
+    /// under one key fails the second time with a `-32603` error that names the key, never
+    /// overwriting the first request. Accepted keys are 1 to
     /// [`MAX_INPUT_KEY_LEN`] bytes of ASCII letters, digits, `_`, `-` and `.`; the forms
     /// `elicit-N`, `sample-N` and `roots-N` (N digits) are reserved for generated keys and
     /// refused, so a chosen key never collides with a generated one. A replay after a restart
@@ -359,7 +359,7 @@ impl TaskContext {
     /// that token on the request's response stream (over Streamable HTTP the answer then
     /// comes as SSE: the notifications, then the result). Without a token it sends nothing.
     /// Once the call is a task its request has been answered with the task, and the Tasks
-    /// extension has no progress for tasks (docs/protocol.md R42): the report is checked
+    /// extension has no progress for tasks: the report is checked
     /// and then dropped, and the task's `statusMessage` does not change; use
     /// [`status`](Self::status) for what `tasks/get` shows.
     ///
@@ -409,7 +409,8 @@ impl TaskContext {
     /// (`debug` < `info` < `notice` < `warning` < `error` < `critical` < `alert` <
     /// `emergency`); without that key the server must not send any (MCP 2026-07-28). Like
     /// [`progress`](Self::progress), only while the call is answered inline: once it is a
-    /// task, the message only goes to the trace log (docs/protocol.md R42).
+    /// task, the message only goes to the trace log (the Tasks extension has no log messages
+    /// for tasks).
     ///
     /// ```
     /// use mcp_tasks::{TaskContext, task_tool};

@@ -335,7 +335,8 @@ pub mod kinds {
 /// .__header_kind().header()` picks `RefusedHeader` for the types whose JSON Schema type is
 /// known to be `number`, an array or an object (and their `Option`s), whose `header()` needs a
 /// bound that never holds; every other type falls back to `AnyHeader`, and its schema is
-/// checked when the toolkit registers the tool (docs/protocol.md C35).
+/// checked when the toolkit registers the tool.
+// The rules checked are docs/protocol.md C35.
 pub mod headers {
     use std::{
         collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque},
@@ -628,13 +629,12 @@ impl InputSchema {
         self.properties.insert(name.into(), schema.to_value());
     }
 
-    /// Annotates the property `name` with `"x-mcp-header": header` (SEP-2243,
-    /// docs/protocol.md C35), so that clients send its value as the `Mcp-Param-{header}`
-    /// header. The property's schema is made one a client can read without resolving
-    /// anything: a `$ref` to a definition is replaced by that definition, and an `Option`'s
-    /// `null` alternative is dropped (the property is not required, so a missing value sends
-    /// no header). Whether the annotation is valid is checked when the toolkit registers the
-    /// tool ([`DefinitionError`](crate::DefinitionError)).
+    /// Annotates the property `name` with `"x-mcp-header": header` (SEP-2243), so that clients send
+    /// its value as the `Mcp-Param-{header}` header. The property's schema is made one a client can
+    /// read without resolving anything: a `$ref` to a definition is replaced by that definition,
+    /// and an `Option`'s `null` alternative is dropped (the property is not required, so a missing
+    /// value sends no header). Whether the annotation is valid is checked when the toolkit
+    /// registers the tool ([`DefinitionError`](crate::DefinitionError)).
     pub fn header(&mut self, name: &str, header: &str) {
         let mut property = match self.properties.get(name) {
             Some(Value::Object(property)) => self.readable(property.clone()),

@@ -1,17 +1,17 @@
 //! `x-mcp-header` (SEP-2243): the arguments a client mirrors into `Mcp-Param-{Name}` HTTP
 //! headers, so that a load balancer or gateway can route a `tools/call` without reading its
-//! body (docs/protocol.md C35).
+//! body.
 //!
 //! A tool declares one by annotating a property of its `inputSchema`; `#[task_tool]` does it
 //! for `#[arg(header = "Region")]`. When a [`Toolkit`](crate::Toolkit) registers a tool it
 //! holds the definition to the rules a client applies before it uses one (a client drops a
-//! tool whose annotations break them, C35), and refuses it with a
+//! tool whose annotations break them), and refuses it with a
 //! [`DefinitionError`] naming the property otherwise:
 //!
 //! 1. an annotation sits on a property reached from the root through `properties` alone (not
 //!    on the root, not inside `$defs`, `items`, `anyOf`, ...);
 //! 2. its value is a non-empty string of HTTP token characters (RFC 9110 `tchar`);
-//! 3. no two annotations of one tool name the same header, without regard to case (C34);
+//! 3. no two annotations of one tool name the same header, without regard to case;
 //! 4. the property's `type` is `"string"`, `"integer"` or `"boolean"`: not `number`, not a
 //!    list of types, not missing.
 //!
@@ -19,7 +19,10 @@
 //! checks `Mcp-Method` and `Mcp-Name`: for a `tools/call` it reads the tool's schema through
 //! `ServerHandler::get_tool` and answers a missing header, one that differs from the argument
 //! (after decoding `=?base64?..?=`), or one with characters a header value may not hold with
-//! HTTP 400 and `-32020` naming the header (C32, C33).
+//! HTTP 400 and `-32020` naming the header.
+
+// For maintainers: docs/protocol.md C35 (the annotation rules a client applies), C34 (names
+// compare without case), C32-C33 (what the server refuses).
 
 use serde_json::Value;
 
