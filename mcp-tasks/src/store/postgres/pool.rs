@@ -554,6 +554,9 @@ mod tests {
         // A URL query password with a raw `&`.
         let text = parse_error("postgres://db.example/tasks?password=hunter&2xyz=1");
         assert_hidden(&text, &["hunter", "2xyz"]);
+        // The same, its key percent-encoded (`%77` is `w`).
+        let text = parse_error("postgres://db.example/tasks?pass%77ord=hunter&2xyz=1");
+        assert_hidden(&text, &["hunter", "2xyz"]);
     }
 
     #[test]
