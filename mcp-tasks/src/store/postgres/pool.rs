@@ -600,3 +600,85 @@ mod tests {
         assert_hidden(&full_message(&error), &[]);
     }
 }
+
+/// The retry on a fresh connection, against the server at `MCP_TASKS_POSTGRES_URL` (default
+/// the local test server; skipped with a line when none answers, unless under CI).
+#[cfg(test)]
+mod stale {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use tokio_postgres::NoTls;
+
+    use super::*;
+    use crate::store::PostgresStore;
+
+    /// Ends the backends of the store's connections, and waits until they are gone, without
+    /// letting the runtime run (a single-threaded test), so the pool's connection tasks do not
+    /// see the sockets close: the pool hands the dead connection out as if it were alive, as
+    /// when a backend is terminated while its connection sits idle.
+    async fn terminate(raw: &tokio_postgres::Client, application_name: &str) {
+        let killed = raw
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = $1",
+                &[&application_name],
+            )
+            .await
+            .expect("terminate");
+        assert_eq!(killed.len(), 1, "the pool's one connection was ended");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    #[tokio::test]
+    async fn a_read_a_begin_and_a_prepare_move_to_a_fresh_connection() {
+        let url = std::env::var("MCP_TASKS_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let schema = format!("pool_stale_{}_{nanos}", std::process::id());
+        let connected = PostgresStore::builder(&url)
+            .with_schema(&schema)
+            .with_pool_size(1)
+            .with_application_name(&schema)
+            .connect()
+            .await;
+        let store = match connected {
+            Ok(store) => store,
+            Err(error) if std::env::var_os("CI").is_none() => {
+                eprintln!("skipped: no Postgres server answers at {url} ({error})");
+                return;
+            }
+            Err(error) => panic!("no Postgres server at {url}: {error}"),
+        };
+        let (raw, connection) = tokio_postgres::connect(&url, NoTls).await.expect("raw");
+        tokio::spawn(connection);
+        read(&store.pool, "SELECT 1", &[], "warm up")
+            .await
+            .expect("a first read");
+
+        terminate(&raw, &schema).await;
+        let rows = read(&store.pool, "SELECT 2", &[], "read")
+            .await
+            .expect("the read is repeated on a fresh connection");
+        assert_eq!(rows[0].get::<_, i32>(0), 2);
+
+        terminate(&raw, &schema).await;
+        let tx = Tx::begin(&store.pool)
+            .await
+            .expect("BEGIN is repeated on a fresh connection");
+        tx.rollback().await;
+
+        terminate(&raw, &schema).await;
+        let rows = write_one(&store.pool, "SELECT 3", &[], "write")
+            .await
+            .expect("a statement not sent yet is prepared again on a fresh connection");
+        assert_eq!(rows[0].get::<_, i32>(0), 3);
+
+        drop(store);
+        raw.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .await
+            .expect("drop the test schema");
+    }
+}
