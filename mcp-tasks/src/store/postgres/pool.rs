@@ -3,7 +3,7 @@
 //! retry, and the errors a user can act on.
 
 use deadpool_postgres::{Object, Pool, PoolError};
-use tokio_postgres::{Config, Row, config::Host, types::ToSql};
+use tokio_postgres::{Config, Row, Statement, config::Host, types::ToSql};
 
 use super::{BackendError, ConfigError, StoreError};
 
@@ -363,18 +363,24 @@ impl Tx {
         self.client.as_ref().ok_or_else(ended)
     }
 
-    /// Runs one statement (prepared once per connection) and returns its rows.
+    /// The connection and `sql` prepared on it (once per connection).
+    async fn prepare(&self, sql: &str, context: &str) -> Result<(&Object, Statement), StoreError> {
+        let client = self.client()?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| PgError::owned(context, e))?;
+        Ok((client, statement))
+    }
+
+    /// Runs one statement and returns its rows.
     pub(super) async fn query(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.client()?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| PgError::owned(context, e))?;
+        let (client, statement) = self.prepare(sql, context).await?;
         client
             .query(&statement, params)
             .await
@@ -388,11 +394,7 @@ impl Tx {
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<u64, StoreError> {
-        let client = self.client()?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| PgError::owned(context, e))?;
+        let (client, statement) = self.prepare(sql, context).await?;
         client
             .execute(&statement, params)
             .await
