@@ -13,10 +13,10 @@ use super::{BackendError, ConfigError, StoreError};
 pub(super) fn parse_config(conninfo: &str) -> Result<Config, StoreError> {
     conninfo.parse().map_err(|error: tokio_postgres::Error| {
         StoreError::Config(ConfigError::new(format!(
-            "the Postgres connection string does not parse ({}): write it as a URL, \
-             postgres://USER:PASSWORD@HOST:PORT/DATABASE (percent-encode `@`, `:` and `/` in a \
-             password), or as key=value pairs, host=HOST user=USER dbname=DATABASE (quote a \
-             value that holds a space: password='...')",
+            "the connection string is not a valid Postgres URL nor key=value settings ({}): \
+             write it as a URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE (percent-encode \
+             `@`, `:` and `/` in a password), or as key=value pairs, host=HOST user=USER \
+             dbname=DATABASE (quote a value that holds a space: password='...')",
             parse_reason(&error, conninfo)
         )))
     })
