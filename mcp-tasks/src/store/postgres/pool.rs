@@ -63,10 +63,10 @@ pub(super) fn describe(config: &Config) -> String {
             text.push_str(&format!(":{port}"));
         }
     }
-    if hosts.is_empty() {
-        if let Some(port) = ports.first() {
-            text.push_str(&format!(":{port}"));
-        }
+    if hosts.is_empty()
+        && let Some(port) = ports.first()
+    {
+        text.push_str(&format!(":{port}"));
     }
     text.push('/');
     if let Some(dbname) = config.get_dbname() {
