@@ -105,7 +105,7 @@ const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 10_000;
 const SWEEP_BATCH: i64 = 256;
 
 /// How [`PostgresStore::connect`] sets up the store; every setting has a documented default.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct PostgresBuilder {
     url: String,

@@ -75,6 +75,30 @@ pub(super) fn describe(config: &Config) -> String {
     text
 }
 
+/// The connection string as [`describe`] shows it; one that does not parse, not at all.
+fn shown(conninfo: &str) -> String {
+    match conninfo.parse::<Config>() {
+        Ok(config) => describe(&config),
+        Err(_) => "(not a valid connection string; not shown)".to_owned(),
+    }
+}
+
+/// The builder's settings, with the connection string as [`describe`] shows it: never the
+/// password.
+impl std::fmt::Debug for super::PostgresBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBuilder")
+            .field("url", &shown(&self.url))
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("reread", &self.reread)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("application_name", &self.application_name)
+            .field("expired_retention", &self.expired_retention)
+            .finish()
+    }
+}
+
 /// The driver's reason for rejecting `conninfo`, without what may be part of a password: its
 /// messages quote pieces of the input between backticks (an unknown option's name, the
 /// character it did not expect), and a password written with an unquoted space parses as
@@ -565,6 +589,28 @@ mod tests {
     fn a_string_without_a_password_shows_the_whole_reason() {
         let text = parse_error("host=db.example dbnmae=tasks");
         assert!(text.contains("unknown option `dbnmae`"), "{text}");
+    }
+
+    #[test]
+    fn a_builder_debug_never_shows_the_password() {
+        for conninfo in [
+            "postgres://app:hunter2xyz@db.example/tasks",
+            "postgres://app@db.example/tasks?password=hunter2xyz",
+            "host=db.example user=app password='hunter2xyz x' dbname=tasks",
+            "host=db.example user=app password='hunter2xyz",
+        ] {
+            let text = format!("{:?}", super::super::PostgresStore::builder(conninfo));
+            assert_hidden(&text, &[]);
+            assert!(text.contains("schema: \"mcp_tasks\""), "{text}");
+        }
+        let text = format!(
+            "{:?}",
+            super::super::PostgresStore::builder("postgres://app:hunter2xyz@db.example/tasks")
+        );
+        assert!(
+            text.contains("url: \"postgres://app:***@db.example:5432/tasks\""),
+            "{text}"
+        );
     }
 
     /// The whole message of an error, with its sources.
