@@ -83,8 +83,8 @@ fn shown(conninfo: &str) -> String {
     }
 }
 
-/// The builder's settings, with the connection string as [`describe`] shows it: never the
-/// password.
+/// The builder's settings; the connection string shown as user, hosts, ports and database,
+/// never with its password.
 impl std::fmt::Debug for super::PostgresBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresBuilder")
