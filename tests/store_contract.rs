@@ -861,7 +861,10 @@ async fn capacity(store: impl TaskStore, limit: usize) {
             assert_eq!(capacity, limit);
             assert_eq!(
                 error.to_string(),
-                format!("the task store is full ({limit} tasks)")
+                format!(
+                    "the task store is full ({limit} tasks): retry once tasks finish and \
+                     expire, or raise its limit"
+                )
             );
         }
         other => panic!("expected StoreError::Full, got {other:?}"),

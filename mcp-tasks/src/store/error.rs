@@ -8,22 +8,26 @@ use rmcp::model::TaskStatus;
 #[non_exhaustive]
 pub enum StoreError {
     /// No task has this id (never created, or purged).
-    #[error("task not found")]
+    #[error("task not found: it was never created in this store, or it ended and was purged")]
     NotFound,
     /// The store holds as many tasks as it may (a hard limit: nothing is evicted).
-    #[error("the task store is full ({max_tasks} tasks)")]
+    #[error(
+        "the task store is full ({max_tasks} tasks): retry once tasks finish and expire, or raise its limit"
+    )]
     Full {
         /// The most tasks the store holds.
         max_tasks: usize,
     },
     /// The task is terminal; it does not change any more.
-    #[error("the task is already {0:?}")]
+    #[error("the task has already ended ({}) and does not change any more", status_word(*.0))]
     Terminal(TaskStatus),
     /// The id exists already.
-    #[error("a task with this id exists already")]
+    #[error("a task with this id exists already: create it under a new id")]
     DuplicateId,
     /// The input-request key was used before in this task.
-    #[error("input request key `{0}` was already used in this task")]
+    #[error(
+        "input request key `{0}` was already used in this task: give each input request a key of its own"
+    )]
     KeyReused(String),
     /// The store cannot be used as configured (a bad URL or schema name, a database written
     /// by a newer build, a store that lacks what the caller needs). Retrying does not help;
@@ -33,17 +37,28 @@ pub enum StoreError {
     /// The backend failed: see [`BackendError::is_retryable`] and [`BackendError::code`]
     /// (or [`StoreError::is_retryable`] and [`StoreError::code`]). Its message, which can
     /// name the database's own words, is the source, so that a caller decides what to show.
-    #[error("task store backend failure")]
+    #[error("the task store's backend failed (its cause says how, and whether to retry)")]
     Backend(#[source] BackendError),
     /// The lease is not (or no longer) the task's: another instance holds the task at a
     /// newer epoch, or holds a lease that has not lapsed. Nothing changed.
-    #[error("the task's lease is held elsewhere (the task is at epoch {current}); nothing changed")]
+    #[error(
+        "the task's lease is held elsewhere (the task is at epoch {current}); nothing changed: \
+         this instance no longer runs the task"
+    )]
     Fenced {
         /// The epoch of the lease that was refused (`None` for an acquire).
         held: Option<u64>,
         /// The task's epoch in the store.
         current: u64,
     },
+}
+
+/// A status as the protocol spells it (`completed`, `input_required`).
+fn status_word(status: TaskStatus) -> String {
+    match serde_json::to_value(status) {
+        Ok(serde_json::Value::String(word)) => word,
+        _ => format!("{status:?}"),
+    }
 }
 
 impl StoreError {
@@ -142,5 +157,18 @@ impl BackendError {
     #[must_use]
     pub fn code(&self) -> Option<&str> {
         self.code.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_status_is_named_as_the_protocol_spells_it() {
+        assert_eq!(
+            StoreError::Terminal(TaskStatus::Completed).to_string(),
+            "the task has already ended (completed) and does not change any more"
+        );
     }
 }

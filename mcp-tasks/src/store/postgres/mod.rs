@@ -105,7 +105,7 @@ const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 10_000;
 const SWEEP_BATCH: i64 = 256;
 
 /// How [`PostgresStore::connect`] sets up the store; every setting has a documented default.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use]
 pub struct PostgresBuilder {
     url: String,
@@ -174,13 +174,7 @@ impl PostgresBuilder {
                 self.schema
             ))));
         }
-        let mut config: tokio_postgres::Config = self.url.parse().map_err(|e| {
-            StoreError::Config(ConfigError::new(format!(
-                "`{}` is not a valid Postgres URL (expected \
-                 postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE): {e}",
-                redact(&self.url)
-            )))
-        })?;
+        let mut config = pool::parse_config(&self.url)?;
         // `enable_seqscan = off`: every statement of the store finds its rows by an index,
         // and must keep doing so. A prepared statement's generic plan is made once, from
         // the table as it is then: made while the table was new and small, a sequential scan
@@ -216,7 +210,7 @@ impl PostgresBuilder {
             .map_err(|e| PgError::msg(format!("could not build the connection pool: {e}")))?;
         let context = format!(
             "could not connect to the Postgres server at {}",
-            redact(&self.url)
+            pool::describe(&config)
         );
         let first = pool::get_or(&pool, &context).await?;
         schema::migrate(&first, &self.schema).await?;
@@ -242,20 +236,6 @@ impl PostgresBuilder {
             _stop: stop.drop_guard(),
             settings: self,
         })
-    }
-}
-
-/// The URL without its password, for error messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
     }
 }
 

@@ -3,9 +3,162 @@
 //! retry, and the errors a user can act on.
 
 use deadpool_postgres::{Object, Pool, PoolError};
-use tokio_postgres::{Row, types::ToSql};
+use tokio_postgres::{Config, Row, Statement, config::Host, types::ToSql};
 
-use super::{BackendError, StoreError};
+use super::{BackendError, ConfigError, StoreError};
+
+/// Parses a connection string, a URL (`postgres://USER:PASSWORD@HOST:PORT/DATABASE?k=v`) or
+/// `key=value` pairs (`host=HOST user=USER password='se cret'`), with the driver's own parser;
+/// one that does not parse is a [`StoreError::Config`] that never shows the password.
+pub(super) fn parse_config(conninfo: &str) -> Result<Config, StoreError> {
+    conninfo.parse().map_err(|error: tokio_postgres::Error| {
+        StoreError::Config(ConfigError::new(format!(
+            "the connection string is not a valid Postgres URL nor key=value settings ({}): \
+             write it as a URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE (percent-encode \
+             `@`, `:` and `/` in a password), or as key=value pairs, host=HOST user=USER \
+             dbname=DATABASE (quote a value that holds a space: password='...')",
+            parse_reason(&error, conninfo)
+        )))
+    })
+}
+
+/// Where the store connects, for error messages: user, hosts and ports, database; the
+/// password, if any, as `***`. Built from the parsed settings, not from the text the user
+/// wrote, so no way of writing the password (in the URL's user part, as `?password=` or
+/// `password=` with quotes and escapes) can reach the message.
+pub(super) fn describe(config: &Config) -> String {
+    let mut text = String::from("postgres://");
+    let password = config.get_password().is_some();
+    if let Some(user) = config.get_user() {
+        text.push_str(user);
+    }
+    if password {
+        text.push_str(":***");
+    }
+    if password || config.get_user().is_some() {
+        text.push('@');
+    }
+    let ports = config.get_ports();
+    let hosts = config.get_hosts();
+    for (i, host) in hosts.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        match host {
+            // A host with `@` in it is what is left of a password holding a raw `@` (the URL
+            // parser splits the user part at the first one): not shown.
+            Host::Tcp(name) if name.contains('@') => text.push_str("***"),
+            Host::Tcp(name) if name.contains(':') => text.push_str(&format!("[{name}]")),
+            Host::Tcp(name) => text.push_str(name),
+            #[cfg(unix)]
+            Host::Unix(path) => text.push_str(&path.display().to_string()),
+        }
+        // One port for every host, or one each.
+        let port = if ports.len() == 1 {
+            ports.first()
+        } else {
+            ports.get(i)
+        };
+        if let Some(port) = port {
+            text.push_str(&format!(":{port}"));
+        }
+    }
+    if hosts.is_empty()
+        && let Some(port) = ports.first()
+    {
+        text.push_str(&format!(":{port}"));
+    }
+    text.push('/');
+    if let Some(dbname) = config.get_dbname() {
+        text.push_str(dbname);
+    }
+    text
+}
+
+/// The connection string as [`describe`] shows it; one that does not parse, not at all.
+fn shown(conninfo: &str) -> String {
+    match conninfo.parse::<Config>() {
+        Ok(config) => describe(&config),
+        Err(_) => "(not a valid connection string; not shown)".to_owned(),
+    }
+}
+
+/// The builder's settings; the connection string shown as user, hosts, ports and database,
+/// never with its password.
+impl std::fmt::Debug for super::PostgresBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresBuilder")
+            .field("url", &shown(&self.url))
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("reread", &self.reread)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("application_name", &self.application_name)
+            .field("expired_retention", &self.expired_retention)
+            .finish()
+    }
+}
+
+/// The driver's reason for rejecting `conninfo`, without what may be part of a password: its
+/// messages quote pieces of the input between backticks (an unknown option's name, the
+/// character it did not expect), and a password written with an unquoted space parses as
+/// such pieces. When the string could hold a password, every quoted piece that is not an
+/// option name is shown as `...`.
+fn parse_reason(error: &tokio_postgres::Error, conninfo: &str) -> String {
+    let reason = match std::error::Error::source(error) {
+        Some(source) => source.to_string(),
+        None => error.to_string(),
+    };
+    if !may_hold_password(conninfo) {
+        return reason;
+    }
+    let mut shown = String::with_capacity(reason.len());
+    for (i, piece) in reason.split('`').enumerate() {
+        if i > 0 {
+            shown.push('`');
+        }
+        // Odd pieces are the quoted ones.
+        if i % 2 == 1 && !OPTION_NAMES.contains(&piece) && piece != "=" {
+            shown.push_str("...");
+        } else {
+            shown.push_str(piece);
+        }
+    }
+    shown
+}
+
+/// Whether `conninfo` may set a password: it names one (in any case), is a URL with a user
+/// part, or has a percent-encoded byte (which could spell `password` in a URL's query).
+fn may_hold_password(conninfo: &str) -> bool {
+    conninfo.to_ascii_lowercase().contains("password")
+        || conninfo.contains('%')
+        || ["postgres://", "postgresql://"]
+            .iter()
+            .any(|scheme| conninfo.starts_with(scheme) && conninfo.contains('@'))
+}
+
+/// The connection parameters the driver knows, safe to show in a parse error.
+const OPTION_NAMES: &[&str] = &[
+    "user",
+    "password",
+    "dbname",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslnegotiation",
+    "host",
+    "hostaddr",
+    "port",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+];
 
 /// Builds the [`StoreError::Backend`] of a Postgres failure, with what the store was doing
 /// and what the server (or the socket) said, in one message (the driver's own error chain is
@@ -118,6 +271,38 @@ pub(super) async fn get_or(pool: &Pool, context: &str) -> Result<Object, StoreEr
     })
 }
 
+/// Runs `step` on a connection from the pool; when that connection turns out to be gone (its
+/// backend terminated while it sat idle in the pool), once more on a fresh one. Only for a
+/// step that is safe to repeat: a read, or one whose statement never reached the server. A
+/// connection whose step failed is closed, never handed back to the pool.
+///
+/// `step` takes the connection and hands it back with its outcome (a closure over a borrowed
+/// connection would make the caller's future not `Send`).
+async fn on_live_connection<T, F, Fut>(
+    pool: &Pool,
+    context: &str,
+    step: F,
+) -> Result<(Object, T), StoreError>
+where
+    F: Fn(Object) -> Fut,
+    Fut: Future<Output = (Object, Result<T, tokio_postgres::Error>)>,
+{
+    let mut retried = false;
+    loop {
+        let (client, outcome) = step(get(pool).await?).await;
+        match outcome {
+            Ok(value) => return Ok((client, value)),
+            Err(error) => {
+                drop(Object::take(client));
+                if retried || !connection_lost(&error) {
+                    return Err(PgError::owned(context, error));
+                }
+                retried = true;
+            }
+        }
+    }
+}
+
 /// Runs one read-only statement, again on a fresh connection if the first one turned out to
 /// be gone (a backend terminated while idle in the pool): a read is safe to repeat.
 pub(super) async fn read(
@@ -126,28 +311,16 @@ pub(super) async fn read(
     params: &[&(dyn ToSql + Sync)],
     context: &str,
 ) -> Result<Vec<Row>, StoreError> {
-    let mut retried = false;
-    loop {
-        let client = get(pool).await?;
-        let attempt = async {
+    let (_, rows) = on_live_connection(pool, context, |client| async move {
+        let rows = async {
             let statement = client.prepare_cached(sql).await?;
             client.query(&statement, params).await
         }
         .await;
-        match attempt {
-            Ok(rows) => return Ok(rows),
-            Err(error) if !retried && connection_lost(&error) => {
-                drop(Object::take(client));
-                retried = true;
-            }
-            Err(error) => {
-                if connection_lost(&error) {
-                    drop(Object::take(client));
-                }
-                return Err(PgError::owned(context, error));
-            }
-        }
-    }
+        (client, rows)
+    })
+    .await?;
+    Ok(rows)
 }
 
 /// Runs one writing statement as its own transaction (autocommit: it is committed when its
@@ -161,39 +334,28 @@ pub(super) async fn write_one(
     params: &[&(dyn ToSql + Sync)],
     context: &str,
 ) -> Result<Vec<Row>, StoreError> {
-    let mut retried = false;
-    loop {
-        let client = get(pool).await?;
-        let statement = match client.prepare_cached(sql).await {
-            Ok(statement) => statement,
-            Err(error) if !retried && connection_lost(&error) => {
-                drop(Object::take(client));
-                retried = true;
-                continue;
-            }
-            Err(error) => {
-                drop(Object::take(client));
-                return Err(PgError::owned(context, error));
-            }
-        };
-        return match client.query(&statement, params).await {
-            Ok(rows) => Ok(rows),
-            Err(error) => {
-                let lost = connection_lost(&error);
-                drop(Object::take(client));
-                Err(PgError::owned(
-                    if lost {
-                        format!(
-                            "{context} (the connection was lost: whether the change was \
-                             stored is unknown, read the task again)"
-                        )
-                    } else {
-                        context.to_owned()
-                    },
-                    error,
-                ))
-            }
-        };
+    let (client, statement) = on_live_connection(pool, context, |client| async move {
+        let statement = client.prepare_cached(sql).await;
+        (client, statement)
+    })
+    .await?;
+    match client.query(&statement, params).await {
+        Ok(rows) => Ok(rows),
+        Err(error) => {
+            let lost = connection_lost(&error);
+            drop(Object::take(client));
+            Err(PgError::owned(
+                if lost {
+                    format!(
+                        "{context} (the connection was lost: whether the change was \
+                         stored is unknown, read the task again)"
+                    )
+                } else {
+                    context.to_owned()
+                },
+                error,
+            ))
+        }
     }
 }
 
@@ -208,25 +370,15 @@ impl Tx {
     /// `BEGIN` on a pooled connection; on a second one if the first turned out to be gone
     /// (nothing was done yet, so this is safe to repeat).
     pub(super) async fn begin(pool: &Pool) -> Result<Self, StoreError> {
-        let mut retried = false;
-        loop {
-            let client = get(pool).await?;
-            match client.batch_execute("BEGIN").await {
-                Ok(()) => {
-                    return Ok(Self {
-                        client: Some(client),
-                    });
-                }
-                Err(error) if !retried && connection_lost(&error) => {
-                    drop(Object::take(client));
-                    retried = true;
-                }
-                Err(error) => {
-                    drop(Object::take(client));
-                    return Err(PgError::owned("could not begin a transaction", error));
-                }
-            }
-        }
+        let (client, ()) =
+            on_live_connection(pool, "could not begin a transaction", |client| async move {
+                let begun = client.batch_execute("BEGIN").await;
+                (client, begun)
+            })
+            .await?;
+        Ok(Self {
+            client: Some(client),
+        })
     }
 
     /// The connection. Only `commit` and `rollback` take it, and they consume `self`, so
@@ -235,18 +387,24 @@ impl Tx {
         self.client.as_ref().ok_or_else(ended)
     }
 
-    /// Runs one statement (prepared once per connection) and returns its rows.
+    /// The connection and `sql` prepared on it (once per connection).
+    async fn prepare(&self, sql: &str, context: &str) -> Result<(&Object, Statement), StoreError> {
+        let client = self.client()?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| PgError::owned(context, e))?;
+        Ok((client, statement))
+    }
+
+    /// Runs one statement and returns its rows.
     pub(super) async fn query(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.client()?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| PgError::owned(context, e))?;
+        let (client, statement) = self.prepare(sql, context).await?;
         client
             .query(&statement, params)
             .await
@@ -260,11 +418,7 @@ impl Tx {
         params: &[&(dyn ToSql + Sync)],
         context: &str,
     ) -> Result<u64, StoreError> {
-        let client = self.client()?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| PgError::owned(context, e))?;
+        let (client, statement) = self.prepare(sql, context).await?;
         client
             .execute(&statement, params)
             .await
@@ -322,4 +476,257 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "hunter2xyz";
+
+    /// `text` holds no piece of the password (the whole of it, or a part of it that the
+    /// connection string split off).
+    fn assert_hidden(text: &str, pieces: &[&str]) {
+        for piece in pieces.iter().chain(&[SECRET]) {
+            assert!(!text.contains(piece), "`{piece}` shown in: {text}");
+        }
+    }
+
+    fn described(conninfo: &str) -> String {
+        describe(&parse_config(conninfo).expect("parses"))
+    }
+
+    #[test]
+    fn url_userinfo_password_is_hidden() {
+        let text = described("postgres://app:hunter2xyz@db.example:5433/tasks");
+        assert_eq!(text, "postgres://app:***@db.example:5433/tasks");
+        // Percent-encoded characters in the password.
+        let text = described("postgresql://app:hunter2xyz%40%3A%2F@db.example/tasks");
+        assert_hidden(&text, &["%40", "@:/"]);
+        assert_eq!(text, "postgres://app:***@db.example:5432/tasks");
+    }
+
+    #[test]
+    fn url_password_with_a_raw_at_sign_is_hidden() {
+        // The parser splits the user part at the first `@`: the rest of the password lands in
+        // the host.
+        let text = described("postgres://app:hunter@2xyz@db.example/tasks");
+        assert_hidden(&text, &["hunter", "2xyz"]);
+        assert_eq!(text, "postgres://app:***@***:5432/tasks");
+    }
+
+    #[test]
+    fn url_query_password_is_hidden() {
+        let text = described(
+            "postgres://app@db.example:5433/tasks?password=hunter2xyz&application_name=x",
+        );
+        assert_eq!(text, "postgres://app:***@db.example:5433/tasks");
+        // The key percent-encoded (`%77` is `w`).
+        let text = described("postgres://db.example/tasks?user=app&pass%77ord=hunter2xyz");
+        assert_eq!(text, "postgres://app:***@db.example:5432/tasks");
+    }
+
+    #[test]
+    fn key_value_password_is_hidden() {
+        let text = described("host=db.example port=5433 user=app password=hunter2xyz dbname=tasks");
+        assert_eq!(text, "postgres://app:***@db.example:5433/tasks");
+        let text = described("host=db.example user=app password = hunter2xyz\\ more dbname=tasks");
+        assert_hidden(&text, &["more"]);
+        assert_eq!(text, "postgres://app:***@db.example/tasks");
+    }
+
+    #[test]
+    fn quoted_key_value_password_with_escapes_is_hidden() {
+        let text =
+            described(r"host=db.example user=app password='hunter 2xyz \'q\\ x' dbname=tasks");
+        assert_hidden(&text, &["hunter", "2xyz", "\\'q", "q\\"]);
+        assert_eq!(text, "postgres://app:***@db.example/tasks");
+    }
+
+    #[test]
+    fn several_hosts_and_sockets_stay_readable() {
+        let text = described("postgres://app@a.example:5433,[::1]:5434/tasks");
+        assert_eq!(text, "postgres://app@a.example:5433,[::1]:5434/tasks");
+        let text = described("host=/run/postgresql dbname=tasks");
+        assert_eq!(text, "postgres:///run/postgresql/tasks");
+    }
+
+    fn parse_error(conninfo: &str) -> String {
+        match parse_config(conninfo) {
+            Err(StoreError::Config(error)) => error.to_string(),
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_string_that_does_not_parse_never_shows_its_password() {
+        // The reason stays readable: the option at fault.
+        let text = parse_error("postgres://app:hunter2xyz@db.example:port/tasks");
+        assert_hidden(&text, &[]);
+        assert!(text.contains("invalid value for option `port`"), "{text}");
+        let text = parse_error("host=db.example port=x user=app password='hunter2xyz'");
+        assert_hidden(&text, &[]);
+        assert!(text.contains("invalid value for option `port`"), "{text}");
+        // An unquoted space in the password: the parser reads its second half as an option.
+        let text = parse_error("host=db.example user=app password=hunter 2xyz=1");
+        assert_hidden(&text, &["hunter", "2xyz"]);
+        assert!(text.contains("unknown option `...`"), "{text}");
+        let text = parse_error("host=db.example user=app password=hunter 2xyz q");
+        assert_hidden(&text, &["hunter", "2xyz", "`q`"]);
+        // An unterminated quote.
+        let text = parse_error("host=db.example password='hunter2xyz");
+        assert_hidden(&text, &[]);
+        assert!(text.contains("unterminated"), "{text}");
+        // A URL query password with a raw `&`.
+        let text = parse_error("postgres://db.example/tasks?password=hunter&2xyz=1");
+        assert_hidden(&text, &["hunter", "2xyz"]);
+        // The same, its key percent-encoded (`%77` is `w`).
+        let text = parse_error("postgres://db.example/tasks?pass%77ord=hunter&2xyz=1");
+        assert_hidden(&text, &["hunter", "2xyz"]);
+    }
+
+    #[test]
+    fn a_string_without_a_password_shows_the_whole_reason() {
+        let text = parse_error("host=db.example dbnmae=tasks");
+        assert!(text.contains("unknown option `dbnmae`"), "{text}");
+    }
+
+    #[test]
+    fn a_builder_debug_never_shows_the_password() {
+        for conninfo in [
+            "postgres://app:hunter2xyz@db.example/tasks",
+            "postgres://app@db.example/tasks?password=hunter2xyz",
+            "host=db.example user=app password='hunter2xyz x' dbname=tasks",
+            "host=db.example user=app password='hunter2xyz",
+        ] {
+            let text = format!("{:?}", super::super::PostgresStore::builder(conninfo));
+            assert_hidden(&text, &[]);
+            assert!(text.contains("schema: \"mcp_tasks\""), "{text}");
+        }
+        let text = format!(
+            "{:?}",
+            super::super::PostgresStore::builder("postgres://app:hunter2xyz@db.example/tasks")
+        );
+        assert!(
+            text.contains("url: \"postgres://app:***@db.example:5432/tasks\""),
+            "{text}"
+        );
+    }
+
+    /// The whole message of an error, with its sources.
+    fn full_message(error: &StoreError) -> String {
+        chain(error)
+    }
+
+    /// Through [`PostgresStore::connect`](super::super::PostgresStore::connect), to a port
+    /// nobody listens on: the error that really comes back names where it tried and shows no
+    /// password, for every way of writing one.
+    #[tokio::test]
+    async fn connect_errors_never_show_the_password() {
+        let forms = [
+            "postgres://app:hunter2xyz@127.0.0.1:1/tasks?connect_timeout=5",
+            "postgres://app@127.0.0.1:1/tasks?password=hunter2xyz&connect_timeout=5",
+            "host=127.0.0.1 port=1 user=app password=hunter2xyz dbname=tasks connect_timeout=5",
+            r"host=127.0.0.1 port=1 user=app password='hunter2xyz \'x' dbname=tasks",
+        ];
+        for form in forms {
+            let error = super::super::PostgresStore::connect(form)
+                .await
+                .expect_err("nothing listens on port 1");
+            let text = full_message(&error);
+            assert_hidden(&text, &[]);
+            assert!(
+                text.contains("could not connect to the Postgres server at postgres://app:***@127.0.0.1:1/tasks"),
+                "{text}"
+            );
+        }
+        let error =
+            super::super::PostgresStore::connect("postgres://app:hunter2xyz@127.0.0.1:x/tasks")
+                .await
+                .expect_err("the port does not parse");
+        assert!(matches!(error, StoreError::Config(_)), "{error:?}");
+        assert_hidden(&full_message(&error), &[]);
+    }
+}
+
+/// The retry on a fresh connection, against the server at `MCP_TASKS_POSTGRES_URL` (default
+/// the local test server; skipped with a line when none answers, unless under CI).
+#[cfg(test)]
+mod stale {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use tokio_postgres::NoTls;
+
+    use super::*;
+    use crate::store::PostgresStore;
+
+    /// Ends the backends of the store's connections, and waits until they are gone, without
+    /// letting the runtime run (a single-threaded test), so the pool's connection tasks do not
+    /// see the sockets close: the pool hands the dead connection out as if it were alive, as
+    /// when a backend is terminated while its connection sits idle.
+    async fn terminate(raw: &tokio_postgres::Client, application_name: &str) {
+        let killed = raw
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = $1",
+                &[&application_name],
+            )
+            .await
+            .expect("terminate");
+        assert_eq!(killed.len(), 1, "the pool's one connection was ended");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    #[tokio::test]
+    async fn a_read_a_begin_and_a_prepare_move_to_a_fresh_connection() {
+        let url = std::env::var("MCP_TASKS_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let schema = format!("pool_stale_{}_{nanos}", std::process::id());
+        let connected = PostgresStore::builder(&url)
+            .with_schema(&schema)
+            .with_pool_size(1)
+            .with_application_name(&schema)
+            .connect()
+            .await;
+        let store = match connected {
+            Ok(store) => store,
+            Err(error) if std::env::var_os("CI").is_none() => {
+                eprintln!("skipped: no Postgres server answers at {url} ({error})");
+                return;
+            }
+            Err(error) => panic!("no Postgres server at {url}: {error}"),
+        };
+        let (raw, connection) = tokio_postgres::connect(&url, NoTls).await.expect("raw");
+        tokio::spawn(connection);
+        read(&store.pool, "SELECT 1", &[], "warm up")
+            .await
+            .expect("a first read");
+
+        terminate(&raw, &schema).await;
+        let rows = read(&store.pool, "SELECT 2", &[], "read")
+            .await
+            .expect("the read is repeated on a fresh connection");
+        assert_eq!(rows[0].get::<_, i32>(0), 2);
+
+        terminate(&raw, &schema).await;
+        let tx = Tx::begin(&store.pool)
+            .await
+            .expect("BEGIN is repeated on a fresh connection");
+        tx.rollback().await;
+
+        terminate(&raw, &schema).await;
+        let rows = write_one(&store.pool, "SELECT 3", &[], "write")
+            .await
+            .expect("a statement not sent yet is prepared again on a fresh connection");
+        assert_eq!(rows[0].get::<_, i32>(0), 3);
+
+        drop(store);
+        raw.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .await
+            .expect("drop the test schema");
+    }
 }

@@ -12,14 +12,13 @@
 //!   so new rows land at one edge of the table, and a
 //!   create writes that one B-tree: live tasks are not indexed in the file. The writer keeps
 //!   them in memory for expiry, and recovery scans the table from `meta.live_from`, a bound
-//!   kept below every live id (`writer::LiveSet`); only finished tasks are indexed, by purge
+//!   kept below every live id; only finished tasks are indexed, by purge
 //!   time. A batch of 64 creates writes about 6 pages (8 KiB each, the page size of a new
 //!   file).
 //! - **Checkpoints** (copying the log into the database) run on a thread of their own, not
 //!   inside the writer's commits.
 //! - **Reads** use their own connections (WAL readers never wait for the writer) and see
-//!   only committed changes, so a task is readable as soon as its creation is acknowledged
-//!   (docs/protocol.md R10).
+//!   only committed changes, so a task is readable as soon as its creation is acknowledged.
 //! - **Schema** is created and migrated by the store itself, one step per version in one
 //!   transaction each; the version is SQLite's `user_version`. A file written by a newer
 //!   build is refused, not altered: the version is checked and the schema migrated before

@@ -83,7 +83,8 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     if version > SCHEMA_VERSION {
         return Err(StoreError::Config(ConfigError::new(format!(
             "the task database was written by a newer build (schema version {version}; this \
-             build knows up to {SCHEMA_VERSION}); it is left untouched"
+             build knows up to {SCHEMA_VERSION}); it is left untouched: open it with a newer \
+             build, or use another file"
         ))));
     }
     for (from, step) in MIGRATIONS
