@@ -77,7 +77,7 @@ async fn server(seen: &Seen, sweep: Duration) -> (Engine, Peer) {
     let tools = toolkit![sleeper, ends, fallible, hello]
         .expect("toolkit")
         .with_state(seen.clone());
-    let engine = Engine::new(tools).with_expiry_sweep(sweep);
+    let engine = Engine::builder(tools).with_expiry_sweep(sweep).build();
     let peer = Peer::Http(Http::start(TaskServer::from_engine(engine.clone())).await);
     (engine, peer)
 }
@@ -222,7 +222,11 @@ fn server_info(result: &Value) -> &Value {
 #[tokio::test]
 async fn results_carry_the_server_info() {
     let tools = toolkit![hello, ends].expect("toolkit");
-    let server = TaskServer::new(tools).with_server_info("report-server", "2.1.0");
+    let server = TaskServer::from_engine(
+        Engine::builder(tools)
+            .with_server_info(rmcp::model::Implementation::new("report-server", "2.1.0"))
+            .build(),
+    );
     let mut peer = Peer::Http(Http::start(server).await);
     let expected = json!({ "name": "report-server", "version": "2.1.0" });
 

@@ -222,14 +222,16 @@ pub async fn server(
              (the flags {CLUSTER_FLAGS} need one)"
         )));
     }
-    let info = |server: TaskServer| {
-        server.with_server_info("mcp-tasks-example", env!("CARGO_PKG_VERSION"))
-    };
+    let info = rmcp::model::Implementation::new("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
+    let engine = |toolkit| mcp_tasks::Engine::builder(toolkit).with_server_info(info);
     let server = match store.split_once(':') {
-        None if store == "memory" => info(TaskServer::new(toolkit)),
+        None if store == "memory" => TaskServer::from_engine(engine(toolkit).build()),
         Some(("sqlite", path)) if !path.is_empty() => {
-            let server = info(TaskServer::new(toolkit))
-                .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?);
+            let server = TaskServer::from_engine(
+                engine(toolkit)
+                    .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?)
+                    .build(),
+            );
             let report = server.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
                 "store sqlite:{path}: {} unfinished task(s) resumed, {} failed",
@@ -259,12 +261,11 @@ pub async fn server(
             }
             // One instance of a cluster: its work runs under leases, so any number of
             // instances share the schema and take over each other's tasks.
-            let mut engine = mcp_tasks::Engine::new(toolkit)
-                .with_store(pg)
-                .with_cluster(config);
+            let mut builder = engine(toolkit).with_store(pg).with_cluster(config);
             if let Some(id) = instance {
-                engine = engine.with_instance_id(id);
+                builder = builder.with_instance_id(id);
             }
+            let engine = builder.build();
             let report = engine.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
                 "instance {} (postgres schema {schema}): {} task(s) taken over, {} failed",
@@ -272,7 +273,7 @@ pub async fn server(
                 report.resumed,
                 report.failed
             );
-            info(TaskServer::from_engine(engine))
+            TaskServer::from_engine(engine)
         }
         _ => {
             return Err(usage(&format!(
@@ -340,6 +341,8 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
     }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
+    // `serve_http_with` serves any handler and starts no engine: start this one first.
+    server.engine().start().map_err(std::io::Error::other)?;
     mcp_tasks::serve_http_with(listener, server, options).await
 }
 

@@ -70,17 +70,18 @@ use rmcp::{
 use crate::{
     EXTENSION_ID, errors,
     runtime::{
-        ClusterConfig, Runtime, Settings,
+        Runtime, ShutdownReport, StartError,
         call::{Answer, Call, Notifier},
-        cluster::{self, Tools, random_instance_id},
+        cluster,
         recover::{RecoveryReport, recover},
     },
-    store::{MemoryStore, StoreError, TaskSnapshot, TaskStore},
+    store::{StoreError, TaskSnapshot, TaskStore},
     tool::Mode,
     toolkit::Toolkit,
 };
 
 mod auth;
+mod builder;
 pub mod guard;
 mod request_state;
 mod router;
@@ -91,6 +92,7 @@ mod serve_stdio;
 
 #[cfg(feature = "http")]
 pub use auth::{AuthError, ProtectedResourceError, StaticTokens, TokenListError, TokenValidator};
+pub use builder::EngineBuilder;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
 #[cfg(feature = "http")]
 pub use serve_http::{
@@ -122,7 +124,21 @@ pub const DEFAULT_OWNER: &str = "anonymous";
 
 /// Answers `tools/list`, `tools/call` and `tasks/*` for a [`Toolkit`], with a [`TaskStore`].
 ///
-/// Cheap to clone: clones share the toolkit, the store and the running tasks.
+/// Built once by [`Engine::builder`] (or [`Engine::new`] for the defaults), then
+/// [`started`](Engine::start) and, at the end, [`shut down`](Engine::shutdown):
+///
+/// - **start** spawns the background loops: the expiry sweep and, over a store several
+///   instances share, lease renewals, wake-ups and claims of lapsed and queued tasks. The
+///   serving functions that take a [`TaskServer`] (`serve_http`, `http_router`,
+///   `http_service`, `serve_stdio`, `serve_io`) start its engine themselves; a handler of
+///   your own that routes to an engine starts it before serving. Nothing starts from a
+///   request: an engine never started answers calls, but sweeps no expiry and renews no
+///   lease.
+/// - **shutdown** stops them: see [`Engine::shutdown`]. Dropping every clone of an engine
+///   without a shutdown stops its loops and drops its running work at once.
+///
+/// Cheap to clone: clones share the toolkit, the store, the running tasks and the
+/// lifecycle.
 #[derive(Clone)]
 pub struct Engine {
     toolkit: Arc<Toolkit>,
@@ -131,12 +147,11 @@ pub struct Engine {
     default_owner: Arc<str>,
     tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
     request_state: Arc<request_state::Sealer>,
-    settings: Settings,
     /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
     result_meta: Arc<MetaObject>,
-    /// This instance's id in a cluster (random by default).
-    instance: Arc<str>,
-    cluster: ClusterConfig,
+    server_info: Arc<Implementation>,
+    /// Stops the loops when the last clone is dropped.
+    _guard: Arc<tokio_util::sync::DropGuard>,
 }
 
 /// The key of a `tools/call` request's `_meta` that carries the client's idempotency key (a
@@ -159,124 +174,65 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine over `toolkit` with a [`MemoryStore`].
+    /// An engine over `toolkit` with every default (a [`MemoryStore`](crate::MemoryStore)),
+    /// not started: `Engine::builder(toolkit).build()`.
     #[must_use]
     pub fn new(toolkit: Toolkit) -> Self {
-        let state = Arc::new(toolkit.state().clone());
-        let tool_names = toolkit
-            .definitions()
-            .map(|d| (d.name().to_owned(), Arc::from(d.name())))
-            .collect();
-        Self {
-            toolkit: Arc::new(toolkit),
-            state,
-            runtime: Runtime::new(
-                Arc::new(MemoryStore::new()),
-                Settings::default(),
-                Arc::from(""),
-                ClusterConfig::default(),
-            ),
-            default_owner: Arc::from(DEFAULT_OWNER),
-            tool_names: Arc::new(tool_names),
-            request_state: Arc::new(request_state::Sealer::new(
-                RequestStateKey::generate(),
-                DEFAULT_REQUEST_STATE_TTL,
-            )),
-            settings: Settings::default(),
-            result_meta: Arc::new(server_info_meta(&default_server_info())),
-            instance: random_instance_id(),
-            cluster: ClusterConfig::default(),
-        }
+        Self::builder(toolkit).build()
     }
 
-    fn rebuild(mut self, store: Arc<dyn TaskStore>) -> Self {
-        self.runtime = Runtime::new(
-            store,
-            self.settings.clone(),
-            self.instance.clone(),
-            self.cluster.clone(),
-        );
-        self
+    /// The configuration of an engine over `toolkit`; see [`EngineBuilder`].
+    pub fn builder(toolkit: Toolkit) -> EngineBuilder {
+        EngineBuilder::new(toolkit)
     }
 
-    /// Sets this instance's id, which the leases of the tasks it runs carry, when the store
-    /// is shared by several instances (`PostgresStore`). Default: `instance-` and 64
-    /// random bits, new for every engine. Two live instances must never share an id.
+    /// Starts the background loops, on the current tokio runtime: the expiry sweep and, over
+    /// a store several instances share, lease renewals, wake-ups and (unless
+    /// [`ClusterConfig::with_execution`](crate::ClusterConfig::with_execution) is off)
+    /// claims of lapsed and queued tasks. Starting a started engine does nothing.
+    ///
+    /// # Errors
+    /// [`StartError::Stopped`] once the engine was shut down; [`StartError::NoRuntime`]
+    /// outside a tokio runtime.
+    pub fn start(&self) -> Result<(), StartError> {
+        self.runtime.start()
+    }
+
+    /// Whether the engine was started and no shutdown began.
     #[must_use]
-    pub fn with_instance_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.instance = id.into();
-        let store = self.runtime.store.clone();
-        self.rebuild(store)
+    pub fn is_running(&self) -> bool {
+        self.runtime.lifecycle.is_running()
     }
 
-    /// Sets how this instance shares its store with other instances: lease length, renewal
-    /// and claim intervals, and whether calls run here or are queued for workers (see
-    /// [`ClusterConfig`] for the defaults). Ignored with a single-process store.
+    /// Stops the engine, in three steps:
+    ///
+    /// 1. at once, it claims no task and sweeps no expiry any more, and refuses new calls
+    ///    (`-32603`, saying the server is shutting down); `tasks/*` are still answered;
+    /// 2. the work of the tasks running here has `grace` to end on its own: its leases are
+    ///    still renewed, cancels and answers still reach it, and its outcome is written;
+    /// 3. the work still running then is dropped and writes nothing more: each of those
+    ///    tasks stays as the store has it (over a shared store another instance takes it
+    ///    over once its lease lapses; over a durable one the next start
+    ///    [recovers](Engine::recover) it), and renewals and wake-ups end.
+    ///
+    /// Returns once every loop and every task's work has ended (then
+    /// [`Engine::is_stopped`] is true). A stopped engine does not start again. A second
+    /// call waits for the first one's end.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> ShutdownReport {
+        self.runtime.lifecycle.shutdown(grace).await
+    }
+
+    /// Whether nothing of the engine runs any more: shut down, and every loop and every
+    /// task's work it spawned has ended.
     #[must_use]
-    pub fn with_cluster(mut self, config: ClusterConfig) -> Self {
-        self.cluster = config;
-        let store = self.runtime.store.clone();
-        self.rebuild(store)
+    pub fn is_stopped(&self) -> bool {
+        self.runtime.lifecycle.is_stopped()
     }
 
-    /// This instance's id (see [`Engine::with_instance_id`]).
+    /// This instance's id (see [`EngineBuilder::with_instance_id`]).
     #[must_use]
     pub fn instance_id(&self) -> &str {
-        &self.instance
-    }
-
-    /// Starts the cluster loops once (leases, wake-ups, takeover), in cluster mode.
-    fn start_cluster(&self) {
-        if self.runtime.instance.is_some() {
-            cluster::start(
-                &self.runtime,
-                &Tools {
-                    toolkit: self.toolkit.clone(),
-                    state: self.state.clone(),
-                },
-            );
-        }
-    }
-
-    /// Uses `store` for tasks.
-    #[must_use]
-    pub fn with_store(self, store: impl TaskStore) -> Self {
-        self.with_shared_store(Arc::new(store))
-    }
-
-    /// Uses a store shared with other code.
-    #[must_use]
-    pub fn with_shared_store(self, store: Arc<dyn TaskStore>) -> Self {
-        self.rebuild(store)
-    }
-
-    /// Sets how often the engine sweeps the store for tasks past their TTL (default 1 s).
-    /// Expiry is also applied by any read that comes first, so the sweep bounds how long an
-    /// expired task's work may go on when nobody reads it.
-    #[must_use]
-    pub fn with_expiry_sweep(mut self, every: std::time::Duration) -> Self {
-        self.settings.reap_interval = every.max(std::time::Duration::from_millis(1));
-        let store = self.runtime.store.clone();
-        self.rebuild(store)
-    }
-
-    /// Sets the task-level [`Limits`](crate::Limits): outstanding input requests per task,
-    /// `statusMessage` length, live tasks per owner (the request-size limits are the
-    /// transport's: [`TaskServer::with_limits`] sets both).
-    #[must_use]
-    pub fn with_limits(mut self, limits: crate::Limits) -> Self {
-        self.settings.limits = limits;
-        let store = self.runtime.store.clone();
-        self.rebuild(store)
-    }
-
-    /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
-    /// every result the engine builds (C9); [`TaskServer::with_server_info`] sets it too.
-    /// Default: `mcp-tasks` and this crate's version.
-    #[must_use]
-    pub fn with_server_info(mut self, info: Implementation) -> Self {
-        self.result_meta = Arc::new(server_info_meta(&info));
-        self
+        &self.runtime.id
     }
 
     /// How many tasks' work runs in this process now.
@@ -285,28 +241,16 @@ impl Engine {
         self.runtime.live_count()
     }
 
-    /// Sets the owner of requests that carry no [`Owner`].
+    /// The limits the engine was built with ([`EngineBuilder::with_limits`]).
     #[must_use]
-    pub fn with_default_owner(mut self, owner: impl Into<Arc<str>>) -> Self {
-        self.default_owner = owner.into();
-        self
+    pub fn limits(&self) -> &crate::Limits {
+        &self.runtime.limits
     }
 
-    /// Seals multi round-trip `requestState` with `key` (see [`RequestStateKey`]). Without
-    /// one the engine generates a random key at start: then states do not survive a restart
-    /// and other instances refuse them.
+    /// The name and version in the `_meta` of the results ([`EngineBuilder::with_server_info`]).
     #[must_use]
-    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
-        self.request_state = Arc::new((*self.request_state).clone().with_key(key));
-        self
-    }
-
-    /// How long a sealed `requestState` is accepted after it is issued (default
-    /// [`DEFAULT_REQUEST_STATE_TTL`], 15 minutes).
-    #[must_use]
-    pub fn with_request_state_ttl(mut self, ttl: std::time::Duration) -> Self {
-        self.request_state = Arc::new((*self.request_state).clone().with_ttl(ttl));
-        self
+    pub fn server_info(&self) -> &Implementation {
+        &self.server_info
     }
 
     /// The store.
@@ -366,7 +310,9 @@ impl Engine {
         params: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.start_cluster();
+        if !self.runtime.lifecycle.accepting() {
+            return Err(errors::shutting_down());
+        }
         let Some(registered) = self.toolkit.get(&params.name) else {
             return Err(errors::unknown_tool(&params.name));
         };
@@ -517,23 +463,20 @@ impl Engine {
     /// A failure of the store; tasks dealt with before it keep their new state.
     ///
     /// In cluster mode (a store several instances share) a starting instance does not
-    /// replay the tasks other instances are running: it starts its lease renewals, wake-ups
-    /// and takeover loop, and claims at once the tasks whose lease lapsed (an instance
-    /// that died) and, unless [`ClusterConfig::with_execution`] is off, queued ones; the
-    /// report counts those.
+    /// replay the tasks other instances are running: it claims at once the tasks whose lease
+    /// lapsed (an instance that died) and, unless
+    /// [`ClusterConfig::with_execution`](crate::ClusterConfig::with_execution) is off,
+    /// queued ones; the report counts those. A started engine claims those anyway (its
+    /// first claim runs at start); the leases of what `recover` claims are renewed once the
+    /// engine is started.
     pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
-        if self.runtime.instance.is_some() {
-            self.start_cluster();
-            if !self.cluster.execution {
+        if let Some((_, instance)) = self.runtime.cluster() {
+            if !instance.config.execution {
                 return Ok(RecoveryReport::default());
             }
-            let tools = Tools {
-                toolkit: self.toolkit.clone(),
-                state: self.state.clone(),
-            };
-            return cluster::claim(&self.runtime, &tools).await;
+            return cluster::claim(&self.runtime).await;
         }
-        recover(&self.runtime, &self.toolkit, &self.state).await
+        recover(&self.runtime).await
     }
 
     /// The task, if the request may see it.
@@ -546,7 +489,6 @@ impl Engine {
         if !declares_tasks(context) {
             return Err(errors::tasks_capability_required());
         }
-        self.start_cluster();
         let owner = self.owner(context);
         match self.runtime.read(id).await {
             Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
@@ -703,7 +645,26 @@ fn server_info_meta(info: &Implementation) -> MetaObject {
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
 /// let server = mcp_tasks::TaskServer::new(toolkit);
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// // Starts the engine's background loops, then serves.
 /// mcp_tasks::serve_http(listener, server).await
+/// # }
+/// ```
+///
+/// Over an engine set up with [`Engine::builder`] (a store, limits, the server's name):
+///
+/// ```no_run
+/// # #[cfg(all(feature = "http", feature = "sqlite"))]
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> Result<(), Box<dyn std::error::Error>> {
+/// use mcp_tasks::{Engine, SqliteStore, TaskServer};
+/// let engine = Engine::builder(toolkit)
+///     .with_store(SqliteStore::open("tasks.db")?)
+///     .with_server_info(rmcp::model::Implementation::new("reports", "2.1.0"))
+///     .build();
+/// let server = TaskServer::from_engine(engine);
+/// server.recover().await?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// mcp_tasks::serve_http(listener, server).await?;
+/// # Ok(())
 /// # }
 /// ```
 #[derive(Clone, Debug)]
@@ -711,65 +672,32 @@ pub struct TaskServer {
     engine: Engine,
     /// What `get_info` answers; built once, since rmcp asks for it on many requests.
     config: Arc<ServerConfig>,
-    /// What one request may carry (see [`crate::limits`]).
-    limits: crate::Limits,
 }
 
 impl TaskServer {
-    /// A server over `toolkit` with a [`MemoryStore`].
+    /// A server over `toolkit` with a [`MemoryStore`](crate::MemoryStore).
     #[must_use]
     pub fn new(toolkit: Toolkit) -> Self {
         Self::from_engine(Engine::new(toolkit))
     }
 
-    /// A server over an engine configured elsewhere.
+    /// A server over an engine built elsewhere ([`Engine::builder`]): it reports the
+    /// engine's [`server_info`](Engine::server_info) and serves with its
+    /// [`limits`](Engine::limits).
     #[must_use]
     pub fn from_engine(engine: Engine) -> Self {
         let config = ServerConfig::new(engine.capabilities(ServerCapabilities::default()))
-            .with_server_info(default_server_info());
+            .with_server_info(engine.server_info().clone());
         Self {
             engine,
             config: Arc::new(config),
-            limits: crate::Limits::default(),
         }
     }
 
-    /// Sets what one request may carry; [`Limits::default()`](crate::Limits) otherwise.
-    #[must_use]
-    pub fn with_limits(mut self, limits: crate::Limits) -> Self {
-        self.engine = self.engine.with_limits(limits.clone());
-        self.limits = limits;
-        self
-    }
-
-    /// What one request may carry.
+    /// What one request may carry: the engine's [`Limits`](crate::Limits).
     #[must_use]
     pub fn limits(&self) -> &crate::Limits {
-        &self.limits
-    }
-
-    /// Uses `store` for tasks.
-    #[must_use]
-    pub fn with_store(mut self, store: impl TaskStore) -> Self {
-        self.engine = self.engine.with_store(store);
-        self
-    }
-
-    /// Seals multi round-trip `requestState` with `key`; see
-    /// [`Engine::with_request_state_key`].
-    #[must_use]
-    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
-        self.engine = self.engine.with_request_state_key(key);
-        self
-    }
-
-    /// Sets the name and version the server reports (`serverInfo`).
-    #[must_use]
-    pub fn with_server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
-        let info = Implementation::new(name.into(), version.into());
-        self.engine = self.engine.with_server_info(info.clone());
-        Arc::make_mut(&mut self.config).server_info = info;
-        self
+        self.engine.limits()
     }
 
     /// Sets the instructions for clients.
