@@ -6,8 +6,9 @@ use std::{sync::Arc, time::Duration};
 use rmcp::model::Implementation;
 
 use super::{
-    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, RequestStateKey, default_server_info,
-    request_state, server_info_meta,
+    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, RequestStateKey,
+    engine::{default_server_info, server_info_meta},
+    request_state,
 };
 use crate::{
     Limits,
