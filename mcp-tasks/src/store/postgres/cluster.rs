@@ -1,0 +1,335 @@
+//! The cluster operations of [`PostgresStore`]: leases, claims, fenced writes, wake-ups.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use rmcp::model::{InputRequest, InputResponses};
+use tokio::sync::broadcast;
+
+use super::{
+    PostgresStore,
+    listener::{self, Seen},
+    pool::{Tx, read},
+    row::{db_now_ms, json, object, to_i64, to_u64},
+    tasks::{ask, end, set_message, step},
+};
+use crate::{
+    clock::millis,
+    store::{ClusterStore, Lease, Outcome, Recovery, Step, StoreError, Wakeup},
+};
+
+impl PostgresStore {
+    /// Notes a lease taken through this store, for the re-read.
+    pub(super) fn hold(&self, lease: &Lease, answer_seq: i64) {
+        listener::lock(&self.held).insert(
+            Arc::clone(&lease.task_id),
+            Seen {
+                id: Arc::clone(&lease.task_id),
+                epoch: lease.epoch,
+                cancel: false,
+                answer_seq,
+            },
+        );
+    }
+
+    pub(super) fn unhold(&self, lease: &Lease) {
+        let mut held = listener::lock(&self.held);
+        if held
+            .get(&*lease.task_id)
+            .is_some_and(|seen| seen.epoch == lease.epoch)
+        {
+            held.remove(&*lease.task_id);
+        }
+    }
+
+    /// A claim (lapsed or queued): one statement that picks and takes the rows, then their
+    /// steps, in one transaction.
+    async fn claim(
+        &self,
+        pick: &str,
+        instance: &str,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        let now = to_i64(self.clock.now_ms());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let lease_ms = to_i64(millis(lease));
+        let tx = Tx::begin(&self.pool).await?;
+        let rows = tx
+            .query(
+                pick,
+                &[&instance, &lease_ms, &now, &limit],
+                "could not claim tasks",
+            )
+            .await?;
+        let ids: Vec<String> = rows.iter().map(|r| r.get::<_, String>(0)).collect();
+        let step_rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            tx.query(
+                "SELECT task_id, seq, name, value FROM steps WHERE task_id = ANY($1) \
+                 ORDER BY task_id, seq",
+                &[&ids],
+                "could not read the claimed tasks' steps",
+            )
+            .await?
+        };
+        tx.commit().await?;
+        let mut steps: std::collections::HashMap<String, Vec<Step>> =
+            std::collections::HashMap::new();
+        for r in &step_rows {
+            steps.entry(r.get(0)).or_default().push(Step::new(
+                to_u64(r.get(1)),
+                r.get::<_, String>(2),
+                json(r.get::<_, &str>(3))?,
+            ));
+        }
+        let instance: Arc<str> = Arc::from(instance);
+        let mut claimed = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let id: Arc<str> = Arc::from(r.get::<_, &str>(0));
+            let recovery = Recovery {
+                id: Arc::clone(&id),
+                owner: Arc::from(r.get::<_, &str>(1)),
+                tool: Arc::from(r.get::<_, &str>(2)),
+                tool_version: Arc::from(r.get::<_, &str>(3)),
+                arguments: object(r.get(4))?,
+                request_meta: object(r.get(5))?,
+                answers: json(r.get(6))?,
+                steps: steps.remove(&*id).unwrap_or_default(),
+            };
+            let granted = Lease {
+                task_id: id,
+                instance: Arc::clone(&instance),
+                epoch: to_u64(r.get(7)),
+                length: lease,
+            };
+            self.hold(&granted, r.get(8));
+            claimed.push((recovery, granted));
+        }
+        Ok(claimed)
+    }
+}
+
+/// The columns a claim returns, in the order [`PostgresStore::claim`] reads them.
+macro_rules! claimed_columns {
+    () => {
+        " RETURNING t.id, t.owner, t.tool, t.tool_version, t.arguments, t.request_meta, \
+         t.answers, t.epoch, t.answer_seq"
+    };
+}
+
+/// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`.
+const CLAIM_LAPSED: &str = concat!(
+    "WITH c AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL AND runner IS NOT NULL \
+     AND lease_until_ms < ",
+    db_now_ms!(),
+    " AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY lease_until_ms LIMIT $4 \
+     FOR UPDATE SKIP LOCKED) \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+    db_now_ms!(),
+    " + $2 FROM c WHERE t.id = c.id",
+    claimed_columns!()
+);
+
+/// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`.
+const CLAIM_QUEUED: &str = concat!(
+    "WITH c AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+     AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY created_at_ms LIMIT $4 \
+     FOR UPDATE SKIP LOCKED) \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+    db_now_ms!(),
+    " + $2 FROM c WHERE t.id = c.id",
+    claimed_columns!()
+);
+
+#[async_trait]
+impl ClusterStore for PostgresStore {
+    async fn acquire(
+        &self,
+        id: &str,
+        instance: &str,
+        lease: Duration,
+    ) -> Result<Lease, StoreError> {
+        let now = to_i64(self.clock.now_ms());
+        let tx = Tx::begin(&self.pool).await?;
+        let rows = tx
+            .query(
+                concat!(
+                    "UPDATE tasks SET runner = $2, epoch = epoch + 1, lease_until_ms = ",
+                    db_now_ms!(),
+                    " + $3 WHERE id = $1 AND purge_at_ms IS NULL \
+                     AND (deadline_ms IS NULL OR deadline_ms > $4) \
+                     AND (runner IS NULL OR runner = $2 OR lease_until_ms < ",
+                    db_now_ms!(),
+                    ") RETURNING epoch, answer_seq"
+                ),
+                &[&id, &instance, &to_i64(millis(lease)), &now],
+                "could not acquire the task's lease",
+            )
+            .await?;
+        tx.commit().await?;
+        let Some(r) = rows.first() else {
+            return Err(self.explain(id, None).await);
+        };
+        let granted = Lease {
+            task_id: Arc::from(id),
+            instance: Arc::from(instance),
+            epoch: to_u64(r.get(0)),
+            length: lease,
+        };
+        self.hold(&granted, r.get(1));
+        Ok(granted)
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let tx = Tx::begin(&self.pool).await?;
+        let renewed = tx
+            .execute(
+                concat!(
+                    "UPDATE tasks SET lease_until_ms = ",
+                    db_now_ms!(),
+                    " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
+                     AND purge_at_ms IS NULL"
+                ),
+                &[
+                    &&*lease.task_id,
+                    &to_i64(lease.epoch),
+                    &&*lease.instance,
+                    &to_i64(millis(lease.length)),
+                ],
+                "could not renew the task's lease",
+            )
+            .await?;
+        tx.commit().await?;
+        if renewed == 0 {
+            self.unhold(lease);
+            return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
+        }
+        Ok(lease.clone())
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let tx = Tx::begin(&self.pool).await?;
+        let released = tx
+            .execute(
+                "UPDATE tasks SET runner = NULL, lease_until_ms = NULL \
+                 WHERE id = $1 AND epoch = $2 AND runner = $3 AND purge_at_ms IS NULL",
+                &[&&*lease.task_id, &to_i64(lease.epoch), &&*lease.instance],
+                "could not release the task's lease",
+            )
+            .await?;
+        if released > 0 {
+            let payload = format!("q:{}", lease.task_id);
+            tx.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&&*self.channel, &payload],
+                "could not announce the released task",
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        self.unhold(lease);
+        Ok(())
+    }
+
+    async fn claim_lapsed(
+        &self,
+        instance: &str,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        self.claim(CLAIM_LAPSED, instance, lease, limit).await
+    }
+
+    async fn claim_queued(
+        &self,
+        instance: &str,
+        lease: Duration,
+        limit: usize,
+    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        self.claim(CLAIM_QUEUED, instance, lease, limit).await
+    }
+
+    async fn set_status_message_fenced(
+        &self,
+        lease: &Lease,
+        message: Option<String>,
+    ) -> Result<(), StoreError> {
+        self.modify(&lease.task_id, Some(lease), |row, fx, now| {
+            set_message(row, fx, now, message)
+        })
+        .await
+    }
+
+    async fn request_input_fenced(
+        &self,
+        lease: &Lease,
+        key: &str,
+        request: InputRequest,
+    ) -> Result<(), StoreError> {
+        self.modify(&lease.task_id, Some(lease), |row, fx, now| {
+            ask(row, fx, now, key, request)
+        })
+        .await
+    }
+
+    async fn save_step_fenced(&self, lease: &Lease, s: Step) -> Result<(), StoreError> {
+        self.modify(&lease.task_id, Some(lease), |row, fx, now| {
+            step(row, fx, now, s)
+        })
+        .await
+    }
+
+    async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError> {
+        let result = match self.finish_batched(lease, &outcome).await {
+            Ok(true) => Ok(()),
+            // The task is not (or no longer) live under this lease, or is past its TTL:
+            // the general path finds out which and answers for it.
+            Ok(false) => {
+                self.modify(&lease.task_id, Some(lease), |row, fx, now| {
+                    end(row, fx, now, outcome)
+                })
+                .await
+            }
+            Err(error) => Err(error),
+        };
+        if !matches!(result, Err(StoreError::Backend(_))) {
+            self.unhold(lease);
+        }
+        result
+    }
+
+    async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        let rows = read(
+            &self.pool,
+            "SELECT answers FROM tasks WHERE id = $1",
+            &[&id],
+            "could not read the task's answers",
+        )
+        .await?;
+        match rows.first() {
+            Some(row) => json(row.get::<_, &str>(0)),
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    fn wakeups(&self) -> broadcast::Receiver<Wakeup> {
+        self.wakeups
+            .get_or_init(|| {
+                let (sender, _) = broadcast::channel(1024);
+                let listener = listener::Listener {
+                    config: self.config.clone(),
+                    pool: self.pool.clone(),
+                    channel: Arc::clone(&self.channel),
+                    held: Arc::clone(&self.held),
+                    sender: sender.clone(),
+                    reread: self.settings.reread,
+                    stop: self.stop.clone(),
+                };
+                self.runtime.spawn(listener.run());
+                sender
+            })
+            .subscribe()
+    }
+}

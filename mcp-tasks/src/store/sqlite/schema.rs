@@ -1,0 +1,109 @@
+//! The schema of [`SqliteStore`](super::SqliteStore)'s file and its migrations.
+
+use rusqlite::Connection;
+
+use super::{backend, backend_msg};
+use crate::store::StoreError;
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 3;
+
+const SCHEMA_V1: &str = "
+CREATE TABLE tasks (
+    id                  TEXT PRIMARY KEY,
+    owner               TEXT NOT NULL,
+    tool                TEXT NOT NULL,
+    tool_version        TEXT NOT NULL,
+    status              TEXT NOT NULL,
+    status_message      TEXT,
+    created_at_ms       INTEGER NOT NULL,
+    last_updated_at_ms  INTEGER NOT NULL,
+    ttl_ms              INTEGER,
+    poll_interval_ms    INTEGER,
+    arguments           TEXT NOT NULL,
+    request_meta        TEXT NOT NULL,
+    input_requests      TEXT NOT NULL,
+    used_keys           TEXT NOT NULL,
+    answers             TEXT NOT NULL,
+    outcome             TEXT,
+    cancel_requested    INTEGER NOT NULL,
+    deadline_ms         INTEGER,
+    purge_at_ms         INTEGER
+) WITHOUT ROWID;
+CREATE INDEX tasks_live_deadline ON tasks (deadline_ms) WHERE purge_at_ms IS NULL AND deadline_ms IS NOT NULL;
+CREATE INDEX tasks_purge ON tasks (purge_at_ms) WHERE purge_at_ms IS NOT NULL;
+CREATE INDEX tasks_live ON tasks (status) WHERE status IN ('working', 'input_required');
+CREATE TABLE steps (
+    task_id  TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    name     TEXT NOT NULL,
+    value    TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+";
+
+/// Schema 1 → 2: creates write one B-tree, not four. Schema 1 kept three indexes, each
+/// written by every create; schema 2 indexes finished tasks only (by purge time, for
+/// purging), while the writer keeps the live ones in memory ([`LiveSet`]) and recovery
+/// scans the table from `meta.live_from`, an id below every live task. A NULL
+/// `purge_at_ms` now means exactly "live": a finished task without a TTL, NULL in schema 1,
+/// gets [`NEVER`].
+const MIGRATE_V1_TO_V2: &str = "
+DROP INDEX tasks_live_deadline;
+DROP INDEX tasks_purge;
+DROP INDEX tasks_live;
+UPDATE tasks SET purge_at_ms = 9223372036854775807
+    WHERE purge_at_ms IS NULL AND status NOT IN ('working', 'input_required');
+CREATE INDEX tasks_purge ON tasks (purge_at_ms) WHERE purge_at_ms IS NOT NULL;
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+INSERT INTO meta (name, value) VALUES ('live_from', '');
+";
+
+/// Schema 2 → 3: idempotency keys (store invariant 9). One row per task created with a key,
+/// (owner, tool, key) → task id, so a create without a key still writes only the `tasks`
+/// B-tree. The index by task id lets a purge remove a task's key with it.
+const MIGRATE_V2_TO_V3: &str = "
+CREATE TABLE idempotency (
+    owner    TEXT NOT NULL,
+    tool     TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    task_id  TEXT NOT NULL,
+    PRIMARY KEY (owner, tool, key)
+) WITHOUT ROWID;
+CREATE INDEX idempotency_task ON idempotency (task_id);
+";
+
+/// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
+const MIGRATIONS: [&str; 3] = [SCHEMA_V1, MIGRATE_V1_TO_V2, MIGRATE_V2_TO_V3];
+
+pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(backend)?;
+    if version > SCHEMA_VERSION {
+        return Err(backend_msg(format!(
+            "the task database was written by a newer build (schema version {version}; this \
+             build knows up to {SCHEMA_VERSION}); it is left untouched"
+        )));
+    }
+    for (from, step) in MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        let to = from + 1;
+        // Each step and its version number commit together: a crash leaves the file at one
+        // version or the next, never in between.
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {step} PRAGMA user_version = {to}; COMMIT;"
+        ))
+        .map_err(|error| {
+            let _ = conn.execute_batch("ROLLBACK");
+            backend_msg(format!(
+                "could not migrate the task database from schema version {from} to {to}: \
+                     {error}"
+            ))
+        })?;
+    }
+    Ok(())
+}
