@@ -267,3 +267,59 @@ async fn input_required_rounds_carry_the_server_info() {
         "the default serverInfo: {round}"
     );
 }
+
+/// Shutdown with a grace period: work that ends within it writes its outcome; work still
+/// running when it ends is dropped (not cancelled: the tool never sees a cancellation) and
+/// writes nothing, so its task stays `working` as stored; then nothing of the engine runs,
+/// it does not start again, and calls are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
+    let seen = Seen::default();
+    let (engine, mut peer) = server(&seen, Duration::from_millis(20)).await;
+    assert!(
+        engine.is_running(),
+        "serving the TaskServer started its engine"
+    );
+    let quick = create(&mut peer, "ends", json!({ "how": "ok" })).await;
+    let slow = create(&mut peer, "sleeper", json!({})).await;
+    assert_eq!(engine.running_tasks(), 2);
+
+    let report = engine.shutdown(Duration::from_millis(200)).await;
+    assert_eq!(report.abandoned, 1, "{report:?}");
+    assert!(engine.is_stopped());
+    assert_eq!(engine.running_tasks(), 0);
+    let status = |id: &str| {
+        let store = engine.store().clone();
+        let id = id.to_owned();
+        async move { store.get(&id).await.unwrap().expect("the task").status }
+    };
+    assert_eq!(status(&quick).await, rmcp::model::TaskStatus::Completed);
+    assert_eq!(status(&slow).await, rmcp::model::TaskStatus::Working);
+    assert_eq!(
+        seen.0.load(Ordering::SeqCst),
+        0,
+        "the work was dropped, not cancelled"
+    );
+
+    // The sweep stopped: the sleeper's TTL (300 ms) passes, and no sweep expires it (a read
+    // through the store would; this one waits and looks at the live set only).
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(engine.running_tasks(), 0);
+    assert_eq!(engine.start(), Err(mcp_tasks::StartError::Stopped));
+    let refused = peer.call("ends", json!({ "how": "ok" }), TASKS).await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let inline = peer.call("hello", json!({}), PLAIN).await;
+    assert_eq!(inline["error"]["code"], -32603, "{inline}");
+}
+
+/// An engine that is never started answers calls (nothing starts from a request: no loop
+/// runs), and a shutdown of it returns at once.
+#[tokio::test]
+async fn an_engine_that_was_never_started_shuts_down_at_once() {
+    let engine = Engine::new(toolkit![hello].expect("toolkit"));
+    assert!(!engine.is_running());
+    let report = engine.shutdown(Duration::from_secs(3600)).await;
+    assert_eq!(report.abandoned, 0);
+    assert!(engine.is_stopped());
+    assert_eq!(engine.start(), Err(mcp_tasks::StartError::Stopped));
+}

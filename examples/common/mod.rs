@@ -161,7 +161,7 @@ const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --cla
 /// On a durable store it deals with the tasks a previous process left unfinished before it
 /// serves. On Postgres it is one instance of a cluster (any number share the store):
 /// `--schema NAME` (default `mcp_tasks`), `--instance ID` (default random), `--lease-ms`,
-/// `--renew-ms`, `--claim-ms` (`ClusterConfig`), `--reread-ms` (the store's re-read),
+/// `--renew-ms`, `--claim-ms`, `--reread-ms` (`ClusterConfig`),
 /// `--queued-calls` (calls only record their task), `--no-execution` (runs no work),
 /// `--worker` (serves nothing: a [`mcp_tasks::Worker`]).
 #[allow(dead_code, reason = "the demo example builds its server itself")]
@@ -171,7 +171,7 @@ pub async fn server(
 ) -> std::io::Result<(Served, Vec<String>)> {
     let mut store = "memory".to_owned();
     let (mut journal, mut pace) = (None, step);
-    let (mut schema, mut instance, mut reread, mut worker) = (None, None, None, false);
+    let (mut schema, mut instance, mut worker) = (None, None, false);
     let mut config = mcp_tasks::ClusterConfig::default();
     let mut cluster_flag = None;
     let mut rest = Vec::new();
@@ -201,7 +201,9 @@ pub async fn server(
                     "--claim-ms" => {
                         config = config.with_claim_interval(millis(flags.next(), &flag)?);
                     }
-                    "--reread-ms" => reread = Some(millis(flags.next(), &flag)?),
+                    "--reread-ms" => {
+                        config = config.with_reread_interval(millis(flags.next(), &flag)?);
+                    }
                     "--queued-calls" => config = config.with_queued_calls(true),
                     "--no-execution" => config = config.with_execution(false),
                     _ => worker = true,
@@ -243,9 +245,6 @@ pub async fn server(
             let mut builder = mcp_tasks::PostgresStore::builder(store.clone());
             if let Some(schema) = schema {
                 builder = builder.with_schema(schema);
-            }
-            if let Some(reread) = reread {
-                builder = builder.with_reread_interval(reread);
             }
             let pg = builder
                 .connect()

@@ -64,9 +64,11 @@
 //!     epoch is no longer the lease's: an instance that stalled and lost its lease cannot
 //!     overwrite its successor's work.
 //! 13. **Wake-ups.** An answer ([`TaskStore::deliver_input`]) or a cancel intent
-//!     ([`TaskStore::request_cancel`]) stored through any instance reaches the instance
-//!     running the task as a [`Wakeup`] on [`ClusterStore::wakeups`], so is a task queued for
-//!     a worker; a periodic re-read covers a lost notification.
+//!     ([`TaskStore::request_cancel`]) stored through any instance is announced to every
+//!     instance as a [`Wakeup`] on [`ClusterStore::wakeups`], and so is a task queued for a
+//!     worker. The store keeps no list of who holds which lease: that is the runtime's
+//!     knowledge (it keeps the wake-ups of the tasks it runs, and re-reads them to cover a
+//!     lost notification).
 
 use std::{sync::Arc, time::Duration};
 
@@ -403,7 +405,7 @@ pub enum StoreError {
     /// newer epoch, or holds a lease that has not lapsed (invariant 12). Nothing changed.
     #[error("the task's lease is held elsewhere (the task is at epoch {current}); nothing changed")]
     Fenced {
-        /// The epoch of the lease that was refused (`None` for an acquire).
+        /// The epoch of the lease that was refused, when a lease was given.
         held: Option<u64>,
         /// The task's epoch in the store.
         current: u64,
@@ -576,7 +578,7 @@ pub enum WakeupKind {
     Answers,
     /// A cancel intent was recorded.
     Cancel,
-    /// The task was recorded with no runner (or its lease was released): claim it. Tasks
+    /// The task was recorded with no runner: claim it. Tasks
     /// queued together may be announced by one wake-up naming one of them; claim with a
     /// limit above one.
     Queued,
@@ -596,18 +598,8 @@ pub struct Wakeup {
 /// between several instances. See invariants 10-13 of the [module docs](self).
 #[async_trait]
 pub trait ClusterStore: Send + Sync {
-    /// Takes the lease of a live task that no one holds (queued, released or lapsed), at the
-    /// next epoch. [`StoreError::Fenced`] when another instance holds a lease that has not
-    /// lapsed; [`StoreError::Terminal`] when the task has ended.
-    async fn acquire(&self, id: &str, instance: &str, lease: Duration)
-    -> Result<Lease, StoreError>;
-
     /// Extends the lease by its length from now. [`StoreError::Fenced`] when it was lost.
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
-
-    /// Gives the lease up: a task still live becomes queued for any instance at once. A lease
-    /// that was lost already is left alone (nothing to release).
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Claims up to `limit` live tasks whose lease lapsed, each for exactly one of the
     /// instances asking, at the next epoch, with what a replay needs.
@@ -653,7 +645,8 @@ pub trait ClusterStore: Send + Sync {
     /// unknown or purged id.
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
 
-    /// The wake-ups of this store: answers and cancel intents for the tasks whose leases
-    /// were taken through it, and queued tasks. The first call starts the listener.
+    /// The wake-ups of the task space: answers and cancel intents of every task, and queued
+    /// tasks (a runtime keeps the ones of the tasks it runs). The first call starts the
+    /// listener.
     fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Wakeup>;
 }

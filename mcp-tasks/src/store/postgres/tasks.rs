@@ -335,13 +335,9 @@ impl TaskStore for PostgresStore {
     async fn create(&self, task: NewTask) -> Result<TaskSnapshot, StoreError> {
         let now = self.clock.now_ms();
         let snapshot = new_task_snapshot(&task, now);
-        let first = Lease::first(&task);
         match self.enqueue(task, now).await? {
             batch::Created::Inserted => {}
             batch::Created::Conflict(task) => self.create_conflicted(*task, now).await?,
-        }
-        if let Some(lease) = first {
-            self.hold(&lease, 0);
         }
         Ok(snapshot)
     }
