@@ -67,6 +67,24 @@ async fn fallible(ctx: TaskContext, fail: bool) -> Result<String, ToolError> {
     Ok(format!("fetched {value}"))
 }
 
+/// Ends on its own after 300 ms.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn lingers() -> String {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    "done".into()
+}
+
+/// As `sleeper`, under the default TTL.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn waits(
+    ctx: TaskContext,
+    mcp_tasks::State(seen): mcp_tasks::State<Seen>,
+) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    seen.0.fetch_add(1, Ordering::SeqCst);
+    Err(ToolError::cancelled())
+}
+
 /// Says hello inline.
 #[task_tool(mode = "inline")]
 async fn hello() -> String {
@@ -74,7 +92,7 @@ async fn hello() -> String {
 }
 
 async fn server(seen: &Seen, sweep: Duration) -> (Engine, Peer) {
-    let tools = toolkit![sleeper, ends, fallible, hello]
+    let tools = toolkit![sleeper, ends, fallible, hello, lingers, waits]
         .expect("toolkit")
         .with_state(seen.clone());
     let engine = Engine::builder(tools).with_expiry_sweep(sweep).build();
@@ -280,11 +298,11 @@ async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
         engine.is_running(),
         "serving the TaskServer started its engine"
     );
-    let quick = create(&mut peer, "ends", json!({ "how": "ok" })).await;
-    let slow = create(&mut peer, "sleeper", json!({})).await;
+    let quick = create(&mut peer, "lingers", json!({})).await;
+    let slow = create(&mut peer, "waits", json!({})).await;
     assert_eq!(engine.running_tasks(), 2);
 
-    let report = engine.shutdown(Duration::from_millis(200)).await;
+    let report = engine.shutdown(Duration::from_millis(1500)).await;
     assert_eq!(report.abandoned, 1, "{report:?}");
     assert!(engine.is_stopped());
     assert_eq!(engine.running_tasks(), 0);
@@ -301,10 +319,6 @@ async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
         "the work was dropped, not cancelled"
     );
 
-    // The sweep stopped: the sleeper's TTL (300 ms) passes, and no sweep expires it (a read
-    // through the store would; this one waits and looks at the live set only).
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(engine.running_tasks(), 0);
     assert_eq!(engine.start(), Err(mcp_tasks::StartError::Stopped));
     let refused = peer.call("ends", json!({ "how": "ok" }), TASKS).await;
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
