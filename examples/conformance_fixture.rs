@@ -464,8 +464,14 @@ async fn main() -> std::io::Result<()> {
         test_multiple_content_types,
     ]
     .map_err(std::io::Error::other)?;
-    let server = TaskServer::new(toolkit)
-        .with_server_info("mcp-tasks-conformance-fixture", env!("CARGO_PKG_VERSION"));
+    let server = TaskServer::from_engine(
+        mcp_tasks::Engine::builder(toolkit)
+            .with_server_info(rmcp::model::Implementation::new(
+                "mcp-tasks-conformance-fixture",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .build(),
+    );
     let usage = "usage: conformance_fixture --port N [--tokens owner:token,...] | --stdio";
     let (mut port, mut stdio, mut options) = (None, false, HttpOptions::new());
     let mut args = std::env::args().skip(1);
@@ -498,6 +504,8 @@ async fn main() -> std::io::Result<()> {
                 "conformance fixture on http://{}/mcp",
                 listener.local_addr()?
             );
+            // `serve_http_with` serves any handler and starts no engine: start this one.
+            server.engine().start().map_err(std::io::Error::other)?;
             mcp_tasks::serve_http_with(listener, server, options).await
         }
         _ => Err(std::io::Error::other(usage)),

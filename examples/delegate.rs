@@ -69,9 +69,10 @@ impl ServerHandler for MyServer {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let server = MyServer {
-        tasks: Engine::new(common::toolkit(Duration::from_secs(1))),
-    };
+    let tasks = Engine::new(common::toolkit(Duration::from_secs(1)));
+    // A handler of our own: its engine is started here, before serving.
+    tasks.start().map_err(std::io::Error::other)?;
+    let server = MyServer { tasks };
     let running = server
         .serve(rmcp::transport::stdio())
         .await

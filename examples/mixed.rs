@@ -72,7 +72,10 @@ impl ServerHandler for Calculator {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = Calculator::new(Engine::new(toolkit![count]?));
+    let engine = Engine::new(toolkit![count]?);
+    // A handler of our own: its engine is started here, before serving.
+    engine.start()?;
+    let server = Calculator::new(engine);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     tokio::spawn(mcp_tasks::serve_http_with(

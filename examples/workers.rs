@@ -53,11 +53,11 @@ async fn main() -> std::io::Result<()> {
             }
         });
     }
-    let front = Engine::new(common::toolkit(step))
+    let front = Engine::builder(common::toolkit(step))
         .with_store(connect().await?)
         .with_instance_id("front")
-        .with_cluster(config.with_queued_calls(true).with_execution(false));
-    front.recover().await.map_err(std::io::Error::other)?;
+        .with_cluster(config.with_queued_calls(true).with_execution(false))
+        .build();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!(
         "front serving MCP on http://{}/mcp; worker-1 and worker-2 run its tasks",

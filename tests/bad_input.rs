@@ -30,7 +30,11 @@ async fn count(State(runs): State<Runs>, n: u32) -> u32 {
 }
 
 fn server(runs: &Runs, limits: Limits) -> TaskServer {
-    TaskServer::new(toolkit![count].unwrap().with_state(runs.clone())).with_limits(limits)
+    TaskServer::from_engine(
+        mcp_tasks::Engine::builder(toolkit![count].unwrap().with_state(runs.clone()))
+            .with_limits(limits)
+            .build(),
+    )
 }
 
 /// One malformed request, what it must answer and the text the message must contain.

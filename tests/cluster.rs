@@ -953,11 +953,12 @@ async fn gated_instance(
     config: mcp_tasks::ClusterConfig,
 ) -> common::Http {
     let store = db.store().await.expect("connect");
-    let engine = mcp_tasks::Engine::new(toolkit![gated].unwrap().with_state(gate.clone()))
+    let engine = mcp_tasks::Engine::builder(toolkit![gated].unwrap().with_state(gate.clone()))
         .with_store(store)
         .with_instance_id(name)
-        .with_cluster(config);
-    engine.recover().await.expect("start the cluster loops");
+        .with_cluster(config)
+        .build();
+    engine.start().expect("start the cluster loops");
     common::Http::start(TaskServer::from_engine(engine)).await
 }
 
@@ -1036,10 +1037,11 @@ async fn another_owner_finds_nothing_on_any_instance() {
     let gate = Gated::new("a");
     let mut urls = Vec::new();
     for (name, owner) in [("a", "alice"), ("b", "mallory"), ("c", "alice")] {
-        let engine = mcp_tasks::Engine::new(toolkit![gated].unwrap().with_state(gate.clone()))
+        let engine = mcp_tasks::Engine::builder(toolkit![gated].unwrap().with_state(gate.clone()))
             .with_store(db.store().await.expect("connect"))
             .with_instance_id(name)
-            .with_default_owner(owner);
+            .with_default_owner(owner)
+            .build();
         urls.push(
             common::Http::start(TaskServer::from_engine(engine))
                 .await

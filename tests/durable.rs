@@ -144,7 +144,11 @@ impl Drop for Db {
 }
 
 fn server_on(path: &std::path::Path, toolkit: mcp_tasks::Toolkit) -> TaskServer {
-    TaskServer::new(toolkit).with_store(SqliteStore::open(path).expect("open the database"))
+    TaskServer::from_engine(
+        mcp_tasks::Engine::builder(toolkit)
+            .with_store(SqliteStore::open(path).expect("open the database"))
+            .build(),
+    )
 }
 
 fn task_id(response: &Value) -> String {

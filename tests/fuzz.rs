@@ -152,7 +152,11 @@ impl Fixture {
         let toolkit = toolkit![scalars, search, confirm]
             .unwrap()
             .with_state(self.runs.clone());
-        TaskServer::from_engine(Engine::new(toolkit).with_shared_store(self.store.clone()))
+        TaskServer::from_engine(
+            Engine::builder(toolkit)
+                .with_shared_store(self.store.clone())
+                .build(),
+        )
     }
 
     fn counts(&self) -> (usize, usize) {

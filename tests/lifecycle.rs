@@ -67,6 +67,24 @@ async fn fallible(ctx: TaskContext, fail: bool) -> Result<String, ToolError> {
     Ok(format!("fetched {value}"))
 }
 
+/// Ends on its own after 300 ms.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn lingers() -> String {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    "done".into()
+}
+
+/// As `sleeper`, under the default TTL.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn waits(
+    ctx: TaskContext,
+    mcp_tasks::State(seen): mcp_tasks::State<Seen>,
+) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    seen.0.fetch_add(1, Ordering::SeqCst);
+    Err(ToolError::cancelled())
+}
+
 /// Says hello inline.
 #[task_tool(mode = "inline")]
 async fn hello() -> String {
@@ -74,10 +92,10 @@ async fn hello() -> String {
 }
 
 async fn server(seen: &Seen, sweep: Duration) -> (Engine, Peer) {
-    let tools = toolkit![sleeper, ends, fallible, hello]
+    let tools = toolkit![sleeper, ends, fallible, hello, lingers, waits]
         .expect("toolkit")
         .with_state(seen.clone());
-    let engine = Engine::new(tools).with_expiry_sweep(sweep);
+    let engine = Engine::builder(tools).with_expiry_sweep(sweep).build();
     let peer = Peer::Http(Http::start(TaskServer::from_engine(engine.clone())).await);
     (engine, peer)
 }
@@ -222,7 +240,11 @@ fn server_info(result: &Value) -> &Value {
 #[tokio::test]
 async fn results_carry_the_server_info() {
     let tools = toolkit![hello, ends].expect("toolkit");
-    let server = TaskServer::new(tools).with_server_info("report-server", "2.1.0");
+    let server = TaskServer::from_engine(
+        Engine::builder(tools)
+            .with_server_info(rmcp::model::Implementation::new("report-server", "2.1.0"))
+            .build(),
+    );
     let mut peer = Peer::Http(Http::start(server).await);
     let expected = json!({ "name": "report-server", "version": "2.1.0" });
 
@@ -262,4 +284,56 @@ async fn input_required_rounds_carry_the_server_info() {
         "mcp-tasks",
         "the default serverInfo: {round}"
     );
+}
+
+/// Shutdown with a grace period: work that ends within it writes its outcome; work still
+/// running when it ends is dropped (not cancelled: the tool never sees a cancellation) and
+/// writes nothing, so its task stays `working` as stored; then nothing of the engine runs,
+/// it does not start again, and calls are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
+    let seen = Seen::default();
+    let (engine, mut peer) = server(&seen, Duration::from_millis(20)).await;
+    assert!(
+        engine.is_running(),
+        "serving the TaskServer started its engine"
+    );
+    let quick = create(&mut peer, "lingers", json!({})).await;
+    let slow = create(&mut peer, "waits", json!({})).await;
+    assert_eq!(engine.running_tasks(), 2);
+
+    let report = engine.shutdown(Duration::from_millis(1500)).await;
+    assert_eq!(report.abandoned, 1, "{report:?}");
+    assert!(engine.is_stopped());
+    assert_eq!(engine.running_tasks(), 0);
+    let status = |id: &str| {
+        let store = engine.store().clone();
+        let id = id.to_owned();
+        async move { store.get(&id).await.unwrap().expect("the task").status }
+    };
+    assert_eq!(status(&quick).await, rmcp::model::TaskStatus::Completed);
+    assert_eq!(status(&slow).await, rmcp::model::TaskStatus::Working);
+    assert_eq!(
+        seen.0.load(Ordering::SeqCst),
+        0,
+        "the work was dropped, not cancelled"
+    );
+
+    assert_eq!(engine.start(), Err(mcp_tasks::StartError::Stopped));
+    let refused = peer.call("ends", json!({ "how": "ok" }), TASKS).await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let inline = peer.call("hello", json!({}), PLAIN).await;
+    assert_eq!(inline["error"]["code"], -32603, "{inline}");
+}
+
+/// An engine that is never started answers calls (nothing starts from a request: no loop
+/// runs), and a shutdown of it returns at once.
+#[tokio::test]
+async fn an_engine_that_was_never_started_shuts_down_at_once() {
+    let engine = Engine::new(toolkit![hello].expect("toolkit"));
+    assert!(!engine.is_running());
+    let report = engine.shutdown(Duration::from_secs(3600)).await;
+    assert_eq!(report.abandoned, 0);
+    assert!(engine.is_stopped());
+    assert_eq!(engine.start(), Err(mcp_tasks::StartError::Stopped));
 }

@@ -39,7 +39,10 @@ async fn chatty(ctx: TaskContext, chars: usize) -> Result<String, ToolError> {
 
 async fn peer(limits: Limits) -> Peer {
     let tools = toolkit![park, ask, chatty].expect("toolkit");
-    Peer::Http(Http::start(TaskServer::new(tools).with_limits(limits)).await)
+    let engine = mcp_tasks::Engine::builder(tools)
+        .with_limits(limits)
+        .build();
+    Peer::Http(Http::start(TaskServer::from_engine(engine)).await)
 }
 
 fn task_id(created: &Value) -> String {

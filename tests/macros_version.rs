@@ -114,7 +114,11 @@ impl Db {
         }
     }
     fn server(&self, toolkit: mcp_tasks::Toolkit) -> TaskServer {
-        TaskServer::new(toolkit).with_store(SqliteStore::open(&self.0).expect("open the database"))
+        TaskServer::from_engine(
+            mcp_tasks::Engine::builder(toolkit)
+                .with_store(SqliteStore::open(&self.0).expect("open the database"))
+                .build(),
+        )
     }
 }
 

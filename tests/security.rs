@@ -302,7 +302,11 @@ async fn owners_survive_a_restart() {
     };
     clean();
     let runs = Runs::default();
-    let first = TaskServer::new(tools(&runs)).with_store(SqliteStore::open(&path).unwrap());
+    let first = TaskServer::from_engine(
+        Engine::builder(tools(&runs))
+            .with_store(SqliteStore::open(&path).unwrap())
+            .build(),
+    );
     let url = start(first, tokens()).await;
     let alice = Caller::new(&url, Some("TOKEN_A"));
     let created = alice.call("durable_hold", json!({ "arguments": {} })).await;
@@ -310,7 +314,11 @@ async fn owners_survive_a_restart() {
     alice.wait_status(&id, "input_required").await;
 
     // The restarted process: a second server on the same file.
-    let second = TaskServer::new(tools(&runs)).with_store(SqliteStore::open(&path).unwrap());
+    let second = TaskServer::from_engine(
+        Engine::builder(tools(&runs))
+            .with_store(SqliteStore::open(&path).unwrap())
+            .build(),
+    );
     let report = second.recover().await.unwrap();
     assert_eq!(report.resumed, 1, "{report:?}");
     let url = start(second, tokens()).await;
@@ -472,7 +480,9 @@ fn name(value: &str) -> Value {
 async fn request_state_is_sealed_and_bound() {
     let runs = Runs::default();
     let key = RequestStateKey::new(*b"a shared secret of 32 bytes, ok!").unwrap();
-    let engine = Engine::new(tools(&runs)).with_request_state_key(key.clone());
+    let engine = Engine::builder(tools(&runs))
+        .with_request_state_key(key.clone())
+        .build();
     let url = start(TaskServer::from_engine(engine), tokens()).await;
     let (alice, bob) = (
         Caller::new(&url, Some("TOKEN_A")),
@@ -582,7 +592,9 @@ async fn request_state_is_sealed_and_bound() {
         done.text
     );
 
-    let twin = Engine::new(tools(&runs)).with_request_state_key(key);
+    let twin = Engine::builder(tools(&runs))
+        .with_request_state_key(key)
+        .build();
     let twin_url = start(TaskServer::from_engine(twin), tokens()).await;
     let done = Caller::new(&twin_url, Some("TOKEN_A"))
         .call(&tool, params.clone())
@@ -605,7 +617,9 @@ async fn request_state_is_sealed_and_bound() {
 #[tokio::test]
 async fn expired_request_state_is_refused() {
     let runs = Runs::default();
-    let engine = Engine::new(tools(&runs)).with_request_state_ttl(Duration::from_millis(200));
+    let engine = Engine::builder(tools(&runs))
+        .with_request_state_ttl(Duration::from_millis(200))
+        .build();
     let url = start(TaskServer::from_engine(engine), tokens()).await;
     let alice = Caller::new(&url, Some("TOKEN_A"));
     let (state, key1) = round1(&alice, "L").await;

@@ -684,7 +684,13 @@ async fn discover_advertises_the_extension_only_with_task_tools() {
 #[tokio::test]
 async fn store_capacity_is_a_clear_error() {
     let fx = Fixture::new();
-    let make = || fx.server().with_store(MemoryStore::new().with_max_tasks(2));
+    let make = || {
+        TaskServer::from_engine(
+            mcp_tasks::Engine::builder(fx.toolkit())
+                .with_store(MemoryStore::new().with_max_tasks(2))
+                .build(),
+        )
+    };
     for mut peer in both(make).await {
         let a = task_id(&peer.call("cancellable", json!({}), TASKS).await);
         let b = task_id(&peer.call("cancellable", json!({}), TASKS).await);
@@ -1089,7 +1095,9 @@ async fn notifications_cancelled_reaches_an_inline_call() {
 async fn a_cancel_before_promotion_creates_no_task() {
     let fx = Fixture::new();
     let store = Arc::new(MemoryStore::new());
-    let engine = mcp_tasks::Engine::new(fx.toolkit()).with_shared_store(store.clone());
+    let engine = mcp_tasks::Engine::builder(fx.toolkit())
+        .with_shared_store(store.clone())
+        .build();
     let mut stdio = Stdio::start(TaskServer::from_engine(engine));
     let id = stdio
         .send_rpc(

@@ -161,7 +161,7 @@ const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --cla
 /// On a durable store it deals with the tasks a previous process left unfinished before it
 /// serves. On Postgres it is one instance of a cluster (any number share the store):
 /// `--schema NAME` (default `mcp_tasks`), `--instance ID` (default random), `--lease-ms`,
-/// `--renew-ms`, `--claim-ms` (`ClusterConfig`), `--reread-ms` (the store's re-read),
+/// `--renew-ms`, `--claim-ms`, `--reread-ms` (`ClusterConfig`),
 /// `--queued-calls` (calls only record their task), `--no-execution` (runs no work),
 /// `--worker` (serves nothing: a [`mcp_tasks::Worker`]).
 #[allow(dead_code, reason = "the demo example builds its server itself")]
@@ -171,7 +171,7 @@ pub async fn server(
 ) -> std::io::Result<(Served, Vec<String>)> {
     let mut store = "memory".to_owned();
     let (mut journal, mut pace) = (None, step);
-    let (mut schema, mut instance, mut reread, mut worker) = (None, None, None, false);
+    let (mut schema, mut instance, mut worker) = (None, None, false);
     let mut config = mcp_tasks::ClusterConfig::default();
     let mut cluster_flag = None;
     let mut rest = Vec::new();
@@ -201,7 +201,9 @@ pub async fn server(
                     "--claim-ms" => {
                         config = config.with_claim_interval(millis(flags.next(), &flag)?);
                     }
-                    "--reread-ms" => reread = Some(millis(flags.next(), &flag)?),
+                    "--reread-ms" => {
+                        config = config.with_reread_interval(millis(flags.next(), &flag)?);
+                    }
                     "--queued-calls" => config = config.with_queued_calls(true),
                     "--no-execution" => config = config.with_execution(false),
                     _ => worker = true,
@@ -222,14 +224,16 @@ pub async fn server(
              (the flags {CLUSTER_FLAGS} need one)"
         )));
     }
-    let info = |server: TaskServer| {
-        server.with_server_info("mcp-tasks-example", env!("CARGO_PKG_VERSION"))
-    };
+    let info = rmcp::model::Implementation::new("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
+    let engine = |toolkit| mcp_tasks::Engine::builder(toolkit).with_server_info(info);
     let server = match store.split_once(':') {
-        None if store == "memory" => info(TaskServer::new(toolkit)),
+        None if store == "memory" => TaskServer::from_engine(engine(toolkit).build()),
         Some(("sqlite", path)) if !path.is_empty() => {
-            let server = info(TaskServer::new(toolkit))
-                .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?);
+            let server = TaskServer::from_engine(
+                engine(toolkit)
+                    .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?)
+                    .build(),
+            );
             let report = server.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
                 "store sqlite:{path}: {} unfinished task(s) resumed, {} failed",
@@ -241,9 +245,6 @@ pub async fn server(
             let mut builder = mcp_tasks::PostgresStore::builder(store.clone());
             if let Some(schema) = schema {
                 builder = builder.with_schema(schema);
-            }
-            if let Some(reread) = reread {
-                builder = builder.with_reread_interval(reread);
             }
             let pg = builder
                 .connect()
@@ -259,12 +260,11 @@ pub async fn server(
             }
             // One instance of a cluster: its work runs under leases, so any number of
             // instances share the schema and take over each other's tasks.
-            let mut engine = mcp_tasks::Engine::new(toolkit)
-                .with_store(pg)
-                .with_cluster(config);
+            let mut builder = engine(toolkit).with_store(pg).with_cluster(config);
             if let Some(id) = instance {
-                engine = engine.with_instance_id(id);
+                builder = builder.with_instance_id(id);
             }
+            let engine = builder.build();
             let report = engine.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
                 "instance {} (postgres schema {schema}): {} task(s) taken over, {} failed",
@@ -272,7 +272,7 @@ pub async fn server(
                 report.resumed,
                 report.failed
             );
-            info(TaskServer::from_engine(engine))
+            TaskServer::from_engine(engine)
         }
         _ => {
             return Err(usage(&format!(
@@ -340,6 +340,8 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
     }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
+    // `serve_http_with` serves any handler and starts no engine: start this one first.
+    server.engine().start().map_err(std::io::Error::other)?;
     mcp_tasks::serve_http_with(listener, server, options).await
 }
 

@@ -89,6 +89,15 @@ pub fn task_expired() -> ErrorData {
     ErrorData::internal_error("task expired", None)
 }
 
+/// `-32603` for a call that would start work on a server that is shutting down.
+#[must_use]
+pub fn shutting_down() -> ErrorData {
+    ErrorData::internal_error(
+        "the server is shutting down and starts no new work; retry on another instance",
+        None,
+    )
+}
+
 /// `-32603` for a call cancelled while it was still answered inline.
 #[must_use]
 pub fn request_cancelled() -> ErrorData {

@@ -180,7 +180,7 @@ pub use limits::Limits;
 ///   outside the fn.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
-pub use runtime::{ClusterConfig, Worker};
+pub use runtime::{ClusterConfig, ShutdownReport, StartError, Worker, WorkerHandle};
 pub use server::IDEMPOTENCY_KEY;
 #[cfg(feature = "stdio")]
 pub use server::serve_io;
@@ -193,8 +193,8 @@ pub use server::{
     serve_http, serve_http_with,
 };
 pub use server::{
-    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, Owner, RequestStateKey, RequestStateKeyError,
-    TaskServer,
+    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, EngineBuilder, Owner, RequestStateKey,
+    RequestStateKeyError, TaskServer,
 };
 #[cfg(feature = "postgres")]
 pub use store::PostgresStore;
@@ -211,8 +211,9 @@ pub use toolkit::{DefinitionError, Toolkit, ToolkitError};
 pub mod cluster {
     pub use crate::runtime::cluster::{
         ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL,
+        DEFAULT_REREAD_INTERVAL,
     };
-    pub use crate::runtime::worker::Worker;
+    pub use crate::runtime::worker::{DEFAULT_SHUTDOWN_GRACE, Worker, WorkerHandle};
 }
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.

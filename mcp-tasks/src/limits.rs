@@ -14,16 +14,17 @@
 //! (`MemoryStore::with_max_tasks`, `SqliteStore::with_max_tasks`) bounds all owners together.
 //!
 //! The request-size default is rmcp's own HTTP body limit, so a message accepted over HTTP
-//! is accepted over stdio. Give a server its limits with
-//! [`TaskServer::with_limits`](crate::TaskServer::with_limits):
+//! is accepted over stdio. Give an engine (and the server over it) its limits with
+//! [`EngineBuilder::with_limits`](crate::EngineBuilder::with_limits):
 //!
 //! ```
-//! use mcp_tasks::{Limits, TaskServer, Toolkit};
+//! use mcp_tasks::{Engine, Limits, TaskServer, Toolkit};
 //!
 //! let limits = Limits::default()
 //!     .with_max_request_bytes(16 * 1024 * 1024)
 //!     .with_max_arguments_bytes(8 * 1024 * 1024);
-//! let server = TaskServer::new(Toolkit::new()).with_limits(limits);
+//! let engine = Engine::builder(Toolkit::new()).with_limits(limits).build();
+//! let server = TaskServer::from_engine(engine);
 //! assert_eq!(server.limits().max_request_bytes(), 16 * 1024 * 1024);
 //! ```
 

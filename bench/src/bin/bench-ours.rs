@@ -31,8 +31,10 @@ async fn main() -> std::io::Result<()> {
     args.only(&["port", "store", "pg-pool"])?;
     let port: u16 = args.parsed("port", 8101)?;
     let toolkit = toolkit![noop_task].map_err(|e| std::io::Error::other(e.to_string()))?;
-    let server = match args.get("store").unwrap_or("memory") {
-        "memory" => TaskServer::new(toolkit),
+    let info = rmcp::model::Implementation::new("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
+    let builder = Engine::builder(toolkit).with_server_info(info);
+    let engine = match args.get("store").unwrap_or("memory") {
+        "memory" => builder.build(),
         "sqlite" => {
             // A fresh file per server run, removed with its WAL when the run starts again.
             let path = std::env::temp_dir().join(format!("mcp-tasks-bench-{port}.db"));
@@ -40,7 +42,7 @@ async fn main() -> std::io::Result<()> {
                 let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
             }
             let store = mcp_tasks::SqliteStore::open(&path).map_err(std::io::Error::other)?;
-            TaskServer::new(toolkit).with_store(store)
+            builder.with_store(store).build()
         }
         "postgres" => {
             let url = std::env::var("MCP_TASKS_POSTGRES_URL")
@@ -52,11 +54,10 @@ async fn main() -> std::io::Result<()> {
                 .connect()
                 .await
                 .map_err(|e| std::io::Error::other(format!("{e}: {e:?}")))?;
-            let engine = Engine::new(toolkit)
+            builder
                 .with_store(pg)
-                .with_cluster(ClusterConfig::default());
-            engine.recover().await.map_err(std::io::Error::other)?;
-            TaskServer::from_engine(engine)
+                .with_cluster(ClusterConfig::default())
+                .build()
         }
         other => {
             return Err(std::io::Error::other(format!(
@@ -64,7 +65,7 @@ async fn main() -> std::io::Result<()> {
             )));
         }
     };
-    let server = server.with_server_info("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
+    let server = TaskServer::from_engine(engine);
     let listener = listen(port, "mcp-tasks").await?;
     mcp_tasks::serve_http(listener, server).await
 }

@@ -13,9 +13,11 @@
 //!    ended) stops the work the same way.
 //! 3. **Wake-ups reach the work.** A cancel intent stored through any instance cancels the
 //!    work here; answers stored through any instance are read back from the store and handed
-//!    to the waiting input request. Notifications come from the store's listener, which also
-//!    re-reads the leased tasks (the store's re-read interval) to cover a lost one; a runtime
-//!    that falls behind the notifications re-reads every task it runs.
+//!    to the waiting input request. Notifications come from the store's listener; which
+//!    tasks run here under which lease is this runtime's knowledge alone, so the runtime
+//!    ignores wake-ups of tasks it does not run, and it re-reads the tasks it runs every
+//!    [`ClusterConfig::reread_interval`] (and at once when it falls behind the
+//!    notifications) to cover a lost one.
 //! 4. **Takeover.** Every [`ClusterConfig::claim_interval`] an executing instance claims
 //!    tasks whose lease lapsed ([`ClusterStore::claim_lapsed`]: one claimer per task) and
 //!    applies the tool's restart policy (`runtime/recover.rs`): `resume` replays with the
@@ -24,11 +26,12 @@
 //!    ([`ClusterStore::claim_queued`]), at once when a queued wake-up arrives.
 //! 5. **Expiry** runs on every instance (the reaper of [`Runtime`]); the store splits the due
 //!    rows between the sweeping instances.
+//! 6. **Owned loops.** The loops start with the runtime and stop with it (`lifecycle.rs`):
+//!    claims at the start of a shutdown (a claim pass under way ends after its batch, and
+//!    what it claimed runs under the grace period), renewals and wake-ups at its end, once
+//!    no work runs here any more.
 
-use std::{
-    sync::{Arc, Weak},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use tokio::sync::{Notify, broadcast::error::RecvError};
@@ -51,6 +54,9 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 pub const DEFAULT_RENEWAL: Duration = Duration::from_secs(10);
 /// Default interval between two claims of lapsed (and queued) tasks.
 pub const DEFAULT_CLAIM_INTERVAL: Duration = Duration::from_secs(2);
+/// Default interval between two re-reads of the tasks that run here, which cover a lost
+/// wake-up.
+pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Tasks one claim takes at most; a full claim is repeated at once.
 const CLAIM_BATCH: usize = 32;
@@ -65,11 +71,9 @@ const RENEW_CONCURRENCY: usize = 8;
 /// | [`with_lease`](Self::with_lease) | [`DEFAULT_LEASE`] (30 s) |
 /// | [`with_renewal`](Self::with_renewal) | [`DEFAULT_RENEWAL`] (10 s) |
 /// | [`with_claim_interval`](Self::with_claim_interval) | [`DEFAULT_CLAIM_INTERVAL`] (2 s) |
+/// | [`with_reread_interval`](Self::with_reread_interval) | [`DEFAULT_REREAD_INTERVAL`] (2 s) |
 /// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
 /// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
-///
-/// The re-read that covers a lost notification is the store's
-/// (`PostgresBuilder::with_reread_interval`, default 2 s).
 ///
 /// ```
 /// use std::time::Duration;
@@ -92,6 +96,7 @@ pub struct ClusterConfig {
     pub(crate) lease: Duration,
     pub(crate) renewal: Duration,
     pub(crate) claim_interval: Duration,
+    pub(crate) reread_interval: Duration,
     pub(crate) queued_calls: bool,
     pub(crate) execution: bool,
 }
@@ -102,6 +107,7 @@ impl Default for ClusterConfig {
             lease: DEFAULT_LEASE,
             renewal: DEFAULT_RENEWAL,
             claim_interval: DEFAULT_CLAIM_INTERVAL,
+            reread_interval: DEFAULT_REREAD_INTERVAL,
             queued_calls: false,
             execution: true,
         }
@@ -127,6 +133,14 @@ impl ClusterConfig {
     /// [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
     pub fn with_claim_interval(mut self, interval: Duration) -> Self {
         self.claim_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how often the instance re-reads the tasks whose work runs here, for a cancel
+    /// intent or answers whose wake-up was lost (default [`DEFAULT_REREAD_INTERVAL`]). At
+    /// least 1 ms.
+    pub fn with_reread_interval(mut self, interval: Duration) -> Self {
+        self.reread_interval = interval.max(Duration::from_millis(1));
         self
     }
 
@@ -169,6 +183,12 @@ impl ClusterConfig {
         self.claim_interval
     }
 
+    /// The re-read interval.
+    #[must_use]
+    pub fn reread_interval(&self) -> Duration {
+        self.reread_interval
+    }
+
     /// Whether calls are only recorded, queued.
     #[must_use]
     pub fn queued_calls(&self) -> bool {
@@ -195,42 +215,49 @@ pub(crate) struct Tools {
     pub(crate) state: Arc<StateMap>,
 }
 
-/// Starts the cluster loops of `runtime` once (renewals, wake-ups, claims); a no-op for a
-/// single-process store. The loops hold only a weak reference and stop with the runtime.
-pub(crate) fn start(runtime: &Arc<Runtime>, tools: &Tools) {
+/// Spawns the cluster loops of `runtime` on its loop tracker (renewals, wake-ups and, on an
+/// executing instance, claims); a no-op for a single-process store. Called once, by
+/// [`Runtime::start`].
+pub(crate) fn start(runtime: &Arc<Runtime>) {
     let Some((cluster, instance)) = runtime.cluster() else {
         return;
     };
-    runtime.driver.get_or_init(|| {
-        let claim_now = Arc::new(Notify::new());
-        let wakeups = cluster.wakeups();
-        let weak = Arc::downgrade(runtime);
-        tokio::spawn(renew_loop(weak.clone(), instance.config.renewal));
-        tokio::spawn(wakeup_loop(weak.clone(), wakeups, claim_now.clone()));
-        if instance.config.execution {
-            tokio::spawn(claim_loop(
-                weak,
-                tools.clone(),
-                instance.config.claim_interval,
-                claim_now,
-            ));
-        }
-        // The reaper runs on every instance, also one that has never run work.
-        runtime.start_reaper();
-    });
+    let claim_now = Arc::new(Notify::new());
+    let wakeups = cluster.wakeups();
+    let loops = runtime.lifecycle.loops();
+    loops.spawn(renew_loop(Arc::clone(runtime), instance.config.renewal));
+    loops.spawn(wakeup_loop(
+        Arc::clone(runtime),
+        wakeups,
+        instance.config.reread_interval,
+        claim_now.clone(),
+    ));
+    if instance.config.execution {
+        loops.spawn(claim_loop(
+            Arc::clone(runtime),
+            instance.config.claim_interval,
+            claim_now,
+        ));
+    }
 }
 
-/// Renews every lease held here, each [`ClusterConfig::renewal`].
-async fn renew_loop(weak: Weak<Runtime>, every: Duration) {
+/// Renews every lease held here, each [`ClusterConfig::renewal`], until the runtime stops.
+async fn renew_loop(runtime: Arc<Runtime>, every: Duration) {
+    let stop = runtime.lifecycle.stop_token().clone();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
-        tick.tick().await;
-        let Some(runtime) = weak.upgrade() else {
-            return;
-        };
-        renew_all(&runtime).await;
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = renew_all(&runtime) => {}
+        }
     }
 }
 
@@ -259,23 +286,39 @@ async fn renew_all(runtime: &Arc<Runtime>) {
         .await;
 }
 
-/// Acts on the store's wake-ups for the work running here.
+/// Acts on the store's wake-ups for the work running here, and re-reads that work every
+/// `reread`, until the runtime stops.
 async fn wakeup_loop(
-    weak: Weak<Runtime>,
+    runtime: Arc<Runtime>,
     mut wakeups: tokio::sync::broadcast::Receiver<Wakeup>,
+    reread: Duration,
     claim_now: Arc<Notify>,
 ) {
+    let stop = runtime.lifecycle.stop_token().clone();
+    let mut ticks = tokio::time::interval(reread);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
     loop {
-        let received = wakeups.recv().await;
-        let Some(runtime) = weak.upgrade() else {
-            return;
+        let received = tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            received = wakeups.recv() => received,
+            _ = ticks.tick() => {
+                helper(&runtime, reread_all);
+                continue;
+            }
         };
         match received {
             Ok(wakeup) => match wakeup.kind {
                 WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
-                WakeupKind::Answers => {
-                    tokio::spawn(async move { deliver_stored(&runtime, &wakeup.task_id).await });
+                WakeupKind::Answers if runtime.runs(&wakeup.task_id) => {
+                    let id = wakeup.task_id;
+                    helper(&runtime, |runtime| async move {
+                        deliver_stored(&runtime, &id).await;
+                    });
                 }
+                // Answers to a task whose work runs elsewhere (or nowhere): not ours.
+                WakeupKind::Answers => {}
                 WakeupKind::Queued => claim_now.notify_one(),
             },
             Err(RecvError::Lagged(missed)) => {
@@ -283,12 +326,29 @@ async fn wakeup_loop(
                     missed,
                     "wake-ups missed; re-reading every task running here"
                 );
-                tokio::spawn(async move { reread_all(&runtime).await });
+                helper(&runtime, reread_all);
                 claim_now.notify_one();
             }
             Err(RecvError::Closed) => return,
         }
     }
+}
+
+/// Runs `f` on the loop tracker, until it ends or the runtime stops.
+fn helper<F, Fut>(runtime: &Arc<Runtime>, f: F)
+where
+    F: FnOnce(Arc<Runtime>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let stop = runtime.lifecycle.stop_token().clone();
+    let work = f(Arc::clone(runtime));
+    runtime.lifecycle.loops().spawn(async move {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => {}
+            () = work => {}
+        }
+    });
 }
 
 /// Hands the answers stored for task `id` to the work waiting here.
@@ -302,50 +362,57 @@ async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
     }
 }
 
-/// Re-reads every task running here: cancels the ones with a cancel intent, hands over
-/// stored answers (a waiter takes an answer once; the rest are ignored).
-async fn reread_all(runtime: &Arc<Runtime>) {
+/// Re-reads every task running here: cancels the ones with a cancel intent (or that
+/// ended), hands the stored answers to the ones waiting for input (a waiter takes an answer
+/// once; the rest are ignored).
+async fn reread_all(runtime: Arc<Runtime>) {
     for id in runtime.live_ids() {
         match runtime.store.get(&id).await {
             Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
                 runtime.cancel(&id);
             }
-            Ok(_) => deliver_stored(runtime, &id).await,
+            Ok(Some(snapshot)) if snapshot.status == rmcp::model::TaskStatus::InputRequired => {
+                deliver_stored(&runtime, &id).await;
+            }
+            Ok(_) => {}
             Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
         }
     }
 }
 
 /// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`] and at once on a
-/// queued wake-up.
-async fn claim_loop(weak: Weak<Runtime>, tools: Tools, every: Duration, claim_now: Arc<Notify>) {
+/// queued wake-up, until intake stops. A pass under way is not cut short: it ends after
+/// its batch (see [`claim`]).
+async fn claim_loop(runtime: Arc<Runtime>, every: Duration, claim_now: Arc<Notify>) {
+    let stop = runtime.lifecycle.intake_token().clone();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
             _ = tick.tick() => {}
             () = claim_now.notified() => {}
         }
-        let Some(runtime) = weak.upgrade() else {
-            return;
-        };
-        if let Err(error) = claim(&runtime, &tools).await {
+        if let Err(error) = claim(&runtime).await {
             tracing::warn!(%error, "claiming tasks failed; retrying");
         }
     }
 }
 
-/// One claim pass: every queued task, then every lapsed one, in batches.
-pub(crate) async fn claim(
-    runtime: &Arc<Runtime>,
-    tools: &Tools,
-) -> Result<RecoveryReport, StoreError> {
+/// One claim pass: every queued task, then every lapsed one, in batches; no further batch
+/// once intake stopped (a shutdown began): what a batch claimed is always taken.
+pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
     let Some((cluster, instance)) = runtime.cluster() else {
         return Ok(report);
     };
+    let tools = &runtime.tools;
     for cause in [Cause::Queued, Cause::Lapsed] {
         loop {
+            if runtime.lifecycle.intake_token().is_cancelled() {
+                return Ok(report);
+            }
             let claimed = claim_batch(cluster, &instance.id, instance.config.lease, cause).await?;
             let full = claimed.len() == CLAIM_BATCH;
             for (task, lease) in claimed {

@@ -11,6 +11,8 @@
 //! - `cluster.rs`: several instances on one [`ClusterStore`](crate::store::ClusterStore):
 //!   leases, renewals, wake-ups, takeover and queued work ([`ClusterConfig`]);
 //! - `worker.rs`: [`Worker`], a process that runs queued tasks and serves no HTTP;
+//! - `lifecycle.rs`: who starts and stops the background loops and the running work
+//!   (start, and shutdown with a grace period);
 //! - this module: the process-local registry of running tasks and the expiry sweep.
 //!
 //! # Writes of running work
@@ -20,12 +22,12 @@
 //! each of those writes is the store's fenced call with that lease; a write refused as
 //! [`StoreError::Fenced`] (the lease was lost: another instance took the task over) cancels
 //! the local work and marks it fenced, and from then on the work writes nothing, not even
-//! its outcome: it is forgotten when it ends.
+//! its outcome ([`WriteError::LeaseLost`]): it is forgotten when it ends.
 
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex, OnceLock, Weak,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -44,11 +46,16 @@ use crate::{
 
 pub(crate) mod call;
 pub(crate) mod cluster;
+pub(crate) mod lifecycle;
 pub(crate) mod recover;
 pub(crate) mod worker;
 
 pub use cluster::ClusterConfig;
-pub use worker::Worker;
+pub use lifecycle::{ShutdownReport, StartError};
+pub use worker::{Worker, WorkerHandle};
+
+use cluster::Tools;
+use lifecycle::Lifecycle;
 
 pub(crate) use call::Ended;
 
@@ -101,14 +108,44 @@ impl Default for Settings {
 pub(crate) struct Runtime {
     pub(crate) store: Arc<dyn TaskStore>,
     live: Mutex<HashMap<Arc<str>, Arc<LiveTask>>>,
-    reaper: OnceLock<()>,
     reap_interval: Duration,
     pub(crate) limits: Limits,
     /// Live tasks per owner, for [`Limits::max_live_tasks_per_owner`].
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+    /// This instance's id (the one its leases carry in cluster mode).
+    pub(crate) id: Arc<str>,
     /// `Some` when the store is a [`ClusterStore`].
     pub(crate) instance: Option<Instance>,
-    pub(crate) driver: OnceLock<()>,
+    /// The tools, for the tasks this runtime claims.
+    pub(crate) tools: Tools,
+    /// Who starts and stops the loops and the work.
+    pub(crate) lifecycle: Lifecycle,
+}
+
+/// Why a write of running work was not made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// The work lost its lease before this write (or, in cluster mode, runs under none): it
+    /// writes nothing more. No store call was made.
+    #[error("the task's lease was lost; its work writes nothing more")]
+    LeaseLost,
+    /// The store refused or failed the write.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl WriteError {
+    /// Whether the work is to stop: its task ended under it (it expired, or was purged), or
+    /// the lease is not (or no longer) this instance's.
+    pub(crate) fn stops_work(&self) -> bool {
+        matches!(
+            self,
+            Self::LeaseLost
+                | Self::Store(
+                    StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }
+                )
+        )
+    }
 }
 
 /// One live task of an owner, counted against the owner's quota until dropped.
@@ -142,34 +179,53 @@ enum Write {
 }
 
 impl Runtime {
-    /// A runtime over `store`; in cluster mode (the store is a [`ClusterStore`]) as instance
-    /// `instance` with `config`.
+    /// A built runtime over `store` for `tools`, not started; in cluster mode (the store is a
+    /// [`ClusterStore`]) as instance `instance` with `config`.
     pub(crate) fn new(
         store: Arc<dyn TaskStore>,
+        tools: Tools,
         settings: Settings,
         instance: Arc<str>,
         config: ClusterConfig,
     ) -> Arc<Self> {
-        let instance = store.cluster().is_some().then_some(Instance {
-            id: instance,
+        let id = instance;
+        let instance = store.cluster().is_some().then(|| Instance {
+            id: Arc::clone(&id),
             config,
         });
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
-            reaper: OnceLock::new(),
             reap_interval: settings.reap_interval,
             limits: settings.limits,
             owners: Arc::default(),
+            id,
             instance,
-            driver: OnceLock::new(),
+            tools,
+            lifecycle: Lifecycle::new(),
         })
     }
 
+    /// Starts every background loop, once (`lifecycle.rs`): the expiry sweep and, in cluster
+    /// mode, renewals, wake-ups and (on an executing instance) claims. A running runtime is
+    /// left as it is.
+    pub(crate) fn start(self: &Arc<Self>) -> Result<(), StartError> {
+        if !self.lifecycle.begin()? {
+            return Ok(());
+        }
+        let runtime = Arc::clone(self);
+        self.lifecycle.loops().spawn(reap_loop(runtime));
+        cluster::start(self);
+        Ok(())
+    }
+
     /// Counts one more live task of `owner`, or refuses it at the owner's quota
-    /// ([`Limits::max_live_tasks_per_owner`]). `enforce: false` counts without refusing (a
-    /// task a restarted server takes back).
+    /// ([`Limits::max_live_tasks_per_owner`]) or once a shutdown began. `enforce: false`
+    /// counts without refusing (a task a restarted server takes back).
     pub(crate) fn reserve(&self, owner: &Arc<str>, enforce: bool) -> Result<OwnerSlot, ErrorData> {
+        if enforce && !self.lifecycle.accepting() {
+            return Err(errors::shutting_down());
+        }
         let quota = self.limits.max_live_tasks_per_owner();
         let mut owners = self
             .owners
@@ -198,6 +254,12 @@ impl Runtime {
             .filter(|live| !live.fenced.load(Ordering::Acquire))
             .filter_map(|live| live.lease())
             .collect()
+    }
+
+    /// Whether the work of task `id` runs here (and did not lose its lease).
+    pub(crate) fn runs(&self, id: &str) -> bool {
+        self.get_live(id)
+            .is_some_and(|live| !live.fenced.load(Ordering::Acquire))
     }
 
     /// The ids of the tasks whose work runs here.
@@ -258,15 +320,16 @@ impl Runtime {
     /// One write of the running work of task `id`: fenced under its lease in cluster mode
     /// (module docs). A fenced refusal cancels the work; a task that lost its lease, or
     /// that runs here under no lease in cluster mode, writes nothing and answers
-    /// [`StoreError::Fenced`].
-    async fn write(&self, id: &str, write: Write) -> Result<(), StoreError> {
+    /// [`WriteError::LeaseLost`].
+    async fn write(&self, id: &str, write: Write) -> Result<(), WriteError> {
         let Some((cluster, _)) = self.cluster() else {
-            return match write {
+            let written = match write {
                 Write::Status(message) => self.store.set_status_message(id, message).await,
                 Write::Input(key, request) => self.store.request_input(id, &key, request).await,
                 Write::Step(step) => self.store.save_step(id, step).await,
                 Write::Finish(outcome) => self.store.finish(id, outcome).await,
             };
+            return Ok(written?);
         };
         let mut retried = false;
         loop {
@@ -276,10 +339,7 @@ impl Runtime {
                 .filter(|live| !live.fenced.load(Ordering::Acquire))
                 .and_then(|live| live.lease());
             let Some(lease) = lease else {
-                return Err(StoreError::Fenced {
-                    held: None,
-                    current: 0,
-                });
+                return Err(WriteError::LeaseLost);
             };
             let result = match write.clone() {
                 Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
@@ -301,7 +361,7 @@ impl Runtime {
                 }
                 self.lost_at(id, lease.epoch);
             }
-            return result;
+            return Ok(result?);
         }
     }
 
@@ -310,7 +370,7 @@ impl Runtime {
         &self,
         id: &str,
         message: Option<String>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), WriteError> {
         self.write(id, Write::Status(message)).await
     }
 
@@ -320,12 +380,12 @@ impl Runtime {
         id: &str,
         key: &str,
         request: InputRequest,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), WriteError> {
         self.write(id, Write::Input(key.to_owned(), request)).await
     }
 
     /// Stores a completed step of a running task.
-    pub(crate) async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
+    pub(crate) async fn save_step(&self, id: &str, step: Step) -> Result<(), WriteError> {
         self.write(id, Write::Step(step)).await
     }
 
@@ -362,7 +422,6 @@ impl Runtime {
         lease: Option<Lease>,
         slot: OwnerSlot,
     ) {
-        self.start_reaper();
         let live = Arc::new(LiveTask {
             cancel,
             waiters: Mutex::default(),
@@ -435,7 +494,9 @@ impl Runtime {
         }
     }
 
-    /// Runs a task's work to its end and stores the outcome.
+    /// Runs a task's work to its end and stores the outcome, on the work tracker: at the
+    /// end of a shutdown's grace period work still running is dropped instead
+    /// ([`Runtime::abandon`]).
     pub(crate) fn spawn(
         self: &Arc<Self>,
         id: Arc<str>,
@@ -444,14 +505,28 @@ impl Runtime {
         work: impl Future<Output = Ended> + Send + 'static,
     ) {
         let runtime = Arc::clone(self);
+        let stop = self.lifecycle.stop_token().clone();
         let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
-        tokio::spawn(
+        self.lifecycle.work().spawn(
             async move {
-                let ended = work.await;
-                runtime.finish(&id, &tool, ended).await;
+                tokio::select! {
+                    biased;
+                    ended = work => runtime.finish(&id, &tool, ended).await,
+                    () = stop.cancelled() => runtime.abandon(&id),
+                }
             }
             .instrument(span),
         );
+    }
+
+    /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period: it
+    /// writes nothing more, and the task stays as the store has it (`lifecycle.rs`, step 3).
+    fn abandon(&self, id: &Arc<str>) {
+        if let Some(live) = self.live_map().remove(id) {
+            live.fenced.store(true, Ordering::Release);
+            live.cancel.cancel();
+        }
+        tracing::info!(task_id = %id, "work stopped by the shutdown; the task is left as stored");
     }
 
     /// Stores how a task's work ended as its terminal state.
@@ -468,10 +543,10 @@ impl Runtime {
         let status = outcome.status();
         match self.write(id, Write::Finish(outcome)).await {
             Ok(()) => tracing::debug!(task_id = %id, ?status, "task ended"),
-            Err(StoreError::Terminal(was)) => {
+            Err(WriteError::Store(StoreError::Terminal(was))) => {
                 tracing::debug!(task_id = %id, ?was, "task had already ended (expired)");
             }
-            Err(StoreError::Fenced { .. }) => {
+            Err(WriteError::LeaseLost | WriteError::Store(StoreError::Fenced { .. })) => {
                 tracing::info!(task_id = %id, "outcome not written: the task's lease was lost");
             }
             Err(error) => tracing::error!(task_id = %id, %error, "task outcome not stored"),
@@ -479,31 +554,36 @@ impl Runtime {
         self.live_map().remove(id);
     }
 
-    /// Starts the background expiry sweep, once, holding only a weak reference.
-    fn start_reaper(self: &Arc<Self>) {
-        self.reaper.get_or_init(|| {
-            let weak: Weak<Self> = Arc::downgrade(self);
-            tokio::spawn(async move {
-                let Some(interval) = weak.upgrade().map(|runtime| runtime.reap_interval) else {
-                    return;
-                };
-                let mut tick = tokio::time::interval(interval);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tick.tick().await;
-                    let Some(runtime) = weak.upgrade() else { break };
-                    match runtime.store.expire_due().await {
-                        Ok(expired) => {
-                            for id in expired {
-                                tracing::info!(task_id = %id, "task expired");
-                                runtime.cancel(&id);
-                            }
-                        }
-                        Err(error) => tracing::warn!(%error, "expiry sweep failed"),
-                    }
+    /// One pass of the expiry sweep: applies due expiry, stops the work of expired tasks.
+    async fn reap(&self) {
+        match self.store.expire_due().await {
+            Ok(expired) => {
+                for id in expired {
+                    tracing::info!(task_id = %id, "task expired");
+                    self.cancel(&id);
                 }
-            });
-        });
+            }
+            Err(error) => tracing::warn!(%error, "expiry sweep failed"),
+        }
+    }
+}
+
+/// The expiry sweep, every reap interval, until intake stops (`lifecycle.rs`, step 1).
+async fn reap_loop(runtime: Arc<Runtime>) {
+    let stop = runtime.lifecycle.intake_token().clone();
+    let mut tick = tokio::time::interval(runtime.reap_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = runtime.reap() => {}
+        }
     }
 }
 

@@ -93,17 +93,14 @@ impl Cause {
 }
 
 /// Deals with every task the store reports as left running (see the module docs).
-pub(crate) async fn recover(
-    runtime: &Arc<Runtime>,
-    toolkit: &Toolkit,
-    state: &Arc<StateMap>,
-) -> Result<RecoveryReport, StoreError> {
+pub(crate) async fn recover(runtime: &Arc<Runtime>) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
+    let tools = &runtime.tools;
     for task in runtime.store.recoverable().await? {
         take(
             runtime,
-            toolkit,
-            state,
+            &tools.toolkit,
+            &tools.state,
             task,
             None,
             Cause::Restart,

@@ -8,7 +8,7 @@
 //! | bound | checked on the retry | a mismatch answers (`-32602`) |
 //! | --- | --- | --- |
 //! | the tag over everything below | first | "failed verification" (forged, tampered, other key) |
-//! | an expiry ([`Engine::with_request_state_ttl`]) | second | "has expired" |
+//! | an expiry ([`EngineBuilder::with_request_state_ttl`]) | second | "has expired" |
 //! | the owner of the request ([`Owner`]) | then | "was issued to another principal" |
 //! | the tool | then | "was issued for tool `x`" |
 //! | a SHA-256 digest of the arguments | then | "was issued for other arguments" |
@@ -21,11 +21,11 @@
 //! base64url. A state may be retried by its owner until it expires (the same call with the
 //! same answers); it is not single-use.
 //!
-//! The key is [`Engine::with_request_state_key`]; without one each engine generates a random
+//! The key is [`EngineBuilder::with_request_state_key`]; without one each engine generates a random
 //! key at start, so states do not survive a restart and are not accepted by other instances.
 //!
-//! [`Engine::with_request_state_key`]: super::Engine::with_request_state_key
-//! [`Engine::with_request_state_ttl`]: super::Engine::with_request_state_ttl
+//! [`EngineBuilder::with_request_state_key`]: super::EngineBuilder::with_request_state_key
+//! [`EngineBuilder::with_request_state_ttl`]: super::EngineBuilder::with_request_state_ttl
 //! [`Owner`]: super::Owner
 
 use std::{fmt::Write as _, time::Duration};
@@ -48,7 +48,7 @@ pub const DEFAULT_REQUEST_STATE_TTL: Duration = Duration::from_secs(15 * 60);
 ///
 /// ```
 /// let key = mcp_tasks::RequestStateKey::new(*b"0123456789abcdef0123456789abcdef")?;
-/// let engine = mcp_tasks::Engine::new(mcp_tasks::Toolkit::new()).with_request_state_key(key);
+/// let engine = mcp_tasks::Engine::builder(mcp_tasks::Toolkit::new()).with_request_state_key(key).build();
 /// # let _ = engine;
 /// # Ok::<(), mcp_tasks::RequestStateKeyError>(())
 /// ```
@@ -141,14 +141,6 @@ pub(crate) struct Sealer {
 impl Sealer {
     pub(crate) fn new(key: RequestStateKey, ttl: Duration) -> Self {
         Self { key, ttl }
-    }
-
-    pub(crate) fn with_key(self, key: RequestStateKey) -> Self {
-        Self { key, ..self }
-    }
-
-    pub(crate) fn with_ttl(self, ttl: Duration) -> Self {
-        Self { ttl, ..self }
     }
 
     /// The `requestState` of a round that asked for `issued`, after `answers`.

@@ -24,9 +24,11 @@ pub const MCP_PATH: &str = "/mcp";
 /// `application/json` body unless the handler sends something before it (then SSE).
 ///
 /// Only localhost origins and hosts are accepted ([`HttpOptions::default`]), with the body
-/// limit of [`TaskServer::limits`]; see [`http_service_with`].
+/// limit of [`TaskServer::limits`]; see [`http_service_with`]. Starts the server's engine
+/// ([`start_engine`]).
 #[must_use]
 pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
+    start_engine(&server);
     let options = HttpOptions::default().with_limits(server.limits().clone());
     http_service_with(server, &options)
 }
@@ -60,8 +62,9 @@ where
 /// In front of rmcp sits the [request guard](crate::server::guard): malformed requests and
 /// bodies over [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) (of
 /// [`TaskServer::limits`]) are answered with a JSON-RPC error before rmcp parses them
-/// ([`http_service`] alone has no guard).
+/// ([`http_service`] alone has no guard). Starts the server's engine ([`start_engine`]).
 pub fn http_router(server: TaskServer) -> axum::Router {
+    start_engine(&server);
     let options = HttpOptions::default().with_limits(server.limits().clone());
     http_router_with(server, options)
 }
@@ -89,14 +92,17 @@ where
     }
 }
 
-/// Serves `server` at `/mcp` on `listener` until the process ends.
+/// Serves `server` at `/mcp` on `listener` until the process ends, after starting its
+/// engine ([`Engine::start`](crate::Engine::start)).
 ///
 /// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
 /// connections stall about 40 ms each (Nagle against delayed ACK).
 ///
 /// # Errors
-/// An I/O error of the listener.
+/// An I/O error of the listener; the engine's [`StartError`](crate::StartError) (it was
+/// shut down) as [`io::ErrorKind::Other`].
 pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result<()> {
+    server.engine().start().map_err(io::Error::other)?;
     let options = HttpOptions::default().with_limits(server.limits().clone());
     serve_http_with(listener, server, options).await
 }
@@ -110,7 +116,10 @@ pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result
 /// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
 /// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// mcp_tasks::serve_http_with(listener, TaskServer::new(toolkit), HttpOptions::new().with_static_tokens(tokens)).await
+/// let server = TaskServer::new(toolkit);
+/// // The `*_with` functions serve any handler, so they start no engine: start it first.
+/// server.engine().start().map_err(std::io::Error::other)?;
+/// mcp_tasks::serve_http_with(listener, server, HttpOptions::new().with_static_tokens(tokens)).await
 /// # }
 /// ```
 ///
@@ -130,6 +139,17 @@ where
         }
     });
     axum::serve(listener, http_router_with(server, options)).await
+}
+
+/// Starts the engine of a server about to be served by a function that cannot return an
+/// error ([`http_router`], [`http_service`]): called from a tokio runtime, a failure means
+/// the engine was shut down, whose calls are refused anyway; it is logged. The functions
+/// that take any handler (`*_with`) start nothing: start the engine of your handler with
+/// [`Engine::start`](crate::Engine::start) before serving it.
+fn start_engine(server: &TaskServer) {
+    if let Err(error) = server.engine().start() {
+        tracing::error!(%error, "the engine of the served TaskServer did not start");
+    }
 }
 
 /// The origins [`HttpOptions::default`] accepts: `http` and `https` on `localhost`,

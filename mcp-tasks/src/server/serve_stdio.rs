@@ -30,16 +30,16 @@ const PIPE_BYTES: usize = 64 * 1024;
 ///
 /// A stdio server has one client, the process that started it: every request runs as
 /// [`Owner::process_user`](super::Owner::process_user) (it becomes the engine's default
-/// owner unless [`Engine::with_default_owner`](super::Engine::with_default_owner) chose
-/// another), so tasks a durable store keeps are that user's.
+/// owner unless [`EngineBuilder::with_default_owner`](super::EngineBuilder::with_default_owner)
+/// chose another), so tasks a durable store keeps are that user's. Starts the server's
+/// engine ([`Engine::start`](super::Engine::start)) first.
 ///
 /// # Errors
-/// An I/O or protocol error that ends the connection.
+/// An I/O or protocol error that ends the connection; the engine's
+/// [`StartError`](crate::StartError) (it was shut down) as [`io::ErrorKind::Other`].
 pub async fn serve_stdio(mut server: TaskServer) -> io::Result<()> {
     if &*server.engine.default_owner == super::DEFAULT_OWNER {
-        server.engine = server
-            .engine
-            .with_default_owner(super::Owner::process_user().0);
+        server.engine.default_owner = super::Owner::process_user().0;
     }
     let (read, write) = rmcp::transport::stdio();
     serve_io(server, read, write).await
@@ -51,14 +51,17 @@ pub async fn serve_stdio(mut server: TaskServer) -> io::Result<()> {
 /// JSON-RPC error line each and the stream goes on. In front of rmcp's reader sits a line
 /// filter, the [request guard](crate::server::guard); rmcp's output and the filter's error
 /// lines reach `write` through one writer, a whole line at a time, so they never interleave.
+/// Starts the server's engine ([`Engine::start`](super::Engine::start)) first.
 ///
 /// # Errors
-/// An I/O or protocol error that ends the connection.
+/// An I/O or protocol error that ends the connection; the engine's
+/// [`StartError`](crate::StartError) (it was shut down) as [`io::ErrorKind::Other`].
 pub async fn serve_io<R, W>(server: TaskServer, read: R, write: W) -> io::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    server.engine().start().map_err(io::Error::other)?;
     let limits = server.limits().clone();
     // Two pipes, each used in one direction; rmcp holds a whole end of each, so the other
     // end sees EOF (or a broken pipe) as soon as rmcp drops its transport.

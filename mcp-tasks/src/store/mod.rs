@@ -488,7 +488,7 @@ pub enum WakeupKind {
     Answers,
     /// A cancel intent was recorded.
     Cancel,
-    /// The task was recorded with no runner (or its lease was released): claim it. Tasks
+    /// The task was recorded with no runner: claim it. Tasks
     /// queued together may be announced by one wake-up naming one of them; claim with a
     /// limit above one.
     Queued,
@@ -509,18 +509,8 @@ pub struct Wakeup {
 /// (each by exactly one instance), fenced writes and wake-ups.
 #[async_trait]
 pub trait ClusterStore: Send + Sync {
-    /// Takes the lease of a live task that no one holds (queued, released or lapsed), at the
-    /// next epoch. [`StoreError::Fenced`] when another instance holds a lease that has not
-    /// lapsed; [`StoreError::Terminal`] when the task has ended.
-    async fn acquire(&self, id: &str, instance: &str, lease: Duration)
-    -> Result<Lease, StoreError>;
-
     /// Extends the lease by its length from now. [`StoreError::Fenced`] when it was lost.
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
-
-    /// Gives the lease up: a task still live becomes queued for any instance at once. A lease
-    /// that was lost already is left alone (nothing to release).
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
 
     /// Claims up to `limit` live tasks whose lease lapsed, each for exactly one of the
     /// instances asking, at the next epoch, with what a replay needs.
@@ -566,7 +556,8 @@ pub trait ClusterStore: Send + Sync {
     /// unknown or purged id.
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
 
-    /// The wake-ups of this store: answers and cancel intents for the tasks whose leases
-    /// were taken through it, and queued tasks. The first call starts the listener.
+    /// The wake-ups of the task space: answers and cancel intents of every task, and queued
+    /// tasks (a runtime keeps the ones of the tasks it runs). The first call starts the
+    /// listener.
     fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Wakeup>;
 }

@@ -68,9 +68,12 @@
 //!     epoch is no longer the lease's: an instance that stalled and lost its lease cannot
 //!     overwrite its successor's work.
 //! 13. **Wake-ups.** An answer ([`TaskStore::deliver_input`](super::TaskStore::deliver_input)) or a cancel intent
-//!     ([`TaskStore::request_cancel`](super::TaskStore::request_cancel)) stored through any instance reaches the instance
-//!     running the task as a [`Wakeup`](super::Wakeup) on [`ClusterStore::wakeups`](super::ClusterStore::wakeups), so is a task queued for
-//!     a worker; a periodic re-read covers a lost notification.
+//!     ([`TaskStore::request_cancel`](super::TaskStore::request_cancel)) stored through any
+//!     instance is announced to every instance as a [`Wakeup`](super::Wakeup) on
+//!     [`ClusterStore::wakeups`](super::ClusterStore::wakeups), and so is a task queued for a
+//!     worker. The store keeps no list of who holds which lease: that is the runtime's
+//!     knowledge (it keeps the wake-ups of the tasks it runs, and re-reads them to cover a
+//!     lost notification).
 
 use std::{sync::Arc, time::Duration};
 

@@ -7,8 +7,7 @@ use rmcp::model::{InputRequest, InputResponses};
 use tokio::sync::broadcast;
 
 use super::{
-    PostgresStore,
-    listener::{self, Seen},
+    PostgresStore, listener,
     pool::{Tx, read},
     row::{db_now_ms, int, text},
     tasks::unit,
@@ -23,29 +22,6 @@ use crate::{
 };
 
 impl PostgresStore {
-    /// Notes a lease taken through this store, for the re-read.
-    pub(super) fn hold(&self, lease: &Lease, answer_seq: i64) {
-        listener::lock(&self.held).insert(
-            Arc::clone(&lease.task_id),
-            Seen {
-                id: Arc::clone(&lease.task_id),
-                epoch: lease.epoch,
-                cancel: false,
-                answer_seq,
-            },
-        );
-    }
-
-    pub(super) fn unhold(&self, lease: &Lease) {
-        let mut held = listener::lock(&self.held);
-        if held
-            .get(&*lease.task_id)
-            .is_some_and(|seen| seen.epoch == lease.epoch)
-        {
-            held.remove(&*lease.task_id);
-        }
-    }
-
     /// A claim (lapsed or queued): one statement that picks and takes the rows, then their
     /// steps, in one transaction.
     async fn claim(
@@ -92,7 +68,6 @@ impl PostgresStore {
                 epoch: to_u64(int(r, 7)?),
                 length: lease,
             };
-            self.hold(&granted, int(r, 8)?);
             claimed.push((recovery, granted));
         }
         Ok(claimed)
@@ -104,7 +79,7 @@ impl PostgresStore {
 macro_rules! claimed_columns {
     () => {
         " RETURNING t.id, t.owner, t.tool, t.tool_version, t.arguments, t.request_meta, \
-         t.answers, t.epoch, t.answer_seq"
+         t.answers, t.epoch"
     };
 }
 
@@ -134,43 +109,6 @@ const CLAIM_QUEUED: &str = concat!(
 
 #[async_trait]
 impl ClusterStore for PostgresStore {
-    async fn acquire(
-        &self,
-        id: &str,
-        instance: &str,
-        lease: Duration,
-    ) -> Result<Lease, StoreError> {
-        let now = to_i64(self.clock.now_ms());
-        let tx = Tx::begin(&self.pool).await?;
-        let rows = tx
-            .query(
-                concat!(
-                    "UPDATE tasks SET runner = $2, epoch = epoch + 1, lease_until_ms = ",
-                    db_now_ms!(),
-                    " + $3 WHERE id = $1 AND purge_at_ms IS NULL \
-                     AND (deadline_ms IS NULL OR deadline_ms > $4) \
-                     AND (runner IS NULL OR runner = $2 OR lease_until_ms < ",
-                    db_now_ms!(),
-                    ") RETURNING epoch, answer_seq"
-                ),
-                &[&id, &instance, &to_i64(millis(lease)), &now],
-                "could not acquire the task's lease",
-            )
-            .await?;
-        tx.commit().await?;
-        let Some(r) = rows.first() else {
-            return Err(self.explain(id, None).await);
-        };
-        let granted = Lease {
-            task_id: Arc::from(id),
-            instance: Arc::from(instance),
-            epoch: to_u64(int(r, 0)?),
-            length: lease,
-        };
-        self.hold(&granted, int(r, 1)?);
-        Ok(granted)
-    }
-
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         let tx = Tx::begin(&self.pool).await?;
         let renewed = tx
@@ -192,34 +130,9 @@ impl ClusterStore for PostgresStore {
             .await?;
         tx.commit().await?;
         if renewed == 0 {
-            self.unhold(lease);
             return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
         }
         Ok(lease.clone())
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let tx = Tx::begin(&self.pool).await?;
-        let released = tx
-            .execute(
-                "UPDATE tasks SET runner = NULL, lease_until_ms = NULL \
-                 WHERE id = $1 AND epoch = $2 AND runner = $3 AND purge_at_ms IS NULL",
-                &[&&*lease.task_id, &to_i64(lease.epoch), &&*lease.instance],
-                "could not release the task's lease",
-            )
-            .await?;
-        if released > 0 {
-            let payload = format!("q:{}", lease.task_id);
-            tx.execute(
-                "SELECT pg_notify($1, $2)",
-                &[&&*self.channel, &payload],
-                "could not announce the released task",
-            )
-            .await?;
-        }
-        tx.commit().await?;
-        self.unhold(lease);
-        Ok(())
     }
 
     async fn claim_lapsed(
@@ -266,7 +179,7 @@ impl ClusterStore for PostgresStore {
     }
 
     async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError> {
-        let result = match self.finish_batched(lease, &outcome).await {
+        match self.finish_batched(lease, &outcome).await {
             Ok(true) => Ok(()),
             // The task is not (or no longer) live under this lease, or is past its TTL:
             // the general path finds out which and answers for it.
@@ -275,11 +188,7 @@ impl ClusterStore for PostgresStore {
                 self.modify(&lease.task_id, Some(lease), None, finish).await
             }
             Err(error) => Err(error),
-        };
-        if !matches!(result, Err(StoreError::Backend(_))) {
-            self.unhold(lease);
         }
-        result
     }
 
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
@@ -302,11 +211,8 @@ impl ClusterStore for PostgresStore {
                 let (sender, _) = broadcast::channel(1024);
                 let listener = listener::Listener {
                     config: self.config.clone(),
-                    pool: self.pool.clone(),
                     channel: Arc::clone(&self.channel),
-                    held: Arc::clone(&self.held),
                     sender: sender.clone(),
-                    reread: self.settings.reread,
                     stop: self.stop.clone(),
                 };
                 self.runtime.spawn(listener.run());

@@ -40,11 +40,12 @@
 //! - **Wake-ups in the same transaction.** [`deliver_input`](super::TaskStore::deliver_input)
 //!   and [`request_cancel`](super::TaskStore::request_cancel) `NOTIFY` the schema's channel in
 //!   the transaction of the change, so the notification is sent exactly when the change
-//!   commits; so does a create with no runner, or a release. Each store listens on one
-//!   connection (opened by the first [`wakeups`](super::ClusterStore::wakeups) call) and
-//!   re-reads its leased tasks and the queue every
-//!   [`reread_interval`](PostgresBuilder::with_reread_interval), which covers a notification
-//!   lost while that connection was down.
+//!   commits; so does a create with no runner. Each store listens on one connection
+//!   (opened by the first [`wakeups`](super::ClusterStore::wakeups) call) and announces
+//!   every notification; it keeps no list of leases. Which tasks run on an instance is that
+//!   instance's runtime's knowledge: it keeps the wake-ups of its own tasks and re-reads
+//!   them to cover a notification lost while the connection was down, and its claims find
+//!   queued tasks whose announcement was lost.
 //! - **Connections.** A pool ([`deadpool_postgres`]); a connection that fails mid-transaction,
 //!   or whose operation is dropped mid-way, is closed, never handed out again in an unknown
 //!   state. A read, and a transaction's `BEGIN`, that meet a connection gone stale in the pool
@@ -81,14 +82,10 @@ mod tasks;
 use pool::PgError;
 pub use schema::SCHEMA_VERSION;
 
-use listener::Held;
-
 /// Default connections in the pool.
 pub const DEFAULT_POOL_SIZE: usize = 8;
 /// Default Postgres schema of the task tables.
 pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
-/// Default interval of the re-read that covers lost notifications.
-pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 /// Default time to wait for a new connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `application_name` of the store's connections (when the URL sets none).
@@ -111,7 +108,6 @@ pub struct PostgresBuilder {
     url: String,
     schema: String,
     pool_size: usize,
-    reread: Duration,
     connect_timeout: Duration,
     application_name: Option<String>,
     expired_retention: Duration,
@@ -130,13 +126,6 @@ impl PostgresBuilder {
     /// opens one more to listen for notifications once wake-ups are asked for.
     pub fn with_pool_size(mut self, size: usize) -> Self {
         self.pool_size = size.max(1);
-        self
-    }
-
-    /// Sets how often the store re-reads its leased tasks and the queue, to cover a lost
-    /// notification (default [`DEFAULT_REREAD_INTERVAL`]).
-    pub fn with_reread_interval(mut self, interval: Duration) -> Self {
-        self.reread = interval.max(Duration::from_millis(10));
         self
     }
 
@@ -228,7 +217,6 @@ impl PostgresBuilder {
             finishes,
             clock: Clock::new(),
             channel,
-            held: Held::default(),
             wakeups: OnceLock::new(),
             runtime,
             config,
@@ -256,7 +244,6 @@ pub struct PostgresStore {
     finishes: mpsc::UnboundedSender<batch::FinishJob>,
     clock: Clock,
     channel: Arc<str>,
-    held: Held,
     wakeups: OnceLock<broadcast::Sender<Wakeup>>,
     runtime: tokio::runtime::Handle,
     config: tokio_postgres::Config,
@@ -282,7 +269,6 @@ impl PostgresStore {
             url: url.into(),
             schema: DEFAULT_SCHEMA.to_owned(),
             pool_size: DEFAULT_POOL_SIZE,
-            reread: DEFAULT_REREAD_INTERVAL,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             application_name: None,
             expired_retention: DEFAULT_EXPIRED_RETENTION,
@@ -301,12 +287,6 @@ impl PostgresStore {
     #[must_use]
     pub fn schema(&self) -> &str {
         &self.settings.schema
-    }
-
-    /// How often the store re-reads its leased tasks and the queue.
-    #[must_use]
-    pub fn reread_interval(&self) -> Duration {
-        self.settings.reread
     }
 
     fn retention_ms(&self) -> u64 {

@@ -285,7 +285,6 @@ impl TaskStore for PostgresStore {
     async fn create(&self, task: NewTask) -> Result<Created, StoreError> {
         let now = self.clock.now_ms();
         let snapshot = codec::created_snapshot(&task, now);
-        let first = Lease::first(&task);
         match self.enqueue(task, now).await? {
             batch::Created::Inserted => {}
             batch::Created::Conflict(task) => {
@@ -293,9 +292,6 @@ impl TaskStore for PostgresStore {
                     return Ok(Created::Existing(existing));
                 }
             }
-        }
-        if let Some(lease) = first {
-            self.hold(&lease, 0);
         }
         Ok(Created::New(snapshot))
     }

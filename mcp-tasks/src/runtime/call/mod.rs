@@ -1,0 +1,394 @@
+//! The life of one call, from `tools/call` to its one terminal state.
+//!
+//! A call is in one phase at a time: **inline** (no task exists and none will),
+//! **pending** (the work runs and a task may still be created around it), or **task** (a
+//! task record exists). [`Call::inline`] and [`Call::task`] (this file) drive a call
+//! through them; [`CallState`] (`state.rs`) is what the tool's
+//! [`TaskContext`](crate::TaskContext) reaches through [`Host`](crate::context::Host).
+//!
+//! # Invariants
+//!
+//! 1. **The work starts once.** A call's work is started before any task exists and is never
+//!    started twice: promotion wraps a task record around the running future.
+//! 2. **Phases only move forward.** `inline` never changes; `pending → task` happens at most
+//!    once; a replayed task (`runtime/recover.rs`) starts in `task`.
+//! 3. **When a pending call becomes a task.** Once its work first waits on anything but a
+//!    before-task question (a multi round-trip request, protocol R11), asks for input through
+//!    the task, or starts a [step](TaskContext::step); or, with an inline budget, once the
+//!    budget runs out. Work that ends within its inline budget is answered inline and no task
+//!    ever exists; work that ends in its very first poll without a budget is a task born
+//!    finished (the client asked for a task and gets one, R3).
+//! 4. **Nothing reaches the store before the record.** A status set while pending is kept
+//!    and written with the create (or right after it, if set during the create); input
+//!    requests and steps wait until the record exists (`bound`).
+//! 5. **One ending.** A task's work ends exactly once, as an [`Ended`], and that is stored as
+//!    the task's one terminal state ([`Runtime::finish`]). When the store already holds a
+//!    terminal state (expiry got there first) it keeps it.
+//! 6. **The runtime forgets a task when its work ends**, never before: its cancellation
+//!    token and input waiters live in [`Runtime`] from the create until the outcome is stored.
+//! 7. **Multi round-trip input (protocol §5.4).** A call without a task that asks for input
+//!    answers `input_required` with this round's questions and every earlier answer; its
+//!    work is cancelled and dropped with the round, and the retry runs the tool again.
+//! 8. **Cancellation** (`tasks/cancel`, expiry found by the reaper or by a read, a dropped
+//!    inline request) cancels the work's token; the status changes only when the work ends.
+//! 9. **Retries create nothing** (`_meta["mcp-tasks/idempotencyKey"]`, [`IDEMPOTENCY_KEY`]).
+//!    A task call carrying the key of an earlier call of the same owner and tool, within
+//!    that task's TTL, answers that task ([`Created::Existing`]); its own work is dropped
+//!    before its first step or input request (they wait for the record, invariant 4), so no
+//!    step runs twice. Calls answered inline create no task and are not deduplicated.
+//! 10. **Request notifications only while the request is open.** `notifications/progress`
+//!     and `notifications/message` of a call go to its `tools/call` request ([`Notifier`])
+//!     while the call is inline or pending, never once it is a task: the request was then
+//!     answered with the task, and tasks have neither (docs/protocol.md R42). Progress is
+//!     refused unless it increases; a message is sent only at or above the request's
+//!     `logLevel`, and never without one.
+//! 11. **Chosen input keys are used once per call** (R28): a second request under a key the
+//!     tool chose is refused, naming the key; generated keys (`elicit-N`, ...) have a
+//!     reserved form a chosen key cannot take. A replay asks the same keys in the same order,
+//!     and finds the ones answered before the restart in its [`Replay`].
+//! 12. **Cluster mode** (`runtime/cluster.rs`): a call's task is created with this instance
+//!     as its runner and its work runs under that lease; with queued calls the record is
+//!     created first, with no runner, and no work starts here ([`Call::recorded`]).
+//! 13. **No answer is lost to a replay.** A replay that asks a question its [`Replay`] has no
+//!     answer for registers its waiter first, then reads the answers the store holds now:
+//!     an answer stored before the waiter existed (after recovery read the replay data) is
+//!     found by the read, every later one reaches the waiter.
+//! 14. **A replay's questions get their own answers.** Generated keys are numbered by one
+//!     sequence per run, whichever route a question takes (multi round-trip before the task,
+//!     or through the task), so a replay, which asks every question through the task, gives
+//!     each question the key it had in the original run, and no before-task question shares
+//!     a key with a task-phase one. The answers a call took by multi round-trip are stored
+//!     with its task when it is created ([`NewTask::answers`](crate::store::NewTask)): a
+//!     replay finds them in its [`Replay`] and does not ask those questions again (R32).
+//!
+//! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
+
+use std::{any::Any, pin::Pin, sync::Arc, time::Duration};
+
+use futures::FutureExt;
+use rmcp::model::CallToolResult;
+use rmcp::model::{ClientCapabilities, ErrorData, InputRequests, InputResponses, JsonObject, Task};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::Runtime;
+use crate::{
+    context::Failure,
+    errors,
+    id::new_task_id,
+    store::{Created, Lease, NewTask, StoreError},
+    tool::ToolFuture,
+    toolkit::{Registered, StateMap},
+};
+
+mod state;
+
+pub(crate) use state::{CallParts, CallState, Mrtr, Notifier, Replay};
+
+/// How a call's work ended, panics included.
+#[derive(Debug, Clone)]
+pub(crate) enum Ended {
+    /// With a result (`isError` or not): the task is `completed` (R46).
+    Completed(CallToolResult),
+    /// With a JSON-RPC error: the task is `failed` (R45).
+    Failed(ErrorData),
+    /// It honoured a cancellation: the task is `cancelled`.
+    Cancelled,
+    /// It panicked, with this message: the task is `failed` with `-32603`.
+    Panicked(String),
+}
+
+impl From<Result<CallToolResult, Failure>> for Ended {
+    fn from(result: Result<CallToolResult, Failure>) -> Self {
+        match result {
+            Ok(result) => Self::Completed(result),
+            Err(Failure::Error(error)) => Self::Failed(error),
+            Err(Failure::Cancelled) => Self::Cancelled,
+        }
+    }
+}
+
+/// Runs work, turning a panic into [`Ended::Panicked`].
+pub(crate) async fn run_caught(work: ToolFuture) -> Ended {
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(result) => result.into(),
+        Err(panic) => Ended::Panicked(panic_message(&*panic)),
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// What answering a `tools/call` produced, before the server puts it on the wire.
+pub(crate) enum Answer {
+    /// The call's result, inline.
+    Result(CallToolResult),
+    /// A task was created.
+    Task(Task),
+    /// Input is needed before the call can go on (multi round-trip): this round's requests,
+    /// and every answer so far, for the server to carry in `requestState` (C20).
+    InputRequired {
+        requests: InputRequests,
+        answers: InputResponses,
+    },
+}
+
+/// One `tools/call` being answered.
+pub(crate) struct Call<'a> {
+    pub(crate) runtime: &'a Arc<Runtime>,
+    pub(crate) registered: &'a Registered,
+    pub(crate) state: &'a Arc<StateMap>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) client_capabilities: ClientCapabilities,
+    pub(crate) arguments: &'a JsonObject,
+    pub(crate) request_meta: JsonObject,
+    /// `Some` on the modern wire, with the answers the client sent.
+    pub(crate) mrtr: Option<InputResponses>,
+    /// The client's idempotency key (`_meta["mcp-tasks/idempotencyKey"]`).
+    pub(crate) idempotency_key: Option<Arc<str>>,
+    /// Where the call's notifications go while the request is open.
+    pub(crate) notifier: Option<Notifier>,
+}
+
+impl Call<'_> {
+    fn parts(&mut self, id: Arc<str>, cancel: CancellationToken) -> CallParts {
+        CallParts {
+            mrtr: self.mrtr.take().map(Mrtr::new),
+            replay: None,
+            notifier: self.notifier.take(),
+            id,
+            tool: self.tool.clone(),
+            owner: self.owner.clone(),
+            cancel,
+            client_capabilities: self.client_capabilities.clone(),
+            state: self.state.clone(),
+            runtime: self.runtime.clone(),
+        }
+    }
+
+    /// The record of the task; in cluster mode run by this instance (`runs`) or queued.
+    fn new_task(&self, id: Arc<str>, message: Option<String>, runs: bool) -> NewTask {
+        let definition = &self.registered.definition;
+        let mut task = NewTask::new(id, self.owner.clone(), self.tool.clone())
+            .with_status_message(message.map(|m| self.runtime.limits.clip_status(m)))
+            .with_ttl(definition.ttl().duration())
+            .with_poll_interval(definition.poll_interval())
+            .with_arguments(self.arguments.clone())
+            .with_tool_version(Arc::from(definition.version()))
+            .with_request_meta(self.request_meta.clone());
+        if let Some((_, instance)) = self.runtime.cluster()
+            && runs
+        {
+            task = task.with_runner(instance.id.clone(), instance.config.lease);
+        }
+        if let Some(key) = &self.idempotency_key {
+            task = task.with_idempotency_key(key.clone());
+        }
+        task
+    }
+
+    /// Whether the task record is created before any work starts, and none starts here:
+    /// calls are queued for other instances and workers
+    /// ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)).
+    pub(crate) fn records_first(&self) -> bool {
+        self.queues()
+    }
+
+    fn queues(&self) -> bool {
+        self.runtime
+            .cluster()
+            .is_some_and(|(_, instance)| instance.config.queued_calls)
+    }
+
+    /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
+    /// a retry with the same idempotency key answers the existing task; a queued call
+    /// starts nothing here (an instance or worker claims it, and runs it as a task from its
+    /// first poll, so input it asks before the task is asked through the task).
+    pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {
+        let id: Arc<str> = Arc::from(new_task_id());
+        let runs = !self.queues();
+        // Work that runs here counts against the owner's quota, checked before the record.
+        let slot = if runs {
+            Some(self.runtime.reserve(&self.owner, true)?)
+        } else {
+            None
+        };
+        let record = self.new_task(id.clone(), None, runs);
+        let lease = Lease::first(&record);
+        let snapshot = match self.runtime.store.create(record).await {
+            Ok(Created::New(snapshot)) => snapshot,
+            Ok(Created::Existing(existing)) => {
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
+            Err(StoreError::Full { max_tasks }) => return Err(errors::store_full(max_tasks)),
+            Err(other) => return Err(errors::store_failure(&other)),
+        };
+        if !runs {
+            return Ok(Answer::Task(snapshot.to_task()));
+        }
+        let cancel = CancellationToken::new();
+        let mut parts = self.parts(id.clone(), cancel.clone());
+        parts.mrtr = None;
+        // The request is answered with the task before the work runs (invariant 10).
+        parts.notifier = None;
+        let call = CallState::task(parts);
+        let runtime = self.runtime;
+        let slot = match slot {
+            Some(slot) => slot,
+            None => runtime.reserve(&self.owner, false)?,
+        };
+        runtime.register(id.clone(), cancel, lease, slot);
+        match self
+            .registered
+            .tool
+            .call(call.context(), self.arguments.clone())
+        {
+            Ok(work) => runtime.spawn(id, self.tool.clone(), &self.owner, run_caught(work)),
+            Err(error) => {
+                let ended = Ended::Completed(error.into_result(&self.tool));
+                runtime.finish(&id, &self.tool, ended).await;
+            }
+        }
+        Ok(Answer::Task(snapshot.to_task()))
+    }
+
+    /// An ordinary call: the work runs here and its result is the answer. Input it asks for
+    /// goes by multi round-trip request (modern wire). Dropping the request cancels the work.
+    pub(crate) async fn inline(mut self, request: &CancellationToken) -> Result<Answer, ErrorData> {
+        let cancel = request.child_token();
+        let call = CallState::inline(self.parts(Arc::from(""), cancel.clone()));
+        let work = match self
+            .registered
+            .tool
+            .call(call.context(), self.arguments.clone())
+        {
+            Ok(work) => work,
+            Err(error) => return Ok(Answer::Result(error.into_result(&self.tool))),
+        };
+        let mut work = std::pin::pin!(run_caught(work));
+        tokio::select! {
+            biased;
+            ended = &mut work => inline_answer(&self.tool, ended),
+            () = call.round_trip_asked() => {
+                cancel.cancel();
+                Ok(input_required(&call))
+            }
+        }
+    }
+
+    /// A call that runs as a task (see the module docs for when the task is created).
+    pub(crate) async fn task(
+        mut self,
+        budget: Option<Duration>,
+        request: &CancellationToken,
+    ) -> Result<Answer, ErrorData> {
+        // The owner's quota is checked before any work starts (invariant 1: it never starts
+        // twice, so it must not start for a task that cannot be created).
+        let slot = self.runtime.reserve(&self.owner, true)?;
+        let id: Arc<str> = Arc::from(new_task_id());
+        let cancel = CancellationToken::new();
+        let (call, mut promote) = CallState::pending(self.parts(id.clone(), cancel.clone()));
+        let work = match self
+            .registered
+            .tool
+            .call(call.context(), self.arguments.clone())
+        {
+            Ok(work) => work,
+            Err(error) => return Ok(Answer::Result(error.into_result(&self.tool))),
+        };
+        let span =
+            tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
+        let mut work: Pin<Box<dyn Future<Output = Ended> + Send>> =
+            Box::pin(run_caught(work).instrument(span));
+        let ended = tokio::select! {
+            biased;
+            () = request.cancelled() => {
+                cancel.cancel();
+                return Err(errors::request_cancelled());
+            }
+            ended = &mut work => Some(ended),
+            () = call.round_trip_asked() => {
+                cancel.cancel();
+                return Ok(input_required(&call));
+            }
+            _ = &mut promote => None,
+            () = after(budget) => None,
+        };
+        if let (Some(ended), Some(_)) = (&ended, budget) {
+            return inline_answer(&self.tool, ended.clone());
+        }
+        let message = call.begin_promotion();
+        let record = self
+            .new_task(id.clone(), message, true)
+            .with_answers(call.round_trip_taken());
+        let lease = Lease::first(&record);
+        let created = self.runtime.store.create(record).await;
+        let snapshot = match created {
+            Ok(Created::New(snapshot)) => snapshot,
+            // A retry of a call that created its task already (same owner, tool and
+            // idempotency key): that task answers, and this run of the work stops before
+            // its first step or input request (both wait for a record of their own).
+            Ok(Created::Existing(existing)) => {
+                cancel.cancel();
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
+            Err(error) => {
+                cancel.cancel();
+                return Err(match error {
+                    StoreError::Full { max_tasks } => errors::store_full(max_tasks),
+                    other => errors::store_failure(&other),
+                });
+            }
+        };
+        let runtime = self.runtime;
+        runtime.register(id.clone(), cancel, lease, slot);
+        call.finish_promotion().await;
+        match ended {
+            // The work ended before it ever waited: the task is born finished.
+            Some(ended) => runtime.finish(&id, &self.tool, ended).await,
+            None => runtime.spawn(id, self.tool.clone(), &self.owner, work),
+        }
+        Ok(Answer::Task(snapshot.to_task()))
+    }
+}
+
+/// The `input_required` answer of a round (invariant 7).
+fn input_required(call: &CallState) -> Answer {
+    let (requests, answers) = call.round_trip_state();
+    Answer::InputRequired { requests, answers }
+}
+
+/// Resolves after `budget`, or, without one, once the work it races has been polled and
+/// waits (the second poll of a `yield_now`).
+async fn after(budget: Option<Duration>) {
+    match budget {
+        Some(budget) => tokio::time::sleep(budget).await,
+        None => tokio::task::yield_now().await,
+    }
+}
+
+/// The answer to an inline call from how its work ended.
+fn inline_answer(tool: &str, ended: Ended) -> Result<Answer, ErrorData> {
+    match ended {
+        Ended::Completed(result) => Ok(Answer::Result(result)),
+        Ended::Failed(error) => Err(error),
+        Ended::Cancelled => Err(errors::request_cancelled()),
+        Ended::Panicked(panic) => {
+            tracing::error!(tool, panic, "tool panicked");
+            Err(errors::tool_panicked(tool, &panic))
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! What one call's work reaches while it runs: its phase, its input requests, steps,
+//! progress and log messages ([`CallState`], the [`Host`] of its [`TaskContext`]). The
+//! invariants are in the [parent module's docs](super).
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
+
+use std::{
+    any::{Any, TypeId},
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use futures::future::BoxFuture;
+use rmcp::{
+    Peer, RoleServer,
+    model::{
+        ClientCapabilities, InputRequest, InputRequests, InputResponses, LoggingLevel,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+    },
+};
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    context::{Failure, Host, InputKind, Progress, ProgressError, StepSlot, TaskContext},
+    errors,
+    runtime::Runtime,
+    store::{Step, StoreError},
+    toolkit::StateMap,
+};
+
+/// Where the call stands (see the module docs).
+enum Phase {
+    /// An ordinary call: no task exists and none will.
+    Inline,
+    /// The work runs; a task is created around it once it waits or outlasts its budget.
+    Pending {
+        message: Option<String>,
+        dirty: bool,
+        promote: Option<oneshot::Sender<()>>,
+    },
+    /// A task record exists.
+    Task,
+}
+
+/// The answers and completed steps of a task that is replayed after a restart.
+pub(crate) struct Replay {
+    pub(crate) answers: InputResponses,
+    pub(crate) steps: HashMap<u64, Step>,
+}
+
+/// What a call gathers by multi round-trip requests (protocol §5.4) before any task exists:
+/// the answers the client sent (this round's `inputResponses` plus earlier rounds', carried
+/// in `requestState`), the ones this run took (stored with its task, invariant 14) and the
+/// requests still unanswered.
+pub(crate) struct Mrtr {
+    answers: InputResponses,
+    taken: Mutex<InputResponses>,
+    requested: Mutex<InputRequests>,
+    asked: Notify,
+}
+
+impl Mrtr {
+    pub(crate) fn new(answers: InputResponses) -> Self {
+        Self {
+            answers,
+            taken: Mutex::default(),
+            requested: Mutex::default(),
+            asked: Notify::new(),
+        }
+    }
+}
+
+/// Where the notifications of a call go while its `tools/call` request is open
+/// (invariant 10): the request's peer, its `progressToken` and its `logLevel`.
+#[derive(Clone)]
+pub(crate) struct Notifier {
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) progress_token: Option<ProgressToken>,
+    pub(crate) log_level: Option<LoggingLevel>,
+}
+
+/// How severe a level is: `debug` 0 to `emergency` 7 (RFC 5424 order, as MCP has it).
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// Who is calling what: the parts of a call that do not change while it runs.
+pub(crate) struct CallParts {
+    pub(crate) id: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) owner: Arc<str>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) client_capabilities: ClientCapabilities,
+    pub(crate) state: Arc<StateMap>,
+    pub(crate) runtime: Arc<Runtime>,
+    /// `Some` on the modern wire: input before a task is gathered by multi round-trip.
+    pub(crate) mrtr: Option<Mrtr>,
+    /// `Some` when the task is replayed after a restart.
+    pub(crate) replay: Option<Replay>,
+    /// `Some` while a `tools/call` request waits for this call's answer.
+    pub(crate) notifier: Option<Notifier>,
+}
+
+/// The engine side of one call: its phase and everything [`TaskContext`] reaches.
+pub(crate) struct CallState {
+    parts: CallParts,
+    phase: Mutex<Phase>,
+    /// `true` once the task record exists; input requests and steps wait for it.
+    bound: watch::Sender<bool>,
+    input_seq: AtomicU64,
+    step_seq: AtomicU64,
+    /// The keys the tool chose for its input requests so far (invariant 11).
+    chosen_keys: Mutex<HashSet<String>>,
+    /// The last progress accepted (invariant 10).
+    last_progress: Mutex<Option<f64>>,
+}
+
+impl CallState {
+    fn build(parts: CallParts, phase: Phase, bound: bool) -> Arc<Self> {
+        Arc::new(Self {
+            parts,
+            phase: Mutex::new(phase),
+            bound: watch::Sender::new(bound),
+            input_seq: AtomicU64::new(0),
+            step_seq: AtomicU64::new(0),
+            chosen_keys: Mutex::default(),
+            last_progress: Mutex::default(),
+        })
+    }
+
+    /// A call answered inline.
+    pub(crate) fn inline(parts: CallParts) -> Arc<Self> {
+        Self::build(parts, Phase::Inline, false)
+    }
+
+    /// A task whose record exists (a replay after a restart, a claimed task).
+    pub(crate) fn task(parts: CallParts) -> Arc<Self> {
+        Self::build(parts, Phase::Task, true)
+    }
+
+    /// A call that becomes a task once its work first waits (or its inline budget runs
+    /// out); the receiver fires when the work asks to become a task early (it needs input
+    /// through the task, or starts a step).
+    pub(crate) fn pending(parts: CallParts) -> (Arc<Self>, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let phase = Phase::Pending {
+            message: None,
+            dirty: false,
+            promote: Some(tx),
+        };
+        (Self::build(parts, phase, false), rx)
+    }
+
+    /// The tool's view of this call.
+    pub(crate) fn context(self: &Arc<Self>) -> TaskContext {
+        TaskContext::new(self.clone())
+    }
+
+    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
+        self.phase
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Starts turning a pending call into a task: the status message to create it with.
+    pub(super) fn begin_promotion(&self) -> Option<String> {
+        match &mut *self.phase() {
+            Phase::Pending { message, dirty, .. } => {
+                *dirty = false;
+                message.clone()
+            }
+            _ => None,
+        }
+    }
+
+    /// Ends the promotion once the record exists: flushes a message set meanwhile and lets
+    /// waiting input requests and steps go on.
+    pub(super) async fn finish_promotion(&self) {
+        let late_message = match std::mem::replace(&mut *self.phase(), Phase::Task) {
+            Phase::Pending {
+                message,
+                dirty: true,
+                ..
+            } => Some(message),
+            _ => None,
+        };
+        if let Some(message) = late_message {
+            self.write_status(message).await;
+        }
+        self.bound.send_replace(true);
+    }
+
+    async fn write_status(&self, message: Option<String>) {
+        let message = message.map(|m| self.parts.runtime.limits.clip_status(m));
+        match self.parts.runtime.set_status(&self.parts.id, message).await {
+            Ok(()) => {}
+            Err(error) if error.stops_work() => {}
+            Err(error) => tracing::warn!(task_id = %self.parts.id, %error, "status not stored"),
+        }
+    }
+
+    /// Resolves once the work asked for input by multi round-trip request.
+    pub(super) async fn round_trip_asked(&self) {
+        match &self.parts.mrtr {
+            Some(mrtr) => mrtr.asked.notified().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The answers this run took by multi round-trip request, to store with its task.
+    pub(super) fn round_trip_taken(&self) -> InputResponses {
+        self.parts
+            .mrtr
+            .as_ref()
+            .map(|mrtr| {
+                mrtr.taken
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The requests of this round, and every answer gathered so far.
+    pub(super) fn round_trip_state(&self) -> (InputRequests, InputResponses) {
+        match &self.parts.mrtr {
+            Some(mrtr) => (
+                std::mem::take(
+                    &mut *mrtr
+                        .requested
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner),
+                ),
+                mrtr.answers.clone(),
+            ),
+            None => Default::default(),
+        }
+    }
+
+    /// Input by multi round-trip request: the answer if the client sent it, else the request
+    /// is recorded for the `input_required` answer and this call waits until the work is
+    /// dropped with the round.
+    async fn round_trip(&self, request: InputRequest, key: String) -> Result<Value, Failure> {
+        let Some(mrtr) = &self.parts.mrtr else {
+            return Err(Failure::Cancelled);
+        };
+        if let Some(answer) = mrtr.answers.get(&key) {
+            mrtr.taken
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key, answer.clone());
+            return Ok(answer.clone());
+        }
+        mrtr.requested
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key, request);
+        mrtr.asked.notify_one();
+        self.parts.cancel.cancelled().await;
+        Err(Failure::Cancelled)
+    }
+
+    /// Makes sure a task record exists: promotes a pending call, refuses an inline one.
+    async fn become_task(&self) -> Result<(), Failure> {
+        {
+            let mut phase = self.phase();
+            match &mut *phase {
+                Phase::Task => return Ok(()),
+                Phase::Inline => {
+                    return Err(Failure::Error(errors::input_needs_task(&self.parts.tool)));
+                }
+                Phase::Pending { promote, .. } => {
+                    if let Some(promote) = promote.take() {
+                        let _ = promote.send(());
+                    }
+                }
+            }
+        }
+        let mut bound = self.bound.subscribe();
+        tokio::select! {
+            biased;
+            () = self.parts.cancel.cancelled() => Err(Failure::Cancelled),
+            result = bound.wait_for(|b| *b) => result.map(|_| ()).map_err(|_| Failure::Cancelled),
+        }
+    }
+
+    async fn ask(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+        key: Option<String>,
+    ) -> Result<Value, Failure> {
+        if let Some(key) = &key {
+            let fresh = self
+                .chosen_keys
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key.clone());
+            if !fresh {
+                return Err(Failure::Error(errors::input_key_reused(key)));
+            }
+        }
+        // One sequence numbers the generated keys of every route (invariant 14).
+        let key = key.unwrap_or_else(|| {
+            let n = self.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
+            format!("{}-{n}", kind.key_prefix())
+        });
+        let by_round_trip = match &*self.phase() {
+            Phase::Task => false,
+            Phase::Inline => self.parts.mrtr.is_some(),
+            Phase::Pending { .. } => before_task && self.parts.mrtr.is_some(),
+        };
+        if by_round_trip {
+            return self.round_trip(request, key).await;
+        }
+        self.become_task().await?;
+        // A replay never asks again what was answered before the restart.
+        if let Some(answer) = self.parts.replay.as_ref().and_then(|r| r.answers.get(&key)) {
+            return Ok(answer.clone());
+        }
+        let runtime = &self.parts.runtime;
+        let answer = runtime
+            .await_input(&self.parts.id, &key)
+            .map_err(Failure::Error)?;
+        // A replay asks again the questions that were open when its data was read; an answer
+        // the store took since, before the waiter above existed, reached no one: read it now
+        // that the waiter catches every later one (invariant 13).
+        if self.parts.replay.is_some() {
+            match runtime.store.stored_answers(&self.parts.id).await {
+                Ok(mut stored) => {
+                    if let Some(value) = stored.remove(&key) {
+                        runtime.forget_input(&self.parts.id, &key);
+                        return Ok(value);
+                    }
+                }
+                Err(StoreError::NotFound) => return Err(Failure::Cancelled),
+                Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
+            }
+        }
+        match runtime.request_input(&self.parts.id, &key, request).await {
+            Ok(()) => {}
+            // The task ended under the work (it expired), or another instance took it over:
+            // stop the work.
+            Err(error) if error.stops_work() => return Err(Failure::Cancelled),
+            Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
+        }
+        tokio::select! {
+            biased;
+            () = self.parts.cancel.cancelled() => Err(Failure::Cancelled),
+            value = answer => value.map_err(|_| Failure::Cancelled),
+        }
+    }
+}
+
+impl CallState {
+    /// The open request's notifier: `Some` while the call is inline or pending (invariant 10).
+    fn open_request(&self) -> Option<&Notifier> {
+        match *self.phase() {
+            Phase::Task => None,
+            Phase::Inline | Phase::Pending { .. } => self.parts.notifier.as_ref(),
+        }
+    }
+
+    async fn report_progress(&self, report: Progress) -> Result<(), ProgressError> {
+        {
+            let mut last = self
+                .last_progress
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(last) = *last
+                && report.progress <= last
+            {
+                return Err(ProgressError::NotIncreasing {
+                    last,
+                    given: report.progress,
+                });
+            }
+            *last = Some(report.progress);
+        }
+        let Some((notifier, token)) = self
+            .open_request()
+            .and_then(|n| n.progress_token.clone().map(|token| (n.clone(), token)))
+        else {
+            tracing::trace!(tool = %self.parts.tool, progress = report.progress, "progress not sent");
+            return Ok(());
+        };
+        let mut param = ProgressNotificationParam::new(token, report.progress);
+        param.total = report.total;
+        param.message = report.message;
+        if let Err(error) = notifier.peer.notify_progress(param).await {
+            // The request went away (the client dropped it): nothing is waiting for it.
+            tracing::debug!(tool = %self.parts.tool, %error, "progress not delivered");
+        }
+        Ok(())
+    }
+
+    async fn send_log(&self, level: LoggingLevel, logger: Option<String>, data: Value) {
+        let notifier = self.open_request().and_then(|n| {
+            n.log_level
+                .is_some_and(|wanted| severity(level) >= severity(wanted))
+                .then(|| n.clone())
+        });
+        let Some(notifier) = notifier else {
+            tracing::trace!(tool = %self.parts.tool, ?level, %data, "log not sent");
+            return;
+        };
+        let mut param = LoggingMessageNotificationParam::new(level, data);
+        param.logger = logger;
+        if let Err(error) = notifier.peer.notify_logging_message(param).await {
+            tracing::debug!(tool = %self.parts.tool, %error, "log not delivered");
+        }
+    }
+}
+
+impl Host for CallState {
+    fn task_id(&self) -> Option<&str> {
+        matches!(*self.phase(), Phase::Task).then_some(&*self.parts.id)
+    }
+
+    fn owner(&self) -> &str {
+        &self.parts.owner
+    }
+
+    fn tool(&self) -> &str {
+        &self.parts.tool
+    }
+
+    fn cancel_token(&self) -> &CancellationToken {
+        &self.parts.cancel
+    }
+
+    fn client_capabilities(&self) -> &ClientCapabilities {
+        &self.parts.client_capabilities
+    }
+
+    fn state(&self, type_id: TypeId) -> Option<&(dyn Any + Send + Sync)> {
+        self.parts.state.get_any(type_id)
+    }
+
+    fn status(&self, message: String) -> BoxFuture<'_, ()> {
+        {
+            let mut phase = self.phase();
+            match &mut *phase {
+                Phase::Inline => {
+                    tracing::debug!(tool = %self.parts.tool, status = %message, "status");
+                    return Box::pin(std::future::ready(()));
+                }
+                Phase::Pending {
+                    message: pending,
+                    dirty,
+                    ..
+                } => {
+                    *pending = Some(message);
+                    *dirty = true;
+                    return Box::pin(std::future::ready(()));
+                }
+                Phase::Task => {}
+            }
+        }
+        Box::pin(self.write_status(Some(message)))
+    }
+
+    fn input(
+        &self,
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+        key: Option<String>,
+    ) -> BoxFuture<'_, Result<Value, Failure>> {
+        Box::pin(self.ask(kind, request, before_task, key))
+    }
+
+    fn progress(&self, progress: Progress) -> BoxFuture<'_, Result<(), ProgressError>> {
+        Box::pin(self.report_progress(progress))
+    }
+
+    fn log(&self, level: LoggingLevel, logger: Option<String>, data: Value) -> BoxFuture<'_, ()> {
+        Box::pin(self.send_log(level, logger, data))
+    }
+
+    fn next_step(&self) -> StepSlot {
+        let seq = self.step_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.parts.replay.as_ref().and_then(|r| r.steps.get(&seq)) {
+            Some(stored) => StepSlot::Stored {
+                seq,
+                name: stored.name.clone(),
+                value: stored.value.clone(),
+            },
+            None => StepSlot::Fresh { seq },
+        }
+    }
+
+    fn is_inline(&self) -> bool {
+        matches!(*self.phase(), Phase::Inline)
+    }
+
+    fn ensure_task(&self) -> BoxFuture<'_, Result<(), Failure>> {
+        Box::pin(self.become_task())
+    }
+
+    fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
+        let step = Step::new(seq, name, value);
+        Box::pin(async move {
+            match self.parts.runtime.save_step(&self.parts.id, step).await {
+                Ok(()) => Ok(()),
+                Err(error) if error.stops_work() => Err(Failure::Cancelled),
+                Err(error) => Err(Failure::Error(errors::store_failure(&error))),
+            }
+        })
+    }
+}

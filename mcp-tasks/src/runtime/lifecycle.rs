@@ -1,0 +1,198 @@
+//! Who starts and stops what a runtime runs in the background.
+//!
+//! A runtime (of an [`Engine`](crate::Engine) or a [`Worker`](super::Worker)) owns two
+//! [`TaskTracker`]s and two [`CancellationToken`]s: the **loops** (the expiry sweep; in
+//! cluster mode the claims, the lease renewals and the wake-ups, and what they spawn) and
+//! the **work** of every task that runs here. Nothing is spawned outside them, nothing holds
+//! a weak reference to the runtime to find out whether it should stop, and nothing starts
+//! from a request.
+//!
+//! # Invariants
+//!
+//! 1. **Built, running, stopping, stopped**, in that order only. `start` moves a built
+//!    runtime to running and spawns every loop, once; starting a running runtime does
+//!    nothing, starting a stopped one is refused ([`StartError::Stopped`]).
+//! 2. **Shutdown has three steps** ([`Lifecycle::shutdown`]):
+//!    1. *intake stops*: the claims and the expiry sweep end, and new task calls are
+//!       refused;
+//!    2. *grace*: the work already running has the grace period to end on its own; its
+//!       leases are still renewed and its wake-ups (answers, cancels) still reach it, and
+//!       its outcome is written as usual;
+//!    3. *stop*: the work still running is dropped and writes nothing more (its task stays as
+//!       the store has it: another instance takes it over once its lease lapses, or the next
+//!       start recovers it); renewals and wake-ups end. Shutdown returns once every loop and
+//!       every work has ended: both trackers are closed and empty.
+//! 3. **Dropping the last handle** (every clone of the engine, or the worker's handle)
+//!    without a shutdown stops everything at once, as step 3, without waiting.
+//!
+//! Step 3 is the one place where work that outlived the grace is let go
+//! ([`Runtime::abandon`](super::Runtime)): releasing its lease there, so that another instance
+//! takes the task at once rather than when the lease lapses, belongs in that place.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use tokio_util::{
+    sync::{CancellationToken, DropGuard},
+    task::TaskTracker,
+};
+
+/// Why a runtime did not start.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartError {
+    /// It was shut down (or every handle to it was dropped); build a new one to run again.
+    #[error("it was shut down; build a new one to run again")]
+    Stopped,
+    /// `start` was called outside a tokio runtime: there is nothing to spawn the background
+    /// loops on.
+    #[error("start must be called from within a tokio runtime")]
+    NoRuntime,
+    /// A [`Worker`](crate::Worker) needs a store that several instances share
+    /// (`PostgresStore`): this store has no cluster operations, so there is nothing to claim.
+    #[error(
+        "a Worker needs a store that several instances share (PostgresStore); this store has \
+         no cluster operations"
+    )]
+    NotShared,
+}
+
+/// What a shutdown did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Tasks whose work was still running when the grace period ended: it was stopped and
+    /// wrote nothing more, so each task stays as the store has it (another instance takes it
+    /// over once its lease lapses, or the next start recovers it).
+    pub abandoned: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Built,
+    Running,
+    Stopping,
+    Stopped,
+}
+
+/// The owner of a runtime's loops and work (see the module docs).
+pub(crate) struct Lifecycle {
+    state: Mutex<State>,
+    /// Cancelled at step 3 (or when the last handle drops): renewals, wake-ups, work.
+    stop: CancellationToken,
+    /// Cancelled at step 1: claims and the expiry sweep. A child of `stop`.
+    intake: CancellationToken,
+    loops: TaskTracker,
+    work: TaskTracker,
+}
+
+impl Lifecycle {
+    pub(crate) fn new() -> Self {
+        let stop = CancellationToken::new();
+        Self {
+            state: Mutex::new(State::Built),
+            intake: stop.child_token(),
+            stop,
+            loops: TaskTracker::new(),
+            work: TaskTracker::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Moves a built runtime to running: `Ok(true)` when the caller is to spawn the loops,
+    /// `Ok(false)` when it runs already.
+    pub(crate) fn begin(&self) -> Result<bool, StartError> {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(StartError::NoRuntime);
+        }
+        let mut state = self.state();
+        match *state {
+            State::Built if !self.stop.is_cancelled() => {
+                *state = State::Running;
+                Ok(true)
+            }
+            State::Running => Ok(false),
+            _ => Err(StartError::Stopped),
+        }
+    }
+
+    /// Whether loops were started and not yet told to stop.
+    pub(crate) fn is_running(&self) -> bool {
+        *self.state() == State::Running && !self.stop.is_cancelled()
+    }
+
+    /// Whether new task calls are taken: not once a shutdown began.
+    pub(crate) fn accepting(&self) -> bool {
+        matches!(*self.state(), State::Built | State::Running) && !self.intake.is_cancelled()
+    }
+
+    /// Whether the runtime stopped: both trackers closed and empty.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.loops.is_closed()
+            && self.loops.is_empty()
+            && self.work.is_closed()
+            && self.work.is_empty()
+    }
+
+    /// Background loops and what they spawn: running until [`Lifecycle::stop_token`] or
+    /// [`Lifecycle::intake_token`] ends them.
+    pub(crate) fn loops(&self) -> &TaskTracker {
+        &self.loops
+    }
+
+    /// The work of the tasks that run here.
+    pub(crate) fn work(&self) -> &TaskTracker {
+        &self.work
+    }
+
+    /// Cancelled at step 3: renewals, wake-ups, running work end.
+    pub(crate) fn stop_token(&self) -> &CancellationToken {
+        &self.stop
+    }
+
+    /// Cancelled at step 1: claims and the expiry sweep end.
+    pub(crate) fn intake_token(&self) -> &CancellationToken {
+        &self.intake
+    }
+
+    /// A guard that stops everything when dropped (invariant 3).
+    pub(crate) fn drop_guard(&self) -> Arc<DropGuard> {
+        Arc::new(self.stop.clone().drop_guard())
+    }
+
+    /// The three steps of the module docs; a second call waits for the first one's end.
+    pub(crate) async fn shutdown(&self, grace: Duration) -> ShutdownReport {
+        {
+            let mut state = self.state();
+            if matches!(*state, State::Built | State::Running) {
+                *state = State::Stopping;
+            }
+        }
+        // Step 1: intake.
+        self.intake.cancel();
+        self.loops.close();
+        self.work.close();
+        // Step 2: grace.
+        let drained = tokio::time::timeout(grace, self.work.wait()).await.is_ok();
+        let abandoned = if drained { 0 } else { self.work.len() };
+        // Step 3: stop.
+        self.stop.cancel();
+        self.work.wait().await;
+        self.loops.wait().await;
+        *self.state() = State::Stopped;
+        if abandoned > 0 {
+            tracing::info!(
+                abandoned,
+                "shutdown: work still running after the grace period was stopped"
+            );
+        }
+        ShutdownReport { abandoned }
+    }
+}

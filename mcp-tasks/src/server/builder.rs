@@ -1,0 +1,189 @@
+//! [`EngineBuilder`]: an [`Engine`]'s configuration, kept in one place until
+//! [`EngineBuilder::build`] makes the engine (once: nothing is rebuilt).
+
+use std::{sync::Arc, time::Duration};
+
+use rmcp::model::Implementation;
+
+use super::{
+    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, RequestStateKey,
+    engine::{default_server_info, server_info_meta},
+    request_state,
+};
+use crate::{
+    Limits,
+    runtime::{
+        ClusterConfig, Runtime, Settings,
+        cluster::{Tools, random_instance_id},
+    },
+    store::{MemoryStore, TaskStore},
+    toolkit::Toolkit,
+};
+
+/// How an [`Engine`] is set up: [`Engine::builder`], the `with_*` setters, then
+/// [`build`](Self::build). Every setting has a default, so `Engine::builder(toolkit).build()`
+/// is an engine over a [`MemoryStore`].
+///
+/// ```
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> Result<(), mcp_tasks::StartError> {
+/// use std::time::Duration;
+/// let engine = mcp_tasks::Engine::builder(toolkit)
+///     .with_store(mcp_tasks::MemoryStore::new())
+///     .with_expiry_sweep(Duration::from_millis(500))
+///     .build();
+/// engine.start()?;
+/// // ... serve ...
+/// engine.shutdown(Duration::from_secs(5)).await;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use]
+pub struct EngineBuilder {
+    toolkit: Toolkit,
+    store: Option<Arc<dyn TaskStore>>,
+    settings: Settings,
+    instance: Option<Arc<str>>,
+    cluster: ClusterConfig,
+    default_owner: Arc<str>,
+    request_state_key: Option<RequestStateKey>,
+    request_state_ttl: Duration,
+    server_info: Implementation,
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("toolkit", &self.toolkit)
+            .field("settings", &self.settings)
+            .field("instance", &self.instance)
+            .field("cluster", &self.cluster)
+            .field("default_owner", &self.default_owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EngineBuilder {
+    pub(super) fn new(toolkit: Toolkit) -> Self {
+        Self {
+            toolkit,
+            store: None,
+            settings: Settings::default(),
+            instance: None,
+            cluster: ClusterConfig::default(),
+            default_owner: Arc::from(DEFAULT_OWNER),
+            request_state_key: None,
+            request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
+            server_info: default_server_info(),
+        }
+    }
+
+    /// Uses `store` for tasks (default: a new [`MemoryStore`]).
+    pub fn with_store(self, store: impl TaskStore) -> Self {
+        self.with_shared_store(Arc::new(store))
+    }
+
+    /// Uses a store shared with other code.
+    pub fn with_shared_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Sets this instance's id, which the leases of the tasks it runs carry, when the store
+    /// is shared by several instances (`PostgresStore`). Default: `instance-` and 64
+    /// random bits, new for every engine. Two live instances must never share an id.
+    pub fn with_instance_id(mut self, id: impl Into<Arc<str>>) -> Self {
+        self.instance = Some(id.into());
+        self
+    }
+
+    /// Sets how this instance shares its store with other instances: lease length, renewal,
+    /// claim and re-read intervals, and whether calls run here or are queued for workers
+    /// (see [`ClusterConfig`] for the defaults). Ignored with a single-process store.
+    pub fn with_cluster(mut self, config: ClusterConfig) -> Self {
+        self.cluster = config;
+        self
+    }
+
+    /// Sets how often the engine sweeps the store for tasks past their TTL (default 1 s),
+    /// once started. Expiry is also applied by any read that comes first, so the sweep
+    /// bounds how long an expired task's work may go on when nobody reads it. At least 1 ms.
+    pub fn with_expiry_sweep(mut self, every: Duration) -> Self {
+        self.settings.reap_interval = every.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets the [`Limits`]: the task-level ones (outstanding input requests per task,
+    /// `statusMessage` length, live tasks per owner) apply in the engine, the request-size
+    /// ones in the transports that serve it ([`TaskServer`](super::TaskServer) reads them
+    /// from the engine).
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.settings.limits = limits;
+        self
+    }
+
+    /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
+    /// every result the engine builds, and reported by a [`TaskServer`](super::TaskServer)
+    /// over it. Default: `mcp-tasks` and this crate's version.
+    pub fn with_server_info(mut self, info: Implementation) -> Self {
+        self.server_info = info;
+        self
+    }
+
+    /// Sets the owner of requests that carry no [`Owner`](super::Owner).
+    pub fn with_default_owner(mut self, owner: impl Into<Arc<str>>) -> Self {
+        self.default_owner = owner.into();
+        self
+    }
+
+    /// Seals multi round-trip `requestState` with `key` (see [`RequestStateKey`]). Without
+    /// one the engine generates a random key when it is built: then states do not survive a
+    /// restart and other instances refuse them.
+    pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
+        self.request_state_key = Some(key);
+        self
+    }
+
+    /// How long a sealed `requestState` is accepted after it is issued (default
+    /// [`DEFAULT_REQUEST_STATE_TTL`], 15 minutes).
+    pub fn with_request_state_ttl(mut self, ttl: Duration) -> Self {
+        self.request_state_ttl = ttl;
+        self
+    }
+
+    /// The engine, not started: [`Engine::start`] starts its background loops (the serving
+    /// functions that take a [`TaskServer`](super::TaskServer) do it for you).
+    #[must_use]
+    pub fn build(self) -> Engine {
+        let tool_names = self
+            .toolkit
+            .definitions()
+            .map(|d| (d.name().to_owned(), Arc::from(d.name())))
+            .collect();
+        let tools = Tools {
+            state: Arc::new(self.toolkit.state().clone()),
+            toolkit: Arc::new(self.toolkit),
+        };
+        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let runtime = Runtime::new(
+            store,
+            tools.clone(),
+            self.settings,
+            self.instance.unwrap_or_else(random_instance_id),
+            self.cluster,
+        );
+        let key = self
+            .request_state_key
+            .unwrap_or_else(RequestStateKey::generate);
+        Engine {
+            _guard: runtime.lifecycle.drop_guard(),
+            toolkit: tools.toolkit,
+            state: tools.state,
+            runtime,
+            default_owner: self.default_owner,
+            tool_names: Arc::new(tool_names),
+            request_state: Arc::new(request_state::Sealer::new(key, self.request_state_ttl)),
+            result_meta: Arc::new(server_info_meta(&self.server_info)),
+            server_info: Arc::new(self.server_info),
+        }
+    }
+}

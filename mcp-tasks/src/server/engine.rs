@@ -1,0 +1,457 @@
+//! [`Engine`]: answers `tools/list`, `tools/call` and `tasks/*` for a toolkit (see the
+//! [module docs](super) for the negotiation).
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
+        GetTaskResult, Implementation, InputRequiredResult, ListToolsResult, MetaObject,
+        ServerCapabilities, ToolsCapability, UpdateTaskParams,
+    },
+    service::RequestContext,
+};
+
+use super::{
+    EngineBuilder, Owner,
+    request::{
+        client_capabilities, declares_tasks, idempotency_key, is_modern, meta_object,
+        validate_responses,
+    },
+    request_state,
+};
+use crate::{
+    EXTENSION_ID, errors,
+    runtime::{
+        Runtime, ShutdownReport, StartError,
+        call::{Answer, Call, Notifier},
+        cluster,
+        recover::{RecoveryReport, recover},
+    },
+    store::{StoreError, TaskSnapshot, TaskStore},
+    tool::Mode,
+    toolkit::Toolkit,
+};
+
+/// Answers `tools/list`, `tools/call` and `tasks/*` for a [`Toolkit`], with a [`TaskStore`].
+///
+/// Built once by [`Engine::builder`] (or [`Engine::new`] for the defaults), then
+/// [`started`](Engine::start) and, at the end, [`shut down`](Engine::shutdown):
+///
+/// - **start** spawns the background loops: the expiry sweep and, over a store several
+///   instances share, lease renewals, wake-ups and claims of lapsed and queued tasks. The
+///   serving functions that take a [`TaskServer`](super::TaskServer) (`serve_http`,
+///   `http_router`, `http_service`, `serve_stdio`, `serve_io`) start its engine themselves;
+///   a handler of your own that routes to an engine starts it before serving. Nothing
+///   starts from a request: an engine never started answers calls, but sweeps no expiry
+///   and renews no lease.
+/// - **shutdown** stops them: see [`Engine::shutdown`]. Dropping every clone of an engine
+///   without a shutdown stops its loops and drops its running work at once.
+///
+/// Cheap to clone: clones share the toolkit, the store, the running tasks and the
+/// lifecycle.
+#[derive(Clone)]
+pub struct Engine {
+    pub(super) toolkit: Arc<Toolkit>,
+    pub(super) state: Arc<crate::toolkit::StateMap>,
+    pub(super) runtime: Arc<Runtime>,
+    pub(super) default_owner: Arc<str>,
+    pub(super) tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
+    pub(super) request_state: Arc<request_state::Sealer>,
+    /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
+    pub(super) result_meta: Arc<MetaObject>,
+    pub(super) server_info: Arc<Implementation>,
+    /// Stops the loops when the last clone is dropped.
+    pub(super) _guard: Arc<tokio_util::sync::DropGuard>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("toolkit", &self.toolkit)
+            .field("default_owner", &self.default_owner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine over `toolkit` with every default (a [`MemoryStore`](crate::MemoryStore)),
+    /// not started: `Engine::builder(toolkit).build()`.
+    #[must_use]
+    pub fn new(toolkit: Toolkit) -> Self {
+        Self::builder(toolkit).build()
+    }
+
+    /// The configuration of an engine over `toolkit`; see [`EngineBuilder`].
+    pub fn builder(toolkit: Toolkit) -> EngineBuilder {
+        EngineBuilder::new(toolkit)
+    }
+
+    /// Starts the background loops, on the current tokio runtime: the expiry sweep and, over
+    /// a store several instances share, lease renewals, wake-ups and (unless
+    /// [`ClusterConfig::with_execution`](crate::ClusterConfig::with_execution) is off)
+    /// claims of lapsed and queued tasks. Starting a started engine does nothing.
+    ///
+    /// # Errors
+    /// [`StartError::Stopped`] once the engine was shut down; [`StartError::NoRuntime`]
+    /// outside a tokio runtime.
+    pub fn start(&self) -> Result<(), StartError> {
+        self.runtime.start()
+    }
+
+    /// Whether the engine was started and no shutdown began.
+    #[must_use]
+    pub fn is_running(&self) -> bool {
+        self.runtime.lifecycle.is_running()
+    }
+
+    /// Stops the engine, in three steps:
+    ///
+    /// 1. at once, it claims no task and sweeps no expiry any more, and refuses new calls
+    ///    (`-32603`, saying the server is shutting down); `tasks/*` are still answered;
+    /// 2. the work of the tasks running here has `grace` to end on its own: its leases are
+    ///    still renewed, cancels and answers still reach it, and its outcome is written;
+    /// 3. the work still running then is dropped and writes nothing more: each of those
+    ///    tasks stays as the store has it (over a shared store another instance takes it
+    ///    over once its lease lapses; over a durable one the next start
+    ///    [recovers](Engine::recover) it), and renewals and wake-ups end.
+    ///
+    /// Returns once every loop and every task's work has ended (then
+    /// [`Engine::is_stopped`] is true). A stopped engine does not start again. A second
+    /// call waits for the first one's end.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> ShutdownReport {
+        self.runtime.lifecycle.shutdown(grace).await
+    }
+
+    /// Whether nothing of the engine runs any more: shut down, and every loop and every
+    /// task's work it spawned has ended.
+    #[must_use]
+    pub fn is_stopped(&self) -> bool {
+        self.runtime.lifecycle.is_stopped()
+    }
+
+    /// This instance's id (see [`EngineBuilder::with_instance_id`]).
+    #[must_use]
+    pub fn instance_id(&self) -> &str {
+        &self.runtime.id
+    }
+
+    /// How many tasks' work runs in this process now.
+    #[must_use]
+    pub fn running_tasks(&self) -> usize {
+        self.runtime.live_count()
+    }
+
+    /// The limits the engine was built with ([`EngineBuilder::with_limits`]).
+    #[must_use]
+    pub fn limits(&self) -> &crate::Limits {
+        &self.runtime.limits
+    }
+
+    /// The name and version in the `_meta` of the results
+    /// ([`EngineBuilder::with_server_info`]).
+    #[must_use]
+    pub fn server_info(&self) -> &Implementation {
+        &self.server_info
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.runtime.store
+    }
+
+    /// The toolkit.
+    #[must_use]
+    pub fn toolkit(&self) -> &Toolkit {
+        &self.toolkit
+    }
+
+    /// `capabilities` plus `tools` and, when any tool can run as a task,
+    /// `extensions["io.modelcontextprotocol/tasks"] = {}` (exactly `{}`, docs/protocol.md §3.6).
+    #[must_use]
+    pub fn capabilities(&self, mut capabilities: ServerCapabilities) -> ServerCapabilities {
+        if !self.toolkit.is_empty() && capabilities.tools.is_none() {
+            capabilities.tools = Some(ToolsCapability::default());
+        }
+        if self.toolkit.has_task_tools() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(EXTENSION_ID.to_owned(), rmcp::model::JsonObject::new());
+        }
+        capabilities
+    }
+
+    /// Every tool, in registration order.
+    #[must_use]
+    pub fn list_tools(&self) -> ListToolsResult {
+        let mut result = ListToolsResult::with_all_items(
+            self.toolkit
+                .definitions()
+                .map(|d| d.tool().clone())
+                .collect(),
+        );
+        result.meta = Some(self.meta());
+        result
+    }
+
+    /// Whether `tools/call` of `name` is for this engine.
+    #[must_use]
+    pub fn handles(&self, name: &str) -> bool {
+        self.toolkit.contains(name)
+    }
+
+    /// Answers `tools/call`: inline, with a task, or `-32021` (see the module docs).
+    ///
+    /// # Errors
+    /// `-32602` for an unknown tool; `-32021` for a task-only tool called without the
+    /// extension; the JSON-RPC error an inline call ended with; a store failure.
+    pub async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.runtime.lifecycle.accepting() {
+            return Err(errors::shutting_down());
+        }
+        let Some(registered) = self.toolkit.get(&params.name) else {
+            return Err(errors::unknown_tool(&params.name));
+        };
+        let definition = &registered.definition;
+        let declared = declares_tasks(context);
+        let as_task = match definition.mode() {
+            Mode::Required if !declared => return Err(errors::tasks_capability_required()),
+            Mode::Required => true,
+            Mode::Optional => declared,
+            Mode::Inline => false,
+        };
+        let arguments = params.arguments.unwrap_or_default();
+        let owner = self.owner(context);
+        let binding = request_state::Binding {
+            owner: &owner,
+            tool: definition.name(),
+            arguments: &arguments,
+        };
+        let mrtr = if is_modern(context) {
+            Some(self.request_state.open(
+                &binding,
+                params.request_state.as_deref(),
+                params.input_responses,
+            )?)
+        } else {
+            None
+        };
+        let tool = self.tool_name(definition.name());
+        let call = Call {
+            runtime: &self.runtime,
+            registered,
+            state: &self.state,
+            tool: tool.clone(),
+            owner: owner.clone(),
+            client_capabilities: client_capabilities(context),
+            arguments: &arguments,
+            request_meta: meta_object(&context.meta),
+            mrtr,
+            idempotency_key: idempotency_key(&context.meta)?,
+            notifier: Some(Notifier {
+                peer: context.peer.clone(),
+                progress_token: context.meta.get_progress_token(),
+                log_level: context.meta.log_level(),
+            }),
+        };
+        let answer = if as_task && call.records_first() {
+            call.recorded().await?
+        } else if as_task {
+            call.task(definition.inline_budget(), &context.ct).await?
+        } else {
+            call.inline(&context.ct).await?
+        };
+        Ok(match answer {
+            Answer::Result(mut result) => {
+                self.add_meta(&mut result.meta);
+                CallToolResponse::Complete(result)
+            }
+            Answer::Task(task) => {
+                let mut created = CreateTaskResult::new(task);
+                created.meta = Some(self.meta());
+                CallToolResponse::Task(created)
+            }
+            Answer::InputRequired { requests, answers } => {
+                // This round's requests, and a sealed `requestState` with every answer so far
+                // and the keys asked, so the retry needs only the new answers (C19, C20).
+                let state = self.request_state.seal(&binding, requests.keys(), &answers);
+                let mut result = InputRequiredResult::new(Some(requests), Some(state));
+                result.meta = Some(self.meta());
+                CallToolResponse::InputRequired(result)
+            }
+        })
+    }
+
+    /// Answers `tasks/get` with the task's `DetailedTask` (R14-R16).
+    ///
+    /// # Errors
+    /// `-32021` without the extension; `-32602` for an unknown or foreign id (R17, R49).
+    pub async fn get_task(
+        &self,
+        params: GetTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let snapshot = self
+            .owned_task("tasks/get", &params.task_id, context)
+            .await?;
+        let mut result = GetTaskResult::new(snapshot.into_detailed());
+        result.meta = Some(self.meta());
+        Ok(result)
+    }
+
+    /// Answers `tasks/update`: answers for outstanding keys go to the waiting work, other
+    /// keys are ignored, a subset is fine (R23-R27).
+    ///
+    /// # Errors
+    /// `-32021` without the extension; `-32602` for an unknown or foreign id, or for an
+    /// answer that is not the result type its request asked for.
+    pub async fn update_task(
+        &self,
+        params: UpdateTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let snapshot = self
+            .owned_task("tasks/update", &params.task_id, context)
+            .await?;
+        validate_responses(&snapshot, &params.input_responses)?;
+        let accepted = match self
+            .runtime
+            .store
+            .deliver_input(&params.task_id, params.input_responses)
+            .await
+        {
+            Ok(accepted) => accepted,
+            Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/update")),
+            Err(error) => return Err(errors::store_failure(&error)),
+        };
+        self.runtime.deliver(&params.task_id, accepted);
+        Ok(())
+    }
+
+    /// Answers `tasks/cancel`: records the intent and signals the work; the status changes
+    /// when the work honours it (R35, R37).
+    ///
+    /// # Errors
+    /// `-32021` without the extension; `-32602` for an unknown or foreign id.
+    pub async fn cancel_task(
+        &self,
+        params: CancelTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.owned_task("tasks/cancel", &params.task_id, context)
+            .await?;
+        match self.runtime.store.request_cancel(&params.task_id).await {
+            Ok(()) => {}
+            Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/cancel")),
+            Err(error) => return Err(errors::store_failure(&error)),
+        }
+        self.runtime.cancel(&params.task_id);
+        Ok(())
+    }
+
+    /// Deals with the tasks a previous process left unfinished in a durable store; call it
+    /// once at start-up, before serving. Per tool ([`RestartPolicy`](crate::RestartPolicy)): `Fail` ends them
+    /// `failed` (`-32603`, with a `statusMessage` saying the server restarted); `Resume`
+    /// replays them. A task whose tool is gone, or whose tool version changed since it
+    /// started, is never replayed: it fails with a message that says so.
+    ///
+    /// # Errors
+    /// A failure of the store; tasks dealt with before it keep their new state.
+    ///
+    /// In cluster mode (a store several instances share) a starting instance does not
+    /// replay the tasks other instances are running: it claims at once the tasks whose lease
+    /// lapsed (an instance that died) and, unless
+    /// [`ClusterConfig::with_execution`](crate::ClusterConfig::with_execution) is off,
+    /// queued ones; the report counts those. A started engine claims those anyway (its
+    /// first claim runs at start); the leases of what `recover` claims are renewed once the
+    /// engine is started.
+    pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
+        if let Some((_, instance)) = self.runtime.cluster() {
+            if !instance.config.execution {
+                return Ok(RecoveryReport::default());
+            }
+            return cluster::claim(&self.runtime).await;
+        }
+        recover(&self.runtime).await
+    }
+
+    /// The task, if the request may see it.
+    async fn owned_task(
+        &self,
+        method: &str,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<TaskSnapshot, ErrorData> {
+        if !declares_tasks(context) {
+            return Err(errors::tasks_capability_required());
+        }
+        let owner = self.owner(context);
+        match self.runtime.read(id).await {
+            Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
+            Ok(_) => Err(errors::task_not_found(method)),
+            Err(error) => Err(errors::store_failure(&error)),
+        }
+    }
+
+    fn owner(&self, context: &RequestContext<RoleServer>) -> Arc<str> {
+        if let Some(owner) = context.extensions.get::<Owner>() {
+            return owner.0.clone();
+        }
+        #[cfg(feature = "http")]
+        if let Some(owner) = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Owner>())
+        {
+            return owner.0.clone();
+        }
+        self.default_owner.clone()
+    }
+
+    /// The `_meta` of a result: the server's info (C9).
+    fn meta(&self) -> MetaObject {
+        (*self.result_meta).clone()
+    }
+
+    /// Adds the server's info to a result's `_meta`, keeping what the tool put there.
+    fn add_meta(&self, meta: &mut Option<MetaObject>) {
+        let meta = meta.get_or_insert_with(MetaObject::new);
+        for (key, value) in &self.result_meta.0 {
+            meta.0.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+
+    fn tool_name(&self, name: &str) -> Arc<str> {
+        self.tool_names
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(name))
+    }
+}
+
+/// This crate as the default `serverInfo`.
+pub(super) fn default_server_info() -> Implementation {
+    Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
+}
+
+/// `{"io.modelcontextprotocol/serverInfo": info}` (C9).
+pub(super) fn server_info_meta(info: &Implementation) -> MetaObject {
+    let mut meta = MetaObject::new();
+    if let Ok(value) = serde_json::to_value(info) {
+        meta.0
+            .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
+    }
+    meta
+}

@@ -1,0 +1,119 @@
+//! What a request carries besides its params: negotiation, the idempotency key, the `_meta`
+//! kept with a task, and the checks of `tasks/update` answers.
+
+#![allow(
+    deprecated,
+    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
+)]
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData, RoleServer,
+    model::{ClientCapabilities, ElicitResult, InputRequest, InputResponses, ListRootsResult},
+    service::RequestContext,
+};
+
+use crate::{errors, store::TaskSnapshot};
+
+/// The key of a `tools/call` request's `_meta` that carries the client's idempotency key (a
+/// string of 1 to 200 characters): a retry of a call with the same owner, tool and key,
+/// within the first task's TTL, answers with the task that call created and starts no
+/// work. Only calls that run as tasks are deduplicated; the store must support keys
+/// (`MemoryStore`, `PostgresStore`).
+pub const IDEMPOTENCY_KEY: &str = "mcp-tasks/idempotencyKey";
+
+/// The longest idempotency key accepted.
+const MAX_IDEMPOTENCY_KEY: usize = 200;
+
+/// Whether this request runs on the modern wire: its own `_meta` names a protocol version
+/// without `initialize` and it does not come through a legacy session (R53).
+pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
+    let legacy_session = context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.protocol_version.has_initialize());
+    !legacy_session
+        && context
+            .meta
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize())
+}
+
+/// Whether this very request declares the tasks extension, on the modern wire (R1-R3, R53).
+pub(super) fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    is_modern(context)
+        && context
+            .meta
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks())
+}
+
+/// The client's idempotency key in the request's `_meta` ([`IDEMPOTENCY_KEY`]), if any.
+pub(super) fn idempotency_key(
+    meta: &rmcp::model::RequestMetaObject,
+) -> Result<Option<Arc<str>>, ErrorData> {
+    let Some(value) = meta.0.get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    match value.as_str() {
+        Some(key) if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY => {
+            Ok(Some(Arc::from(key)))
+        }
+        _ => Err(errors::bad_idempotency_key(
+            IDEMPOTENCY_KEY,
+            MAX_IDEMPOTENCY_KEY,
+        )),
+    }
+}
+
+/// The request's `_meta` as a JSON object, to keep with a task.
+pub(super) fn meta_object(meta: &rmcp::model::RequestMetaObject) -> rmcp::model::JsonObject {
+    match serde_json::to_value(meta) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => rmcp::model::JsonObject::new(),
+    }
+}
+
+/// The capabilities the creating request declared, for the input checks of C18.
+pub(super) fn client_capabilities(context: &RequestContext<RoleServer>) -> ClientCapabilities {
+    context.client_capabilities().unwrap_or_default()
+}
+
+/// Checks that each answer for an outstanding key has the shape its request asks for.
+#[allow(
+    deprecated,
+    reason = "sampling and roots still work on the 2026-07-28 wire"
+)]
+pub(super) fn validate_responses(
+    snapshot: &TaskSnapshot,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
+    for (key, value) in responses {
+        let Some(request) = snapshot.input_requests.get(key) else {
+            continue;
+        };
+        let checked = match request {
+            InputRequest::Elicitation(_) => serde_json::from_value::<ElicitResult>(value.clone())
+                .map(drop)
+                .map_err(|e| ("ElicitResult", e)),
+            InputRequest::CreateMessage(_) => {
+                serde_json::from_value::<rmcp::model::CreateMessageResult>(value.clone())
+                    .map(drop)
+                    .map_err(|e| ("CreateMessageResult", e))
+            }
+            InputRequest::ListRoots(_) => serde_json::from_value::<ListRootsResult>(value.clone())
+                .map(drop)
+                .map_err(|e| ("ListRootsResult", e)),
+            _ => Ok(()),
+        };
+        if let Err((expected, error)) = checked {
+            return Err(errors::bad_input_response(
+                key,
+                expected,
+                &error.to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
