@@ -677,6 +677,17 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
     for created in futures::future::join_all(creates).await {
         created.unwrap();
     }
+    // Held by another instance, as a busy cluster's tasks are (and so not in the queue that
+    // `create_leased` claims from).
+    let mut held = 0;
+    while held < 5000 {
+        let claimed = cluster(&store)
+            .claim_queued("other", Duration::from_secs(300), 1000)
+            .await
+            .unwrap();
+        assert!(!claimed.is_empty(), "only {held} of the 5,000 tasks were queued");
+        held += claimed.len();
+    }
     let raw = db.raw().await;
     // Rows read by sequential scans. Not the number of scans: a backend publishes its counts
     // late (when idle, within 10 s), so the legitimate scans of the tiny table above may

@@ -91,7 +91,6 @@ impl std::fmt::Debug for super::PostgresBuilder {
             .field("url", &shown(&self.url))
             .field("schema", &self.schema)
             .field("pool_size", &self.pool_size)
-            .field("reread", &self.reread)
             .field("connect_timeout", &self.connect_timeout)
             .field("application_name", &self.application_name)
             .field("expired_retention", &self.expired_retention)
