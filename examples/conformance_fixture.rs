@@ -498,7 +498,7 @@ async fn main() -> std::io::Result<()> {
                 "conformance fixture on http://{}/mcp",
                 listener.local_addr()?
             );
-            mcp_tasks::serve_http_with(listener, server, options).await
+            mcp_tasks::serve_http(listener, server, options).await
         }
         _ => Err(std::io::Error::other(usage)),
     }

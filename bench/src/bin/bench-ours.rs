@@ -66,5 +66,5 @@ async fn main() -> std::io::Result<()> {
     };
     let server = server.with_server_info("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
     let listener = listen(port, "mcp-tasks").await?;
-    mcp_tasks::serve_http(listener, server).await
+    mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new()).await
 }

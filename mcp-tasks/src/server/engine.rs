@@ -19,11 +19,9 @@ use rmcp::{
 };
 
 use super::{
-    DEFAULT_OWNER, Owner,
-    request::{
-        client_capabilities, declares_tasks, idempotency_key, is_modern, meta_object,
-        validate_responses,
-    },
+    DEFAULT_OWNER,
+    negotiation::Incoming,
+    request::{idempotency_key, meta_object, validate_responses},
     request_state::{self, DEFAULT_REQUEST_STATE_TTL, RequestStateKey},
 };
 use crate::{
@@ -275,12 +273,24 @@ impl Engine {
         params: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // The call's state (the tool's future, the runtime's phases) lives on the heap: rmcp
+        // spawns every request's handler future, and tokio moves a spawned future by value,
+        // so a large one is copied on each spawn and poll stage.
+        Box::pin(self.answer_call(params, context)).await
+    }
+
+    async fn answer_call(
+        &self,
+        params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         self.start_cluster();
         let Some(registered) = self.toolkit.get(&params.name) else {
             return Err(errors::unknown_tool(&params.name));
         };
         let definition = &registered.definition;
-        let declared = declares_tasks(context);
+        let incoming = Incoming::of(context, &self.default_owner);
+        let declared = incoming.negotiation.declares_tasks;
         let as_task = match definition.mode() {
             Mode::Required if !declared => return Err(errors::tasks_capability_required()),
             Mode::Required => true,
@@ -288,13 +298,13 @@ impl Engine {
             Mode::Inline => false,
         };
         let arguments = params.arguments.unwrap_or_default();
-        let owner = self.owner(context);
+        let owner = incoming.owner;
         let binding = request_state::Binding {
             owner: &owner,
             tool: definition.name(),
             arguments: &arguments,
         };
-        let mrtr = if is_modern(context) {
+        let mrtr = if incoming.negotiation.modern {
             Some(self.request_state.open(
                 &binding,
                 params.request_state.as_deref(),
@@ -310,7 +320,7 @@ impl Engine {
             state: &self.state,
             tool: tool.clone(),
             owner: owner.clone(),
-            client_capabilities: client_capabilities(context),
+            client_capabilities: incoming.capabilities.unwrap_or_default(),
             arguments: &arguments,
             request_meta: meta_object(&context.meta),
             mrtr,
@@ -452,31 +462,17 @@ impl Engine {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<TaskSnapshot, ErrorData> {
-        if !declares_tasks(context) {
+        let incoming = Incoming::of(context, &self.default_owner);
+        if !incoming.negotiation.declares_tasks {
             return Err(errors::tasks_capability_required());
         }
         self.start_cluster();
-        let owner = self.owner(context);
+        let owner = incoming.owner;
         match self.runtime.read(id).await {
             Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
             Ok(_) => Err(errors::task_not_found(method)),
             Err(error) => Err(errors::store_failure(&error)),
         }
-    }
-
-    fn owner(&self, context: &RequestContext<RoleServer>) -> Arc<str> {
-        if let Some(owner) = context.extensions.get::<Owner>() {
-            return owner.0.clone();
-        }
-        #[cfg(feature = "http")]
-        if let Some(owner) = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Owner>())
-        {
-            return owner.0.clone();
-        }
-        self.default_owner.clone()
     }
 
     /// The `_meta` of a result: the server's info (C9).

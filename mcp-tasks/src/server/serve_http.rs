@@ -16,67 +16,64 @@ use super::{
 };
 use crate::Limits;
 
-/// The path [`serve_http`] answers on.
-pub const MCP_PATH: &str = "/mcp";
+/// The path [`serve_http`] and [`http_router`] answer on.
+pub(crate) const MCP_PATH: &str = "/mcp";
 
-/// rmcp's Streamable HTTP service for `server`: the modern (stateless) wire, plus legacy
-/// `initialize` sessions for older clients. A modern request's answer is one
-/// `application/json` body unless the handler sends something before it (then SSE).
+/// Serves `server` at `/mcp` on `listener` until the process ends: the one entry point for
+/// Streamable HTTP ([`http_router`] is the same server as an axum router, to add layers or
+/// routes or to serve it yourself).
 ///
-/// Only localhost origins and hosts are accepted ([`HttpOptions::default`]), with the body
-/// limit of [`TaskServer::limits`]; see [`http_service_with`].
-#[must_use]
-pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
-    let options = HttpOptions::default().with_limits(server.limits().clone());
-    http_service_with(server, &options)
-}
-
-/// [`http_service`] for any rmcp handler (a [`TaskServer`], or a handler of your own that
-/// routes to an [`Engine`](crate::Engine)), with the `Origin` and `Host` checks and the body
-/// limit of `options` (its bearer guard and request guard are layers: see
-/// [`http_router_with`]).
-#[must_use]
-pub fn http_service_with<S>(
-    server: S,
-    options: &HttpOptions,
-) -> StreamableHttpService<S, LocalSessionManager>
+/// `server` is a [`TaskServer`] or any rmcp handler of your own that routes to an
+/// [`Engine`](crate::Engine). `options` says who may call (a bearer token), from which
+/// browser origins and hosts, and what one request may carry ([`HttpOptions::with_limits`];
+/// without it a [`TaskServer`]'s own [`TaskServer::limits`] apply, and
+/// [`Limits::default`](crate::Limits) for other handlers).
+///
+/// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
+/// connections stall about 40 ms each (Nagle against delayed ACK).
+///
+/// ```no_run
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
+/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
+/// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// let options = HttpOptions::new().with_static_tokens(tokens);
+/// mcp_tasks::serve_http(listener, TaskServer::new(toolkit), options).await
+/// # }
+/// ```
+///
+/// # Errors
+/// An I/O error of the listener.
+pub async fn serve_http<S>(listener: TcpListener, server: S, options: HttpOptions) -> io::Result<()>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let config = StreamableHttpServerConfig::default()
-        .with_json_response(true)
-        .with_max_request_body_bytes(options.limits.max_request_bytes());
-    StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        options.config(config),
-    )
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, http_router(server, options)).await
 }
 
-/// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
-/// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
-/// extensions.
+/// An axum router serving `server` at `/mcp` with `options`, as [`serve_http`] serves it:
+/// behind the bearer guard when one is set, with the request guard and the `Origin` and
+/// `Host` checks always. Add your own layers to it, for example one that authenticates the
+/// caller and inserts an [`Owner`](crate::Owner) into the request's extensions.
 ///
-/// In front of rmcp sits the [request guard](crate::server::guard): malformed requests and
-/// bodies over [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) (of
-/// [`TaskServer::limits`]) are answered with a JSON-RPC error before rmcp parses them
-/// ([`http_service`] alone has no guard).
-pub fn http_router(server: TaskServer) -> axum::Router {
-    let options = HttpOptions::default().with_limits(server.limits().clone());
-    http_router_with(server, options)
-}
-
-/// An axum router serving any rmcp handler at `/mcp` with `options`: behind the bearer guard
-/// when one is set, with the request guard (limits of `options`) and the `Origin` and `Host`
-/// checks always.
-pub fn http_router_with<S>(server: S, options: HttpOptions) -> axum::Router
+/// The request guard answers malformed requests and bodies over
+/// [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) with a JSON-RPC error
+/// before rmcp parses them (see [the server module](crate::server#malformed-requests)).
+/// A modern request's answer is one `application/json` body unless the handler sends
+/// something before it (then SSE); legacy `initialize` clients get sessions.
+pub fn http_router<S>(server: S, options: HttpOptions) -> axum::Router
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let guard =
-        axum::middleware::from_fn_with_state(options.limits.clone(), super::guard::http_guard);
+    let limits = options.limits_for(&server);
+    let guard = axum::middleware::from_fn_with_state(limits.clone(), super::guard::http_guard);
     let router = axum::Router::new()
-        .nest_service(MCP_PATH, http_service_with(server, &options))
+        .nest_service(MCP_PATH, http_service(server, &options, &limits))
         .layer(guard);
     let router = match &options.bearer {
         Some(bearer) => bearer.protect(router),
@@ -89,47 +86,24 @@ where
     }
 }
 
-/// Serves `server` at `/mcp` on `listener` until the process ends.
-///
-/// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
-/// connections stall about 40 ms each (Nagle against delayed ACK).
-///
-/// # Errors
-/// An I/O error of the listener.
-pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result<()> {
-    let options = HttpOptions::default().with_limits(server.limits().clone());
-    serve_http_with(listener, server, options).await
-}
-
-/// [`serve_http`] for any rmcp handler, with `options`: authentication, the allowed
-/// origins and the request limits ([`HttpOptions::with_limits`]; [`TaskServer::limits`] only
-/// applies to [`serve_http`] and stdio).
-///
-/// ```no_run
-/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
-/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
-/// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// mcp_tasks::serve_http_with(listener, TaskServer::new(toolkit), HttpOptions::new().with_static_tokens(tokens)).await
-/// # }
-/// ```
-///
-/// # Errors
-/// An I/O error of the listener.
-pub async fn serve_http_with<S>(
-    listener: TcpListener,
+/// rmcp's Streamable HTTP service for `server` with the `Origin` and `Host` checks of
+/// `options` and the body limit of `limits`.
+fn http_service<S>(
     server: S,
-    options: HttpOptions,
-) -> io::Result<()>
+    options: &HttpOptions,
+    limits: &Limits,
+) -> StreamableHttpService<S, LocalSessionManager>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, http_router_with(server, options)).await
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(limits.max_request_bytes());
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        options.config(config),
+    )
 }
 
 /// The origins [`HttpOptions::default`] accepts: `http` and `https` on `localhost`,
@@ -143,7 +117,7 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
     "https://[::1]:*",
 ];
 
-/// How [`serve_http_with`] guards `/mcp`: who may call (a bearer token) and from which
+/// How [`serve_http`] guards `/mcp`: who may call (a bearer token) and from which
 /// browser origins (docs/protocol.md R49, C36).
 ///
 /// The default authenticates nobody (every request is
@@ -168,7 +142,8 @@ pub struct HttpOptions {
     protected_resource: Option<ProtectedResource>,
     origins: Option<Vec<String>>,
     hosts: Option<Vec<String>>,
-    limits: Limits,
+    /// `None`: a [`TaskServer`]'s own limits, else the defaults.
+    limits: Option<Limits>,
 }
 
 impl Default for HttpOptions {
@@ -179,7 +154,7 @@ impl Default for HttpOptions {
             protected_resource: None,
             origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
             hosts: None,
-            limits: Limits::default(),
+            limits: None,
         }
     }
 }
@@ -276,11 +251,23 @@ impl HttpOptions {
         self
     }
 
-    /// Sets the request limits: the body size rmcp accepts and the request guard's checks
-    /// (default [`Limits::default`]).
+    /// Sets the request limits: the body size rmcp accepts and the request guard's checks.
+    /// Default: a [`TaskServer`]'s own ([`TaskServer::with_limits`]), [`Limits::default`]
+    /// for any other handler.
     pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
         self
+    }
+
+    /// The request limits for `server`: these options' own, else a [`TaskServer`]'s, else
+    /// the defaults.
+    fn limits_for<S: 'static>(&self, server: &S) -> Limits {
+        if let Some(limits) = &self.limits {
+            return limits.clone();
+        }
+        (server as &dyn std::any::Any)
+            .downcast_ref::<TaskServer>()
+            .map_or_else(Limits::default, |server| server.limits().clone())
     }
 
     /// `config` with these checks.

@@ -26,7 +26,7 @@ use crate::{
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
 /// let server = mcp_tasks::TaskServer::new(toolkit);
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// mcp_tasks::serve_http(listener, server).await
+/// mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new()).await
 /// # }
 /// ```
 #[derive(Clone, Debug)]
