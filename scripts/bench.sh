@@ -10,6 +10,7 @@
 #   BENCH_ONLY=inline scripts/bench.sh              # only inline tools/call: ours, rmcp, echo
 #   BENCH_ONLY=rmcp scripts/bench.sh                # every ours-vs-rmcp measurement, no fastmcp
 #   BENCH_ONLY=postgres scripts/bench.sh            # ours on Postgres vs ours in memory (issue 11)
+#   BENCH_BIN=/some/dir scripts/bench.sh          # binaries built elsewhere, not rebuilt
 #   BENCH_ONLY=ab BENCH_AB_BIN=/work/wt-ab/target/release scripts/bench.sh
 #                                  # A/B: ours, ours of another build (its bench-ours, same
 #                                  # bench-load) and rmcp, interleaved: tasks at 64 clients,
@@ -59,8 +60,14 @@ RESULTS="$OUT/results.jsonl"
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # --- build ------------------------------------------------------------------------------
-log "building the benchmark binaries (release)"
-(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
+if [[ -n "${BENCH_BIN:-}" ]]; then
+  # Binaries built earlier (e.g. copied out of a build while the tree moved on): no build.
+  BIN="$BENCH_BIN"
+  log "using the benchmark binaries in $BIN (not rebuilt)"
+else
+  log "building the benchmark binaries (release)"
+  (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
+fi
 
 FASTMCP="not run (BENCH_ONLY=$ONLY)"
 if [[ "$WITH_FASTMCP" == 1 ]]; then

@@ -189,7 +189,9 @@ impl<'de> Deserialize<'de> for Envelope {
                         "method" => once(&mut out.method, map.next_value()?, "method")?,
                         "id" => once(&mut out.id, map.next_value::<Id>()?.0, "id")?,
                         "params" => once(&mut out.params, map.next_value()?, "params")?,
-                        _ => drop(map.next_value::<Skip>()?),
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
                     }
                 }
                 Ok(out)
@@ -240,7 +242,9 @@ impl<'de> Deserialize<'de> for Params {
                             }
                             out.meta = map.next_value()?;
                         }
-                        _ => drop(map.next_value::<Skip>()?),
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
                     }
                 }
                 Ok(out)
@@ -296,7 +300,9 @@ impl<'de> Deserialize<'de> for Meta {
                             map.next_value()?,
                             CLIENT_CAPABILITIES_KEY,
                         )?,
-                        _ => drop(map.next_value::<Skip>()?),
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
                     }
                 }
                 Ok(out)

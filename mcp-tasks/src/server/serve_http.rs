@@ -72,9 +72,15 @@ where
 {
     let limits = options.limits_for(&server);
     let guard = axum::middleware::from_fn_with_state(limits.clone(), super::guard::http_guard);
-    let router = axum::Router::new()
-        .nest_service(MCP_PATH, http_service(server, &options, &limits))
-        .layer(guard);
+    // Behind an `Arc`: the router and the guard layer clone the service they call on every
+    // request, and cloning rmcp's service copies its whole configuration (the origin and
+    // host lists).
+    let service = Arc::new(http_service(server, &options, &limits));
+    let mcp = axum::routing::any(move |request: axum::extract::Request| {
+        let service = service.clone();
+        async move { service.handle(request).await }
+    });
+    let router = axum::Router::new().route(MCP_PATH, mcp).layer(guard);
     let router = match &options.bearer {
         Some(bearer) => bearer.protect(router),
         None => router,
