@@ -74,17 +74,10 @@ impl Negotiation {
         meta: Option<&Value>,
         legacy_session: bool,
     ) -> (Self, Option<ClientCapabilities>) {
-        let meta = meta.and_then(Value::as_object);
-        let version = meta
-            .and_then(|m| m.get(PROTOCOL_VERSION_KEY))
-            .and_then(Value::as_str);
-        let capabilities = meta
-            .and_then(|m| m.get(CLIENT_CAPABILITIES_KEY))
-            .and_then(|caps| ClientCapabilities::deserialize(caps).ok());
-        (
-            Self::new(version, capabilities.as_ref(), legacy_session),
-            capabilities,
-        )
+        match meta.and_then(Value::as_object) {
+            Some(meta) => Self::of_meta_map(meta, legacy_session),
+            None => (Self::new(None, None, legacy_session), None),
+        }
     }
 
     /// From the `_meta` rmcp decoded.
@@ -92,10 +85,10 @@ impl Negotiation {
         meta: &RequestMetaObject,
         legacy_session: bool,
     ) -> (Self, Option<ClientCapabilities>) {
-        Self::of_raw_meta_map(&meta.0.0, legacy_session)
+        Self::of_meta_map(&meta.0.0, legacy_session)
     }
 
-    fn of_raw_meta_map(
+    fn of_meta_map(
         meta: &serde_json::Map<String, Value>,
         legacy_session: bool,
     ) -> (Self, Option<ClientCapabilities>) {
@@ -167,5 +160,59 @@ impl Incoming {
             capabilities,
             owner,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Negotiation;
+
+    fn meta(version: &str, extensions: serde_json::Value) -> serde_json::Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": { "extensions": extensions },
+        })
+    }
+
+    fn negotiate(meta: &serde_json::Value, legacy_session: bool) -> Negotiation {
+        Negotiation::of_raw_meta(Some(meta), legacy_session).0
+    }
+
+    #[test]
+    fn a_modern_request_that_declares_the_extension() {
+        let declaring = meta("2026-07-28", json!({ "io.modelcontextprotocol/tasks": {} }));
+        let n = negotiate(&declaring, false);
+        assert!(n.modern && n.declares_tasks, "{n:?}");
+        let later = meta("2027-01-01", json!({ "io.modelcontextprotocol/tasks": {} }));
+        assert!(negotiate(&later, false).declares_tasks);
+    }
+
+    #[test]
+    fn nothing_declares_on_the_legacy_wire() {
+        let declaring = meta("2026-07-28", json!({ "io.modelcontextprotocol/tasks": {} }));
+        assert_eq!(negotiate(&declaring, true), Negotiation::default());
+        let old = meta("2025-11-25", json!({ "io.modelcontextprotocol/tasks": {} }));
+        assert_eq!(negotiate(&old, false), Negotiation::default());
+        assert_eq!(
+            Negotiation::of_raw_meta(None, false).0,
+            Negotiation::default()
+        );
+    }
+
+    #[test]
+    fn capabilities_that_do_not_decode_declare_nothing() {
+        let plain = meta("2026-07-28", json!({}));
+        let n = negotiate(&plain, false);
+        assert!(n.modern && !n.declares_tasks, "{n:?}");
+        let broken = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": 5,
+        });
+        let n = negotiate(&broken, false);
+        assert!(n.modern && !n.declares_tasks, "{n:?}");
+        let numeric = json!({ "io.modelcontextprotocol/protocolVersion": 20260728 });
+        assert!(!negotiate(&numeric, false).modern);
     }
 }
