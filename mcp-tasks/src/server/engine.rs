@@ -192,7 +192,7 @@ impl Engine {
         self.runtime.live_count()
     }
 
-    /// Sets the owner of requests that carry no [`Owner`].
+    /// Sets the owner of requests that carry no [`Owner`](super::Owner).
     #[must_use]
     pub fn with_default_owner(mut self, owner: impl Into<Arc<str>>) -> Self {
         self.default_owner = owner.into();

@@ -22,7 +22,7 @@
 //!
 //! # Malformed requests
 //!
-//! On both transports ([`serve_http`](crate::serve_http), [`serve_io`](crate::serve_io)) a
+//! On both transports ([`serve_http`], [`serve_io`]) a
 //! request guard answers what rmcp would answer poorly or not at all, before rmcp dispatches:
 //!
 //! | what arrives | answer | HTTP status |

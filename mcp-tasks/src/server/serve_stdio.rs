@@ -55,7 +55,7 @@ pub async fn serve_stdio(mut server: TaskServer) -> io::Result<()> {
 /// ends: a pipe, a socket, a child's stdio. Malformed lines and lines over the server's
 /// [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) are answered with one
 /// JSON-RPC error line each and the stream goes on. In front of rmcp's reader sits a line
-/// filter, the [request guard](crate::server::guard); rmcp's output and the filter's error
+/// filter, the [request guard](crate::server#malformed-requests); rmcp's output and the filter's error
 /// lines reach `write` through one writer, a whole line at a time, so they never interleave.
 ///
 /// # Errors
