@@ -22,7 +22,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let server = mcp_tasks::TaskServer::new(common::toolkit(Duration::from_millis(300)));
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let url = format!("http://{}/mcp", listener.local_addr()?);
-            tokio::spawn(mcp_tasks::serve_http(listener, server));
+            tokio::spawn(mcp_tasks::serve_http(
+                listener,
+                server,
+                mcp_tasks::HttpOptions::new(),
+            ));
             url
         }
     };

@@ -504,9 +504,7 @@ async fn main() -> std::io::Result<()> {
                 "conformance fixture on http://{}/mcp",
                 listener.local_addr()?
             );
-            // `serve_http_with` serves any handler and starts no engine: start this one.
-            server.engine().start().map_err(std::io::Error::other)?;
-            mcp_tasks::serve_http_with(listener, server, options).await
+            mcp_tasks::serve_http(listener, server, options).await
         }
         _ => Err(std::io::Error::other(usage)),
     }

@@ -70,7 +70,11 @@ async fn main() -> std::io::Result<()> {
     let server = TaskServer::new(common::toolkit(Duration::from_millis(400)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    tokio::spawn(mcp_tasks::serve_http(listener, server));
+    tokio::spawn(mcp_tasks::serve_http(
+        listener,
+        server,
+        mcp_tasks::HttpOptions::new(),
+    ));
     println!("server on {url}\n");
 
     let mut client = Client {

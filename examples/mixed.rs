@@ -78,7 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = Calculator::new(engine);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    tokio::spawn(mcp_tasks::serve_http_with(
+    tokio::spawn(mcp_tasks::serve_http(
         listener,
         server,
         mcp_tasks::HttpOptions::new(),

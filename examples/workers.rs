@@ -63,5 +63,10 @@ async fn main() -> std::io::Result<()> {
         "front serving MCP on http://{}/mcp; worker-1 and worker-2 run its tasks",
         listener.local_addr()?
     );
-    mcp_tasks::serve_http(listener, TaskServer::from_engine(front)).await
+    mcp_tasks::serve_http(
+        listener,
+        TaskServer::from_engine(front),
+        mcp_tasks::HttpOptions::new(),
+    )
+    .await
 }

@@ -10,6 +10,11 @@
 #   BENCH_ONLY=inline scripts/bench.sh              # only inline tools/call: ours, rmcp, echo
 #   BENCH_ONLY=rmcp scripts/bench.sh                # every ours-vs-rmcp measurement, no fastmcp
 #   BENCH_ONLY=postgres scripts/bench.sh            # ours on Postgres vs ours in memory (issue 11)
+#   BENCH_BIN=/some/dir scripts/bench.sh          # binaries built elsewhere, not rebuilt
+#   BENCH_ONLY=ab BENCH_AB_BIN=/work/wt-ab/target/release scripts/bench.sh
+#                                  # A/B: ours, ours of another build (its bench-ours, same
+#                                  # bench-load) and rmcp, interleaved: tasks at 64 clients,
+#                                  # inline at 16
 #
 # The Postgres servers use MCP_TASKS_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and a schema of their own, dropped (psql) before each measurement. Postgres itself is not
@@ -31,7 +36,13 @@ CLIENT_COUNTS="${BENCH_CLIENTS:-1 16 64}"
 ONLY="${BENCH_ONLY:-}"   # "sqlite": only the task throughput of ours at 64 clients, memory and SQLite store
 case "$ONLY" in
   "" | sqlite | inline | rmcp | postgres) ;;
-  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline, rmcp or postgres (or unset for the whole comparison)" >&2; exit 2 ;;
+  ab)
+    if [[ ! -x "${BENCH_AB_BIN:-}/bench-ours" ]]; then
+      echo "BENCH_ONLY=ab needs BENCH_AB_BIN, a directory with the other build's bench-ours" >&2
+      exit 2
+    fi
+    ;;
+  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline, rmcp, postgres or ab (or unset for the whole comparison)" >&2; exit 2 ;;
 esac
 # fastmcp-tasks (a Python venv) only takes part in the whole comparison.
 WITH_FASTMCP=$([[ -z "$ONLY" ]] && echo 1 || echo 0)
@@ -49,8 +60,14 @@ RESULTS="$OUT/results.jsonl"
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 # --- build ------------------------------------------------------------------------------
-log "building the benchmark binaries (release)"
-(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
+if [[ -n "${BENCH_BIN:-}" ]]; then
+  # Binaries built earlier (e.g. copied out of a build while the tree moved on): no build.
+  BIN="$BENCH_BIN"
+  log "using the benchmark binaries in $BIN (not rebuilt)"
+else
+  log "building the benchmark binaries (release)"
+  (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
+fi
 
 FASTMCP="not run (BENCH_ONLY=$ONLY)"
 if [[ "$WITH_FASTMCP" == 1 ]]; then
@@ -78,6 +95,7 @@ server_cmd() { # name port
     ours) echo "$BIN/bench-ours --port $2" ;;
     ours-sqlite) echo "$BIN/bench-ours --port $2 --store sqlite" ;;
     ours-postgres) echo "$BIN/bench-ours --port $2 --store postgres" ;;
+    ours-ab) echo "$BENCH_AB_BIN/bench-ours --port $2" ;;
     rmcp) echo "$BIN/bench-rmcp --port $2" ;;
     echo) echo "$BIN/bench-echo --port $2" ;;
     fastmcp) echo "$VENV/bin/python $ROOT/bench/python/fastmcp_server.py $2" ;;
@@ -155,6 +173,9 @@ measure() {
   echo "pinning: server ${SERVER_PIN[*]:-none}, load generator ${LOAD_PIN[*]:-none}"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "reps: $REPS, seconds per measurement: $SECS"
+  if [[ "$ONLY" == ab ]]; then
+    echo "ours-ab: $BENCH_AB_BIN/bench-ours (commit $(git -C "$BENCH_AB_BIN/../.." rev-parse --short HEAD 2>/dev/null || echo unknown))"
+  fi
   if [[ "$ONLY" == postgres ]]; then
     echo "postgres: $(psql -At -d "$PG_URL" -c "SELECT version()" | cut -d, -f1), synchronous_commit $(psql -At -d "$PG_URL" -c "SHOW synchronous_commit"), fsync $(psql -At -d "$PG_URL" -c "SHOW fsync"), on $PG_URL (unpinned)"
   fi
@@ -176,6 +197,15 @@ for rep in $(seq 1 "$REPS"); do
       for server in ours ours-postgres; do
         measure "$server" "get-k$k" "$rep" "${COMMON[@]}" --mode get --prefill "$k" --clients 16
       done
+    done
+    continue
+  fi
+  if [[ "$ONLY" == ab ]]; then
+    for server in ours ours-ab rmcp; do
+      measure "$server" "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
+    done
+    for server in ours ours-ab rmcp; do
+      measure "$server" "inline-c16" "$rep" "${COMMON[@]}" --mode inline --clients 16
     done
     continue
   fi

@@ -84,7 +84,7 @@ print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 clients = sorted({int(l[6:]) for (_, l) in runs if l.startswith("task-c")})
 for c in clients:
     label = f"task-c{c}"
-    for s in ("ours", "ours-postgres", "rmcp", "fastmcp"):
+    for s in ("ours", "ours-ab", "ours-postgres", "rmcp", "fastmcp"):
         if (s, label) not in runs:
             continue
         print(
@@ -146,7 +146,7 @@ print()
 print("## Inline tools/call (extension not declared, 16 clients)\n")
 print("| server | calls/s | p50 us | p99 us | server CPU us/call |")
 print("| --- | --- | --- | --- | --- |")
-for s in ("ours", "rmcp", "fastmcp", "echo"):
+for s in ("ours", "ours-ab", "rmcp", "fastmcp", "echo"):
     if (s, "inline-c16") in runs:
         print(
             f"| {s} | {fmt(med(s, 'inline-c16', 'requests_per_s'))} | {fmt(med(s, 'inline-c16', 'create_p50_us'))} "
@@ -155,6 +155,9 @@ for s in ("ours", "rmcp", "fastmcp", "echo"):
 print()
 print(f"- ours / rmcp inline = {fr(ratio('ours', 'inline-c16', 'rmcp', 'inline-c16', 'requests_per_s'))}")
 print(f"- ours / echo ceiling = {fr(ratio('ours', 'inline-c16', 'echo', 'inline-c16', 'requests_per_s'))}")
+if ("ours-ab", "inline-c16") in runs:
+    print(f"- ours / ours-ab (the other build) inline = {fr(ratio('ours', 'inline-c16', 'ours-ab', 'inline-c16', 'requests_per_s'))}")
+    print(f"- ours-ab / rmcp inline = {fr(ratio('ours-ab', 'inline-c16', 'rmcp', 'inline-c16', 'requests_per_s'))}")
 print(f"- rmcp / echo ceiling = {fr(ratio('rmcp', 'inline-c16', 'echo', 'inline-c16', 'requests_per_s'))}")
 print()
 
@@ -209,6 +212,9 @@ def check(name, r, op, target):
 
 
 top = f"task-c{clients[-1]}" if clients else "task-c64"
+if ("ours-ab", top) in runs:
+    print(f"- task throughput at {top[6:]} clients, ours / ours-ab (the other build): {fr(ratio('ours', top, 'ours-ab', top, 'tasks_per_s'))}")
+    print(f"- task throughput at {top[6:]} clients, ours-ab / rmcp: {fr(ratio('ours-ab', top, 'rmcp', top, 'tasks_per_s'))}")
 check(f"task throughput at {top[6:]} clients, ours / rmcp", ratio("ours", top, "rmcp", top, "tasks_per_s"), ">=", 8)
 check(f"task throughput at {top[6:]} clients, ours / fastmcp-tasks", ratio("ours", top, "fastmcp", top, "tasks_per_s"), ">=", 50)
 if o_hi:

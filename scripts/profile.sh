@@ -5,16 +5,20 @@
 # 120 s, loopback only. Prints the top functions by inclusive and by self cost.
 #
 #   CARGO_TARGET_DIR=... scripts/profile.sh [server-binary-name]   # default bench-ours
+#   BENCH_BIN=/some/dir scripts/profile.sh   # profile binaries built elsewhere (no build), e.g.
+#                                           # an older commit's bench-ours next to today's bench-load
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-BIN="$TARGET/release"
+BIN="${BENCH_BIN:-$TARGET/release}"
 SERVER="${1:-bench-ours}"
 TASKS="${BENCH_PROFILE_TASKS:-2000}"
 OUT="${BENCH_OUT:-$TARGET/bench-results/profile-$(date -u +%Y%m%dT%H%M%SZ)}"
 PORT=18790
 mkdir -p "$OUT"
-(cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
+if [[ -z "${BENCH_BIN:-}" ]]; then
+  (cd "$ROOT" && CARGO_TARGET_DIR="$TARGET" cargo build --release -p mcp-tasks-bench)
+fi
 
 CG="$OUT/callgrind.$SERVER.out"
 valgrind --tool=callgrind --callgrind-out-file="$CG" "$BIN/$SERVER" --port "$PORT" \
@@ -38,6 +42,7 @@ kill "$VPID"
 wait "$VPID" 2>/dev/null || true
 DUMP="$CG.1"  # the dump taken after the measured phase
 echo "callgrind dump: $DUMP"
+echo "server: $BIN/$SERVER" >"$OUT/binary.txt"
 callgrind_annotate --inclusive=yes "$DUMP" 2>/dev/null | head -80 >"$OUT/inclusive.txt"
 callgrind_annotate "$DUMP" 2>/dev/null | head -60 >"$OUT/self.txt"
 cat "$OUT/inclusive.txt" "$OUT/self.txt"

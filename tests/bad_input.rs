@@ -465,3 +465,35 @@ async fn stdio_size_limits() {
     assert_eq!(ok["result"]["structuredContent"]["result"], 2, "{ok}");
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
 }
+
+/// Over stdio the guard hands rmcp the message it decoded (one parse per line): a request
+/// that rmcp's message types do not decode is answered `-32600` with its id, as over HTTP; such
+/// a notification gets no answer (nothing answers a notification); the stream goes on.
+#[tokio::test]
+async fn stdio_undecodable_messages() {
+    let runs = Runs::default();
+    let mut lines = Lines::serve(server(&runs, Limits::default()));
+    let first = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": { "name": "count", "arguments": { "n": 1 }, "_meta": meta(PLAIN) } });
+    lines.send(first.to_string().as_bytes()).await;
+    assert_eq!(lines.answer().await["id"], 8);
+    // `_meta` that is not an object: the guard checks only the params of the methods this
+    // crate owns, and rmcp's types decode neither message.
+    lines
+        .send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":5}}"#)
+        .await;
+    lines
+        .send(br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":5}}"#)
+        .await;
+    let answer = lines.answer().await;
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not a JSON-RPC 2.0 message"), "{answer}");
+    let good = json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": { "name": "count", "arguments": { "n": 1 }, "_meta": meta(PLAIN) } });
+    lines.send(good.to_string().as_bytes()).await;
+    let ok = lines.answer().await;
+    assert_eq!(ok["id"], 10, "{ok}");
+    assert!(ok.get("result").is_some(), "{ok}");
+}

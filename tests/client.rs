@@ -477,25 +477,28 @@ async fn meta_and_headers_on_tools_call_and_tasks_requests_r1_r48() {
     type Log = Arc<Mutex<Vec<(axum::http::HeaderMap, Value)>>>;
     let log: Log = Log::default();
     let recorder = log.clone();
-    let router =
-        mcp_tasks::http_router(server(Duration::from_millis(10))).layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let log = recorder.clone();
-                async move {
-                    let (parts, body) = request.into_parts();
-                    let bytes = axum::body::to_bytes(body, 1 << 20)
-                        .await
-                        .unwrap_or_default();
-                    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                    log.lock().unwrap().push((parts.headers.clone(), value));
-                    next.run(axum::extract::Request::from_parts(
-                        parts,
-                        axum::body::Body::from(bytes),
-                    ))
+    let router = mcp_tasks::http_router(
+        server(Duration::from_millis(10)),
+        mcp_tasks::HttpOptions::new(),
+    )
+    .layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let log = recorder.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let bytes = axum::body::to_bytes(body, 1 << 20)
                     .await
-                }
-            },
-        ));
+                    .unwrap_or_default();
+                let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                log.lock().unwrap().push((parts.headers.clone(), value));
+                next.run(axum::extract::Request::from_parts(
+                    parts,
+                    axum::body::Body::from(bytes),
+                ))
+                .await
+            }
+        },
+    ));
     let http = common::Http::start_router(router).await;
     let seen = Seen::default();
     let client = accepting(&seen).connect_http(&http.url).await.unwrap();

@@ -60,7 +60,11 @@ async fn serve(rounds: &Rounds) -> String {
         .with_state(rounds.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    tokio::spawn(mcp_tasks::serve_http(listener, TaskServer::new(toolkit)));
+    tokio::spawn(mcp_tasks::serve_http(
+        listener,
+        TaskServer::new(toolkit),
+        mcp_tasks::HttpOptions::new(),
+    ));
     url
 }
 

@@ -1,6 +1,6 @@
 //! Security over real Streamable HTTP on 127.0.0.1: bearer tokens and owners (docs/protocol.md R49),
 //! the sealed `requestState` of multi round-trip calls (C19-C21), `Origin` checks (C36).
-//! Every server here is `serve_http_with` on a real socket; clients are plain reqwest.
+//! Every server here is `serve_http` on a real socket; clients are plain reqwest.
 
 use std::{
     sync::{
@@ -99,7 +99,7 @@ fn tokens() -> HttpOptions {
 async fn start(server: TaskServer, options: HttpOptions) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(mcp_tasks::serve_http_with(listener, server, options));
+    tokio::spawn(mcp_tasks::serve_http(listener, server, options));
     format!("http://{addr}/mcp")
 }
 

@@ -711,19 +711,21 @@ async fn store_capacity_is_a_clear_error() {
 #[tokio::test]
 async fn another_owner_sees_nothing() {
     let fx = Fixture::new();
-    let router = mcp_tasks::http_router(fx.server()).layer(axum::middleware::from_fn(
-        |mut request: axum::extract::Request, next: axum::middleware::Next| async move {
-            if let Some(user) = request
-                .headers()
-                .get("x-user")
-                .and_then(|v| v.to_str().ok())
-            {
-                let owner = Owner::new(user);
-                request.extensions_mut().insert(owner);
-            }
-            next.run(request).await
-        },
-    ));
+    let router = mcp_tasks::http_router(fx.server(), mcp_tasks::HttpOptions::new()).layer(
+        axum::middleware::from_fn(
+            |mut request: axum::extract::Request, next: axum::middleware::Next| async move {
+                if let Some(user) = request
+                    .headers()
+                    .get("x-user")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    let owner = Owner::new(user);
+                    request.extensions_mut().insert(owner);
+                }
+                next.run(request).await
+            },
+        ),
+    );
     let mut alice = Http::start_router(router.clone()).await;
     alice.extra = vec![("x-user", "alice".to_owned())];
     let mut mallory = Http {

@@ -340,9 +340,7 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
     }
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
-    // `serve_http_with` serves any handler and starts no engine: start this one first.
-    server.engine().start().map_err(std::io::Error::other)?;
-    mcp_tasks::serve_http_with(listener, server, options).await
+    mcp_tasks::serve_http(listener, server, options).await
 }
 
 fn usage(message: &str) -> std::io::Error {

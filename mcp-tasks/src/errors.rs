@@ -321,13 +321,6 @@ pub fn missing_param(method: &str, field: &str, expected: &str) -> ErrorData {
     )
 }
 
-/// `-32602` for params that the wire types reject for another reason; `problem` is the
-/// decoder's text.
-#[must_use]
-pub fn invalid_params_shape(method: &str, problem: &str) -> ErrorData {
-    ErrorData::invalid_params(format!("{method}: invalid params: {problem}"), None)
-}
-
 /// `-32602` for `tools/call` arguments larger than
 /// [`Limits::max_arguments_bytes`](crate::Limits).
 #[must_use]

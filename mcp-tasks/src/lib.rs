@@ -29,7 +29,7 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
-//! | `http` | [`serve_http`], [`http_router`], [`http_service`] (Streamable HTTP via axum); [`HttpOptions`]: bearer tokens, allowed origins |
+//! | `http` | [`serve_http`] and [`http_router`] (Streamable HTTP via axum), with [`HttpOptions`]: bearer tokens, allowed origins, request limits |
 //! | `sqlite` | [`SqliteStore`], the durable store on one SQLite file (SQLite built in) |
 //! | `postgres` | [`PostgresStore`], the task space several instances share on a Postgres server (leases, fencing, wake-ups) |
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
@@ -189,8 +189,7 @@ pub use server::serve_stdio;
 #[cfg(feature = "http")]
 pub use server::{
     AuthError, HttpOptions, LOCALHOST_ORIGINS, ProtectedResourceError, StaticTokens,
-    TokenListError, TokenValidator, http_router, http_router_with, http_service, http_service_with,
-    serve_http, serve_http_with,
+    TokenListError, TokenValidator, http_router, serve_http,
 };
 pub use server::{
     DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, EngineBuilder, Owner, RequestStateKey,

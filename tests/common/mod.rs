@@ -224,7 +224,11 @@ pub struct Http {
 
 impl Http {
     pub async fn start(server: TaskServer) -> Self {
-        Self::start_router(mcp_tasks::http_router(server)).await
+        Self::start_router(mcp_tasks::http_router(
+            server,
+            mcp_tasks::HttpOptions::new(),
+        ))
+        .await
     }
 
     pub async fn start_router(router: axum::Router) -> Self {

@@ -67,5 +67,5 @@ async fn main() -> std::io::Result<()> {
     };
     let server = TaskServer::from_engine(engine);
     let listener = listen(port, "mcp-tasks").await?;
-    mcp_tasks::serve_http(listener, server).await
+    mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new()).await
 }

@@ -143,7 +143,7 @@ impl ServerHandler for Baseline {
     }
 }
 
-/// The settings `mcp_tasks::http_service` gives rmcp's Streamable HTTP service (keep the two
+/// The settings `mcp_tasks::serve_http` gives rmcp's Streamable HTTP service (keep the two
 /// in step): the defaults (modern 2026-07-28 requests are served statelessly whatever
 /// `legacy_session_mode` says; legacy `initialize` clients get sessions) plus
 /// `json_response`, so a modern request whose handler sends nothing before its answer gets

@@ -19,11 +19,9 @@ use rmcp::{
 };
 
 use super::{
-    EngineBuilder, Owner,
-    request::{
-        client_capabilities, declares_tasks, idempotency_key, is_modern, meta_object,
-        validate_responses,
-    },
+    EngineBuilder,
+    negotiation::Incoming,
+    request::{idempotency_key, meta_object, validate_responses},
     request_state,
 };
 use crate::{
@@ -46,8 +44,8 @@ use crate::{
 ///
 /// - **start** spawns the background loops: the expiry sweep and, over a store several
 ///   instances share, lease renewals, wake-ups and claims of lapsed and queued tasks. The
-///   serving functions that take a [`TaskServer`](super::TaskServer) (`serve_http`,
-///   `http_router`, `http_service`, `serve_stdio`, `serve_io`) start its engine themselves;
+///   serving functions given a [`TaskServer`](super::TaskServer) (`serve_http`,
+///   `http_router`, `serve_stdio`, `serve_io`) start its engine themselves;
 ///   a handler of your own that routes to an engine starts it before serving. Nothing
 ///   starts from a request: an engine never started answers calls, but sweeps no expiry
 ///   and renews no lease.
@@ -221,11 +219,23 @@ impl Engine {
         if !self.runtime.lifecycle.accepting() {
             return Err(errors::shutting_down());
         }
+        // The call's state (the tool's future, the runtime's phases) lives on the heap: rmcp
+        // spawns every request's handler future, and tokio moves a spawned future by value,
+        // so a large one is copied on each spawn and poll stage.
+        Box::pin(self.answer_call(params, context)).await
+    }
+
+    async fn answer_call(
+        &self,
+        params: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
         let Some(registered) = self.toolkit.get(&params.name) else {
             return Err(errors::unknown_tool(&params.name));
         };
         let definition = &registered.definition;
-        let declared = declares_tasks(context);
+        let incoming = Incoming::of(context, &self.default_owner);
+        let declared = incoming.negotiation.declares_tasks;
         let as_task = match definition.mode() {
             Mode::Required if !declared => return Err(errors::tasks_capability_required()),
             Mode::Required => true,
@@ -233,13 +243,13 @@ impl Engine {
             Mode::Inline => false,
         };
         let arguments = params.arguments.unwrap_or_default();
-        let owner = self.owner(context);
+        let owner = incoming.owner;
         let binding = request_state::Binding {
             owner: &owner,
             tool: definition.name(),
             arguments: &arguments,
         };
-        let mrtr = if is_modern(context) {
+        let mrtr = if incoming.negotiation.modern {
             Some(self.request_state.open(
                 &binding,
                 params.request_state.as_deref(),
@@ -255,7 +265,7 @@ impl Engine {
             state: &self.state,
             tool: tool.clone(),
             owner: owner.clone(),
-            client_capabilities: client_capabilities(context),
+            client_capabilities: incoming.capabilities.unwrap_or_default(),
             arguments: &arguments,
             request_meta: meta_object(&context.meta),
             mrtr,
@@ -394,30 +404,16 @@ impl Engine {
         id: &str,
         context: &RequestContext<RoleServer>,
     ) -> Result<TaskSnapshot, ErrorData> {
-        if !declares_tasks(context) {
+        let incoming = Incoming::of(context, &self.default_owner);
+        if !incoming.negotiation.declares_tasks {
             return Err(errors::tasks_capability_required());
         }
-        let owner = self.owner(context);
+        let owner = incoming.owner;
         match self.runtime.read(id).await {
             Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
             Ok(_) => Err(errors::task_not_found(method)),
             Err(error) => Err(errors::store_failure(&error)),
         }
-    }
-
-    fn owner(&self, context: &RequestContext<RoleServer>) -> Arc<str> {
-        if let Some(owner) = context.extensions.get::<Owner>() {
-            return owner.0.clone();
-        }
-        #[cfg(feature = "http")]
-        if let Some(owner) = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Owner>())
-        {
-            return owner.0.clone();
-        }
-        self.default_owner.clone()
     }
 
     /// The `_meta` of a result: the server's info (C9).

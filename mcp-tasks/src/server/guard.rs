@@ -1,45 +1,32 @@
 //! The request guard: rejects malformed requests of the methods this crate owns before rmcp
-//! parses them, with the JSON-RPC error a client can act on.
+//! parses them, with the JSON-RPC error a client can act on (the table of answers is in the
+//! [server module's docs](super)), and hands the engine what it learned (how the request
+//! negotiated: [`Checked`], see [`negotiation`](super::negotiation)).
 //!
 //! rmcp decodes a message into its typed request enum in one step; a `tools/call` whose
 //! `arguments` is a string, or a `tasks/get` without `taskId`, does not decode as that method
 //! and is answered as an unknown method (`-32601`), and a body that is not JSON gets a
 //! plain-text HTTP 415. The guard sits in front of that decoding, on both transports (an axum
 //! middleware in [`http_router`](crate::http_router), a line filter in
-//! [`serve_stdio`](crate::serve_stdio)), and only ever **rejects**: a message it lets through
-//! is handed to rmcp byte for byte, and rmcp dispatches it.
-//!
-//! | what arrives | answer | HTTP status |
-//! | --- | --- | --- |
-//! | not UTF-8, not JSON, nested deeper than 128 levels | `-32700`, no `id` | 400 |
-//! | JSON that is not one object | `-32600`, no `id` | 400 |
-//! | an object that is not a JSON-RPC 2.0 message (`jsonrpc`, `method`, `id`, `params` of the wrong type) | `-32600` | 400 |
-//! | larger than [`Limits::max_request_bytes`] | `-32600`, no `id` | 413 |
-//! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones; docs/protocol.md §2.8) | 400 |
-//! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
-//! | `tools/call` arguments over [`Limits::max_arguments_bytes`] | `-32602` | 400 (200 in a legacy session) |
-//!
-//! A malformed request is answered `400` like one lacking a required `_meta` field (docs/protocol.md
-//! C7); requests of a legacy (`initialize`) session keep rmcp's HTTP 200 for JSON-RPC errors.
-//! On stdio each rejection is one error line and the stream goes on.
+//! [`serve_io`](super::serve_io)), and only ever **rejects**: a message it lets through
+//! reaches rmcp unchanged (on HTTP as the same bytes, on stdio as the message it decoded to).
 
-use rmcp::model::{
-    CallToolRequestParams, CancelTaskParams, ErrorData, GetTaskParams, JsonRpcError, RequestId,
-    RequestMetaObject, UpdateTaskParams,
-};
+use rmcp::model::{ErrorData, JsonRpcError, RequestId};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub(crate) use super::negotiation::Checked;
+use super::negotiation::Negotiation;
 use crate::{Limits, errors};
 
 /// How deep JSON may nest: serde_json's recursion limit.
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// Decodes one message: UTF-8, then JSON (at most [`MAX_DEPTH`] levels deep).
 ///
 /// # Errors
 /// `-32700` saying which of the three it is not.
-pub fn parse(bytes: &[u8]) -> Result<Value, ErrorData> {
+pub(crate) fn parse(bytes: &[u8]) -> Result<Value, ErrorData> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         errors::parse_error(&format!(
             "the request is not valid UTF-8 (invalid byte at offset {}); send UTF-8 JSON",
@@ -61,57 +48,68 @@ pub fn parse(bytes: &[u8]) -> Result<Value, ErrorData> {
 
 /// The `id` of a request, when it has a valid one (a string or an integer).
 #[must_use]
-pub fn request_id(message: &Value) -> Option<RequestId> {
+pub(crate) fn request_id(message: &Value) -> Option<RequestId> {
     message
         .get("id")
         .and_then(|id| RequestId::deserialize(id).ok())
 }
 
-/// Whether the message's own `_meta` puts it on the modern wire (a protocol version without
-/// `initialize`), as rmcp decides which lifecycle a request takes.
-#[must_use]
-pub fn is_modern(message: &Value) -> bool {
-    request_meta(message.get("params"))
-        .and_then(|meta| meta.protocol_version())
-        .is_some_and(|version| !version.has_initialize())
-}
-
 /// One JSON-RPC error response, serialized (without a newline).
 #[must_use]
-pub fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8> {
+pub(crate) fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8> {
     serde_json::to_vec(&JsonRpcError::new(id, error)).unwrap_or_else(|_| {
         br#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"internal error"}}"#.to_vec()
     })
 }
 
 /// Checks one decoded message. Messages that are not requests of `tools/call`, `tasks/get`,
-/// `tasks/update` or `tasks/cancel` pass (rmcp answers them); so do well-formed ones.
-/// `legacy_session` is whether the message arrives in a session opened with `initialize`,
-/// where the extension is undefined (R53).
+/// `tasks/update` or `tasks/cancel` pass (rmcp answers them); so do well-formed ones, with
+/// the [`Checked`] verdict the engine reads (how the request negotiated, its client
+/// capabilities). `legacy_session` is whether the message arrives in a session opened with
+/// `initialize`, where the extension is undefined (R53).
 ///
 /// # Errors
 /// The error to answer instead of dispatching (see the [module docs](self)).
-pub fn check(message: &Value, limits: &Limits, legacy_session: bool) -> Result<(), ErrorData> {
+pub(crate) fn check(
+    message: &Value,
+    limits: &Limits,
+    legacy_session: bool,
+) -> Result<Option<Checked>, ErrorData> {
     let Some(object) = message.as_object() else {
         return Err(errors::not_a_message(kind(message)));
     };
     check_envelope(object)?;
     let (Some(Value::String(method)), Some(_)) = (object.get("method"), object.get("id")) else {
-        return Ok(());
+        return Ok(None);
     };
     let params = object.get("params");
+    let negotiate = || {
+        let (negotiation, capabilities) =
+            Negotiation::of_raw_meta(params.and_then(|p| p.get("_meta")), legacy_session);
+        Checked {
+            negotiation,
+            capabilities,
+        }
+    };
     match method.as_str() {
-        "tools/call" => check_call(params, limits),
+        "tools/call" => {
+            check_call(params, limits)?;
+            Ok(Some(negotiate()))
+        }
         "tasks/get" | "tasks/cancel" | "tasks/update" => {
-            let shape = check_task_request(method, params);
-            if shape.is_err() && (legacy_session || !declares_tasks(params)) {
+            let checked = negotiate();
+            if let Err(error) = check_task_request(method, params) {
                 // The capability check comes first for tasks/*, malformed or not.
-                return Err(errors::tasks_capability_required());
+                return Err(if checked.negotiation.declares_tasks {
+                    error
+                } else {
+                    errors::tasks_capability_required()
+                });
             }
-            shape
+            Ok(Some(checked))
         }
         _ => match params {
-            None | Some(Value::Object(_)) => Ok(()),
+            None | Some(Value::Object(_)) => Ok(None),
             Some(other) => Err(errors::malformed_envelope(
                 "params",
                 "an object",
@@ -180,26 +178,6 @@ fn is_owned(message: &Value) -> bool {
             .get("method")
             .and_then(Value::as_str)
             .is_some_and(|method| OWNED.contains(&method))
-}
-
-/// The request's `_meta`, if it decodes as one.
-fn request_meta(params: Option<&Value>) -> Option<RequestMetaObject> {
-    params
-        .and_then(|p| p.get("_meta"))
-        .and_then(|meta| RequestMetaObject::deserialize(meta).ok())
-}
-
-/// Whether the request's own `_meta` declares the tasks extension on the modern wire, as
-/// the engine decides for well-formed requests.
-fn declares_tasks(params: Option<&Value>) -> bool {
-    let Some(meta) = request_meta(params) else {
-        return false;
-    };
-    meta.protocol_version()
-        .is_some_and(|version| !version.has_initialize())
-        && meta
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks())
 }
 
 /// What a JSON value is, for messages.
@@ -323,9 +301,9 @@ fn check_call(raw: Option<&Value>, limits: &Limits) -> Result<(), ErrorData> {
             ));
         }
     }
-    CallToolRequestParams::deserialize(raw.unwrap_or(&Value::Null))
-        .map(drop)
-        .map_err(|e| errors::invalid_params_shape(METHOD, &e.to_string()))
+    // Every field rmcp's `CallToolRequestParams` decodes is checked above (unknown fields
+    // are ignored), so rmcp decodes what passes: no typed decode here.
+    Ok(())
 }
 
 fn check_task_request(method: &str, raw: Option<&Value>) -> Result<(), ErrorData> {
@@ -374,14 +352,8 @@ fn check_task_request(method: &str, raw: Option<&Value>) -> Result<(), ErrorData
             }
         }
     }
-    check_meta(method, params)?;
-    let value = raw.unwrap_or(&Value::Null);
-    let decoded = match method {
-        "tasks/get" => GetTaskParams::deserialize(value).map(drop),
-        "tasks/update" => UpdateTaskParams::deserialize(value).map(drop),
-        _ => CancelTaskParams::deserialize(value).map(drop),
-    };
-    decoded.map_err(|e| errors::invalid_params_shape(method, &e.to_string()))
+    // As for tools/call: what passes these checks decodes as rmcp's params type.
+    check_meta(method, params)
 }
 
 /// The size of `value` as compact JSON, in bytes.
@@ -417,7 +389,8 @@ mod http {
     use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, RequestId};
     use serde::Deserialize;
 
-    use super::{check, error_response, is_modern, is_owned, parse, request_id};
+    use super::{check, error_response, is_owned, parse, request_id};
+    use crate::server::{first_look, negotiation::Negotiation};
     use crate::{Limits, errors};
 
     /// The axum middleware of [`http_router`](crate::http_router): a `POST` with a JSON body
@@ -436,20 +409,33 @@ mod http {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
+        if let Some(checked) = first_look::accept(&bytes, &limits, legacy_session) {
+            // A well-formed request of a method this crate owns: no tree built.
+            let mut parts = parts;
+            parts.extensions.insert(checked);
+            return next
+                .run(Request::from_parts(parts, Body::from(bytes)))
+                .await;
+        }
         let message = match parse(&bytes) {
             Ok(message) => message,
             Err(error) => return reject(StatusCode::BAD_REQUEST, None, error),
         };
-        if let Err(error) = check(&message, &limits, legacy_session) {
-            let status = if error.code == ErrorCode::INVALID_REQUEST
-                || (!legacy_session && is_modern(&message))
-            {
-                StatusCode::BAD_REQUEST
-            } else {
-                StatusCode::OK
-            };
-            return reject(status, request_id(&message), error);
-        }
+        let checked = match check(&message, &limits, legacy_session) {
+            Ok(checked) => checked,
+            Err(error) => {
+                let modern = || {
+                    let meta = message.get("params").and_then(|p| p.get("_meta"));
+                    Negotiation::of_raw_meta(meta, legacy_session).0.modern
+                };
+                let status = if error.code == ErrorCode::INVALID_REQUEST || modern() {
+                    StatusCode::BAD_REQUEST
+                } else {
+                    StatusCode::OK
+                };
+                return reject(status, request_id(&message), error);
+            }
+        };
         // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
         // (`check` already decoded the params of the methods this crate owns.)
         if !is_owned(&message)
@@ -460,6 +446,11 @@ mod http {
                 request_id(&message),
                 errors::undecodable_message(&error.to_string()),
             );
+        }
+        let mut parts = parts;
+        if let Some(checked) = checked {
+            // The engine reads it from the `Parts` rmcp hands the handler.
+            parts.extensions.insert(checked);
         }
         next.run(Request::from_parts(parts, Body::from(bytes)))
             .await
@@ -571,7 +562,7 @@ mod tests {
             &Limits::default(),
             true,
         );
-        assert_eq!(legacy.map_err(|e| e.code.0), Err(-32021));
+        assert_eq!(legacy.map(drop).map_err(|e| e.code.0), Err(-32021));
         // A well-formed request passes: the engine answers its capability check.
         assert!(
             check(

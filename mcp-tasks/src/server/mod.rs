@@ -20,6 +20,26 @@
 //! someone else (R17, R49). `tasks/result` and `tasks/list` are not methods of this
 //! extension and answer `-32601` (R51, R54).
 //!
+//! # Malformed requests
+//!
+//! On both transports ([`serve_http`], [`serve_io`]) a
+//! request guard answers what rmcp would answer poorly or not at all, before rmcp dispatches:
+//!
+//! | what arrives | answer | HTTP status |
+//! | --- | --- | --- |
+//! | not UTF-8, not JSON, nested deeper than 128 levels | `-32700`, no `id` | 400 |
+//! | JSON that is not one object | `-32600`, no `id` | 400 |
+//! | an object that is not a JSON-RPC 2.0 message (`jsonrpc`, `method`, `id`, `params` of the wrong type) | `-32600` | 400 |
+//! | larger than [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) | `-32600`, no `id` | 413 |
+//! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones) | 400 |
+//! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
+//! | `tools/call` arguments over [`Limits::max_arguments_bytes`](crate::Limits::max_arguments_bytes) | `-32602` | 400 (200 in a legacy session) |
+//!
+//! | any other request that rmcp's message types do not decode | `-32600` | 400 |
+//!
+//! A malformed request is answered `400` like one lacking a required `_meta` field; requests of a legacy (`initialize`) session keep rmcp's HTTP 200 for JSON-RPC errors.
+//! On stdio each rejection is one error line and the stream goes on.
+//!
 //! # Delegating from an existing handler
 //!
 //! An rmcp [`ServerHandler`](rmcp::ServerHandler) of your own keeps its other methods and routes five calls and
@@ -53,7 +73,10 @@ use std::sync::Arc;
 mod auth;
 mod builder;
 mod engine;
-pub mod guard;
+#[cfg(feature = "http")]
+mod first_look;
+mod guard;
+mod negotiation;
 mod request;
 mod request_state;
 mod router;
@@ -70,10 +93,7 @@ pub use engine::Engine;
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
 #[cfg(feature = "http")]
-pub use serve_http::{
-    HttpOptions, LOCALHOST_ORIGINS, http_router, http_router_with, http_service, http_service_with,
-    serve_http, serve_http_with,
-};
+pub use serve_http::{HttpOptions, LOCALHOST_ORIGINS, http_router, serve_http};
 #[cfg(feature = "stdio")]
 pub use serve_stdio::{serve_io, serve_stdio};
 pub use task_server::TaskServer;

@@ -9,9 +9,8 @@
 use std::sync::Arc;
 
 use rmcp::{
-    ErrorData, RoleServer,
-    model::{ClientCapabilities, ElicitResult, InputRequest, InputResponses, ListRootsResult},
-    service::RequestContext,
+    ErrorData,
+    model::{ElicitResult, InputRequest, InputResponses, ListRootsResult},
 };
 
 use crate::{errors, store::TaskSnapshot};
@@ -25,29 +24,6 @@ pub const IDEMPOTENCY_KEY: &str = "mcp-tasks/idempotencyKey";
 
 /// The longest idempotency key accepted.
 const MAX_IDEMPOTENCY_KEY: usize = 200;
-
-/// Whether this request runs on the modern wire: its own `_meta` names a protocol version
-/// without `initialize` and it does not come through a legacy session (R53).
-pub(super) fn is_modern(context: &RequestContext<RoleServer>) -> bool {
-    let legacy_session = context
-        .peer
-        .peer_info()
-        .is_some_and(|info| info.protocol_version.has_initialize());
-    !legacy_session
-        && context
-            .meta
-            .protocol_version()
-            .is_some_and(|version| !version.has_initialize())
-}
-
-/// Whether this very request declares the tasks extension, on the modern wire (R1-R3, R53).
-pub(super) fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
-    is_modern(context)
-        && context
-            .meta
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks())
-}
 
 /// The client's idempotency key in the request's `_meta` ([`IDEMPOTENCY_KEY`]), if any.
 pub(super) fn idempotency_key(
@@ -69,15 +45,7 @@ pub(super) fn idempotency_key(
 
 /// The request's `_meta` as a JSON object, to keep with a task.
 pub(super) fn meta_object(meta: &rmcp::model::RequestMetaObject) -> rmcp::model::JsonObject {
-    match serde_json::to_value(meta) {
-        Ok(serde_json::Value::Object(map)) => map,
-        _ => rmcp::model::JsonObject::new(),
-    }
-}
-
-/// The capabilities the creating request declared, for the input checks of C18.
-pub(super) fn client_capabilities(context: &RequestContext<RoleServer>) -> ClientCapabilities {
-    context.client_capabilities().unwrap_or_default()
+    meta.0.0.clone()
 }
 
 /// Checks that each answer for an outstanding key has the shape its request asks for.

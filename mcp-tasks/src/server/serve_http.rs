@@ -16,71 +16,81 @@ use super::{
 };
 use crate::Limits;
 
-/// The path [`serve_http`] answers on.
-pub const MCP_PATH: &str = "/mcp";
+/// The path [`serve_http`] and [`http_router`] answer on.
+pub(crate) const MCP_PATH: &str = "/mcp";
 
-/// rmcp's Streamable HTTP service for `server`: the modern (stateless) wire, plus legacy
-/// `initialize` sessions for older clients. A modern request's answer is one
-/// `application/json` body unless the handler sends something before it (then SSE).
+/// Serves `server` at `/mcp` on `listener` until the process ends: the one entry point for
+/// Streamable HTTP ([`http_router`] is the same server as an axum router, to add layers or
+/// routes or to serve it yourself).
 ///
-/// Only localhost origins and hosts are accepted ([`HttpOptions::default`]), with the body
-/// limit of [`TaskServer::limits`]; see [`http_service_with`]. Starts the server's engine
-/// ([`start_engine`]).
-#[must_use]
-pub fn http_service(server: TaskServer) -> StreamableHttpService<TaskServer, LocalSessionManager> {
-    start_engine(&server);
-    let options = HttpOptions::default().with_limits(server.limits().clone());
-    http_service_with(server, &options)
-}
-
-/// [`http_service`] for any rmcp handler (a [`TaskServer`], or a handler of your own that
-/// routes to an [`Engine`](crate::Engine)), with the `Origin` and `Host` checks and the body
-/// limit of `options` (its bearer guard and request guard are layers: see
-/// [`http_router_with`]).
-#[must_use]
-pub fn http_service_with<S>(
-    server: S,
-    options: &HttpOptions,
-) -> StreamableHttpService<S, LocalSessionManager>
+/// `server` is a [`TaskServer`] or any rmcp handler of your own that routes to an
+/// [`Engine`](crate::Engine). `options` says who may call (a bearer token), from which
+/// browser origins and hosts, and what one request may carry ([`HttpOptions::with_limits`];
+/// without it a [`TaskServer`]'s own [`TaskServer::limits`] apply, and
+/// [`Limits::default`](crate::Limits) for other handlers).
+///
+/// A [`TaskServer`]'s engine is started first ([`Engine::start`](crate::Engine::start)); a
+/// handler of your own starts its engine itself before it is served.
+///
+/// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
+/// connections stall about 40 ms each (Nagle against delayed ACK).
+///
+/// ```no_run
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
+/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
+/// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// let options = HttpOptions::new().with_static_tokens(tokens);
+/// mcp_tasks::serve_http(listener, TaskServer::new(toolkit), options).await
+/// # }
+/// ```
+///
+/// # Errors
+/// An I/O error of the listener; a [`TaskServer`] whose engine was shut down
+/// ([`StartError::Stopped`](crate::StartError)) as [`io::ErrorKind::Other`].
+pub async fn serve_http<S>(listener: TcpListener, server: S, options: HttpOptions) -> io::Result<()>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let config = StreamableHttpServerConfig::default()
-        .with_json_response(true)
-        .with_max_request_body_bytes(options.limits.max_request_bytes());
-    StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        options.config(config),
-    )
+    if let Some(server) = as_task_server(&server) {
+        server.engine().start().map_err(io::Error::other)?;
+    }
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+    });
+    axum::serve(listener, http_router(server, options)).await
 }
 
-/// An axum router serving `server` at `/mcp`. Add your own layers to it, for example one
-/// that authenticates the caller and inserts an [`Owner`](crate::Owner) into the request's
-/// extensions.
+/// An axum router serving `server` at `/mcp` with `options`, as [`serve_http`] serves it:
+/// behind the bearer guard when one is set, with the request guard and the `Origin` and
+/// `Host` checks always. Add your own layers to it, for example one that authenticates the
+/// caller and inserts an [`Owner`](crate::Owner) into the request's extensions.
 ///
-/// In front of rmcp sits the [request guard](crate::server::guard): malformed requests and
-/// bodies over [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) (of
-/// [`TaskServer::limits`]) are answered with a JSON-RPC error before rmcp parses them
-/// ([`http_service`] alone has no guard). Starts the server's engine ([`start_engine`]).
-pub fn http_router(server: TaskServer) -> axum::Router {
-    start_engine(&server);
-    let options = HttpOptions::default().with_limits(server.limits().clone());
-    http_router_with(server, options)
-}
-
-/// An axum router serving any rmcp handler at `/mcp` with `options`: behind the bearer guard
-/// when one is set, with the request guard (limits of `options`) and the `Origin` and `Host`
-/// checks always.
-pub fn http_router_with<S>(server: S, options: HttpOptions) -> axum::Router
+/// The request guard answers malformed requests and bodies over
+/// [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) with a JSON-RPC error
+/// before rmcp parses them (see [the server module](crate::server#malformed-requests)).
+/// A modern request's answer is one `application/json` body unless the handler sends
+/// something before it (then SSE); legacy `initialize` clients get sessions.
+pub fn http_router<S>(server: S, options: HttpOptions) -> axum::Router
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let guard =
-        axum::middleware::from_fn_with_state(options.limits.clone(), super::guard::http_guard);
-    let router = axum::Router::new()
-        .nest_service(MCP_PATH, http_service_with(server, &options))
-        .layer(guard);
+    if let Some(server) = as_task_server(&server) {
+        start_engine(server);
+    }
+    let limits = options.limits_for(&server);
+    let guard = axum::middleware::from_fn_with_state(limits.clone(), super::guard::http_guard);
+    // Behind an `Arc`: the router and the guard layer clone the service they call on every
+    // request, and cloning rmcp's service copies its whole configuration (the origin and
+    // host lists).
+    let service = Arc::new(http_service(server, &options, &limits));
+    let mcp = axum::routing::any(move |request: axum::extract::Request| {
+        let service = service.clone();
+        async move { service.handle(request).await }
+    });
+    let router = axum::Router::new().route(MCP_PATH, mcp).layer(guard);
     let router = match &options.bearer {
         Some(bearer) => bearer.protect(router),
         None => router,
@@ -92,53 +102,24 @@ where
     }
 }
 
-/// Serves `server` at `/mcp` on `listener` until the process ends, after starting its
-/// engine ([`Engine::start`](crate::Engine::start)).
-///
-/// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
-/// connections stall about 40 ms each (Nagle against delayed ACK).
-///
-/// # Errors
-/// An I/O error of the listener; the engine's [`StartError`](crate::StartError) (it was
-/// shut down) as [`io::ErrorKind::Other`].
-pub async fn serve_http(listener: TcpListener, server: TaskServer) -> io::Result<()> {
-    server.engine().start().map_err(io::Error::other)?;
-    let options = HttpOptions::default().with_limits(server.limits().clone());
-    serve_http_with(listener, server, options).await
-}
-
-/// [`serve_http`] for any rmcp handler, with `options`: authentication, the allowed
-/// origins and the request limits ([`HttpOptions::with_limits`]; [`TaskServer::limits`] only
-/// applies to [`serve_http`] and stdio).
-///
-/// ```no_run
-/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
-/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
-/// let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").map_err(std::io::Error::other)?;
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// let server = TaskServer::new(toolkit);
-/// // The `*_with` functions serve any handler, so they start no engine: start it first.
-/// server.engine().start().map_err(std::io::Error::other)?;
-/// mcp_tasks::serve_http_with(listener, server, HttpOptions::new().with_static_tokens(tokens)).await
-/// # }
-/// ```
-///
-/// # Errors
-/// An I/O error of the listener.
-pub async fn serve_http_with<S>(
-    listener: TcpListener,
+/// rmcp's Streamable HTTP service for `server` with the `Origin` and `Host` checks of
+/// `options` and the body limit of `limits`.
+fn http_service<S>(
     server: S,
-    options: HttpOptions,
-) -> io::Result<()>
+    options: &HttpOptions,
+    limits: &Limits,
+) -> StreamableHttpService<S, LocalSessionManager>
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, http_router_with(server, options)).await
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(limits.max_request_bytes());
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        options.config(config),
+    )
 }
 
 /// Starts the engine of a server about to be served by a function that cannot return an
@@ -146,6 +127,22 @@ where
 /// the engine was shut down, whose calls are refused anyway; it is logged. The functions
 /// that take any handler (`*_with`) start nothing: start the engine of your handler with
 /// [`Engine::start`](crate::Engine::start) before serving it.
+fn start_engine(server: &TaskServer) {
+    if let Err(error) = server.engine().start() {
+        tracing::error!(%error, "the engine of the served TaskServer did not start");
+    }
+}
+
+/// `server` as a [`TaskServer`], when it is one: its engine is started by the serving
+/// functions, and its limits apply unless the options set others.
+fn as_task_server<S: 'static>(server: &S) -> Option<&TaskServer> {
+    (server as &dyn std::any::Any).downcast_ref::<TaskServer>()
+}
+
+/// Starts the engine of a [`TaskServer`] about to be served by [`http_router`], which cannot
+/// return an error: called from a tokio runtime, a failure means the engine was shut down,
+/// whose calls are refused anyway; it is logged. A handler of your own starts nothing: start
+/// its engine with [`Engine::start`](crate::Engine::start) before serving it.
 fn start_engine(server: &TaskServer) {
     if let Err(error) = server.engine().start() {
         tracing::error!(%error, "the engine of the served TaskServer did not start");
@@ -163,7 +160,7 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
     "https://[::1]:*",
 ];
 
-/// How [`serve_http_with`] guards `/mcp`: who may call (a bearer token) and from which
+/// How [`serve_http`] guards `/mcp`: who may call (a bearer token) and from which
 /// browser origins (docs/protocol.md R49, C36).
 ///
 /// The default authenticates nobody (every request is
@@ -188,7 +185,8 @@ pub struct HttpOptions {
     protected_resource: Option<ProtectedResource>,
     origins: Option<Vec<String>>,
     hosts: Option<Vec<String>>,
-    limits: Limits,
+    /// `None`: a [`TaskServer`]'s own limits, else the defaults.
+    limits: Option<Limits>,
 }
 
 impl Default for HttpOptions {
@@ -199,7 +197,7 @@ impl Default for HttpOptions {
             protected_resource: None,
             origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
             hosts: None,
-            limits: Limits::default(),
+            limits: None,
         }
     }
 }
@@ -296,11 +294,21 @@ impl HttpOptions {
         self
     }
 
-    /// Sets the request limits: the body size rmcp accepts and the request guard's checks
-    /// (default [`Limits::default`]).
+    /// Sets the request limits: the body size rmcp accepts and the request guard's checks.
+    /// Default: a [`TaskServer`]'s own ([`TaskServer::with_limits`]), [`Limits::default`]
+    /// for any other handler.
     pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.limits = Some(limits);
         self
+    }
+
+    /// The request limits for `server`: these options' own, else a [`TaskServer`]'s, else
+    /// the defaults.
+    fn limits_for<S: 'static>(&self, server: &S) -> Limits {
+        if let Some(limits) = &self.limits {
+            return limits.clone();
+        }
+        as_task_server(server).map_or_else(Limits::default, |server| server.limits().clone())
     }
 
     /// `config` with these checks.

@@ -1,20 +1,26 @@
 //! Serving over stdio, and over any other newline-delimited byte stream.
 //!
-//! rmcp reads and writes the messages; in front of its reader sits a line filter (the
-//! [request guard](super::guard)): each line is checked against the server's
-//! [`Limits`](crate::Limits) and the request shapes of the methods this crate owns; a line it
-//! rejects is answered with one JSON-RPC error line and never reaches rmcp, every other line
-//! is passed on unchanged. rmcp's output and the filter's error lines go to the output
-//! through one writer, a whole line at a time, so they never interleave.
+//! The [request guard](super::guard) reads the input: each line is parsed once, checked
+//! against the server's [`Limits`](crate::Limits) and the request shapes of the methods this
+//! crate owns, and handed to rmcp as the message it decoded to (with the guard's verdict in
+//! its extensions), through a [`Transport`] of its own; a line it rejects is answered with
+//! one JSON-RPC error line and never reaches rmcp. rmcp's messages and the filter's error
+//! lines go to the output through one writer, a whole line at a time, so they never
+//! interleave.
 //!
 //! ```text
-//! read --lines--> filter --good lines--> rmcp --lines--\
-//!                   \--error lines------------------------> writer --> write
+//! read --lines--> filter --messages--> rmcp --messages--\
+//!                   \--error lines---------------------------> writer --> write
 //! ```
 
 use std::io;
 
-use rmcp::{ServiceExt, transport::async_rw::AsyncRwTransport};
+use rmcp::{
+    RoleServer, ServiceExt,
+    model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage},
+    transport::Transport,
+};
+use serde::Deserialize;
 use tokio::{
     io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
@@ -23,8 +29,8 @@ use tokio::{
 use super::{TaskServer, guard};
 use crate::Limits;
 
-/// How many bytes rmcp's side of each internal pipe buffers.
-const PIPE_BYTES: usize = 64 * 1024;
+/// How many decoded messages wait for rmcp, and how many lines for the writer.
+const QUEUE: usize = 64;
 
 /// Serves `server` on this process's stdin and stdout until the client closes stdin.
 ///
@@ -49,7 +55,7 @@ pub async fn serve_stdio(mut server: TaskServer) -> io::Result<()> {
 /// ends: a pipe, a socket, a child's stdio. Malformed lines and lines over the server's
 /// [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) are answered with one
 /// JSON-RPC error line each and the stream goes on. In front of rmcp's reader sits a line
-/// filter, the [request guard](crate::server::guard); rmcp's output and the filter's error
+/// filter, the [request guard](crate::server#malformed-requests); rmcp's output and the filter's error
 /// lines reach `write` through one writer, a whole line at a time, so they never interleave.
 /// Starts the server's engine ([`Engine::start`](super::Engine::start)) first.
 ///
@@ -63,27 +69,19 @@ where
 {
     server.engine().start().map_err(io::Error::other)?;
     let limits = server.limits().clone();
-    // Two pipes, each used in one direction; rmcp holds a whole end of each, so the other
-    // end sees EOF (or a broken pipe) as soon as rmcp drops its transport.
-    let (rmcp_read, filter_write) = tokio::io::duplex(PIPE_BYTES);
-    let (output_read, rmcp_write) = tokio::io::duplex(PIPE_BYTES);
-    let (lines, queue) = mpsc::channel::<Vec<u8>>(64);
+    let (lines, queue) = mpsc::channel::<Vec<u8>>(QUEUE);
     let writer = tokio::spawn(write_lines(write, queue));
-    let output = tokio::spawn(forward_output(BufReader::new(output_read), lines.clone()));
-    // The filter bounds every line, so rmcp's own line limit must not drop one it passed.
-    let transport =
-        AsyncRwTransport::new_server(rmcp_read, rmcp_write).with_max_line_length(usize::MAX);
+    let (to_rmcp, from_filter) = mpsc::channel::<ClientJsonRpcMessage>(QUEUE);
+    let transport = Filtered {
+        incoming: from_filter,
+        output: lines.clone(),
+    };
     let service = async move {
         let running = server.serve(transport).await.map_err(io::Error::other)?;
         running.waiting().await.map_err(io::Error::other)?;
         Ok::<(), io::Error>(())
     };
-    let mut filter = Box::pin(filter_input(
-        BufReader::new(read),
-        filter_write,
-        lines,
-        limits,
-    ));
+    let mut filter = Box::pin(filter_input(BufReader::new(read), to_rmcp, lines, limits));
     let mut service = std::pin::pin!(service);
     let mut filter_done = false;
     let result = loop {
@@ -99,9 +97,43 @@ where
     };
     // The service is gone: stop reading, then let every answered line reach the output.
     drop(filter);
-    let _ = output.await;
     let written = writer.await.map_err(io::Error::other)?;
     result.and(written)
+}
+
+/// rmcp's side of the stdio connection: the messages the filter decoded in, rmcp's
+/// messages out as lines to the writer.
+struct Filtered {
+    incoming: mpsc::Receiver<ClientJsonRpcMessage>,
+    output: mpsc::Sender<Vec<u8>>,
+}
+
+impl Transport<RoleServer> for Filtered {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let output = self.output.clone();
+        async move {
+            let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
+            line.push(b'\n');
+            output
+                .send(line)
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
+        self.incoming.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.incoming.close();
+        Ok(())
+    }
 }
 
 /// Writes each queued line, in order, until every sender is gone.
@@ -116,21 +148,6 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         }
     }
     write.flush().await
-}
-
-/// Queues rmcp's output, one whole line at a time.
-async fn forward_output<R: AsyncBufRead + Unpin>(mut read: R, lines: mpsc::Sender<Vec<u8>>) {
-    loop {
-        let mut line = Vec::new();
-        match read.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                if lines.send(line).await.is_err() {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 /// One line of input, read with a bound.
@@ -177,17 +194,16 @@ async fn read_line<R: AsyncBufRead + Unpin>(read: &mut R, limit: usize) -> io::R
     }
 }
 
-/// Reads `read` line by line: good lines go to rmcp (`to_rmcp`), rejected ones are answered
-/// with an error line (`lines`). Ends at EOF, closing rmcp's input.
-async fn filter_input<R, W>(
+/// Reads `read` line by line: good lines go to rmcp decoded (`to_rmcp`), rejected ones are
+/// answered with an error line (`lines`). Ends at EOF, which ends rmcp's input.
+async fn filter_input<R>(
     mut read: R,
-    mut to_rmcp: W,
+    to_rmcp: mpsc::Sender<ClientJsonRpcMessage>,
     lines: mpsc::Sender<Vec<u8>>,
     limits: Limits,
 ) -> io::Result<()>
 where
     R: AsyncBufRead + Unpin,
-    W: AsyncWrite + Unpin,
 {
     let mut legacy_session = false;
     loop {
@@ -206,23 +222,24 @@ where
                     Err(error) => Err((None, error)),
                     Ok(message) => match guard::check(&message, &limits, legacy_session) {
                         Err(error) => Err((guard::request_id(&message), error)),
-                        Ok(()) => {
+                        Ok(checked) => {
                             if message.get("method").and_then(|m| m.as_str()) == Some("initialize")
                             {
                                 legacy_session = true;
                             }
-                            Ok(line)
+                            decode(message, checked)
                         }
                     },
                 }
             }
         };
         match verdict {
-            Ok(mut line) => {
-                line.push(b'\n');
-                to_rmcp.write_all(&line).await?;
-                to_rmcp.flush().await?;
+            Ok(Some(message)) => {
+                if to_rmcp.send(message).await.is_err() {
+                    break;
+                }
             }
+            Ok(None) => {}
             Err((id, error)) => {
                 let mut answer = guard::error_response(id, error);
                 answer.push(b'\n');
@@ -232,5 +249,31 @@ where
             }
         }
     }
-    to_rmcp.shutdown().await
+    Ok(())
+}
+
+/// The message rmcp dispatches, from the JSON the guard checked (moved, not parsed again),
+/// with the guard's verdict in its extensions. A request rmcp's types do not decode is
+/// answered `-32600`; such a notification is dropped (nothing answers a notification).
+type Verdict =
+    Result<Option<ClientJsonRpcMessage>, (Option<rmcp::model::RequestId>, rmcp::ErrorData)>;
+
+fn decode(message: serde_json::Value, checked: Option<guard::Checked>) -> Verdict {
+    let id = guard::request_id(&message);
+    match ClientJsonRpcMessage::deserialize(message) {
+        Ok(mut decoded) => {
+            if let (ClientJsonRpcMessage::Request(request), Some(checked)) = (&mut decoded, checked)
+            {
+                request.request.extensions_mut().insert(checked);
+            }
+            Ok(Some(decoded))
+        }
+        Err(error) if id.is_some() => {
+            Err((id, crate::errors::undecodable_message(&error.to_string())))
+        }
+        Err(error) => {
+            tracing::debug!(%error, "dropped a notification rmcp does not decode");
+            Ok(None)
+        }
+    }
 }

@@ -22,8 +22,7 @@ use crate::{runtime::recover::RecoveryReport, store::StoreError, toolkit::Toolki
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
 /// let server = mcp_tasks::TaskServer::new(toolkit);
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// // Starts the engine's background loops, then serves.
-/// mcp_tasks::serve_http(listener, server).await
+/// mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new()).await
 /// # }
 /// ```
 ///
@@ -40,7 +39,7 @@ use crate::{runtime::recover::RecoveryReport, store::StoreError, toolkit::Toolki
 /// let server = TaskServer::from_engine(engine);
 /// server.recover().await?;
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// mcp_tasks::serve_http(listener, server).await?;
+/// mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new()).await?;
 /// # Ok(())
 /// # }
 /// ```

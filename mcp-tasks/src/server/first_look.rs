@@ -1,0 +1,404 @@
+//! The request guard's first look at an HTTP body: one borrowed pass that accepts a
+//! well-formed request of the methods this crate owns without building a JSON tree.
+//!
+//! It checks what [`check`](super::guard::check) checks on such a request (the JSON-RPC
+//! envelope, the params' field types, the arguments' size, nesting within serde_json's
+//! limit) and answers how the request negotiated. It only ever **accepts**: whatever it is
+//! not sure of (another method, a field of the wrong type, a duplicate key, a body large
+//! enough that the arguments might be over their limit) returns `None`, and the guard's full
+//! check decides, with the error a client can act on.
+
+use std::fmt;
+
+use rmcp::model::ClientCapabilities;
+use serde::{
+    Deserialize, Deserializer,
+    de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor},
+};
+use serde_json::Value;
+
+use super::negotiation::{CLIENT_CAPABILITIES_KEY, Checked, Negotiation, PROTOCOL_VERSION_KEY};
+use crate::Limits;
+
+/// A compact re-serialization of parsed JSON is at most this many times longer than the
+/// text it was parsed from (a float written `1e15` comes back as `1000000000000000.0`;
+/// everything else keeps or loses length).
+const MAX_GROWTH: usize = 5;
+
+/// `Some` when `bytes` is a well-formed request of `tools/call` or `tasks/*` that the full
+/// check would let through, with its verdict; `None` to leave the decision to the full check.
+pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Option<Checked> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let envelope = Envelope::deserialize(&mut deserializer).ok()?;
+    deserializer.end().ok()?;
+    if envelope.jsonrpc.as_deref() != Some("2.0") || !matches!(envelope.id, Some(Kind::Id)) {
+        return None;
+    }
+    let params = envelope.params?;
+    let meta_ok = matches!(params.meta.kind, None | Some(Kind::Null | Kind::Object));
+    let absent_null_or = |kind: Option<Kind>, wanted: Kind| {
+        kind.is_none_or(|kind| kind == Kind::Null || kind == wanted)
+    };
+    let shape_ok = match envelope.method.as_deref()? {
+        "tools/call" => {
+            params.name == Some(Kind::String)
+                && absent_null_or(params.arguments, Kind::Object)
+                && absent_null_or(params.input_responses, Kind::Object)
+                && absent_null_or(params.request_state, Kind::String)
+                // Compact, the arguments are at most MAX_GROWTH times the body: under the
+                // limit for any body this small; a larger one gets the exact count.
+                && bytes.len().saturating_mul(MAX_GROWTH) <= limits.max_arguments_bytes()
+        }
+        "tasks/get" | "tasks/cancel" => params.task_id == Some(Kind::String),
+        "tasks/update" => {
+            params.task_id == Some(Kind::String) && params.input_responses == Some(Kind::Object)
+        }
+        _ => false,
+    };
+    if !(shape_ok && meta_ok) {
+        return None;
+    }
+    let capabilities = params
+        .meta
+        .capabilities
+        .and_then(|caps| ClientCapabilities::deserialize(&caps).ok());
+    Some(Checked {
+        negotiation: Negotiation::new(
+            params.meta.protocol_version.as_deref(),
+            capabilities.as_ref(),
+            legacy_session,
+        ),
+        capabilities,
+    })
+}
+
+/// The JSON type of a value (its content skipped), or [`Kind::Id`] for a valid request id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+    /// A string or an integer that fits 64 bits: what a request id may be.
+    Id,
+}
+
+/// Skips one value, nesting checked as serde_json checks it when it builds a tree (its
+/// `IgnoredAny` does not count depth).
+struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(KindVisitor { id: false })
+            .map(|_| Skip)
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(KindVisitor { id: false })
+    }
+}
+
+/// A request id: [`Kind::Id`] for a string or a 64-bit integer, the plain kind otherwise.
+struct Id(Kind);
+
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_any(KindVisitor { id: true })
+            .map(Id)
+    }
+}
+
+struct KindVisitor {
+    /// Strings and integers are [`Kind::Id`].
+    id: bool,
+}
+
+impl<'de> Visitor<'de> for KindVisitor {
+    type Value = Kind;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Kind, E> {
+        Ok(Kind::Null)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Kind, E> {
+        Ok(Kind::Bool)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
+        Ok(if self.id { Kind::Id } else { Kind::Number })
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
+        Ok(if self.id { Kind::Id } else { Kind::Number })
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
+        Ok(Kind::Number)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
+        Ok(if self.id { Kind::Id } else { Kind::String })
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
+        while seq.next_element::<Skip>()?.is_some() {}
+        Ok(Kind::Array)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
+        while map.next_key::<IgnoredAny>()?.is_some() {
+            map.next_value::<Skip>()?;
+        }
+        Ok(Kind::Object)
+    }
+}
+
+/// Sets `slot` once; a second occurrence of the key is an error (the full check decides).
+fn once<T, E: de::Error>(slot: &mut Option<T>, value: T, key: &'static str) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::duplicate_field(key));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+/// The top level of a message.
+#[derive(Default)]
+struct Envelope {
+    jsonrpc: Option<String>,
+    method: Option<String>,
+    id: Option<Kind>,
+    params: Option<Params>,
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Envelope;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+                let mut out = Envelope::default();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match &*key {
+                        "jsonrpc" => once(&mut out.jsonrpc, map.next_value()?, "jsonrpc")?,
+                        "method" => once(&mut out.method, map.next_value()?, "method")?,
+                        "id" => once(&mut out.id, map.next_value::<Id>()?.0, "id")?,
+                        "params" => once(&mut out.params, map.next_value()?, "params")?,
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+/// The fields of `tools/call` and `tasks/*` params, by kind.
+#[derive(Default)]
+struct Params {
+    name: Option<Kind>,
+    arguments: Option<Kind>,
+    input_responses: Option<Kind>,
+    request_state: Option<Kind>,
+    task_id: Option<Kind>,
+    meta: Meta,
+}
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Params;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of params")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+                let mut out = Params::default();
+                let mut meta_seen = false;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match &*key {
+                        "name" => once(&mut out.name, map.next_value()?, "name")?,
+                        "arguments" => once(&mut out.arguments, map.next_value()?, "arguments")?,
+                        "inputResponses" => once(
+                            &mut out.input_responses,
+                            map.next_value()?,
+                            "inputResponses",
+                        )?,
+                        "requestState" => {
+                            once(&mut out.request_state, map.next_value()?, "requestState")?;
+                        }
+                        "taskId" => once(&mut out.task_id, map.next_value()?, "taskId")?,
+                        "_meta" => {
+                            if std::mem::replace(&mut meta_seen, true) {
+                                return Err(de::Error::duplicate_field("_meta"));
+                            }
+                            out.meta = map.next_value()?;
+                        }
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+/// What negotiation reads of `params._meta`.
+#[derive(Default)]
+struct Meta {
+    /// `None` when `_meta` is absent.
+    kind: Option<Kind>,
+    protocol_version: Option<String>,
+    capabilities: Option<Value>,
+}
+
+impl<'de> Deserialize<'de> for Meta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Meta;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object or null")
+            }
+            fn visit_unit<E>(self) -> Result<Meta, E> {
+                Ok(Meta {
+                    kind: Some(Kind::Null),
+                    ..Meta::default()
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+                let mut out = Meta {
+                    kind: Some(Kind::Object),
+                    ..Meta::default()
+                };
+                let mut version_seen = false;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match &*key {
+                        PROTOCOL_VERSION_KEY => {
+                            if std::mem::replace(&mut version_seen, true) {
+                                return Err(de::Error::duplicate_field(PROTOCOL_VERSION_KEY));
+                            }
+                            // Anything but a string names no version.
+                            out.protocol_version = match map.next_value::<Value>()? {
+                                Value::String(version) => Some(version),
+                                _ => None,
+                            };
+                        }
+                        CLIENT_CAPABILITIES_KEY => once(
+                            &mut out.capabilities,
+                            map.next_value()?,
+                            CLIENT_CAPABILITIES_KEY,
+                        )?,
+                        _ => {
+                            map.next_value::<Skip>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::accept;
+    use crate::{
+        Limits,
+        server::guard::{check, parse},
+    };
+
+    /// The first look accepts exactly what the full check accepts, with the same verdict.
+    fn agrees(body: &str) -> bool {
+        let limits = Limits::default();
+        let fast = accept(body.as_bytes(), &limits, false);
+        let full = parse(body.as_bytes())
+            .ok()
+            .and_then(|message| check(&message, &limits, false).ok().flatten());
+        match (&fast, &full) {
+            (Some(fast), Some(full)) => {
+                assert_eq!(fast.negotiation, full.negotiation, "{body}");
+                assert_eq!(fast.capabilities, full.capabilities, "{body}");
+                true
+            }
+            // It may leave a good request to the full check, never accept a bad one.
+            (None, _) => false,
+            (Some(_), None) => panic!("accepted what the full check refuses: {body}"),
+        }
+    }
+
+    fn meta() -> serde_json::Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": {"io.modelcontextprotocol/tasks": {}}
+            }
+        })
+    }
+
+    #[test]
+    fn accepts_well_formed_requests_of_owned_methods() {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t", "arguments": {"a": [1, {"b": null}]}, "_meta": meta()}});
+        assert!(agrees(&call.to_string()));
+        let get = json!({"jsonrpc": "2.0", "id": "x", "method": "tasks/get",
+            "params": {"taskId": "abc", "_meta": meta()}});
+        assert!(agrees(&get.to_string()));
+        let update = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/update",
+            "params": {"taskId": "abc", "inputResponses": {}, "_meta": meta()}});
+        assert!(agrees(&update.to_string()));
+        let legacy = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "t"}});
+        assert!(agrees(&legacy.to_string()));
+    }
+
+    #[test]
+    fn leaves_everything_else_to_the_full_check() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":"{}"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t"]}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/update","params":{"taskId":"a"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"a","_meta":5}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}} x"#,
+        ] {
+            assert!(!agrees(body), "{body}");
+        }
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","x":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(accept(deep.as_bytes(), &Limits::default(), false).is_none());
+    }
+
+    #[test]
+    fn large_bodies_get_the_exact_count() {
+        let limits = Limits::default().with_max_arguments_bytes(100);
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t", "arguments": {"a": "x".repeat(30)}}})
+        .to_string();
+        assert!(accept(body.as_bytes(), &limits, false).is_none());
+        assert!(check(&parse(body.as_bytes()).unwrap(), &limits, false).is_ok());
+    }
+}
