@@ -122,17 +122,6 @@ where
     )
 }
 
-/// Starts the engine of a server about to be served by a function that cannot return an
-/// error ([`http_router`], [`http_service`]): called from a tokio runtime, a failure means
-/// the engine was shut down, whose calls are refused anyway; it is logged. The functions
-/// that take any handler (`*_with`) start nothing: start the engine of your handler with
-/// [`Engine::start`](crate::Engine::start) before serving it.
-fn start_engine(server: &TaskServer) {
-    if let Err(error) = server.engine().start() {
-        tracing::error!(%error, "the engine of the served TaskServer did not start");
-    }
-}
-
 /// `server` as a [`TaskServer`], when it is one: its engine is started by the serving
 /// functions, and its limits apply unless the options set others.
 fn as_task_server<S: 'static>(server: &S) -> Option<&TaskServer> {
