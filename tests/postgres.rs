@@ -685,7 +685,10 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
             .claim_queued("other", Duration::from_secs(300), 1000)
             .await
             .unwrap();
-        assert!(!claimed.is_empty(), "only {held} of the 5,000 tasks were queued");
+        assert!(
+            !claimed.is_empty(),
+            "only {held} of the 5,000 tasks were queued"
+        );
         held += claimed.len();
     }
     let raw = db.raw().await;
@@ -759,7 +762,10 @@ async fn create_leased(
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1, "{claimed:?}");
-    assert_eq!(claimed[0].0.id, id, "the task just created is the one claimed");
+    assert_eq!(
+        claimed[0].0.id, id,
+        "the task just created is the one claimed"
+    );
     let lease = claimed[0].1.clone();
     assert_eq!(lease.epoch, 1, "a new task's first lease");
     lease
