@@ -38,27 +38,16 @@ EXEMPT = {
     # A private module (`mod errors;` in lib.rs, nothing re-exported from it): its docs are
     # never rendered, and each error names the rule it implements for the maintainers.
     "mcp-tasks/src/errors.rs",
-}
-# Files whose doc comments still cite rules and are yet to be rewritten in plain words (the
-# crate root, the runtime, the server and the stores, being cleaned separately). Remove a file
-# here once it is clean: the check fails while a clean file is still listed.
-STILL_TO_CLEAN = {
-    "mcp-tasks/src/clock.rs",
-    "mcp-tasks/src/id.rs",
-    "mcp-tasks/src/lib.rs",
-    "mcp-tasks/src/runtime/call.rs",
-    "mcp-tasks/src/runtime/mod.rs",
-    "mcp-tasks/src/runtime/recover.rs",
-    "mcp-tasks/src/server/auth.rs",
-    "mcp-tasks/src/server/guard.rs",
-    "mcp-tasks/src/server/mod.rs",
-    "mcp-tasks/src/server/request_state.rs",
-    "mcp-tasks/src/server/router.rs",
-    "mcp-tasks/src/server/serve_http.rs",
-    "mcp-tasks/src/store/mod.rs",
+    # Crate-private modules (`pub(crate) mod call;` in runtime, `pub(crate) mod record;` in
+    # store, nothing re-exported from them): never rendered, and their numbered invariants,
+    # which tests cite ("store invariant 9"), name the rules they keep.
+    "mcp-tasks/src/runtime/call/mod.rs",
+    "mcp-tasks/src/runtime/call/state.rs",
     "mcp-tasks/src/store/record.rs",
-    "mcp-tasks/src/store/sqlite/mod.rs",
 }
+# Files whose doc comments still cite rules and are yet to be rewritten in plain words: none
+# now. Kept for a large rewrite done in steps; an entry fails the check once its file is clean.
+STILL_TO_CLEAN: set[str] = set()
 
 RULE = re.compile(r"\b([RC])(\d+)(?:\s*[-–]\s*(?:[RC])?(\d+))?\b")
 SECTION = re.compile(r"(PEERS\.md\s+|RFC\s*\d+\s+)?§(\d+)(?:\.(\d+))?(?:\s+item\s+(\d+)|\s+\((\d+)\))?")

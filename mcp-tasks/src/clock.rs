@@ -53,8 +53,9 @@ pub fn millis(duration: Duration) -> u64 {
 /// `9999-12-31T23:59:59.999Z`.
 const MAX_RFC3339_MS: u64 = 253_402_300_799_999;
 
+// The wire's timestamp form: docs/protocol.md §7 item 10.
 /// Formats milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
-/// e.g. `2026-08-01T10:00:00.000Z` (docs/protocol.md §7 item 10). An instant past year 9999
+/// e.g. `2026-08-01T10:00:00.000Z`. An instant past year 9999
 /// (a corrupt stored timestamp, a saturated deadline) is written as the last one RFC 3339
 /// has, never as a five-digit year and never with a panic.
 ///

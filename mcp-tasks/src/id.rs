@@ -1,5 +1,5 @@
 //! Task identifiers: a millisecond timestamp, then 128 bits from the operating system's
-//! CSPRNG (docs/protocol.md R13).
+//! CSPRNG.
 //!
 //! The 128 random bits make an id unguessable; the timestamp in front makes ids sort by
 //! creation time, so a durable store keyed by id (a B-tree: SQLite, Postgres) appends new
@@ -8,6 +8,8 @@
 //! of 64 creates fills a handful of pages (`examples/store_bench.rs`, BENCHMARKS.md). The
 //! cost: an id tells its holder when the task was created, which `tasks/get` tells it
 //! anyway (`createdAt`).
+
+// Unguessable ids: docs/protocol.md R13.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

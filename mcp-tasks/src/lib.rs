@@ -128,9 +128,9 @@ pub use limits::Limits;
 ///   on the wire, or makes it optional with `Default::default()` (shown as the schema's
 ///   `default`).
 /// - `#[arg(header = "Region")]` also sends the argument as the HTTP header `Mcp-Param-Region`
-///   (SEP-2243, docs/protocol.md C35): the property gets `"x-mcp-header": "Region"`, clients
+///   (SEP-2243): the property gets `"x-mcp-header": "Region"`, clients
 ///   on Streamable HTTP copy its value into the header, and the server answers a call whose
-///   header is missing or differs from the argument with HTTP 400 and `-32020` (C33), so a
+///   header is missing or differs from the argument with HTTP 400 and `-32020`, so a
 ///   gateway can route on the header without reading the body. The name must be an HTTP token
 ///   (letters, digits, `-`, ...), written without the `Mcp-Param-` prefix, and unique within
 ///   the tool without regard to case; the type must be a string, an integer or a boolean (or

@@ -587,7 +587,8 @@ async fn reap_loop(runtime: Arc<Runtime>) {
     }
 }
 
-/// The `CallToolResult` as the JSON object `result` of a completed task (R47).
+/// The `CallToolResult` as the JSON object `result` of a completed task.
+// docs/protocol.md R47.
 pub(crate) fn result_object(result: &CallToolResult) -> JsonObject {
     match serde_json::to_value(result) {
         Ok(Value::Object(map)) => map,

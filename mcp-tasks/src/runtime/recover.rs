@@ -9,8 +9,8 @@
 //! 2. **A task is replayed only by the code that started it**: the same tool name and the same
 //!    [`ToolDefinition::version`](crate::ToolDefinition::version), and only when its tool's
 //!    [`RestartPolicy`] is `Resume`. A task whose tool is gone, whose version changed, or whose
-//!    stored arguments no longer decode ends `failed` with a `statusMessage` that says which
-//!    (protocol R21), as does every task of a `Fail` tool.
+//!    stored arguments no longer decode ends `failed` with a `statusMessage` that says which,
+//!    as does every task of a `Fail` tool.
 //! 3. **A replay repeats nothing that finished**: the tool runs again from the top, and every
 //!    step stored before returns its stored result without running, every question answered
 //!    before returns its stored answer without being asked (the [`Replay`] data).
@@ -23,6 +23,8 @@
 //!    failure is written fenced with it. A starting instance never replays the tasks other
 //!    live instances are running ([`TaskStore::recoverable`](crate::TaskStore::recoverable)
 //!    is for single-process stores).
+
+// Invariant 2's status messages: docs/protocol.md R21.
 
 use std::sync::Arc;
 

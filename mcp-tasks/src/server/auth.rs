@@ -1,4 +1,4 @@
-//! Who is calling (docs/protocol.md R49): bearer-token authentication for Streamable HTTP, and the one
+//! Who is calling: bearer-token authentication for Streamable HTTP, and the one
 //! principal of a stdio server.
 //!
 //! Every task belongs to the [`Owner`] of the request that created it, and `tasks/get`,

@@ -62,7 +62,8 @@ pub struct Engine {
     pub(super) default_owner: Arc<str>,
     pub(super) tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
     pub(super) request_state: Arc<request_state::Sealer>,
-    /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo` (C9).
+    /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo`.
+    // docs/protocol.md C9.
     pub(super) result_meta: Arc<MetaObject>,
     pub(super) server_info: Arc<Implementation>,
     /// Stops the loops when the last clone is dropped.
@@ -172,7 +173,9 @@ impl Engine {
     }
 
     /// `capabilities` plus `tools` and, when any tool can run as a task,
-    /// `extensions["io.modelcontextprotocol/tasks"] = {}` (exactly `{}`, docs/protocol.md §3.6).
+    /// `extensions["io.modelcontextprotocol/tasks"] = {}` (exactly `{}`: the extension has no
+    /// settings).
+    // docs/protocol.md §3.6.
     #[must_use]
     pub fn capabilities(&self, mut capabilities: ServerCapabilities) -> ServerCapabilities {
         if !self.toolkit.is_empty() && capabilities.tools.is_none() {
@@ -304,10 +307,13 @@ impl Engine {
         })
     }
 
-    /// Answers `tasks/get` with the task's `DetailedTask` (R14-R16).
+    /// Answers `tasks/get` with the task's `DetailedTask`: its status, and its result, error
+    /// or outstanding input requests.
     ///
     /// # Errors
-    /// `-32021` without the extension; `-32602` for an unknown or foreign id (R17, R49).
+    /// `-32021` when the request does not declare the tasks extension; `-32602` for an id
+    /// that is unknown, purged, or owned by another principal (the three look the same).
+    // docs/protocol.md R14-R16, R17, R49.
     pub async fn get_task(
         &self,
         params: GetTaskParams,
@@ -322,11 +328,12 @@ impl Engine {
     }
 
     /// Answers `tasks/update`: answers for outstanding keys go to the waiting work, other
-    /// keys are ignored, a subset is fine (R23-R27).
+    /// keys are ignored, a subset is fine.
     ///
     /// # Errors
     /// `-32021` without the extension; `-32602` for an unknown or foreign id, or for an
     /// answer that is not the result type its request asked for.
+    // docs/protocol.md R23-R27.
     pub async fn update_task(
         &self,
         params: UpdateTaskParams,
@@ -351,10 +358,11 @@ impl Engine {
     }
 
     /// Answers `tasks/cancel`: records the intent and signals the work; the status changes
-    /// when the work honours it (R35, R37).
+    /// when the work honours it.
     ///
     /// # Errors
     /// `-32021` without the extension; `-32602` for an unknown or foreign id.
+    // docs/protocol.md R35, R37.
     pub async fn cancel_task(
         &self,
         params: CancelTaskParams,
@@ -416,7 +424,8 @@ impl Engine {
         }
     }
 
-    /// The `_meta` of a result: the server's info (C9).
+    /// The `_meta` of a result: the server's info.
+    // docs/protocol.md C9.
     fn meta(&self) -> MetaObject {
         (*self.result_meta).clone()
     }
@@ -442,7 +451,8 @@ pub(super) fn default_server_info() -> Implementation {
     Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
 }
 
-/// `{"io.modelcontextprotocol/serverInfo": info}` (C9).
+/// `{"io.modelcontextprotocol/serverInfo": info}`.
+// docs/protocol.md C9.
 pub(super) fn server_info_meta(info: &Implementation) -> MetaObject {
     let mut meta = MetaObject::new();
     if let Ok(value) = serde_json::to_value(info) {

@@ -66,10 +66,11 @@ pub(crate) fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8>
 /// `tasks/update` or `tasks/cancel` pass (rmcp answers them); so do well-formed ones, with
 /// the [`Checked`] verdict the engine reads (how the request negotiated, its client
 /// capabilities). `legacy_session` is whether the message arrives in a session opened with
-/// `initialize`, where the extension is undefined (R53).
+/// `initialize`, where the extension is undefined.
 ///
 /// # Errors
 /// The error to answer instead of dispatching (see the [module docs](self)).
+// docs/protocol.md R53.
 pub(crate) fn check(
     message: &Value,
     limits: &Limits,

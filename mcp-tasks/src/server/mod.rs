@@ -1,24 +1,24 @@
 //! The rmcp glue: [`Engine`] answers `tools/list`, `tools/call` and `tasks/*`;
 //! [`TaskServer`] is a ready [`ServerHandler`](rmcp::ServerHandler) built on it.
 //!
-//! # Negotiation (docs/protocol.md §3)
+//! # Negotiation
 //!
 //! A call runs as a task only when **that request** runs on the modern wire (protocol
 //! `2026-07-28` or later, not a session opened with `initialize`) **and** its own `_meta`
-//! declares `io.modelcontextprotocol/tasks` (R1-R3). Nothing carries over from earlier
-//! requests (C3). On a legacy session the extension is undefined (R53): a declaration made
+//! declares `io.modelcontextprotocol/tasks`. Nothing carries over from earlier
+//! requests. On a legacy session the extension is undefined: a declaration made
 //! at `initialize` or on the request changes nothing there.
 //!
 //! | tool mode | declaring request | any other request |
 //! | --- | --- | --- |
-//! | [`Mode::Required`](crate::Mode::Required) | task | `-32021` (R6) |
+//! | [`Mode::Required`](crate::Mode::Required) | task | `-32021` |
 //! | [`Mode::Optional`](crate::Mode::Optional) | task, or inline within its inline budget | inline |
 //! | [`Mode::Inline`](crate::Mode::Inline) | inline | inline |
 //!
 //! `tasks/get`, `tasks/update` and `tasks/cancel` answer `-32021` to a request that does not
-//! declare the extension (§2.8) and `-32602` for an id that is unknown, purged or owned by
-//! someone else (R17, R49). `tasks/result` and `tasks/list` are not methods of this
-//! extension and answer `-32601` (R51, R54).
+//! declare the extension and `-32602` for an id that is unknown, purged or owned by
+//! someone else (the three look the same, so an id reveals nothing). `tasks/result` and
+//! `tasks/list` are not methods of this extension and answer `-32601`.
 //!
 //! # Malformed requests
 //!
@@ -98,12 +98,14 @@ pub use serve_http::{HttpOptions, LOCALHOST_ORIGINS, http_router, serve_http};
 pub use serve_stdio::{serve_io, serve_stdio};
 pub use task_server::TaskServer;
 
-/// The principal a task belongs to (docs/protocol.md R49).
+/// The principal a task belongs to: only requests of the same principal can read or steer
+/// the task.
 ///
 /// Put one in the request's extensions (for Streamable HTTP: an axum/tower layer that inserts
 /// it into the HTTP request's extensions after authenticating the caller). A task records the
 /// owner of the request that created it; `tasks/*` requests from any other owner answer as
 /// for an unknown id. Requests without one get the engine's default owner.
+// docs/protocol.md R49.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Owner(pub Arc<str>);
 

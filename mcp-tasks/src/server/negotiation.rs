@@ -1,4 +1,4 @@
-//! Negotiation, written once (docs/protocol.md §3, R1-R3, R53), and what the transport layer
+//! Negotiation, written once, and what the transport layer
 //! hands the engine with each request.
 //!
 //! A request runs on the modern wire when its own `_meta` names a protocol version without

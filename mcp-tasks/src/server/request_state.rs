@@ -1,8 +1,8 @@
-//! Sealed `requestState` for multi round-trip requests (docs/protocol.md §5.4, C19-C21).
+//! Sealed `requestState` for multi round-trip requests.
 //!
 //! A call that asks for input before it has a task answers `input_required` with the
 //! questions of the round and a `requestState` the client echoes on its retry. That string
-//! comes back as attacker-controlled input (C19), so it is sealed with rmcp's
+//! comes back as attacker-controlled input, so it is sealed with rmcp's
 //! [`RequestStateCodec`] (HMAC-SHA-256) and carries what it is valid for:
 //!
 //! | bound | checked on the retry | a mismatch answers (`-32602`) |
@@ -12,11 +12,11 @@
 //! | the owner of the request ([`Owner`]) | then | "was issued to another principal" |
 //! | the tool | then | "was issued for tool `x`" |
 //! | a SHA-256 digest of the arguments | then | "was issued for other arguments" |
-//! | the input keys this round asked | — | answers for other keys are ignored (C21) |
+//! | the input keys this round asked | — | answers for other keys are ignored |
 //! | the answers of earlier rounds | — | carried, so a retry sends only the new ones |
 //!
 //! A retry without `requestState` proves nothing was asked: its `inputResponses` are ignored
-//! and the call asks again (C21: a new `input_required`, not an error). The payload is
+//! and the call asks again (a new `input_required`, not an error). The payload is
 //! signed, not encrypted: it holds the owner's name, the tool name and earlier answers in
 //! base64url. A state may be retried by its owner until it expires (the same call with the
 //! same answers); it is not single-use.
@@ -165,10 +165,11 @@ impl Sealer {
     }
 
     /// Every answer a retry brings: the earlier rounds' from a verified `state`, and this
-    /// round's `responses` for the keys that round asked (others are ignored, C21).
+    /// round's `responses` for the keys that round asked (others are ignored).
     ///
     /// # Errors
     /// `-32602` saying why the state is refused (see the module docs).
+    // docs/protocol.md C21.
     pub(crate) fn open(
         &self,
         binding: &Binding<'_>,

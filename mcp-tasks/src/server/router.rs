@@ -13,8 +13,8 @@ use super::Engine;
 
 impl Engine {
     /// An rmcp [`ToolRouter`] with one route per tool of this engine, each answering through
-    /// [`Engine::call_tool`] (so a declaring client gets a task, protocol R2-R6). Add it to the
-    /// router of your `#[tool_router]` methods and one `tools/list` shows both:
+    /// [`Engine::call_tool`] (so a client that declares the tasks extension gets a task). Add
+    /// it to the router of your `#[tool_router]` methods and one `tools/list` shows both:
     ///
     /// ```
     /// use mcp_tasks::{Engine, task_tool, toolkit};

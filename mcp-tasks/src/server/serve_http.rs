@@ -150,7 +150,7 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
 ];
 
 /// How [`serve_http`] guards `/mcp`: who may call (a bearer token) and from which
-/// browser origins (docs/protocol.md R49, C36).
+/// browser origins.
 ///
 /// The default authenticates nobody (every request is
 /// [`DEFAULT_OWNER`](crate::DEFAULT_OWNER)), answers 403 to a request whose `Origin` is not
@@ -166,6 +166,7 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
 /// # let _ = options;
 /// # Ok::<(), mcp_tasks::TokenListError>(())
 /// ```
+// docs/protocol.md R49, C36.
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct HttpOptions {
@@ -284,7 +285,8 @@ impl HttpOptions {
     }
 
     /// Sets the request limits: the body size rmcp accepts and the request guard's checks.
-    /// Default: a [`TaskServer`]'s own ([`TaskServer::with_limits`]), [`Limits::default`]
+    /// Default: a [`TaskServer`]'s own ([`TaskServer::limits`], set with
+    /// [`EngineBuilder::with_limits`](super::EngineBuilder::with_limits)), [`Limits::default`]
     /// for any other handler.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = Some(limits);

@@ -56,9 +56,11 @@ pub use postgres::PostgresStore;
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct NewTask {
-    /// The task id (a creation-time prefix and 128 random bits, docs/protocol.md R13).
+    /// The task id (a creation-time prefix and 128 random bits, so it cannot be guessed).
     pub id: Arc<str>,
-    /// Who may read and steer the task (R49).
+    /// Who may read and steer the task: `tasks/get`, `tasks/update` and `tasks/cancel` of
+    /// any other principal answer as if the task did not exist.
+    // docs/protocol.md R49.
     pub owner: Arc<str>,
     /// The tool's wire name.
     pub tool: Arc<str>,
@@ -185,9 +187,11 @@ impl NewTask {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Outcome {
-    /// `completed` with this `CallToolResult` (any `isError`, R46).
+    /// `completed` with this `CallToolResult`, whether its `isError` is set or not.
+    // docs/protocol.md R46.
     Completed(JsonObject),
-    /// `failed` with this JSON-RPC error object (R45).
+    /// `failed` with this JSON-RPC error object.
+    // docs/protocol.md R45.
     Failed(JsonObject),
     /// `cancelled`.
     Cancelled,
@@ -275,7 +279,8 @@ pub struct Recovery {
 pub struct TaskSnapshot {
     /// The id.
     pub id: Arc<str>,
-    /// The owner (R49).
+    /// The owner: the only principal that may read and steer the task.
+    // docs/protocol.md R49.
     pub owner: Arc<str>,
     /// The tool's wire name.
     pub tool: Arc<str>,
@@ -315,7 +320,8 @@ impl TaskSnapshot {
         task
     }
 
-    /// The `DetailedTask`, as `tasks/get` answers it (R14), moving the payload out.
+    /// The `DetailedTask`, as `tasks/get` answers it, moving the payload out.
+    // docs/protocol.md R14.
     #[must_use]
     pub fn into_detailed(self) -> DetailedTask {
         let task = self.to_task();
@@ -406,7 +412,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Moves the task to its terminal state.
     async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError>;
 
-    /// Records a cancel intent. Succeeds on terminal tasks too (the ack of R35/R37).
+    /// Records a cancel intent. Succeeds on terminal tasks too: `tasks/cancel` acknowledges
+    /// every task the caller owns, and a task that already ended keeps its state.
+    // docs/protocol.md R35, R37.
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError>;
 
     /// Records a completed step of a running task, durably before it returns.
