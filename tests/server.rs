@@ -700,7 +700,7 @@ async fn store_capacity_is_a_clear_error() {
             third["error"]["message"].as_str().unwrap().contains("full"),
             "{third}"
         );
-        assert_eq!(third["error"]["data"]["capacity"], 2);
+        assert_eq!(third["error"]["data"]["maxTasks"], 2);
         for id in [&a, &b] {
             assert_eq!(peer.get(id).await["result"]["status"], "working");
         }

@@ -64,17 +64,53 @@ pub fn bad_request_state(reason: &str) -> ErrorData {
 
 /// `-32603` when the store cannot take another task.
 #[must_use]
-pub fn store_full(capacity: usize) -> ErrorData {
+pub fn store_full(max_tasks: usize) -> ErrorData {
     ErrorData::internal_error(
-        format!("the task store is full ({capacity} tasks); retry once tasks finish or expire"),
-        Some(json!({ "capacity": capacity })),
+        format!("the task store is full ({max_tasks} tasks); retry once tasks finish or expire"),
+        Some(json!({ "maxTasks": max_tasks })),
     )
 }
 
-/// `-32603` for a failure of the task store itself.
+/// `-32603` for a failure of the task store itself. A backend's own words (which can name
+/// tables, hosts or values) go to the server's log, not to the client: the client learns
+/// whether a retry may help (`data.retryable`) and the backend's error code, if any.
 #[must_use]
-pub fn store_failure(error: &dyn std::error::Error) -> ErrorData {
-    ErrorData::internal_error(format!("task store failure: {error}"), None)
+pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
+    use crate::store::StoreError;
+    match error {
+        StoreError::Backend(backend) => {
+            tracing::error!(error = %error_chain(backend), "task store failure");
+            let retryable = backend.is_retryable();
+            let message = if retryable {
+                "task store failure: the task store is unavailable for the moment; retry the request"
+            } else {
+                "task store failure: the task store could not carry out the request; the server's log says why"
+            };
+            ErrorData::internal_error(
+                message,
+                Some(json!({ "retryable": retryable, "code": backend.code() })),
+            )
+        }
+        other => {
+            tracing::error!(error = %other, "task store failure");
+            ErrorData::internal_error(
+                format!("task store failure: {other}"),
+                Some(json!({ "retryable": other.is_retryable() })),
+            )
+        }
+    }
+}
+
+/// An error with its sources, in one line.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
 }
 
 /// `-32603` for a tool that panicked; the server keeps serving.

@@ -135,6 +135,14 @@ pub(crate) enum WriteError {
 }
 
 impl WriteError {
+    /// The JSON-RPC error a request that made this write answers.
+    pub(crate) fn to_error_data(&self) -> ErrorData {
+        match self {
+            Self::LeaseLost => ErrorData::internal_error(self.to_string(), None),
+            Self::Store(error) => errors::store_failure(error),
+        }
+    }
+
     /// Whether the work is to stop: its task ended under it (it expired, or was purged), or
     /// the lease is not (or no longer) this instance's.
     pub(crate) fn stops_work(&self) -> bool {

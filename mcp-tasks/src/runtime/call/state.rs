@@ -360,7 +360,7 @@ impl CallState {
             // The task ended under the work (it expired), or another instance took it over:
             // stop the work.
             Err(error) if error.stops_work() => return Err(Failure::Cancelled),
-            Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
+            Err(error) => return Err(Failure::Error(error.to_error_data())),
         }
         tokio::select! {
             biased;
@@ -522,7 +522,7 @@ impl Host for CallState {
             match self.parts.runtime.save_step(&self.parts.id, step).await {
                 Ok(()) => Ok(()),
                 Err(error) if error.stops_work() => Err(Failure::Cancelled),
-                Err(error) => Err(Failure::Error(errors::store_failure(&error))),
+                Err(error) => Err(Failure::Error(error.to_error_data())),
             }
         })
     }
