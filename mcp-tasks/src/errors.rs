@@ -102,7 +102,7 @@ pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
 }
 
 /// An error with its sources, in one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(inner) = source {

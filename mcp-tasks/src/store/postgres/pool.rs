@@ -466,16 +466,7 @@ impl Drop for Tx {
 }
 
 /// An error with its sources, in one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
-}
+use crate::errors::error_chain as chain;
 
 #[cfg(test)]
 mod tests {
