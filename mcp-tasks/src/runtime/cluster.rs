@@ -244,21 +244,7 @@ pub(crate) fn start(runtime: &Arc<Runtime>) {
 /// Renews every lease held here, each [`ClusterConfig::renewal`], until the runtime stops.
 async fn renew_loop(runtime: Arc<Runtime>, every: Duration) {
     let stop = runtime.lifecycle.stop_token().clone();
-    let mut tick = tokio::time::interval(every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    loop {
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            () = renew_all(&runtime) => {}
-        }
-    }
+    super::lifecycle::periodic(stop, every, true, || renew_all(&runtime)).await;
 }
 
 async fn renew_all(runtime: &Arc<Runtime>) {

@@ -196,3 +196,34 @@ impl Lifecycle {
         ShutdownReport { abandoned }
     }
 }
+
+/// Runs `work` every `every` until `stop` is cancelled (`skip_first`: not at once, only after
+/// the first period). A tick that comes while `work` runs is not made up later, and a cancel
+/// during `work` ends it there: the background loops of the runtime are each one of these.
+pub(crate) async fn periodic<F, Fut>(
+    stop: CancellationToken,
+    every: Duration,
+    skip_first: bool,
+    mut work: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    if skip_first {
+        tick.tick().await;
+    }
+    loop {
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = work() => {}
+        }
+    }
+}

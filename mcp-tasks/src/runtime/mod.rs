@@ -579,20 +579,7 @@ impl Runtime {
 /// The expiry sweep, every reap interval, until intake stops (`lifecycle.rs`, step 1).
 async fn reap_loop(runtime: Arc<Runtime>) {
     let stop = runtime.lifecycle.intake_token().clone();
-    let mut tick = tokio::time::interval(runtime.reap_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            () = runtime.reap() => {}
-        }
-    }
+    lifecycle::periodic(stop, runtime.reap_interval, false, || runtime.reap()).await;
 }
 
 /// The `CallToolResult` as the JSON object `result` of a completed task.

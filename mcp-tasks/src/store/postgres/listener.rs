@@ -25,29 +25,63 @@ pub(super) struct Listener {
     pub(super) stop: CancellationToken,
 }
 
-/// Pause before reconnecting after the listening connection failed.
-const RECONNECT: Duration = Duration::from_millis(500);
+/// The first pause before reconnecting after the listening connection failed; each failure
+/// in a row doubles it, up to [`RECONNECT_MAX`], and a connection that listened resets it.
+const RECONNECT_FIRST: Duration = Duration::from_millis(250);
+/// The longest pause between two reconnection attempts.
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+
+/// The pause after `failures` failed attempts in a row (at least 1): exponential from
+/// [`RECONNECT_FIRST`], capped at [`RECONNECT_MAX`], then scaled by `jitter` in [0.5, 1.0] so
+/// that instances which lost the database together do not reconnect in lockstep.
+fn reconnect_delay(failures: u32, jitter: f64) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    let base = RECONNECT_FIRST
+        .saturating_mul(1 << exponent)
+        .min(RECONNECT_MAX);
+    base.mul_f64(jitter.clamp(0.5, 1.0))
+}
+
+/// A jitter factor in [0.5, 1.0] from the operating system's random source (1.0 if it is
+/// unavailable: no jitter rather than no reconnection).
+fn jitter() -> f64 {
+    let mut bytes = [0u8; 4];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => 0.5 + f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX) / 2.0,
+        Err(_) => 1.0,
+    }
+}
 
 impl Listener {
-    /// Listens until the store is dropped, reconnecting when the connection is lost.
+    /// Listens until the store is dropped, reconnecting when the connection is lost, with
+    /// exponential backoff and jitter between failed attempts.
     pub(super) async fn run(self) {
+        let mut failures = 0u32;
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => return,
-                () = self.listen_once() => {}
+                listened = self.listen_once() => {
+                    failures = if listened { 1 } else { failures.saturating_add(1) };
+                }
             }
+            let pause = reconnect_delay(failures, jitter());
+            tracing::debug!(
+                ?pause,
+                failures,
+                "mcp-tasks: reconnecting the Postgres LISTEN connection"
+            );
             tokio::select! {
                 () = self.stop.cancelled() => return,
-                () = tokio::time::sleep(RECONNECT) => {}
+                () = tokio::time::sleep(pause) => {}
             }
         }
     }
 
-    /// One listening connection, until it fails.
-    async fn listen_once(&self) {
+    /// One listening connection, until it fails. `true` when it got as far as listening.
+    async fn listen_once(&self) -> bool {
         let Ok((client, mut connection)) = self.config.connect(NoTls).await else {
             tracing::warn!("mcp-tasks: the Postgres LISTEN connection could not be opened");
-            return;
+            return false;
         };
         let (notes, mut notifications) = mpsc::unbounded_channel();
         let driver = tokio::spawn(async move {
@@ -67,7 +101,7 @@ impl Listener {
         let listen = format!("LISTEN \"{}\"", self.channel);
         if client.batch_execute(&listen).await.is_err() {
             driver.abort();
-            return;
+            return false;
         }
         while let Some(payload) = notifications.recv().await {
             if let Some(wakeup) = parse(&payload) {
@@ -75,6 +109,7 @@ impl Listener {
             }
         }
         driver.abort();
+        true
     }
 }
 
@@ -97,6 +132,27 @@ fn parse(payload: &str) -> Option<Wakeup> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnects_back_off_exponentially_with_jitter_up_to_a_cap() {
+        let full = |failures| reconnect_delay(failures, 1.0);
+        assert_eq!(full(1), Duration::from_millis(250));
+        assert_eq!(full(2), Duration::from_millis(500));
+        assert_eq!(full(3), Duration::from_secs(1));
+        assert_eq!(full(8), Duration::from_secs(30), "capped");
+        assert_eq!(full(u32::MAX), Duration::from_secs(30), "no overflow");
+        assert_eq!(reconnect_delay(0, 1.0), Duration::from_millis(250));
+        assert_eq!(reconnect_delay(3, 0.5), Duration::from_millis(500));
+        assert_eq!(
+            reconnect_delay(3, 0.0),
+            Duration::from_millis(500),
+            "jitter clamped"
+        );
+        for _ in 0..100 {
+            let j = jitter();
+            assert!((0.5..=1.0).contains(&j), "{j}");
+        }
+    }
 
     #[test]
     fn payloads_are_parsed() {
