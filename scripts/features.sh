@@ -10,12 +10,13 @@ FEATURES=(stdio http sqlite postgres client https cli)
 # Combinations built beyond single features. None today: no code is gated on a combination
 # (`cfg(all(feature = ..))`), so each feature alone, none and all cover every build. Code that
 # adds such a gate must list its combination here (e.g. `http,sqlite`); the guard below
-# fails until it does.
+# fails until it does. It reads attributes on code only: a doctest's hidden `# #[cfg(..)]`
+# line gates an example, not the library.
 COMBINATIONS=()
 if [ "${#COMBINATIONS[@]}" -eq 0 ] &&
-  grep -rqE 'cfg(_attr)?\(all\(feature' mcp-tasks/src --include='*.rs' --exclude=guide.rs; then
+  grep -rqE '^\s*#!?\[cfg(_attr)?\(all\(feature' mcp-tasks/src --include='*.rs' --exclude=guide.rs; then
   echo "mcp-tasks/src gates code on a combination of features: list it in COMBINATIONS" >&2
-  grep -rnE 'cfg(_attr)?\(all\(feature' mcp-tasks/src --include='*.rs' --exclude=guide.rs >&2
+  grep -rnE '^\s*#!?\[cfg(_attr)?\(all\(feature' mcp-tasks/src --include='*.rs' --exclude=guide.rs >&2
   exit 1
 fi
 
