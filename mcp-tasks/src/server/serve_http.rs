@@ -60,7 +60,7 @@ where
             tracing::warn!(%error, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, http_router(server, options)).await
+    axum::serve(listener, router(server, options)).await
 }
 
 /// An axum router serving `server` at `/mcp` with `options`, as [`serve_http`] serves it:
@@ -80,6 +80,15 @@ where
     if let Some(server) = as_task_server(&server) {
         start_engine(server);
     }
+    router(server, options)
+}
+
+/// [`http_router`] without starting an engine: [`serve_http`] has started it already, and
+/// answered a failure to start as its error.
+fn router<S>(server: S, options: HttpOptions) -> axum::Router
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
     let limits = options.limits_for(&server);
     let guard = axum::middleware::from_fn_with_state(limits.clone(), super::guard::http_guard);
     // Behind an `Arc`: the router and the guard layer clone the service they call on every
