@@ -13,45 +13,15 @@ use std::{
 use mcp_tasks::{State, TaskContext, TaskServer, ToolError, Toolkit, task_tool, toolkit};
 use rmcp::model::{ElicitationAction, ElicitationSchema, ErrorData};
 
-/// Say hello.
-#[task_tool(mode = "inline", read_only)]
-pub async fn greet(#[arg(description = "Who to greet")] name: String) -> String {
-    format!("Hello, {name}!")
-}
-
-/// How long each of the report's three scanning steps takes.
-#[derive(Clone, Copy)]
-pub struct Pace(pub Duration);
-
-/// Build the monthly report for a workspace.
-#[task_tool(ttl = "10m", poll_interval = "500ms")]
-pub async fn workspace_report(
-    ctx: TaskContext,
-    State(Pace(step)): State<Pace>,
-    #[arg(description = "The workspace to report on")] workspace_id: String,
-) -> Result<String, ToolError> {
-    for i in 1..=3 {
-        ctx.status(format!("scanning {workspace_id}: step {i} of 3"))
-            .await;
-        ctx.until_cancelled(tokio::time::sleep(step)).await?;
-    }
-    ctx.status("waiting for your answer").await;
-    let schema = ElicitationSchema::builder()
-        .required_bool("include")
-        .build()
-        .map_err(|e| ToolError::rpc(ErrorData::internal_error(e.to_string(), None)))?;
-    let answer = ctx
-        .elicit_form("Include archived accounts?", schema)
-        .await?;
-    let include = answer.action == ElicitationAction::Accept
-        && answer.content.as_ref().and_then(|c| c["include"].as_bool()) == Some(true);
-    ctx.status("writing the report").await;
-    let accounts = if include { 42 } else { 40 };
-    Ok(format!(
-        "Report for {workspace_id}: {accounts} accounts{}",
-        if include { " (archived included)" } else { "" }
-    ))
-}
+// `greet`, `Pace` and `workspace_report` are the CLI tests' tools, kept in the runtime
+// package so its tests build from the published crate; the examples use the same ones.
+#[path = "../../mcp-tasks/tests/support/example.rs"]
+#[allow(
+    dead_code,
+    reason = "its toolkit() is the CLI tests'; the examples build their own"
+)]
+mod shared_tools;
+pub use shared_tools::{Pace, greet, workspace_report};
 
 /// Where `import_rows` records each batch it imports: the side effect a replay after a
 /// restart must not repeat. One line `<task id> <batch>` per batch.
