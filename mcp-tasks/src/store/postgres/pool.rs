@@ -368,16 +368,30 @@ pub(super) struct Tx {
 impl Tx {
     /// `BEGIN` on a pooled connection; on a second one if the first turned out to be gone
     /// (nothing was done yet, so this is safe to repeat).
+    ///
+    /// The connection is held by the `Tx` from before `BEGIN` is sent: if the caller's future
+    /// is dropped while `BEGIN` is under way, the connection is closed with it. Handed back to
+    /// the pool instead, it would carry the transaction that `BEGIN` opens to its next user,
+    /// whose autocommit writes would then never be committed.
     pub(super) async fn begin(pool: &Pool) -> Result<Self, StoreError> {
-        let (client, ()) =
-            on_live_connection(pool, "could not begin a transaction", |client| async move {
-                let begun = client.batch_execute("BEGIN").await;
-                (client, begun)
-            })
-            .await?;
-        Ok(Self {
-            client: Some(client),
-        })
+        let mut retried = false;
+        loop {
+            let tx = Self {
+                client: Some(get(pool).await?),
+            };
+            let begun = tx.client()?.batch_execute("BEGIN").await;
+            match begun {
+                Ok(()) => return Ok(tx),
+                Err(error) => {
+                    // Closes the connection.
+                    drop(tx);
+                    if retried || !connection_lost(&error) {
+                        return Err(PgError::owned("could not begin a transaction", error));
+                    }
+                    retried = true;
+                }
+            }
+        }
     }
 
     /// The connection. Only `commit` and `rollback` take it, and they consume `self`, so
@@ -713,6 +727,39 @@ mod stale {
             .await
             .expect("a statement not sent yet is prepared again on a fresh connection");
         assert_eq!(rows[0].get::<_, i32>(0), 3);
+
+        // A transaction's future dropped while its BEGIN is under way: the connection does
+        // not go back to the pool with a transaction open, where the next autocommit write
+        // would run inside it and never be committed.
+        raw.batch_execute(&format!("CREATE TABLE \"{schema}\".probe (n int)"))
+            .await
+            .expect("a probe table");
+        {
+            let begin = Tx::begin(&store.pool);
+            tokio::pin!(begin);
+            // One poll takes the pool's one connection and sends BEGIN; its answer cannot
+            // arrive before this single-threaded runtime runs the connection's task.
+            let polled = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(begin.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            assert!(polled, "BEGIN is under way");
+            assert_eq!(store.pool.status().available, 0, "its connection is taken");
+        }
+        write_one(
+            &store.pool,
+            &format!("INSERT INTO \"{schema}\".probe VALUES (1)"),
+            &[],
+            "write",
+        )
+        .await
+        .expect("an autocommit write");
+        let seen: i64 = raw
+            .query_one(&format!("SELECT count(*) FROM \"{schema}\".probe"), &[])
+            .await
+            .expect("count")
+            .get(0);
+        assert_eq!(seen, 1, "the write was committed");
 
         drop(store);
         raw.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
