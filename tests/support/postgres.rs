@@ -245,3 +245,202 @@ pub fn unique_schema() -> String {
         hasher.finish() as u32
     )
 }
+
+/// A Postgres cluster of the test's own, in a temp folder on a free port, that the test
+/// configures, restarts and stops (TLS, a server restart): unlike the shared server, nothing
+/// else uses it. Stopped and removed on drop.
+///
+/// Under CI a cluster that cannot be made fails the test (`expect`); elsewhere
+/// [`OwnCluster::init`] answers `None` (after one line saying why) when Postgres's server
+/// programs are not installed.
+pub struct OwnCluster {
+    dir: PathBuf,
+    port: u16,
+    pg_ctl: PathBuf,
+    /// `runuser -u postgres --` when the tests run as root (Postgres refuses root).
+    runas: Vec<String>,
+    running: bool,
+}
+
+impl OwnCluster {
+    /// `initdb` in a fresh folder (trust authentication, user `postgres`), not started:
+    /// write configuration with [`OwnCluster::configure`] and files into
+    /// [`OwnCluster::dir`], then [`OwnCluster::start`].
+    pub fn init() -> Option<Self> {
+        let found = (|| Some((tool("initdb")?, tool("pg_ctl")?)))();
+        let Some((initdb, pg_ctl)) = found else {
+            let line = "no initdb/pg_ctl installed (Debian's `postgresql` package)";
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{line} (CI requires them)"
+            );
+            eprintln!("skipped: {line}");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let dir =
+            std::env::temp_dir().join(format!("mcp-tasks-own-pg-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("the cluster's folder");
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        let runas: Vec<String> = if root {
+            ["runuser", "-u", "postgres", "--"]
+                .map(String::from)
+                .to_vec()
+        } else {
+            Vec::new()
+        };
+        let cluster = Self {
+            dir,
+            port,
+            pg_ctl,
+            runas,
+            running: false,
+        };
+        cluster.give_to_postgres(&cluster.dir);
+        let data = cluster.data();
+        let status = cluster
+            .command(&initdb)
+            .args(["-U", "postgres", "--auth=trust", "-D"])
+            .arg(&data)
+            .stdout(Stdio::null())
+            .status()
+            .expect("run initdb");
+        assert!(status.success(), "initdb failed for {}", data.display());
+        cluster.configure(&format!(
+            "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
+             max_connections = 100\n",
+            cluster.dir.display()
+        ));
+        Some(cluster)
+    }
+
+    /// The folder the cluster lives in (its data folder is `data` inside it): certificates
+    /// and other files the configuration names go here.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`, with `extra` appended to the query
+    /// (e.g. `sslmode=require`).
+    pub fn url(&self, extra: &str) -> String {
+        let query = if extra.is_empty() {
+            String::new()
+        } else {
+            format!("?{extra}")
+        };
+        format!(
+            "postgres://postgres@127.0.0.1:{}/postgres{query}",
+            self.port
+        )
+    }
+
+    /// Appends `lines` to `postgresql.conf` (takes effect at the next start or restart).
+    pub fn configure(&self, lines: &str) {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.data().join("postgresql.conf"))
+            .expect("open postgresql.conf");
+        writeln!(file, "{lines}").expect("write postgresql.conf");
+    }
+
+    /// Makes `path` (a file or folder the test wrote) owned by the user the server runs as.
+    pub fn give_to_postgres(&self, path: &Path) {
+        if !self.runas.is_empty() {
+            let status = Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(path)
+                .status()
+                .expect("run chown");
+            assert!(status.success(), "chown postgres {}", path.display());
+        }
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        let mut command = match self.runas.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        command.stdin(Stdio::null());
+        command
+    }
+
+    fn pg_ctl(&self, action: &str) {
+        let status = self
+            .command(&self.pg_ctl)
+            .args(["-D"])
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .args(["-m", "fast", "-w", "-t", "60", action])
+            .stdout(Stdio::null())
+            .status()
+            .expect("run pg_ctl");
+        assert!(
+            status.success(),
+            "pg_ctl {action} failed; the server's log: {}",
+            std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+        );
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    pub fn start(&mut self) {
+        self.pg_ctl("start");
+        self.running = true;
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is closed, the server comes back on the
+    /// same port; returns once it accepts connections again.
+    pub fn restart(&mut self) {
+        self.pg_ctl("restart");
+        self.running = true;
+    }
+
+    /// `pg_ctl stop -m fast`.
+    pub fn stop(&mut self) {
+        if self.running {
+            self.pg_ctl("stop");
+            self.running = false;
+        }
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        if self.running {
+            let _ = self
+                .command(&self.pg_ctl)
+                .args(["-D"])
+                .arg(self.data())
+                .args(["-m", "immediate", "-w", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
