@@ -62,6 +62,7 @@ use crate::{
 };
 
 mod query;
+mod web;
 
 use query::{BadParam, LIST_PARAMS};
 
@@ -188,7 +189,11 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
             state.clone(),
             bearer_only,
         ));
-    api.with_state(state)
+    let web = web::routes().layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        web::basic_or_bearer,
+    ));
+    api.merge(web).with_state(state)
 }
 
 /// The credential of a request: a bearer token, or (when `basic` is allowed) the password of
