@@ -35,6 +35,7 @@
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
+//! | `admin` | [`admin::router`]: the operators' API and web view (list, detail, cancel, purge), behind a credential of its own |
 //!
 //! On docs.rs, items behind a feature say so ("Available on crate feature ... only").
 
@@ -42,6 +43,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+#[cfg(feature = "admin")]
+pub mod admin;
 #[cfg(feature = "client")]
 pub mod client;
 mod clock;

@@ -379,6 +379,13 @@ impl Engine {
         Ok(())
     }
 
+    /// Signals the work of task `id` to stop, if it runs in this process: the admin API's
+    /// cancel, once the intent is stored (another instance hears of it from the store).
+    #[cfg(feature = "admin")]
+    pub(crate) fn signal_cancel(&self, id: &str) {
+        self.runtime.cancel(id);
+    }
+
     /// Deals with the tasks a previous process left unfinished in a durable store; call it
     /// once at start-up, before serving. Per tool ([`RestartPolicy`](crate::RestartPolicy)): `Fail` ends them
     /// `failed` (`-32603`, with a `statusMessage` saying the server restarted); `Resume`

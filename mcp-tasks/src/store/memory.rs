@@ -30,6 +30,8 @@ use super::{
 };
 use crate::clock::Clock;
 
+mod admin;
+
 const SHARDS: usize = 64;
 
 /// Default most tasks a [`MemoryStore`] holds: 1,000,000.
@@ -455,6 +457,10 @@ impl TaskStore for MemoryStore {
                 .map(|live| live.pending.answers.clone())
                 .unwrap_or_default())
         })
+    }
+
+    fn admin(&self) -> Option<&dyn super::AdminStore> {
+        Some(self)
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {

@@ -35,6 +35,7 @@ use rmcp::model::{
 
 use crate::clock::rfc3339;
 
+pub mod admin;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod codec;
 mod error;
@@ -43,6 +44,7 @@ pub(crate) mod record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+pub use admin::AdminStore;
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]
@@ -452,6 +454,12 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The cluster operations of a store that several instances share; `None` (the default)
     /// for a single-process store.
     fn cluster(&self) -> Option<&dyn ClusterStore> {
+        None
+    }
+
+    /// The operator operations of the store ([`admin`]): list, detail, purge. `None` (the
+    /// default) for a store that does not offer them; every store of this crate does.
+    fn admin(&self) -> Option<&dyn AdminStore> {
         None
     }
 }

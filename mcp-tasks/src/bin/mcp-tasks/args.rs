@@ -1,4 +1,4 @@
-//! The command line, parsed by clap (derive): five subcommands, their flags, and where the
+//! The command line, parsed by clap (derive): six subcommands, their flags, and where the
 //! server is, an URL before the operands or a command after `--`.
 
 use clap::{Args, CommandFactory, Parser, Subcommand, error::ErrorKind};
@@ -86,6 +86,9 @@ enum Sub {
         #[command(flatten)]
         server: Server,
     },
+    /// Operators' commands against a server's admin API (list, show, cancel, purge), with
+    /// the admin credential in MCP_TASKS_ADMIN_TOKEN.
+    Admin(crate::admin::AdminArgs),
     /// Print a completion script for a shell, e.g. `mcp-tasks completions bash >
     /// ~/.local/share/bash-completion/completions/mcp-tasks`.
     Completions {
@@ -156,6 +159,7 @@ pub enum Command {
     Completions {
         shell: clap_complete::Shell,
     },
+    Admin(crate::admin::AdminArgs),
 }
 
 /// Writes the completion script of `shell` for this command line.
@@ -256,6 +260,7 @@ impl Cli {
                 }
             }
             Sub::Completions { shell } => Command::Completions { shell },
+            Sub::Admin(admin) => Command::Admin(admin),
         })
     }
 }

@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+mod admin;
 mod args;
 mod prompt;
 
@@ -38,6 +39,15 @@ async fn main() -> ExitCode {
             return ExitCode::from(ERROR);
         }
     };
+    if let Command::Admin(admin) = command {
+        return match admin::run(admin).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("mcp-tasks admin: {}", report(&error));
+                ExitCode::from(ERROR)
+            }
+        };
+    }
     let interrupts = Interrupts::new();
     let code = match run(command, interrupts).await {
         Ok(code) => code,
@@ -106,6 +116,8 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             args::completions(shell, &mut std::io::stdout());
             Ok(COMPLETED)
         }
+        // Answered in `main`, before the interrupt handler.
+        Command::Admin(_) => Ok(ERROR),
         Command::Tools { target } => {
             let client = connect(&target).await?;
             let tasks = client.server_supports_tasks();

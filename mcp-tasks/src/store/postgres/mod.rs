@@ -71,6 +71,7 @@ use super::{
 };
 use crate::clock::{Clock, millis};
 
+mod admin;
 mod batch;
 mod cluster;
 mod listener;

@@ -460,6 +460,10 @@ impl TaskStore for PostgresStore {
         Ok(failed)
     }
 
+    fn admin(&self) -> Option<&dyn crate::store::AdminStore> {
+        Some(self)
+    }
+
     fn cluster(&self) -> Option<&dyn ClusterStore> {
         Some(self)
     }

@@ -54,6 +54,7 @@ use super::{
 };
 use crate::clock::Clock;
 
+mod admin;
 mod row;
 mod schema;
 mod tasks;

@@ -200,6 +200,10 @@ impl TaskStore for SqliteStore {
         }
     }
 
+    fn admin(&self) -> Option<&dyn crate::store::AdminStore> {
+        Some(self)
+    }
+
     async fn expire_due(&self) -> Result<Vec<std::sync::Arc<str>>, StoreError> {
         self.write(|tx: &mut Tx<'_>| {
             let (conn, now) = (tx.conn, tx.now);

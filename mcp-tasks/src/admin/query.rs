@@ -1,0 +1,331 @@
+//! The query string of an admin request: filters, page and purge bounds, each bad value a
+//! [`BadParam`] that names its parameter.
+
+use std::time::Duration;
+
+use crate::store::admin::{MAX_PAGE, TaskFilter, TaskQuery, parse_status};
+
+/// A query parameter with a value the admin API cannot use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadParam {
+    /// The parameter.
+    pub(crate) name: String,
+    /// What is wrong and what to send instead.
+    pub(crate) message: String,
+}
+
+impl BadParam {
+    fn new(name: &str, message: impl Into<String>) -> Self {
+        Self {
+            name: name.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The parameters of a list (and of a count, which ignores `cursor` and `limit`).
+pub(crate) const LIST_PARAMS: [&str; 9] = [
+    "status",
+    "tool",
+    "owner",
+    "instance",
+    "created_after",
+    "created_before",
+    "stalled",
+    "cursor",
+    "limit",
+];
+
+/// The query string's pairs, decoded; empty values are left out (an empty form field).
+pub(crate) fn pairs(query: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .filter(|(_, value)| !value.is_empty())
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
+        .collect()
+}
+
+/// Refuses a parameter not in `known` (a misspelt filter would otherwise match everything).
+pub(crate) fn only(pairs: &[(String, String)], known: &[&str]) -> Result<(), BadParam> {
+    match pairs.iter().find(|(key, _)| !known.contains(&key.as_str())) {
+        Some((key, _)) => Err(BadParam::new(
+            key,
+            format!(
+                "unknown parameter `{key}`: expected one of {}",
+                known.join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, BadParam> {
+    let mut values = pairs.iter().filter(|(key, _)| key == name);
+    let first = values.next().map(|(_, value)| value.as_str());
+    if values.next().is_some() {
+        return Err(BadParam::new(
+            name,
+            format!("`{name}` is given more than once: give it once"),
+        ));
+    }
+    Ok(first)
+}
+
+/// The filter of `pairs`.
+pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilter, BadParam> {
+    let mut filter = TaskFilter::new();
+    for (key, value) in pairs.iter().filter(|(key, _)| key == "status") {
+        for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            let status = parse_status(word).ok_or_else(|| {
+                BadParam::new(
+                    key,
+                    format!(
+                        "unknown status `{word}`: expected working, input_required, completed, \
+                         failed or cancelled (several separated by commas)"
+                    ),
+                )
+            })?;
+            filter = filter.with_status(status);
+        }
+    }
+    if let Some(tool) = single(pairs, "tool")? {
+        filter = filter.with_tool(tool);
+    }
+    if let Some(owner) = single(pairs, "owner")? {
+        filter = filter.with_owner(owner);
+    }
+    if let Some(instance) = single(pairs, "instance")? {
+        filter = filter.with_instance(instance);
+    }
+    if let Some(after) = single(pairs, "created_after")? {
+        filter = filter.with_created_after_ms(instant("created_after", after, now_ms)?);
+    }
+    if let Some(before) = single(pairs, "created_before")? {
+        filter = filter.with_created_before_ms(instant("created_before", before, now_ms)?);
+    }
+    if let Some(stalled) = single(pairs, "stalled")? {
+        filter = filter.with_stalled_for(duration("stalled", stalled)?);
+    }
+    Ok(filter)
+}
+
+/// The page of `pairs`: its filter, `limit` and `cursor`.
+pub(crate) fn list(pairs: &[(String, String)], now_ms: u64) -> Result<TaskQuery, BadParam> {
+    let mut query = TaskQuery::new(filter(pairs, now_ms)?);
+    if let Some(limit) = single(pairs, "limit")? {
+        let n = limit
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                BadParam::new(
+                    "limit",
+                    format!(
+                        "`{limit}` is not a page size: give a whole number from 1 to {MAX_PAGE}"
+                    ),
+                )
+            })?;
+        query = query.with_limit(n);
+    }
+    if let Some(cursor) = single(pairs, "cursor")? {
+        query = query
+            .with_cursor(cursor)
+            .map_err(|error| BadParam::new("cursor", error.to_string()))?;
+    }
+    Ok(query)
+}
+
+/// The `before` bound of a purge: `before` (an instant) or `older_than` (a duration), or
+/// neither (every finished task).
+pub(crate) fn purge_before(
+    pairs: &[(String, String)],
+    now_ms: u64,
+) -> Result<Option<u64>, BadParam> {
+    only(pairs, &["before", "older_than"])?;
+    match (single(pairs, "before")?, single(pairs, "older_than")?) {
+        (Some(_), Some(_)) => Err(BadParam::new(
+            "older_than",
+            "give `before` or `older_than`, not both",
+        )),
+        (Some(before), None) => instant("before", before, now_ms).map(Some),
+        (None, Some(age)) => {
+            let age = duration("older_than", age)?;
+            Ok(Some(now_ms.saturating_sub(crate::clock::millis(age))))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// A duration: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90s`, `2h`).
+pub(crate) fn duration(name: &str, text: &str) -> Result<Duration, BadParam> {
+    let bad = || {
+        BadParam::new(
+            name,
+            format!(
+                "`{text}` is not a duration: give a whole number and a unit, ms, s, m, h or d \
+                 (e.g. 90s, 2h)"
+            ),
+        )
+    };
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1_000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        "d" => n.checked_mul(86_400_000),
+        _ => None,
+    }
+    .ok_or_else(bad)?;
+    Ok(Duration::from_millis(ms))
+}
+
+/// An instant: epoch milliseconds, an RFC 3339 time (`2026-12-02T10:00:00Z`), or a duration
+/// ago (`2h` is two hours before now).
+pub(crate) fn instant(name: &str, text: &str, now_ms: u64) -> Result<u64, BadParam> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    if let Some(ms) = rfc3339_ms(text) {
+        return Ok(ms);
+    }
+    if let Ok(ago) = duration(name, text) {
+        return Ok(now_ms.saturating_sub(crate::clock::millis(ago)));
+    }
+    Err(BadParam::new(
+        name,
+        format!(
+            "`{text}` is not an instant: give epoch milliseconds, an RFC 3339 time \
+             (2026-12-02T10:00:00Z) or a duration ago (2h)"
+        ),
+    ))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` as epoch milliseconds (not before 1970).
+fn rfc3339_ms(text: &str) -> Option<u64> {
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let s = text.get(range)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut millis = 0i64;
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let first3: String = fraction[..digits]
+            .chars()
+            .chain("000".chars())
+            .take(3)
+            .collect();
+        millis = first3.parse().ok()?;
+        rest = &fraction[digits..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let h: i64 = rest.get(1..3)?.parse().ok()?;
+            let m: i64 = rest.get(4..6)?.parse().ok()?;
+            sign * (h * 60 + m)
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_min * 60;
+    u64::try_from(seconds * 1_000 + millis).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_in_every_form() {
+        assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            rfc3339_ms("2026-12-02T10:00:00.250Z"),
+            Some(1_796_205_600_250)
+        );
+        assert_eq!(
+            rfc3339_ms("2026-12-02T12:00:00+02:00"),
+            rfc3339_ms("2026-12-02T10:00:00Z")
+        );
+        assert_eq!(
+            crate::clock::rfc3339(rfc3339_ms("2024-02-29T23:59:59Z").unwrap()),
+            "2024-02-29T23:59:59.000Z"
+        );
+        assert_eq!(instant("x", "2h", 10_000_000), Ok(10_000_000 - 7_200_000));
+        assert_eq!(instant("x", "1234", 0), Ok(1234));
+        for bad in ["yesterday", "2026-13-01T00:00:00Z", "2026-12-02", "-5"] {
+            let error = instant("created_after", bad, 0).unwrap_err();
+            assert_eq!(error.name, "created_after", "{bad}");
+        }
+    }
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(duration("d", "90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("d", "2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(duration("d", "250ms"), Ok(Duration::from_millis(250)));
+        for bad in ["90", "h", "1.5h", "5w", ""] {
+            assert_eq!(
+                duration("stalled", bad).unwrap_err().name,
+                "stalled",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_bad_value_names_its_parameter() {
+        let q = |text: &str| list(&pairs(Some(text)), 0).map(drop).unwrap_err().name;
+        assert_eq!(q("status=running"), "status");
+        assert_eq!(q("limit=0"), "limit");
+        assert_eq!(q("limit=501"), "limit");
+        assert_eq!(q("stalled=soon"), "stalled");
+        assert_eq!(q("created_before=later"), "created_before");
+        assert_eq!(q("cursor=zz"), "cursor");
+        assert_eq!(q("tool=a&tool=b"), "tool");
+        assert_eq!(
+            only(&pairs(Some("tol=a")), &LIST_PARAMS).unwrap_err().name,
+            "tol"
+        );
+        let ok = list(&pairs(Some("status=working,failed&tool=&limit=10")), 0).unwrap();
+        assert_eq!(ok.filter.statuses.len(), 2);
+        assert_eq!(ok.filter.tool, None, "an empty value is no filter");
+        assert_eq!(ok.limit, 10);
+    }
+}

@@ -1,0 +1,517 @@
+//! `mcp-tasks admin list|show|cancel|purge`: the operators' commands, against a server's
+//! admin API (`/admin/api`, the `admin` feature of the library), with its own credential.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+/// The environment variable that holds the admin credential.
+pub const TOKEN_ENV: &str = "MCP_TASKS_ADMIN_TOKEN";
+
+/// How long one admin request may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `mcp-tasks admin ...`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct AdminArgs {
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// Where the admin API is and how to reach it: common to every admin command.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct Target {
+    /// The server's base URL (`http://host:port`, with or without `/admin`).
+    #[arg(value_name = "URL")]
+    pub url: String,
+    /// The admin credential (default: the MCP_TASKS_ADMIN_TOKEN environment variable, which
+    /// other users of the machine cannot read from the process list).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Print the API's JSON answer instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The filters of `admin list`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct Filters {
+    /// Only tasks with this status (working, input_required, completed, failed, cancelled);
+    /// repeatable, or several separated by commas.
+    #[arg(long, value_name = "STATUS")]
+    pub status: Vec<String>,
+    /// Only this tool's tasks.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only this owner's tasks.
+    #[arg(long)]
+    pub owner: Option<String>,
+    /// Only the tasks this instance runs (cluster mode).
+    #[arg(long)]
+    pub instance: Option<String>,
+    /// Only tasks created at or after this instant (epoch ms, RFC 3339, or a duration ago
+    /// such as 2h).
+    #[arg(long, value_name = "INSTANT")]
+    pub created_after: Option<String>,
+    /// Only tasks created before this instant.
+    #[arg(long, value_name = "INSTANT")]
+    pub created_before: Option<String>,
+    /// Only live tasks unchanged for longer than this (e.g. 1h, 30m).
+    #[arg(long, value_name = "DURATION")]
+    pub stalled: Option<String>,
+}
+
+/// The admin commands.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum AdminCommand {
+    /// List tasks, newest first, with filters and status counts.
+    List {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        filters: Filters,
+        /// Tasks per page (1 to 500).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The page after the one that printed this cursor (same filters).
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Every page, not only the first.
+        #[arg(long, conflicts_with = "cursor")]
+        all: bool,
+    },
+    /// Show one task in detail: steps, questions and answers, lease, result or error.
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        task_id: String,
+    },
+    /// Cancel a task, whoever owns it.
+    Cancel {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        task_id: String,
+    },
+    /// Remove finished tasks (completed, failed, cancelled).
+    Purge {
+        #[command(flatten)]
+        target: Target,
+        /// Only those last changed longer ago than this (e.g. 7d).
+        #[arg(long, value_name = "DURATION", conflicts_with = "before")]
+        older_than: Option<String>,
+        /// Only those last changed before this instant.
+        #[arg(long, value_name = "INSTANT")]
+        before: Option<String>,
+    },
+}
+
+/// An admin command that could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error(
+        "no admin credential: set MCP_TASKS_ADMIN_TOKEN (or pass --token); it is the \
+         server's admin credential, not a user's token"
+    )]
+    NoToken,
+    #[error("`{0}` is not an http:// or https:// URL")]
+    BadUrl(String),
+    #[error("could not reach the admin API at {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("the admin API answered {status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error("the admin API's answer is not JSON: {0}")]
+    NotJson(String),
+}
+
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn new(target: &Target) -> Result<Self, AdminError> {
+        let token = match &target.token {
+            Some(token) => token.clone(),
+            None => std::env::var(TOKEN_ENV).map_err(|_| AdminError::NoToken)?,
+        };
+        if token.is_empty() {
+            return Err(AdminError::NoToken);
+        }
+        let url = target.url.trim_end_matches('/');
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(AdminError::BadUrl(target.url.clone()));
+        }
+        let base = url.strip_suffix("/admin").unwrap_or(url);
+        let http = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .build()
+            .map_err(|source| AdminError::Unreachable {
+                url: base.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            http,
+            base: format!("{base}/admin/api"),
+            token,
+        })
+    }
+
+    async fn send(
+        &self,
+        post: bool,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<Value, AdminError> {
+        let mut url = format!("{}/{path}", self.base);
+        if !query.is_empty() {
+            let encoded: Vec<String> = query
+                .iter()
+                .map(|(key, value)| format!("{key}={}", encode(value)))
+                .collect();
+            url = format!("{url}?{}", encoded.join("&"));
+        }
+        let request = if post {
+            self.http.post(&url)
+        } else {
+            self.http.get(&url)
+        };
+        let response = request
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|source| AdminError::Unreachable {
+                url: url.clone(),
+                source,
+            })?;
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .map_err(|source| AdminError::Unreachable { url, source })?;
+        let body: Value = serde_json::from_str(&text).map_err(|_| AdminError::NotJson(text))?;
+        if status != 200 {
+            let message = body["error"]["message"]
+                .as_str()
+                .unwrap_or("no reason given")
+                .to_owned();
+            return Err(AdminError::Refused { status, message });
+        }
+        Ok(body)
+    }
+}
+
+/// Percent-encodes a query value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn filter_query(filters: &Filters) -> Vec<(&'static str, String)> {
+    let mut query = Vec::new();
+    if !filters.status.is_empty() {
+        query.push(("status", filters.status.join(",")));
+    }
+    for (key, value) in [
+        ("tool", &filters.tool),
+        ("owner", &filters.owner),
+        ("instance", &filters.instance),
+        ("created_after", &filters.created_after),
+        ("created_before", &filters.created_before),
+        ("stalled", &filters.stalled),
+    ] {
+        if let Some(value) = value {
+            query.push((key, value.clone()));
+        }
+    }
+    query
+}
+
+/// Runs an admin command; its output goes to stdout, notes to stderr.
+pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
+    match args.command {
+        AdminCommand::List {
+            target,
+            filters,
+            limit,
+            cursor,
+            all,
+        } => {
+            let api = Api::new(&target)?;
+            let base = filter_query(&filters);
+            let counts = api.send(false, "counts", &base).await?;
+            let mut cursor = cursor;
+            let mut pages = Vec::new();
+            loop {
+                let mut query = base.clone();
+                if let Some(limit) = limit {
+                    query.push(("limit", limit.to_string()));
+                }
+                if let Some(cursor) = &cursor {
+                    query.push(("cursor", cursor.clone()));
+                }
+                let page = api.send(false, "tasks", &query).await?;
+                cursor = page["nextCursor"].as_str().map(str::to_owned);
+                pages.push(page);
+                if !all || cursor.is_none() {
+                    break;
+                }
+            }
+            if target.json {
+                let tasks: Vec<Value> = pages
+                    .iter()
+                    .flat_map(|page| page["tasks"].as_array().cloned().unwrap_or_default())
+                    .collect();
+                let out = serde_json::json!({
+                    "tasks": tasks,
+                    "nextCursor": cursor,
+                    "counts": counts,
+                });
+                println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+            } else {
+                let rows: Vec<&Value> = pages
+                    .iter()
+                    .flat_map(|page| page["tasks"].as_array().into_iter().flatten())
+                    .collect();
+                print!("{}", table(&rows));
+                println!("{}", counts_line(&counts));
+                if let Some(cursor) = &cursor {
+                    eprintln!("more tasks: add --cursor {cursor} (or --all)");
+                }
+            }
+            Ok(())
+        }
+        AdminCommand::Show { target, task_id } => {
+            let api = Api::new(&target)?;
+            let detail = api
+                .send(false, &format!("tasks/{}", encode(&task_id)), &[])
+                .await?;
+            if target.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&detail).unwrap_or_default()
+                );
+            } else {
+                print!("{}", show(&detail));
+            }
+            Ok(())
+        }
+        AdminCommand::Cancel { target, task_id } => {
+            let api = Api::new(&target)?;
+            let answer = api
+                .send(true, &format!("tasks/{}/cancel", encode(&task_id)), &[])
+                .await?;
+            if target.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&answer).unwrap_or_default()
+                );
+            } else if answer["outcome"] == "already_ended" {
+                println!(
+                    "task {task_id} had already ended ({}): nothing to cancel",
+                    text(&answer["status"])
+                );
+            } else {
+                println!("cancel requested for task {task_id}: its work stops when it honours it");
+            }
+            Ok(())
+        }
+        AdminCommand::Purge {
+            target,
+            older_than,
+            before,
+        } => {
+            let api = Api::new(&target)?;
+            let mut query = Vec::new();
+            if let Some(age) = older_than {
+                query.push(("older_than", age));
+            }
+            if let Some(before) = before {
+                query.push(("before", before));
+            }
+            let answer = api.send(true, "purge", &query).await?;
+            if target.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&answer).unwrap_or_default()
+                );
+            } else {
+                println!("purged {} finished tasks", answer["purged"]);
+            }
+            Ok(())
+        }
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        Value::Null => "-".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// One line, at most `width` characters, control characters shown as spaces.
+fn cell(value: &str, width: usize) -> String {
+    let clean: String = value
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if clean.chars().count() > width {
+        let cut: String = clean.chars().take(width.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        clean
+    }
+}
+
+/// The tasks as a table with aligned columns.
+fn table(tasks: &[&Value]) -> String {
+    let header = [
+        "TASK ID", "STATUS", "TOOL", "OWNER", "INSTANCE", "UPDATED", "MESSAGE",
+    ];
+    let rows: Vec<[String; 7]> = tasks
+        .iter()
+        .map(|task| {
+            [
+                text(&task["taskId"]),
+                text(&task["status"]),
+                cell(&text(&task["tool"]), 24),
+                cell(&text(&task["owner"]), 16),
+                cell(&text(&task["instance"]), 16),
+                text(&task["lastUpdatedAt"]),
+                cell(&text(&task["statusMessage"]), 48),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, value) in widths.iter_mut().zip(row) {
+            *width = (*width).max(value.chars().count());
+        }
+    }
+    let line = |values: Vec<&str>| {
+        let mut out = String::new();
+        for (i, value) in values.iter().enumerate() {
+            if i + 1 == values.len() {
+                out.push_str(value);
+            } else {
+                out.push_str(value);
+                out.push_str(&" ".repeat(widths[i] - value.chars().count() + 2));
+            }
+        }
+        out.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in &rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn counts_line(counts: &Value) -> String {
+    format!(
+        "{} tasks: {} working, {} input_required, {} completed, {} failed, {} cancelled",
+        counts["total"],
+        counts["working"],
+        counts["input_required"],
+        counts["completed"],
+        counts["failed"],
+        counts["cancelled"]
+    )
+}
+
+/// A task in detail, one field a line.
+fn show(detail: &Value) -> String {
+    let task = &detail["task"];
+    let mut out = String::new();
+    let mut field = |name: &str, value: String| out.push_str(&format!("{name:<16}{value}\n"));
+    field("task id", text(&task["taskId"]));
+    field("status", text(&task["status"]));
+    field("tool", text(&task["tool"]));
+    field("owner", text(&task["owner"]));
+    field("message", cell(&text(&task["statusMessage"]), 200));
+    field("created", text(&task["createdAt"]));
+    field("updated", text(&task["lastUpdatedAt"]));
+    field("ttl ms", text(&task["ttlMs"]));
+    field("cancel asked", text(&task["cancelRequested"]));
+    if let Some(lease) = detail["lease"].as_object() {
+        field(
+            "lease",
+            format!(
+                "{} at epoch {}",
+                text(lease.get("instance").unwrap_or(&Value::Null)),
+                text(lease.get("epoch").unwrap_or(&Value::Null))
+            ),
+        );
+    }
+    if let Some(steps) = detail["steps"].as_array() {
+        for step in steps {
+            field(
+                "step",
+                format!("{} {}: {}", step["seq"], text(&step["name"]), step["value"]),
+            );
+        }
+    }
+    if let Some(questions) = detail["questions"].as_object() {
+        for key in questions.keys() {
+            field("open question", key.clone());
+        }
+    }
+    if let Some(answers) = detail["answers"].as_object() {
+        for (key, value) in answers {
+            field("answered", format!("{key}: {value}"));
+        }
+    }
+    if !detail["error"].is_null() {
+        field(
+            "error",
+            format!(
+                "{} {}",
+                detail["error"]["code"],
+                text(&detail["error"]["message"])
+            ),
+        );
+    }
+    if !detail["result"].is_null() {
+        field("result", detail["result"].to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_percent_encoded() {
+        assert_eq!(encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(encode("working,failed"), "working%2Cfailed");
+    }
+
+    #[test]
+    fn table_columns_align_and_cells_stay_on_one_line() {
+        let a = serde_json::json!({"taskId": "t1", "status": "working", "tool": "spin",
+            "owner": "alice", "instance": null, "lastUpdatedAt": "2026-01-01T00:00:00Z",
+            "statusMessage": "line one\nline two"});
+        let out = table(&[&a]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].find("STATUS"), lines[1].find("working"));
+        assert!(lines[1].ends_with("line one line two"));
+    }
+}

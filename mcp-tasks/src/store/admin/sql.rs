@@ -1,0 +1,100 @@
+//! The `WHERE` clause of an admin list or count, for both SQL stores: the filter of
+//! [`TaskFilter::matches`](super::TaskFilter::matches) as SQL over the `tasks` table.
+
+use super::{Position, TaskFilter, status_word};
+use crate::store::codec::to_i64;
+
+/// A parameter of the clause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Param {
+    Text(String),
+    Int(i64),
+}
+
+/// The SQL of one store.
+pub(crate) struct Dialect {
+    /// The placeholder of parameter `n` (1-based).
+    pub(crate) mark: fn(usize) -> String,
+    /// `id` as it compares bytewise (Postgres: `id COLLATE "C"`).
+    pub(crate) id: &'static str,
+    /// The column that holds the instance running a task, if the store has one.
+    pub(crate) runner: Option<&'static str>,
+}
+
+/// `WHERE ...` (or nothing) and its parameters, numbered from 1.
+pub(crate) fn conditions(
+    dialect: &Dialect,
+    filter: &TaskFilter,
+    after: Option<&Position>,
+    now_ms: u64,
+) -> (String, Vec<Param>) {
+    let mut parts = Vec::new();
+    let mut params = Vec::new();
+    let push = |param: Param, params: &mut Vec<Param>| {
+        params.push(param);
+        (dialect.mark)(params.len())
+    };
+    if !filter.statuses.is_empty() {
+        let marks: Vec<String> = filter
+            .statuses
+            .iter()
+            .map(|status| push(Param::Text(status_word(*status).to_owned()), &mut params))
+            .collect();
+        parts.push(format!("status IN ({})", marks.join(", ")));
+    }
+    if let Some(tool) = &filter.tool {
+        parts.push(format!(
+            "tool = {}",
+            push(Param::Text(tool.clone()), &mut params)
+        ));
+    }
+    if let Some(owner) = &filter.owner {
+        parts.push(format!(
+            "owner = {}",
+            push(Param::Text(owner.clone()), &mut params)
+        ));
+    }
+    if let Some(instance) = &filter.instance {
+        match dialect.runner {
+            Some(column) => parts.push(format!(
+                "{column} = {}",
+                push(Param::Text(instance.clone()), &mut params)
+            )),
+            // No task of a single-process store has an instance.
+            None => parts.push("1 = 0".to_owned()),
+        }
+    }
+    if let Some(after) = filter.created_after_ms {
+        parts.push(format!(
+            "created_at_ms >= {}",
+            push(Param::Int(to_i64(after)), &mut params)
+        ));
+    }
+    if let Some(before) = filter.created_before_ms {
+        parts.push(format!(
+            "created_at_ms < {}",
+            push(Param::Int(to_i64(before)), &mut params)
+        ));
+    }
+    if let Some(before) = filter.stalled_before_ms(now_ms) {
+        // `purge_at_ms` is NULL exactly while a task is live, in both stores.
+        parts.push(format!(
+            "purge_at_ms IS NULL AND last_updated_at_ms < {}",
+            push(Param::Int(to_i64(before)), &mut params)
+        ));
+    }
+    if let Some(position) = after {
+        let created = push(Param::Int(to_i64(position.created_at_ms)), &mut params);
+        let id = push(Param::Text(position.id.to_string()), &mut params);
+        parts.push(format!(
+            "(created_at_ms < {created} OR (created_at_ms = {created} AND {} < {id}))",
+            dialect.id
+        ));
+    }
+    let clause = if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", parts.join(" AND "))
+    };
+    (clause, params)
+}

@@ -1,0 +1,117 @@
+//! [`AdminStore`] for [`MemoryStore`]: a scan of every shard, one lock at a time.
+
+use std::sync::atomic::Ordering;
+
+use async_trait::async_trait;
+
+use super::{Entry, MemoryStore};
+use crate::store::{
+    StoreError, TaskStore,
+    admin::{AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary},
+};
+
+impl MemoryStore {
+    /// Runs `each` on the summary of every task that passes `filter`, after applying the
+    /// expiry that is due.
+    async fn scan(
+        &self,
+        filter: &TaskFilter,
+        mut each: impl FnMut(&Entry, TaskSummary),
+    ) -> Result<(), StoreError> {
+        self.expire_due().await?;
+        let now = self.clock.now_ms();
+        for shard in &self.shards {
+            let shard = shard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for entry in shard.tasks.values() {
+                let summary = TaskSummary::of(&entry.snapshot(), None);
+                if filter.matches(&summary, now) {
+                    each(entry, summary);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl AdminStore for MemoryStore {
+    async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
+        let mut found = Vec::new();
+        self.scan(&query.filter, |_, summary| {
+            if query
+                .after
+                .as_ref()
+                .is_none_or(|after| after.is_before(summary.created_at_ms, &summary.id))
+            {
+                found.push(summary);
+            }
+        })
+        .await?;
+        found.sort_unstable_by(|a, b| {
+            (b.created_at_ms, b.id.as_bytes()).cmp(&(a.created_at_ms, a.id.as_bytes()))
+        });
+        found.truncate(query.limit + 1);
+        Ok(query.page(found))
+    }
+
+    async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
+        let mut counts = StatusCounts::default();
+        self.scan(filter, |_, summary| counts.add(summary.status, 1))
+            .await?;
+        Ok(counts)
+    }
+
+    async fn detail(&self, id: &str) -> Result<Option<TaskDetail>, StoreError> {
+        let detail = self.with_entry(id, |entry, _| {
+            let live = entry.live.as_deref();
+            Ok(TaskDetail {
+                task: entry.snapshot(),
+                tool_version: live.map(|l| l.tool_version.clone()).unwrap_or_default(),
+                arguments: live.map(|l| l.arguments.clone()).unwrap_or_default(),
+                steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
+                questions: live
+                    .map(|l| l.pending.input_requests.clone())
+                    .unwrap_or_default(),
+                answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
+                lease: None,
+            })
+        });
+        match detail {
+            Ok(detail) => Ok(Some(detail)),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
+        self.expire_due().await?;
+        let mut purged = Vec::new();
+        for shard in &self.shards {
+            let mut shard = shard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let ids: Vec<_> = shard
+                .tasks
+                .values()
+                .filter(|entry| {
+                    entry.state.status.is_terminal()
+                        && before_ms.is_none_or(|before| entry.state.last_updated_at_ms < before)
+                })
+                .map(|entry| entry.id.clone())
+                .collect();
+            for id in ids {
+                if let Some(entry) = shard.tasks.remove(&id) {
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    purged.push(entry);
+                }
+            }
+        }
+        let count = purged.len() as u64;
+        for entry in purged {
+            self.forget_keys(Some(entry));
+        }
+        Ok(count)
+    }
+}

@@ -1,0 +1,181 @@
+//! [`AdminStore`] for [`PostgresStore`]: lists and counts as single reads, purges in one
+//! statement per batch, the lease columns shown as the task's instance and epoch.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_postgres::types::ToSql;
+
+use super::{
+    PostgresStore, SWEEP_BATCH,
+    pool::{read, write_one},
+    row::{PgRow, Row},
+};
+use crate::store::{
+    StoreError, TaskStore,
+    admin::{
+        AdminStore, LeaseState, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery,
+        TaskSummary,
+        sql::{Dialect, Param, conditions},
+    },
+    codec::{self, Columns, TASK_COLUMNS, task_columns, to_i64},
+};
+
+const DIALECT: Dialect = Dialect {
+    mark: |n| format!("${n}"),
+    id: "id COLLATE \"C\"",
+    runner: Some("runner"),
+};
+
+/// The parameters, boxed for `tokio_postgres`.
+fn values(params: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
+    params
+        .into_iter()
+        .map(|param| -> Box<dyn ToSql + Sync + Send> {
+            match param {
+                Param::Text(text) => Box::new(text),
+                Param::Int(n) => Box::new(n),
+            }
+        })
+        .collect()
+}
+
+fn refs(values: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
+    values
+        .iter()
+        .map(|value| &**value as &(dyn ToSql + Sync))
+        .collect()
+}
+
+/// The columns a list and a detail read: [`Row::decode`]'s, then the detail's own.
+macro_rules! admin_columns {
+    () => {
+        concat!(
+            task_columns!(),
+            ", answer_seq, runner, epoch, tool_version, arguments, lease_until_ms"
+        )
+    };
+}
+
+#[async_trait]
+impl AdminStore for PostgresStore {
+    async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
+        self.expire_due().await?;
+        let now = self.clock.now_ms();
+        let (clause, params) = conditions(&DIALECT, &query.filter, query.after.as_ref(), now);
+        let sql = format!(
+            "SELECT {} FROM tasks{clause} ORDER BY created_at_ms DESC, id COLLATE \"C\" DESC \
+             LIMIT {}",
+            admin_columns!(),
+            query.limit + 1
+        );
+        let values = values(params);
+        let rows = read(&self.pool, &sql, &refs(&values), "could not list the tasks").await?;
+        let mut found = Vec::with_capacity(rows.len());
+        for raw in &rows {
+            let row = Row::decode(raw)?;
+            let instance = row.runner.map(Arc::from);
+            found.push(TaskSummary::of(&row.task.into_snapshot(), instance));
+        }
+        Ok(query.page(found))
+    }
+
+    async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
+        self.expire_due().await?;
+        let now = self.clock.now_ms();
+        let (clause, params) = conditions(&DIALECT, filter, None, now);
+        let sql = format!("SELECT status, COUNT(*) FROM tasks{clause} GROUP BY status");
+        let values = values(params);
+        let rows = read(
+            &self.pool,
+            &sql,
+            &refs(&values),
+            "could not count the tasks",
+        )
+        .await?;
+        let mut counts = StatusCounts::default();
+        for raw in &rows {
+            let row = PgRow(raw);
+            counts.add(
+                codec::parse_status(&row.text(0)?)?,
+                codec::to_u64(row.int(1)?),
+            );
+        }
+        Ok(counts)
+    }
+
+    async fn detail(&self, id: &str) -> Result<Option<TaskDetail>, StoreError> {
+        // Applies the expiry that is due, as a read does.
+        if self.get(id).await?.is_none() {
+            return Ok(None);
+        }
+        let sql = concat!("SELECT ", admin_columns!(), " FROM tasks WHERE id = $1");
+        let rows = read(&self.pool, sql, &[&id], "could not read the task").await?;
+        let Some(raw) = rows.first() else {
+            return Ok(None);
+        };
+        let row = Row::decode(raw)?;
+        let columns = PgRow(raw);
+        let live = !row.task.state.status.is_terminal();
+        let tool_version = columns.text(TASK_COLUMNS + 3)?;
+        let arguments = columns.text(TASK_COLUMNS + 4)?;
+        let until_ms = columns.opt_int(TASK_COLUMNS + 5)?.map(codec::to_u64);
+        let steps_rows = read(
+            &self.pool,
+            "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq",
+            &[&id],
+            "could not read the task's steps",
+        )
+        .await?;
+        let steps = steps_rows
+            .iter()
+            .map(|raw| codec::step(&PgRow(raw), 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        let questions = row.task.pending.input_requests.clone();
+        let answers = row.task.pending.answers.clone();
+        let lease = Some(LeaseState {
+            instance: row.runner.clone().map(Arc::from),
+            epoch: row.epoch,
+            until_ms: if live { until_ms } else { None },
+        });
+        Ok(Some(TaskDetail {
+            task: row.task.into_snapshot(),
+            tool_version: if live {
+                Arc::from(tool_version)
+            } else {
+                Arc::from("")
+            },
+            arguments: if live {
+                codec::json(&arguments)?
+            } else {
+                rmcp::model::JsonObject::new()
+            },
+            steps,
+            questions,
+            answers,
+            lease,
+        }))
+    }
+
+    async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
+        self.expire_due().await?;
+        let before = before_ms.map_or(i64::MAX, to_i64);
+        let mut purged = 0;
+        loop {
+            // Steps go with their task (ON DELETE CASCADE); the idempotency key is a column.
+            let rows = write_one(
+                &self.pool,
+                "WITH done AS (SELECT id FROM tasks WHERE purge_at_ms IS NOT NULL \
+                 AND last_updated_at_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 DELETE FROM tasks t USING done WHERE t.id = done.id RETURNING t.id",
+                &[&before, &SWEEP_BATCH],
+                "could not purge the finished tasks",
+            )
+            .await?;
+            purged += rows.len() as u64;
+            if i64::try_from(rows.len()).unwrap_or(i64::MAX) < SWEEP_BATCH {
+                return Ok(purged);
+            }
+        }
+    }
+}

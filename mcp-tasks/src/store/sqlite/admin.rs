@@ -1,0 +1,167 @@
+//! [`AdminStore`] for [`SqliteStore`]: lists and counts on a reader connection, purges in
+//! the writer's batch.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rusqlite::{params, params_from_iter, types::Value as SqlValue};
+
+use super::{
+    SqliteStore, backend,
+    row::{SqliteRow, exec, load},
+    writer::{Effect, Tx},
+};
+use crate::store::{
+    StoreError, TaskStore,
+    admin::{
+        AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
+        sql::{Dialect, Param, conditions},
+    },
+    codec::{self, StoredTask, task_columns, to_i64},
+};
+
+const DIALECT: Dialect = Dialect {
+    mark: |n| format!("?{n}"),
+    id: "id",
+    runner: None,
+};
+
+fn values(params: Vec<Param>) -> Vec<SqlValue> {
+    params
+        .into_iter()
+        .map(|param| match param {
+            Param::Text(text) => SqlValue::Text(text),
+            Param::Int(n) => SqlValue::Integer(n),
+        })
+        .collect()
+}
+
+#[async_trait]
+impl AdminStore for SqliteStore {
+    async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
+        self.expire_due().await?;
+        let now = self.clock.now_ms();
+        let (clause, params) = conditions(&DIALECT, &query.filter, query.after.as_ref(), now);
+        let sql = format!(
+            "SELECT {} FROM tasks{clause} ORDER BY created_at_ms DESC, id DESC LIMIT {}",
+            task_columns!(),
+            query.limit + 1
+        );
+        let found = self
+            .read(move |conn| {
+                let mut statement = conn.prepare(&sql).map_err(backend)?;
+                let mut rows = statement
+                    .query(params_from_iter(values(params)))
+                    .map_err(backend)?;
+                let mut found = Vec::new();
+                while let Some(row) = rows.next().map_err(backend)? {
+                    let task = StoredTask::decode(&SqliteRow(row))?.into_snapshot();
+                    found.push(TaskSummary::of(&task, None));
+                }
+                Ok(found)
+            })
+            .await?;
+        Ok(query.page(found))
+    }
+
+    async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
+        self.expire_due().await?;
+        let now = self.clock.now_ms();
+        let (clause, params) = conditions(&DIALECT, filter, None, now);
+        let sql = format!("SELECT status, COUNT(*) FROM tasks{clause} GROUP BY status");
+        self.read(move |conn| {
+            let mut statement = conn.prepare(&sql).map_err(backend)?;
+            let mut rows = statement
+                .query(params_from_iter(values(params)))
+                .map_err(backend)?;
+            let mut counts = StatusCounts::default();
+            while let Some(row) = rows.next().map_err(backend)? {
+                let status: String = row.get(0).map_err(backend)?;
+                let n: i64 = row.get(1).map_err(backend)?;
+                counts.add(codec::parse_status(&status)?, codec::to_u64(n));
+            }
+            Ok(counts)
+        })
+        .await
+    }
+
+    async fn detail(&self, id: &str) -> Result<Option<TaskDetail>, StoreError> {
+        // Applies the expiry that is due, as a read does.
+        if self.get(id).await?.is_none() {
+            return Ok(None);
+        }
+        let id = id.to_owned();
+        self.read(move |conn| {
+            let Some(task) = load(conn, &id)? else {
+                return Ok(None);
+            };
+            let (tool_version, arguments): (String, String) = conn
+                .prepare_cached("SELECT tool_version, arguments FROM tasks WHERE id = ?1")
+                .and_then(|mut select| {
+                    select.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+                })
+                .map_err(backend)?;
+            let mut steps = Vec::new();
+            let mut select = conn
+                .prepare_cached(
+                    "SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq",
+                )
+                .map_err(backend)?;
+            let mut rows = select.query(params![id]).map_err(backend)?;
+            while let Some(row) = rows.next().map_err(backend)? {
+                steps.push(codec::step(&SqliteRow(row), 0)?);
+            }
+            let questions = task.pending.input_requests.clone();
+            let answers = task.pending.answers.clone();
+            let live = !task.state.status.is_terminal();
+            Ok(Some(TaskDetail {
+                task: task.into_snapshot(),
+                tool_version: if live {
+                    Arc::from(tool_version)
+                } else {
+                    Arc::from("")
+                },
+                arguments: if live {
+                    codec::json(&arguments)?
+                } else {
+                    rmcp::model::JsonObject::new()
+                },
+                steps,
+                questions,
+                answers,
+                lease: None,
+            }))
+        })
+        .await
+    }
+
+    async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
+        self.expire_due().await?;
+        let before = before_ms.map_or(i64::MAX, to_i64);
+        self.write(move |tx: &mut Tx<'_>| {
+            let finished = "SELECT id FROM tasks WHERE purge_at_ms IS NOT NULL \
+                            AND last_updated_at_ms < ?1";
+            exec(
+                tx.conn,
+                &format!("DELETE FROM steps WHERE task_id IN ({finished})"),
+                params![before],
+            )
+            .map_err(backend)?;
+            exec(
+                tx.conn,
+                &format!("DELETE FROM idempotency WHERE task_id IN ({finished})"),
+                params![before],
+            )
+            .map_err(backend)?;
+            let purged = exec(
+                tx.conn,
+                "DELETE FROM tasks WHERE purge_at_ms IS NOT NULL AND last_updated_at_ms < ?1",
+                params![before],
+            )
+            .map_err(backend)?;
+            tx.effects.push(Effect::Purged(purged));
+            Ok(purged as u64)
+        })
+        .await
+    }
+}

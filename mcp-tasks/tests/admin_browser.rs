@@ -1,0 +1,243 @@
+//! The admin web view in a real browser: headless Chromium (Debian's `chromium`) opens the
+//! page of a running server with tasks in every state, saves a screenshot under
+//! `target/screenshots/`, and the test checks the status counts, a one-tool filter, that a
+//! status message with `<script>` shows as text, and that the cancel button's form (its
+//! action and token read from the page the browser rendered) cancels a running task, seen
+//! by `tasks/get`. A forged form (no token, or from another origin) cancels nothing.
+//!
+//! Without Chromium the test says how to install it and returns, except under CI (`CI`
+//! set), where it fails.
+
+#[path = "support/admin.rs"]
+mod support;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use rmcp::model::TaskStatus;
+use support::{ADMIN_SECRET, serve, tasks_in_every_state, until_status};
+
+/// The browser: `MCP_TASKS_CHROMIUM`, else `chromium` or `chromium-browser` on PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("MCP_TASKS_CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+struct Browser {
+    binary: PathBuf,
+    profile: PathBuf,
+}
+
+impl Browser {
+    fn new(binary: PathBuf) -> Self {
+        let profile = std::env::temp_dir().join(format!(
+            "mcp-tasks-chromium-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        Self { binary, profile }
+    }
+
+    /// Runs headless Chromium on `url` with `extra` flags; returns stdout.
+    async fn run(&self, url: &str, extra: &[String]) -> String {
+        let mut command = Command::new(&self.binary);
+        command
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--hide-scrollbars",
+                "--window-size=1400,900",
+            ])
+            .arg(format!("--user-data-dir={}", self.profile.display()))
+            .args(extra)
+            .arg(url);
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .expect("chromium runs");
+        assert!(
+            output.status.success(),
+            "chromium failed on {url}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// The DOM of `url` once loaded, as Chromium serializes it.
+    async fn dom(&self, url: &str) -> String {
+        self.run(url, &["--dump-dom".to_owned()]).await
+    }
+
+    async fn screenshot(&self, url: &str, file: &Path) {
+        let _ = std::fs::remove_file(file);
+        self.run(url, &[format!("--screenshot={}", file.display())])
+            .await;
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.profile);
+    }
+}
+
+/// The text between `start` and the next `end` after it, in `haystack`.
+fn between<'a>(haystack: &'a str, start: &str, end: &str) -> Option<&'a str> {
+    let from = haystack.find(start)? + start.len();
+    let to = haystack[from..].find(end)? + from;
+    Some(&haystack[from..to])
+}
+
+fn count(dom: &str, status: &str) -> Option<u64> {
+    between(dom, &format!("data-status=\"{status}\">"), "<")?
+        .parse()
+        .ok()
+}
+
+/// `data-task-id` of each task row.
+fn rows(dom: &str) -> Vec<(String, String)> {
+    dom.match_indices("<tr class=\"task\"")
+        .map(|(at, _)| {
+            let row = &dom[at..];
+            (
+                between(row, "data-task-id=\"", "\"").unwrap().to_owned(),
+                between(row, "data-tool=\"", "\"").unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_in_headless_chromium() {
+    let Some(binary) = chromium() else {
+        let line = "browser test skipped: no chromium on PATH; install Debian's `chromium` \
+                    package (apt-get install -y chromium) or set MCP_TASKS_CHROMIUM";
+        assert!(std::env::var_os("CI").is_none(), "{line} (CI requires it)");
+        eprintln!("{line}");
+        return;
+    };
+    let browser = Browser::new(binary);
+    let served = serve().await;
+    let ids = tasks_in_every_state(&served.client).await;
+    let authority = served.base.trim_start_matches("http://");
+    let page = |path: &str| format!("http://admin:{ADMIN_SECRET}@{authority}{path}");
+
+    // The screenshot of the list, every state on it.
+    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let shot = shots.join("admin-tasks.png");
+    browser.screenshot(&page("/admin/"), &shot).await;
+    let png = std::fs::read(&shot).expect("the screenshot is saved");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a real PNG: {} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.canonicalize().unwrap().display());
+
+    // The counts, every row, and the status message shown as text, not run.
+    let dom = browser.dom(&page("/admin/")).await;
+    for (status, n) in [
+        ("working", 2),
+        ("input_required", 1),
+        ("completed", 2),
+        ("failed", 1),
+        ("cancelled", 0),
+        ("total", 6),
+    ] {
+        assert_eq!(count(&dom, status), Some(n), "{status} in {dom}");
+    }
+    assert_eq!(rows(&dom).len(), 6);
+    assert!(
+        dom.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt; spinning &amp; waiting"),
+        "the message is escaped: {dom}"
+    );
+    assert!(
+        dom.contains("<title>Tasks · mcp-tasks admin</title>"),
+        "no script ran: {dom}"
+    );
+    assert!(!dom.contains("<script"), "no script element: {dom}");
+    assert!(dom.contains("http-equiv=\"refresh\""), "refreshes itself");
+
+    // One tool.
+    let spins = browser.dom(&page("/admin/?tool=spin")).await;
+    let spin_rows = rows(&spins);
+    assert_eq!(spin_rows.len(), 2, "{spins}");
+    assert!(spin_rows.iter().all(|(_, tool)| tool == "spin"));
+    assert_eq!(count(&spins, "total"), Some(2), "counts follow the filter");
+
+    // The cancel button of a running task: its form, as the browser rendered it.
+    let target = &ids.spin[0];
+    let detail = browser.dom(&page(&format!("/admin/tasks/{target}"))).await;
+    assert!(
+        detail.contains("id=\"cancel\""),
+        "a cancel button: {detail}"
+    );
+    let action = between(&detail, "<form method=\"post\" action=\"", "\"")
+        .expect("the cancel form")
+        .to_owned();
+    let token = between(&detail, "name=\"csrf\" value=\"", "\"")
+        .expect("the form's token")
+        .to_owned();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let submit = |origin: &str, body: String| {
+        http.post(format!("{}{action}", served.base))
+            .basic_auth("admin", Some(ADMIN_SECRET))
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    // Forged: from another site, or without the token. Nothing is cancelled.
+    let cross = submit("http://evil.example", format!("csrf={token}"))
+        .await
+        .unwrap();
+    assert_eq!(cross.status().as_u16(), 403);
+    let tokenless = submit(&served.base, String::new()).await.unwrap();
+    assert_eq!(tokenless.status().as_u16(), 403);
+    let other_task = submit(&served.base, format!("csrf={}", "0".repeat(64)))
+        .await
+        .unwrap();
+    assert_eq!(other_task.status().as_u16(), 403);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let still = served.client.task(target).await.unwrap();
+    assert_eq!(
+        still.status(),
+        TaskStatus::Working,
+        "a forged form cancels nothing"
+    );
+
+    let sent = submit(&served.base, format!("csrf={token}")).await.unwrap();
+    assert_eq!(sent.status().as_u16(), 303, "{:?}", sent.text().await);
+    until_status(&served.client, target, TaskStatus::Cancelled).await;
+    let after = browser.dom(&page(&format!("/admin/tasks/{target}"))).await;
+    assert!(after.contains("id=\"status\">cancelled<"), "{after}");
+    assert!(
+        !after.contains("id=\"cancel\""),
+        "no button on an ended task"
+    );
+    let list = browser.dom(&page("/admin/")).await;
+    assert_eq!(count(&list, "cancelled"), Some(1));
+    assert_eq!(count(&list, "working"), Some(1));
+
+    // Without the credential the browser gets the sign-in challenge, not the page.
+    let anonymous = browser.dom(&format!("{}/admin/", served.base)).await;
+    assert!(!anonymous.contains("data-task-id"), "{anonymous}");
+}

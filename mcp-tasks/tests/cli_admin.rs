@@ -1,0 +1,161 @@
+//! `mcp-tasks admin list|show|cancel|purge` against a real server on 127.0.0.1:0 with tasks
+//! in every state: table and `--json` output, the cancel seen by `tasks/get`, exit codes
+//! (0 done, 4 refused or unusable).
+
+#[path = "support/admin.rs"]
+mod support;
+
+use std::time::Duration;
+
+use rmcp::model::TaskStatus;
+use serde_json::Value;
+use support::{ADMIN_SECRET, serve, tasks_in_every_state, until_status};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp-tasks");
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn admin(token: Option<&str>, args: &[&str]) -> Run {
+    let mut command = tokio::process::Command::new(BIN);
+    command.arg("admin").args(args).kill_on_drop(true);
+    match token {
+        Some(token) => command.env("MCP_TASKS_ADMIN_TOKEN", token),
+        None => command.env_remove("MCP_TASKS_ADMIN_TOKEN"),
+    };
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("mcp-tasks ends")
+        .expect("the mcp-tasks binary runs");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+async fn ok(args: &[&str]) -> String {
+    let run = admin(Some(ADMIN_SECRET), args).await;
+    assert_eq!(run.code, 0, "{args:?}: {}{}", run.stdout, run.stderr);
+    run.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_show_cancel_and_purge() {
+    let served = serve().await;
+    let url = served.base.as_str();
+    let ids = tasks_in_every_state(&served.client).await;
+
+    let table = ok(&["list", url]).await;
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("TASK ID"), "{table}");
+    assert_eq!(lines.len(), 1 + 6 + 1, "header, six tasks, counts: {table}");
+    assert_eq!(
+        lines[7],
+        "6 tasks: 2 working, 1 input_required, 2 completed, 1 failed, 0 cancelled"
+    );
+    let status_column = lines[0].find("STATUS").unwrap();
+    assert!(
+        lines[1..7]
+            .iter()
+            .all(|line| line[status_column..].starts_with(|c: char| c.is_ascii_lowercase())),
+        "aligned columns: {table}"
+    );
+
+    let spins = ok(&["list", url, "--tool", "spin"]).await;
+    let rows: Vec<&str> = spins
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.contains(" tasks: "))
+        .collect();
+    assert_eq!(rows.len(), 2, "{spins}");
+    assert!(
+        rows.iter()
+            .all(|row| row.contains(" spin ") && row.contains("working"))
+    );
+    assert!(
+        spins.contains("2 tasks: 2 working"),
+        "counts follow the filter: {spins}"
+    );
+
+    let json: Value = serde_json::from_str(
+        &ok(&[
+            "list",
+            &format!("{url}/admin"),
+            "--json",
+            "--limit",
+            "2",
+            "--all",
+        ])
+        .await,
+    )
+    .unwrap();
+    assert_eq!(
+        json["tasks"].as_array().unwrap().len(),
+        6,
+        "every page: {json}"
+    );
+    assert_eq!(json["counts"]["failed"], 1);
+    let paged = admin(Some(ADMIN_SECRET), &["list", url, "--limit", "2"]).await;
+    assert!(paged.stderr.contains("--cursor"), "{}", paged.stderr);
+
+    let shown = ok(&["show", url, &ids.boom]).await;
+    assert!(shown.contains("status          failed"), "{shown}");
+    assert!(
+        shown.contains("the upstream API refused the job"),
+        "{shown}"
+    );
+    let asked = ok(&["show", url, &ids.ask]).await;
+    assert!(asked.contains("open question"), "{asked}");
+    let detail: Value =
+        serde_json::from_str(&ok(&["show", url, &ids.quick[0], "--json"]).await).unwrap();
+    assert_eq!(detail["task"]["status"], "completed");
+
+    let target = &ids.spin[0];
+    let cancelled = ok(&["cancel", url, target]).await;
+    assert!(cancelled.starts_with("cancel requested"), "{cancelled}");
+    until_status(&served.client, target, TaskStatus::Cancelled).await;
+    let again = ok(&["cancel", url, target]).await;
+    assert!(again.contains("had already ended (cancelled)"), "{again}");
+
+    assert_eq!(
+        ok(&["purge", url, "--older-than", "1d"]).await.trim(),
+        "purged 0 finished tasks"
+    );
+    assert_eq!(ok(&["purge", url]).await.trim(), "purged 4 finished tasks");
+    let left = ok(&["list", url, "--json"]).await;
+    let left: Value = serde_json::from_str(&left).unwrap();
+    assert_eq!(left["tasks"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_exit_4_with_the_reason() {
+    let served = serve().await;
+    let url = served.base.as_str();
+    let bad = admin(Some(ADMIN_SECRET), &["list", url, "--status", "running"]).await;
+    assert_eq!(bad.code, 4);
+    assert!(
+        bad.stderr.contains("400") && bad.stderr.contains("query parameter `status`"),
+        "{}",
+        bad.stderr
+    );
+    let none = admin(None, &["list", url]).await;
+    assert_eq!(none.code, 4);
+    assert!(
+        none.stderr.contains("MCP_TASKS_ADMIN_TOKEN"),
+        "{}",
+        none.stderr
+    );
+    let wrong = admin(Some("not-the-admin-secret"), &["list", url]).await;
+    assert_eq!(wrong.code, 4);
+    assert!(wrong.stderr.contains("401"), "{}", wrong.stderr);
+    let unknown = admin(Some(ADMIN_SECRET), &["show", url, "no-such-task"]).await;
+    assert_eq!(unknown.code, 4);
+    assert!(unknown.stderr.contains("404"), "{}", unknown.stderr);
+    let not_url = admin(Some(ADMIN_SECRET), &["list", "localhost:1"]).await;
+    assert_eq!(not_url.code, 4);
+    assert!(not_url.stderr.contains("not an http"), "{}", not_url.stderr);
+}
