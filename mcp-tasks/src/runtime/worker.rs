@@ -108,6 +108,13 @@ impl Worker {
         &self.instance
     }
 
+    /// The grace period of [`Worker::run_until`]'s shutdown
+    /// ([`Worker::with_shutdown_grace`]).
+    #[must_use]
+    pub fn shutdown_grace(&self) -> Duration {
+        self.grace
+    }
+
     /// Starts claiming, renewing, listening for wake-ups and sweeping expiry, on the current
     /// tokio runtime, until [`WorkerHandle::shutdown`] (or until the handle is dropped,
     /// which stops everything at once).
@@ -131,6 +138,7 @@ impl Worker {
             Settings {
                 reap_interval: self.expiry_sweep,
                 limits: crate::Limits::default(),
+                shutdown_grace: self.grace,
             },
             self.instance,
             config,

@@ -121,6 +121,16 @@ impl EngineBuilder {
         self
     }
 
+    /// Sets the grace period of the shutdown that
+    /// `serve_http_with_shutdown` makes when its signal
+    /// comes (default 10 s): how long the work running here has to end on its own before
+    /// it is drained (see [`Engine::shutdown`]). Keep it below the time your orchestrator
+    /// waits between SIGTERM and SIGKILL.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.settings.shutdown_grace = grace;
+        self
+    }
+
     /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
     /// every result the engine builds, and reported by a [`TaskServer`](super::TaskServer)
     /// over it. Default: `mcp-tasks` and this crate's version.
