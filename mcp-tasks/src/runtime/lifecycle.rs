@@ -91,6 +91,8 @@ pub(crate) enum Drained {
     Released,
     Left,
     Failed,
+    /// Any of them (or none, when the hand-over failed): the work was stopped.
+    Stopped,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +113,7 @@ pub(crate) struct Lifecycle {
     loops: TaskTracker,
     work: TaskTracker,
     /// What the drain of step 3 did: released, left, failed.
-    drained: [AtomicUsize; 3],
+    drained: [AtomicUsize; 4],
 }
 
 impl Lifecycle {
@@ -218,14 +220,14 @@ impl Lifecycle {
         self.loops.close();
         self.work.close();
         // Step 2: grace.
-        let drained = tokio::time::timeout(grace, self.work.wait()).await.is_ok();
-        let abandoned = if drained { 0 } else { self.work.len() };
+        let _ = tokio::time::timeout(grace, self.work.wait()).await;
         // Step 3: stop.
         self.stop.cancel();
         self.work.wait().await;
         self.loops.wait().await;
         *self.state() = State::Stopped;
         let count = |drained: Drained| self.drained[drained as usize].load(Ordering::Relaxed);
+        let abandoned = count(Drained::Stopped);
         let report = ShutdownReport {
             abandoned,
             released: count(Drained::Released),

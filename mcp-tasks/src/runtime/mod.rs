@@ -594,6 +594,7 @@ impl Runtime {
             tracing::info!(task_id = %id, "work stopped; the task is left as stored");
             return;
         }
+        self.lifecycle.count_drained(lifecycle::Drained::Stopped);
         let lease = live.lease();
         let resumable = self
             .tools
