@@ -144,6 +144,7 @@ pub const SETTINGS: &[(&str, &str, bool)] = &[
     ("--claim-ms", "MCP_TASKS_CLAIM_MS", true),
     ("--reread-ms", "MCP_TASKS_REREAD_MS", true),
     ("--shutdown-grace-ms", "MCP_TASKS_SHUTDOWN_GRACE_MS", true),
+    ("--max-running", "MCP_TASKS_MAX_RUNNING", true),
     ("--queued-calls", "MCP_TASKS_QUEUED_CALLS", false),
     ("--no-execution", "MCP_TASKS_NO_EXECUTION", false),
     ("--worker", "MCP_TASKS_WORKER", false),
@@ -192,7 +193,8 @@ pub fn env_flags() -> std::io::Result<Vec<String>> {
 /// `--renew-ms`, `--claim-ms`, `--reread-ms` (`ClusterConfig`),
 /// `--queued-calls` (calls only record their task), `--no-execution` (runs no work),
 /// `--worker` (serves nothing: a [`mcp_tasks::Worker`]). `--request-state-key SECRET` seals
-/// multi round-trip state; `--shutdown-grace-ms N` is the grace period of a shutdown.
+/// multi round-trip state; `--shutdown-grace-ms N` is the grace period of a shutdown;
+/// `--max-running N` bounds the tasks that run at once on this instance or worker.
 #[allow(dead_code, reason = "the demo example builds its server itself")]
 pub async fn server(
     flags: impl Iterator<Item = String>,
@@ -213,7 +215,7 @@ async fn build(
     let (mut schema, mut instance, mut worker) = (None, None, false);
     let mut config = mcp_tasks::ClusterConfig::default();
     let mut cluster_flag = None;
-    let (mut key, mut grace) = (None, None);
+    let (mut key, mut grace, mut max_running) = (None, None, None);
     let mut rest = Vec::new();
     let mut flags = flags.peekable();
     while let Some(flag) = flags.next() {
@@ -232,6 +234,15 @@ async fn build(
             }
             "--pace-ms" => pace = millis(flags.next(), &flag)?,
             "--shutdown-grace-ms" => grace = Some(millis(flags.next(), &flag)?),
+            "--max-running" => {
+                max_running = Some(
+                    flags
+                        .next()
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| usage("--max-running takes a number of tasks, at least 1"))?,
+                );
+            }
             "--request-state-key" => {
                 let secret = flags.next().unwrap_or_default();
                 key = Some(
@@ -292,9 +303,12 @@ async fn build(
     let grace = grace.unwrap_or(mcp_tasks::cluster::DEFAULT_SHUTDOWN_GRACE);
     let info = rmcp::model::Implementation::new("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
     let engine = |toolkit| {
-        let builder = mcp_tasks::Engine::builder(toolkit)
+        let mut builder = mcp_tasks::Engine::builder(toolkit)
             .with_server_info(info)
             .with_shutdown_grace(grace);
+        if let Some(max) = max_running {
+            builder = builder.with_max_running(max);
+        }
         match key {
             Some(key) => builder.with_request_state_key(key),
             None => builder,
@@ -329,6 +343,9 @@ async fn build(
                 let mut worker = mcp_tasks::Worker::new(pg, toolkit)
                     .with_cluster(config)
                     .with_shutdown_grace(grace);
+                if let Some(max) = max_running {
+                    worker = worker.with_max_running(max);
+                }
                 if let Some(id) = instance {
                     worker = worker.with_instance_id(id);
                 }
@@ -476,7 +493,7 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
                 return Err(usage(&format!(
                     "unknown argument `{other}`; expected --bind ADDR:PORT, --port N, \
                      --allowed-hosts LIST, --allowed-origins LIST, --tokens owner:token,..., \
-                     --request-state-key SECRET, --shutdown-grace-ms N, \
+                     --request-state-key SECRET, --shutdown-grace-ms N, --max-running N, \
                      --store memory|sqlite:PATH|postgres://..., --journal PATH, --pace-ms N, \
                      or on Postgres {CLUSTER_FLAGS}"
                 )));

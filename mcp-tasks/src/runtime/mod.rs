@@ -28,7 +28,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -107,6 +107,8 @@ pub(crate) struct Settings {
     pub(crate) limits: Limits,
     /// The grace period of a shutdown the serving functions make on their own.
     pub(crate) shutdown_grace: Duration,
+    /// How many tasks' work may run here at once (`None`: no limit).
+    pub(crate) max_running: Option<usize>,
 }
 
 impl Default for Settings {
@@ -115,6 +117,7 @@ impl Default for Settings {
             reap_interval: DEFAULT_REAP_INTERVAL,
             limits: Limits::default(),
             shutdown_grace: worker::DEFAULT_SHUTDOWN_GRACE,
+            max_running: None,
         }
     }
 }
@@ -127,6 +130,8 @@ pub(crate) struct Runtime {
     pub(crate) limits: Limits,
     /// The grace period of a shutdown the serving functions make on their own.
     pub(crate) shutdown_grace: Duration,
+    /// The slots of the work that runs here ([`Settings::max_running`]).
+    pub(crate) capacity: Arc<Capacity>,
     /// Live tasks per owner, for [`Limits::max_live_tasks_per_owner`].
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
     /// This instance's id (the one its leases carry in cluster mode).
@@ -177,6 +182,83 @@ impl WriteError {
 pub(crate) struct OwnerSlot {
     owner: Arc<str>,
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+    /// The task's slot of this instance's [`Capacity`].
+    _running: RunSlot,
+}
+
+/// How many tasks' work may run here at once ([`Settings::max_running`]), and how many
+/// slots are taken: by the work of every task that runs here (from before its work starts
+/// to its end), and for a moment by a claim about to take tasks.
+pub(crate) struct Capacity {
+    max: Option<usize>,
+    taken: AtomicUsize,
+}
+
+impl Capacity {
+    fn new(max: Option<usize>) -> Arc<Self> {
+        Arc::new(Self {
+            max: max.map(|max| max.max(1)),
+            taken: AtomicUsize::new(0),
+        })
+    }
+
+    /// Takes one slot; `enforce`: only when one is free (else it is counted even over the
+    /// limit: a task a restarted server takes back).
+    fn take(self: &Arc<Self>, enforce: bool) -> Option<RunSlot> {
+        if self.max.is_some() {
+            if !enforce {
+                self.taken.fetch_add(1, Ordering::AcqRel);
+            } else if self.take_up_to(1) == 0 {
+                return None;
+            }
+        }
+        Some(RunSlot(Arc::clone(self)))
+    }
+
+    /// Takes up to `wanted` free slots at once; how many it took (`wanted` when there is
+    /// no limit, counting nothing). Give them back with [`Capacity::give`].
+    pub(crate) fn take_up_to(&self, wanted: usize) -> usize {
+        let Some(max) = self.max else {
+            return wanted;
+        };
+        let mut current = self.taken.load(Ordering::Acquire);
+        loop {
+            let n = wanted.min(max.saturating_sub(current));
+            if n == 0 {
+                return 0;
+            }
+            match self.taken.compare_exchange(
+                current,
+                current + n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return n,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken by [`Capacity::take_up_to`].
+    pub(crate) fn give(&self, n: usize) {
+        if n > 0 && self.max.is_some() {
+            self.taken.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// The limit.
+    pub(crate) fn max(&self) -> Option<usize> {
+        self.max
+    }
+}
+
+/// One taken slot of a [`Capacity`], given back when dropped.
+struct RunSlot(Arc<Capacity>);
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        self.0.give(1);
+    }
 }
 
 impl Drop for OwnerSlot {
@@ -224,6 +306,7 @@ impl Runtime {
             reap_interval: settings.reap_interval,
             limits: settings.limits,
             shutdown_grace: settings.shutdown_grace,
+            capacity: Capacity::new(settings.max_running),
             owners: Arc::default(),
             id,
             instance,
@@ -252,6 +335,10 @@ impl Runtime {
         if enforce && !self.lifecycle.accepting() {
             return Err(errors::shutting_down());
         }
+        let running = self
+            .capacity
+            .take(enforce)
+            .ok_or_else(|| at_capacity(self.capacity.max().unwrap_or(0)))?;
         let quota = self.limits.max_live_tasks_per_owner();
         let mut owners = self
             .owners
@@ -265,6 +352,7 @@ impl Runtime {
         Ok(OwnerSlot {
             owner: owner.clone(),
             owners: self.owners.clone(),
+            _running: running,
         })
     }
 
@@ -682,6 +770,18 @@ impl Runtime {
 async fn reap_loop(runtime: Arc<Runtime>) {
     let stop = runtime.lifecycle.intake_token().clone();
     lifecycle::periodic(stop, runtime.reap_interval, false, || runtime.reap()).await;
+}
+
+/// `-32603` for a task call refused because this instance runs its limit of tasks: retry
+/// later, or on another instance.
+fn at_capacity(max: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "this server instance already runs its limit of {max} tasks at once (max_running); \
+             retry later or on another instance"
+        ),
+        Some(serde_json::json!({ "retryable": true })),
+    )
 }
 
 /// The `CallToolResult` as the JSON object `result` of a completed task.

@@ -44,6 +44,7 @@ pub struct Worker {
     config: ClusterConfig,
     expiry_sweep: Duration,
     grace: Duration,
+    max_running: Option<usize>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -71,6 +72,7 @@ impl Worker {
             config: ClusterConfig::default(),
             expiry_sweep: DEFAULT_REAP_INTERVAL,
             grace: DEFAULT_SHUTDOWN_GRACE,
+            max_running: None,
         }
     }
 
@@ -99,6 +101,14 @@ impl Worker {
     /// [`DEFAULT_SHUTDOWN_GRACE`]); see [`WorkerHandle::shutdown`].
     pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
+        self
+    }
+
+    /// Lets at most `max` tasks' work run in this worker at once (default: no limit; at
+    /// least 1): each claim takes only as many queued or lapsed tasks as there are free
+    /// slots, and the rest stay queued for another worker or a later claim.
+    pub fn with_max_running(mut self, max: usize) -> Self {
+        self.max_running = Some(max.max(1));
         self
     }
 
@@ -139,6 +149,7 @@ impl Worker {
                 reap_interval: self.expiry_sweep,
                 limits: crate::Limits::default(),
                 shutdown_grace: self.grace,
+                max_running: self.max_running,
             },
             self.instance,
             config,
