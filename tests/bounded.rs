@@ -69,8 +69,12 @@ async fn a_worker_with_max_running_4_never_runs_more_than_4_of_50_queued() {
     for id in &ids {
         store
             .create(
-                NewTask::new(Arc::from(id.as_str()), Arc::from("anonymous"), Arc::from("counted"))
-                    .with_tool_version(Arc::from(version.as_str())),
+                NewTask::new(
+                    Arc::from(id.as_str()),
+                    Arc::from("anonymous"),
+                    Arc::from("counted"),
+                )
+                .with_tool_version(Arc::from(version.as_str())),
             )
             .await
             .expect("queue a task");
@@ -104,7 +108,10 @@ async fn a_worker_with_max_running_4_never_runs_more_than_4_of_50_queued() {
     worker.shutdown(Duration::from_secs(1)).await;
     let most = running.most.load(Ordering::SeqCst);
     eprintln!("at most {most} ran at once (sampled: {sampled_most})");
-    assert_eq!(most, 4, "never more than 4 at once, and the limit was reached");
+    assert_eq!(
+        most, 4,
+        "never more than 4 at once, and the limit was reached"
+    );
     assert!(sampled_most <= 4, "{sampled_most}");
 }
 
@@ -119,7 +126,11 @@ async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
     let mut ids = Vec::new();
     for _ in 0..2 {
         let (_, created) = http
-            .rpc("tools/call", json!({ "name": "parked", "arguments": {} }), TASKS)
+            .rpc(
+                "tools/call",
+                json!({ "name": "parked", "arguments": {} }),
+                TASKS,
+            )
             .await;
         ids.push(
             created["result"]["taskId"]
@@ -129,7 +140,11 @@ async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
         );
     }
     let (_, refused) = http
-        .rpc("tools/call", json!({ "name": "parked", "arguments": {} }), TASKS)
+        .rpc(
+            "tools/call",
+            json!({ "name": "parked", "arguments": {} }),
+            TASKS,
+        )
         .await;
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
     assert_eq!(refused["error"]["data"]["retryable"], true, "{refused}");
@@ -151,7 +166,11 @@ async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
         patience.wait().await;
     }
     let (_, created) = http
-        .rpc("tools/call", json!({ "name": "parked", "arguments": {} }), TASKS)
+        .rpc(
+            "tools/call",
+            json!({ "name": "parked", "arguments": {} }),
+            TASKS,
+        )
         .await;
     assert_eq!(created["result"]["resultType"], "task", "{created}");
 }

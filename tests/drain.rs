@@ -118,7 +118,11 @@ impl Drop for Process {
 }
 
 /// A JSON-RPC request to `url`: the HTTP status, headers and the response message.
-async fn rpc(url: &str, method: &str, mut params: Value) -> (u16, reqwest::header::HeaderMap, Value) {
+async fn rpc(
+    url: &str,
+    method: &str,
+    mut params: Value,
+) -> (u16, reqwest::header::HeaderMap, Value) {
     params["_meta"] = meta(TASKS);
     let name = params["name"]
         .as_str()
@@ -156,7 +160,10 @@ async fn call(url: &str, tool: &str, arguments: Value) -> String {
 async fn get(url: &str, id: &str) -> Value {
     let (status, _, response) = rpc(url, "tasks/get", json!({ "taskId": id })).await;
     assert_eq!(status, 200, "{response}");
-    assert!(response.get("error").is_none(), "tasks/get {id}: {response}");
+    assert!(
+        response.get("error").is_none(),
+        "tasks/get {id}: {response}"
+    );
     response["result"].clone()
 }
 
@@ -233,14 +240,25 @@ async fn sigterm_hands_running_work_to_another_instance_at_once() {
     };
     let mut a = instance("a", &journal_a);
     let b = instance("b", &journal_b);
-    assert_eq!(health(&a.base, "/readyz").await, (200, json!({ "ready": true })));
+    assert_eq!(
+        health(&a.base, "/readyz").await,
+        (200, json!({ "ready": true }))
+    );
 
     // On a: a resume tool (40 batches of 150 ms) and a fail tool that waits for an answer.
-    let import = call(&a.url, "import_rows", json!({ "batches": 40, "batch_ms": 150 })).await;
+    let import = call(
+        &a.url,
+        "import_rows",
+        json!({ "batches": 40, "batch_ms": 150 }),
+    )
+    .await;
     let report = call(&a.url, "workspace_report", json!({ "workspace_id": "w1" })).await;
     let started = Instant::now();
     while ran(&journal_a, &import) < 3 {
-        assert!(started.elapsed() < Duration::from_secs(30), "import_rows runs on a");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "import_rows runs on a"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -255,7 +273,11 @@ async fn sigterm_hands_running_work_to_another_instance_at_once() {
         patience.wait().await;
     };
     assert_eq!(not_ready["ready"], false, "{not_ready}");
-    assert_eq!(health(&a.base, "/healthz").await.0, 200, "alive while draining");
+    assert_eq!(
+        health(&a.base, "/healthz").await.0,
+        200,
+        "alive while draining"
+    );
     // A new call is refused, retryably; tasks/get is still served.
     let (status, headers, refused) = rpc(
         &a.url,
@@ -278,13 +300,17 @@ async fn sigterm_hands_running_work_to_another_instance_at_once() {
 
     let (status, lines) = a.exited(Duration::from_secs(20));
     let exited_at = Instant::now();
-    assert!(status.success(), "a exits cleanly after its drain: {lines:?}");
+    assert!(
+        status.success(),
+        "a exits cleanly after its drain: {lines:?}"
+    );
     let stopped = lines
         .iter()
         .find(|l| l.starts_with("stopped: "))
         .unwrap_or_else(|| panic!("a printed its shutdown report: {lines:?}"));
     assert!(
-        stopped.contains("abandoned: 2") && stopped.contains("released: 1")
+        stopped.contains("abandoned: 2")
+            && stopped.contains("released: 1")
             && stopped.contains("failed: 1"),
         "{stopped}"
     );
@@ -351,8 +377,18 @@ async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
         "300",
     ];
     let mut first = Process::start(&args);
-    let import = call(&first.url, "import_rows", json!({ "batches": 20, "batch_ms": 100 })).await;
-    let report = call(&first.url, "workspace_report", json!({ "workspace_id": "w" })).await;
+    let import = call(
+        &first.url,
+        "import_rows",
+        json!({ "batches": 20, "batch_ms": 100 }),
+    )
+    .await;
+    let report = call(
+        &first.url,
+        "workspace_report",
+        json!({ "workspace_id": "w" }),
+    )
+    .await;
     while ran(&journal, &import) < 2 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -365,7 +401,8 @@ async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
         "a 300 ms grace period: it exits soon after, not at the end of the work"
     );
     assert!(
-        lines.iter().any(|l| l.starts_with("stopped: ") && l.contains("left: 1")
+        lines.iter().any(|l| l.starts_with("stopped: ")
+            && l.contains("left: 1")
             && l.contains("failed: 1")),
         "{lines:?}"
     );
@@ -393,7 +430,11 @@ async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
     assert_eq!(completed["status"], "completed", "{completed}");
     let seen = batches(&[&journal]);
     for batch in 1..=20 {
-        assert_eq!(seen.get(&(import.clone(), batch)), Some(&1), "batch {batch}");
+        assert_eq!(
+            seen.get(&(import.clone(), batch)),
+            Some(&1),
+            "batch {batch}"
+        );
     }
 }
 
@@ -423,14 +464,27 @@ async fn post(url: &str, token: Option<&str>, method: &str, params: Value) -> (u
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", V2026)
         .header("mcp-method", method)
-        .header("mcp-name", params["name"].as_str().or(params["taskId"].as_str()).unwrap_or(""));
+        .header(
+            "mcp-name",
+            params["name"]
+                .as_str()
+                .or(params["taskId"].as_str())
+                .unwrap_or(""),
+        );
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
     let response = request.body(body.to_string()).send().await.expect("POST");
     let status = response.status().as_u16();
     let text = response.text().await.unwrap();
-    (status, if text.is_empty() { Value::Null } else { parse_body(&text) })
+    (
+        status,
+        if text.is_empty() {
+            Value::Null
+        } else {
+            parse_body(&text)
+        },
+    )
 }
 
 /// `serve_http_with_shutdown` in process: readiness false first, new calls refused with a
@@ -458,9 +512,20 @@ async fn graceful_stop_in_order_with_health_outside_authentication() {
     ));
 
     // Health needs no token; /mcp does.
-    assert_eq!(health(&base, "/healthz").await, (200, json!({ "live": true })));
-    assert_eq!(health(&base, "/readyz").await, (200, json!({ "ready": true })));
-    assert_eq!(post(&url, None, "tasks/get", json!({ "taskId": "x" })).await.0, 401);
+    assert_eq!(
+        health(&base, "/healthz").await,
+        (200, json!({ "live": true }))
+    );
+    assert_eq!(
+        health(&base, "/readyz").await,
+        (200, json!({ "ready": true }))
+    );
+    assert_eq!(
+        post(&url, None, "tasks/get", json!({ "taskId": "x" }))
+            .await
+            .0,
+        401
+    );
 
     let (_, created) = post(
         &url,
@@ -469,7 +534,10 @@ async fn graceful_stop_in_order_with_health_outside_authentication() {
         json!({ "name": "sleepy", "arguments": { "ms": 600 } }),
     )
     .await;
-    let id = created["result"]["taskId"].as_str().expect("a task").to_owned();
+    let id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
     // An inline call in flight when the signal comes.
     let in_flight = tokio::spawn({
         let url = url.clone();
@@ -489,7 +557,10 @@ async fn graceful_stop_in_order_with_health_outside_authentication() {
 
     let (status, body) = health(&base, "/readyz").await;
     assert_eq!(status, 503, "{body}");
-    assert!(body["reason"].as_str().unwrap().contains("draining"), "{body}");
+    assert!(
+        body["reason"].as_str().unwrap().contains("draining"),
+        "{body}"
+    );
     assert_eq!(health(&base, "/healthz").await.0, 200);
     let (status, refused) = post(
         &url,
@@ -499,7 +570,10 @@ async fn graceful_stop_in_order_with_health_outside_authentication() {
     )
     .await;
     assert_eq!(status, 503, "{refused}");
-    assert_eq!(refused["id"], 1, "the refusal answers the request's id: {refused}");
+    assert_eq!(
+        refused["id"], 1,
+        "the refusal answers the request's id: {refused}"
+    );
     assert_eq!(refused["error"]["data"]["retryable"], true, "{refused}");
     // Other requests are served while the work has its grace period.
     let (status, got) = post(&url, Some("TOKEN_A"), "tasks/get", json!({ "taskId": id })).await;
@@ -508,14 +582,21 @@ async fn graceful_stop_in_order_with_health_outside_authentication() {
 
     let (status, answered) = in_flight.await.unwrap();
     assert_eq!(status, 200, "the in-flight request finished: {answered}");
-    assert_eq!(common::first_text(&answered["result"]), "answered", "{answered}");
+    assert_eq!(
+        common::first_text(&answered["result"]),
+        "answered",
+        "{answered}"
+    );
 
     let report = tokio::time::timeout(Duration::from_secs(10), serving)
         .await
         .expect("serve_http_with_shutdown returns after the drain")
         .unwrap()
         .expect("no I/O error");
-    assert_eq!(report.abandoned, 0, "the task ended within its grace: {report:?}");
+    assert_eq!(
+        report.abandoned, 0,
+        "the task ended within its grace: {report:?}"
+    );
     let stored = engine.store().get(&id).await.unwrap().expect("the task");
     assert_eq!(stored.status, rmcp::model::TaskStatus::Completed);
     assert!(engine.is_stopped());
@@ -543,7 +624,10 @@ async fn readiness_is_false_while_the_store_is_unreachable() {
         .build();
     let http = common::Http::start(TaskServer::from_engine(engine)).await;
     let base = http.url.trim_end_matches("/mcp").to_owned();
-    assert_eq!(health(&base, "/readyz").await, (200, json!({ "ready": true })));
+    assert_eq!(
+        health(&base, "/readyz").await,
+        (200, json!({ "ready": true }))
+    );
 
     cluster.stop();
     let (status, body) = health(&base, "/readyz").await;

@@ -240,7 +240,9 @@ async fn build(
                         .next()
                         .and_then(|n| n.parse::<usize>().ok())
                         .filter(|&n| n > 0)
-                        .ok_or_else(|| usage("--max-running takes a number of tasks, at least 1"))?,
+                        .ok_or_else(|| {
+                            usage("--max-running takes a number of tasks, at least 1")
+                        })?,
                 );
             }
             "--request-state-key" => {

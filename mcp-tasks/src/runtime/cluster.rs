@@ -404,8 +404,8 @@ pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, Stor
             if slots == 0 {
                 return Ok(report);
             }
-            let claimed = claim_batch(cluster, &instance.id, instance.config.lease, cause, slots)
-                .await;
+            let claimed =
+                claim_batch(cluster, &instance.id, instance.config.lease, cause, slots).await;
             let claimed = match claimed {
                 Ok(claimed) => claimed,
                 Err(error) => {
