@@ -228,9 +228,11 @@ impl WorkerHandle {
 
     /// Stops the worker, in three steps: it claims nothing more and stops sweeping expiry
     /// at once; the work it runs has `grace` to end on its own (its leases are still
-    /// renewed, its outcome written); then the work still running is dropped and writes
-    /// nothing more (another instance takes those tasks over once their leases lapse), and
-    /// renewals and wake-ups end. Returns once every loop and every work has ended.
+    /// renewed, its outcome written); then the work still running is dropped and drained:
+    /// a `resume` task's lease is released, so another instance or worker claims it at once,
+    /// and a `fail` task ends `failed` saying the server was shut down (see
+    /// [`Engine::shutdown`](crate::Engine::shutdown)); renewals and wake-ups end. Returns
+    /// once every loop and every work has ended.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         self.runtime.lifecycle.shutdown(grace).await
     }
