@@ -72,6 +72,12 @@ impl Instance {
         let journal = dir.join(format!("journal-{name}.txt"));
         let mut child = Command::new(example_binary())
             .args(["--store", &db.url, "--schema", &db.schema])
+            // Every instance of a cluster shares the request-state key (the example refuses
+            // to start one without it).
+            .env(
+                "MCP_TASKS_REQUEST_STATE_KEY",
+                "cluster-test-request-state-key-0123456789",
+            )
             // A worker serves no HTTP (and refuses a port).
             .args(if extra.contains(&"--worker") {
                 &[][..]

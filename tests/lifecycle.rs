@@ -288,8 +288,9 @@ async fn input_required_rounds_carry_the_server_info() {
 
 /// Shutdown with a grace period: work that ends within it writes its outcome; work still
 /// running when it ends is dropped (not cancelled: the tool never sees a cancellation) and
-/// writes nothing, so its task stays `working` as stored; then nothing of the engine runs,
-/// it does not start again, and calls are refused.
+/// writes nothing itself; the drain fails its task (a `fail` tool cannot be resumed) saying
+/// the server was shut down; then nothing of the engine runs, it does not start again, and
+/// calls are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
     let seen = Seen::default();
@@ -304,6 +305,7 @@ async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
 
     let report = engine.shutdown(Duration::from_millis(1500)).await;
     assert_eq!(report.abandoned, 1, "{report:?}");
+    assert_eq!((report.failed, report.released), (1, 0), "{report:?}");
     assert!(engine.is_stopped());
     assert_eq!(engine.running_tasks(), 0);
     let status = |id: &str| {
@@ -312,7 +314,16 @@ async fn shutdown_lets_work_end_within_its_grace_then_stops_the_rest() {
         async move { store.get(&id).await.unwrap().expect("the task").status }
     };
     assert_eq!(status(&quick).await, rmcp::model::TaskStatus::Completed);
-    assert_eq!(status(&slow).await, rmcp::model::TaskStatus::Working);
+    assert_eq!(status(&slow).await, rmcp::model::TaskStatus::Failed);
+    let failed = engine.store().get(&slow).await.unwrap().expect("the task");
+    assert!(
+        failed
+            .status_message
+            .as_deref()
+            .is_some_and(|m| m.contains("server was shut down")),
+        "{:?}",
+        failed.status_message
+    );
     assert_eq!(
         seen.0.load(Ordering::SeqCst),
         0,

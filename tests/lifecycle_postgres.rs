@@ -171,6 +171,7 @@ async fn after_shutdown_nothing_runs() {
     .expect("shutdown returns once every loop ended");
     assert_eq!(engine_report.abandoned, 1, "{engine_report:?}");
     assert_eq!(worker_report.abandoned, 1, "{worker_report:?}");
+    assert_eq!(engine_report.failed + worker_report.failed, 2);
     assert!(engine.is_stopped() && worker.is_stopped());
     assert!(!engine.is_running());
     assert_eq!(engine.running_tasks() + worker.running_tasks(), 0);
@@ -214,10 +215,17 @@ async fn after_shutdown_nothing_runs() {
         "no connection of either instance started a query after shutdown"
     );
 
-    // The tasks were left as stored: still working, under the leases that lapsed.
+    // The drain failed both tasks (`parked` is a `fail` tool: it cannot be resumed).
     for id in [served.as_str(), "queued"] {
         let task = engine_store.get(id).await.unwrap().expect("the task");
-        assert_eq!(task.status, TaskStatus::Working, "{id}");
+        assert_eq!(task.status, TaskStatus::Failed, "{id}");
+        assert!(
+            task.status_message
+                .as_deref()
+                .is_some_and(|m| m.contains("server was shut down")),
+            "{id}: {:?}",
+            task.status_message
+        );
     }
     // Calls are refused once the engine is shut down.
     let (_, refused) = http

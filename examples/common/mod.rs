@@ -125,6 +125,65 @@ fn millis(value: Option<String>, flag: &str) -> std::io::Result<Duration> {
 const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --claim-ms, \
     --reread-ms, --queued-calls, --no-execution, --worker";
 
+/// Every setting of the example HTTP server: its flag, the environment variable that sets it
+/// when the flag is not given, and whether it takes a value (else it is a switch, set in
+/// the environment by `1`/`true`/`yes`). The README's "Deploying" section lists them in one
+/// table; a flag wins over its variable.
+pub const SETTINGS: &[(&str, &str, bool)] = &[
+    ("--bind", "MCP_TASKS_BIND", true),
+    ("--port", "MCP_TASKS_PORT", true),
+    ("--allowed-hosts", "MCP_TASKS_ALLOWED_HOSTS", true),
+    ("--allowed-origins", "MCP_TASKS_ALLOWED_ORIGINS", true),
+    ("--tokens", "MCP_TASKS_TOKENS", true),
+    ("--request-state-key", "MCP_TASKS_REQUEST_STATE_KEY", true),
+    ("--store", "MCP_TASKS_STORE", true),
+    ("--schema", "MCP_TASKS_SCHEMA", true),
+    ("--instance", "MCP_TASKS_INSTANCE", true),
+    ("--lease-ms", "MCP_TASKS_LEASE_MS", true),
+    ("--renew-ms", "MCP_TASKS_RENEW_MS", true),
+    ("--claim-ms", "MCP_TASKS_CLAIM_MS", true),
+    ("--reread-ms", "MCP_TASKS_REREAD_MS", true),
+    ("--shutdown-grace-ms", "MCP_TASKS_SHUTDOWN_GRACE_MS", true),
+    ("--max-running", "MCP_TASKS_MAX_RUNNING", true),
+    ("--queued-calls", "MCP_TASKS_QUEUED_CALLS", false),
+    ("--no-execution", "MCP_TASKS_NO_EXECUTION", false),
+    ("--worker", "MCP_TASKS_WORKER", false),
+    ("--journal", "MCP_TASKS_JOURNAL", true),
+    ("--pace-ms", "MCP_TASKS_PACE_MS", true),
+];
+
+/// The flags the `MCP_TASKS_*` environment sets ([`SETTINGS`]), to be read before the
+/// command line's (so a flag given there wins).
+///
+/// # Errors
+/// A switch variable set to something other than `1`/`true`/`yes`/`0`/`false`/`no`/empty.
+#[allow(
+    dead_code,
+    reason = "only the HTTP server binaries read the environment"
+)]
+pub fn env_flags() -> std::io::Result<Vec<String>> {
+    let mut flags = Vec::new();
+    for &(flag, var, takes_value) in SETTINGS {
+        let Some(value) = std::env::var_os(var) else {
+            continue;
+        };
+        let value = value
+            .into_string()
+            .map_err(|_| usage(&format!("{var} is not valid UTF-8")))?;
+        if takes_value {
+            flags.push(flag.to_owned());
+            flags.push(value);
+            continue;
+        }
+        match value.to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" => flags.push(flag.to_owned()),
+            "" | "0" | "false" | "no" => {}
+            _ => return Err(usage(&format!("{var} is a switch: set it to 1 or 0"))),
+        }
+    }
+    Ok(flags)
+}
+
 /// The example server from command-line flags: `--store memory` (the default),
 /// `--store sqlite:PATH` or `--store postgres://USER@HOST:PORT/DATABASE`, `--journal PATH`
 /// for `import_rows`, `--pace-ms N` for each step of `workspace_report` (default `step`).
@@ -133,17 +192,30 @@ const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --cla
 /// `--schema NAME` (default `mcp_tasks`), `--instance ID` (default random), `--lease-ms`,
 /// `--renew-ms`, `--claim-ms`, `--reread-ms` (`ClusterConfig`),
 /// `--queued-calls` (calls only record their task), `--no-execution` (runs no work),
-/// `--worker` (serves nothing: a [`mcp_tasks::Worker`]).
+/// `--worker` (serves nothing: a [`mcp_tasks::Worker`]). `--request-state-key SECRET` seals
+/// multi round-trip state; `--shutdown-grace-ms N` is the grace period of a shutdown;
+/// `--max-running N` bounds the tasks that run at once on this instance or worker.
 #[allow(dead_code, reason = "the demo example builds its server itself")]
 pub async fn server(
     flags: impl Iterator<Item = String>,
     step: Duration,
+) -> std::io::Result<(Served, Vec<String>)> {
+    build(flags, step, false).await
+}
+
+/// [`server`]; `shared_key`: refuse a cluster instance without `--request-state-key` (an
+/// HTTP instance behind a balancer: see the check below).
+async fn build(
+    flags: impl Iterator<Item = String>,
+    step: Duration,
+    shared_key: bool,
 ) -> std::io::Result<(Served, Vec<String>)> {
     let mut store = "memory".to_owned();
     let (mut journal, mut pace) = (None, step);
     let (mut schema, mut instance, mut worker) = (None, None, false);
     let mut config = mcp_tasks::ClusterConfig::default();
     let mut cluster_flag = None;
+    let (mut key, mut grace, mut max_running) = (None, None, None);
     let mut rest = Vec::new();
     let mut flags = flags.peekable();
     while let Some(flag) = flags.next() {
@@ -161,6 +233,29 @@ pub async fn server(
                 );
             }
             "--pace-ms" => pace = millis(flags.next(), &flag)?,
+            "--shutdown-grace-ms" => grace = Some(millis(flags.next(), &flag)?),
+            "--max-running" => {
+                max_running = Some(
+                    flags
+                        .next()
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .filter(|&n| n > 0)
+                        .ok_or_else(|| {
+                            usage("--max-running takes a number of tasks, at least 1")
+                        })?,
+                );
+            }
+            "--request-state-key" => {
+                let secret = flags.next().unwrap_or_default();
+                key = Some(
+                    mcp_tasks::RequestStateKey::new(secret.into_bytes()).map_err(|e| {
+                        usage(&format!(
+                            "--request-state-key (MCP_TASKS_REQUEST_STATE_KEY): {e}; make one with \
+                         `openssl rand -hex 32`"
+                        ))
+                    })?,
+                );
+            }
             "--schema" | "--instance" | "--lease-ms" | "--renew-ms" | "--claim-ms"
             | "--reread-ms" | "--queued-calls" | "--no-execution" | "--worker" => {
                 match flag.as_str() {
@@ -194,8 +289,33 @@ pub async fn server(
              (the flags {CLUSTER_FLAGS} need one)"
         )));
     }
+    // Multi round-trip requests carry state sealed with this key, and a balancer may send
+    // the follow-up to any instance: with a key of its own (random) each instance would
+    // refuse the others' states. The key is a secret, so it is not put in the shared store
+    // (anyone with read access to the database could then forge states): every instance
+    // gets the same one from its deployment.
+    if shared_key && postgres && !worker && key.is_none() {
+        return Err(usage(
+            "a cluster instance needs the request-state key every instance shares: set \
+             MCP_TASKS_REQUEST_STATE_KEY (or --request-state-key) to the same secret of at \
+             least 32 characters on each of them (e.g. `openssl rand -hex 32`); without it a \
+             multi round-trip call whose retry reaches another instance is refused",
+        ));
+    }
+    let grace = grace.unwrap_or(mcp_tasks::cluster::DEFAULT_SHUTDOWN_GRACE);
     let info = rmcp::model::Implementation::new("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
-    let engine = |toolkit| mcp_tasks::Engine::builder(toolkit).with_server_info(info);
+    let engine = |toolkit| {
+        let mut builder = mcp_tasks::Engine::builder(toolkit)
+            .with_server_info(info)
+            .with_shutdown_grace(grace);
+        if let Some(max) = max_running {
+            builder = builder.with_max_running(max);
+        }
+        match key {
+            Some(key) => builder.with_request_state_key(key),
+            None => builder,
+        }
+    };
     let server = match store.split_once(':') {
         None if store == "memory" => TaskServer::from_engine(engine(toolkit).build()),
         Some(("sqlite", path)) if !path.is_empty() => {
@@ -222,7 +342,12 @@ pub async fn server(
                 .map_err(|e| std::io::Error::other(error_chain(&e)))?;
             let schema = pg.schema().to_owned();
             if worker {
-                let mut worker = mcp_tasks::Worker::new(pg, toolkit).with_cluster(config);
+                let mut worker = mcp_tasks::Worker::new(pg, toolkit)
+                    .with_cluster(config)
+                    .with_shutdown_grace(grace);
+                if let Some(max) = max_running {
+                    worker = worker.with_max_running(max);
+                }
                 if let Some(id) = instance {
                     worker = worker.with_instance_id(id);
                 }
@@ -267,11 +392,50 @@ fn error_chain(error: &mcp_tasks::store::StoreError) -> String {
     text
 }
 
-/// The `server_http` example: `--port N` (0 picks a free one; the address is printed on
-/// stderr) plus the flags of [`server`].
+/// A comma-separated list, without empty items.
+fn list(value: Option<String>, flag: &str) -> std::io::Result<Vec<String>> {
+    let value = value.ok_or_else(|| usage(&format!("{flag} takes a comma-separated list")))?;
+    Ok(value
+        .split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Resolves on SIGTERM (what an orchestrator sends to stop a process) or Ctrl-C.
+#[allow(dead_code, reason = "only the HTTP server binaries use it")]
+pub async fn terminated() {
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                eprintln!("SIGTERM is not handled ({error}); Ctrl-C still is");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// The `server_http` example: the settings of [`SETTINGS`] from the `MCP_TASKS_*`
+/// environment and then from `flags` (a flag wins): `--bind ADDR:PORT` (default
+/// `127.0.0.1:8080`), `--port N` (0 picks a free one; the address is printed on stderr),
+/// `--allowed-hosts`, `--allowed-origins` (comma-separated, `*` for any), `--tokens`, plus
+/// the flags of [`server`]. SIGTERM or Ctrl-C stops it gracefully (drain).
 #[allow(dead_code, reason = "only the HTTP server binaries use it")]
 pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<()> {
-    let (served, rest) = server(flags, Duration::from_secs(1)).await?;
+    let flags = env_flags()?.into_iter().chain(flags);
+    let (served, rest) = build(flags, Duration::from_secs(1), true).await?;
     let server = match served {
         Served::Server(server) => server,
         Served::Worker(worker) => {
@@ -279,19 +443,47 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
                 return Err(usage(&format!("{flag}: a worker serves no HTTP")));
             }
             eprintln!("worker {} running", worker.instance_id());
-            return worker.run().await.map_err(std::io::Error::other);
+            let grace = worker.shutdown_grace();
+            let handle = worker.start().map_err(std::io::Error::other)?;
+            terminated().await;
+            eprintln!("draining");
+            let report = handle.shutdown(grace).await;
+            eprintln!("stopped: {report:?}");
+            return Ok(());
         }
     };
-    let mut port = 8080u16;
+    let mut bind: std::net::SocketAddr = ([127, 0, 0, 1], 8080).into();
     let mut options = mcp_tasks::HttpOptions::new();
     let mut rest = rest.into_iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
+            "--bind" => {
+                bind = rest.next().and_then(|a| a.parse().ok()).ok_or_else(|| {
+                    usage("--bind takes an address and port, e.g. --bind 0.0.0.0:8080")
+                })?;
+            }
             "--port" => {
-                port = rest
+                let port = rest
                     .next()
                     .and_then(|p| p.parse().ok())
                     .ok_or_else(|| usage("--port takes a number, e.g. --port 8080"))?;
+                bind.set_port(port);
+            }
+            "--allowed-hosts" => {
+                let hosts = list(rest.next(), &arg)?;
+                options = if hosts.iter().any(|h| h == "*") {
+                    options.with_any_host()
+                } else {
+                    options.with_allowed_hosts(hosts)
+                };
+            }
+            "--allowed-origins" => {
+                let origins = list(rest.next(), &arg)?;
+                options = if origins.iter().any(|o| o == "*") {
+                    options.with_any_origin()
+                } else {
+                    options.with_allowed_origins(origins)
+                };
             }
             // Every request needs `Authorization: Bearer <token>`; the token names its owner.
             "--tokens" => {
@@ -301,16 +493,24 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
             }
             other => {
                 return Err(usage(&format!(
-                    "unknown argument `{other}`; expected --port N, --tokens owner:token,..., \
+                    "unknown argument `{other}`; expected --bind ADDR:PORT, --port N, \
+                     --allowed-hosts LIST, --allowed-origins LIST, --tokens owner:token,..., \
+                     --request-state-key SECRET, --shutdown-grace-ms N, --max-running N, \
                      --store memory|sqlite:PATH|postgres://..., --journal PATH, --pace-ms N, \
                      or on Postgres {CLUSTER_FLAGS}"
                 )));
             }
         }
     }
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let listener = tokio::net::TcpListener::bind(bind).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
-    mcp_tasks::serve_http(listener, server, options).await
+    let report = mcp_tasks::serve_http_with_shutdown(listener, server, options, async {
+        terminated().await;
+        eprintln!("draining");
+    })
+    .await?;
+    eprintln!("stopped: {report:?}");
+    Ok(())
 }
 
 fn usage(message: &str) -> std::io::Error {

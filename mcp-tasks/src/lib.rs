@@ -191,8 +191,9 @@ pub use server::serve_io;
 pub use server::serve_stdio;
 #[cfg(feature = "http")]
 pub use server::{
-    AuthError, HttpOptions, LOCALHOST_ORIGINS, ProtectedResourceError, StaticTokens,
-    TokenListError, TokenValidator, http_router, serve_http,
+    AuthError, HttpOptions, LIVENESS_PATH, LOCALHOST_ORIGINS, ProtectedResourceError,
+    READINESS_PATH, READINESS_STORE_TIMEOUT, StaticTokens, TokenListError, TokenValidator,
+    http_router, serve_http, serve_http_with_shutdown,
 };
 pub use server::{
     DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, EngineBuilder, Owner, RequestStateKey,

@@ -393,33 +393,30 @@ pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, Stor
     let Some((cluster, instance)) = runtime.cluster() else {
         return Ok(report);
     };
-    let tools = &runtime.tools;
     for cause in [Cause::Queued, Cause::Lapsed] {
         loop {
             if runtime.lifecycle.intake_token().is_cancelled() {
                 return Ok(report);
             }
-            let claimed = claim_batch(cluster, &instance.id, instance.config.lease, cause).await?;
-            let full = claimed.len() == CLAIM_BATCH;
-            for (task, lease) in claimed {
-                tracing::info!(task_id = %task.id, tool = %task.tool, epoch = lease.epoch,
-                    ?cause, "task claimed");
-                // Its own lapsed task, whose work still runs here: it goes on, not twice.
-                if runtime.adopt(&lease) {
-                    report.resumed += 1;
-                    continue;
-                }
-                take(
-                    runtime,
-                    &tools.toolkit,
-                    &tools.state,
-                    task,
-                    Some(lease),
-                    cause,
-                    &mut report,
-                )
-                .await?;
+            // Only free slots are claimed (`max_running`): held for the batch, then handed
+            // to the tasks it took (each takes its own slot as its work starts).
+            let slots = runtime.capacity.take_up_to(CLAIM_BATCH);
+            if slots == 0 {
+                return Ok(report);
             }
+            let claimed =
+                claim_batch(cluster, &instance.id, instance.config.lease, cause, slots).await;
+            let claimed = match claimed {
+                Ok(claimed) => claimed,
+                Err(error) => {
+                    runtime.capacity.give(slots);
+                    return Err(error);
+                }
+            };
+            let full = claimed.len() == slots;
+            let taken = take_claimed(runtime, claimed, cause, &mut report).await;
+            runtime.capacity.give(slots);
+            taken?;
             if !full {
                 break;
             }
@@ -428,14 +425,45 @@ pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, Stor
     Ok(report)
 }
 
+/// Starts (or fails, by the restart policy) every task of one claimed batch.
+async fn take_claimed(
+    runtime: &Arc<Runtime>,
+    claimed: Vec<(crate::store::Recovery, crate::store::Lease)>,
+    cause: Cause,
+    report: &mut RecoveryReport,
+) -> Result<(), StoreError> {
+    let tools = &runtime.tools;
+    for (task, lease) in claimed {
+        tracing::info!(task_id = %task.id, tool = %task.tool, epoch = lease.epoch,
+            ?cause, "task claimed");
+        // Its own lapsed task, whose work still runs here: it goes on, not twice.
+        if runtime.adopt(&lease) {
+            report.resumed += 1;
+            continue;
+        }
+        take(
+            runtime,
+            &tools.toolkit,
+            &tools.state,
+            task,
+            Some(lease),
+            cause,
+            report,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 async fn claim_batch(
     cluster: &dyn ClusterStore,
     instance: &str,
     lease: Duration,
     cause: Cause,
+    limit: usize,
 ) -> Result<Vec<(crate::store::Recovery, crate::store::Lease)>, StoreError> {
     match cause {
-        Cause::Queued => cluster.claim_queued(instance, lease, CLAIM_BATCH).await,
-        _ => cluster.claim_lapsed(instance, lease, CLAIM_BATCH).await,
+        Cause::Queued => cluster.claim_queued(instance, lease, limit).await,
+        _ => cluster.claim_lapsed(instance, lease, limit).await,
     }
 }

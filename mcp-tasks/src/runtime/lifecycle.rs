@@ -18,19 +18,27 @@
 //!    2. *grace*: the work already running has the grace period to end on its own; its
 //!       leases are still renewed and its wake-ups (answers, cancels) still reach it, and
 //!       its outcome is written as usual;
-//!    3. *stop*: the work still running is dropped and writes nothing more (its task stays as
-//!       the store has it: another instance takes it over once its lease lapses, or the next
-//!       start recovers it); renewals and wake-ups end. Shutdown returns once every loop and
-//!       every work has ended: both trackers are closed and empty.
-//! 3. **Dropping the last handle** (every clone of the engine, or the worker's handle)
-//!    without a shutdown stops everything at once, as step 3, without waiting.
+//!    3. *stop*: the work still running is dropped and writes nothing more under its own
+//!       name; what becomes of its task depends on its tool's restart policy (the drain,
+//!       [`Runtime::abandon`](super::Runtime)):
+//!       - `resume`: over a shared store its lease is **released** (it lapses at once and
+//!         the task space is woken), so another instance claims it now and replays it; over
+//!         a single-process durable store it stays as stored, and the next start replays it;
+//!       - `fail`: it ends `failed`, with a message saying the server was shut down (it had
+//!         the whole grace period to end on its own).
 //!
-//! Step 3 is the one place where work that outlived the grace is let go
-//! ([`Runtime::abandon`](super::Runtime)): releasing its lease there, so that another instance
-//! takes the task at once rather than when the lease lapses, belongs in that place.
+//!       Renewals and wake-ups end. Shutdown returns once every loop and every work has
+//!       ended: both trackers are closed and empty.
+//! 3. **Dropping the last handle** (every clone of the engine, or the worker's handle)
+//!    without a shutdown stops everything at once, as step 3 but without waiting and
+//!    without the drain: each task stays exactly as the store has it (as after a crash:
+//!    another instance takes it over once its lease lapses, or the next start recovers it).
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -63,10 +71,28 @@ pub enum StartError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ShutdownReport {
-    /// Tasks whose work was still running when the grace period ended: it was stopped and
-    /// wrote nothing more, so each task stays as the store has it (another instance takes it
-    /// over once its lease lapses, or the next start recovers it).
+    /// Tasks whose work was still running when the grace period ended: it was stopped, and
+    /// each task was released, left for the next start, or failed (the other fields).
     pub abandoned: usize,
+    /// Of those, tasks of `resume` tools whose lease was released over a shared store:
+    /// another instance claims each at once and replays it.
+    pub released: usize,
+    /// Of those, tasks of `resume` tools left as stored over a single-process store: the
+    /// next start replays them (a memory store forgets them).
+    pub left: usize,
+    /// Of those, tasks of `fail` tools (which cannot be resumed), ended `failed` with a
+    /// message saying the server was shut down.
+    pub failed: usize,
+}
+
+/// What became of one task whose work was stopped at the end of a grace period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drained {
+    Released,
+    Left,
+    Failed,
+    /// Any of them (or none, when the hand-over failed): the work was stopped.
+    Stopped,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +112,8 @@ pub(crate) struct Lifecycle {
     intake: CancellationToken,
     loops: TaskTracker,
     work: TaskTracker,
+    /// What the drain of step 3 did: released, left, failed.
+    drained: [AtomicUsize; 4],
 }
 
 impl Lifecycle {
@@ -97,6 +125,7 @@ impl Lifecycle {
             stop,
             loops: TaskTracker::new(),
             work: TaskTracker::new(),
+            drained: Default::default(),
         }
     }
 
@@ -131,6 +160,17 @@ impl Lifecycle {
     /// Whether new task calls are taken: not once a shutdown began.
     pub(crate) fn accepting(&self) -> bool {
         matches!(*self.state(), State::Built | State::Running) && !self.intake.is_cancelled()
+    }
+
+    /// Whether a shutdown began: the work stopped at its step 3 is drained (released or
+    /// failed), unlike work stopped because the last handle was dropped.
+    pub(crate) fn draining(&self) -> bool {
+        matches!(*self.state(), State::Stopping | State::Stopped)
+    }
+
+    /// Counts one task drained at step 3.
+    pub(crate) fn count_drained(&self, drained: Drained) {
+        self.drained[drained as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether the runtime stopped: both trackers closed and empty.
@@ -180,20 +220,30 @@ impl Lifecycle {
         self.loops.close();
         self.work.close();
         // Step 2: grace.
-        let drained = tokio::time::timeout(grace, self.work.wait()).await.is_ok();
-        let abandoned = if drained { 0 } else { self.work.len() };
+        let _ = tokio::time::timeout(grace, self.work.wait()).await;
         // Step 3: stop.
         self.stop.cancel();
         self.work.wait().await;
         self.loops.wait().await;
         *self.state() = State::Stopped;
+        let count = |drained: Drained| self.drained[drained as usize].load(Ordering::Relaxed);
+        let abandoned = count(Drained::Stopped);
+        let report = ShutdownReport {
+            abandoned,
+            released: count(Drained::Released),
+            left: count(Drained::Left),
+            failed: count(Drained::Failed),
+        };
         if abandoned > 0 {
             tracing::info!(
                 abandoned,
+                released = report.released,
+                left = report.left,
+                failed = report.failed,
                 "shutdown: work still running after the grace period was stopped"
             );
         }
-        ShutdownReport { abandoned }
+        report
     }
 }
 

@@ -28,7 +28,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -42,6 +42,7 @@ use tracing::Instrument;
 use crate::{
     Limits, errors,
     store::{ClusterStore, Lease, Outcome, Step, StoreError, TaskSnapshot, TaskStore},
+    tool::RestartPolicy,
 };
 
 pub(crate) mod call;
@@ -59,6 +60,14 @@ use lifecycle::Lifecycle;
 
 pub(crate) use call::Ended;
 
+/// The `statusMessage` (and error message) of a task of a `fail` tool still running when a
+/// shutdown's grace period ended.
+pub(crate) const SHUT_DOWN_MESSAGE: &str = "the server was shut down while the task was \
+    running, and its tool cannot be resumed (restart policy `fail`); call the tool again";
+
+/// How long the drain waits for a step write under way before it hands the task over.
+const STEP_WRITE_WAIT: Duration = Duration::from_secs(5);
+
 /// How often the reaper applies due expiry, unless the engine says otherwise.
 pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -71,6 +80,9 @@ struct LiveTask {
     lease: Mutex<Option<Lease>>,
     /// The lease was lost: the work is cancelled and writes nothing more.
     fenced: AtomicBool,
+    /// Held (shared) by every step write under way: the drain waits for them (exclusive)
+    /// before it hands the task over, so a step that ran is stored, not run again.
+    step_writes: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl LiveTask {
@@ -93,6 +105,10 @@ pub(crate) struct Instance {
 pub(crate) struct Settings {
     pub(crate) reap_interval: Duration,
     pub(crate) limits: Limits,
+    /// The grace period of a shutdown the serving functions make on their own.
+    pub(crate) shutdown_grace: Duration,
+    /// How many tasks' work may run here at once (`None`: no limit).
+    pub(crate) max_running: Option<usize>,
 }
 
 impl Default for Settings {
@@ -100,6 +116,8 @@ impl Default for Settings {
         Self {
             reap_interval: DEFAULT_REAP_INTERVAL,
             limits: Limits::default(),
+            shutdown_grace: worker::DEFAULT_SHUTDOWN_GRACE,
+            max_running: None,
         }
     }
 }
@@ -110,6 +128,10 @@ pub(crate) struct Runtime {
     live: Mutex<HashMap<Arc<str>, Arc<LiveTask>>>,
     reap_interval: Duration,
     pub(crate) limits: Limits,
+    /// The grace period of a shutdown the serving functions make on their own.
+    pub(crate) shutdown_grace: Duration,
+    /// The slots of the work that runs here ([`Settings::max_running`]).
+    pub(crate) capacity: Arc<Capacity>,
     /// Live tasks per owner, for [`Limits::max_live_tasks_per_owner`].
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
     /// This instance's id (the one its leases carry in cluster mode).
@@ -160,6 +182,83 @@ impl WriteError {
 pub(crate) struct OwnerSlot {
     owner: Arc<str>,
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+    /// The task's slot of this instance's [`Capacity`].
+    _running: RunSlot,
+}
+
+/// How many tasks' work may run here at once ([`Settings::max_running`]), and how many
+/// slots are taken: by the work of every task that runs here (from before its work starts
+/// to its end), and for a moment by a claim about to take tasks.
+pub(crate) struct Capacity {
+    max: Option<usize>,
+    taken: AtomicUsize,
+}
+
+impl Capacity {
+    fn new(max: Option<usize>) -> Arc<Self> {
+        Arc::new(Self {
+            max: max.map(|max| max.max(1)),
+            taken: AtomicUsize::new(0),
+        })
+    }
+
+    /// Takes one slot; `enforce`: only when one is free (else it is counted even over the
+    /// limit: a task a restarted server takes back).
+    fn take(self: &Arc<Self>, enforce: bool) -> Option<RunSlot> {
+        if self.max.is_some() {
+            if !enforce {
+                self.taken.fetch_add(1, Ordering::AcqRel);
+            } else if self.take_up_to(1) == 0 {
+                return None;
+            }
+        }
+        Some(RunSlot(Arc::clone(self)))
+    }
+
+    /// Takes up to `wanted` free slots at once; how many it took (`wanted` when there is
+    /// no limit, counting nothing). Give them back with [`Capacity::give`].
+    pub(crate) fn take_up_to(&self, wanted: usize) -> usize {
+        let Some(max) = self.max else {
+            return wanted;
+        };
+        let mut current = self.taken.load(Ordering::Acquire);
+        loop {
+            let n = wanted.min(max.saturating_sub(current));
+            if n == 0 {
+                return 0;
+            }
+            match self.taken.compare_exchange(
+                current,
+                current + n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return n,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken by [`Capacity::take_up_to`].
+    pub(crate) fn give(&self, n: usize) {
+        if n > 0 && self.max.is_some() {
+            self.taken.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// The limit.
+    pub(crate) fn max(&self) -> Option<usize> {
+        self.max
+    }
+}
+
+/// One taken slot of a [`Capacity`], given back when dropped.
+struct RunSlot(Arc<Capacity>);
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        self.0.give(1);
+    }
 }
 
 impl Drop for OwnerSlot {
@@ -206,6 +305,8 @@ impl Runtime {
             live: Mutex::new(HashMap::new()),
             reap_interval: settings.reap_interval,
             limits: settings.limits,
+            shutdown_grace: settings.shutdown_grace,
+            capacity: Capacity::new(settings.max_running),
             owners: Arc::default(),
             id,
             instance,
@@ -234,6 +335,10 @@ impl Runtime {
         if enforce && !self.lifecycle.accepting() {
             return Err(errors::shutting_down());
         }
+        let running = self
+            .capacity
+            .take(enforce)
+            .ok_or_else(|| at_capacity(self.capacity.max().unwrap_or(0)))?;
         let quota = self.limits.max_live_tasks_per_owner();
         let mut owners = self
             .owners
@@ -247,6 +352,7 @@ impl Runtime {
         Ok(OwnerSlot {
             owner: owner.clone(),
             owners: self.owners.clone(),
+            _running: running,
         })
     }
 
@@ -392,9 +498,31 @@ impl Runtime {
         self.write(id, Write::Input(key.to_owned(), request)).await
     }
 
-    /// Stores a completed step of a running task.
-    pub(crate) async fn save_step(&self, id: &str, step: Step) -> Result<(), WriteError> {
-        self.write(id, Write::Step(step)).await
+    /// Stores a completed step of a running task. The step's work is done (its side
+    /// effects happened), so its record is written even when the task's work is dropped
+    /// meanwhile by a shutdown: the write runs on its own on the work tracker, and the drain
+    /// waits for it before it releases or fails the task.
+    pub(crate) async fn save_step(
+        self: &Arc<Self>,
+        id: &str,
+        step: Step,
+    ) -> Result<(), WriteError> {
+        let Some(live) = self.get_live(id) else {
+            return self.write(id, Write::Step(step)).await;
+        };
+        let writing = Arc::clone(&live.step_writes).read_owned().await;
+        let runtime = Arc::clone(self);
+        let id: Arc<str> = Arc::from(id);
+        let written = self.lifecycle.work().spawn(async move {
+            let written = runtime.write(&id, Write::Step(step)).await;
+            drop(writing);
+            written
+        });
+        match written.await {
+            Ok(written) => written,
+            // Aborted with the tokio runtime: nothing more is written.
+            Err(_) => Err(WriteError::LeaseLost),
+        }
     }
 
     /// How many tasks' work runs in this process.
@@ -436,6 +564,7 @@ impl Runtime {
             _slot: slot,
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
+            step_writes: Arc::default(),
         });
         self.live_map().insert(id, live);
     }
@@ -517,24 +646,85 @@ impl Runtime {
         let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
         self.lifecycle.work().spawn(
             async move {
-                tokio::select! {
+                // The work is dropped before the drain writes anything in its place.
+                let ended = tokio::select! {
                     biased;
-                    ended = work => runtime.finish(&id, &tool, ended).await,
-                    () = stop.cancelled() => runtime.abandon(&id),
+                    ended = work => Some(ended),
+                    () = stop.cancelled() => None,
+                };
+                match ended {
+                    Some(ended) => runtime.finish(&id, &tool, ended).await,
+                    None => runtime.abandon(&id, &tool).await,
                 }
             }
             .instrument(span),
         );
     }
 
-    /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period: it
-    /// writes nothing more, and the task stays as the store has it (`lifecycle.rs`, step 3).
-    fn abandon(&self, id: &Arc<str>) {
-        if let Some(live) = self.live_map().remove(id) {
-            live.fenced.store(true, Ordering::Release);
-            live.cancel.cancel();
+    /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period
+    /// (`lifecycle.rs`, step 3): it writes nothing more under its own name, and the drain
+    /// decides what becomes of the task by its tool's restart policy: a `resume` task's lease
+    /// is released for another instance to claim at once (or, over a single-process store,
+    /// the task stays as stored for the next start); a `fail` task ends `failed` saying the
+    /// server was shut down. Work dropped because the last handle went away (no shutdown)
+    /// leaves its task as stored, as a crash would.
+    async fn abandon(&self, id: &Arc<str>, tool: &str) {
+        let Some(live) = self.get_live(id) else {
+            return;
+        };
+        // A step write under way ends first (the work that would start another is gone);
+        // one the store does not answer is not waited for past a bound.
+        let _written = tokio::time::timeout(STEP_WRITE_WAIT, live.step_writes.write()).await;
+        self.live_map().remove(id);
+        live.fenced.store(true, Ordering::Release);
+        live.cancel.cancel();
+        if !self.lifecycle.draining() {
+            tracing::info!(task_id = %id, "work stopped; the task is left as stored");
+            return;
         }
-        tracing::info!(task_id = %id, "work stopped by the shutdown; the task is left as stored");
+        self.lifecycle.count_drained(lifecycle::Drained::Stopped);
+        let lease = live.lease();
+        let resumable = self
+            .tools
+            .toolkit
+            .get(tool)
+            .is_some_and(|registered| registered.definition.restart() == RestartPolicy::Resume);
+        let cluster = self.store.cluster();
+        if resumable {
+            let Some((cluster, lease)) = cluster.zip(lease) else {
+                tracing::info!(task_id = %id, "work stopped by the shutdown; the next start \
+                    resumes the task");
+                self.lifecycle.count_drained(lifecycle::Drained::Left);
+                return;
+            };
+            match cluster.release(&lease).await {
+                Ok(()) => {
+                    tracing::info!(task_id = %id, epoch = lease.epoch,
+                        "work stopped by the shutdown; lease released for another instance");
+                    self.lifecycle.count_drained(lifecycle::Drained::Released);
+                }
+                Err(error) => tracing::warn!(task_id = %id, %error,
+                    "lease not released; another instance takes the task once it lapses"),
+            }
+            return;
+        }
+        let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(
+            SHUT_DOWN_MESSAGE.to_owned(),
+        )));
+        let written = match (cluster, lease) {
+            (Some(cluster), Some(lease)) => cluster.finish_fenced(&lease, outcome).await,
+            // Work runs under a lease in cluster mode: without one it lost it.
+            (Some(_), None) => return,
+            (None, _) => self.store.finish(id, outcome).await,
+        };
+        match written {
+            Ok(()) => {
+                tracing::info!(task_id = %id, "work stopped by the shutdown; the task failed");
+                self.lifecycle.count_drained(lifecycle::Drained::Failed);
+            }
+            Err(error) => tracing::warn!(task_id = %id, %error,
+                "the task stopped by the shutdown was not failed"),
+        }
     }
 
     /// Stores how a task's work ended as its terminal state.
@@ -580,6 +770,18 @@ impl Runtime {
 async fn reap_loop(runtime: Arc<Runtime>) {
     let stop = runtime.lifecycle.intake_token().clone();
     lifecycle::periodic(stop, runtime.reap_interval, false, || runtime.reap()).await;
+}
+
+/// `-32603` for a task call refused because this instance runs its limit of tasks: retry
+/// later, or on another instance.
+fn at_capacity(max: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "this server instance already runs its limit of {max} tasks at once (max_running); \
+             retry later or on another instance"
+        ),
+        Some(serde_json::json!({ "retryable": true })),
+    )
 }
 
 /// The `CallToolResult` as the JSON object `result` of a completed task.

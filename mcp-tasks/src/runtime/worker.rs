@@ -44,6 +44,7 @@ pub struct Worker {
     config: ClusterConfig,
     expiry_sweep: Duration,
     grace: Duration,
+    max_running: Option<usize>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -71,6 +72,7 @@ impl Worker {
             config: ClusterConfig::default(),
             expiry_sweep: DEFAULT_REAP_INTERVAL,
             grace: DEFAULT_SHUTDOWN_GRACE,
+            max_running: None,
         }
     }
 
@@ -102,10 +104,25 @@ impl Worker {
         self
     }
 
+    /// Lets at most `max` tasks' work run in this worker at once (default: no limit; at
+    /// least 1): each claim takes only as many queued or lapsed tasks as there are free
+    /// slots, and the rest stay queued for another worker or a later claim.
+    pub fn with_max_running(mut self, max: usize) -> Self {
+        self.max_running = Some(max.max(1));
+        self
+    }
+
     /// The instance id.
     #[must_use]
     pub fn instance_id(&self) -> &str {
         &self.instance
+    }
+
+    /// The grace period of [`Worker::run_until`]'s shutdown
+    /// ([`Worker::with_shutdown_grace`]).
+    #[must_use]
+    pub fn shutdown_grace(&self) -> Duration {
+        self.grace
     }
 
     /// Starts claiming, renewing, listening for wake-ups and sweeping expiry, on the current
@@ -131,6 +148,8 @@ impl Worker {
             Settings {
                 reap_interval: self.expiry_sweep,
                 limits: crate::Limits::default(),
+                shutdown_grace: self.grace,
+                max_running: self.max_running,
             },
             self.instance,
             config,
@@ -209,9 +228,11 @@ impl WorkerHandle {
 
     /// Stops the worker, in three steps: it claims nothing more and stops sweeping expiry
     /// at once; the work it runs has `grace` to end on its own (its leases are still
-    /// renewed, its outcome written); then the work still running is dropped and writes
-    /// nothing more (another instance takes those tasks over once their leases lapse), and
-    /// renewals and wake-ups end. Returns once every loop and every work has ended.
+    /// renewed, its outcome written); then the work still running is dropped and drained:
+    /// a `resume` task's lease is released, so another instance or worker claims it at once,
+    /// and a `fail` task ends `failed` saying the server was shut down (see
+    /// [`Engine::shutdown`](crate::Engine::shutdown)); renewals and wake-ups end. Returns
+    /// once every loop and every work has ended.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         self.runtime.lifecycle.shutdown(grace).await
     }

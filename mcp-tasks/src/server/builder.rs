@@ -121,6 +121,29 @@ impl EngineBuilder {
         self
     }
 
+    /// Sets the grace period of the shutdown that
+    /// `serve_http_with_shutdown` makes when its signal
+    /// comes (default 10 s): how long the work running here has to end on its own before
+    /// it is drained (see [`Engine::shutdown`]). Keep it below the time your orchestrator
+    /// waits between SIGTERM and SIGKILL.
+    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
+        self.settings.shutdown_grace = grace;
+        self
+    }
+
+    /// Lets at most `max` tasks' work run on this instance at once (default: no limit; at
+    /// least 1). A task call over the limit is refused before its task is created, with
+    /// `-32603`, a message saying the instance runs its limit and to retry later or on
+    /// another instance, and `data: {"retryable": true}`; calls that answer inline are not
+    /// counted. Over a shared store, the claims of queued and lapsed tasks take only free
+    /// slots: to queue calls rather than refuse them, record them
+    /// ([`ClusterConfig::with_queued_calls`]) and let instances or
+    /// [`Worker`](crate::Worker)s with a `max_running` of their own claim them.
+    pub fn with_max_running(mut self, max: usize) -> Self {
+        self.settings.max_running = Some(max.max(1));
+        self
+    }
+
     /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
     /// every result the engine builds, and reported by a [`TaskServer`](super::TaskServer)
     /// over it. Default: `mcp-tasks` and this crate's version.

@@ -116,10 +116,15 @@ impl Engine {
     ///    (`-32603`, saying the server is shutting down); `tasks/*` are still answered;
     /// 2. the work of the tasks running here has `grace` to end on its own: its leases are
     ///    still renewed, cancels and answers still reach it, and its outcome is written;
-    /// 3. the work still running then is dropped and writes nothing more: each of those
-    ///    tasks stays as the store has it (over a shared store another instance takes it
-    ///    over once its lease lapses; over a durable one the next start
-    ///    [recovers](Engine::recover) it), and renewals and wake-ups end.
+    /// 3. the work still running then is dropped (a step whose record is being written is
+    ///    stored first) and its task is drained by its tool's restart policy: a `resume`
+    ///    task's lease is released, so another instance claims it at once and replays it
+    ///    (over a single-process durable store the next start [recovers](Engine::recover)
+    ///    it); a `fail` task ends `failed` saying the server was shut down. Renewals and
+    ///    wake-ups end.
+    ///
+    /// Dropping every clone of the engine without a shutdown stops everything at once and
+    /// drains nothing: the tasks stay as stored, as after a crash.
     ///
     /// Returns once every loop and every task's work has ended (then
     /// [`Engine::is_stopped`] is true). A stopped engine does not start again. A second

@@ -93,7 +93,10 @@ pub use engine::Engine;
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
 #[cfg(feature = "http")]
-pub use serve_http::{HttpOptions, LOCALHOST_ORIGINS, http_router, serve_http};
+pub use serve_http::{
+    HttpOptions, LIVENESS_PATH, LOCALHOST_ORIGINS, READINESS_PATH, READINESS_STORE_TIMEOUT,
+    http_router, serve_http, serve_http_with_shutdown,
+};
 #[cfg(feature = "stdio")]
 pub use serve_stdio::{serve_io, serve_stdio};
 pub use task_server::TaskServer;

@@ -1,23 +1,66 @@
 //! Serving over Streamable HTTP.
 
-use std::{io, sync::Arc};
+use std::{
+    future::{Future, IntoFuture},
+    io,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
-use axum::serve::ListenerExt;
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+    serve::ListenerExt,
+};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use rmcp::ServerHandler;
 
 use super::{
-    TaskServer,
+    Engine, TaskServer,
     auth::{Bearer, ProtectedResource, ProtectedResourceError, StaticTokens, TokenValidator},
+    guard,
 };
-use crate::Limits;
+use crate::{Limits, ShutdownReport, errors};
 
 /// The path [`serve_http`] and [`http_router`] answer on.
 pub(crate) const MCP_PATH: &str = "/mcp";
+
+/// The liveness endpoint of [`serve_http`] and [`http_router`]: `GET` answers `200` with
+/// `{"live":true}` for as long as the process serves HTTP, draining included (an
+/// orchestrator that restarts unhealthy processes must not kill one that drains). No
+/// authentication, no `Host` or `Origin` check.
+pub const LIVENESS_PATH: &str = "/healthz";
+
+/// The readiness endpoint of [`serve_http`] and [`http_router`]: `GET` answers `200` with
+/// `{"ready":true}` when this instance takes new calls, and `503` with
+/// `{"ready":false,"reason":"..."}` while it drains
+/// ([`serve_http_with_shutdown`]), while a [`TaskServer`]'s engine is not running (not
+/// started, or shutting down), or while its task store does not answer a read within
+/// [`READINESS_STORE_TIMEOUT`]. Point the balancer's health check here. No
+/// authentication, no `Host` or `Origin` check.
+pub const READINESS_PATH: &str = "/readyz";
+
+/// How long [`READINESS_PATH`] waits for the task store to answer one read before it
+/// reports the instance not ready.
+pub const READINESS_STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The id the readiness probe reads: no task has it (task ids are random), so the read is
+/// an index lookup that finds nothing.
+const PROBE_TASK_ID: &str = "mcp-tasks-readiness-probe";
+
+/// The `Retry-After` (seconds) of a `tools/call` refused while the server drains.
+const DRAIN_RETRY_AFTER_SECS: &str = "1";
 
 /// Serves `server` at `/mcp` on `listener` until the process ends: the one entry point for
 /// Streamable HTTP ([`http_router`] is the same server as an axum router, to add layers or
@@ -60,7 +103,211 @@ where
             tracing::warn!(%error, "could not set TCP_NODELAY");
         }
     });
-    axum::serve(listener, router(server, options)).await
+    axum::serve(listener, router(server, options, Draining::default())).await
+}
+
+/// [`serve_http`] until `signal` resolves, then a graceful stop, in this order:
+///
+/// 1. **Readiness goes false** ([`READINESS_PATH`] answers `503`), and every new
+///    `tools/call` is refused with HTTP `503`, `Retry-After: 1` and a JSON-RPC error
+///    (`-32603`, "the server is shutting down ... retry on another instance", `data:
+///    {"retryable": true}`): a balancer that retries on `503` (nginx:
+///    `proxy_next_upstream http_503 non_idempotent`) sends the call to another instance,
+///    and a client without one can retry later.
+/// 2. **The engine shuts down** with the grace period of
+///    [`EngineBuilder::with_shutdown_grace`](super::EngineBuilder::with_shutdown_grace)
+///    (default 10 s, see [`Engine::shutdown`]): the work running here has the grace period
+///    to end on its own; what still runs then is drained: a `resume` tool's task is
+///    released to another instance at once (or, on a single instance with a durable store,
+///    resumed at the next start), a `fail` tool's task ends `failed` saying the server was
+///    shut down. All along, everything but new `tools/call` is still served: `tasks/get`,
+///    `tasks/update` (answers to the work still running here) and `tasks/cancel`.
+/// 3. **HTTP stops**: no new connection is accepted, and the requests in flight finish
+///    (each has up to the grace period again; a connection still open after it, such as a
+///    legacy session's event stream, is closed).
+///
+/// Returns the engine's [`ShutdownReport`] (all zeros for a handler of your own, whose
+/// engine you shut down yourself after this returns). In a server process, pass a future
+/// that resolves on SIGTERM and Ctrl-C (see the example server).
+///
+/// ```no_run
+/// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
+/// use mcp_tasks::{HttpOptions, TaskServer};
+/// let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
+/// let ctrl_c = async { tokio::signal::ctrl_c().await.ok(); };
+/// let report = mcp_tasks::serve_http_with_shutdown(
+///     listener, TaskServer::new(toolkit), HttpOptions::new(), ctrl_c,
+/// ).await?;
+/// eprintln!("released {} tasks to other instances", report.released);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Errors
+/// As [`serve_http`].
+pub async fn serve_http_with_shutdown<S, F>(
+    listener: TcpListener,
+    server: S,
+    options: HttpOptions,
+    signal: F,
+) -> io::Result<ShutdownReport>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let engine = as_task_server(&server).map(|server| server.engine().clone());
+    if let Some(engine) = &engine {
+        engine.start().map_err(io::Error::other)?;
+    }
+    let draining = Draining::default();
+    let app = router(server, options, draining.clone());
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+    });
+    let stop_http = CancellationToken::new();
+    let mut serving = tokio::spawn(
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop_http.clone().cancelled_owned())
+            .into_future(),
+    );
+    let joined = |joined: Result<io::Result<()>, tokio::task::JoinError>| {
+        joined.unwrap_or_else(|error| Err(io::Error::other(error)))
+    };
+    tokio::select! {
+        served = &mut serving => {
+            // The listener failed before any signal: nothing to drain but the engine.
+            if let Some(engine) = &engine {
+                engine.shutdown(Duration::ZERO).await;
+            }
+            joined(served)?;
+            return Ok(ShutdownReport::default());
+        }
+        () = signal => {}
+    }
+    draining.begin();
+    tracing::info!("draining: readiness is false and new tool calls are refused");
+    let grace = engine
+        .as_ref()
+        .map_or(crate::runtime::worker::DEFAULT_SHUTDOWN_GRACE, |engine| {
+            engine.runtime.shutdown_grace
+        });
+    let report = match &engine {
+        Some(engine) => engine.shutdown(grace).await,
+        None => ShutdownReport::default(),
+    };
+    stop_http.cancel();
+    match tokio::time::timeout(grace.max(Duration::from_secs(1)), &mut serving).await {
+        Ok(served) => joined(served)?,
+        Err(_) => {
+            tracing::warn!("requests still in flight after the grace period were cut off");
+            serving.abort();
+        }
+    }
+    tracing::info!(?report, "drained and stopped");
+    Ok(report)
+}
+
+/// Whether [`serve_http_with_shutdown`] got its signal: readiness is false, and new
+/// `tools/call` are refused.
+#[derive(Clone, Default)]
+struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    fn begin(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+/// The middleware that refuses new `tools/call` while the server drains (see
+/// [`serve_http_with_shutdown`]); it reads nothing otherwise.
+async fn refuse_calls_while_draining(
+    State((draining, limit)): State<(Draining, usize)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if !draining.is_set() || request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        // Unreadable or over the limit: nothing to serve it with while draining.
+        return drain_refusal(None);
+    };
+    match guard::parse(&bytes) {
+        Ok(message) if message.get("method").and_then(|m| m.as_str()) == Some("tools/call") => {
+            drain_refusal(guard::request_id(&message))
+        }
+        _ => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+    }
+}
+
+/// HTTP 503 with `Retry-After` and a JSON-RPC error saying to retry elsewhere.
+fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
+    let mut error = errors::shutting_down();
+    error.data = Some(serde_json::json!({ "retryable": true }));
+    let mut response = Response::new(Body::from(guard::error_response(id, error)));
+    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from_static(DRAIN_RETRY_AFTER_SECS),
+    );
+    response
+}
+
+/// A JSON body (axum's `json` feature is off).
+fn json_body(value: &serde_json::Value) -> impl IntoResponse + use<> {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        value.to_string(),
+    )
+}
+
+/// What [`READINESS_PATH`] answers (see there).
+async fn readiness(draining: Draining, engine: Option<Engine>) -> Response {
+    let not_ready = |reason: String| {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json_body(&serde_json::json!({ "ready": false, "reason": reason })),
+        )
+            .into_response()
+    };
+    if draining.is_set() {
+        return not_ready("the server is draining: it is shutting down".into());
+    }
+    if let Some(engine) = engine {
+        if !engine.is_running() {
+            return not_ready("the engine is not running (not started, or shutting down)".into());
+        }
+        match tokio::time::timeout(READINESS_STORE_TIMEOUT, engine.store().get(PROBE_TASK_ID)).await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(error)) => return not_ready(format!("the task store is unreachable: {error}")),
+            Err(_) => {
+                return not_ready(format!(
+                    "the task store did not answer within {} ms",
+                    READINESS_STORE_TIMEOUT.as_millis()
+                ));
+            }
+        }
+    }
+    json_body(&serde_json::json!({ "ready": true })).into_response()
 }
 
 /// An axum router serving `server` at `/mcp` with `options`, as [`serve_http`] serves it:
@@ -80,16 +327,21 @@ where
     if let Some(server) = as_task_server(&server) {
         start_engine(server);
     }
-    router(server, options)
+    router(server, options, Draining::default())
 }
 
 /// [`http_router`] without starting an engine: [`serve_http`] has started it already, and
 /// answered a failure to start as its error.
-fn router<S>(server: S, options: HttpOptions) -> axum::Router
+fn router<S>(server: S, options: HttpOptions, draining: Draining) -> axum::Router
 where
     S: ServerHandler + Clone + Send + Sync + 'static,
 {
+    let engine = as_task_server(&server).map(|server| server.engine().clone());
     let limits = options.limits_for(&server);
+    let drain = axum::middleware::from_fn_with_state(
+        (draining.clone(), limits.max_request_bytes()),
+        refuse_calls_while_draining,
+    );
     let guard = axum::middleware::from_fn_with_state(limits.clone(), super::guard::http_guard);
     // Behind an `Arc`: the router and the guard layer clone the service they call on every
     // request, and cloning rmcp's service copies its whole configuration (the origin and
@@ -99,16 +351,29 @@ where
         let service = service.clone();
         async move { service.handle(request).await }
     });
-    let router = axum::Router::new().route(MCP_PATH, mcp).layer(guard);
+    let router = axum::Router::new()
+        .route(MCP_PATH, mcp)
+        .layer(guard)
+        .layer(drain);
     let router = match &options.bearer {
         Some(bearer) => bearer.protect(router),
         None => router,
     };
     // Added after the guard: the metadata is what a client reads before it has a token.
-    match &options.protected_resource {
+    let router = match &options.protected_resource {
         Some(resource) => resource.serve(router),
         None => router,
-    }
+    };
+    // Added last: no layer above applies to them (no token, no Host or Origin check).
+    router
+        .route(
+            LIVENESS_PATH,
+            axum::routing::get(|| async { json_body(&serde_json::json!({ "live": true })) }),
+        )
+        .route(
+            READINESS_PATH,
+            axum::routing::get(move || readiness(draining.clone(), engine.clone())),
+        )
 }
 
 /// rmcp's Streamable HTTP service for `server` with the `Origin` and `Host` checks of
@@ -184,6 +449,8 @@ pub struct HttpOptions {
     protected_resource: Option<ProtectedResource>,
     origins: Option<Vec<String>>,
     hosts: Option<Vec<String>>,
+    /// No `Host` check at all ([`HttpOptions::with_any_host`]).
+    any_host: bool,
     /// `None`: a [`TaskServer`]'s own limits, else the defaults.
     limits: Option<Limits>,
 }
@@ -196,6 +463,7 @@ impl Default for HttpOptions {
             protected_resource: None,
             origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
             hosts: None,
+            any_host: false,
             limits: None,
         }
     }
@@ -290,6 +558,15 @@ impl HttpOptions {
         hosts: impl IntoIterator<Item = impl Into<String>>,
     ) -> Self {
         self.hosts = Some(hosts.into_iter().map(Into::into).collect());
+        self.any_host = false;
+        self
+    }
+
+    /// Accepts any `Host`: only behind a proxy or balancer that checks the host itself (or
+    /// for a server no browser can reach); the check guards against DNS rebinding.
+    pub fn with_any_host(mut self) -> Self {
+        self.hosts = None;
+        self.any_host = true;
         self
     }
 
@@ -321,6 +598,7 @@ impl HttpOptions {
             None => config.disable_allowed_origins(),
         };
         match &self.hosts {
+            _ if self.any_host => config.disable_allowed_hosts(),
             Some(hosts) => config.with_allowed_hosts(hosts.clone()),
             None => config,
         }

@@ -546,6 +546,15 @@ pub trait ClusterStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<(Recovery, Lease)>, StoreError>;
 
+    /// Gives up `lease` while its task is still live: the lease lapses at once (and the
+    /// epoch moves on, so nothing more is written under it), and the task space is woken
+    /// as for a queued task, so that an instance claims the task now, as a lapsed one
+    /// ([`claim_lapsed`](Self::claim_lapsed)), rather than when the lease would have run
+    /// out. What a draining instance does with the work it stops at the end of its grace
+    /// period. [`StoreError::Fenced`] when the lease was lost already,
+    /// [`StoreError::Terminal`] or [`StoreError::NotFound`] when the task ended.
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
     /// [`TaskStore::set_status_message`] under `lease`.
     async fn set_status_message_fenced(
         &self,

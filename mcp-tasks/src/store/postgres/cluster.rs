@@ -135,6 +135,31 @@ impl ClusterStore for PostgresStore {
         Ok(lease.clone())
     }
 
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let tx = Tx::begin(&self.pool).await?;
+        let released = tx
+            .execute(
+                "UPDATE tasks SET lease_until_ms = 0, epoch = epoch + 1 \
+                 WHERE id = $1 AND epoch = $2 AND runner = $3 AND purge_at_ms IS NULL",
+                &[&&*lease.task_id, &to_i64(lease.epoch), &&*lease.instance],
+                "could not release the task's lease",
+            )
+            .await?;
+        if released == 0 {
+            tx.rollback().await;
+            return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
+        }
+        // Announced as a queued task: a claim pass takes lapsed tasks too.
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[&&*self.channel, &format!("q:{}", lease.task_id)],
+            "could not announce the released task",
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn claim_lapsed(
         &self,
         instance: &str,

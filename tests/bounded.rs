@@ -1,0 +1,176 @@
+//! Bounded work: `max_running` on a worker (claims take only free slots) and on an instance
+//! (a task call over the limit is refused, retryably).
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use common::{Http, TASKS};
+use mcp_tasks::{
+    ClusterConfig, Engine, State, TaskContext, TaskServer, TaskStore, ToolError, Worker,
+    store::NewTask, task_tool, toolkit,
+};
+use rmcp::model::TaskStatus;
+use serde_json::json;
+
+/// How many `counted` tasks run now, and the most that ever ran at once.
+#[derive(Clone, Default)]
+struct Running {
+    now: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+}
+
+/// Counts itself running for 60 ms.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn counted(State(running): State<Running>) -> Result<String, ToolError> {
+    let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
+    running.most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    running.now.fetch_sub(1, Ordering::SeqCst);
+    Ok("counted".into())
+}
+
+/// Waits until it is cancelled.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn parked(ctx: TaskContext) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Err(ToolError::cancelled())
+}
+
+/// 50 tasks queued at once; a worker with `max_running = 4` runs them all, never more than 4
+/// at once (and 4 at some point: the limit, not slowness, bounds it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_max_running_4_never_runs_more_than_4_of_50_queued() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let store = Arc::new(db.store().await.expect("connect"));
+    let running = Running::default();
+    let tools = || {
+        toolkit![counted]
+            .expect("toolkit")
+            .with_state(running.clone())
+    };
+    let version = tools()
+        .definitions()
+        .next()
+        .expect("one tool")
+        .version()
+        .to_owned();
+    let ids: Vec<String> = (0..50).map(|i| format!("queued-{i:02}")).collect();
+    for id in &ids {
+        store
+            .create(
+                NewTask::new(
+                    Arc::from(id.as_str()),
+                    Arc::from("anonymous"),
+                    Arc::from("counted"),
+                )
+                .with_tool_version(Arc::from(version.as_str())),
+            )
+            .await
+            .expect("queue a task");
+    }
+    let worker = Worker::with_shared_store(store.clone(), tools())
+        .with_cluster(
+            ClusterConfig::default()
+                .with_claim_interval(Duration::from_millis(20))
+                .with_reread_interval(Duration::from_millis(200)),
+        )
+        .with_max_running(4)
+        .start()
+        .expect("the worker starts");
+
+    let patience = common::Patience::new("every queued task completed");
+    let mut sampled_most = 0;
+    loop {
+        sampled_most = sampled_most.max(worker.running_tasks());
+        let mut done = 0;
+        for id in &ids {
+            let task = store.get(id).await.unwrap().expect("the task");
+            if task.status == TaskStatus::Completed {
+                done += 1;
+            }
+        }
+        if done == ids.len() {
+            break;
+        }
+        patience.wait().await;
+    }
+    worker.shutdown(Duration::from_secs(1)).await;
+    let most = running.most.load(Ordering::SeqCst);
+    eprintln!("at most {most} ran at once (sampled: {sampled_most})");
+    assert_eq!(
+        most, 4,
+        "never more than 4 at once, and the limit was reached"
+    );
+    assert!(sampled_most <= 4, "{sampled_most}");
+}
+
+/// An instance with `max_running = 2` refuses a third task call with a retryable `-32603`
+/// saying so (nothing is created), and takes one again once a slot is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
+    let engine = Engine::builder(toolkit![parked].expect("toolkit"))
+        .with_max_running(2)
+        .build();
+    let mut http = Http::start(TaskServer::from_engine(engine.clone())).await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (_, created) = http
+            .rpc(
+                "tools/call",
+                json!({ "name": "parked", "arguments": {} }),
+                TASKS,
+            )
+            .await;
+        ids.push(
+            created["result"]["taskId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("a task: {created}"))
+                .to_owned(),
+        );
+    }
+    let (_, refused) = http
+        .rpc(
+            "tools/call",
+            json!({ "name": "parked", "arguments": {} }),
+            TASKS,
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(refused["error"]["data"]["retryable"], true, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit of 2 tasks"),
+        "{refused}"
+    );
+    assert_eq!(engine.running_tasks(), 2);
+
+    let (_, cancelled) = http
+        .rpc("tasks/cancel", json!({ "taskId": ids[0] }), TASKS)
+        .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    let patience = common::Patience::new("a slot is free again");
+    while engine.running_tasks() > 1 {
+        patience.wait().await;
+    }
+    let (_, created) = http
+        .rpc(
+            "tools/call",
+            json!({ "name": "parked", "arguments": {} }),
+            TASKS,
+        )
+        .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+}

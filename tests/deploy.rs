@@ -1,0 +1,493 @@
+//! A rolling deploy through a real load balancer: three example servers
+//! (`mcp-tasks-example-http`) on one Postgres schema behind nginx (Debian's package; the
+//! config is `deploy/nginx.conf` with its ports replaced by free ones), round robin, no
+//! stickiness. 300 task flows of mixed tools (steps, input, cancel) go through the balancer
+//! while each instance in turn gets SIGTERM, drains and is started again.
+//!
+//! Checked: no `resume` task fails, no step runs twice (journals outside the servers), every
+//! answered question and cancel reaches its task wherever it runs, each instance exits
+//! cleanly after its drain, and the tasks a drained instance released run again on another
+//! instance within 2 s (the lease is 30 s: that is the release, not a lapse). A `fail` tool
+//! still running when an instance's grace period ends fails saying the server was shut down;
+//! those are counted and printed.
+//!
+//! Under CI it fails when nginx is not installed (`.ci/run` installs it); elsewhere it says
+//! so and returns.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    collections::{HashMap, HashSet},
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use common::{TASKS, V2026, meta, parse_body};
+use serde_json::{Value, json};
+
+const KEY: &str = "deploy-test-request-state-key-0123456789abcdef";
+const FLOWS: usize = 300;
+const CONCURRENT: usize = 16;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn nginx() -> Option<PathBuf> {
+    ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// One example server process on a fixed port; its stderr lines are collected.
+struct Instance {
+    name: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Instance {
+    fn start(db: &pg::Db, dir: &Path, name: &str, generation: usize, port: u16) -> Self {
+        let journal = dir.join(format!("journal-{name}-{generation}.txt"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
+            .env("MCP_TASKS_REQUEST_STATE_KEY", KEY)
+            .env("MCP_TASKS_STORE", &db.url)
+            .env("MCP_TASKS_SCHEMA", &db.schema)
+            .env("MCP_TASKS_BIND", format!("127.0.0.1:{port}"))
+            .env("MCP_TASKS_INSTANCE", format!("{name}-{generation}"))
+            .env("MCP_TASKS_LEASE_MS", "30000")
+            .env("MCP_TASKS_RENEW_MS", "5000")
+            .env("MCP_TASKS_CLAIM_MS", "250")
+            .env("MCP_TASKS_REREAD_MS", "300")
+            .env("MCP_TASKS_SHUTDOWN_GRACE_MS", "1000")
+            .env("MCP_TASKS_PACE_MS", "100")
+            .env("MCP_TASKS_JOURNAL", &journal)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start an instance");
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let collected = lines.clone();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if line.starts_with("serving MCP on ") {
+                    let _ = tx.send(());
+                }
+                collected.lock().unwrap().push(line);
+            }
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("instance {name} serves: {:?}", lines.lock().unwrap()));
+        Self {
+            name: name.to_owned(),
+            child,
+            lines,
+        }
+    }
+
+    fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// The exit after SIGTERM (at most 20 s): the exit status and the shutdown report line.
+    fn exited(&mut self) -> (std::process::ExitStatus, String) {
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "{} exits after its drain",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        let lines = self.lines.lock().unwrap().clone();
+        let report = lines
+            .iter()
+            .find(|l| l.starts_with("stopped: "))
+            .cloned()
+            .unwrap_or_else(|| panic!("{} printed its report: {lines:?}", self.name));
+        (status, report)
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Nginx(Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `deploy/nginx.conf` with its ports replaced, started with `dir` as its prefix.
+fn start_nginx(binary: &Path, dir: &Path, listen: u16, upstreams: &[u16; 3]) -> Nginx {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/nginx.conf"))
+            .expect("deploy/nginx.conf");
+    let mut config = template.replace("127.0.0.1:8080;", &format!("127.0.0.1:{listen};"));
+    for (default, port) in [8081, 8082, 8083].iter().zip(upstreams) {
+        config = config.replace(
+            &format!("127.0.0.1:{default} "),
+            &format!("127.0.0.1:{port} "),
+        );
+    }
+    assert!(!config.contains(":808"), "every port replaced:\n{config}");
+    let prefix = dir.join("nginx");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let path = prefix.join("nginx.conf");
+    std::fs::write(&path, config).unwrap();
+    let child = Command::new(binary)
+        .arg("-p")
+        .arg(&prefix)
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nginx");
+    Nginx(child)
+}
+
+/// A client of the balancer: JSON-RPC requests, retried while no instance can take them
+/// (HTTP 502/503: every upstream was draining or restarting at that moment).
+#[derive(Clone)]
+struct Balancer {
+    url: String,
+    http: reqwest::Client,
+    retries: Arc<AtomicUsize>,
+}
+
+impl Balancer {
+    async fn rpc(&self, method: &str, mut params: Value, key: Option<&str>) -> Value {
+        params["_meta"] = meta(TASKS);
+        if let Some(key) = key {
+            params["_meta"]["mcp-tasks/idempotencyKey"] = json!(key);
+        }
+        let name = params["name"]
+            .as_str()
+            .or(params["taskId"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let body = json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params });
+        let started = Instant::now();
+        loop {
+            let sent = self
+                .http
+                .post(&self.url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", V2026)
+                .header("mcp-method", method)
+                .header("mcp-name", &name)
+                .body(body.to_string())
+                .send()
+                .await;
+            if let Ok(response) = sent {
+                let status = response.status().as_u16();
+                if status != 502 && status != 503 && status != 504 {
+                    return parse_body(&response.text().await.unwrap());
+                }
+            }
+            self.retries.fetch_add(1, Ordering::Relaxed);
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{method} was never taken through the balancer"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn get(&self, id: &str) -> Value {
+        let response = self.rpc("tasks/get", json!({ "taskId": id }), None).await;
+        assert!(
+            response.get("error").is_none(),
+            "tasks/get {id}: {response}"
+        );
+        response["result"].clone()
+    }
+}
+
+fn is_terminal(snapshot: &Value) -> bool {
+    matches!(
+        snapshot["status"].as_str(),
+        Some("completed" | "failed" | "cancelled")
+    )
+}
+
+/// One task flow through the balancer: the kind's tool, answered or cancelled as it goes;
+/// the task id and its terminal snapshot.
+async fn flow(balancer: Balancer, n: usize) -> (usize, String, Value) {
+    let kind = n % 3;
+    let key = format!("flow-{n}");
+    let (tool, arguments) = match kind {
+        0 => ("import_rows", json!({ "batches": 25, "batch_ms": 100 })),
+        1 => (
+            "workspace_report",
+            json!({ "workspace_id": format!("w{n}") }),
+        ),
+        _ => (
+            "workspace_report",
+            json!({ "workspace_id": format!("c{n}") }),
+        ),
+    };
+    let created = balancer
+        .rpc(
+            "tools/call",
+            json!({ "name": tool, "arguments": arguments }),
+            Some(&key),
+        )
+        .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("flow {n}: a task: {created}"))
+        .to_owned();
+    let started = Instant::now();
+    let mut answered = HashSet::new();
+    let mut cancelled = false;
+    loop {
+        let snapshot = balancer.get(&id).await;
+        if is_terminal(&snapshot) {
+            return (kind, id, snapshot);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "flow {n} ({tool}) ends: {snapshot}"
+        );
+        if kind == 1 && snapshot["status"] == "input_required" {
+            for key in snapshot["inputRequests"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k.clone())
+            {
+                if answered.insert(key.clone()) {
+                    let answer =
+                        json!({ key: { "action": "accept", "content": { "include": true } } });
+                    let response = balancer
+                        .rpc(
+                            "tasks/update",
+                            json!({ "taskId": id, "inputResponses": answer }),
+                            None,
+                        )
+                        .await;
+                    assert!(response.get("error").is_none(), "{response}");
+                }
+            }
+        }
+        if kind == 2 && !cancelled && started.elapsed() > Duration::from_millis(120) {
+            let response = balancer
+                .rpc("tasks/cancel", json!({ "taskId": id }), None)
+                .await;
+            assert!(response.get("error").is_none(), "{response}");
+            cancelled = true;
+        }
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+}
+
+/// Every `(task, batch)` line of the journals in `dir`, with its count.
+fn journals(dir: &Path) -> HashMap<(String, u32), usize> {
+    let mut batches = HashMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !file.starts_with("journal-") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let (task, batch) = line.split_once(' ').unwrap();
+            *batches
+                .entry((task.to_owned(), batch.parse().unwrap()))
+                .or_insert(0) += 1;
+        }
+    }
+    batches
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_through_nginx_fails_no_resumable_task() {
+    let Some(binary) = nginx() else {
+        let line = "nginx is not installed (Debian's `nginx` package; .ci/run installs it)";
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{line}, and CI requires it"
+        );
+        eprintln!("skipped: {line}");
+        return;
+    };
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-deploy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ports = [free_port(), free_port(), free_port()];
+    let names = ["a", "b", "c"];
+    let mut instances: Vec<Instance> = names
+        .iter()
+        .zip(ports)
+        .map(|(name, port)| Instance::start(&db, &dir, name, 0, port))
+        .collect();
+    let raw = db.raw().await;
+    let listen = free_port();
+    let _nginx = start_nginx(&binary, &dir, listen, &ports);
+    let balancer = Balancer {
+        url: format!("http://127.0.0.1:{listen}/mcp"),
+        http: reqwest::Client::new(),
+        retries: Arc::new(AtomicUsize::new(0)),
+    };
+    let patience = common::Patience::new("nginx answers");
+    while reqwest::get(format!("http://127.0.0.1:{listen}/readyz"))
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+        != 200
+    {
+        patience.wait().await;
+    }
+
+    // The flows, CONCURRENT at a time, until FLOWS have run.
+    let next = Arc::new(AtomicUsize::new(0));
+    let results = Arc::new(Mutex::new(Vec::new()));
+    let mut runners = Vec::new();
+    for _ in 0..CONCURRENT {
+        let (balancer, next, results) = (balancer.clone(), next.clone(), results.clone());
+        runners.push(tokio::spawn(async move {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= FLOWS {
+                    return;
+                }
+                let ended = flow(balancer.clone(), n).await;
+                results.lock().unwrap().push(ended);
+            }
+        }));
+    }
+
+    // The rolling deploy: each instance in turn drains and starts again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut takeovers = Vec::new();
+    let mut reports = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        // The live tasks this instance runs now: after its drain each is held by another.
+        let me = format!("{name}-0");
+        let running_here: Vec<String> = raw
+            .query(
+                "SELECT id FROM tasks WHERE runner = $1 AND purge_at_ms IS NULL \
+                 AND status IN ('working', 'input_required')",
+                &[&me],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let signalled = Instant::now();
+        instances[i].sigterm();
+        // The release is the end of the grace period (1 s after SIGTERM), before the exit.
+        let released_at = signalled + Duration::from_millis(1000);
+        let mut waiting: HashSet<String> = running_here.iter().cloned().collect();
+        let mut moved = 0;
+        let mut slowest = Duration::ZERO;
+        while !waiting.is_empty() {
+            let rows = raw
+                .query(
+                    "SELECT id, runner, status, lease_until_ms FROM tasks WHERE id = ANY($1)",
+                    &[&waiting.iter().cloned().collect::<Vec<_>>()],
+                )
+                .await
+                .unwrap();
+            for row in rows {
+                let (id, runner, status, lease): (String, Option<String>, String, Option<i64>) =
+                    (row.get(0), row.get(1), row.get(2), row.get(3));
+                let ended = !matches!(status.as_str(), "working" | "input_required");
+                let elsewhere = runner.as_deref() != Some(me.as_str()) && lease.unwrap_or(0) > 0;
+                if elsewhere && !ended {
+                    moved += 1;
+                    // Claimed before the grace period ended: by then the work ended here.
+                    slowest = slowest.max(released_at.elapsed());
+                }
+                if elsewhere || ended {
+                    waiting.remove(&id);
+                }
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(3),
+                "{name}'s released tasks run on another instance within 2 s of the \
+                 release; still waiting: {waiting:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (status, report) = instances[i].exited();
+        assert!(status.success(), "{name}: {report}");
+        reports.push(format!("{name}: {report}"));
+        takeovers.push((name.to_string(), moved, slowest));
+        instances[i] = Instance::start(&db, &dir, name, 1, ports[i]);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+
+    for runner in runners {
+        runner.await.expect("a flow runner");
+    }
+    let results = results.lock().unwrap().clone();
+    assert_eq!(results.len(), FLOWS);
+    let mut counts = HashMap::<(usize, String), usize>::new();
+    let mut drain_failed = 0;
+    for (kind, id, snapshot) in &results {
+        let status = snapshot["status"].as_str().unwrap().to_owned();
+        match (kind, status.as_str()) {
+            (0, "completed") | (2, "cancelled") | (1, "completed") => {}
+            // Cancelled during its scan, unless a drain failed it first (below).
+            (1 | 2, "failed")
+                if snapshot["statusMessage"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("server was shut down") =>
+            {
+                drain_failed += 1;
+            }
+            _ => panic!("task {id} (kind {kind}) ended {status}: {snapshot}"),
+        }
+        *counts.entry((*kind, status)).or_insert(0) += 1;
+    }
+    let batches = journals(&dir);
+    let twice: Vec<_> = batches.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "no step ran twice: {twice:?}");
+    eprintln!("flows: {counts:?}");
+    eprintln!("fail-tool tasks failed by a drain: {drain_failed}");
+    eprintln!("drains: {reports:#?}");
+    eprintln!("takeovers (instance, live tasks it left, slowest to run again): {takeovers:?}");
+    eprintln!(
+        "requests retried by the client (every upstream busy): {}",
+        balancer.retries.load(Ordering::Relaxed)
+    );
+}
