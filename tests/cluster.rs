@@ -1075,11 +1075,13 @@ async fn another_owner_finds_nothing_on_any_instance() {
     );
 }
 
-/// An instance that stalls past its lease and then claims its own lapsed task (no other
-/// instance took it) keeps running the one work it has: the step runs once, under the new
-/// lease, and the task completes.
+/// An instance whose renewals stall stops its work before the lease lapses (self-fencing),
+/// and when it then claims its own lapsed task (no other instance took it) it does not
+/// replay it beside the work still winding down: the step in flight at the fence runs to
+/// its end and stores nothing; only after it ended is the task replayed (under a later
+/// epoch), its step running a second time: the one in-flight step of the at-least-once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reclaiming_its_own_lapsed_task_does_not_run_it_twice() {
+async fn reclaiming_its_own_lapsed_task_waits_for_its_fenced_work_to_end() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
@@ -1096,20 +1098,36 @@ async fn reclaiming_its_own_lapsed_task_does_not_run_it_twice() {
     .await;
     let clients = Clients::new(vec![a.url.clone()]);
     let id = clients.call(0, "gated", json!({}), None).await;
+    // A claims its lapsed task again and again (each claim's lease lapses in turn) while the
+    // fenced work's step waits behind the gate: no replay starts beside it.
     let started = Instant::now();
-    while rows(&db, std::slice::from_ref(&id)).await[&id].ends_with("|1") {
+    loop {
+        let row = rows(&db, std::slice::from_ref(&id)).await[&id].clone();
+        let epoch: u64 = row.rsplit('|').next().unwrap().parse().unwrap();
+        if epoch >= 3 {
+            break;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "a never reclaimed its task"
+            "a never reclaimed its task: {row}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        gate.runs.load(Ordering::SeqCst),
+        1,
+        "a replay started beside the fenced work"
+    );
+    assert!(stored_steps(&db).await.is_empty());
     gate.open.send_replace(true);
     let done = clients
         .wait(&id, Duration::from_secs(10), is_terminal)
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(first_text(&done["result"]), "step by a");
-    assert_eq!(gate.runs.load(Ordering::SeqCst), 1, "the step ran once");
+    assert_eq!(
+        gate.runs.load(Ordering::SeqCst),
+        2,
+        "the step in flight at the fence, then the replay's"
+    );
 }
