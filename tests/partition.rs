@@ -160,9 +160,7 @@ async fn call(http: &mut Http, steps: u32, step_ms: u64, watch: bool) -> String 
 }
 
 async fn get(http: &mut Http, id: &str) -> Value {
-    let (_, response) = http
-        .rpc("tasks/get", json!({ "taskId": id }), TASKS)
-        .await;
+    let (_, response) = http.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
     response["result"].clone()
 }
 
