@@ -697,6 +697,52 @@ mod tests {
         assert!(!cancel.is_cancelled());
     }
 
+    /// Wake-ups missed (the broadcast buffer overflowed under a storm): the loop re-reads
+    /// every task running here at once, long before its next periodic re-read, and the
+    /// cancel whose notification was lost reaches the work.
+    #[tokio::test]
+    async fn missed_wakeups_reread_every_task_running_here() {
+        use crate::store::{NewTask, TaskStore};
+        let runtime = runtime();
+        let id: Arc<str> = Arc::from("t-cancelled");
+        runtime
+            .store
+            .create(NewTask::new(
+                id.clone(),
+                Arc::from("owner"),
+                Arc::from("tool"),
+            ))
+            .await
+            .unwrap();
+        let cancel = held(&runtime, &id, Duration::from_secs(30), Instant::now());
+        runtime.store.request_cancel(&id).await.unwrap();
+        // A buffer of one, and a storm of wake-ups for other tasks: the receiver lags, and
+        // the cancel's own wake-up never arrives.
+        let (sender, receiver) = tokio::sync::broadcast::channel(1);
+        for n in 0..16 {
+            sender
+                .send(Wakeup {
+                    task_id: Arc::from(format!("other-{n}")),
+                    kind: WakeupKind::Answers,
+                })
+                .unwrap();
+        }
+        let stop = runtime.lifecycle.stop_token().clone();
+        let reread = Duration::from_secs(3600);
+        let wakeups = tokio::spawn(wakeup_loop(
+            Arc::clone(&runtime),
+            receiver,
+            reread,
+            Arc::new(Notify::new()),
+        ));
+        tokio::time::timeout(Duration::from_secs(5), cancel.cancelled())
+            .await
+            .expect("the missed cancel reached the work");
+        stop.cancel();
+        wakeups.await.unwrap();
+        drop(sender);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_fence_loop_stops_the_work_in_time() {
         let runtime = runtime();
