@@ -18,6 +18,12 @@
 //!   whose step does not watch for a cancellation (the documented at-least-once);
 //! - after the partition heals, A writes nothing stale (the rows B finished stay as they
 //!   are) and serves again: a new task created on A runs on A.
+//!
+//! `a_cancel_sent_while_the_listener_reconnects_reaches_the_work`: A's connections are cut
+//! (the proxy severs them and holds the new ones) while a cancel for A's task is sent to B,
+//! so its notification reaches no listener of A; the re-read runs every 2 minutes: the
+//! cancel reaches the work only because the listener, back, makes the runtime read again
+//! what it may have missed.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -135,10 +141,14 @@ fn config() -> ClusterConfig {
 }
 
 async fn instance(store: PostgresStore, record: &Record) -> Http {
+    instance_with(store, record, config()).await
+}
+
+async fn instance_with(store: PostgresStore, record: &Record, config: ClusterConfig) -> Http {
     let engine = Engine::builder(toolkit![batches].unwrap().with_state(record.clone()))
         .with_store(store)
         .with_instance_id(record.who)
-        .with_cluster(config())
+        .with_cluster(config)
         .build();
     engine.start().expect("start the cluster loops");
     Http::start(TaskServer::from_engine(engine)).await
@@ -382,4 +392,78 @@ async fn a_partitioned_instance_stops_its_work_before_its_lease_lapses() {
         rejoined.as_millis()
     );
     assert_eq!(twice, TASKS_PER_KIND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_sent_while_the_listener_reconnects_reaches_the_work() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let proxy = proxy::Proxy::to_url(&db.url).await;
+    let store_a = PostgresStore::builder(proxy.url(&db.url))
+        .with_schema(db.schema.clone())
+        .with_pool_size(3)
+        .with_application_name(db.schema.clone())
+        .connect()
+        .await
+        .expect("A connects through the proxy");
+    let store_b = db.store().await.expect("B connects");
+    let record = |who| Record {
+        who,
+        runs: Arc::default(),
+    };
+    // Only NOTIFY, or the catch-up after a reconnect, can deliver a cancel in time.
+    let config = ClusterConfig::default().with_reread_interval(Duration::from_secs(120));
+    let mut a = instance_with(store_a, &record("a"), config.clone()).await;
+    let mut b = instance_with(store_b, &record("b"), config).await;
+    let raw = db.raw().await;
+    let listening = || async {
+        raw.query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' \
+             AND application_name = $1",
+            &[&db.schema],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let id = call(&mut a, 1, 600_000, true).await;
+    // Both instances listen (B's own listener, and A's through the proxy).
+    let patience = common::Patience::with_bound("two listeners", Duration::from_secs(10));
+    while listening().await < 2 {
+        patience.wait().await;
+    }
+    let accepted = proxy.accepted();
+    // Cut A off: every connection closed, new ones held.
+    proxy.blackhole();
+    proxy.sever();
+    let patience = common::Patience::with_bound("A's listener gone", Duration::from_secs(10));
+    while listening().await > 1 {
+        patience.wait().await;
+    }
+    let (_, cancelled) = b
+        .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+        .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    // A's listener tries to connect again meanwhile (held by the proxy).
+    let patience = common::Patience::with_bound("A to reconnect", Duration::from_secs(10));
+    while proxy.accepted() == accepted {
+        patience.wait().await;
+    }
+    let healed = Instant::now();
+    proxy.heal();
+    let patience = common::Patience::with_bound("the cancel to reach A", Duration::from_secs(10));
+    loop {
+        let task = get(&mut b, &id).await;
+        if task["status"] == "cancelled" {
+            break;
+        }
+        assert_eq!(task["status"], "working", "{task}");
+        patience.wait().await;
+    }
+    eprintln!(
+        "the cancel sent while A's listener was down reached the work {} ms after the \
+         connection came back",
+        healed.elapsed().as_millis()
+    );
 }

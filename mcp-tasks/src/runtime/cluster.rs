@@ -445,6 +445,14 @@ async fn wakeup_loop(
                 // Answers to a task whose work runs elsewhere (or nowhere): not ours.
                 WakeupKind::Answers => {}
                 WakeupKind::Queued => claim_now.notify_one(),
+                // The listener reconnected: what was announced while it was down is read.
+                WakeupKind::Missed => {
+                    tracing::info!(
+                        "wake-ups may have been missed; re-reading every task running here"
+                    );
+                    helper(&runtime, reread_all);
+                    claim_now.notify_one();
+                }
             },
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(

@@ -536,6 +536,9 @@ pub enum WakeupKind {
     /// queued together may be announced by one wake-up naming one of them; claim with a
     /// limit above one.
     Queued,
+    /// Wake-ups may have been missed (the store's listening connection was lost and is
+    /// back): re-read every task running here, and claim. Its `task_id` is empty.
+    Missed,
 }
 
 /// A change to a task that the instance running it (or a worker) must act on.
