@@ -710,7 +710,7 @@ mod tests {
     /// cancel whose notification was lost reaches the work.
     #[tokio::test]
     async fn missed_wakeups_reread_every_task_running_here() {
-        use crate::store::{NewTask, TaskStore};
+        use crate::store::NewTask;
         let runtime = runtime();
         let id: Arc<str> = Arc::from("t-cancelled");
         runtime
