@@ -344,7 +344,7 @@ async fn a_partitioned_instance_stops_its_work_before_its_lease_lapses() {
         // A ran only the step in flight at the partition, started before it.
         assert_eq!(mine.len(), 1, "A's runs of {id}: {mine:?}");
         let run = mine[0];
-        assert_eq!(run.seq, 1, "{run:?}");
+        assert_eq!((run.who, run.seq), ("a", 1), "{run:?}");
         assert!(run.started < partitioned_at, "{run:?}");
         // B ran each step once, the first one only after A's lease lapsed.
         assert_eq!(
@@ -441,9 +441,7 @@ async fn a_cancel_sent_while_the_listener_reconnects_reaches_the_work() {
     while listening().await > 1 {
         patience.wait().await;
     }
-    let (_, cancelled) = b
-        .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
-        .await;
+    let (_, cancelled) = b.rpc("tasks/cancel", json!({ "taskId": id }), TASKS).await;
     assert!(cancelled.get("error").is_none(), "{cancelled}");
     // A's listener tries to connect again meanwhile (held by the proxy).
     let patience = common::Patience::with_bound("A to reconnect", Duration::from_secs(10));

@@ -193,8 +193,12 @@ async fn a_postgres_restart_loses_nothing_and_the_instances_reconnect() {
     let mut asking = Vec::new();
     let mut long = Vec::new();
     let mut home = HashMap::new();
-    for i in 0..100 {
-        let (at, name) = if i % 2 == 0 { (&mut a, 0) } else { (&mut b, 1) };
+    for i in 0..100u32 {
+        let (at, name) = if i.is_multiple_of(2) {
+            (&mut a, 0)
+        } else {
+            (&mut b, 1)
+        };
         let id = match i % 10 {
             0 => call(at, 2, 100, true).await,
             1 => call(at, 200, 100, false).await,
@@ -227,7 +231,7 @@ async fn a_postgres_restart_loses_nothing_and_the_instances_reconnect() {
             let (mut acknowledged, mut refused) = (Vec::new(), 0usize);
             let mut i = 0usize;
             while !stop.is_cancelled() {
-                let at = if i % 2 == 0 { &mut a } else { &mut b };
+                let at = if i.is_multiple_of(2) { &mut a } else { &mut b };
                 match call(at, 2, 50, false).await {
                     Ok(id) => acknowledged.push((id, i % 2)),
                     Err(_) => refused += 1,
