@@ -11,6 +11,11 @@
 //!   journals, outside the servers), its `fail` tasks are `failed` with the message, no task
 //!   id lost, within lease + a few seconds; then SIGSTOP of another instance until it loses
 //!   its leases, SIGCONT, and nothing it held is overwritten (fencing).
+//!   The re-read that covers lost notifications runs every 2 minutes here, far above every
+//!   bound on a wake-up, so those bounds are met by `LISTEN/NOTIFY` or not at all. After the
+//!   kill every batch ran at most once except at most the one in flight per task; the
+//!   SIGSTOP is sent once each of the stopped instance's tasks stored a step, and every one
+//!   of them is asserted taken over (epoch above 1).
 //! - `workers_run_what_a_front_records`: a front that runs nothing and two workers; tasks
 //!   complete, and killing a worker mid-task hands its tasks to the other.
 //!
@@ -48,7 +53,9 @@ use serde_json::{Value, json};
 const LEASE_MS: u64 = 4000;
 const RENEW_MS: u64 = 1000;
 const CLAIM_MS: u64 = 250;
-const REREAD_MS: u64 = 500;
+/// Far above every bound these tests put on a wake-up: answers and cancels sent to another
+/// instance can only meet those bounds by `LISTEN/NOTIFY`, not by the periodic re-read.
+const REREAD_MS: u64 = 120_000;
 /// How often a waiting client polls `tasks/get`.
 const POLL_MS: u64 = 20;
 /// Task flows of phase 1 under way at once.
@@ -566,6 +573,24 @@ async fn three_instances_one_task_space() {
             );
         }
     }
+    // Every batch ran at most once, except at most one per task: the one in flight at the
+    // kill (its side effect done, its result not stored), which the takeover runs again.
+    for id in &resume_ids {
+        let twice: Vec<u32> = (1..=8)
+            .filter(|batch| counts.get(&(id.clone(), *batch)).is_some_and(|n| *n > 1))
+            .collect();
+        assert!(
+            twice.len() <= 1,
+            "{id}: batches {twice:?} ran more than once (at most the one in flight may)"
+        );
+        for batch in &twice {
+            assert_eq!(counts[&(id.clone(), *batch)], 2, "{id} batch {batch}");
+            assert!(
+                !steps_at_kill.contains(&(id.clone(), *batch)),
+                "{id} batch {batch} was stored before the kill and ran again"
+            );
+        }
+    }
     for id in &resume_ids {
         for batch in 1..=8 {
             assert!(
@@ -616,7 +641,22 @@ async fn three_instances_one_task_space() {
                 .await,
         );
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Stop c once every one of its tasks stored a step: mid-task, on a condition.
+    let waited = Instant::now();
+    loop {
+        let steps = stored_steps(&db).await;
+        if stopped_ids
+            .iter()
+            .all(|id| steps.iter().any(|(task, _)| task == id))
+        {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "c's tasks never stored a step"
+        );
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    }
     instances[2].signal("-STOP");
     let only_b = Clients::new(vec![survivors.urls[b].clone()]);
     for id in &stopped_ids {
@@ -633,6 +673,10 @@ async fn three_instances_one_task_space() {
         );
     }
     let before = rows(&db, &stopped_ids).await;
+    for (id, row) in &before {
+        let epoch: u64 = row.rsplit('|').next().unwrap().parse().unwrap();
+        assert!(epoch > 1, "{id} was taken over (epoch {epoch}): {row}");
+    }
     let steps_before = stored_steps(&db).await;
     instances[2].signal("-CONT");
     // c wakes up: its timers fire, its renewals and writes are refused.
@@ -1081,11 +1125,13 @@ async fn another_owner_finds_nothing_on_any_instance() {
     );
 }
 
-/// An instance that stalls past its lease and then claims its own lapsed task (no other
-/// instance took it) keeps running the one work it has: the step runs once, under the new
-/// lease, and the task completes.
+/// An instance whose renewals stall stops its work before the lease lapses (self-fencing),
+/// and when it then claims its own lapsed task (no other instance took it) it does not
+/// replay it beside the work still winding down: the step in flight at the fence runs to
+/// its end and stores nothing; only after it ended is the task replayed (under a later
+/// epoch), its step running a second time: the one in-flight step of the at-least-once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reclaiming_its_own_lapsed_task_does_not_run_it_twice() {
+async fn reclaiming_its_own_lapsed_task_waits_for_its_fenced_work_to_end() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
@@ -1102,20 +1148,36 @@ async fn reclaiming_its_own_lapsed_task_does_not_run_it_twice() {
     .await;
     let clients = Clients::new(vec![a.url.clone()]);
     let id = clients.call(0, "gated", json!({}), None).await;
+    // A claims its lapsed task again and again (each claim's lease lapses in turn) while the
+    // fenced work's step waits behind the gate: no replay starts beside it.
     let started = Instant::now();
-    while rows(&db, std::slice::from_ref(&id)).await[&id].ends_with("|1") {
+    loop {
+        let row = rows(&db, std::slice::from_ref(&id)).await[&id].clone();
+        let epoch: u64 = row.rsplit('|').next().unwrap().parse().unwrap();
+        if epoch >= 3 {
+            break;
+        }
         assert!(
             started.elapsed() < Duration::from_secs(10),
-            "a never reclaimed its task"
+            "a never reclaimed its task: {row}"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        gate.runs.load(Ordering::SeqCst),
+        1,
+        "a replay started beside the fenced work"
+    );
+    assert!(stored_steps(&db).await.is_empty());
     gate.open.send_replace(true);
     let done = clients
         .wait(&id, Duration::from_secs(10), is_terminal)
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(first_text(&done["result"]), "step by a");
-    assert_eq!(gate.runs.load(Ordering::SeqCst), 1, "the step ran once");
+    assert_eq!(
+        gate.runs.load(Ordering::SeqCst),
+        2,
+        "the step in flight at the fence, then the replay's"
+    );
 }

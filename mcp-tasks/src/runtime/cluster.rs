@@ -26,15 +26,40 @@
 //!    ([`ClusterStore::claim_queued`]), at once when a queued wake-up arrives.
 //! 5. **Expiry** runs on every instance (the reaper of [`Runtime`]); the store splits the due
 //!    rows between the sweeping instances.
-//! 6. **Owned loops.** The loops start with the runtime and stop with it (`lifecycle.rs`):
+//! 6. **Self-fencing.** Each lease held here has a local deadline on this process's
+//!    monotonic clock: the instant the request that granted or last renewed it was *sent*,
+//!    plus the lease length. The store set its own deadline (on the database clock) after
+//!    that request arrived, so the local one is never later. A renewal is given until the
+//!    lease's fence point, [`ClusterConfig::fence_margin`] before the local deadline; work
+//!    whose lease was not renewed by then is cancelled here, as a `tasks/cancel` cancels
+//!    it, and marked as having lost its lease: it writes nothing more, not even its outcome,
+//!    and no new step or input request of it starts. That happens before any other instance
+//!    can claim the task, however the store became unreachable (a partition, an overloaded
+//!    or restarting database). A step *in flight* at that moment is not interrupted (its
+//!    code sees the cancellation only if it waits on it): it may still run to its end, and
+//!    its result is not stored, so the instance that takes the task over runs that step
+//!    again. At most that one step per task runs twice; steps are at-least-once, as in
+//!    every durable-execution system, and belong to code that tolerates a repeat (an
+//!    idempotent write, or one keyed by the task id and step).
+//! 7. **Winding-down work is not taken twice.** A task whose earlier work still runs here
+//!    after it lost its lease (its in-flight step has not ended) is not replayed here when
+//!    this instance claims it again: the claimed lease is left to lapse, and the task is
+//!    taken (here or elsewhere) once that work ended.
+//! 8. **Owned loops.** The loops start with the runtime and stop with it (`lifecycle.rs`):
 //!    claims at the start of a shutdown (a claim pass under way ends after its batch, and
 //!    what it claimed runs under the grace period), renewals and wake-ups at its end, once
 //!    no work runs here any more.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
 
 use futures::StreamExt;
-use tokio::sync::{Notify, broadcast::error::RecvError};
+use tokio::{
+    sync::{Notify, broadcast::error::RecvError},
+    time::Instant,
+};
 
 use super::{
     Runtime,
@@ -72,6 +97,7 @@ const RENEW_CONCURRENCY: usize = 8;
 /// | [`with_renewal`](Self::with_renewal) | [`DEFAULT_RENEWAL`] (10 s) |
 /// | [`with_claim_interval`](Self::with_claim_interval) | [`DEFAULT_CLAIM_INTERVAL`] (2 s) |
 /// | [`with_reread_interval`](Self::with_reread_interval) | [`DEFAULT_REREAD_INTERVAL`] (2 s) |
+/// | [`with_fence_margin`](Self::with_fence_margin) | a fifth of the lease (6 s) |
 /// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
 /// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
 ///
@@ -97,6 +123,7 @@ pub struct ClusterConfig {
     pub(crate) renewal: Duration,
     pub(crate) claim_interval: Duration,
     pub(crate) reread_interval: Duration,
+    pub(crate) fence_margin: Option<Duration>,
     pub(crate) queued_calls: bool,
     pub(crate) execution: bool,
 }
@@ -108,6 +135,7 @@ impl Default for ClusterConfig {
             renewal: DEFAULT_RENEWAL,
             claim_interval: DEFAULT_CLAIM_INTERVAL,
             reread_interval: DEFAULT_REREAD_INTERVAL,
+            fence_margin: None,
             queued_calls: false,
             execution: true,
         }
@@ -141,6 +169,26 @@ impl ClusterConfig {
     /// least 1 ms.
     pub fn with_reread_interval(mut self, interval: Duration) -> Self {
         self.reread_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how long before a lease's local deadline work whose lease could not be renewed
+    /// stops here (default: a fifth of the lease, 6 s of the default 30 s). The work is
+    /// cancelled as a `tasks/cancel` cancels it, and writes nothing more, before any other
+    /// instance can claim the task; give it the time the tools' code needs to notice a
+    /// cancellation. Kept below the lease.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_tasks::ClusterConfig;
+    ///
+    /// let config = ClusterConfig::default().with_lease(Duration::from_secs(10));
+    /// assert_eq!(config.fence_margin(), Duration::from_secs(2));
+    /// let config = config.with_fence_margin(Duration::from_secs(3));
+    /// assert_eq!(config.fence_margin(), Duration::from_secs(3));
+    /// ```
+    pub fn with_fence_margin(mut self, margin: Duration) -> Self {
+        self.fence_margin = Some(margin);
         self
     }
 
@@ -189,6 +237,14 @@ impl ClusterConfig {
         self.reread_interval
     }
 
+    /// How long before a lease's local deadline unrenewed work stops here (see
+    /// [`with_fence_margin`](Self::with_fence_margin)); always below the lease.
+    #[must_use]
+    pub fn fence_margin(&self) -> Duration {
+        let margin = self.fence_margin.unwrap_or(self.lease / 5);
+        margin.min(self.lease.saturating_sub(Duration::from_millis(1)))
+    }
+
     /// Whether calls are only recorded, queued.
     #[must_use]
     pub fn queued_calls(&self) -> bool {
@@ -226,6 +282,10 @@ pub(crate) fn start(runtime: &Arc<Runtime>) {
     let wakeups = cluster.wakeups();
     let loops = runtime.lifecycle.loops();
     loops.spawn(renew_loop(Arc::clone(runtime), instance.config.renewal));
+    loops.spawn(fence_loop(
+        Arc::clone(runtime),
+        instance.config.fence_margin(),
+    ));
     loops.spawn(wakeup_loop(
         Arc::clone(runtime),
         wakeups,
@@ -247,14 +307,30 @@ async fn renew_loop(runtime: Arc<Runtime>, every: Duration) {
     super::lifecycle::periodic(stop, every, true, || renew_all(&runtime)).await;
 }
 
+/// One renewal of every lease held here. Each is given until its fence point (invariant
+/// 6): one still unanswered then is dropped, and its work stops.
 async fn renew_all(runtime: &Arc<Runtime>) {
-    let Some((cluster, _)) = runtime.cluster() else {
+    let Some((cluster, instance)) = runtime.cluster() else {
         return;
     };
+    let margin = instance.config.fence_margin();
     futures::stream::iter(runtime.leases())
         .for_each_concurrent(RENEW_CONCURRENCY, |lease| async move {
-            match cluster.renew(&lease).await {
-                Ok(renewed) => runtime.renewed(renewed),
+            let sent = Instant::now();
+            let renewal = cluster.renew(&lease);
+            let answered = match lease.deadline {
+                Some(deadline) => tokio::time::timeout_at(fence_point(deadline, margin), renewal)
+                    .await
+                    .ok(),
+                None => Some(renewal.await),
+            };
+            let Some(answered) = answered else {
+                tracing::warn!(task_id = %lease.task_id, epoch = lease.epoch,
+                    "lease renewal unanswered at the lease's fence point");
+                return;
+            };
+            match answered {
+                Ok(renewed) => runtime.renewed(renewed.sent_at(sent)),
                 Err(StoreError::Fenced { current, .. }) => {
                     tracing::warn!(task_id = %lease.task_id, epoch = lease.epoch, current,
                         "lease renewal refused: another instance holds the task");
@@ -270,6 +346,69 @@ async fn renew_all(runtime: &Arc<Runtime>) {
             }
         })
         .await;
+}
+
+/// The instant work under a lease with local deadline `deadline` stops unless renewed.
+fn fence_point(deadline: Instant, margin: Duration) -> Instant {
+    deadline.checked_sub(margin).unwrap_or(deadline)
+}
+
+/// Stops the work whose lease reached its fence point unrenewed (invariant 6), until the
+/// runtime stops. It wakes at the next fence point, and at least every half margin (for
+/// leases granted meanwhile), so work stops between the margin and half the margin before
+/// its local deadline.
+async fn fence_loop(runtime: Arc<Runtime>, margin: Duration) {
+    let stop = runtime.lifecycle.stop_token().clone();
+    let most = (margin / 2).max(Duration::from_millis(1));
+    loop {
+        let now = Instant::now();
+        let next = runtime.fence_overdue(now, margin);
+        let wake = next.map_or(now + most, |next| next.min(now + most));
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep_until(wake) => {}
+        }
+    }
+}
+
+impl Runtime {
+    /// Stops the work here whose lease reached its fence point at `now` (invariant 6);
+    /// the earliest fence point still ahead, if any.
+    pub(crate) fn fence_overdue(&self, now: Instant, margin: Duration) -> Option<Instant> {
+        let mut next: Option<Instant> = None;
+        let mut overdue = Vec::new();
+        for (id, live) in self.live_map().iter() {
+            if live.fenced.load(Ordering::Acquire) {
+                continue;
+            }
+            let Some(deadline) = live.lease().and_then(|lease| lease.deadline) else {
+                continue;
+            };
+            let point = fence_point(deadline, margin);
+            if point <= now {
+                overdue.push((Arc::clone(id), Arc::clone(live), deadline));
+            } else {
+                next = Some(next.map_or(point, |next| next.min(point)));
+            }
+        }
+        for (id, live, deadline) in overdue {
+            if !live.fenced.swap(true, Ordering::AcqRel) {
+                let left = deadline.saturating_duration_since(now);
+                tracing::warn!(task_id = %id, left_ms = left.as_millis(),
+                    "lease not renewed in time: the local work stops before the lease lapses, \
+                     writes nothing more, and another instance takes the task over");
+            }
+            live.cancel.cancel();
+        }
+        next
+    }
+
+    /// Whether work of task `id` still runs here after it lost its lease (invariant 7).
+    pub(crate) fn winding_down(&self, id: &str) -> bool {
+        self.get_live(id)
+            .is_some_and(|live| live.fenced.load(Ordering::Acquire))
+    }
 }
 
 /// Acts on the store's wake-ups for the work running here, and re-reads that work every
@@ -306,6 +445,14 @@ async fn wakeup_loop(
                 // Answers to a task whose work runs elsewhere (or nowhere): not ours.
                 WakeupKind::Answers => {}
                 WakeupKind::Queued => claim_now.notify_one(),
+                // The listener reconnected: what was announced while it was down is read.
+                WakeupKind::Missed => {
+                    tracing::info!(
+                        "wake-ups may have been missed; re-reading every task running here"
+                    );
+                    helper(&runtime, reread_all);
+                    claim_now.notify_one();
+                }
             },
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
@@ -404,6 +551,7 @@ pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, Stor
             if slots == 0 {
                 return Ok(report);
             }
+            let sent = Instant::now();
             let claimed =
                 claim_batch(cluster, &instance.id, instance.config.lease, cause, slots).await;
             let claimed = match claimed {
@@ -414,7 +562,7 @@ pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, Stor
                 }
             };
             let full = claimed.len() == slots;
-            let taken = take_claimed(runtime, claimed, cause, &mut report).await;
+            let taken = take_claimed(runtime, claimed, sent, cause, &mut report).await;
             runtime.capacity.give(slots);
             taken?;
             if !full {
@@ -429,13 +577,23 @@ pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, Stor
 async fn take_claimed(
     runtime: &Arc<Runtime>,
     claimed: Vec<(crate::store::Recovery, crate::store::Lease)>,
+    sent: Instant,
     cause: Cause,
     report: &mut RecoveryReport,
 ) -> Result<(), StoreError> {
     let tools = &runtime.tools;
     for (task, lease) in claimed {
+        // The lease's local deadline counts from when the claim was sent.
+        let lease = lease.sent_at(sent);
         tracing::info!(task_id = %task.id, tool = %task.tool, epoch = lease.epoch,
             ?cause, "task claimed");
+        // Its own task, whose earlier work lost the lease and still winds down here
+        // (invariant 7): not replayed beside it; the lease claimed is left to lapse.
+        if runtime.winding_down(&task.id) {
+            tracing::info!(task_id = %task.id, epoch = lease.epoch,
+                "claimed task left to lapse: its earlier work still ends here");
+            continue;
+        }
         // Its own lapsed task, whose work still runs here: it goes on, not twice.
         if runtime.adopt(&lease) {
             report.resumed += 1;
@@ -465,5 +623,178 @@ async fn claim_batch(
     match cause {
         Cause::Queued => cluster.claim_queued(instance, lease, limit).await,
         _ => cluster.claim_lapsed(instance, lease, limit).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        runtime::{Settings, Tools},
+        store::{Lease, MemoryStore},
+    };
+    use tokio_util::sync::CancellationToken;
+
+    fn runtime() -> Arc<Runtime> {
+        let tools = Tools {
+            toolkit: Arc::new(Toolkit::default()),
+            state: Arc::new(StateMap::default()),
+        };
+        Runtime::new(
+            Arc::new(MemoryStore::new()),
+            tools,
+            Settings::default(),
+            Arc::from("instance-a"),
+            ClusterConfig::default(),
+        )
+    }
+
+    /// Registers task `id` running under a lease of `length` granted by a request sent at
+    /// `sent`; its cancellation token.
+    fn held(
+        runtime: &Arc<Runtime>,
+        id: &str,
+        length: Duration,
+        sent: Instant,
+    ) -> CancellationToken {
+        let cancel = CancellationToken::new();
+        let lease = Lease::granted(Arc::from(id), Arc::from("instance-a"), 1, length).sent_at(sent);
+        let slot = runtime.reserve(&Arc::from("owner"), false).unwrap();
+        runtime.register(Arc::from(id), cancel.clone(), Some(lease), slot);
+        cancel
+    }
+
+    #[test]
+    fn the_fence_margin_defaults_to_a_fifth_of_the_lease_and_stays_below_it() {
+        let config = ClusterConfig::default();
+        assert_eq!(config.fence_margin(), Duration::from_secs(6));
+        let config = config.with_lease(Duration::from_secs(3));
+        assert_eq!(config.fence_margin(), Duration::from_millis(600));
+        let config = config.with_fence_margin(Duration::from_secs(10));
+        assert!(config.fence_margin() < config.lease());
+    }
+
+    #[test]
+    fn the_local_deadline_counts_from_when_the_request_was_sent() {
+        let sent = Instant::now();
+        let lease =
+            Lease::granted(Arc::from("t"), Arc::from("i"), 3, Duration::from_secs(3)).sent_at(sent);
+        assert_eq!(lease.deadline, Some(sent + Duration::from_secs(3)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unrenewed_work_stops_at_its_fence_point_and_not_before() {
+        let runtime = runtime();
+        let margin = Duration::from_millis(600);
+        let start = Instant::now();
+        let cancel = held(&runtime, "t1", Duration::from_secs(3), start);
+        let later = held(
+            &runtime,
+            "t2",
+            Duration::from_secs(3),
+            start + Duration::from_secs(1),
+        );
+
+        // Before the fence point of either: nothing stops; the next point is t1's.
+        let next = runtime.fence_overdue(start + Duration::from_millis(2399), margin);
+        assert_eq!(next, Some(start + Duration::from_millis(2400)));
+        assert!(!cancel.is_cancelled() && !runtime.winding_down("t1"));
+        assert!(runtime.runs("t1"));
+
+        // At t1's fence point (600 ms before its deadline): t1 stops, t2 goes on.
+        let next = runtime.fence_overdue(start + Duration::from_millis(2400), margin);
+        assert!(cancel.is_cancelled(), "the work is cancelled");
+        assert!(runtime.winding_down("t1"), "and writes nothing more");
+        assert!(!runtime.runs("t1"));
+        assert!(
+            !runtime.leases().iter().any(|l| &*l.task_id == "t1"),
+            "and is no longer renewed"
+        );
+        assert!(!later.is_cancelled());
+        assert_eq!(next, Some(start + Duration::from_millis(3400)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_moves_the_fence_point() {
+        let runtime = runtime();
+        let margin = Duration::from_millis(600);
+        let start = Instant::now();
+        let cancel = held(&runtime, "t1", Duration::from_secs(3), start);
+        let renewed = Lease::granted(
+            Arc::from("t1"),
+            Arc::from("instance-a"),
+            1,
+            Duration::from_secs(3),
+        )
+        .sent_at(start + Duration::from_secs(1));
+        runtime.renewed(renewed);
+        assert_eq!(
+            runtime.fence_overdue(start + Duration::from_millis(2400), margin),
+            Some(start + Duration::from_millis(3400))
+        );
+        assert!(!cancel.is_cancelled());
+    }
+
+    /// Wake-ups missed (the broadcast buffer overflowed under a storm): the loop re-reads
+    /// every task running here at once, long before its next periodic re-read, and the
+    /// cancel whose notification was lost reaches the work.
+    #[tokio::test]
+    async fn missed_wakeups_reread_every_task_running_here() {
+        use crate::store::NewTask;
+        let runtime = runtime();
+        let id: Arc<str> = Arc::from("t-cancelled");
+        runtime
+            .store
+            .create(NewTask::new(
+                id.clone(),
+                Arc::from("owner"),
+                Arc::from("tool"),
+            ))
+            .await
+            .unwrap();
+        let cancel = held(&runtime, &id, Duration::from_secs(30), Instant::now());
+        runtime.store.request_cancel(&id).await.unwrap();
+        // A buffer of one, and a storm of wake-ups for other tasks: the receiver lags, and
+        // the cancel's own wake-up never arrives.
+        let (sender, receiver) = tokio::sync::broadcast::channel(1);
+        for n in 0..16 {
+            sender
+                .send(Wakeup {
+                    task_id: Arc::from(format!("other-{n}")),
+                    kind: WakeupKind::Answers,
+                })
+                .unwrap();
+        }
+        let stop = runtime.lifecycle.stop_token().clone();
+        let reread = Duration::from_secs(3600);
+        let wakeups = tokio::spawn(wakeup_loop(
+            Arc::clone(&runtime),
+            receiver,
+            reread,
+            Arc::new(Notify::new()),
+        ));
+        tokio::time::timeout(Duration::from_secs(5), cancel.cancelled())
+            .await
+            .expect("the missed cancel reached the work");
+        stop.cancel();
+        wakeups.await.unwrap();
+        drop(sender);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fence_loop_stops_the_work_in_time() {
+        let runtime = runtime();
+        let start = Instant::now();
+        let cancel = held(&runtime, "t1", Duration::from_secs(3), start);
+        let stop = runtime.lifecycle.stop_token().clone();
+        let watchdog = tokio::spawn(fence_loop(Arc::clone(&runtime), Duration::from_millis(600)));
+        cancel.cancelled().await;
+        let at = Instant::now() - start;
+        assert!(
+            at >= Duration::from_millis(2400) && at <= Duration::from_millis(2700),
+            "stopped {at:?} after the grant, for a lease of 3 s and a margin of 600 ms"
+        );
+        stop.cancel();
+        watchdog.await.unwrap();
     }
 }

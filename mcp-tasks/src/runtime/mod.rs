@@ -22,7 +22,10 @@
 //! each of those writes is the store's fenced call with that lease; a write refused as
 //! [`StoreError::Fenced`] (the lease was lost: another instance took the task over) cancels
 //! the local work and marks it fenced, and from then on the work writes nothing, not even
-//! its outcome ([`WriteError::LeaseLost`]): it is forgotten when it ends.
+//! its outcome ([`WriteError::LeaseLost`]): it is forgotten when it ends. A write that
+//! failed for a passing reason (the connection was lost, the database restarts) is made
+//! again, with a growing pause, until it is stored or the lease is lost: a database restart
+//! neither fails the work nor leaves its task with no work behind it.
 
 use std::{
     collections::HashMap,
@@ -67,6 +70,12 @@ pub(crate) const SHUT_DOWN_MESSAGE: &str = "the server was shut down while the t
 
 /// How long the drain waits for a step write under way before it hands the task over.
 const STEP_WRITE_WAIT: Duration = Duration::from_secs(5);
+/// The first pause before a write of running work that failed for a passing reason (see
+/// [`BackendError::is_retryable`](crate::store::BackendError::is_retryable)) is made again;
+/// each failure in a row doubles it, up to [`TRANSIENT_RETRY_MAX`].
+const TRANSIENT_RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between two attempts of a write of running work.
+const TRANSIENT_RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// How often the reaper applies due expiry, unless the engine says otherwise.
 pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
@@ -446,6 +455,7 @@ impl Runtime {
             return Ok(written?);
         };
         let mut retried = false;
+        let mut pause = TRANSIENT_RETRY_FIRST;
         loop {
             let live = self.get_live(id);
             let lease = live
@@ -463,6 +473,20 @@ impl Runtime {
                 Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
                 Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
             };
+            // A passing failure (the connection was lost, the server restarts): the same write
+            // again, until it is stored or the lease is lost (the work stops at the lease's
+            // fence point when renewals fail too). Every write of running work is safe to
+            // repeat: a step or a status is stored again as it is, an input request already
+            // stored is kept, a finish already stored answers that the task ended.
+            if let Err(StoreError::Backend(error)) = &result
+                && error.is_retryable()
+            {
+                tracing::warn!(task_id = %id, %error, ?pause,
+                    "a write of the running work failed for a passing reason; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(TRANSIENT_RETRY_MAX);
+                continue;
+            }
             if matches!(result, Err(StoreError::Fenced { .. })) {
                 // Refused under an epoch this instance replaced meanwhile (it claimed its own
                 // lapsed task): once more under the new lease.

@@ -480,19 +480,55 @@ pub struct Lease {
     pub epoch: u64,
     /// How long the lease lasts from its last grant or renewal; renew well within it.
     pub length: Duration,
+    /// This process's own deadline for the lease, on its monotonic clock: the instant the
+    /// request that granted or last renewed it was sent, plus [`length`](Self::length). The
+    /// store's deadline (on the database clock) is never earlier, since the store set it
+    /// after the request left; work still running here near this instant stops (see
+    /// `runtime/cluster.rs`, self-fencing). `None` until the runtime stamps it.
+    pub(crate) deadline: Option<tokio::time::Instant>,
 }
 
 impl Lease {
     /// The lease a task created [`with_runner`](NewTask::with_runner) starts with: held by
-    /// its runner at epoch 1. `None` when the task has no runner.
+    /// its runner at epoch 1. `None` when the task has no runner. Its local deadline counts
+    /// from now: made right before the create is sent.
     #[must_use]
     pub(crate) fn first(task: &NewTask) -> Option<Self> {
-        task.runner.as_ref().map(|runner| Self {
-            task_id: Arc::clone(&task.id),
-            instance: Arc::clone(&runner.instance),
-            epoch: 1,
-            length: runner.lease,
+        task.runner.as_ref().map(|runner| {
+            Self {
+                task_id: Arc::clone(&task.id),
+                instance: Arc::clone(&runner.instance),
+                epoch: 1,
+                length: runner.lease,
+                deadline: None,
+            }
+            .sent_at(tokio::time::Instant::now())
         })
+    }
+
+    /// A lease granted or renewed by the store.
+    #[must_use]
+    pub(crate) fn granted(
+        task_id: Arc<str>,
+        instance: Arc<str>,
+        epoch: u64,
+        length: Duration,
+    ) -> Self {
+        Self {
+            task_id,
+            instance,
+            epoch,
+            length,
+            deadline: None,
+        }
+    }
+
+    /// The lease with its local deadline counted from `sent`, the instant the request that
+    /// granted or renewed it was sent.
+    #[must_use]
+    pub(crate) fn sent_at(mut self, sent: tokio::time::Instant) -> Self {
+        self.deadline = Some(sent + self.length);
+        self
     }
 }
 
@@ -508,6 +544,9 @@ pub enum WakeupKind {
     /// queued together may be announced by one wake-up naming one of them; claim with a
     /// limit above one.
     Queued,
+    /// Wake-ups may have been missed (the store's listening connection was lost and is
+    /// back): re-read every task running here, and claim. Its `task_id` is empty.
+    Missed,
 }
 
 /// A change to a task that the instance running it (or a worker) must act on.

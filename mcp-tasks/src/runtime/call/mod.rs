@@ -35,7 +35,12 @@
 //!    A task call carrying the key of an earlier call of the same owner and tool, within
 //!    that task's TTL, answers that task ([`Created::Existing`]); its own work is dropped
 //!    before its first step or input request (they wait for the record, invariant 4), so no
-//!    step runs twice. Calls answered inline create no task and are not deduplicated.
+//!    step runs twice. Calls answered inline create no task and are not deduplicated. In
+//!    cluster mode a keyed call is recorded first ([`Call::recorded`]): two instances that
+//!    receive the same key at the same moment both create, one create wins, and only the
+//!    winner starts the work, so even the code before the first step runs once; as with
+//!    queued calls, its questions before the task are asked through the task and an inline
+//!    budget does not apply.
 //! 10. **Request notifications only while the request is open.** `notifications/progress`
 //!     and `notifications/message` of a call go to its `tools/call` request ([`Notifier`])
 //!     while the call is inline or pending, never once it is a task: the request was then
@@ -198,11 +203,13 @@ impl Call<'_> {
         task
     }
 
-    /// Whether the task record is created before any work starts, and none starts here:
-    /// calls are queued for other instances and workers
-    /// ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)).
+    /// Whether the task record is created before any work starts: calls are queued for
+    /// other instances and workers ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)),
+    /// and none starts here; or, in cluster mode, the call carries an idempotency key
+    /// (invariant 9): the same key may reach two instances at the same moment, and only the
+    /// one whose create wins may run the work.
     pub(crate) fn records_first(&self) -> bool {
-        self.queues()
+        self.queues() || (self.idempotency_key.is_some() && self.runtime.cluster().is_some())
     }
 
     fn queues(&self) -> bool {
@@ -212,7 +219,8 @@ impl Call<'_> {
     }
 
     /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
-    /// a retry with the same idempotency key answers the existing task; a queued call
+    /// a retry with the same idempotency key answers the existing task and starts nothing
+    /// (the work starts only after this create won); a queued call
     /// starts nothing here (an instance or worker claims it, and runs it as a task from its
     /// first poll, so input it asks before the task is asked through the task).
     pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {

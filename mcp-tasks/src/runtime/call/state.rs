@@ -282,6 +282,11 @@ impl CallState {
         {
             let mut phase = self.phase();
             match &mut *phase {
+                // Work that lost its lease starts no new step or input request: the instance
+                // that takes the task over runs them (`runtime/cluster.rs`, self-fencing).
+                Phase::Task if self.parts.runtime.winding_down(&self.parts.id) => {
+                    return Err(Failure::Cancelled);
+                }
                 Phase::Task => return Ok(()),
                 Phase::Inline => {
                     return Err(Failure::Error(errors::input_needs_task(&self.parts.tool)));

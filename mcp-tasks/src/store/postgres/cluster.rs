@@ -62,12 +62,12 @@ impl PostgresStore {
         let recoveries = Self::recoveries(&rows, &step_rows)?;
         let mut claimed = Vec::with_capacity(rows.len());
         for (r, recovery) in rows.iter().zip(recoveries) {
-            let granted = Lease {
-                task_id: Arc::clone(&recovery.id),
-                instance: Arc::clone(&instance),
-                epoch: to_u64(int(r, 7)?),
-                length: lease,
-            };
+            let granted = Lease::granted(
+                Arc::clone(&recovery.id),
+                Arc::clone(&instance),
+                to_u64(int(r, 7)?),
+                lease,
+            );
             claimed.push((recovery, granted));
         }
         Ok(claimed)

@@ -57,10 +57,12 @@ impl Listener {
     /// exponential backoff and jitter between failed attempts.
     pub(super) async fn run(self) {
         let mut failures = 0u32;
+        let mut listened_before = false;
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => return,
-                listened = self.listen_once() => {
+                listened = self.listen_once(listened_before) => {
+                    listened_before |= listened;
                     failures = if listened { 1 } else { failures.saturating_add(1) };
                 }
             }
@@ -78,7 +80,10 @@ impl Listener {
     }
 
     /// One listening connection, until it fails. `true` when it got as far as listening.
-    async fn listen_once(&self) -> bool {
+    /// After an earlier connection listened (`again`), a [`WakeupKind::Missed`] follows the
+    /// `LISTEN`: what was announced while no connection listened is read back by the
+    /// runtime, and everything later arrives here.
+    async fn listen_once(&self, again: bool) -> bool {
         let Ok((client, mut connection)) = self.config.connect(NoTls).await else {
             tracing::warn!("mcp-tasks: the Postgres LISTEN connection could not be opened");
             return false;
@@ -102,6 +107,13 @@ impl Listener {
         if client.batch_execute(&listen).await.is_err() {
             driver.abort();
             return false;
+        }
+        if again {
+            tracing::info!("mcp-tasks: the Postgres LISTEN connection is back");
+            let _ = self.sender.send(Wakeup {
+                task_id: Arc::from(""),
+                kind: WakeupKind::Missed,
+            });
         }
         while let Some(payload) = notifications.recv().await {
             if let Some(wakeup) = parse(&payload) {
