@@ -6,6 +6,13 @@
 //! `--store postgres://USER@HOST:PORT/DATABASE` makes it one instance of a cluster (start
 //! several on one schema); `--instance ID`, `--schema NAME`, `--lease-ms N`, `--worker` and
 //! the other cluster flags are listed on `common::server`.
+//!
+//! Every flag can also be set by an `MCP_TASKS_*` environment variable (`common::SETTINGS`;
+//! the README's "Deploying" lists them in one table): `--bind 0.0.0.0:8080`,
+//! `--allowed-hosts`, `--allowed-origins`, `--request-state-key` (required on Postgres),
+//! `--max-running`, `--shutdown-grace-ms`. SIGTERM or Ctrl-C drains it: readiness
+//! (`/readyz`) turns false, new calls are refused with a retryable 503, running work gets
+//! the grace period, then its tasks are handed over and the process exits.
 
 mod common;
 
