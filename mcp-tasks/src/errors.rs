@@ -78,6 +78,8 @@ pub fn store_full(max_tasks: usize) -> ErrorData {
 pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
     use crate::store::StoreError;
     match error {
+        // The cluster-wide quota, counted by the store: the same answer as the in-process one.
+        StoreError::OwnerQuota { owner, quota } => owner_quota(owner, *quota),
         StoreError::Backend(backend) => {
             tracing::error!(error = %error_chain(backend), "task store failure");
             let retryable = backend.is_retryable();
@@ -254,8 +256,7 @@ pub fn too_many_input_requests(limit: usize) -> ErrorData {
 pub fn owner_quota(owner: &str, quota: usize) -> ErrorData {
     ErrorData::internal_error(
         format!(
-            "owner `{owner}` has {quota} live tasks, the most one owner may have on this \
-             server: retry once some finish, are cancelled or expire (the server's \
+            "owner `{owner}` has {quota} live tasks, the most one owner may have at once: retry once some finish, are cancelled or expire (the server's \
              Limits::with_max_live_tasks_per_owner sets the quota)"
         ),
         Some(json!({ "quota": quota })),

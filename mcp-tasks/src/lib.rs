@@ -32,6 +32,7 @@
 //! | `http` | [`serve_http`] and [`http_router`] (Streamable HTTP via axum), with [`HttpOptions`]: bearer tokens, allowed origins, request limits |
 //! | `sqlite` | [`SqliteStore`], the durable store on one SQLite file (SQLite built in) |
 //! | `postgres` | [`PostgresStore`], the task space several instances share on a Postgres server (leases, fencing, wake-ups) |
+//! | `postgres-tls` | TLS for [`PostgresStore`] (rustls): `sslmode` `require`, `verify-ca`, `verify-full` and `sslrootcert` from the connection string ([`store::postgres::tls`]) |
 //! | `client` | [`client::TaskClient`]: call tools and follow tasks (poll, input, cancel, resume) over stdio child processes and `http://` |
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |

@@ -7,11 +7,25 @@
 //! | `tools/call` `params.arguments`, serialized | 1 MiB ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]) | [`Limits::with_max_arguments_bytes`] | `-32602` naming `params.arguments`, its size and the limit (HTTP `400`); no task is created |
 //! | outstanding input requests of one task | 32 ([`Limits::DEFAULT_MAX_INPUT_REQUESTS`]) | [`Limits::with_max_input_requests`] | the tool's `ctx.elicit(..)` (or `sample`, `roots`) past it fails with `-32603` naming the limit; the task's earlier questions stay outstanding |
 //! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
-//! | live tasks of one owner, per server process | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no work starts; the owner's other tasks and other owners are unaffected |
+//! | live tasks of one owner: per server process, and across the cluster on a shared store | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no task is created; the owner's other tasks and other owners are unaffected |
 //!
 //! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
 //! tasks of one owner cannot take every slot of a shared server); a store's own capacity
 //! (`MemoryStore::with_max_tasks`, `SqliteStore::with_max_tasks`) bounds all owners together.
+//!
+//! In cluster mode (a `PostgresStore` and
+//! [`EngineBuilder::with_cluster`](crate::EngineBuilder::with_cluster)) the quota also holds
+//! across the whole task space: the store counts the owner's live tasks (`working`,
+//! `input_required`, not past their TTL) in the create's transaction, under a lock per owner,
+//! so two instances creating for one owner at once take turns and neither takes it past the
+//! quota; other owners do not wait. This covers queued calls too (fronts that record tasks
+//! for workers count them when they are recorded; a worker that claims them refuses none).
+//! Every instance of a cluster should set the same quota; a create is checked against its
+//! own instance's. A retry with an idempotency key still answers the task it created.
+//! `MemoryStore` and `SqliteStore` serve one process, and keep the in-process count only.
+//! A call whose work started before its task existed (an inline budget, or a task-mode call
+//! on a running instance) and is refused by the store's count is stopped before its first
+//! step or input request.
 //!
 //! The request-size default is rmcp's own HTTP body limit, so a message accepted over HTTP
 //! is accepted over stdio. Give an engine (and the server over it) its limits with
@@ -98,7 +112,8 @@ impl Limits {
         self
     }
 
-    /// Sets how many live tasks one owner may have in this server process (at least 1).
+    /// Sets how many live tasks one owner may have in this server process (at least 1), and,
+    /// in cluster mode, in the whole task space (see the [module docs](self)).
     #[must_use]
     pub const fn with_max_live_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_live_tasks_per_owner = if tasks == 0 { 1 } else { tasks };

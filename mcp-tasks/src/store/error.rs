@@ -18,6 +18,19 @@ pub enum StoreError {
         /// The most tasks the store holds.
         max_tasks: usize,
     },
+    /// The owner has as many live tasks in the task space as it may
+    /// ([`Limits::max_live_tasks_per_owner`](crate::Limits::max_live_tasks_per_owner),
+    /// counted by a cluster store across every instance); nothing was created.
+    #[error(
+        "owner `{owner}` has {quota} live tasks in the task space, the most one owner may have: \
+         retry once some finish, are cancelled or expire"
+    )]
+    OwnerQuota {
+        /// The owner.
+        owner: String,
+        /// The most live tasks the owner may have.
+        quota: usize,
+    },
     /// The task is terminal; it does not change any more.
     #[error("the task has already ended ({}) and does not change any more", status_word(*.0))]
     Terminal(TaskStatus),

@@ -81,6 +81,11 @@ pub struct NewTask {
     /// Who runs the work (set by the runtime); `None`: queued for any instance or worker to
     /// claim ([`ClusterStore::claim_queued`]). Single-process stores ignore it.
     pub(crate) runner: Option<Runner>,
+    /// The most live tasks (`working`, `input_required`) the owner may have in the whole
+    /// task space, counted by a cluster store in the create (set by the runtime in cluster
+    /// mode): past it the create answers [`StoreError::OwnerQuota`]. Single-process stores
+    /// ignore it (the runtime counts the owner's tasks in the process).
+    pub(crate) owner_quota: Option<usize>,
     /// The client's idempotency key for this call: a retry within the first task's TTL
     /// answers that task ([`Created::Existing`]).
     pub idempotency_key: Option<Arc<str>>,
@@ -114,6 +119,7 @@ impl NewTask {
             tool_version: Arc::from(""),
             request_meta: JsonObject::new(),
             runner: None,
+            owner_quota: None,
             idempotency_key: None,
             answers: InputResponses::new(),
         }
@@ -123,6 +129,14 @@ impl NewTask {
     #[must_use]
     pub fn with_answers(mut self, answers: InputResponses) -> Self {
         self.answers = answers;
+        self
+    }
+
+    /// The owner may have at most `quota` live tasks in the task space
+    /// ([`NewTask::owner_quota`]).
+    #[must_use]
+    pub(crate) fn with_owner_quota(mut self, quota: usize) -> Self {
+        self.owner_quota = Some(quota);
         self
     }
 

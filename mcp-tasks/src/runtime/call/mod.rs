@@ -192,10 +192,12 @@ impl Call<'_> {
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
             .with_request_meta(self.request_meta.clone());
-        if let Some((_, instance)) = self.runtime.cluster()
-            && runs
-        {
-            task = task.with_runner(instance.id.clone(), instance.config.lease);
+        if let Some((_, instance)) = self.runtime.cluster() {
+            // The owner's quota holds across the cluster: the store counts it in the create.
+            task = task.with_owner_quota(self.runtime.limits.max_live_tasks_per_owner());
+            if runs {
+                task = task.with_runner(instance.id.clone(), instance.config.lease);
+            }
         }
         if let Some(key) = &self.idempotency_key {
             task = task.with_idempotency_key(key.clone());

@@ -4,7 +4,12 @@
 //! waits on a timer: a lone job goes at once, and the jobs that arrive while a batch runs
 //! form the next one ([`spawn_workers`]).
 //!
-//! - **Creates**: one multi-row `INSERT` ([`INSERT`]).
+//! - **Creates**: one multi-row `INSERT` ([`INSERT`]). Creates that carry an owner quota
+//!   (cluster mode) take, in the same transaction and before it, a lock per owner
+//!   ([`LOCK_OWNERS`]) and count each owner's live tasks ([`COUNT_LIVE`]): a create that
+//!   would take its owner past the quota is not inserted and answers
+//!   [`Created::OverQuota`]. Instances creating for one owner at once take turns on that
+//!   owner's lock, so the count holds across the cluster; other owners do not wait.
 //! - **Reads** (`tasks/get`): one `SELECT ... WHERE id = ANY($1)` ([`read_batch`]).
 //! - **Fenced finishes** of live tasks: one `UPDATE ... FROM unnest(..)` ([`FINISH`]); a
 //!   finish it does not apply (fenced, terminal, past its TTL, a second finish of one task in
@@ -21,7 +26,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{
     Lease, NewTask, Outcome, PgError, StoreError,
-    pool::{read, write_one},
+    pool::{Tx, read, write_one},
     row::{self, Row, db_now_ms, text},
 };
 use crate::store::{
@@ -62,6 +67,18 @@ const INSERT: &str = concat!(
      SELECT id FROM ins UNION ALL SELECT NULL FROM announce"
 );
 
+/// Takes the transaction-scoped advisory lock of each owner of `$1` (one key per owner and
+/// schema), in key order, so that two batches never wait on each other in a cycle. The
+/// two-key form keeps these locks apart from the migration's one-key lock.
+const LOCK_OWNERS: &str = "SELECT pg_advisory_xact_lock(hashtext('mcp-tasks owner quota'), k) \
+     FROM (SELECT DISTINCT hashtext(current_schema() || ':' || o) AS k \
+     FROM unnest($1::text[]) AS o ORDER BY 1) AS keys";
+
+/// The live tasks of each owner of `$1` (not finished, not past their TTL at `$2`).
+const COUNT_LIVE: &str = "SELECT owner, count(*) FROM tasks WHERE owner = ANY($1::text[]) \
+     AND purge_at_ms IS NULL AND status IN ('working', 'input_required') \
+     AND (deadline_ms IS NULL OR deadline_ms > $2) GROUP BY owner";
+
 /// What happened to one create of a batch.
 #[derive(Debug)]
 pub(super) enum Created {
@@ -70,6 +87,10 @@ pub(super) enum Created {
     /// Not stored: its id or idempotency key is taken (the caller finds out which). The
     /// create comes back.
     Conflict(Box<NewTask>),
+    /// Not stored: its owner has `quota` live tasks in the task space already
+    /// ([`NewTask::owner_quota`]). The create comes back (a retry with an idempotency key
+    /// may still find the task it created before).
+    OverQuota(Box<NewTask>, usize),
 }
 
 /// A create waiting for its batch.
@@ -136,9 +157,11 @@ pub(super) fn spawn(
 
 async fn write_creates(pool: &Pool, batch: Vec<Job>, channel: &str) {
     match insert(pool, &batch, channel).await {
-        Ok(inserted) => {
-            for job in batch {
-                let created = if inserted.contains(&*job.task.id) {
+        Ok((inserted, over)) => {
+            for (i, job) in batch.into_iter().enumerate() {
+                let created = if let Some(quota) = over.get(&i) {
+                    Created::OverQuota(Box::new(job.task), *quota)
+                } else if inserted.contains(&*job.task.id) {
                     Created::Inserted
                 } else {
                     Created::Conflict(Box::new(job.task))
@@ -158,43 +181,117 @@ async fn write_creates(pool: &Pool, batch: Vec<Job>, channel: &str) {
     }
 }
 
-/// The multi-row insert, as one transaction. The connection goes back to the pool before any
-/// caller hears of the result.
-async fn insert(pool: &Pool, batch: &[Job], channel: &str) -> Result<HashSet<String>, StoreError> {
-    let n = batch.len();
-    let mut cols = Columns::with_capacity(n);
+/// The multi-row insert, as one transaction: the ids inserted, and the creates (by index in
+/// the batch) refused for their owner's quota, with the quota. The connection goes back to the
+/// pool before any caller hears of the result.
+async fn insert(
+    pool: &Pool,
+    batch: &[Job],
+    channel: &str,
+) -> Result<(HashSet<String>, HashMap<usize, usize>), StoreError> {
+    // Each owner's quota in this batch (the smallest, should two differ).
+    let mut quotas: HashMap<&str, usize> = HashMap::new();
     for job in batch {
+        if let Some(quota) = job.task.owner_quota {
+            let entry = quotas.entry(&*job.task.owner).or_insert(quota);
+            *entry = (*entry).min(quota);
+        }
+    }
+    if quotas.is_empty() {
+        // One statement, its own transaction: one round trip and one commit per batch.
+        let mut cols = Columns::with_capacity(batch.len());
+        for job in batch {
+            cols.push(job)?;
+        }
+        let rows = write_one(
+            pool,
+            INSERT,
+            &cols.params(&channel),
+            "could not store the new tasks",
+        )
+        .await?;
+        return Ok((inserted_ids(&rows), HashMap::new()));
+    }
+    let tx = Tx::begin(pool).await?;
+    let owners: Vec<&str> = quotas.keys().copied().collect();
+    tx.query(LOCK_OWNERS, &[&owners], "could not lock the owners' quotas")
+        .await?;
+    // A statement after the locks: it sees every create that held them before.
+    let now = batch.iter().map(|job| job.now).min().map_or(0, to_i64);
+    let mut live: HashMap<String, usize> = HashMap::new();
+    for row in tx
+        .query(
+            COUNT_LIVE,
+            &[&owners, &now],
+            "could not count the owners' live tasks",
+        )
+        .await?
+    {
+        let count: i64 = row
+            .try_get(1)
+            .map_err(|e| PgError::owned("could not count the owners' live tasks", e))?;
+        live.insert(text(&row, 0)?, usize::try_from(count).unwrap_or(usize::MAX));
+    }
+    let mut over = HashMap::new();
+    let mut cols = Columns::with_capacity(batch.len());
+    for (i, job) in batch.iter().enumerate() {
+        if let Some(quota) = job.task.owner_quota {
+            let count = live.entry(job.task.owner.to_string()).or_insert(0);
+            if *count >= quota {
+                over.insert(i, quota);
+                continue;
+            }
+            *count += 1;
+        }
         cols.push(job)?;
     }
-    // One statement, its own transaction: one round trip and one commit per batch.
-    let rows = write_one(
-        pool,
-        INSERT,
-        &[
-            &cols.id,
-            &cols.owner,
-            &cols.tool,
-            &cols.tool_version,
-            &cols.status_message,
-            &cols.created,
-            &cols.ttl,
-            &cols.poll,
-            &cols.arguments,
-            &cols.request_meta,
-            &cols.deadline,
-            &cols.runner,
-            &cols.lease,
-            &cols.idem,
-            &channel,
-            &cols.used_keys,
-            &cols.answers,
-            &cols.status,
-        ],
-        "could not store the new tasks",
-    )
-    .await?;
-    // The notification's row has no id.
-    Ok(rows.iter().filter_map(|row| text(row, 0).ok()).collect())
+    if cols.id.is_empty() {
+        tx.rollback().await;
+        return Ok((HashSet::new(), over));
+    }
+    let rows = tx
+        .query(
+            INSERT,
+            &cols.params(&channel),
+            "could not store the new tasks",
+        )
+        .await?;
+    tx.commit().await?;
+    Ok((inserted_ids(&rows), over))
+}
+
+/// The ids an [`INSERT`] returned (the notification's row has none).
+fn inserted_ids(rows: &[tokio_postgres::Row]) -> HashSet<String> {
+    rows.iter().filter_map(|row| text(row, 0).ok()).collect()
+}
+
+impl Columns<'_> {
+    /// The parameters of [`INSERT`].
+    fn params<'p>(
+        &'p self,
+        channel: &'p &'p str,
+    ) -> [&'p (dyn tokio_postgres::types::ToSql + Sync); 18] {
+        [
+            &self.id,
+            &self.owner,
+            &self.tool,
+            &self.tool_version,
+            &self.status_message,
+            &self.created,
+            &self.ttl,
+            &self.poll,
+            &self.arguments,
+            &self.request_meta,
+            &self.deadline,
+            &self.runner,
+            &self.lease,
+            &self.idem,
+            channel,
+            &self.used_keys,
+            &self.answers,
+            &self.status,
+        ]
+    }
 }
 
 /// The batch, column by column (one array parameter each).

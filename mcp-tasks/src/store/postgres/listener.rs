@@ -12,14 +12,15 @@ use std::{sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use tokio::sync::{broadcast, mpsc};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{Wakeup, WakeupKind};
 
 /// Everything the listener task needs.
 pub(super) struct Listener {
-    pub(super) config: tokio_postgres::Config,
+    /// The store's connection settings and TLS connector.
+    pub(super) config: super::tls::Connect,
     pub(super) channel: Arc<str>,
     pub(super) sender: broadcast::Sender<Wakeup>,
     pub(super) stop: CancellationToken,
@@ -84,13 +85,12 @@ impl Listener {
     /// `LISTEN`: what was announced while no connection listened is read back by the
     /// runtime, and everything later arrives here.
     async fn listen_once(&self, again: bool) -> bool {
-        let Ok((client, mut connection)) = self.config.connect(NoTls).await else {
+        let Ok((client, mut messages)) = self.config.connect().await else {
             tracing::warn!("mcp-tasks: the Postgres LISTEN connection could not be opened");
             return false;
         };
         let (notes, mut notifications) = mpsc::unbounded_channel();
         let driver = tokio::spawn(async move {
-            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
                     Ok(AsyncMessage::Notification(n)) => {

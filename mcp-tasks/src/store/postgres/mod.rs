@@ -60,9 +60,12 @@ use std::{
     time::Duration,
 };
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use deadpool_postgres::{ManagerConfig, Pool, RecyclingMethod};
 use tokio::sync::{broadcast, mpsc};
-use tokio_postgres::NoTls;
+use tokio_postgres::{
+    Socket,
+    tls::{MakeTlsConnect, TlsConnect},
+};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
@@ -79,9 +82,11 @@ mod pool;
 mod row;
 mod schema;
 mod tasks;
+pub mod tls;
 
 use pool::PgError;
 pub use schema::SCHEMA_VERSION;
+pub use tls::SslMode;
 
 /// Default connections in the pool.
 pub const DEFAULT_POOL_SIZE: usize = 8;
@@ -103,10 +108,34 @@ const IDLE_IN_TRANSACTION_TIMEOUT_MS: u64 = 10_000;
 const SWEEP_BATCH: i64 = 256;
 
 /// How [`PostgresStore::connect`] sets up the store; every setting has a documented default.
+///
+/// Made from a connection string ([`PostgresStore::builder`]) or from a
+/// [`tokio_postgres::Config`] of the caller's own ([`PostgresStore::builder_from_config`]).
+/// TLS comes from the connection string's `sslmode` and `sslrootcert` (the
+/// [`tls`] module tells what each checks; the built-in connector needs the `postgres-tls`
+/// feature), from [`with_ssl_mode`](Self::with_ssl_mode) and
+/// [`with_ssl_root_cert`](Self::with_ssl_root_cert), or from a connector of the caller's own
+/// ([`with_tls`](Self::with_tls)).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), mcp_tasks::store::StoreError> {
+/// use mcp_tasks::PostgresStore;
+///
+/// // A managed server: encrypted, its certificate checked against the provider's CA.
+/// let store = PostgresStore::builder(
+///     "postgres://app:secret@db.example.com/tasks?sslmode=verify-full&sslrootcert=/etc/ssl/db-ca.pem",
+/// )
+/// .connect()
+/// .await?;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 #[must_use]
 pub struct PostgresBuilder {
-    url: String,
+    source: Source,
+    ssl_mode: Option<SslMode>,
+    ssl_root_cert: Option<String>,
+    tls: Option<tls::UserTls>,
     schema: String,
     pool_size: usize,
     connect_timeout: Duration,
@@ -114,7 +143,46 @@ pub struct PostgresBuilder {
     expired_retention: Duration,
 }
 
+/// Where the builder's connection settings come from.
+#[derive(Clone)]
+enum Source {
+    Url(String),
+    Config(Box<tokio_postgres::Config>),
+}
+
 impl PostgresBuilder {
+    /// Sets how the store's connections use TLS, over the connection string's `sslmode` (and
+    /// the [`tokio_postgres::Config`]'s mode). Every mode but [`SslMode::Disable`] and
+    /// [`SslMode::Prefer`] needs the `postgres-tls` feature or [`with_tls`](Self::with_tls).
+    pub fn with_ssl_mode(mut self, mode: SslMode) -> Self {
+        self.ssl_mode = Some(mode);
+        self
+    }
+
+    /// Sets the CA certificates the server's certificate is checked against, over the
+    /// connection string's `sslrootcert`: the path of a PEM file, or `system` for the
+    /// operating system's store (feature `postgres-tls`).
+    pub fn with_ssl_root_cert(mut self, root: impl Into<String>) -> Self {
+        self.ssl_root_cert = Some(root.into());
+        self
+    }
+
+    /// Opens every connection of the store with `tls`, a connector of the caller's own (e.g.
+    /// from `tokio-postgres-rustls` or `postgres-native-tls`) instead of the built-in one; it
+    /// works without the `postgres-tls` feature. The `sslmode` still says whether TLS is used
+    /// (`disable`, `prefer`, `require`); the connector checks the certificate, so
+    /// `verify-ca`, `verify-full` and a root certificate are refused beside it.
+    pub fn with_tls<T>(mut self, tls: T) -> Self
+    where
+        T: MakeTlsConnect<Socket> + Clone + Sync + Send + 'static,
+        T::Stream: Sync + Send,
+        T::TlsConnect: Sync + Send,
+        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+    {
+        self.tls = Some(tls::UserTls::new(tls));
+        self
+    }
+
     /// Sets the Postgres schema that holds the task tables (default [`DEFAULT_SCHEMA`]):
     /// lowercase ASCII letters, digits and `_`, starting with a letter or `_`, at most 48
     /// characters. Every instance of one task space uses the same schema.
@@ -154,8 +222,11 @@ impl PostgresBuilder {
     ///
     /// # Errors
     /// [`StoreError::Config`], saying what to fix, when the URL does not parse, the schema
-    /// name is not valid, or the schema was written by a newer build (it is left untouched);
-    /// [`StoreError::Backend`] when the server cannot be reached or refuses the login.
+    /// name is not valid, the TLS settings cannot be met (TLS asked for without the
+    /// `postgres-tls` feature or a connector, root certificates that cannot be read), or the
+    /// schema was written by a newer build (it is left untouched); [`StoreError::Backend`]
+    /// when the server cannot be reached, refuses the login, or its certificate fails the
+    /// checks of the `sslmode`.
     pub async fn connect(self) -> Result<PostgresStore, StoreError> {
         if !valid_schema(&self.schema) {
             return Err(StoreError::Config(ConfigError::new(format!(
@@ -164,7 +235,19 @@ impl PostgresBuilder {
                 self.schema
             ))));
         }
-        let mut config = pool::parse_config(&self.url)?;
+        let (mut config, mut tls_settings) = match &self.source {
+            Source::Url(url) => {
+                let (rest, settings) = tls::split(url)?;
+                (pool::parse_config(&rest)?, settings)
+            }
+            Source::Config(config) => ((**config).clone(), tls::Settings::default()),
+        };
+        if let Some(mode) = self.ssl_mode {
+            tls_settings.mode = Some(mode);
+        }
+        if let Some(root) = &self.ssl_root_cert {
+            tls_settings.root_cert = Some(root.clone());
+        }
         // `enable_seqscan = off`: every statement of the store finds its rows by an index,
         // and must keep doing so. A prepared statement's generic plan is made once, from
         // the table as it is then: made while the table was new and small, a sequential scan
@@ -187,20 +270,17 @@ impl PostgresBuilder {
             config.application_name(DEFAULT_APPLICATION_NAME);
         }
         config.connect_timeout(self.connect_timeout);
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let connect = tls::Connect::new(config, &tls_settings, self.tls.clone())?;
+        let manager = connect.manager(ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        });
         let pool = Pool::builder(manager)
             .max_size(self.pool_size)
             .build()
             .map_err(|e| PgError::msg(format!("could not build the connection pool: {e}")))?;
         let context = format!(
             "could not connect to the Postgres server at {}",
-            pool::describe(&config)
+            pool::describe(connect.config())
         );
         let first = pool::get_or(&pool, &context).await?;
         schema::migrate(&first, &self.schema).await?;
@@ -220,7 +300,7 @@ impl PostgresBuilder {
             channel,
             wakeups: OnceLock::new(),
             runtime,
-            config,
+            config: connect,
             stop: stop.clone(),
             _stop: stop.drop_guard(),
             settings: self,
@@ -247,7 +327,8 @@ pub struct PostgresStore {
     channel: Arc<str>,
     wakeups: OnceLock<broadcast::Sender<Wakeup>>,
     runtime: tokio::runtime::Handle,
-    config: tokio_postgres::Config,
+    /// The settings and TLS connector of every connection (the listener's too).
+    config: tls::Connect,
     stop: CancellationToken,
     /// Stops the listener when the store is dropped.
     _stop: DropGuard,
@@ -264,10 +345,34 @@ impl std::fmt::Debug for PostgresStore {
 }
 
 impl PostgresStore {
-    /// A builder for the store at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`).
+    /// A builder for the store at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`,
+    /// or `key=value` pairs), with libpq's TLS settings: `sslmode` (`disable`, `prefer`,
+    /// `require`, `verify-ca`, `verify-full`) and `sslrootcert` (see the [`tls`] module).
     pub fn builder(url: impl Into<String>) -> PostgresBuilder {
+        Self::builder_from(Source::Url(url.into()))
+    }
+
+    /// A builder for the store that connects with `config`, a driver configuration of the
+    /// caller's own (hosts, credentials, keepalives, and the rest). The store adds its own
+    /// session options to it (`search_path` to its schema, a timeout for idle transactions)
+    /// and its application name unless `config` has one. Its `ssl_mode` is honoured (as
+    /// `disable`, `prefer` or `require`); [`with_ssl_mode`](PostgresBuilder::with_ssl_mode),
+    /// [`with_ssl_root_cert`](PostgresBuilder::with_ssl_root_cert) or
+    /// [`with_tls`](PostgresBuilder::with_tls) set certificate checks.
+    ///
+    /// The store opens its own pool (of [`with_pool_size`](PostgresBuilder::with_pool_size)
+    /// connections) from it: it takes no pool of the caller's, whose connections would lack
+    /// the store's session options.
+    pub fn builder_from_config(config: tokio_postgres::Config) -> PostgresBuilder {
+        Self::builder_from(Source::Config(Box::new(config)))
+    }
+
+    fn builder_from(source: Source) -> PostgresBuilder {
         PostgresBuilder {
-            url: url.into(),
+            source,
+            ssl_mode: None,
+            ssl_root_cert: None,
+            tls: None,
             schema: DEFAULT_SCHEMA.to_owned(),
             pool_size: DEFAULT_POOL_SIZE,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,

@@ -77,9 +77,12 @@ pub(super) fn describe(config: &Config) -> String {
 
 /// The connection string as [`describe`] shows it; one that does not parse, not at all.
 fn shown(conninfo: &str) -> String {
-    match conninfo.parse::<Config>() {
-        Ok(config) => describe(&config),
-        Err(_) => "(not a valid connection string; not shown)".to_owned(),
+    let parsed = super::tls::split(conninfo)
+        .ok()
+        .and_then(|(rest, _)| rest.parse::<Config>().ok());
+    match parsed {
+        Some(config) => describe(&config),
+        None => "(not a valid connection string; not shown)".to_owned(),
     }
 }
 
@@ -87,8 +90,17 @@ fn shown(conninfo: &str) -> String {
 /// never with its password.
 impl std::fmt::Debug for super::PostgresBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresBuilder")
-            .field("url", &shown(&self.url))
+        let mut f = f.debug_struct("PostgresBuilder");
+        match &self.source {
+            super::Source::Url(url) => f.field("url", &shown(url)),
+            super::Source::Config(config) => f.field("config", &describe(config)),
+        };
+        f.field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
+            .field(
+                "tls",
+                &self.tls.as_ref().map(|_| "a connector of the caller's own"),
+            )
             .field("schema", &self.schema)
             .field("pool_size", &self.pool_size)
             .field("connect_timeout", &self.connect_timeout)
@@ -602,6 +614,8 @@ mod tests {
             "postgres://app@db.example/tasks?password=hunter2xyz",
             "host=db.example user=app password='hunter2xyz x' dbname=tasks",
             "host=db.example user=app password='hunter2xyz",
+            "postgres://app:hunter2xyz@db.example/tasks?sslmode=verify-full&sslrootcert=/ca.pem",
+            "host=db.example password='hunter2xyz x' sslmode=verify-ca sslrootcert=/ca.pem",
         ] {
             let text = format!("{:?}", super::super::PostgresStore::builder(conninfo));
             assert_hidden(&text, &[]);
@@ -632,6 +646,8 @@ mod tests {
             "postgres://app@127.0.0.1:1/tasks?password=hunter2xyz&connect_timeout=5",
             "host=127.0.0.1 port=1 user=app password=hunter2xyz dbname=tasks connect_timeout=5",
             r"host=127.0.0.1 port=1 user=app password='hunter2xyz \'x' dbname=tasks",
+            "postgres://app:hunter2xyz@127.0.0.1:1/tasks?sslmode=disable&connect_timeout=5",
+            "host=127.0.0.1 port=1 user=app password='hunter2xyz x' dbname=tasks sslmode=prefer",
         ];
         for form in forms {
             let error = super::super::PostgresStore::connect(form)

@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -62,8 +62,15 @@ CREATE TABLE steps (
 INSERT INTO meta (name, value) VALUES ('schema_version', 0);
 ";
 
+/// Version 2: the live tasks of an owner by an index, for the cluster-wide owner quota the
+/// creates count.
+const SCHEMA_V2: &str = "
+CREATE INDEX tasks_owner_live ON tasks (owner)
+    WHERE purge_at_ms IS NULL AND status IN ('working', 'input_required');
+";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 1] = [SCHEMA_V1];
+const MIGRATIONS: [&str; 2] = [SCHEMA_V1, SCHEMA_V2];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
 /// transaction. Instances starting together take turns (a transaction-scoped advisory lock

@@ -213,6 +213,7 @@ impl PostgresStore {
             match self.enqueue(task, now).await? {
                 batch::Created::Inserted => return Ok(None),
                 batch::Created::Conflict(again) => task = *again,
+                batch::Created::OverQuota(task, quota) => return Err(over_quota(&task, quota)),
             }
         }
         Err(PgError::msg(format!(
@@ -292,6 +293,14 @@ impl TaskStore for PostgresStore {
                     return Ok(Created::Existing(existing));
                 }
             }
+            // A retry whose first create went through answers that task, quota or not; the
+            // conflict path finds it (and, when there is none, meets the quota again).
+            batch::Created::OverQuota(task, _) if task.idempotency_key.is_some() => {
+                if let Some(existing) = self.create_conflicted(*task, now).await? {
+                    return Ok(Created::Existing(existing));
+                }
+            }
+            batch::Created::OverQuota(task, quota) => return Err(over_quota(&task, quota)),
         }
         Ok(Created::New(snapshot))
     }
@@ -466,5 +475,13 @@ impl TaskStore for PostgresStore {
 
     fn cluster(&self) -> Option<&dyn ClusterStore> {
         Some(self)
+    }
+}
+
+/// The refusal of a create past its owner's quota.
+fn over_quota(task: &NewTask, quota: usize) -> StoreError {
+    StoreError::OwnerQuota {
+        owner: task.owner.to_string(),
+        quota,
     }
 }
