@@ -53,6 +53,8 @@ pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Opt
         "tasks/update" => {
             params.task_id == Some(Kind::String) && params.input_responses == Some(Kind::Object)
         }
+        // A task listen: the push module checks the rest of it. Any other listen is rmcp's.
+        "subscriptions/listen" => params.notifications.is_some_and(|filter| filter.task_ids),
         _ => false,
     };
     if !(shape_ok && meta_ok) {
@@ -69,6 +71,7 @@ pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Opt
             legacy_session,
         ),
         capabilities,
+        task_listen: envelope.method.as_deref() == Some("subscriptions/listen"),
     })
 }
 
@@ -209,7 +212,40 @@ struct Params {
     input_responses: Option<Kind>,
     request_state: Option<Kind>,
     task_id: Option<Kind>,
+    notifications: Option<Filter>,
     meta: Meta,
+}
+
+/// What the first look reads of a `subscriptions/listen` filter: whether it names `taskIds`.
+#[derive(Clone, Copy, Default)]
+struct Filter {
+    task_ids: bool,
+}
+
+impl<'de> Deserialize<'de> for Filter {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Filter;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a subscription filter")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Filter, A::Error> {
+                let mut out = Filter::default();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "taskIds" {
+                        if out.task_ids {
+                            return Err(de::Error::duplicate_field("taskIds"));
+                        }
+                        out.task_ids = true;
+                    }
+                    map.next_value::<Skip>()?;
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
 }
 
 impl<'de> Deserialize<'de> for Params {
@@ -236,6 +272,9 @@ impl<'de> Deserialize<'de> for Params {
                             once(&mut out.request_state, map.next_value()?, "requestState")?;
                         }
                         "taskId" => once(&mut out.task_id, map.next_value()?, "taskId")?,
+                        "notifications" => {
+                            once(&mut out.notifications, map.next_value()?, "notifications")?;
+                        }
                         "_meta" => {
                             if std::mem::replace(&mut meta_seen, true) {
                                 return Err(de::Error::duplicate_field("_meta"));
