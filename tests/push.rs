@@ -71,7 +71,7 @@ async fn stepper(ctx: TaskContext, gate: String, steps: u32) -> Result<String, T
     Ok(format!("done after {steps} steps"))
 }
 
-/// After one permit asks for a name, then answers "hello <name>".
+/// After one permit asks for a name, then after one more answers "hello <name>".
 #[task_tool(mode = "required", poll_interval = "20ms", ttl = "10m")]
 async fn asker(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
     pass(&gate).await;
@@ -86,6 +86,7 @@ async fn asker(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
         .and_then(|c| c["name"].as_str())
         .unwrap_or("?")
         .to_owned();
+    pass(&gate).await;
     Ok(format!("hello {name}"))
 }
 
@@ -484,6 +485,31 @@ async fn without_the_extension_a_task_listen_is_32021() {
 #[tokio::test]
 async fn every_change_is_pushed_as_tasks_get_has_it() {
     for (mut client, _engine) in both().await {
+        every_change_of_a_task(&mut client).await;
+    }
+}
+
+/// The same over a SQLite file: the change feed is the runtime's, whatever the store.
+#[tokio::test]
+async fn every_change_is_pushed_over_sqlite_too() {
+    let path = std::env::temp_dir().join(format!(
+        "mcp-tasks-push-{}-{}.db",
+        std::process::id(),
+        fresh_gate("db")
+    ));
+    let store = mcp_tasks::SqliteStore::open(&path).expect("open the database");
+    let engine = Engine::builder(toolkit![stepper, asker].expect("a toolkit"))
+        .with_store(store)
+        .build();
+    let mut client = Client::http(TaskServer::from_engine(engine)).await;
+    every_change_of_a_task(&mut client).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+async fn every_change_of_a_task(client: &mut Client) {
+    {
         let gate = fresh_gate("changes");
         let task = client
             .call("stepper", json!({ "gate": gate, "steps": 2 }))
@@ -587,11 +613,15 @@ async fn input_requests_are_pushed() {
             )
             .await;
         assert!(answered.get("result").is_some(), "{answered}");
-        // Back to working (unless the work finished first: then straight to completed).
-        let mut next = client.expect_task(&mut stream, &task).await;
-        if next["params"]["status"] == "working" {
-            next = client.expect_task(&mut stream, &task).await;
-        }
+        // Back to working (the tool waits at its gate), then the result.
+        let working = client.expect_task(&mut stream, &task).await;
+        assert_eq!(working["params"]["status"], "working", "{working}");
+        assert_eq!(
+            detailed(working["params"].clone()),
+            detailed(client.get(&task).await)
+        );
+        step(&gate);
+        let next = client.expect_task(&mut stream, &task).await;
         assert_eq!(next["params"]["status"], "completed", "{next}");
         assert_eq!(common::first_text(&next["params"]["result"]), "hello Ada");
     }
