@@ -410,8 +410,10 @@ impl Client {
                     unreachable!()
                 };
                 stdio
-                    .send(&json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-                        "params": { "requestId": id, "reason": "done" } }))
+                    .send(
+                        &json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": { "requestId": id, "reason": "done" } }),
+                    )
                     .await;
             }
         }
@@ -474,7 +476,10 @@ async fn without_the_extension_a_task_listen_is_32021() {
         };
         assert_eq!(refused["error"]["code"], -32602, "{refused}");
         let message = refused["error"]["message"].as_str().unwrap();
-        assert!(message.contains("params.notifications.taskIds"), "{message}");
+        assert!(
+            message.contains("params.notifications.taskIds"),
+            "{message}"
+        );
     }
 }
 
@@ -564,7 +569,10 @@ async fn every_change_of_a_task(client: &mut Client) {
         );
         seen.push(terminal);
         for message in &seen {
-            assert_eq!(message["params"]["_meta"][SUBSCRIPTION_ID], sub, "{message}");
+            assert_eq!(
+                message["params"]["_meta"][SUBSCRIPTION_ID], sub,
+                "{message}"
+            );
             assert!(message.get("id").is_none(), "a notification: {message}");
         }
         // Nothing after the terminal state, while the stream stays open and reads are made.
@@ -646,7 +654,12 @@ async fn no_progress_or_log_messages_on_the_stream() {
         }
         loop {
             let message = client.expect(&mut stream).await;
-            methods.push(message["method"].as_str().unwrap_or("a response").to_owned());
+            methods.push(
+                message["method"]
+                    .as_str()
+                    .unwrap_or("a response")
+                    .to_owned(),
+            );
             if message["params"]["status"] == "completed" {
                 break;
             }
@@ -753,7 +766,9 @@ async fn the_client_ends_the_stream() {
         if let Client::Stdio(stdio) = &mut client {
             // Lines are handled in order: what came for `s0` before the new stream's
             // acknowledgement was sent before the cancel took effect.
-            stdio.seen.retain(|m| m["params"]["_meta"][SUBSCRIPTION_ID] != "s0");
+            stdio
+                .seen
+                .retain(|m| m["params"]["_meta"][SUBSCRIPTION_ID] != "s0");
             for _ in 0..4 {
                 step(&gate);
             }
@@ -819,12 +834,21 @@ async fn two_owners_on_one_server() {
         .call("stepper", json!({ "gate": gate_b, "steps": 1 }))
         .await;
     let both_ids = json!({ "taskIds": [task_a, task_b] });
-    let mut stream_a = alice.listen(json!(1), both_ids.clone(), TASKS).await.unwrap();
+    let mut stream_a = alice
+        .listen(json!(1), both_ids.clone(), TASKS)
+        .await
+        .unwrap();
     let mut stream_b = bob.listen(json!(1), both_ids, TASKS).await.unwrap();
     let ack_a = alice.expect(&mut stream_a).await;
     let ack_b = bob.expect(&mut stream_b).await;
-    assert_eq!(ack_a["params"]["notifications"], json!({ "taskIds": [task_a] }));
-    assert_eq!(ack_b["params"]["notifications"], json!({ "taskIds": [task_b] }));
+    assert_eq!(
+        ack_a["params"]["notifications"],
+        json!({ "taskIds": [task_a] })
+    );
+    assert_eq!(
+        ack_b["params"]["notifications"],
+        json!({ "taskIds": [task_b] })
+    );
     for _ in 0..2 {
         step(&gate_a);
         step(&gate_b);

@@ -372,6 +372,7 @@ mod tests {
             (Some(fast), Some(full)) => {
                 assert_eq!(fast.negotiation, full.negotiation, "{body}");
                 assert_eq!(fast.capabilities, full.capabilities, "{body}");
+                assert_eq!(fast.task_listen, full.task_listen, "{body}");
                 true
             }
             // It may leave a good request to the full check, never accept a bad one.
@@ -403,6 +404,25 @@ mod tests {
         let legacy = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "t"}});
         assert!(agrees(&legacy.to_string()));
+    }
+
+    #[test]
+    fn marks_a_listen_for_task_ids() {
+        let listen = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true, "taskIds": ["a"]}, "_meta": meta()}});
+        assert!(agrees(&listen.to_string()));
+        let fast = accept(listen.to_string().as_bytes(), &Limits::default(), false).unwrap();
+        assert!(fast.task_listen && fast.negotiation.declares_tasks);
+        // Malformed ids are the push module's to refuse; the request is still a task listen.
+        let malformed = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": {"taskIds": 5}}});
+        assert!(agrees(&malformed.to_string()));
+        // A listen without taskIds is rmcp's.
+        let core = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}, "_meta": meta()}});
+        assert!(accept(core.to_string().as_bytes(), &Limits::default(), false).is_none());
+        let full = check(&core, &Limits::default(), false).unwrap();
+        assert!(full.is_none());
     }
 
     #[test]

@@ -362,11 +362,7 @@ fn state_of(snapshot: crate::store::TaskSnapshot) -> (Value, bool) {
     (state, terminal)
 }
 
-async fn registered(
-    runtime: &Runtime,
-    watches: &mut HashMap<Arc<str>, Watch>,
-    register: Register,
-) {
+async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, register: Register) {
     let Register {
         owner,
         ids,
