@@ -90,8 +90,15 @@ async fn asker(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
     Ok(format!("hello {name}"))
 }
 
+/// `asker` with a 10 s poll interval: a client that polls learns of its question and of
+/// its end 10 s late at best.
+#[task_tool(mode = "required", poll_interval = "10s", ttl = "10m")]
+async fn slow_asker(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
+    asker(ctx, gate).await
+}
+
 fn engine() -> Engine {
-    Engine::new(toolkit![stepper, asker].expect("a toolkit"))
+    Engine::new(toolkit![stepper, asker, slow_asker].expect("a toolkit"))
 }
 
 /// A gate name of its own for each use.
@@ -905,4 +912,80 @@ async fn a_core_only_listen_is_rmcps() {
             .await;
         assert_eq!(answer["error"]["code"], -32601, "{answer}");
     }
+}
+
+/// The client follows a task by listening: a task whose poll interval is 10 s asks a
+/// question and completes within a fraction of that, with not one `tasks/get`; the pushed
+/// question is answered at once.
+#[tokio::test]
+async fn the_client_follows_by_listening() {
+    use mcp_tasks::client::{TaskClient, TaskEnd};
+    use rmcp::model::{ElicitResult, ElicitationAction};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    async fn count_gets(
+        axum::extract::State(gets): axum::extract::State<Arc<AtomicUsize>>,
+        request: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        if request
+            .headers()
+            .get("mcp-method")
+            .is_some_and(|m| m == "tasks/get")
+        {
+            gets.fetch_add(1, Ordering::SeqCst);
+        }
+        next.run(request).await
+    }
+
+    let gets = Arc::new(AtomicUsize::new(0));
+    let router =
+        mcp_tasks::http_router(TaskServer::from_engine(engine()), HttpOptions::new()).layer(
+            axum::middleware::from_fn_with_state(gets.clone(), count_gets),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+
+    let client = TaskClient::builder()
+        .with_elicitation(|_params, _cx| async {
+            Ok(Some(
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({ "name": "Ada" })),
+            ))
+        })
+        .connect_http(&url)
+        .await
+        .expect("connect");
+    let gate = fresh_gate("client");
+    let started = tokio::time::Instant::now();
+    let args = json!({ "gate": gate }).as_object().cloned();
+    let mut task = client
+        .call("slow_asker", args)
+        .await
+        .expect("a call")
+        .into_task()
+        .expect("a task");
+    step(&gate);
+    step(&gate);
+    let end = tokio::time::timeout(Duration::from_secs(8), task.wait())
+        .await
+        .expect("the end well before one poll interval")
+        .expect("the task's end");
+    let TaskEnd::Completed(result) = end else {
+        panic!("completed: {end:?}");
+    };
+    assert_eq!(
+        result.content[0].as_text().map(|t| t.text.as_str()),
+        Some("hello Ada")
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        0,
+        "no tasks/get: the task was pushed"
+    );
 }

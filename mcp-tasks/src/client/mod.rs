@@ -94,6 +94,7 @@ mod endpoint;
 mod error;
 mod handler;
 pub mod input;
+mod listen;
 mod task;
 
 use std::{sync::Arc, time::Duration};
@@ -142,6 +143,8 @@ struct Inner {
     /// The `_meta` every request carries: protocol version, client info and capabilities.
     meta: RequestMetaObject,
     server_tasks: bool,
+    /// The handles following tasks by listening (shared with the rmcp handler).
+    followers: Arc<listen::Followers>,
     min_poll_interval: Duration,
     default_poll_interval: Duration,
     max_input_rounds: usize,
@@ -343,6 +346,29 @@ impl TaskClient {
         ));
         let result = self.send("tasks/cancel", request).await?;
         expect_ack("tasks/cancel", &result)
+    }
+
+    /// Sends `subscriptions/listen` for task `task_id`; the handle's `rx` answers when the
+    /// stream ends. Its notifications reach the [`listen::Followers`] registered for it.
+    // docs/protocol.md R43, C6.
+    pub(crate) async fn open_listen(
+        &self,
+        task_id: &str,
+    ) -> Result<rmcp::service::RequestHandle<RoleClient>, rmcp::ServiceError> {
+        let params = serde_json::json!({ "notifications": { "taskIds": [task_id] } });
+        let request = ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
+            "subscriptions/listen",
+            Some(params),
+        ));
+        let options = PeerRequestOptions::no_options().with_meta(self.inner.meta.clone());
+        self.inner
+            .peer
+            .send_request_with_option(request, options)
+            .await
+    }
+
+    pub(crate) fn followers(&self) -> &Arc<listen::Followers> {
+        &self.inner.followers
     }
 
     pub(crate) fn min_poll_interval(&self) -> Duration {
