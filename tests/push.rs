@@ -956,36 +956,41 @@ async fn the_client_follows_by_listening() {
         .connect_http(&url)
         .await
         .expect("connect");
-    let gate = fresh_gate("client");
-    let started = tokio::time::Instant::now();
-    let args = json!({ "gate": gate }).as_object().cloned();
-    let mut task = client
-        .call("slow_asker", args)
-        .await
-        .expect("a call")
-        .into_task()
-        .expect("a task");
-    step(&gate);
-    step(&gate);
-    let end = tokio::time::timeout(Duration::from_secs(8), task.wait())
-        .await
-        .expect("the end well before one poll interval")
-        .expect("the task's end");
-    let TaskEnd::Completed(result) = end else {
-        panic!("completed: {end:?}");
-    };
-    assert_eq!(
-        result.content[0].as_text().map(|t| t.text.as_str()),
-        Some("hello Ada")
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
+    // More tasks, one after another, than one owner may hold streams open: each stream is
+    // closed once its task ended, or the later listens would be refused (and the client
+    // would poll, 10 s late).
+    for round in 0..mcp_tasks::server::MAX_LISTEN_STREAMS_PER_OWNER + 6 {
+        let gate = fresh_gate("client");
+        let started = tokio::time::Instant::now();
+        let args = json!({ "gate": gate }).as_object().cloned();
+        let mut task = client
+            .call("slow_asker", args)
+            .await
+            .expect("a call")
+            .into_task()
+            .expect("a task");
+        step(&gate);
+        step(&gate);
+        let end = tokio::time::timeout(Duration::from_secs(8), task.wait())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the end well before one poll interval"))
+            .expect("the task's end");
+        let TaskEnd::Completed(result) = end else {
+            panic!("completed: {end:?}");
+        };
+        assert_eq!(
+            result.content[0].as_text().map(|t| t.text.as_str()),
+            Some("hello Ada")
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "round {round}: {:?}",
+            started.elapsed()
+        );
+    }
     assert_eq!(
         gets.load(Ordering::SeqCst),
         0,
-        "no tasks/get: the task was pushed"
+        "no tasks/get: the tasks were pushed"
     );
 }

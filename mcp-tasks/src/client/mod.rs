@@ -46,7 +46,14 @@
 //!
 //! # Following a task
 //!
-//! [`TaskHandle::wait`] polls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
+//! [`TaskHandle::wait`] first listens: it sends `subscriptions/listen` for the task, and
+//! the server pushes each change (`notifications/tasks`, the same snapshot `tasks/get`
+//! answers), input requests included, which are answered as soon as they arrive. When the
+//! server refuses the listen, does not push the task's state within two poll intervals of
+//! it, or the stream ends before the task does, `wait` polls instead and listens again ten
+//! seconds later. [`TaskHandle::updates`] and [`TaskHandle::poll`] always poll.
+//!
+//! Polling, `wait` calls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
 //! (the value may change from one snapshot to the next; it is clamped below by
 //! [`TaskClientBuilder::with_min_poll_interval`], 10 ms by default) until the task is
 //! terminal. [`TaskHandle::updates`] is the same loop as a stream of the distinct

@@ -197,8 +197,10 @@ impl TaskHandle {
         Ok(&self.snapshot)
     }
 
-    /// Polls until the task is terminal, sleeping [`TaskHandle::poll_interval`] between polls
-    /// and answering input on the way.
+    /// Follows the task until it is terminal, answering input on the way: by listening when
+    /// the server pushes the task's changes, else by polling, sleeping
+    /// [`TaskHandle::poll_interval`] between polls (see [following a
+    /// task](super#following-a-task)).
     ///
     /// # Errors
     /// As for [`TaskHandle::poll`]. An error leaves the handle usable: call `wait` again to
