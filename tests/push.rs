@@ -182,13 +182,11 @@ impl Stdio {
     }
 }
 
-fn http_server(server: TaskServer, options: HttpOptions) -> impl Future<Output = String> {
-    async move {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { mcp_tasks::serve_http(listener, server, options).await });
-        format!("http://{addr}/mcp")
-    }
+async fn http_server(server: TaskServer, options: HttpOptions) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { mcp_tasks::serve_http(listener, server, options).await });
+    format!("http://{addr}/mcp")
 }
 
 impl Client {

@@ -17,17 +17,18 @@ use tokio::sync::mpsc;
 /// A pushed task state and the subscription it came on.
 pub(crate) type Pushed = (Option<RequestId>, DetailedTask);
 
+/// The handles following each task, by task id: a key of each, and where its states go.
+type ByTask = HashMap<String, Vec<(u64, mpsc::UnboundedSender<Pushed>)>>;
+
 /// The handles following a task by listening, by task id.
 #[derive(Default)]
 pub(crate) struct Followers {
-    by_task: Mutex<HashMap<String, Vec<(u64, mpsc::UnboundedSender<Pushed>)>>>,
+    by_task: Mutex<ByTask>,
     next: AtomicU64,
 }
 
 impl Followers {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Vec<(u64, mpsc::UnboundedSender<Pushed>)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByTask> {
         self.by_task
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
