@@ -263,6 +263,31 @@ pub fn owner_quota(owner: &str, quota: usize) -> ErrorData {
     )
 }
 
+/// `-32603` for a `subscriptions/listen` of an owner who has `limit` listen streams open
+/// already on this server.
+#[must_use]
+pub fn too_many_listen_streams(owner: &str, limit: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "owner `{owner}` has {limit} task listen streams open, the most one owner may have \
+             on this server: close one (or follow several tasks on one stream) and listen again"
+        ),
+        Some(json!({ "maxListenStreams": limit })),
+    )
+}
+
+/// `-32602` for a `subscriptions/listen` naming more than `limit` task ids.
+#[must_use]
+pub fn too_many_listen_task_ids(count: usize, limit: usize) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "subscriptions/listen: params.notifications.taskIds names {count} tasks, more than \
+             the {limit} one listen stream may follow: split them over several streams"
+        ),
+        Some(json!({ "field": "params.notifications.taskIds", "maxTaskIds": limit })),
+    )
+}
+
 /// The JSON object form of an error, as a failed task's `error` field carries it.
 #[must_use]
 pub fn to_object(error: &ErrorData) -> JsonObject {

@@ -204,7 +204,9 @@ impl TaskClientBuilder {
         E: std::error::Error + Send + Sync + 'static,
     {
         let endpoint = endpoint.into();
+        let followers = Arc::new(super::listen::Followers::default());
         let handler = Handler {
+            followers: followers.clone(),
             handlers: self.handlers.clone(),
             config: ClientConfig::new(self.handlers.capabilities(), self.client_info.clone()),
         };
@@ -243,6 +245,7 @@ impl TaskClientBuilder {
                     capabilities,
                 ),
                 server_tasks,
+                followers,
                 min_poll_interval: self.min_poll_interval,
                 default_poll_interval: self.default_poll_interval,
                 max_input_rounds: self.max_input_rounds,

@@ -5,9 +5,9 @@ use rmcp::{
     ClientHandler, ErrorData, RoleClient,
     model::{
         ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ListRootsResult,
+        ElicitResult, ListRootsResult, TaskStatusNotificationParams,
     },
-    service::RequestContext,
+    service::{NotificationContext, RequestContext},
 };
 
 use super::input::{self, InputContext, InputHandlers, InputScope};
@@ -16,6 +16,8 @@ use super::input::{self, InputContext, InputHandlers, InputScope};
 pub(super) struct Handler {
     pub(super) handlers: InputHandlers,
     pub(super) config: ClientConfig,
+    /// The handles following tasks by listening.
+    pub(super) followers: std::sync::Arc<super::listen::Followers>,
 }
 
 fn request_cx() -> InputContext {
@@ -28,6 +30,23 @@ fn request_cx() -> InputContext {
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
+    }
+
+    /// A task state pushed on a listen stream: to the handles following that task, with
+    /// its subscription id when the notification still carries one (rmcp 3.11 keeps the
+    /// `_meta` of neither the params nor the context for these).
+    // docs/protocol.md C24.
+    async fn on_task_status(
+        &self,
+        params: TaskStatusNotificationParams,
+        context: NotificationContext<RoleClient>,
+    ) {
+        let subscription = params
+            .meta
+            .as_ref()
+            .and_then(|m| m.subscription_id())
+            .or_else(|| context.meta.subscription_id());
+        self.followers.deliver(subscription, &params.task);
     }
 
     async fn create_elicitation(

@@ -46,7 +46,14 @@
 //!
 //! # Following a task
 //!
-//! [`TaskHandle::wait`] polls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
+//! [`TaskHandle::wait`] first listens: it sends `subscriptions/listen` for the task, and
+//! the server pushes each change (`notifications/tasks`, the same snapshot `tasks/get`
+//! answers), input requests included, which are answered as soon as they arrive. When the
+//! server refuses the listen, does not push the task's state within two poll intervals of
+//! it, or the stream ends before the task does, `wait` polls instead and listens again ten
+//! seconds later. [`TaskHandle::updates`] and [`TaskHandle::poll`] always poll.
+//!
+//! Polling, `wait` calls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
 //! (the value may change from one snapshot to the next; it is clamped below by
 //! [`TaskClientBuilder::with_min_poll_interval`], 10 ms by default) until the task is
 //! terminal. [`TaskHandle::updates`] is the same loop as a stream of the distinct
@@ -94,6 +101,7 @@ mod endpoint;
 mod error;
 mod handler;
 pub mod input;
+mod listen;
 mod task;
 
 use std::{sync::Arc, time::Duration};
@@ -142,6 +150,8 @@ struct Inner {
     /// The `_meta` every request carries: protocol version, client info and capabilities.
     meta: RequestMetaObject,
     server_tasks: bool,
+    /// The handles following tasks by listening (shared with the rmcp handler).
+    followers: Arc<listen::Followers>,
     min_poll_interval: Duration,
     default_poll_interval: Duration,
     max_input_rounds: usize,
@@ -343,6 +353,29 @@ impl TaskClient {
         ));
         let result = self.send("tasks/cancel", request).await?;
         expect_ack("tasks/cancel", &result)
+    }
+
+    /// Sends `subscriptions/listen` for task `task_id`; the handle's `rx` answers when the
+    /// stream ends. Its notifications reach the [`listen::Followers`] registered for it.
+    // docs/protocol.md R43, C6.
+    pub(crate) async fn open_listen(
+        &self,
+        task_id: &str,
+    ) -> Result<rmcp::service::RequestHandle<RoleClient>, rmcp::ServiceError> {
+        let params = serde_json::json!({ "notifications": { "taskIds": [task_id] } });
+        let request = ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
+            "subscriptions/listen",
+            Some(params),
+        ));
+        let options = PeerRequestOptions::no_options().with_meta(self.inner.meta.clone());
+        self.inner
+            .peer
+            .send_request_with_option(request, options)
+            .await
+    }
+
+    pub(crate) fn followers(&self) -> &Arc<listen::Followers> {
+        &self.inner.followers
     }
 
     pub(crate) fn min_poll_interval(&self) -> Duration {

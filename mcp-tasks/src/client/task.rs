@@ -91,6 +91,13 @@ fn payload_for(status: TaskStatus) -> Option<TaskPayload> {
     }
 }
 
+/// How long after a listen that was of no use the next one is tried (polling meanwhile).
+const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Beyond two poll intervals, how long a listen waits for the task's first pushed state
+/// before it counts as not agreed.
+const FIRST_PUSH_MARGIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 impl TaskHandle {
     /// The handle for a `CreateTaskResult`. A task created in any status but `working` is
     /// fetched once with `tasks/get`: its creation result cannot carry the payload.
@@ -190,20 +197,73 @@ impl TaskHandle {
         Ok(&self.snapshot)
     }
 
-    /// Polls until the task is terminal, sleeping [`TaskHandle::poll_interval`] between polls
-    /// and answering input on the way.
+    /// Follows the task until it is terminal, answering input on the way: by listening when
+    /// the server pushes the task's changes, else by polling, sleeping
+    /// [`TaskHandle::poll_interval`] between polls (see [following a
+    /// task](super#following-a-task)).
     ///
     /// # Errors
     /// As for [`TaskHandle::poll`]. An error leaves the handle usable: call `wait` again to
     /// go on (input not yet delivered is asked again).
     pub async fn wait(&mut self) -> Result<TaskEnd, ClientError> {
+        let mut listen_at = tokio::time::Instant::now();
         loop {
             if let Some(outcome) = self.outcome()? {
                 return Ok(outcome);
             }
+            if self.client.server_supports_tasks() && tokio::time::Instant::now() >= listen_at {
+                self.follow_pushed().await?;
+                if let Some(outcome) = self.outcome()? {
+                    return Ok(outcome);
+                }
+                // Not agreed, refused or dropped: poll, and listen again a while later.
+                listen_at = tokio::time::Instant::now() + RELISTEN_AFTER;
+            }
             tokio::time::sleep(self.poll_interval()).await;
             self.poll().await?;
         }
+    }
+
+    /// Follows the task on a `subscriptions/listen` stream until its terminal state, or
+    /// until the stream is of no use: refused, the task not agreed (no state pushed within
+    /// two poll intervals of the listen), or ended by the server or the transport. Pushed
+    /// input requests are answered at once. The stream is closed on return.
+    // docs/protocol.md R39-R41, C23-C25.
+    async fn follow_pushed(&mut self) -> Result<(), ClientError> {
+        let (_following, mut pushed) = self.client.followers().register(self.id());
+        let Ok(mut listen) = self.client.open_listen(self.id()).await else {
+            return Ok(());
+        };
+        let subscription = listen.id.clone();
+        let first_by = tokio::time::sleep(self.poll_interval() * 2 + FIRST_PUSH_MARGIN);
+        let mut first_by = std::pin::pin!(first_by);
+        let mut agreed = false;
+        let result = loop {
+            tokio::select! {
+                message = pushed.recv() => {
+                    let Some((on, snapshot)) = message else { break Ok(()) };
+                    // Another handle's stream for the same task.
+                    if on.is_some_and(|on| on != subscription) {
+                        continue;
+                    }
+                    agreed = true;
+                    self.snapshot = snapshot;
+                    if let Err(error) = self.answer_input().await {
+                        break Err(error);
+                    }
+                    if self.status().is_terminal() {
+                        break Ok(());
+                    }
+                }
+                // The stream ended (the server's graceful end, an error, a dropped transport).
+                _ = &mut listen.rx => break Ok(()),
+                () = &mut first_by, if !agreed => break Ok(()),
+            }
+        };
+        let _ = listen
+            .cancel(Some("the task is followed no more".to_owned()))
+            .await;
+        result
     }
 
     /// The current snapshot, then every distinct later one, polling like

@@ -151,7 +151,15 @@ pub(crate) struct Runtime {
     pub(crate) tools: Tools,
     /// Who starts and stops the loops and the work.
     pub(crate) lifecycle: Lifecycle,
+    /// The in-process change feed: the id of every task whose status, status message,
+    /// input requests or outcome this process changed. Nothing is sent while no one
+    /// subscribes (the push hub of `server/push.rs` is its one subscriber).
+    pub(crate) changes: tokio::sync::broadcast::Sender<Arc<str>>,
 }
+
+/// How many change events the feed holds for a subscriber that is behind; one that lags
+/// further is told so and reads every task it follows again.
+pub(crate) const CHANGE_FEED_CAPACITY: usize = 4096;
 
 /// Why a write of running work was not made.
 #[derive(Debug, thiserror::Error)]
@@ -321,6 +329,7 @@ impl Runtime {
             instance,
             tools,
             lifecycle: Lifecycle::new(),
+            changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
         })
     }
 
@@ -445,6 +454,23 @@ impl Runtime {
     /// that runs here under no lease in cluster mode, writes nothing and answers
     /// [`WriteError::LeaseLost`].
     async fn write(&self, id: &str, write: Write) -> Result<(), WriteError> {
+        // A step is not visible in `tasks/get`; every other write is.
+        let visible = !matches!(write, Write::Step(_));
+        let written = self.write_once(id, write).await;
+        if visible && written.is_ok() {
+            self.changed(id);
+        }
+        written
+    }
+
+    /// Tells the change feed that task `id` changed (a no-op while no one listens).
+    pub(crate) fn changed(&self, id: &str) {
+        if self.changes.receiver_count() > 0 {
+            let _ = self.changes.send(Arc::from(id));
+        }
+    }
+
+    async fn write_once(&self, id: &str, write: Write) -> Result<(), WriteError> {
         let Some((cluster, _)) = self.cluster() else {
             let written = match write {
                 Write::Status(message) => self.store.set_status_message(id, message).await,
@@ -561,8 +587,11 @@ impl Runtime {
         let snapshot = self.store.get(id).await?;
         if let Some(snapshot) = &snapshot
             && snapshot.status.is_terminal()
+            && let Some(live) = self.get_live(id)
         {
-            self.cancel(id);
+            // The read applied the task's expiry while its work ran here.
+            live.cancel.cancel();
+            self.changed(id);
         }
         Ok(snapshot)
     }
@@ -783,6 +812,7 @@ impl Runtime {
                 for id in expired {
                     tracing::info!(task_id = %id, "task expired");
                     self.cancel(&id);
+                    self.changed(&id);
                 }
             }
             Err(error) => tracing::warn!(%error, "expiry sweep failed"),

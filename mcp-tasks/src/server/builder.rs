@@ -207,6 +207,7 @@ impl EngineBuilder {
             request_state: Arc::new(request_state::Sealer::new(key, self.request_state_ttl)),
             result_meta: Arc::new(server_info_meta(&self.server_info)),
             server_info: Arc::new(self.server_info),
+            push: Arc::default(),
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct Engine {
     // docs/protocol.md C9.
     pub(super) result_meta: Arc<MetaObject>,
     pub(super) server_info: Arc<Implementation>,
+    /// The listen streams of `subscriptions/listen` with `taskIds` (`push.rs`).
+    pub(super) push: Arc<super::push::Hub>,
     /// Stops the loops when the last clone is dropped.
     pub(super) _guard: Arc<tokio_util::sync::DropGuard>,
 }
@@ -359,6 +361,8 @@ impl Engine {
             Err(error) => return Err(errors::store_failure(&error)),
         };
         self.runtime.deliver(&params.task_id, accepted);
+        // Answers may have moved the task back to `working`.
+        self.runtime.changed(&params.task_id);
         Ok(())
     }
 
@@ -428,10 +432,9 @@ impl Engine {
         if !incoming.negotiation.declares_tasks {
             return Err(errors::tasks_capability_required());
         }
-        let owner = incoming.owner;
-        match self.runtime.read(id).await {
-            Ok(Some(snapshot)) if snapshot.owner == owner => Ok(snapshot),
-            Ok(_) => Err(errors::task_not_found(method)),
+        match visible_task(&self.runtime, id, &incoming.owner).await {
+            Ok(Some(snapshot)) => Ok(snapshot),
+            Ok(None) => Err(errors::task_not_found(method)),
             Err(error) => Err(errors::store_failure(&error)),
         }
     }
@@ -459,6 +462,20 @@ impl Engine {
 }
 
 /// This crate as the default `serverInfo`.
+/// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
+/// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
+/// `notifications/tasks` (`push.rs`), from this same read.
+pub(super) async fn visible_task(
+    runtime: &Runtime,
+    id: &str,
+    owner: &str,
+) -> Result<Option<TaskSnapshot>, StoreError> {
+    Ok(runtime
+        .read(id)
+        .await?
+        .filter(|snapshot| &*snapshot.owner == owner))
+}
+
 pub(super) fn default_server_info() -> Implementation {
     Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
 }

@@ -53,6 +53,8 @@ pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Opt
         "tasks/update" => {
             params.task_id == Some(Kind::String) && params.input_responses == Some(Kind::Object)
         }
+        // A task listen: the push module checks the rest of it. Any other listen is rmcp's.
+        "subscriptions/listen" => params.notifications.is_some_and(|filter| filter.task_ids),
         _ => false,
     };
     if !(shape_ok && meta_ok) {
@@ -69,6 +71,7 @@ pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Opt
             legacy_session,
         ),
         capabilities,
+        task_listen: envelope.method.as_deref() == Some("subscriptions/listen"),
     })
 }
 
@@ -209,7 +212,40 @@ struct Params {
     input_responses: Option<Kind>,
     request_state: Option<Kind>,
     task_id: Option<Kind>,
+    notifications: Option<Filter>,
     meta: Meta,
+}
+
+/// What the first look reads of a `subscriptions/listen` filter: whether it names `taskIds`.
+#[derive(Clone, Copy, Default)]
+struct Filter {
+    task_ids: bool,
+}
+
+impl<'de> Deserialize<'de> for Filter {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Filter;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a subscription filter")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Filter, A::Error> {
+                let mut out = Filter::default();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "taskIds" {
+                        if out.task_ids {
+                            return Err(de::Error::duplicate_field("taskIds"));
+                        }
+                        out.task_ids = true;
+                    }
+                    map.next_value::<Skip>()?;
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
 }
 
 impl<'de> Deserialize<'de> for Params {
@@ -236,6 +272,9 @@ impl<'de> Deserialize<'de> for Params {
                             once(&mut out.request_state, map.next_value()?, "requestState")?;
                         }
                         "taskId" => once(&mut out.task_id, map.next_value()?, "taskId")?,
+                        "notifications" => {
+                            once(&mut out.notifications, map.next_value()?, "notifications")?;
+                        }
                         "_meta" => {
                             if std::mem::replace(&mut meta_seen, true) {
                                 return Err(de::Error::duplicate_field("_meta"));
@@ -333,6 +372,7 @@ mod tests {
             (Some(fast), Some(full)) => {
                 assert_eq!(fast.negotiation, full.negotiation, "{body}");
                 assert_eq!(fast.capabilities, full.capabilities, "{body}");
+                assert_eq!(fast.task_listen, full.task_listen, "{body}");
                 true
             }
             // It may leave a good request to the full check, never accept a bad one.
@@ -364,6 +404,25 @@ mod tests {
         let legacy = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "t"}});
         assert!(agrees(&legacy.to_string()));
+    }
+
+    #[test]
+    fn marks_a_listen_for_task_ids() {
+        let listen = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true, "taskIds": ["a"]}, "_meta": meta()}});
+        assert!(agrees(&listen.to_string()));
+        let fast = accept(listen.to_string().as_bytes(), &Limits::default(), false).unwrap();
+        assert!(fast.task_listen && fast.negotiation.declares_tasks);
+        // Malformed ids are the push module's to refuse; the request is still a task listen.
+        let malformed = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": {"taskIds": 5}}});
+        assert!(agrees(&malformed.to_string()));
+        // A listen without taskIds is rmcp's.
+        let core = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}, "_meta": meta()}});
+        assert!(accept(core.to_string().as_bytes(), &Limits::default(), false).is_none());
+        let full = check(&core, &Limits::default(), false).unwrap();
+        assert!(full.is_none());
     }
 
     #[test]

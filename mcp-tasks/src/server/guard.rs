@@ -90,6 +90,7 @@ pub(crate) fn check(
         Checked {
             negotiation,
             capabilities,
+            task_listen: false,
         }
     };
     match method.as_str() {
@@ -109,6 +110,11 @@ pub(crate) fn check(
             }
             Ok(Some(checked))
         }
+        // Served by the push module, which checks the rest of it.
+        "subscriptions/listen" if super::push::names_task_ids(params) => Ok(Some(Checked {
+            task_listen: true,
+            ..negotiate()
+        })),
         _ => match params {
             None | Some(Value::Object(_)) => Ok(None),
             Some(other) => Err(errors::malformed_envelope(

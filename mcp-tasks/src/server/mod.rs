@@ -77,6 +77,7 @@ mod engine;
 mod first_look;
 mod guard;
 mod negotiation;
+mod push;
 mod request;
 mod request_state;
 mod router;
@@ -90,6 +91,7 @@ mod task_server;
 pub use auth::{AuthError, ProtectedResourceError, StaticTokens, TokenListError, TokenValidator};
 pub use builder::EngineBuilder;
 pub use engine::Engine;
+pub use push::{MAX_LISTEN_STREAMS_PER_OWNER, MAX_TASK_IDS_PER_LISTEN};
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
 #[cfg(feature = "http")]

@@ -111,6 +111,9 @@ pub(crate) struct Checked {
     pub(crate) negotiation: Negotiation,
     /// The client capabilities of the request's own `_meta`, decoded.
     pub(crate) capabilities: Option<ClientCapabilities>,
+    /// The request is a `subscriptions/listen` whose filter names `taskIds`: the transports
+    /// hand it to the push module (`push.rs`) instead of rmcp, which has no `taskIds`.
+    pub(crate) task_listen: bool,
 }
 
 /// What the engine needs to know about a request besides its params, read once.

@@ -346,10 +346,25 @@ where
     // Behind an `Arc`: the router and the guard layer clone the service they call on every
     // request, and cloning rmcp's service copies its whole configuration (the origin and
     // host lists).
+    // A TaskServer's engine serves task listens (`push.rs`); rmcp has no `taskIds`.
+    let push = as_task_server(&server).map(|server| server.engine().clone());
     let service = Arc::new(http_service(server, &options, &limits));
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = service.clone();
-        async move { service.handle(request).await }
+        let push = push.clone();
+        async move {
+            use axum::response::IntoResponse;
+            let task_listen = request
+                .extensions()
+                .get::<super::negotiation::Checked>()
+                .is_some_and(|checked| checked.task_listen);
+            match push {
+                Some(engine) if task_listen => {
+                    super::push::serve_http_listen(&engine, &service, request).await
+                }
+                _ => service.handle(request).await.into_response(),
+            }
+        }
     });
     let router = axum::Router::new()
         .route(MCP_PATH, mcp)

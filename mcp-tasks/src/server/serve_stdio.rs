@@ -26,7 +26,7 @@ use tokio::{
     sync::mpsc,
 };
 
-use super::{TaskServer, guard};
+use super::{TaskServer, guard, push};
 use crate::Limits;
 
 /// How many decoded messages wait for rmcp, and how many lines for the writer.
@@ -69,6 +69,7 @@ where
 {
     server.engine().start().map_err(io::Error::other)?;
     let limits = server.limits().clone();
+    let engine = server.engine().clone();
     let (lines, queue) = mpsc::channel::<Vec<u8>>(QUEUE);
     let writer = tokio::spawn(write_lines(write, queue));
     let (to_rmcp, from_filter) = mpsc::channel::<ClientJsonRpcMessage>(QUEUE);
@@ -81,7 +82,13 @@ where
         running.waiting().await.map_err(io::Error::other)?;
         Ok::<(), io::Error>(())
     };
-    let mut filter = Box::pin(filter_input(BufReader::new(read), to_rmcp, lines, limits));
+    let mut filter = Box::pin(filter_input(
+        BufReader::new(read),
+        to_rmcp,
+        lines,
+        limits,
+        engine,
+    ));
     let mut service = std::pin::pin!(service);
     let mut filter_done = false;
     let result = loop {
@@ -196,16 +203,21 @@ async fn read_line<R: AsyncBufRead + Unpin>(read: &mut R, limit: usize) -> io::R
 
 /// Reads `read` line by line: good lines go to rmcp decoded (`to_rmcp`), rejected ones are
 /// answered with an error line (`lines`). Ends at EOF, which ends rmcp's input.
+///
+/// A `subscriptions/listen` with `taskIds` is `engine`'s push module's: its stream's lines go
+/// to `lines` beside rmcp's, until a `notifications/cancelled` for it or the end of input.
 async fn filter_input<R>(
     mut read: R,
     to_rmcp: mpsc::Sender<ClientJsonRpcMessage>,
     lines: mpsc::Sender<Vec<u8>>,
     limits: Limits,
+    engine: crate::Engine,
 ) -> io::Result<()>
 where
     R: AsyncBufRead + Unpin,
 {
     let mut legacy_session = false;
+    let mut listens = push::Listens::default();
     loop {
         let verdict = match read_line(&mut read, limits.max_request_bytes()).await? {
             Line::Eof => break,
@@ -222,6 +234,16 @@ where
                     Err(error) => Err((None, error)),
                     Ok(message) => match guard::check(&message, &limits, legacy_session) {
                         Err(error) => Err((guard::request_id(&message), error)),
+                        Ok(Some(checked)) if checked.task_listen => listens
+                            .open(&engine, &message, &checked, lines.clone())
+                            .await
+                            .map(|()| None),
+                        Ok(_)
+                            if push::cancelled_request(&message)
+                                .is_some_and(|id| listens.cancel(&id)) =>
+                        {
+                            Ok(None)
+                        }
                         Ok(checked) => {
                             if message.get("method").and_then(|m| m.as_str()) == Some("initialize")
                             {
