@@ -1086,6 +1086,12 @@ async fn the_listener_reconnects() {
         }
     }
     assert!(listening, "the store listens again");
+    // Back, the listener says that wake-ups may have been missed while it was down.
+    let missed = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
+        .await
+        .expect("the reconnected listener announces the gap")
+        .unwrap();
+    assert_eq!((&*missed.task_id, missed.kind), ("", WakeupKind::Missed));
     let mut answer = InputResponses::new();
     answer.insert("k".into(), json!({ "roots": [] }));
     a.deliver_input("t", answer).await.unwrap();
