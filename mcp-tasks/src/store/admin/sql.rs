@@ -1,8 +1,13 @@
 //! The `WHERE` clause of an admin list or count, for both SQL stores: the filter of
 //! [`TaskFilter::matches`](super::TaskFilter::matches) as SQL over the `tasks` table.
 
-use super::{Position, TaskFilter, status_word};
-use crate::store::codec::to_i64;
+use std::sync::Arc;
+
+use super::{LeaseState, Position, TaskDetail, TaskFilter, status_word};
+use crate::store::{
+    Step, StoreError,
+    codec::{self, StoredTask, to_i64},
+};
 
 /// A parameter of the clause.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,4 +102,34 @@ pub(crate) fn conditions(
         format!(" WHERE {}", parts.join(" AND "))
     };
     (clause, params)
+}
+
+/// One task in detail from its stored row, for both SQL stores: the tool version and the
+/// arguments (`arguments`, the stored JSON text) only while it runs, as the single-process
+/// stores keep them only for a replay.
+pub(crate) fn detail(
+    task: StoredTask,
+    tool_version: String,
+    arguments: &str,
+    steps: Vec<Step>,
+    lease: Option<LeaseState>,
+) -> Result<TaskDetail, StoreError> {
+    let live = !task.state.status.is_terminal();
+    Ok(TaskDetail {
+        questions: task.pending.input_requests.clone(),
+        answers: task.pending.answers.clone(),
+        tool_version: if live {
+            Arc::from(tool_version)
+        } else {
+            Arc::from("")
+        },
+        arguments: if live {
+            codec::json(arguments)?
+        } else {
+            rmcp::model::JsonObject::new()
+        },
+        task: task.into_snapshot(),
+        steps,
+        lease,
+    })
 }

@@ -16,7 +16,7 @@ use crate::store::{
     admin::{
         AdminStore, LeaseState, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery,
         TaskSummary,
-        sql::{Dialect, Param, conditions},
+        sql::{self, Dialect, Param, conditions},
     },
     codec::{self, Columns, TASK_COLUMNS, task_columns, to_i64},
 };
@@ -131,30 +131,12 @@ impl AdminStore for PostgresStore {
             .iter()
             .map(|raw| codec::step(&PgRow(raw), 0))
             .collect::<Result<Vec<_>, _>>()?;
-        let questions = row.task.pending.input_requests.clone();
-        let answers = row.task.pending.answers.clone();
         let lease = Some(LeaseState {
             instance: row.runner.clone().map(Arc::from),
             epoch: row.epoch,
             until_ms: if live { until_ms } else { None },
         });
-        Ok(Some(TaskDetail {
-            task: row.task.into_snapshot(),
-            tool_version: if live {
-                Arc::from(tool_version)
-            } else {
-                Arc::from("")
-            },
-            arguments: if live {
-                codec::json(&arguments)?
-            } else {
-                rmcp::model::JsonObject::new()
-            },
-            steps,
-            questions,
-            answers,
-            lease,
-        }))
+        sql::detail(row.task, tool_version, &arguments, steps, lease).map(Some)
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {

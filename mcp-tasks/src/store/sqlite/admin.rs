@@ -1,8 +1,6 @@
 //! [`AdminStore`] for [`SqliteStore`]: lists and counts on a reader connection, purges in
 //! the writer's batch.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use rusqlite::{params, params_from_iter, types::Value as SqlValue};
 
@@ -15,7 +13,7 @@ use crate::store::{
     StoreError, TaskStore,
     admin::{
         AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
-        sql::{Dialect, Param, conditions},
+        sql::{self, Dialect, Param, conditions},
     },
     codec::{self, StoredTask, task_columns, to_i64},
 };
@@ -111,26 +109,7 @@ impl AdminStore for SqliteStore {
             while let Some(row) = rows.next().map_err(backend)? {
                 steps.push(codec::step(&SqliteRow(row), 0)?);
             }
-            let questions = task.pending.input_requests.clone();
-            let answers = task.pending.answers.clone();
-            let live = !task.state.status.is_terminal();
-            Ok(Some(TaskDetail {
-                task: task.into_snapshot(),
-                tool_version: if live {
-                    Arc::from(tool_version)
-                } else {
-                    Arc::from("")
-                },
-                arguments: if live {
-                    codec::json(&arguments)?
-                } else {
-                    rmcp::model::JsonObject::new()
-                },
-                steps,
-                questions,
-                answers,
-                lease: None,
-            }))
+            sql::detail(task, tool_version, &arguments, steps, None).map(Some)
         })
         .await
     }
