@@ -210,10 +210,8 @@ async fn a_partitioned_instance_stops_its_work_before_its_lease_lapses() {
         return;
     };
     let proxy = proxy::Proxy::to_url(&db.url).await;
-    let store_a = PostgresStore::builder(proxy.url(&db.url))
-        .with_schema(db.schema.clone())
-        .with_pool_size(3)
-        .with_application_name(db.schema.clone())
+    let store_a = db
+        .builder_via(proxy.url(&db.url))
         .connect()
         .await
         .expect("A connects through the proxy");
@@ -400,10 +398,8 @@ async fn a_cancel_sent_while_the_listener_reconnects_reaches_the_work() {
         return;
     };
     let proxy = proxy::Proxy::to_url(&db.url).await;
-    let store_a = PostgresStore::builder(proxy.url(&db.url))
-        .with_schema(db.schema.clone())
-        .with_pool_size(3)
-        .with_application_name(db.schema.clone())
+    let store_a = db
+        .builder_via(proxy.url(&db.url))
         .connect()
         .await
         .expect("A connects through the proxy");

@@ -183,7 +183,13 @@ impl Db {
     /// A builder for a store on this schema, with a small pool (tests run in parallel on one
     /// server) and an application name that tells this test's connections apart.
     pub fn builder(&self) -> PostgresBuilder {
-        PostgresStore::builder(self.url.clone())
+        self.builder_via(self.url.clone())
+    }
+
+    /// [`Db::builder`] connecting to `url` instead (the same server reached another way,
+    /// e.g. through a test's proxy).
+    pub fn builder_via(&self, url: String) -> PostgresBuilder {
+        PostgresStore::builder(url)
             .with_schema(self.schema.clone())
             .with_pool_size(3)
             .with_application_name(self.schema.clone())
