@@ -175,6 +175,31 @@ async fn health(base: &str, path: &str) -> (u16, Value) {
     (status, parse_body(&response.text().await.unwrap()))
 }
 
+/// The task `id` on `url` once it is no longer `working` (waiting with a patience named
+/// `what`).
+async fn until_ended(url: &str, id: &str, what: &str) -> Value {
+    let patience = common::Patience::new(what);
+    loop {
+        let snapshot = get(url, id).await;
+        if snapshot["status"] != "working" {
+            return snapshot;
+        }
+        patience.wait().await;
+    }
+}
+
+/// `snapshot` is a `fail` task failed by a drain: its message says the server was shut down.
+fn assert_shut_down(snapshot: &Value) {
+    assert_eq!(snapshot["status"], "failed", "{snapshot}");
+    assert!(
+        snapshot["statusMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("server was shut down"),
+        "{snapshot}"
+    );
+}
+
 /// The `(task, batch)` lines of the journals: how often each batch ran.
 fn batches(journals: &[&Path]) -> HashMap<(String, u32), usize> {
     let mut seen = HashMap::new();
@@ -328,24 +353,9 @@ async fn sigterm_hands_running_work_to_another_instance_at_once() {
     let moved = exited_at.elapsed();
     eprintln!("the released task ran again on b {moved:?} after a exited");
 
-    let failed = get(&b.url, &report).await;
-    assert_eq!(failed["status"], "failed", "{failed}");
-    assert!(
-        failed["statusMessage"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("server was shut down"),
-        "{failed}"
-    );
+    assert_shut_down(&get(&b.url, &report).await);
 
-    let patience = common::Patience::new("the import completes on b");
-    let completed = loop {
-        let snapshot = get(&b.url, &import).await;
-        if snapshot["status"] != "working" {
-            break snapshot;
-        }
-        patience.wait().await;
-    };
+    let completed = until_ended(&b.url, &import, "the import completes on b").await;
     assert_eq!(completed["status"], "completed", "{completed}");
     let seen = batches(&[&journal_a, &journal_b]);
     for batch in 1..=40 {
@@ -410,23 +420,13 @@ async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
     assert!(done_before < 20, "the import was still running");
 
     let second = Process::start(&args);
-    let failed = get(&second.url, &report).await;
-    assert_eq!(failed["status"], "failed", "{failed}");
-    assert!(
-        failed["statusMessage"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("server was shut down"),
-        "{failed}"
-    );
-    let patience = common::Patience::new("the import completes after the restart");
-    let completed = loop {
-        let snapshot = get(&second.url, &import).await;
-        if snapshot["status"] != "working" {
-            break snapshot;
-        }
-        patience.wait().await;
-    };
+    assert_shut_down(&get(&second.url, &report).await);
+    let completed = until_ended(
+        &second.url,
+        &import,
+        "the import completes after the restart",
+    )
+    .await;
     assert_eq!(completed["status"], "completed", "{completed}");
     let seen = batches(&[&journal]);
     for batch in 1..=20 {
