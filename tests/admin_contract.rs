@@ -461,32 +461,9 @@ async fn memory_store_keeps_the_admin_contract() {
     contract(MemoryStore::new).await;
 }
 
-/// A fresh database file under the system's temp folder, removed with its WAL on drop.
-struct TempDb(std::path::PathBuf);
-
-impl TempDb {
-    fn new(name: &str) -> Self {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("mcp-tasks-{name}-{}-{n}.db", std::process::id()));
-        let db = Self(path);
-        db.remove();
-        db
-    }
-
-    fn remove(&self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
-        }
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
+#[path = "support/temp_db.rs"]
+mod temp_db;
+use temp_db::TempDb;
 
 #[tokio::test(start_paused = true)]
 async fn sqlite_store_keeps_the_admin_contract() {

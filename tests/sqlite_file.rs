@@ -3,37 +3,13 @@
 //! that is not a task database at all) is left byte for byte as it was, with no `-wal` or
 //! `-shm` file beside it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mcp_tasks::SqliteStore;
 
-struct TempDb(PathBuf);
-
-impl TempDb {
-    fn new(name: &str) -> Self {
-        let db = Self(
-            std::env::temp_dir().join(format!("mcp-tasks-file-{name}-{}.db", std::process::id())),
-        );
-        db.remove();
-        db
-    }
-
-    fn sidecar(&self, suffix: &str) -> PathBuf {
-        PathBuf::from(format!("{}{suffix}", self.0.display()))
-    }
-
-    fn remove(&self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let _ = std::fs::remove_file(self.sidecar(suffix));
-        }
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
+#[path = "support/temp_db.rs"]
+mod temp_db;
+use temp_db::TempDb;
 
 /// The error's whole chain, as one line.
 fn chain(error: &dyn std::error::Error) -> String {
