@@ -13,6 +13,8 @@
 //! - `worker.rs`: [`Worker`], a process that runs queued tasks and serves no HTTP;
 //! - `lifecycle.rs`: who starts and stops the background loops and the running work
 //!   (start, and shutdown with a grace period);
+//! - `write.rs`: the writes of running work (below);
+//! - `capacity.rs`: the owners' quotas and this instance's slots of running work;
 //! - this module: the process-local registry of running tasks and the expiry sweep.
 //!
 //! # Writes of running work
@@ -31,12 +33,12 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
 
-use rmcp::model::{CallToolResult, ErrorData, InputRequest, InputResponses, JsonObject};
+use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -44,15 +46,17 @@ use tracing::Instrument;
 
 use crate::{
     Limits, errors,
-    store::{ClusterStore, Lease, Outcome, Step, StoreError, TaskSnapshot, TaskStore},
+    store::{ClusterStore, Lease, Outcome, StoreError, TaskSnapshot, TaskStore},
     tool::RestartPolicy,
 };
 
 pub(crate) mod call;
+mod capacity;
 pub(crate) mod cluster;
 pub(crate) mod lifecycle;
 pub(crate) mod recover;
 pub(crate) mod worker;
+mod write;
 
 pub use cluster::ClusterConfig;
 pub use lifecycle::{ShutdownReport, StartError};
@@ -60,6 +64,11 @@ pub use worker::{Worker, WorkerHandle};
 
 use cluster::Tools;
 use lifecycle::Lifecycle;
+
+use capacity::at_capacity;
+pub(crate) use capacity::{Capacity, OwnerSlot};
+use write::Write;
+pub(crate) use write::WriteError;
 
 pub(crate) use call::Ended;
 
@@ -70,13 +79,6 @@ pub(crate) const SHUT_DOWN_MESSAGE: &str = "the server was shut down while the t
 
 /// How long the drain waits for a step write under way before it hands the task over.
 const STEP_WRITE_WAIT: Duration = Duration::from_secs(5);
-/// The first pause before a write of running work that failed for a passing reason (see
-/// [`BackendError::is_retryable`](crate::store::BackendError::is_retryable)) is made again;
-/// each failure in a row doubles it, up to [`TRANSIENT_RETRY_MAX`].
-const TRANSIENT_RETRY_FIRST: Duration = Duration::from_millis(50);
-/// The longest pause between two attempts of a write of running work.
-const TRANSIENT_RETRY_MAX: Duration = Duration::from_secs(1);
-
 /// How often the reaper applies due expiry, unless the engine says otherwise.
 pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -160,147 +162,6 @@ pub(crate) struct Runtime {
 /// How many change events the feed holds for a subscriber that is behind; one that lags
 /// further is told so and reads every task it follows again.
 pub(crate) const CHANGE_FEED_CAPACITY: usize = 4096;
-
-/// Why a write of running work was not made.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum WriteError {
-    /// The work lost its lease before this write (or, in cluster mode, runs under none): it
-    /// writes nothing more. No store call was made.
-    #[error("the task's lease was lost; its work writes nothing more")]
-    LeaseLost,
-    /// The store refused or failed the write.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl WriteError {
-    /// The JSON-RPC error a request that made this write answers.
-    pub(crate) fn to_error_data(&self) -> ErrorData {
-        match self {
-            Self::LeaseLost => ErrorData::internal_error(self.to_string(), None),
-            Self::Store(error) => errors::store_failure(error),
-        }
-    }
-
-    /// Whether the work is to stop: its task ended under it (it expired, or was purged), or
-    /// the lease is not (or no longer) this instance's.
-    pub(crate) fn stops_work(&self) -> bool {
-        matches!(
-            self,
-            Self::LeaseLost
-                | Self::Store(
-                    StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }
-                )
-        )
-    }
-}
-
-/// One live task of an owner, counted against the owner's quota until dropped.
-pub(crate) struct OwnerSlot {
-    owner: Arc<str>,
-    owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
-    /// The task's slot of this instance's [`Capacity`].
-    _running: RunSlot,
-}
-
-/// How many tasks' work may run here at once ([`Settings::max_running`]), and how many
-/// slots are taken: by the work of every task that runs here (from before its work starts
-/// to its end), and for a moment by a claim about to take tasks.
-pub(crate) struct Capacity {
-    max: Option<usize>,
-    taken: AtomicUsize,
-}
-
-impl Capacity {
-    fn new(max: Option<usize>) -> Arc<Self> {
-        Arc::new(Self {
-            max: max.map(|max| max.max(1)),
-            taken: AtomicUsize::new(0),
-        })
-    }
-
-    /// Takes one slot; `enforce`: only when one is free (else it is counted even over the
-    /// limit: a task a restarted server takes back).
-    fn take(self: &Arc<Self>, enforce: bool) -> Option<RunSlot> {
-        if self.max.is_some() {
-            if !enforce {
-                self.taken.fetch_add(1, Ordering::AcqRel);
-            } else if self.take_up_to(1) == 0 {
-                return None;
-            }
-        }
-        Some(RunSlot(Arc::clone(self)))
-    }
-
-    /// Takes up to `wanted` free slots at once; how many it took (`wanted` when there is
-    /// no limit, counting nothing). Give them back with [`Capacity::give`].
-    pub(crate) fn take_up_to(&self, wanted: usize) -> usize {
-        let Some(max) = self.max else {
-            return wanted;
-        };
-        let mut current = self.taken.load(Ordering::Acquire);
-        loop {
-            let n = wanted.min(max.saturating_sub(current));
-            if n == 0 {
-                return 0;
-            }
-            match self.taken.compare_exchange(
-                current,
-                current + n,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return n,
-                Err(now) => current = now,
-            }
-        }
-    }
-
-    /// Gives back `n` slots taken by [`Capacity::take_up_to`].
-    pub(crate) fn give(&self, n: usize) {
-        if n > 0 && self.max.is_some() {
-            self.taken.fetch_sub(n, Ordering::AcqRel);
-        }
-    }
-
-    /// The limit.
-    pub(crate) fn max(&self) -> Option<usize> {
-        self.max
-    }
-}
-
-/// One taken slot of a [`Capacity`], given back when dropped.
-struct RunSlot(Arc<Capacity>);
-
-impl Drop for RunSlot {
-    fn drop(&mut self) {
-        self.0.give(1);
-    }
-}
-
-impl Drop for OwnerSlot {
-    fn drop(&mut self) {
-        let mut owners = self
-            .owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(count) = owners.get_mut(&self.owner) {
-            *count -= 1;
-            if *count == 0 {
-                owners.remove(&self.owner);
-            }
-        }
-    }
-}
-
-/// A write of running work, as [`Runtime::write`] makes it.
-#[derive(Clone)]
-enum Write {
-    Status(Option<String>),
-    Input(String, InputRequest),
-    Step(Step),
-    Finish(Outcome),
-}
 
 impl Runtime {
     /// A built runtime over `store` for `tools`, not started; in cluster mode (the store is a
@@ -446,132 +307,6 @@ impl Runtime {
             if held.as_ref().is_some_and(|h| h.epoch == lease.epoch) {
                 *held = Some(lease);
             }
-        }
-    }
-
-    /// One write of the running work of task `id`: fenced under its lease in cluster mode
-    /// (module docs). A fenced refusal cancels the work; a task that lost its lease, or
-    /// that runs here under no lease in cluster mode, writes nothing and answers
-    /// [`WriteError::LeaseLost`].
-    async fn write(&self, id: &str, write: Write) -> Result<(), WriteError> {
-        // A step is not visible in `tasks/get`; every other write is.
-        let visible = !matches!(write, Write::Step(_));
-        let written = self.write_once(id, write).await;
-        if visible && written.is_ok() {
-            self.changed(id);
-        }
-        written
-    }
-
-    /// Tells the change feed that task `id` changed (a no-op while no one listens).
-    pub(crate) fn changed(&self, id: &str) {
-        if self.changes.receiver_count() > 0 {
-            let _ = self.changes.send(Arc::from(id));
-        }
-    }
-
-    async fn write_once(&self, id: &str, write: Write) -> Result<(), WriteError> {
-        let Some((cluster, _)) = self.cluster() else {
-            let written = match write {
-                Write::Status(message) => self.store.set_status_message(id, message).await,
-                Write::Input(key, request) => self.store.request_input(id, &key, request).await,
-                Write::Step(step) => self.store.save_step(id, step).await,
-                Write::Finish(outcome) => self.store.finish(id, outcome).await,
-            };
-            return Ok(written?);
-        };
-        let mut retried = false;
-        let mut pause = TRANSIENT_RETRY_FIRST;
-        loop {
-            let live = self.get_live(id);
-            let lease = live
-                .as_ref()
-                .filter(|live| !live.fenced.load(Ordering::Acquire))
-                .and_then(|live| live.lease());
-            let Some(lease) = lease else {
-                return Err(WriteError::LeaseLost);
-            };
-            let result = match write.clone() {
-                Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
-                Write::Input(key, request) => {
-                    cluster.request_input_fenced(&lease, &key, request).await
-                }
-                Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
-                Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
-            };
-            // A passing failure (the connection was lost, the server restarts): the same write
-            // again, until it is stored or the lease is lost (the work stops at the lease's
-            // fence point when renewals fail too). Every write of running work is safe to
-            // repeat: a step or a status is stored again as it is, an input request already
-            // stored is kept, a finish already stored answers that the task ended.
-            if let Err(StoreError::Backend(error)) = &result
-                && error.is_retryable()
-            {
-                tracing::warn!(task_id = %id, %error, ?pause,
-                    "a write of the running work failed for a passing reason; retrying");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(TRANSIENT_RETRY_MAX);
-                continue;
-            }
-            if matches!(result, Err(StoreError::Fenced { .. })) {
-                // Refused under an epoch this instance replaced meanwhile (it claimed its own
-                // lapsed task): once more under the new lease.
-                let newer = live
-                    .and_then(|live| live.lease())
-                    .is_some_and(|now| now.epoch > lease.epoch);
-                if newer && !retried {
-                    retried = true;
-                    continue;
-                }
-                self.lost_at(id, lease.epoch);
-            }
-            return Ok(result?);
-        }
-    }
-
-    /// Sets the `statusMessage` of a running task.
-    pub(crate) async fn set_status(
-        &self,
-        id: &str,
-        message: Option<String>,
-    ) -> Result<(), WriteError> {
-        self.write(id, Write::Status(message)).await
-    }
-
-    /// Stores an input request of a running task.
-    pub(crate) async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), WriteError> {
-        self.write(id, Write::Input(key.to_owned(), request)).await
-    }
-
-    /// Stores a completed step of a running task. The step's work is done (its side
-    /// effects happened), so its record is written even when the task's work is dropped
-    /// meanwhile by a shutdown: the write runs on its own on the work tracker, and the drain
-    /// waits for it before it releases or fails the task.
-    pub(crate) async fn save_step(
-        self: &Arc<Self>,
-        id: &str,
-        step: Step,
-    ) -> Result<(), WriteError> {
-        let Some(live) = self.get_live(id) else {
-            return self.write(id, Write::Step(step)).await;
-        };
-        let writing = Arc::clone(&live.step_writes).read_owned().await;
-        let runtime = Arc::clone(self);
-        let id: Arc<str> = Arc::from(id);
-        let written = self.lifecycle.work().spawn(async move {
-            let written = runtime.write(&id, Write::Step(step)).await;
-            drop(writing);
-            written
-        });
-        match written.await {
-            Ok(written) => written,
-            // Aborted with the tokio runtime: nothing more is written.
-            Err(_) => Err(WriteError::LeaseLost),
         }
     }
 
@@ -824,18 +559,6 @@ impl Runtime {
 async fn reap_loop(runtime: Arc<Runtime>) {
     let stop = runtime.lifecycle.intake_token().clone();
     lifecycle::periodic(stop, runtime.reap_interval, false, || runtime.reap()).await;
-}
-
-/// `-32603` for a task call refused because this instance runs its limit of tasks: retry
-/// later, or on another instance.
-fn at_capacity(max: usize) -> ErrorData {
-    ErrorData::internal_error(
-        format!(
-            "this server instance already runs its limit of {max} tasks at once (max_running); \
-             retry later or on another instance"
-        ),
-        Some(serde_json::json!({ "retryable": true })),
-    )
 }
 
 /// The `CallToolResult` as the JSON object `result` of a completed task.

@@ -1,0 +1,122 @@
+//! Quotas and slots: the live tasks of each owner, and how many tasks' work may run here at
+//! once.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use rmcp::model::ErrorData;
+
+/// One live task of an owner, counted against the owner's quota until dropped.
+pub(crate) struct OwnerSlot {
+    pub(super) owner: Arc<str>,
+    pub(super) owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
+    /// The task's slot of this instance's [`Capacity`].
+    pub(super) _running: RunSlot,
+}
+
+/// How many tasks' work may run here at once ([`Settings::max_running`](super::Settings::max_running)), and how many
+/// slots are taken: by the work of every task that runs here (from before its work starts
+/// to its end), and for a moment by a claim about to take tasks.
+pub(crate) struct Capacity {
+    max: Option<usize>,
+    taken: AtomicUsize,
+}
+
+impl Capacity {
+    pub(super) fn new(max: Option<usize>) -> Arc<Self> {
+        Arc::new(Self {
+            max: max.map(|max| max.max(1)),
+            taken: AtomicUsize::new(0),
+        })
+    }
+
+    /// Takes one slot; `enforce`: only when one is free (else it is counted even over the
+    /// limit: a task a restarted server takes back).
+    pub(super) fn take(self: &Arc<Self>, enforce: bool) -> Option<RunSlot> {
+        if self.max.is_some() {
+            if !enforce {
+                self.taken.fetch_add(1, Ordering::AcqRel);
+            } else if self.take_up_to(1) == 0 {
+                return None;
+            }
+        }
+        Some(RunSlot(Arc::clone(self)))
+    }
+
+    /// Takes up to `wanted` free slots at once; how many it took (`wanted` when there is
+    /// no limit, counting nothing). Give them back with [`Capacity::give`].
+    pub(crate) fn take_up_to(&self, wanted: usize) -> usize {
+        let Some(max) = self.max else {
+            return wanted;
+        };
+        let mut current = self.taken.load(Ordering::Acquire);
+        loop {
+            let n = wanted.min(max.saturating_sub(current));
+            if n == 0 {
+                return 0;
+            }
+            match self.taken.compare_exchange(
+                current,
+                current + n,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return n,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken by [`Capacity::take_up_to`].
+    pub(crate) fn give(&self, n: usize) {
+        if n > 0 && self.max.is_some() {
+            self.taken.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// The limit.
+    pub(crate) fn max(&self) -> Option<usize> {
+        self.max
+    }
+}
+
+/// One taken slot of a [`Capacity`], given back when dropped.
+pub(super) struct RunSlot(Arc<Capacity>);
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        self.0.give(1);
+    }
+}
+
+impl Drop for OwnerSlot {
+    fn drop(&mut self) {
+        let mut owners = self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = owners.get_mut(&self.owner) {
+            *count -= 1;
+            if *count == 0 {
+                owners.remove(&self.owner);
+            }
+        }
+    }
+}
+
+/// `-32603` for a task call refused because this instance runs its limit of tasks: retry
+/// later, or on another instance.
+pub(super) fn at_capacity(max: usize) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "this server instance already runs its limit of {max} tasks at once (max_running); \
+             retry later or on another instance"
+        ),
+        Some(serde_json::json!({ "retryable": true })),
+    )
+}
