@@ -1,0 +1,377 @@
+//! The built-in connector: rustls on the `ring` provider.
+
+use std::{
+    io,
+    path::{Path, PathBuf},
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use futures::future::BoxFuture;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, Error as TlsError, RootCertStore,
+    SignatureScheme,
+    client::{
+        WebPkiServerVerifier,
+        danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    },
+    crypto::{CryptoProvider, ring},
+    pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
+};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_postgres::{
+    Socket,
+    tls::{ChannelBinding, MakeTlsConnect, TlsConnect, TlsStream},
+};
+
+use super::{SslMode, StoreError, config_error};
+
+/// Makes a rustls connection for each host the driver connects to.
+#[derive(Clone)]
+pub(super) struct MakeRustls {
+    config: Arc<ClientConfig>,
+    /// What the certificate is checked against, for error messages.
+    roots: Option<String>,
+    mode: SslMode,
+}
+
+impl MakeRustls {
+    pub(super) fn new(mode: SslMode, root_cert: Option<&str>) -> Result<Self, StoreError> {
+        let provider = Arc::new(ring::default_provider());
+        // `verify-` modes without `sslrootcert`: libpq's default file.
+        let default_file;
+        let root_cert = match root_cert {
+            Some(root) => Some(root),
+            None if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) => {
+                default_file = default_root_file().ok_or_else(|| {
+                    config_error(format!(
+                        "sslmode={mode} checks the server's certificate against trusted \
+                         CAs, and none are given: set sslrootcert=/path/to/ca.pem (the \
+                         CA certificates, PEM), or sslrootcert=system for the operating \
+                         system's store, or put them in ~/.postgresql/root.crt"
+                    ))
+                })?;
+                Some(default_file.to_str().unwrap_or_default())
+            }
+            None => None,
+        };
+        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+            .map_err(|e| config_error(format!("could not set up TLS: {e}")))?;
+        let verifier: Arc<dyn ServerCertVerifier> = match root_cert {
+            None => Arc::new(Unchecked(provider)),
+            Some(root) => {
+                let roots = Arc::new(load_roots(root)?);
+                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                    .build()
+                    .map_err(|e| {
+                        config_error(format!("could not use the root certificates {root}: {e}"))
+                    })?;
+                if mode == SslMode::VerifyFull {
+                    webpki
+                } else {
+                    Arc::new(ChainOnly(webpki))
+                }
+            }
+        };
+        let config = builder
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        Ok(Self {
+            config: Arc::new(config),
+            roots: root_cert.map(str::to_owned),
+            mode,
+        })
+    }
+}
+
+fn default_root_file() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    let file = Path::new(&home).join(".postgresql").join("root.crt");
+    file.is_file().then_some(file)
+}
+
+/// The CA certificates of `root`: a PEM file, or `system`.
+fn load_roots(root: &str) -> Result<RootCertStore, StoreError> {
+    let mut store = RootCertStore::empty();
+    if root == "system" {
+        let found = rustls_native_certs::load_native_certs();
+        let (added, _) = store.add_parsable_certificates(found.certs);
+        if added == 0 {
+            return Err(config_error(format!(
+                "sslrootcert=system and no CA certificate was found in the operating \
+                 system's store{}: install the CA certificates (Debian: the \
+                 `ca-certificates` package) or name a CA file in sslrootcert",
+                found
+                    .errors
+                    .first()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            )));
+        }
+        return Ok(store);
+    }
+    let certs = CertificateDer::pem_file_iter(root)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|e| {
+            config_error(format!(
+                "could not read the root certificates from sslrootcert={root}: {e} (give \
+                 a file of PEM certificates, -----BEGIN CERTIFICATE-----)"
+            ))
+        })?;
+    for cert in certs {
+        store.add(cert).map_err(|e| {
+            config_error(format!(
+                "a certificate in sslrootcert={root} is not a usable CA certificate: {e}"
+            ))
+        })?;
+    }
+    if store.is_empty() {
+        return Err(config_error(format!(
+            "sslrootcert={root} holds no certificate: give a file of PEM certificates \
+             (-----BEGIN CERTIFICATE-----)"
+        )));
+    }
+    Ok(store)
+}
+
+/// `require` without root certificates: encrypted, the certificate not checked (libpq's
+/// meaning); the handshake's signatures are still checked, so the server holds the key
+/// of the certificate it sent.
+#[derive(Debug)]
+struct Unchecked(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for Unchecked {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `verify-ca`: the chain up to a trusted CA, not the host name.
+#[derive(Debug)]
+struct ChainOnly(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        // The name is checked last, once the chain is good: a name error means the chain
+        // passed.
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(TlsError::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+/// The error of a host name rustls cannot use.
+#[derive(Debug)]
+pub(super) struct BadName(String);
+
+impl std::fmt::Display for BadName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "`{}` is not a host name or IP address TLS can check a certificate for",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadName {}
+
+impl MakeTlsConnect<Socket> for MakeRustls {
+    type Stream = Stream;
+    type TlsConnect = Connect;
+    type Error = BadName;
+
+    fn make_tls_connect(&mut self, host: &str) -> Result<Connect, BadName> {
+        let name = ServerName::try_from(host.to_owned()).map_err(|_| BadName(host.into()))?;
+        Ok(Connect {
+            connector: tokio_rustls::TlsConnector::from(Arc::clone(&self.config)),
+            name,
+            roots: self.roots.clone(),
+            mode: self.mode,
+        })
+    }
+}
+
+/// One TLS handshake.
+pub(super) struct Connect {
+    connector: tokio_rustls::TlsConnector,
+    name: ServerName<'static>,
+    roots: Option<String>,
+    mode: SslMode,
+}
+
+impl TlsConnect<Socket> for Connect {
+    type Stream = Stream;
+    type Error = io::Error;
+    type Future = BoxFuture<'static, io::Result<Stream>>;
+
+    fn connect(self, socket: Socket) -> Self::Future {
+        Box::pin(async move {
+            let host = self.name.to_str().into_owned();
+            match self.connector.connect(self.name, socket).await {
+                Ok(stream) => Ok(Stream(stream)),
+                Err(error) => Err(explain(error, &host, self.roots.as_deref(), self.mode)),
+            }
+        })
+    }
+}
+
+/// The handshake's error, with what to fix when the certificate was refused.
+fn explain(error: io::Error, host: &str, roots: Option<&str>, mode: SslMode) -> io::Error {
+    let Some(TlsError::InvalidCertificate(reason)) = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<TlsError>())
+    else {
+        return error;
+    };
+    let roots = roots.unwrap_or("(none)");
+    let hint = match reason {
+        CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
+            format!(
+                "the server's certificate is not issued for the host name `{host}` \
+                 (sslmode={mode} checks it): connect by a name the certificate holds \
+                 (host=NAME, with hostaddr=IP to choose the address), or set \
+                 sslmode=verify-ca to check the CA only"
+            )
+        }
+        CertificateError::UnknownIssuer | CertificateError::BadSignature => format!(
+            "the server's certificate is not signed by a CA of sslrootcert={roots} \
+             (sslmode={mode} checks it): name the CA that issued the server's \
+             certificate in sslrootcert"
+        ),
+        CertificateError::Expired | CertificateError::ExpiredContext { .. } => format!(
+            "the server's certificate has expired (sslmode={mode} checks it): renew it \
+             on the server"
+        ),
+        _ => format!("the server's certificate was refused (sslmode={mode})"),
+    };
+    io::Error::new(error.kind(), format!("{hint}: {reason}"))
+}
+
+/// A TLS connection to the server.
+pub(super) struct Stream(tokio_rustls::client::TlsStream<Socket>);
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+}
+
+impl TlsStream for Stream {
+    /// No `tls-server-end-point` binding: SCRAM authenticates without it (the server's
+    /// `channel_binding` default); `channel_binding=require` is not supported.
+    fn channel_binding(&self) -> ChannelBinding {
+        ChannelBinding::none()
+    }
+}
