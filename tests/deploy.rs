@@ -1,11 +1,14 @@
 //! A rolling deploy through a real load balancer: three example servers
 //! (`mcp-tasks-example-http`) on one Postgres schema behind nginx (Debian's package; the
 //! config is `deploy/nginx.conf` with its ports replaced by free ones), round robin, no
-//! stickiness. 300 task flows of mixed tools (steps, input, cancel) go through the balancer
-//! while each instance in turn gets SIGTERM, drains and is started again.
+//! stickiness. 300 task flows of mixed tools (steps, input, cancel, a multi round-trip call)
+//! go through the balancer while each instance in turn gets SIGTERM, drains and is started
+//! again.
 //!
 //! Checked: no `resume` task fails, no step runs twice (journals outside the servers), every
-//! answered question and cancel reaches its task wherever it runs, each instance exits
+//! answered question and cancel reaches its task wherever it runs, every multi round-trip
+//! call completes, and many of them with their second round on another instance than the
+//! first (the balancer names the upstream of each answer), each instance exits
 //! cleanly after its drain, and the tasks a drained instance released run again on another
 //! instance within 2 s (the lease is 30 s: that is the release, not a lapse). A `fail` tool
 //! still running when an instance's grace period ends fails saying the server was shut down;
@@ -35,6 +38,9 @@ use serde_json::{Value, json};
 
 const KEY: &str = "deploy-test-request-state-key-0123456789abcdef";
 const FLOWS: usize = 300;
+/// Flow kinds: steps (`import_rows`), a question answered through `tasks/update`, a cancel,
+/// and a question before the task (multi round-trip).
+const KINDS: usize = 4;
 const CONCURRENT: usize = 16;
 
 fn free_port() -> u16 {
@@ -154,6 +160,12 @@ fn start_nginx(binary: &Path, dir: &Path, listen: u16, upstreams: &[u16; 3]) -> 
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/nginx.conf"))
             .expect("deploy/nginx.conf");
     let mut config = template.replace("127.0.0.1:8080;", &format!("127.0.0.1:{listen};"));
+    // The test's copy names the instance that answered each request.
+    config = config.replacen(
+        "location / {",
+        "location / {\n            add_header X-Upstream $upstream_addr always;",
+        1,
+    );
     for (default, port) in [8081, 8082, 8083].iter().zip(upstreams) {
         config = config.replace(
             &format!("127.0.0.1:{default} "),
@@ -187,7 +199,12 @@ struct Balancer {
 }
 
 impl Balancer {
-    async fn rpc(&self, method: &str, mut params: Value, key: Option<&str>) -> Value {
+    async fn rpc(&self, method: &str, params: Value, key: Option<&str>) -> Value {
+        self.rpc_via(method, params, key).await.0
+    }
+
+    /// As [`Balancer::rpc`], with the address of the instance that answered.
+    async fn rpc_via(&self, method: &str, mut params: Value, key: Option<&str>) -> (Value, String) {
         params["_meta"] = meta(TASKS);
         if let Some(key) = key {
             params["_meta"]["mcp-tasks/idempotencyKey"] = json!(key);
@@ -214,7 +231,17 @@ impl Balancer {
             if let Ok(response) = sent {
                 let status = response.status().as_u16();
                 if status != 502 && status != 503 && status != 504 {
-                    return parse_body(&response.text().await.unwrap());
+                    let upstream = response
+                        .headers()
+                        .get("x-upstream")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        // After a retry by nginx: the addresses tried, the last one answered.
+                        .rsplit(", ")
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    return (parse_body(&response.text().await.unwrap()), upstream);
                 }
             }
             self.retries.fetch_add(1, Ordering::Relaxed);
@@ -243,10 +270,13 @@ fn is_terminal(snapshot: &Value) -> bool {
     )
 }
 
+/// For a multi round-trip call, the instances that answered its two rounds.
+type Rounds = Option<(String, String)>;
+
 /// One task flow through the balancer: the kind's tool, answered or cancelled as it goes;
-/// the task id and its terminal snapshot.
-async fn flow(balancer: Balancer, n: usize) -> (usize, String, Value) {
-    let kind = n % 3;
+/// the task id, its terminal snapshot and its rounds.
+async fn flow(balancer: Balancer, n: usize) -> (usize, String, Value, Rounds) {
+    let kind = n % KINDS;
     let key = format!("flow-{n}");
     let (tool, arguments) = match kind {
         0 => ("import_rows", json!({ "batches": 25, "batch_ms": 100 })),
@@ -254,18 +284,40 @@ async fn flow(balancer: Balancer, n: usize) -> (usize, String, Value) {
             "workspace_report",
             json!({ "workspace_id": format!("w{n}") }),
         ),
-        _ => (
+        2 => (
             "workspace_report",
             json!({ "workspace_id": format!("c{n}") }),
         ),
+        // A question before the task: a multi round-trip call, with no idempotency key (a
+        // keyed call in cluster mode asks its questions through the task).
+        _ => (
+            "import_rows",
+            json!({ "batches": 10, "batch_ms": 100, "confirm_first": true }),
+        ),
     };
-    let created = balancer
-        .rpc(
-            "tools/call",
-            json!({ "name": tool, "arguments": arguments }),
-            Some(&key),
-        )
-        .await;
+    let mut rounds = None;
+    let created = if kind == 3 {
+        let call = json!({ "name": tool, "arguments": arguments });
+        let (round, first) = balancer.rpc_via("tools/call", call.clone(), None).await;
+        let round = &round["result"];
+        assert_eq!(round["resultType"], "input_required", "flow {n}: {round}");
+        let question = common::first_input_key(round);
+        let mut retry = call;
+        retry["inputResponses"] =
+            json!({ question: { "action": "accept", "content": { "go": true } } });
+        retry["requestState"] = round["requestState"].clone();
+        let (created, second) = balancer.rpc_via("tools/call", retry, None).await;
+        rounds = Some((first, second));
+        created
+    } else {
+        balancer
+            .rpc(
+                "tools/call",
+                json!({ "name": tool, "arguments": arguments }),
+                Some(&key),
+            )
+            .await
+    };
     let id = created["result"]["taskId"]
         .as_str()
         .unwrap_or_else(|| panic!("flow {n}: a task: {created}"))
@@ -276,7 +328,7 @@ async fn flow(balancer: Balancer, n: usize) -> (usize, String, Value) {
     loop {
         let snapshot = balancer.get(&id).await;
         if is_terminal(&snapshot) {
-            return (kind, id, snapshot);
+            return (kind, id, snapshot, rounds);
         }
         assert!(
             started.elapsed() < Duration::from_secs(90),
@@ -462,10 +514,26 @@ async fn a_rolling_deploy_through_nginx_fails_no_resumable_task() {
     assert_eq!(results.len(), FLOWS);
     let mut counts = HashMap::<(usize, String), usize>::new();
     let mut drain_failed = 0;
-    for (kind, id, snapshot) in &results {
+    let mut crossed = 0;
+    for (kind, id, snapshot, rounds) in &results {
         let status = snapshot["status"].as_str().unwrap().to_owned();
+        if let Some((first, second)) = rounds {
+            assert!(
+                !first.is_empty() && !second.is_empty(),
+                "the balancer names upstreams"
+            );
+            crossed += usize::from(first != second);
+        }
         match (kind, status.as_str()) {
             (0, "completed") | (2, "cancelled") | (1, "completed") => {}
+            (3, "completed") => {
+                let text = snapshot["result"]["content"][0]["text"].as_str();
+                assert_eq!(
+                    text,
+                    Some("imported 1000 rows in 10 batches"),
+                    "task {id}: the answer given in the second round reached the work"
+                );
+            }
             // Cancelled during its scan, unless a drain failed it first (below).
             (1 | 2, "failed")
                 if snapshot["statusMessage"]
@@ -482,7 +550,15 @@ async fn a_rolling_deploy_through_nginx_fails_no_resumable_task() {
     let batches = journals(&dir);
     let twice: Vec<_> = batches.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "no step ran twice: {twice:?}");
+    // Round robin over three instances sends most second rounds elsewhere; each of those was
+    // unsealed by an instance that did not seal it (the shared request-state key).
+    let multi = results.iter().filter(|r| r.3.is_some()).count();
+    assert!(
+        crossed * 3 >= multi,
+        "at least a third of the {multi} multi round-trip calls crossed instances: {crossed}"
+    );
     eprintln!("flows: {counts:?}");
+    eprintln!("multi round-trip calls: {multi}, second round on another instance: {crossed}");
     eprintln!("fail-tool tasks failed by a drain: {drain_failed}");
     eprintln!("drains: {reports:#?}");
     eprintln!("takeovers (instance, live tasks it left, slowest to run again): {takeovers:?}");

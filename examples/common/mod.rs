@@ -61,15 +61,23 @@ pub async fn import_rows(
     #[arg(description = "How many batches to import")] batches: u32,
     #[arg(default, description = "How long each batch takes, in milliseconds")] batch_ms: u64,
     #[arg(default, description = "Ask the user before importing")] confirm: bool,
+    #[arg(
+        default,
+        description = "Ask before the task starts: the question comes back as the call's answer"
+    )]
+    confirm_first: bool,
 ) -> Result<String, ToolError> {
-    if confirm {
+    if confirm || confirm_first {
         let schema = ElicitationSchema::builder()
             .required_bool("go")
             .build()
             .map_err(|e| ToolError::rpc(ErrorData::internal_error(e.to_string(), None)))?;
-        let answer = ctx
-            .elicit_form(format!("Import {batches} batches?"), schema)
-            .await?;
+        let question = format!("Import {batches} batches?");
+        let answer = if confirm_first {
+            ctx.elicit_form_before_task(question, schema).await?
+        } else {
+            ctx.elicit_form(question, schema).await?
+        };
         let go = answer.action == ElicitationAction::Accept
             && answer.content.as_ref().and_then(|c| c["go"].as_bool()) == Some(true);
         if !go {
