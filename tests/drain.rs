@@ -644,3 +644,36 @@ async fn readiness_is_false_while_the_store_is_unreachable() {
         patience.wait().await;
     }
 }
+
+/// An application whose own router answers the health paths merges `http_router` built
+/// with `HttpOptions::without_health_endpoints`: its answers are served (merging the router
+/// with them would overlap, which axum refuses), and MCP is served beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_can_serve_its_own_health_endpoints() {
+    let engine = Engine::builder(toolkit![slow_inline].expect("toolkit")).build();
+    let mcp = mcp_tasks::http_router(
+        TaskServer::from_engine(engine),
+        HttpOptions::new().without_health_endpoints(),
+    );
+    let app = axum::Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ours" }))
+        .route("/readyz", axum::routing::get(|| async { "ours too" }))
+        .merge(mcp);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let base = format!("http://{addr}");
+    for (path, ours) in [("/healthz", "ours"), ("/readyz", "ours too")] {
+        let answer = reqwest::get(format!("{base}{path}")).await.unwrap();
+        assert_eq!(answer.text().await.unwrap(), ours, "{path}");
+    }
+    let (status, answered) = post(
+        &format!("{base}/mcp"),
+        None,
+        "tools/call",
+        json!({ "name": "slow_inline", "arguments": { "ms": 1 } }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+    assert_eq!(common::first_text(&answered["result"]), "answered");
+}

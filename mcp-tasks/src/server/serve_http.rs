@@ -39,7 +39,8 @@ pub(crate) const MCP_PATH: &str = "/mcp";
 /// The liveness endpoint of [`serve_http`] and [`http_router`]: `GET` answers `200` with
 /// `{"live":true}` for as long as the process serves HTTP, draining included (an
 /// orchestrator that restarts unhealthy processes must not kill one that drains). No
-/// authentication, no `Host` or `Origin` check.
+/// authentication, no `Host` or `Origin` check. A router that serves these paths itself
+/// leaves both out with [`HttpOptions::without_health_endpoints`].
 pub const LIVENESS_PATH: &str = "/healthz";
 
 /// The readiness endpoint of [`serve_http`] and [`http_router`]: `GET` answers `200` with
@@ -379,6 +380,9 @@ where
         Some(resource) => resource.serve(router),
         None => router,
     };
+    if !options.health {
+        return router;
+    }
     // Added last: no layer above applies to them (no token, no Host or Origin check).
     router
         .route(
@@ -468,6 +472,8 @@ pub struct HttpOptions {
     any_host: bool,
     /// `None`: a [`TaskServer`]'s own limits, else the defaults.
     limits: Option<Limits>,
+    /// [`LIVENESS_PATH`] and [`READINESS_PATH`] are served.
+    health: bool,
 }
 
 impl Default for HttpOptions {
@@ -480,6 +486,7 @@ impl Default for HttpOptions {
             hosts: None,
             any_host: false,
             limits: None,
+            health: true,
         }
     }
 }
@@ -488,6 +495,14 @@ impl HttpOptions {
     /// The defaults: no authentication, localhost origins and hosts only.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Serves neither [`LIVENESS_PATH`] nor [`READINESS_PATH`]: for an application whose
+    /// own router answers those paths ([`http_router`] merged into it would otherwise
+    /// overlap them, which axum refuses).
+    pub fn without_health_endpoints(mut self) -> Self {
+        self.health = false;
+        self
     }
 
     /// Every request needs `Authorization: Bearer <token>` that `validator` accepts; the
