@@ -412,3 +412,87 @@ async fn only_a_valid_trace_context_is_stored() {
     }
     let _ = engine.shutdown(Duration::ZERO).await;
 }
+
+/// A replay at restart continues the trace too: on one SQLite file, the first engine runs
+/// `pack` and shuts down mid-`ship` (the task stays as stored), the second recovers and
+/// finishes it; both runs' task spans are children of the caller's span (a `traceparent`
+/// sent by hand, as a client without OpenTelemetry would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_replayed_at_restart_is_one_trace() {
+    let exporter = exporter();
+    let path = std::env::temp_dir().join(format!(
+        "mcp-tasks-trace-{}-{}.db",
+        std::process::id(),
+        pg::unique_schema()
+    ));
+    let engine_on = |gate: &Gate| {
+        Engine::builder(toolkit![journey].unwrap().with_state(gate.clone()))
+            .with_store(mcp_tasks::SqliteStore::open(&path).expect("open the database"))
+            .build()
+    };
+    let first = engine_on(&Gate::new(false));
+    let mut http = common::Http::start(TaskServer::from_engine(first.clone())).await;
+    let sent = "00-5b8aa5a2d2c872e8321cf37308d69df2-051581bf3cb55c13-01";
+    let mut meta = common::meta(common::TASKS);
+    meta["traceparent"] = json!(sent);
+    let (_, created) = http
+        .rpc_meta(
+            "tools/call",
+            json!({ "name": "journey", "arguments": {} }),
+            meta,
+        )
+        .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let started = Instant::now();
+    while !exporter
+        .finished()
+        .iter()
+        .any(|s| s.name == "step" && s.span_context.trace_id().to_string() == sent[3..35])
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "`pack` never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let report = first.shutdown(Duration::from_millis(100)).await;
+    assert_eq!(report.abandoned, 1, "{report:?}");
+
+    let second = engine_on(&Gate::new(true));
+    assert_eq!(second.recover().await.expect("recover").resumed, 1);
+    let http = common::Http::start(TaskServer::from_engine(second.clone())).await;
+    let mut handle = client(&http.url).await.task(&id).await.expect("the task");
+    tokio::time::timeout(Duration::from_secs(20), handle.wait())
+        .await
+        .expect("the replay finishes in time")
+        .expect("the task ends")
+        .into_result(&id)
+        .expect("completed");
+    let _ = second.shutdown(Duration::ZERO).await;
+    let _ = std::fs::remove_file(&path);
+
+    let spans = exporter.finished();
+    let runs: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| s.name == "task" && attribute(s, "task_id").as_deref() == Some(&*id))
+        .collect();
+    assert_eq!(
+        runs.len(),
+        2,
+        "the first run and the replay:\n{}",
+        describe(&runs)
+    );
+    for run in &runs {
+        assert_eq!(
+            run.span_context.trace_id().to_string(),
+            "5b8aa5a2d2c872e8321cf37308d69df2",
+            "{}",
+            describe(&runs)
+        );
+        assert_eq!(run.parent_span_id.to_string(), "051581bf3cb55c13");
+        assert!(run.parent_span_is_remote, "the caller's span is remote");
+    }
+}
