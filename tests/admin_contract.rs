@@ -7,6 +7,7 @@
 
 use std::{sync::Arc, time::Duration};
 
+use mcp_tasks::trace::TraceContext;
 use mcp_tasks::{
     MemoryStore, SqliteStore, TaskStore,
     store::{
@@ -16,6 +17,8 @@ use mcp_tasks::{
 };
 use rmcp::model::{InputRequest, InputResponses, JsonObject, ListRootsRequest, TaskStatus};
 use serde_json::json;
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn task(id: &str, owner: &str, tool: &str) -> NewTask {
     NewTask::new(Arc::from(id), Arc::from(owner), Arc::from(tool))
@@ -289,7 +292,8 @@ async fn detail(store: impl TaskStore) {
         .create(
             task("run", "bob", "report")
                 .with_arguments(object(json!({ "n": 3 })))
-                .with_tool_version(Arc::from("v7")),
+                .with_tool_version(Arc::from("v7"))
+                .with_trace_context(TraceContext::parse(TRACEPARENT, None)),
         )
         .await
         .unwrap();
@@ -341,6 +345,11 @@ async fn detail(store: impl TaskStore) {
     assert_eq!(ended.error(), Some(&error));
     assert_eq!(ended.task.status_message.as_deref(), Some("disk full"));
     assert!(ended.steps.is_empty(), "steps go when the task ends");
+    assert_eq!(
+        ended.trace_context.as_ref().map(TraceContext::traceparent),
+        Some(TRACEPARENT),
+        "the trace context stays after the task ends"
+    );
 }
 
 /// An operator cancels any owner's task through the state machine: the intent is recorded,

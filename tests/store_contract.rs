@@ -42,6 +42,30 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     expiry(make()).await;
     idempotent_creation(make()).await;
     huge_deadlines(make()).await;
+    trace_context(make()).await;
+}
+
+/// The creating call's trace context is stored with the task and comes back with its
+/// replay data (the task's span on any instance continues it); a task created without one
+/// has none.
+async fn trace_context(store: impl TaskStore) {
+    let trace = mcp_tasks::trace::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("vendor=x1"),
+    );
+    assert!(trace.is_some());
+    store
+        .create(new_task("traced", None).with_trace_context(trace.clone()))
+        .await
+        .unwrap();
+    store.create(new_task("untraced", None)).await.unwrap();
+    let mut recoverable = store.recoverable().await.unwrap();
+    recoverable.sort_by(|a, b| a.id.cmp(&b.id));
+    let contexts: Vec<_> = recoverable
+        .iter()
+        .map(|task| (&*task.id, task.trace_context.clone()))
+        .collect();
+    assert_eq!(contexts, [("traced", trace), ("untraced", None)]);
 }
 
 /// Deadline arithmetic saturates (invariants 7 and 9 at the end of time): a TTL so long that

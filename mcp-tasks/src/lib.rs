@@ -37,6 +37,7 @@
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
 //! | `admin` | [`admin::router`]: the operators' API and web view (list, detail, cancel, purge), behind a credential of its own |
+//! | `opentelemetry` | each task's span continues the trace of the call that created it, on any instance ([`trace`]); the client sends the current span's context |
 //!
 //! On docs.rs, items behind a feature say so ("Available on crate feature ... only").
 
@@ -60,6 +61,7 @@ pub mod server;
 pub mod store;
 pub mod tool;
 pub mod toolkit;
+pub mod trace;
 
 pub use context::{Keyed, MAX_INPUT_KEY_LEN, State, StepError, TaskContext};
 pub use limits::Limits;

@@ -396,6 +396,10 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
         })),
         "result": result,
         "error": error,
+        "traceContext": detail.trace_context.as_ref().map(|trace| json!({
+            "traceparent": trace.traceparent(),
+            "tracestate": trace.tracestate(),
+        })),
     })
 }
 

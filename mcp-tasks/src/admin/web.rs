@@ -330,6 +330,9 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     if !detail.tool_version.is_empty() {
         row("tool version", escape(&detail.tool_version));
     }
+    if let Some(trace) = &detail.trace_context {
+        row("traceparent", escape(trace.traceparent()));
+    }
     if let Some(lease) = &detail.lease {
         row(
             "lease",

@@ -78,10 +78,33 @@ impl TaskClient {
     /// # Errors
     /// [`ClientError::Rpc`] for a JSON-RPC error answer; [`ClientError::TooManyInputRounds`];
     /// input and transport errors; [`ClientError::InvalidResponse`].
+    ///
+    /// Under the `opentelemetry` feature the call carries the current span's trace context
+    /// (`traceparent` in `_meta`), so the task's spans on the server continue this trace;
+    /// [`TaskClient::call_traced`] sends a given one instead.
     pub async fn call(
         &self,
         name: &str,
         arguments: impl serde::Serialize,
+    ) -> Result<Call, ClientError> {
+        #[cfg(feature = "opentelemetry")]
+        let trace = crate::trace::TraceContext::current();
+        #[cfg(not(feature = "opentelemetry"))]
+        let trace = None;
+        self.call_traced(name, arguments, trace.as_ref()).await
+    }
+
+    /// [`TaskClient::call`] with the W3C trace context `trace` in the call's `_meta`
+    /// (`traceparent`, `tracestate`): a server keeps it with the task it creates and shows
+    /// it in the task's spans. `None` sends none.
+    ///
+    /// # Errors
+    /// As [`TaskClient::call`].
+    pub async fn call_traced(
+        &self,
+        name: &str,
+        arguments: impl serde::Serialize,
+        trace: Option<&crate::trace::TraceContext>,
     ) -> Result<Call, ClientError> {
         let arguments = arguments_object(name, arguments)?;
         let mut params = CallToolRequestParams::new(name.to_owned());
@@ -92,7 +115,7 @@ impl TaskClient {
         // server never creates a second task for it (IDEMPOTENCY_KEY).
         let key = idempotency_key();
         loop {
-            match self.call_round(params.clone(), &key).await? {
+            match self.call_round(params.clone(), &key, trace).await? {
                 Round::Complete(result) => return Ok(Call::Inline(result)),
                 Round::Task(task) => {
                     let handle = TaskHandle::created(self.clone(), task).await?;
@@ -169,6 +192,7 @@ impl TaskClient {
         &self,
         params: CallToolRequestParams,
         key: &str,
+        trace: Option<&crate::trace::TraceContext>,
     ) -> Result<Round, ClientError> {
         const METHOD: &str = "tools/call";
         let mut meta = self.inner.meta.clone();
@@ -176,6 +200,9 @@ impl TaskClient {
             crate::IDEMPOTENCY_KEY.to_owned(),
             Value::String(key.to_owned()),
         );
+        if let Some(trace) = trace {
+            trace.insert_into(&mut meta.0);
+        }
         let mut attempt = 0;
         let mut listed = false;
         let result = loop {

@@ -7,6 +7,7 @@ use rmcp::model::{
     RequestNoParam,
 };
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::{Failure, TaskContext, failure::decode};
 use crate::errors;
@@ -135,7 +136,11 @@ impl TaskContext {
                 kind.capability(),
             )));
         }
-        self.host.input(kind, request, before_task, key).await
+        let span = tracing::info_span!("input", key = key.as_deref());
+        self.host
+            .input(kind, request, before_task, key)
+            .instrument(span)
+            .await
     }
 }
 

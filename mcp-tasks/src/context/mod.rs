@@ -18,6 +18,7 @@ use rmcp::model::{
     ElicitResult, ElicitationSchema, ListRootsResult, LoggingLevel,
 };
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::errors;
 
@@ -284,15 +285,21 @@ impl TaskContext {
             return work().await.map_err(StepError::Work);
         }
         self.host.ensure_task().await.map_err(StepError::Failure)?;
-        let value = work().await.map_err(StepError::Work)?;
-        let json = serde_json::to_value(&value).map_err(|e| {
-            StepError::Failure(Failure::Error(errors::step_unserializable(name, &e)))
-        })?;
-        self.host
-            .save_step(seq, name, json)
-            .await
-            .map_err(StepError::Failure)?;
-        Ok(value)
+        // The step's own span in the task's (trace.rs): its work, then its write.
+        let span = tracing::info_span!("step", step = name, seq);
+        async {
+            let value = work().await.map_err(StepError::Work)?;
+            let json = serde_json::to_value(&value).map_err(|e| {
+                StepError::Failure(Failure::Error(errors::step_unserializable(name, &e)))
+            })?;
+            self.host
+                .save_step(seq, name, json)
+                .await
+                .map_err(StepError::Failure)?;
+            Ok(value)
+        }
+        .instrument(span)
+        .await
     }
 
     /// Asks the client's model for a completion (`sampling/createMessage`).

@@ -419,19 +419,18 @@ impl Runtime {
         }
     }
 
-    /// Runs a task's work to its end and stores the outcome, on the work tracker: at the
-    /// end of a shutdown's grace period work still running is dropped instead
-    /// ([`Runtime::abandon`]).
+    /// Runs a task's work to its end and stores the outcome, on the work tracker, in the
+    /// run's `task` span ([`trace::task_span`]): at the end of a shutdown's grace period
+    /// work still running is dropped instead ([`Runtime::abandon`]).
     pub(crate) fn spawn(
         self: &Arc<Self>,
         id: Arc<str>,
         tool: Arc<str>,
-        owner: &str,
+        span: tracing::Span,
         work: impl Future<Output = Ended> + Send + 'static,
     ) {
         let runtime = Arc::clone(self);
         let stop = self.lifecycle.stop_token().clone();
-        let span = tracing::info_span!("task", task_id = %id, tool = %tool, owner);
         self.lifecycle.work().spawn(
             async move {
                 // The work is dropped before the drain writes anything in its place.
@@ -527,7 +526,12 @@ impl Runtime {
             }
         };
         let status = outcome.status();
-        match self.write(id, Write::Finish(outcome)).await {
+        let span = tracing::info_span!("result", status = ?status);
+        match self
+            .write(id, Write::Finish(outcome))
+            .instrument(span)
+            .await
+        {
             Ok(()) => tracing::debug!(task_id = %id, ?status, "task ended"),
             Err(WriteError::Store(StoreError::Terminal(was))) => {
                 tracing::debug!(task_id = %id, ?was, "task had already ended (expired)");

@@ -210,10 +210,21 @@ async fn resume(
     let slot = runtime
         .reserve(&task.owner, false)
         .map_err(|error| error.message.into_owned())?;
+    let run = crate::trace::Run {
+        instance: lease.as_ref().map(|lease| &*lease.instance),
+        epoch: lease.as_ref().map(|lease| lease.epoch),
+    };
+    let span = crate::trace::task_span(
+        &task.id,
+        &tool,
+        &task.owner,
+        run,
+        task.trace_context.as_ref(),
+    );
     runtime.register(task.id.clone(), cancel, lease, slot);
     if let Some(message) = cause.resumed() {
         let _ = runtime.set_status(&task.id, Some(message.to_owned())).await;
     }
-    runtime.spawn(task.id, tool, &task.owner, run_caught(work));
+    runtime.spawn(task.id, tool, span, run_caught(work));
     Ok(())
 }

@@ -269,6 +269,8 @@ impl Engine {
             None
         };
         let tool = self.tool_name(definition.name());
+        let mut request_meta = meta_object(&context.meta);
+        let trace = crate::trace::of_call(&mut request_meta);
         let call = Call {
             runtime: &self.runtime,
             registered,
@@ -277,7 +279,7 @@ impl Engine {
             owner: owner.clone(),
             client_capabilities: incoming.capabilities.unwrap_or_default(),
             arguments: &arguments,
-            request_meta: meta_object(&context.meta),
+            request_meta,
             mrtr,
             idempotency_key: idempotency_key(&context.meta)?,
             notifier: Some(Notifier {
@@ -285,6 +287,7 @@ impl Engine {
                 progress_token: context.meta.get_progress_token(),
                 log_level: context.meta.log_level(),
             }),
+            trace,
         };
         let answer = if as_task && call.records_first() {
             call.recorded().await?

@@ -495,6 +495,8 @@ pub struct TaskDetail {
     pub answers: InputResponses,
     /// The lease (cluster stores only).
     pub lease: Option<LeaseState>,
+    /// The W3C trace context of the call that created it, if it had one.
+    pub trace_context: Option<crate::trace::TraceContext>,
 }
 
 impl TaskDetail {

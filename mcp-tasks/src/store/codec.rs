@@ -12,7 +12,7 @@ use super::{
     BackendError, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
     record::{self, Pending, State},
 };
-use crate::clock::millis;
+use crate::{clock::millis, trace::TraceContext};
 
 /// The columns of a task row that [`StoredTask::decode`] reads, in its order; a store's
 /// own columns follow them.
@@ -31,7 +31,7 @@ pub(crate) const TASK_COLUMNS: usize = 15;
 /// The columns of a live task that [`recovery`] reads, in its order.
 macro_rules! recovery_columns {
     () => {
-        "id, owner, tool, tool_version, arguments, request_meta, answers"
+        "id, owner, tool, tool_version, arguments, request_meta, answers, trace_context"
     };
 }
 pub(crate) use recovery_columns;
@@ -147,6 +147,9 @@ pub(crate) struct NewRow {
     pub(crate) request_meta: String,
     pub(crate) used_keys: String,
     pub(crate) answers: String,
+    /// The creating call's trace context ([`TraceContext::encode`]), validated and bounded
+    /// by its type; NULL without one.
+    pub(crate) trace_context: Option<String>,
 }
 
 impl NewRow {
@@ -163,6 +166,7 @@ impl NewRow {
             request_meta: to_json(&task.request_meta)?,
             used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
             answers: to_json(&task.answers)?,
+            trace_context: task.trace_context.as_ref().map(TraceContext::encode),
         })
     }
 }
@@ -197,6 +201,7 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
         request_meta: json::<JsonObject>(&row.text(5)?)?,
         answers: json(&row.text(6)?)?,
         steps,
+        trace_context: TraceContext::decode(row.opt_text(7)?.as_deref()),
     })
 }
 

@@ -28,7 +28,7 @@ use super::{
     Created, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
     record::{self, Due, Pending, Record, State},
 };
-use crate::clock::Clock;
+use crate::{clock::Clock, trace::TraceContext};
 
 mod admin;
 
@@ -72,6 +72,8 @@ struct Entry {
     outcome: Option<Compact>,
     /// The idempotency key it was created with, removed from the key map with the task.
     key: Option<Box<IdempotencyKey>>,
+    /// The creating call's trace context, kept after the task ends (the admin detail).
+    trace: Option<Box<TraceContext>>,
 }
 
 /// What only a running task needs: dropped when it ends.
@@ -302,6 +304,7 @@ impl MemoryStore {
             })),
             outcome: None,
             key: key.map(Box::new),
+            trace: task.trace_context.map(Box::new),
         };
         let snapshot = entry.snapshot();
         let mut shard = self.shard(&task.id);
@@ -443,6 +446,7 @@ impl TaskStore for MemoryStore {
                     request_meta: live.map(|l| l.request_meta.clone()).unwrap_or_default(),
                     answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
                     steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
+                    trace_context: entry.trace.as_deref().cloned(),
                 });
             }
         }

@@ -34,6 +34,7 @@ use rmcp::model::{
 };
 
 use crate::clock::rfc3339;
+use crate::trace::TraceContext;
 
 pub mod admin;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -93,6 +94,9 @@ pub struct NewTask {
     /// kept as replay data from the create on, their keys used, so a replay does not ask
     /// those questions again.
     pub answers: InputResponses,
+    /// The W3C trace context of the creating call ([`crate::trace`]), continued by every run
+    /// of the task's work.
+    pub trace_context: Option<TraceContext>,
 }
 
 /// The instance that runs a new task's work, and for how long its first lease lasts.
@@ -122,7 +126,15 @@ impl NewTask {
             owner_quota: None,
             idempotency_key: None,
             answers: InputResponses::new(),
+            trace_context: None,
         }
+    }
+
+    /// Sets the creating call's trace context ([`NewTask::trace_context`]).
+    #[must_use]
+    pub fn with_trace_context(mut self, trace: Option<TraceContext>) -> Self {
+        self.trace_context = trace;
+        self
     }
 
     /// The answers the call was given before its task existed ([`NewTask::answers`]).
@@ -287,6 +299,8 @@ pub struct Recovery {
     pub answers: InputResponses,
     /// The completed steps, in order.
     pub steps: Vec<Step>,
+    /// The creating call's trace context, if it had one.
+    pub trace_context: Option<TraceContext>,
 }
 
 /// A task as the store holds it at one instant.

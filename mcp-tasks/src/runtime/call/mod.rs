@@ -89,6 +89,7 @@ use crate::{
     store::{Created, Lease, NewTask, StoreError},
     tool::ToolFuture,
     toolkit::{Registered, StateMap},
+    trace::{self, TraceContext},
 };
 
 mod state;
@@ -164,6 +165,8 @@ pub(crate) struct Call<'a> {
     pub(crate) idempotency_key: Option<Arc<str>>,
     /// Where the call's notifications go while the request is open.
     pub(crate) notifier: Option<Notifier>,
+    /// The call's trace context, stored with its task ([`trace`]).
+    pub(crate) trace: Option<TraceContext>,
 }
 
 impl Call<'_> {
@@ -191,7 +194,8 @@ impl Call<'_> {
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
-            .with_request_meta(self.request_meta.clone());
+            .with_request_meta(self.request_meta.clone())
+            .with_trace_context(self.trace.clone());
         if let Some((_, instance)) = self.runtime.cluster() {
             // The owner's quota holds across the cluster: the store counts it in the create.
             task = task.with_owner_quota(self.runtime.limits.max_live_tasks_per_owner());
@@ -203,6 +207,17 @@ impl Call<'_> {
             task = task.with_idempotency_key(key.clone());
         }
         task
+    }
+
+    /// The `task` span of this call's task, run here: in cluster mode under the first lease
+    /// (this instance, epoch 1).
+    fn span(&self, id: &str) -> tracing::Span {
+        let instance = self.runtime.cluster().map(|(_, instance)| &*instance.id);
+        let run = trace::Run {
+            instance,
+            epoch: instance.map(|_| 1),
+        };
+        trace::task_span(id, &self.tool, &self.owner, run, self.trace.as_ref())
     }
 
     /// Whether the task record is created before any work starts: calls are queued for
@@ -265,7 +280,10 @@ impl Call<'_> {
             .tool
             .call(call.context(), self.arguments.clone())
         {
-            Ok(work) => runtime.spawn(id, self.tool.clone(), &self.owner, run_caught(work)),
+            Ok(work) => {
+                let span = self.span(&id);
+                runtime.spawn(id, self.tool.clone(), span, run_caught(work));
+            }
             Err(error) => {
                 let ended = Ended::Completed(error.into_result(&self.tool));
                 runtime.finish(&id, &self.tool, ended).await;
@@ -318,10 +336,9 @@ impl Call<'_> {
             Ok(work) => work,
             Err(error) => return Ok(Answer::Result(error.into_result(&self.tool))),
         };
-        let span =
-            tracing::info_span!("task", task_id = %id, tool = %self.tool, owner = %self.owner);
+        let span = self.span(&id);
         let mut work: Pin<Box<dyn Future<Output = Ended> + Send>> =
-            Box::pin(run_caught(work).instrument(span));
+            Box::pin(run_caught(work).instrument(span.clone()));
         let ended = tokio::select! {
             biased;
             () = request.cancelled() => {
@@ -368,8 +385,13 @@ impl Call<'_> {
         call.finish_promotion().await;
         match ended {
             // The work ended before it ever waited: the task is born finished.
-            Some(ended) => runtime.finish(&id, &self.tool, ended).await,
-            None => runtime.spawn(id, self.tool.clone(), &self.owner, work),
+            Some(ended) => {
+                runtime
+                    .finish(&id, &self.tool, ended)
+                    .instrument(span)
+                    .await;
+            }
+            None => runtime.spawn(id, self.tool.clone(), span, work),
         }
         Ok(Answer::Task(snapshot.to_task()))
     }

@@ -8,6 +8,7 @@ use crate::store::{
     Step, StoreError,
     codec::{self, StoredTask, to_i64},
 };
+use crate::trace::TraceContext;
 
 /// A parameter of the clause.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +114,7 @@ pub(crate) fn detail(
     arguments: &str,
     steps: Vec<Step>,
     lease: Option<LeaseState>,
+    trace_context: Option<&str>,
 ) -> Result<TaskDetail, StoreError> {
     let live = !task.state.status.is_terminal();
     Ok(TaskDetail {
@@ -131,5 +133,6 @@ pub(crate) fn detail(
         task: task.into_snapshot(),
         steps,
         lease,
+        trace_context: TraceContext::decode(trace_context),
     })
 }

@@ -76,6 +76,7 @@ impl AdminStore for MemoryStore {
                     .unwrap_or_default(),
                 answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
                 lease: None,
+                trace_context: entry.trace.as_deref().cloned(),
             })
         });
         match detail {

@@ -52,7 +52,7 @@ macro_rules! admin_columns {
     () => {
         concat!(
             task_columns!(),
-            ", answer_seq, runner, epoch, tool_version, arguments, lease_until_ms"
+            ", answer_seq, runner, epoch, tool_version, arguments, lease_until_ms, trace_context"
         )
     };
 }
@@ -120,6 +120,7 @@ impl AdminStore for PostgresStore {
         let tool_version = columns.text(TASK_COLUMNS + 3)?;
         let arguments = columns.text(TASK_COLUMNS + 4)?;
         let until_ms = columns.opt_int(TASK_COLUMNS + 5)?.map(codec::to_u64);
+        let trace = columns.opt_text(TASK_COLUMNS + 6)?;
         let steps_rows = read(
             &self.pool,
             "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq",
@@ -136,7 +137,15 @@ impl AdminStore for PostgresStore {
             epoch: row.epoch,
             until_ms: if live { until_ms } else { None },
         });
-        sql::detail(row.task, tool_version, &arguments, steps, lease).map(Some)
+        sql::detail(
+            row.task,
+            tool_version,
+            &arguments,
+            steps,
+            lease,
+            trace.as_deref(),
+        )
+        .map(Some)
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {

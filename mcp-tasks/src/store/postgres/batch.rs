@@ -49,18 +49,18 @@ const INSERT: &str = concat!(
     "WITH ins AS (INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, request_meta, \
      input_requests, used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, \
-     purge_at_ms, runner, epoch, lease_until_ms, idempotency_key) \
+     purge_at_ms, runner, epoch, lease_until_ms, idempotency_key, trace_context) \
      SELECT u.id, u.owner, u.tool, u.tool_version, u.status, u.status_message, u.created, \
      u.created, u.ttl, u.poll, u.arguments, u.request_meta, '{}', u.used_keys, u.answers, 0, \
      NULL, FALSE, \
      u.deadline, NULL, u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, ",
     db_now_ms!(),
-    " + u.lease, u.idem \
+    " + u.lease, u.idem, u.trace \
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], \
      $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], \
-     $13::bigint[], $14::text[], $16::text[], $17::text[], $18::text[]) AS u(id, owner, tool, \
-     tool_version, status_message, created, ttl, poll, arguments, request_meta, deadline, runner, \
-     lease, idem, used_keys, answers, status) \
+     $13::bigint[], $14::text[], $16::text[], $17::text[], $18::text[], $19::text[]) AS u(id, \
+     owner, tool, tool_version, status_message, created, ttl, poll, arguments, request_meta, \
+     deadline, runner, lease, idem, used_keys, answers, status, trace) \
      ON CONFLICT DO NOTHING RETURNING id, runner), \
      announce AS (SELECT pg_notify($15, 'q:' || min(id)) FROM ins WHERE runner IS NULL \
      HAVING count(*) > 0) \
@@ -270,7 +270,7 @@ impl Columns<'_> {
     fn params<'p>(
         &'p self,
         channel: &'p &'p str,
-    ) -> [&'p (dyn tokio_postgres::types::ToSql + Sync); 18] {
+    ) -> [&'p (dyn tokio_postgres::types::ToSql + Sync); 19] {
         [
             &self.id,
             &self.owner,
@@ -290,6 +290,7 @@ impl Columns<'_> {
             &self.used_keys,
             &self.answers,
             &self.status,
+            &self.trace,
         ]
     }
 }
@@ -315,6 +316,8 @@ struct Columns<'a> {
     answers: Vec<String>,
     /// The status a new task starts with (the state machine's create).
     status: Vec<&'static str>,
+    /// The creating call's trace context (NULL without one).
+    trace: Vec<Option<String>>,
 }
 
 impl<'a> Columns<'a> {
@@ -337,6 +340,7 @@ impl<'a> Columns<'a> {
             used_keys: Vec::with_capacity(n),
             answers: Vec::with_capacity(n),
             status: Vec::with_capacity(n),
+            trace: Vec::with_capacity(n),
         }
     }
 
@@ -364,6 +368,7 @@ impl<'a> Columns<'a> {
         self.used_keys.push(row.used_keys);
         self.answers.push(row.answers);
         self.status.push(row.status);
+        self.trace.push(row.trace_context);
         Ok(())
     }
 }

@@ -65,7 +65,7 @@ impl PostgresStore {
             let granted = Lease::granted(
                 Arc::clone(&recovery.id),
                 Arc::clone(&instance),
-                to_u64(int(r, 7)?),
+                to_u64(int(r, 8)?),
                 lease,
             );
             claimed.push((recovery, granted));
@@ -79,7 +79,7 @@ impl PostgresStore {
 macro_rules! claimed_columns {
     () => {
         " RETURNING t.id, t.owner, t.tool, t.tool_version, t.arguments, t.request_meta, \
-         t.answers, t.epoch"
+         t.answers, t.trace_context, t.epoch"
     };
 }
 

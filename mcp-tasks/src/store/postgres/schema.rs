@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -69,8 +69,13 @@ CREATE INDEX tasks_owner_live ON tasks (owner)
     WHERE purge_at_ms IS NULL AND status IN ('working', 'input_required');
 ";
 
+/// Version 3: the W3C trace context of the call that created the task (a JSON object with
+/// `traceparent` and maybe `tracestate`, validated and bounded before it is written; NULL
+/// without one, and for every task created before).
+const SCHEMA_V3: &str = "ALTER TABLE tasks ADD COLUMN trace_context TEXT;";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 2] = [SCHEMA_V1, SCHEMA_V2];
+const MIGRATIONS: [&str; 3] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
 /// transaction. Instances starting together take turns (a transaction-scoped advisory lock

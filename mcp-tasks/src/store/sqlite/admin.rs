@@ -93,10 +93,14 @@ impl AdminStore for SqliteStore {
             let Some(task) = load(conn, &id)? else {
                 return Ok(None);
             };
-            let (tool_version, arguments): (String, String) = conn
-                .prepare_cached("SELECT tool_version, arguments FROM tasks WHERE id = ?1")
+            let (tool_version, arguments, trace): (String, String, Option<String>) = conn
+                .prepare_cached(
+                    "SELECT tool_version, arguments, trace_context FROM tasks WHERE id = ?1",
+                )
                 .and_then(|mut select| {
-                    select.query_row(params![id], |row| Ok((row.get(0)?, row.get(1)?)))
+                    select.query_row(params![id], |row| {
+                        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                    })
                 })
                 .map_err(backend)?;
             let mut steps = Vec::new();
@@ -109,7 +113,15 @@ impl AdminStore for SqliteStore {
             while let Some(row) = rows.next().map_err(backend)? {
                 steps.push(codec::step(&SqliteRow(row), 0)?);
             }
-            sql::detail(task, tool_version, &arguments, steps, None).map(Some)
+            sql::detail(
+                task,
+                tool_version,
+                &arguments,
+                steps,
+                None,
+                trace.as_deref(),
+            )
+            .map(Some)
         })
         .await
     }

@@ -171,8 +171,9 @@ pub(super) fn insert_task(
         "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
                      created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
                      request_meta, input_requests, used_keys, answers, outcome, \
-                     cancel_requested, deadline_ms, purge_at_ms) VALUES (?1, ?2, ?3, ?4, \
-                     ?14, ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', ?12, ?13, NULL, 0, ?11, NULL) \
+                     cancel_requested, deadline_ms, purge_at_ms, trace_context) VALUES (?1, ?2, \
+                     ?3, ?4, ?14, ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', ?12, ?13, NULL, 0, ?11, NULL, \
+                     ?15) \
                      ON CONFLICT (id) DO NOTHING",
         params![
             &*task.id,
@@ -189,6 +190,7 @@ pub(super) fn insert_task(
             row.used_keys,
             row.answers,
             row.status,
+            row.trace_context,
         ],
     )
     .map_err(backend)?;

@@ -6,7 +6,7 @@ use super::{backend, backend_msg};
 use crate::store::{ConfigError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -73,8 +73,18 @@ CREATE TABLE idempotency (
 CREATE INDEX idempotency_task ON idempotency (task_id);
 ";
 
+/// Schema 3 → 4: the W3C trace context of the call that created the task (a JSON object
+/// with `traceparent` and maybe `tracestate`, validated and bounded before it is written;
+/// NULL without one, and for every task created before).
+const MIGRATE_V3_TO_V4: &str = "ALTER TABLE tasks ADD COLUMN trace_context TEXT;";
+
 /// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
-const MIGRATIONS: [&str; 3] = [SCHEMA_V1, MIGRATE_V1_TO_V2, MIGRATE_V2_TO_V3];
+const MIGRATIONS: [&str; 4] = [
+    SCHEMA_V1,
+    MIGRATE_V1_TO_V2,
+    MIGRATE_V2_TO_V3,
+    MIGRATE_V3_TO_V4,
+];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn
