@@ -496,15 +496,16 @@ async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
 }
 
 /// Re-reads every task running here: cancels the ones with a cancel intent (or that
-/// ended), hands the stored answers to the ones waiting for input (a waiter takes an answer
-/// once; the rest are ignored).
+/// ended), hands the stored answers to the ones whose work waits for input (a waiter takes
+/// an answer once; the rest are ignored). Whether the work waits is this instance's
+/// knowledge, not the row's: a stored answer has already moved the row to `working`.
 async fn reread_all(runtime: Arc<Runtime>) {
     for id in runtime.live_ids() {
         match runtime.store.get(&id).await {
             Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
                 runtime.cancel(&id);
             }
-            Ok(Some(snapshot)) if snapshot.status == rmcp::model::TaskStatus::InputRequired => {
+            Ok(Some(_)) if runtime.awaits_input(&id) => {
                 deliver_stored(&runtime, &id).await;
             }
             Ok(_) => {}

@@ -102,6 +102,8 @@ pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `application_name` of the store's connections (when the URL sets none).
 pub const DEFAULT_APPLICATION_NAME: &str = "mcp-tasks";
+/// Default number of wake-ups held for a runtime that has not read them yet.
+pub const DEFAULT_WAKEUP_CAPACITY: usize = 1024;
 
 /// How long the server lets a connection of the store sit idle inside a transaction before
 /// it ends the session (`idle_in_transaction_session_timeout`). The store's transactions
@@ -148,6 +150,7 @@ pub struct PostgresBuilder {
     application_name: Option<String>,
     expired_retention: Duration,
     clock_offset_ms: i64,
+    wakeup_capacity: usize,
 }
 
 /// Where the builder's connection settings come from.
@@ -222,6 +225,15 @@ impl PostgresBuilder {
     /// (default: the memory store's, 5 minutes).
     pub fn with_expired_retention(mut self, retention: Duration) -> Self {
         self.expired_retention = retention;
+        self
+    }
+
+    /// Sets how many wake-ups the store holds for a runtime that has not read them yet
+    /// (default [`DEFAULT_WAKEUP_CAPACITY`]). A runtime that falls further behind misses
+    /// some and re-reads every task it runs instead, so a small buffer costs reads, never a
+    /// lost answer or cancel.
+    pub fn with_wakeup_capacity(mut self, capacity: usize) -> Self {
+        self.wakeup_capacity = capacity.max(1);
         self
     }
 
@@ -397,6 +409,7 @@ impl PostgresStore {
             application_name: None,
             expired_retention: DEFAULT_EXPIRED_RETENTION,
             clock_offset_ms: 0,
+            wakeup_capacity: DEFAULT_WAKEUP_CAPACITY,
         }
     }
 
