@@ -14,8 +14,10 @@
 //!   The re-read that covers lost notifications runs every 2 minutes here, far above every
 //!   bound on a wake-up, so those bounds are met by `LISTEN/NOTIFY` or not at all. After the
 //!   kill every batch ran at most once except at most the one in flight per task; the
-//!   SIGSTOP is sent once each of the stopped instance's tasks stored a step, and every one
-//!   of them is asserted taken over (epoch above 1).
+//!   SIGSTOP is sent once each of the stopped instance's tasks stored a step; the SIGCONT
+//!   once b took every one over (epoch 2, runner b) and still runs it: the resumed instance
+//!   runs the one step it was inside per task (its record refused), starts no other, and
+//!   takes nothing back, every wait on a condition (the rows, c's journal), none a sleep.
 //! - `workers_run_what_a_front_records`: a front that runs nothing and two workers; tasks
 //!   complete, and killing a worker mid-task hands its tasks to the other.
 //!
@@ -625,9 +627,11 @@ async fn three_instances_one_task_space() {
          (renewed, never taken over): {epoch}"
     );
 
-    // 4. SIGSTOP instance c while it runs tasks, until b took them over and finished them;
-    //    SIGCONT: c overwrites nothing.
+    // 4. SIGSTOP instance c while it runs tasks, until b took every one over; SIGCONT
+    //    while b still runs them: c runs the step it was inside to its end, its writes are
+    //    refused, and it starts nothing more.
     let (b, c) = (0usize, 1usize); // indexes into `survivors`
+    const BATCHES: u32 = 12;
     let mut stopped_ids = Vec::new();
     for _ in 0..8 {
         stopped_ids.push(
@@ -635,7 +639,7 @@ async fn three_instances_one_task_space() {
                 .call(
                     c,
                     "import_rows",
-                    json!({ "batches": 6, "batch_ms": 150 }),
+                    json!({ "batches": BATCHES, "batch_ms": 500 }),
                     None,
                 )
                 .await,
@@ -658,38 +662,110 @@ async fn three_instances_one_task_space() {
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
     instances[2].signal("-STOP");
-    let only_b = Clients::new(vec![survivors.urls[b].clone()]);
-    for id in &stopped_ids {
-        let done = only_b
-            .wait(
-                id,
-                Duration::from_millis(LEASE_MS) + Duration::from_secs(15),
-                is_terminal,
+    // Every task taken over by b (epoch 2, runner b), still running there.
+    let client = db.raw().await;
+    let taken_over = || async {
+        client
+            .query(
+                "SELECT id, runner, epoch, status FROM tasks WHERE id = ANY($1)",
+                &[&stopped_ids],
             )
-            .await;
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<_, String>(0),
+                    (
+                        r.get::<_, Option<String>>(1),
+                        r.get::<_, i64>(2),
+                        r.get::<_, String>(3),
+                    ),
+                )
+            })
+            .collect::<HashMap<_, _>>()
+    };
+    let waited = Instant::now();
+    let takeover = loop {
+        let now = taken_over().await;
+        if now
+            .values()
+            .all(|(runner, epoch, _)| runner.as_deref() == Some("b") && *epoch > 1)
+        {
+            break now;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_millis(LEASE_MS) + Duration::from_secs(10),
+            "c's tasks not all taken over by b: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    };
+    for (id, (_, epoch, status)) in &takeover {
+        assert_eq!(epoch, &2, "{id} taken over once");
         assert_eq!(
-            done["status"], "completed",
-            "{id} taken over from the stopped instance"
+            status, "working",
+            "{id} still running on b when c resumes: {takeover:?}"
         );
     }
-    let before = rows(&db, &stopped_ids).await;
-    for (id, row) in &before {
-        let epoch: u64 = row.rsplit('|').next().unwrap().parse().unwrap();
-        assert!(epoch > 1, "{id} was taken over (epoch {epoch}): {row}");
-    }
-    let steps_before = stored_steps(&db).await;
+    let c_journal = instances[2].journal.clone();
+    let c_lines = |journal: &Path| {
+        std::fs::read_to_string(journal)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| stopped_ids.iter().any(|id| line.starts_with(id.as_str())))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let before_cont = c_lines(&c_journal).len();
     instances[2].signal("-CONT");
-    // c wakes up: its timers fire, its renewals and writes are refused.
-    tokio::time::sleep(Duration::from_millis(RENEW_MS * 4 + 600)).await;
-    let after = rows(&db, &stopped_ids).await;
-    assert_eq!(
-        before, after,
-        "a fenced instance changed a task it had lost"
-    );
-    assert_eq!(
-        steps_before,
-        stored_steps(&db).await,
-        "a fenced instance stored steps"
+    // c wakes up inside one step of (nearly) every task: that step's side effect happens
+    // (a step's code is not interrupted), and its record is refused. Waited for, not slept
+    // on: c has resumed once a step of its ended after SIGCONT.
+    let waited = Instant::now();
+    while c_lines(&c_journal).len() == before_cont {
+        assert!(
+            waited.elapsed() < Duration::from_secs(10),
+            "c ran none of its in-flight steps after SIGCONT"
+        );
+        tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
+    }
+    let only_b = Clients::new(vec![survivors.urls[b].clone()]);
+    for id in &stopped_ids {
+        let done = only_b.wait(id, Duration::from_secs(30), is_terminal).await;
+        assert_eq!(done["status"], "completed", "{id} completed on b: {done}");
+        assert_eq!(
+            first_text(&done["result"]),
+            format!("imported {} rows in {BATCHES} batches", 100 * BATCHES)
+        );
+    }
+    let after = taken_over().await;
+    for (id, (runner, epoch, _)) in &after {
+        assert_eq!(
+            (runner.as_deref(), *epoch),
+            (takeover[id].0.as_deref(), takeover[id].1),
+            "{id}: the resumed instance took nothing back"
+        );
+    }
+    // While b ran them to their end, c started no step of them: each of its refused step
+    // records is the one step it was inside at the stop (a task stopped between two steps
+    // has none).
+    let resumed = c_lines(&c_journal).split_off(before_cont);
+    for id in &stopped_ids {
+        let runs = resumed
+            .iter()
+            .filter(|line| line.starts_with(id.as_str()))
+            .count();
+        assert!(
+            runs <= 1,
+            "{id}: after SIGCONT c ran {runs} steps of a task it had lost (at most the one \
+             it was inside may end): {resumed:?}"
+        );
+    }
+    eprintln!(
+        "phase 4: SIGSTOP, takeover by b (epoch 2) of {} tasks, SIGCONT: c's {} \
+         in-flight steps ended, none stored (fenced), and c started no step after",
+        stopped_ids.len(),
+        resumed.len()
     );
     // c still serves, for every task.
     let c_only = Clients::new(vec![survivors.urls[c].clone()]);

@@ -5,16 +5,30 @@
 //! random ones, wrong types), plus bytes that are not JSON, sent over Streamable HTTP on
 //! 127.0.0.1:0 and over stdio framing (`serve_io` on an in-process pipe).
 //!
+//! Mixed into that stream: valid calls (a `scalars` call, a `tasks/get` of a known task)
+//! that must succeed with their answer (liveness: a server that refuses everything fails);
+//! the same valid calls with an `Mcp-Method`, `Mcp-Name` or `MCP-Protocol-Version` header
+//! that contradicts the body (missing, another value, another case, a base64 form of
+//! another value), which must be refused with HTTP 400 and `-32020` (or `-32022` for a
+//! version the server does not speak), while over stdio, which has no headers, they must
+//! succeed; and bad envelopes (`jsonrpc` wrong or missing, an `id` or `method` of the
+//! wrong type, `params` not an object, a batch array), which must be refused, and no `id`
+//! (a notification), which must get no answer.
+//!
 //! Properties, per message:
 //! - the server does not panic (a panic hook counts panics in every thread);
 //! - the answer is one JSON-RPC response: `jsonrpc: "2.0"`, the request's `id`, exactly one
-//!   of `result` / `error`, and an error code from the JSON-RPC and MCP sets;
+//!   of `result` / `error`, and an error code from the JSON-RPC and MCP sets; over HTTP,
+//!   a JSON-RPC body (a plain-text 400 is not an answer);
 //! - a request answered with an error created no task (the store's size) and, unless the
-//!   error came from the tool's own input (`-32021`, `-32603`), ran no tool (a run counter);
+//!   error came from the tool's own input (`-32021`, `-32603`), ran no tool (a run counter),
+//!   counted once the server is quiet (the counts unchanged for [`QUIET`]), so that a late
+//!   run is seen;
 //! - the server still answers afterwards (`tools/list`).
 //!
-//! `cargo test --test fuzz` runs 2,500 cases per transport. `MCP_TASKS_FUZZ_SECS=600` runs
-//! batches until that many seconds have passed and prints the number of cases.
+//! `cargo test --test fuzz` runs 2,500 cases per transport (`MCP_TASKS_FUZZ_CASES` sets
+//! another number). `MCP_TASKS_FUZZ_SECS=600` runs batches until that many seconds have
+//! passed and prints the number of cases.
 
 mod common;
 
@@ -178,6 +192,182 @@ impl Message {
             Self::Bytes(bytes) => bytes.clone(),
         }
     }
+}
+
+/// What a case must get back, beyond the properties every answer has.
+#[derive(Debug, Clone)]
+enum Expect {
+    /// Whatever the server decides.
+    Any,
+    /// A valid call (liveness): a result whose JSON holds this text.
+    Success(String),
+    /// A JSON-RPC error with one of these codes, and no effect; over HTTP, a header that
+    /// contradicts the body gets status 400.
+    Refused(&'static [i64]),
+    /// A notification: no answer (HTTP 202 with an empty body, nothing on stdio).
+    Nothing,
+}
+
+/// One fuzz case: a message, HTTP headers that replace the ones that match its body
+/// (`None`: left out), and what each transport must answer.
+#[derive(Debug, Clone)]
+struct Case {
+    message: Message,
+    headers: Vec<(&'static str, Option<String>)>,
+    http: Expect,
+    stdio: Expect,
+}
+
+impl Case {
+    fn any(message: Message) -> Self {
+        Self {
+            message,
+            headers: Vec::new(),
+            http: Expect::Any,
+            stdio: Expect::Any,
+        }
+    }
+}
+
+/// Codes for a header that contradicts the body (`-32022`: a version the server does not
+/// speak).
+const HEADER_CODES: &[i64] = &[-32020, -32022];
+/// Codes for an envelope that is not a JSON-RPC request.
+const ENVELOPE_CODES: &[i64] = &[-32600, -32700];
+/// Codes for params that are not an object (a `tasks/*` request answers the missing tasks
+/// capability first, `-32021`, by design: the `_meta` that would declare it is in the
+/// params).
+const PARAMS_CODES: &[i64] = &[-32600, -32602, -32021];
+
+/// A valid call and what it answers: `scalars` (inline, its text) or `tasks/get` of a known
+/// task (its id).
+fn valid_call(pools: &Pools) -> BoxedStrategy<(Value, String)> {
+    let scalars = (1_u32..1_000_000, any::<u32>(), "[a-z]{1,8}").prop_map(|(id, count, label)| {
+        (
+            json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "scalars", "arguments": { "count": count, "label": label },
+                "_meta": meta(PLAIN) } }),
+            format!("{count} {label} None None"),
+        )
+    });
+    let get = (
+        1_u32..1_000_000,
+        prop::sample::select(pools.task_ids.clone()),
+    )
+        .prop_map(|(id, task)| {
+            (
+                json!({ "jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {
+                    "taskId": task, "_meta": meta(TASKS) } }),
+                task,
+            )
+        });
+    prop_oneof![3 => scalars, 1 => get].boxed()
+}
+
+/// The base64 form of a header value (`=?base64?..?=`, standard alphabet, padded).
+fn base64(value: &str) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in value.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    format!("=?base64?{out}?=")
+}
+
+/// A valid call with one header that contradicts its body, or (one in eight) the base64
+/// form of the right `Mcp-Name`, which must be accepted.
+fn header_conflict(pools: &Pools) -> BoxedStrategy<Case> {
+    (valid_call(pools), 0_u8..12)
+        .prop_map(|((message, text), which)| {
+            let method = message["method"].as_str().unwrap().to_owned();
+            let name = message["params"]["name"]
+                .as_str()
+                .or(message["params"]["taskId"].as_str())
+                .unwrap()
+                .to_owned();
+            let other_method = if method == "tools/call" {
+                "tasks/get"
+            } else {
+                "tasks/cancel"
+            };
+            let header: (&'static str, Option<String>) = match which {
+                0 => ("mcp-method", Some(other_method.to_owned())),
+                1 => ("mcp-method", Some(method.to_uppercase())),
+                2 => ("mcp-method", None),
+                3 => ("mcp-name", Some(format!("{name}x"))),
+                4 => ("mcp-name", Some(base64(&format!("{name}x")))),
+                5 => ("mcp-name", None),
+                6 => ("mcp-name", Some(name.to_uppercase())),
+                7 => ("mcp-protocol-version", Some("2025-11-25".to_owned())),
+                8 => ("mcp-protocol-version", Some("1999-01-01".to_owned())),
+                9 => ("mcp-method", Some("tools/list".to_owned())),
+                _ => ("mcp-name", Some(base64(&name))),
+            };
+            let http = if which >= 10 {
+                Expect::Success(text.clone())
+            } else {
+                Expect::Refused(HEADER_CODES)
+            };
+            Case {
+                message: Message::Json(message),
+                headers: vec![header],
+                http,
+                stdio: Expect::Success(text),
+            }
+        })
+        .boxed()
+}
+
+/// A valid call whose envelope is broken in one way.
+fn bad_envelope(pools: &Pools) -> BoxedStrategy<Case> {
+    (valid_call(pools), 0_u8..13)
+        .prop_map(|((mut message, _), which)| {
+            let mut expect = Expect::Refused(ENVELOPE_CODES);
+            let object = message.as_object_mut().unwrap();
+            match which {
+                0 => drop(object.insert("jsonrpc".into(), json!("1.0"))),
+                1 => drop(object.remove("jsonrpc")),
+                2 => drop(object.insert("jsonrpc".into(), json!(2))),
+                3 => drop(object.insert("method".into(), json!(42))),
+                4 => drop(object.insert("method".into(), Value::Null)),
+                5 => drop(object.remove("method")),
+                6 => drop(object.insert("id".into(), json!({ "n": 1 }))),
+                7 => drop(object.insert("id".into(), json!([1]))),
+                8 => drop(object.insert("id".into(), json!(true))),
+                9 => {
+                    object.insert("params".into(), json!(["scalars", {}]));
+                    expect = Expect::Refused(PARAMS_CODES);
+                }
+                10 => {
+                    object.insert("params".into(), json!("scalars"));
+                    expect = Expect::Refused(PARAMS_CODES);
+                }
+                11 => {
+                    object.remove("id");
+                    expect = Expect::Nothing;
+                }
+                _ => message = json!([message]),
+            }
+            Case {
+                message: Message::Json(message),
+                headers: Vec::new(),
+                http: expect.clone(),
+                stdio: expect,
+            }
+        })
+        .boxed()
 }
 
 fn any_json() -> impl Strategy<Value = Value> {
@@ -453,7 +643,7 @@ fn task_params(pools: &Pools, update: bool) -> BoxedStrategy<Value> {
         .boxed()
 }
 
-fn messages(pools: &Pools) -> BoxedStrategy<Message> {
+fn fuzz_cases(pools: &Pools) -> BoxedStrategy<Case> {
     let id = prop_oneof![
         5 => (1_u32..1_000_000).prop_map(Value::from),
         1 => "[a-z0-9-]{1,10}".prop_map(Value::from),
@@ -469,7 +659,7 @@ fn messages(pools: &Pools) -> BoxedStrategy<Message> {
         )
             .prop_map(|(m, p)| (m.to_owned(), p)),
     ];
-    prop_oneof![
+    let fuzzed = prop_oneof![
         12 => (id, method_params).prop_map(|(id, (method, params))| {
             let mut message = json!({ "jsonrpc": "2.0", "id": id, "method": method });
             if let Some(params) = params {
@@ -483,6 +673,18 @@ fn messages(pools: &Pools) -> BoxedStrategy<Message> {
         1 => any_json()
             .prop_filter("not an object", |v| !v.is_object())
             .prop_map(Message::Json),
+    ];
+    let valid = valid_call(pools).prop_map(|(message, text)| Case {
+        message: Message::Json(message),
+        headers: Vec::new(),
+        http: Expect::Success(text.clone()),
+        stdio: Expect::Success(text),
+    });
+    prop_oneof![
+        14 => fuzzed.prop_map(Case::any),
+        3 => valid,
+        2 => header_conflict(pools),
+        2 => bad_envelope(pools),
     ]
     .boxed()
 }
@@ -560,6 +762,63 @@ fn check_effects(
     Ok(())
 }
 
+/// One answer, with its HTTP status (`None` on stdio).
+struct Answer {
+    value: Value,
+    status: Option<u16>,
+}
+
+/// Checks an answer against what its case expects; `Err` names the broken property.
+fn check_expect(expect: &Expect, answer: Option<&Answer>, code: Option<i64>) -> Result<(), String> {
+    let shown = || answer.map_or_else(|| "no answer".to_owned(), |a| a.value.to_string());
+    match expect {
+        Expect::Any if answer.is_none() => Err("no answer to a request".to_owned()),
+        Expect::Any => Ok(()),
+        Expect::Success(text) => match answer {
+            Some(a) if code.is_none() && a.value["result"].to_string().contains(text.as_str()) => {
+                Ok(())
+            }
+            _ => Err(format!(
+                "a valid call failed (expected {text:?}): {}",
+                shown()
+            )),
+        },
+        Expect::Refused(codes) => match (answer, code) {
+            (Some(a), Some(code))
+                if codes.contains(&code)
+                    && (*codes != HEADER_CODES || a.status.is_none_or(|s| s == 400)) =>
+            {
+                Ok(())
+            }
+            _ => Err(format!("not refused with one of {codes:?}: {}", shown())),
+        },
+        Expect::Nothing if answer.is_none() => Ok(()),
+        Expect::Nothing => Err(format!("a notification was answered: {}", shown())),
+    }
+}
+
+/// How long the counts must stay unchanged before the server is taken as quiet.
+const QUIET: Duration = Duration::from_millis(20);
+
+/// The counts once they stayed unchanged for [`QUIET`] (at most 2 s): a run started late
+/// (a task spawned after the answer) is counted.
+async fn quiet_counts(fixture: &Fixture) -> (usize, usize) {
+    let step = Duration::from_millis(5);
+    let mut last = fixture.counts();
+    let mut still = Duration::ZERO;
+    let started = Instant::now();
+    while still < QUIET && started.elapsed() < Duration::from_secs(2) {
+        tokio::time::sleep(step).await;
+        let now = fixture.counts();
+        if now == last {
+            still += step;
+        } else {
+            (last, still) = (now, Duration::ZERO);
+        }
+    }
+    last
+}
+
 /// A transport to fuzz.
 enum Peer {
     Http(Http),
@@ -581,20 +840,17 @@ impl Peer {
         }
     }
 
-    /// Sends one message; returns its answer, or `Err` when there is none or it is not one
-    /// JSON-RPC message.
-    async fn send(&mut self, message: &Message) -> Result<Value, String> {
+    /// Sends one case; returns its answer (`None`: none, for a notification), or `Err` when
+    /// there is none where one is due or it is not one JSON-RPC message.
+    async fn send(&mut self, case: &Case) -> Result<Option<Answer>, String> {
+        let message = &case.message;
         match self {
             Self::Http(http) => {
-                let mut request = http
-                    .client
-                    .post(&http.url)
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
-                    .header("mcp-protocol-version", V2026);
+                let mut headers: Vec<(&str, String)> =
+                    vec![("mcp-protocol-version", V2026.to_owned())];
                 if let Message::Json(value) = message {
                     if let Some(method) = value["method"].as_str() {
-                        request = request.header("mcp-method", method);
+                        headers.push(("mcp-method", method.to_owned()));
                     }
                     let name = value["params"]["name"]
                         .as_str()
@@ -602,8 +858,22 @@ impl Peer {
                     if let Some(name) =
                         name.filter(|n| n.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
                     {
-                        request = request.header("mcp-name", name);
+                        headers.push(("mcp-name", name.to_owned()));
                     }
+                }
+                for (name, value) in &case.headers {
+                    headers.retain(|(header, _)| header != name);
+                    if let Some(value) = value {
+                        headers.push((name, value.clone()));
+                    }
+                }
+                let mut request = http
+                    .client
+                    .post(&http.url)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream");
+                for (name, value) in headers {
+                    request = request.header(name, value);
                 }
                 let response = tokio::time::timeout(
                     Duration::from_secs(10),
@@ -617,13 +887,11 @@ impl Peer {
                     .text()
                     .await
                     .map_err(|e| format!("HTTP body: {e}"))?;
+                if text.trim().is_empty() && status == 202 {
+                    return Ok(None);
+                }
                 let answer = parse_body(&text);
                 if answer.is_null() {
-                    // rmcp's own HTTP-level rejections (a legacy request without a session,
-                    // a header that contradicts the body) are plain text.
-                    if status == 400 && !text.is_empty() {
-                        return Ok(Value::Null);
-                    }
                     return Err(format!("HTTP {status} without a JSON-RPC body: {text:?}"));
                 }
                 let code = answer["error"]["code"].as_i64();
@@ -635,7 +903,10 @@ impl Peer {
                 if !expected_status.contains(&status) {
                     return Err(format!("HTTP {status} for {answer}"));
                 }
-                Ok(answer)
+                Ok(Some(Answer {
+                    value: answer,
+                    status: Some(status),
+                }))
             }
             Self::Stdio { write, read } => {
                 let mut line = message.bytes();
@@ -648,6 +919,11 @@ impl Peer {
                     .flush()
                     .await
                     .map_err(|e| format!("stdio flush: {e}"))?;
+                // A notification gets no answer; one sent anyway is read by `alive` in the
+                // place of its ping's, and fails it.
+                if matches!(case.stdio, Expect::Nothing) {
+                    return Ok(None);
+                }
                 loop {
                     let line = tokio::time::timeout(Duration::from_secs(10), read.next_line())
                         .await
@@ -657,11 +933,23 @@ impl Peer {
                     let value: Value = serde_json::from_str(&line)
                         .map_err(|e| format!("not one JSON line ({e}): {line}"))?;
                     if value.get("result").is_some() || value.get("error").is_some() {
-                        return Ok(value);
+                        return Ok(Some(Answer {
+                            value,
+                            status: None,
+                        }));
                     }
                 }
             }
         }
+    }
+
+    /// Sends a message that must be answered; returns the answer.
+    async fn request(&mut self, message: Message) -> Value {
+        self.send(&Case::any(message))
+            .await
+            .unwrap()
+            .expect("an answer")
+            .value
     }
 
     /// The server still answers.
@@ -670,7 +958,11 @@ impl Peer {
             json!({ "jsonrpc": "2.0", "id": 999_999_999_u64, "method": "tools/list",
             "params": { "_meta": meta(PLAIN) } }),
         );
-        let answer = self.send(&ping).await?;
+        let answer = self
+            .send(&Case::any(ping))
+            .await?
+            .map(|answer| answer.value)
+            .unwrap_or_default();
         if answer["result"]["tools"]
             .as_array()
             .is_none_or(Vec::is_empty)
@@ -685,9 +977,8 @@ impl Peer {
 /// and a finished `search` task.
 async fn seed(peer: &mut Peer) -> Pools {
     let tools = peer
-        .send(&Message::Json(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "_meta": meta(PLAIN) } })))
-        .await
-        .unwrap();
+        .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "_meta": meta(PLAIN) } })))
+        .await;
     let tools: Vec<(String, Value)> = tools["result"]["tools"]
         .as_array()
         .unwrap()
@@ -703,10 +994,9 @@ async fn seed(peer: &mut Peer) -> Pools {
     let mut input_keys = Vec::new();
     for i in 0..3 {
         let first = peer
-            .send(&Message::Json(json!({ "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+            .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
                 "params": { "name": "confirm", "arguments": { "name": format!("f{i}") }, "_meta": meta(TASKS) } })))
-            .await
-            .unwrap();
+        .await;
         let key = first["result"]["inputRequests"]
             .as_object()
             .unwrap()
@@ -716,33 +1006,30 @@ async fn seed(peer: &mut Peer) -> Pools {
             .clone();
         input_keys.push(key.clone());
         let created = peer
-            .send(&Message::Json(
+            .request(Message::Json(
                 json!({ "jsonrpc": "2.0", "id": 20 + i, "method": "tools/call",
                 "params": { "name": "confirm", "arguments": { "name": format!("f{i}") },
                     "inputResponses": { key: { "action": "accept", "content": { "ok": true } } },
                     "requestState": first["result"]["requestState"],
                     "_meta": meta(TASKS) } }),
             ))
-            .await
-            .unwrap();
+            .await;
         task_ids.push(created["result"]["taskId"].as_str().unwrap().to_owned());
     }
     let search = peer
-        .send(&Message::Json(json!({ "jsonrpc": "2.0", "id": 30, "method": "tools/call",
+        .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 30, "method": "tools/call",
             "params": { "name": "search", "arguments": { "query": "q", "filters": [] }, "_meta": meta(TASKS) } })))
-        .await
-        .unwrap();
+        .await;
     if let Some(id) = search["result"]["taskId"].as_str() {
         task_ids.push(id.to_owned());
     }
     for id in task_ids.clone() {
         let task = peer
-            .send(&Message::Json(
+            .request(Message::Json(
                 json!({ "jsonrpc": "2.0", "id": 40, "method": "tasks/get",
                 "params": { "taskId": id, "_meta": meta(TASKS) } }),
             ))
-            .await
-            .unwrap();
+            .await;
         if let Some(requests) = task["result"]["inputRequests"].as_object() {
             input_keys.extend(requests.keys().cloned());
         }
@@ -772,7 +1059,7 @@ fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
     let pools = runtime.block_on(seed(&mut peer));
     let peer = RefCell::new(peer);
     let outcomes = RefCell::new(std::collections::BTreeMap::<String, u64>::new());
-    let strategy = messages(&pools);
+    let strategy = fuzz_cases(&pools);
     let panics_before = PANICS.load(Ordering::SeqCst);
     let deadline = seconds.map(|s| Instant::now() + Duration::from_secs(s));
     let mut total = 0_u64;
@@ -783,29 +1070,36 @@ fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
             max_shrink_iters: 200,
             ..Config::default()
         });
-        let result = runner.run(&strategy, |message| {
+        let result = runner.run(&strategy, |case| {
             let mut peer = peer.borrow_mut();
             let outcome: Result<(), String> = runtime.block_on(async {
                 let before = fixture.counts();
-                let answer = peer.send(&message).await?;
-                let code = if answer.is_null() {
-                    Some(-32600)
+                let answer = peer.send(&case).await?;
+                let expect = if transport == "http" {
+                    &case.http
                 } else {
-                    check_answer(&message, &answer)?
+                    &case.stdio
                 };
-                let outcome = match code {
-                    None => format!(
+                let code = match &answer {
+                    Some(answer) => check_answer(&case.message, &answer.value)?,
+                    None => None,
+                };
+                check_expect(expect, answer.as_ref(), code)?;
+                let outcome = match (&answer, code) {
+                    (None, _) => "no answer (notification)".to_owned(),
+                    (Some(answer), None) => format!(
                         "result {}",
-                        answer["result"]["resultType"].as_str().unwrap_or("-")
+                        answer.value["result"]["resultType"].as_str().unwrap_or("-")
                     ),
-                    Some(code) if answer.is_null() => format!("HTTP 400 plain text ({code})"),
-                    Some(code) => format!("error {code}"),
+                    (Some(_), Some(code)) => format!("error {code}"),
                 };
                 *outcomes.borrow_mut().entry(outcome).or_default() += 1;
-                // A task's own work may still be starting: let it settle before counting.
-                tokio::task::yield_now().await;
-                let after = fixture.counts();
-                check_effects(code, before, after)?;
+                // A refused request's effects are counted once the server is quiet.
+                let refused = code.or(answer.is_none().then_some(-32600));
+                if refused.is_some() {
+                    let after = quiet_counts(&fixture).await;
+                    check_effects(refused, before, after)?;
+                }
                 peer.alive().await?;
                 if PANICS.load(Ordering::SeqCst) != panics_before {
                     return Err("the server panicked".to_owned());
@@ -827,6 +1121,14 @@ fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
     total
 }
 
+/// Cases per batch: `MCP_TASKS_FUZZ_CASES`, default 2,500.
+fn case_count() -> u32 {
+    std::env::var("MCP_TASKS_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2500)
+}
+
 fn long_mode() -> Option<u64> {
     std::env::var("MCP_TASKS_FUZZ_SECS")
         .ok()
@@ -836,7 +1138,7 @@ fn long_mode() -> Option<u64> {
 #[test]
 fn fuzz_http() {
     let started = Instant::now();
-    let cases = fuzz("http", 2500, long_mode());
+    let cases = fuzz("http", case_count(), long_mode());
     eprintln!(
         "fuzz http: {cases} cases, no failure, in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -846,7 +1148,7 @@ fn fuzz_http() {
 #[test]
 fn fuzz_stdio() {
     let started = Instant::now();
-    let cases = fuzz("stdio", 2500, long_mode());
+    let cases = fuzz("stdio", case_count(), long_mode());
     eprintln!(
         "fuzz stdio: {cases} cases, no failure, in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -881,4 +1183,45 @@ fn the_properties_catch_what_they_claim() {
     assert!(check_effects(Some(-32602), (1, 1), (2, 1)).is_err());
     assert!(check_effects(Some(-32602), (1, 1), (1, 2)).is_err());
     assert!(check_effects(None, (1, 1), (2, 2)).is_ok());
+    let ok = |value: Value, status| Answer {
+        value,
+        status: Some(status),
+    };
+    let result = ok(
+        json!({ "jsonrpc": "2.0", "id": 5, "result": { "t": "7 a" } }),
+        200,
+    );
+    let refused = ok(
+        json!({ "jsonrpc": "2.0", "id": 5, "error": { "code": -32020, "message": "x" } }),
+        400,
+    );
+    let success = Expect::Success("7 a".into());
+    assert!(check_expect(&success, Some(&result), None).is_ok());
+    assert!(check_expect(&success, Some(&refused), Some(-32020)).is_err());
+    assert!(check_expect(&Expect::Success("8 b".into()), Some(&result), None).is_err());
+    assert!(check_expect(&success, None, None).is_err());
+    assert!(check_expect(&Expect::Refused(HEADER_CODES), Some(&refused), Some(-32020)).is_ok());
+    assert!(check_expect(&Expect::Refused(HEADER_CODES), Some(&result), None).is_err());
+    let refused_200 = ok(refused.value.clone(), 200);
+    assert!(
+        check_expect(
+            &Expect::Refused(HEADER_CODES),
+            Some(&refused_200),
+            Some(-32020)
+        )
+        .is_err()
+    );
+    assert!(
+        check_expect(
+            &Expect::Refused(ENVELOPE_CODES),
+            Some(&refused),
+            Some(-32020)
+        )
+        .is_err()
+    );
+    assert!(check_expect(&Expect::Nothing, None, None).is_ok());
+    assert!(check_expect(&Expect::Nothing, Some(&result), None).is_err());
+    assert!(check_expect(&Expect::Any, None, None).is_err());
+    assert_eq!(base64("scalars"), "=?base64?c2NhbGFycw==?=");
+    assert_eq!(base64("ab"), "=?base64?YWI=?=");
 }

@@ -3,6 +3,11 @@
 //! A [`Clock`] reads the system time once, when it is made, and from then on advances with
 //! tokio's monotonic clock. Timestamps on the wire are wall-clock (`createdAt`), yet a test
 //! on paused tokio time (`tokio::time::pause` + `advance`) moves every deadline with it.
+//!
+//! A clock can be read with an offset ([`Clock::with_offset_ms`]): the Postgres store
+//! measures its instance's clock against the database server's when it connects and reads
+//! its clock corrected by the difference, so that every instance of a cluster computes TTL
+//! deadlines, expiry and `createdAt` on one clock, the database's.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -13,6 +18,8 @@ use tokio::time::Instant;
 pub struct Clock {
     anchor_ms: u64,
     anchor: Instant,
+    /// Added to every reading, in milliseconds (negative: earlier).
+    offset_ms: i64,
 }
 
 impl Clock {
@@ -25,6 +32,17 @@ impl Clock {
         Self {
             anchor_ms,
             anchor: Instant::now(),
+            offset_ms: 0,
+        }
+    }
+
+    /// This clock read `offset_ms` milliseconds later (earlier when negative), on top of the
+    /// offset it had.
+    #[must_use]
+    pub fn with_offset_ms(self, offset_ms: i64) -> Self {
+        Self {
+            offset_ms: self.offset_ms.saturating_add(offset_ms),
+            ..self
         }
     }
 
@@ -32,8 +50,10 @@ impl Clock {
     #[must_use]
     pub fn now_ms(&self) -> u64 {
         let elapsed = Instant::now().saturating_duration_since(self.anchor);
-        self.anchor_ms
-            .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        let local = self
+            .anchor_ms
+            .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+        local.saturating_add_signed(self.offset_ms)
     }
 }
 
@@ -116,5 +136,15 @@ mod tests {
         let before = clock.now_ms();
         tokio::time::advance(Duration::from_secs(90)).await;
         assert_eq!(clock.now_ms() - before, 90_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_offset_moves_every_reading() {
+        let clock = Clock::new();
+        let ahead = clock.with_offset_ms(5_000);
+        let behind = ahead.with_offset_ms(-8_000);
+        assert_eq!(ahead.now_ms() - clock.now_ms(), 5_000);
+        assert_eq!(clock.now_ms() - behind.now_ms(), 3_000);
+        assert_eq!(Clock::new().with_offset_ms(i64::MIN).now_ms(), 0);
     }
 }

@@ -423,13 +423,25 @@ async fn wakeup_loop(
     let mut ticks = tokio::time::interval(reread);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
+    // One re-read at a time: asked for while one runs (a storm of lags), one more follows,
+    // instead of a pile of re-reads queueing for the pool ahead of the answers they bring.
+    let reread_now = Arc::new(Notify::new());
+    helper(&runtime, {
+        let reread_now = Arc::clone(&reread_now);
+        |runtime| async move {
+            loop {
+                reread_now.notified().await;
+                reread_all(Arc::clone(&runtime)).await;
+            }
+        }
+    });
     loop {
         let received = tokio::select! {
             biased;
             () = stop.cancelled() => return,
             received = wakeups.recv() => received,
             _ = ticks.tick() => {
-                helper(&runtime, reread_all);
+                reread_now.notify_one();
                 continue;
             }
         };
@@ -450,7 +462,7 @@ async fn wakeup_loop(
                     tracing::info!(
                         "wake-ups may have been missed; re-reading every task running here"
                     );
-                    helper(&runtime, reread_all);
+                    reread_now.notify_one();
                     claim_now.notify_one();
                 }
             },
@@ -459,7 +471,7 @@ async fn wakeup_loop(
                     missed,
                     "wake-ups missed; re-reading every task running here"
                 );
-                helper(&runtime, reread_all);
+                reread_now.notify_one();
                 claim_now.notify_one();
             }
             Err(RecvError::Closed) => return,
@@ -496,15 +508,16 @@ async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
 }
 
 /// Re-reads every task running here: cancels the ones with a cancel intent (or that
-/// ended), hands the stored answers to the ones waiting for input (a waiter takes an answer
-/// once; the rest are ignored).
+/// ended), hands the stored answers to the ones whose work waits for input (a waiter takes
+/// an answer once; the rest are ignored). Whether the work waits is this instance's
+/// knowledge, not the row's: a stored answer has already moved the row to `working`.
 async fn reread_all(runtime: Arc<Runtime>) {
     for id in runtime.live_ids() {
         match runtime.store.get(&id).await {
             Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
                 runtime.cancel(&id);
             }
-            Ok(Some(snapshot)) if snapshot.status == rmcp::model::TaskStatus::InputRequired => {
+            Ok(Some(_)) if runtime.awaits_input(&id) => {
                 deliver_stored(&runtime, &id).await;
             }
             Ok(_) => {}

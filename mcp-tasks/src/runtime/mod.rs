@@ -403,6 +403,17 @@ impl Runtime {
         }
     }
 
+    /// Whether the work of task `id` here waits for an answer.
+    pub(crate) fn awaits_input(&self, id: &str) -> bool {
+        self.get_live(id).is_some_and(|live| {
+            !live
+                .waiters
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_empty()
+        })
+    }
+
     /// Hands answers the store accepted to the work waiting for them.
     pub(crate) fn deliver(&self, id: &str, accepted: InputResponses) {
         let Some(live) = self.get_live(id) else {

@@ -233,7 +233,7 @@ impl ClusterStore for PostgresStore {
     fn wakeups(&self) -> broadcast::Receiver<Wakeup> {
         self.wakeups
             .get_or_init(|| {
-                let (sender, _) = broadcast::channel(1024);
+                let (sender, _) = broadcast::channel(self.settings.wakeup_capacity);
                 let listener = listener::Listener {
                     config: self.config.clone(),
                     channel: Arc::clone(&self.channel),

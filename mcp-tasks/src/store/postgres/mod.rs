@@ -26,9 +26,14 @@
 //!   retried create atomic: of concurrent creates with one key, one inserts, every other
 //!   answers [`Created::Existing`](super::Created::Existing) with that task (within its
 //!   TTL; past it the key is released and a new task is created).
-//! - **Leases on the database clock.** Lease deadlines are the server's `clock_timestamp()`
-//!   plus the lease length, so instances with skewed clocks agree on when a lease lapsed.
-//!   Task timestamps and TTL deadlines use the instance's clock, like the other stores.
+//! - **One clock, the database's.** Lease deadlines are the server's `clock_timestamp()`
+//!   plus the lease length, and so are the claims' lapse checks. Everything else that
+//!   reads a clock (`createdAt` and `lastUpdatedAt`, TTL deadlines, expiry, the claims'
+//!   TTL filter) reads the instance's clock corrected by its offset from the server's,
+//!   measured when the store connects: instances whose clocks disagree
+//!   still agree on when a task expires. The correction is off by at most half the round
+//!   trip of that measurement, plus what the instance's monotonic clock drifts from the
+//!   server's clock afterwards.
 //! - **Claims skip locked rows.** [`claim_lapsed`](super::ClusterStore::claim_lapsed),
 //!   [`claim_queued`](super::ClusterStore::claim_queued) and
 //!   [`expire_due`](super::TaskStore::expire_due) select their rows
@@ -76,6 +81,7 @@ use crate::clock::{Clock, millis};
 
 mod admin;
 mod batch;
+mod clock;
 mod cluster;
 mod listener;
 mod pool;
@@ -96,6 +102,8 @@ pub const DEFAULT_SCHEMA: &str = "mcp_tasks";
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default `application_name` of the store's connections (when the URL sets none).
 pub const DEFAULT_APPLICATION_NAME: &str = "mcp-tasks";
+/// Default number of wake-ups held for a runtime that has not read them yet.
+pub const DEFAULT_WAKEUP_CAPACITY: usize = 1024;
 
 /// How long the server lets a connection of the store sit idle inside a transaction before
 /// it ends the session (`idle_in_transaction_session_timeout`). The store's transactions
@@ -141,6 +149,8 @@ pub struct PostgresBuilder {
     connect_timeout: Duration,
     application_name: Option<String>,
     expired_retention: Duration,
+    clock_offset_ms: i64,
+    wakeup_capacity: usize,
 }
 
 /// Where the builder's connection settings come from.
@@ -218,6 +228,24 @@ impl PostgresBuilder {
         self
     }
 
+    /// Sets how many wake-ups the store holds for a runtime that has not read them yet
+    /// (default [`DEFAULT_WAKEUP_CAPACITY`]). A runtime that falls further behind misses
+    /// some and re-reads every task it runs instead, so a small buffer costs reads, never a
+    /// lost answer or cancel.
+    pub fn with_wakeup_capacity(mut self, capacity: usize) -> Self {
+        self.wakeup_capacity = capacity.max(1);
+        self
+    }
+
+    /// Reads this instance's clock `offset_ms` milliseconds off (ahead when positive), as a
+    /// host whose clock is wrong would (default 0). The store measures the instance's clock
+    /// against the database server's when it connects and corrects it, so this changes
+    /// nothing a client sees: it is there for tests of clock skew.
+    pub fn with_local_clock_offset_ms(mut self, offset_ms: i64) -> Self {
+        self.clock_offset_ms = offset_ms;
+        self
+    }
+
     /// Connects, creates or migrates the schema, and starts the create writers.
     ///
     /// # Errors
@@ -284,6 +312,8 @@ impl PostgresBuilder {
         );
         let first = pool::get_or(&pool, &context).await?;
         schema::migrate(&first, &self.schema).await?;
+        let local = Clock::new().with_offset_ms(self.clock_offset_ms);
+        let clock = clock::measure(&first, local).await?;
         drop(first);
         let runtime = tokio::runtime::Handle::current();
         let channel: Arc<str> = Arc::from(format!("mcp_tasks.{}", self.schema));
@@ -296,7 +326,7 @@ impl PostgresBuilder {
             creates,
             reads,
             finishes,
-            clock: Clock::new(),
+            clock,
             channel,
             wakeups: OnceLock::new(),
             runtime,
@@ -378,6 +408,8 @@ impl PostgresStore {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             application_name: None,
             expired_retention: DEFAULT_EXPIRED_RETENTION,
+            clock_offset_ms: 0,
+            wakeup_capacity: DEFAULT_WAKEUP_CAPACITY,
         }
     }
 
