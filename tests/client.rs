@@ -658,6 +658,35 @@ async fn poll_interval_is_followed_and_clamped_r18() {
     );
 }
 
+/// `updates()` where the server does not push (the scripted server does not serve
+/// `subscriptions/listen`): it falls back to polling at the pace `wait` keeps, and yields
+/// the snapshots up to the terminal one.
+#[tokio::test(start_paused = true)]
+async fn updates_poll_where_the_server_does_not_push() {
+    let script = Scripted::default();
+    let client = scripted(script.clone(), TaskClient::builder()).await;
+    let mut handle = client.call("paced", ()).await.unwrap().into_task().unwrap();
+    let created = tokio::time::Instant::now();
+    let statuses: Vec<TaskStatus> = handle
+        .updates()
+        .map(|snapshot| snapshot.expect("a snapshot").status())
+        .collect()
+        .await;
+    assert_eq!(statuses.first(), Some(&TaskStatus::Working), "{statuses:?}");
+    assert_eq!(
+        statuses.last(),
+        Some(&TaskStatus::Completed),
+        "{statuses:?}"
+    );
+    let gets = script.0.lock().unwrap().gets.clone();
+    assert_eq!(gets.len(), 3, "polled to the end");
+    assert_eq!(
+        gets[0] - created,
+        Duration::from_millis(1000),
+        "the first poll after one interval"
+    );
+}
+
 /// R30, R32: all answers of one snapshot go in one tasks/update; keys the server keeps
 /// showing after the update are not answered again; a failed update leaves the keys
 /// unanswered, so the next wait answers them again.

@@ -41,10 +41,40 @@ impl TaskTool for Explode {
     }
 }
 
-/// The example server (plus `explode`) on a free port; returns its URL.
+/// Paced by [`PACED`]: after one permit sets its status message to "half way", after one
+/// more ends with "paced done". Its poll interval is 10 s: a client that polls sees each
+/// change up to 10 s late.
+struct Paced;
+
+static PACED: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
+
+impl TaskTool for Paced {
+    fn definition(&self) -> ToolDefinition {
+        let schema = match json!({ "type": "object" }) {
+            Value::Object(map) => map,
+            _ => JsonObject::new(),
+        };
+        ToolDefinition::new("paced", schema)
+            .with_mode(Mode::Required)
+            .with_poll_interval(Duration::from_secs(10))
+    }
+    fn call(&self, ctx: TaskContext, _args: JsonObject) -> Result<ToolFuture, ArgumentError> {
+        Ok(Box::pin(async move {
+            PACED.acquire().await.expect("open").forget();
+            ctx.status("half way").await;
+            PACED.acquire().await.expect("open").forget();
+            Ok(rmcp::model::CallToolResult::success(vec![
+                rmcp::model::ContentBlock::text("paced done"),
+            ]))
+        }))
+    }
+}
+
+/// The example server (plus `explode` and `paced`) on a free port; returns its URL.
 async fn start(step: Duration) -> String {
     let toolkit = example::toolkit(step)
         .with_tool(Explode)
+        .and_then(|toolkit| toolkit.with_tool(Paced))
         .expect("valid tools");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -285,6 +315,49 @@ async fn ctrl_c_sends_tasks_cancel_and_exits_3() {
     assert_eq!(get.code, 0, "{}", get.stderr);
     let snapshot: Value = serde_json::from_str(&get.stdout).expect("get prints JSON");
     assert_eq!(snapshot["status"], "cancelled");
+}
+
+/// The server pushes task status: each change is printed as it happens, not at the next
+/// poll 10 s later.
+#[tokio::test]
+async fn pushed_updates_are_shown_as_they_happen() {
+    let url = start(Duration::from_millis(300)).await;
+    let args = ["call", url.as_str(), "paced"];
+    let (child, mut seen, mut lines) = start_until(&args, |l| l.starts_with("task ")).await;
+    // Time for the listen to be open; then the change.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let changed = std::time::Instant::now();
+    PACED.add_permits(1);
+    let shown = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let done = line == "[working] half way";
+            seen.push(line);
+            if done {
+                return changed.elapsed();
+            }
+        }
+        panic!("stderr ended: {seen:#?}");
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!("the change shown within 5 s (the poll interval is 10 s): {seen:#?}")
+    });
+    assert!(shown < Duration::from_secs(2), "shown after {shown:?}");
+    let ended = std::time::Instant::now();
+    PACED.add_permits(1);
+    let mut child = child;
+    let mut output = String::new();
+    tokio::io::AsyncReadExt::read_to_string(child.stdout.as_mut().unwrap(), &mut output)
+        .await
+        .unwrap();
+    assert_eq!(finish(child, lines, &mut seen).await, 0, "{seen:#?}");
+    assert_eq!(output, "paced done\n");
+    assert!(
+        ended.elapsed() < Duration::from_secs(5),
+        "the end shown at once, not at the next poll: {:?}",
+        ended.elapsed()
+    );
+    assert!(seen.iter().any(|l| l == "[completed]"), "{seen:#?}");
 }
 
 #[tokio::test]

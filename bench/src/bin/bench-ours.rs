@@ -1,7 +1,10 @@
 //! mcp-tasks serving `noop_task(sleep_ms)`, written with `#[task_tool]` and `toolkit!`, on
 //! `mcp_tasks::serve_http` (which sets `TCP_NODELAY`).
 //!
-//! `bench-ours --port 8101 [--store memory|sqlite|postgres]`
+//! `bench-ours --port 8101 [--store memory|sqlite|postgres] [--owner-per-token 1]`
+//!
+//! - `--owner-per-token`: every bearer token is accepted and names its own owner (the push
+//!   benchmark spreads its listen streams over owners: one owner may hold 64 open).
 //!
 //! - `sqlite`: a fresh file in the temp folder.
 //! - `postgres` (`--pg-pool N`: the pool size, default the store's): one instance of a cluster (leases, renewals, claims: what
@@ -12,7 +15,10 @@
 
 use std::time::Duration;
 
-use mcp_tasks::{ClusterConfig, Engine, PostgresStore, TaskServer, task_tool, toolkit};
+use mcp_tasks::{
+    ClusterConfig, Engine, HttpOptions, Owner, PostgresStore, TaskContext, TaskServer, task_tool,
+    toolkit,
+};
 use mcp_tasks_bench::{Args, listen};
 use rmcp::model::{CallToolResult, ContentBlock};
 
@@ -25,12 +31,34 @@ async fn noop_task(#[arg(default)] sleep_ms: u64) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text("done")])
 }
 
+/// Sleeps `offset_ms`, then `ticks` times: sleeps `every_ms` and sets its status message to
+/// the wall clock in nanoseconds since the Unix epoch, taken just before the change (the
+/// push benchmark's latency is the time from that to the notification at the client).
+#[task_tool(ttl = "1h", poll_interval = "1s")]
+async fn ticker_task(
+    ctx: TaskContext,
+    offset_ms: u64,
+    ticks: u32,
+    every_ms: u64,
+) -> CallToolResult {
+    tokio::time::sleep(Duration::from_millis(offset_ms)).await;
+    for _ in 0..ticks {
+        tokio::time::sleep(Duration::from_millis(every_ms)).await;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        ctx.status(now.as_nanos().to_string()).await;
+    }
+    CallToolResult::success(vec![ContentBlock::text("done")])
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args = Args::parse()?;
-    args.only(&["port", "store", "pg-pool"])?;
+    args.only(&["port", "store", "pg-pool", "owner-per-token"])?;
     let port: u16 = args.parsed("port", 8101)?;
-    let toolkit = toolkit![noop_task].map_err(|e| std::io::Error::other(e.to_string()))?;
+    let toolkit =
+        toolkit![noop_task, ticker_task].map_err(|e| std::io::Error::other(e.to_string()))?;
     let info = rmcp::model::Implementation::new("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
     let builder = Engine::builder(toolkit).with_server_info(info);
     let engine = match args.get("store").unwrap_or("memory") {
@@ -67,5 +95,9 @@ async fn main() -> std::io::Result<()> {
     };
     let server = TaskServer::from_engine(engine);
     let listener = listen(port, "mcp-tasks").await?;
-    mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new()).await
+    let mut options = HttpOptions::new();
+    if args.get("owner-per-token").is_some() {
+        options = options.with_bearer(|token: String| async move { Ok(Owner::new(token)) });
+    }
+    mcp_tasks::serve_http(listener, server, options).await
 }

@@ -1,18 +1,28 @@
 //! Following a task by listening: `subscriptions/listen` with `notifications.taskIds`, whose
 //! `notifications/tasks` the rmcp client hands to [`Handler`](super::handler::Handler)
 //! (rmcp routes only its own listens' notifications elsewhere), which passes each to the
-//! handle following that task ([`Followers`]).
+//! handle following that task ([`Followers`]). [`Pushing`] is one task followed on one
+//! stream, what [`TaskHandle::wait`](super::TaskHandle::wait) and
+//! [`TaskHandle::updates`](super::TaskHandle::updates) read.
 
 use std::{
     collections::HashMap,
+    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
-use rmcp::model::{DetailedTask, RequestId};
+use rmcp::{
+    RoleClient,
+    model::{DetailedTask, RequestId},
+    service::RequestHandle,
+};
 use tokio::sync::mpsc;
+
+use super::TaskClient;
 
 /// A pushed task state and the subscription it came on.
 pub(crate) type Pushed = (Option<RequestId>, DetailedTask);
@@ -80,6 +90,86 @@ impl Drop for Registration {
             if followers.is_empty() {
                 by_task.remove(&self.task_id);
             }
+        }
+    }
+}
+
+/// One task followed on one `subscriptions/listen` stream, until the stream is of no use:
+/// the task not agreed (no state pushed within the first wait), or the stream ended by the
+/// server or the transport. Closing it (or dropping it) cancels the listen.
+// docs/protocol.md R39-R41, C23-C25.
+pub(crate) struct Pushing {
+    _following: Registration,
+    pushed: mpsc::UnboundedReceiver<Pushed>,
+    /// `None` once closed.
+    listen: Option<RequestHandle<RoleClient>>,
+    subscription: RequestId,
+    first_by: Pin<Box<tokio::time::Sleep>>,
+    agreed: bool,
+}
+
+impl Pushing {
+    /// Listens for task `task_id`, whose first state must be pushed within `first_within`;
+    /// `None` when the listen could not be sent.
+    pub(crate) async fn open(
+        client: &TaskClient,
+        task_id: &str,
+        first_within: Duration,
+    ) -> Option<Self> {
+        // Registered before the listen is sent, so nothing pushed on it is missed.
+        let (following, pushed) = client.followers().register(task_id);
+        let listen = client.open_listen(task_id).await.ok()?;
+        Some(Self {
+            _following: following,
+            pushed,
+            subscription: listen.id.clone(),
+            listen: Some(listen),
+            first_by: Box::pin(tokio::time::sleep(first_within)),
+            agreed: false,
+        })
+    }
+
+    /// The next state pushed for the task on this stream; `None` once the stream is of no
+    /// use (then it stays so).
+    pub(crate) async fn next(&mut self) -> Option<DetailedTask> {
+        let listen = self.listen.as_mut()?;
+        loop {
+            tokio::select! {
+                message = self.pushed.recv() => {
+                    let (on, snapshot) = message?;
+                    // Another handle's stream for the same task.
+                    if on.is_some_and(|on| on != self.subscription) {
+                        continue;
+                    }
+                    self.agreed = true;
+                    return Some(snapshot);
+                }
+                // The stream ended (the server's graceful end, an error, a dropped transport).
+                _ = &mut listen.rx => break,
+                () = &mut self.first_by, if !self.agreed => break,
+            }
+        }
+        self.close().await;
+        None
+    }
+
+    /// Ends the stream: `notifications/cancelled` for the listen (C25).
+    pub(crate) async fn close(&mut self) {
+        if let Some(listen) = self.listen.take() {
+            let _ = listen
+                .cancel(Some("the task is followed no more".to_owned()))
+                .await;
+        }
+    }
+}
+
+impl Drop for Pushing {
+    fn drop(&mut self) {
+        // Dropped while open (a caller that stopped reading): cancel it in the background.
+        if let Some(listen) = self.listen.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(listen.cancel(Some("the task is followed no more".to_owned())));
         }
     }
 }

@@ -8,7 +8,7 @@ use rmcp::{
     model::{CallToolResult, DetailedTask, InputResponses, Task, TaskPayload, TaskStatus},
 };
 
-use super::{ClientError, InputScope, TaskClient, TaskReference};
+use super::{ClientError, InputScope, TaskClient, TaskReference, listen::Pushing};
 
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -228,68 +228,51 @@ impl TaskHandle {
     /// until the stream is of no use: refused, the task not agreed (no state pushed within
     /// two poll intervals of the listen), or ended by the server or the transport. Pushed
     /// input requests are answered at once. The stream is closed on return.
-    // docs/protocol.md R39-R41, C23-C25.
     async fn follow_pushed(&mut self) -> Result<(), ClientError> {
-        let (_following, mut pushed) = self.client.followers().register(self.id());
-        let Ok(mut listen) = self.client.open_listen(self.id()).await else {
+        let Some(mut pushing) = self.open_pushing().await else {
             return Ok(());
         };
-        let subscription = listen.id.clone();
-        let first_by = tokio::time::sleep(self.poll_interval() * 2 + FIRST_PUSH_MARGIN);
-        let mut first_by = std::pin::pin!(first_by);
-        let mut agreed = false;
         let result = loop {
-            tokio::select! {
-                message = pushed.recv() => {
-                    let Some((on, snapshot)) = message else { break Ok(()) };
-                    // Another handle's stream for the same task.
-                    if on.is_some_and(|on| on != subscription) {
-                        continue;
-                    }
-                    agreed = true;
-                    self.snapshot = snapshot;
-                    if let Err(error) = self.answer_input().await {
-                        break Err(error);
-                    }
-                    if self.status().is_terminal() {
-                        break Ok(());
-                    }
-                }
-                // The stream ended (the server's graceful end, an error, a dropped transport).
-                _ = &mut listen.rx => break Ok(()),
-                () = &mut first_by, if !agreed => break Ok(()),
+            let Some(snapshot) = pushing.next().await else {
+                break Ok(());
+            };
+            self.snapshot = snapshot;
+            if let Err(error) = self.answer_input().await {
+                break Err(error);
+            }
+            if self.status().is_terminal() {
+                break Ok(());
             }
         };
-        let _ = listen
-            .cancel(Some("the task is followed no more".to_owned()))
-            .await;
+        pushing.close().await;
         result
     }
 
-    /// The current snapshot, then every distinct later one, polling like
-    /// [`TaskHandle::wait`]; ends after the terminal snapshot or the first error.
+    /// A listen stream for this task, its first state due within two poll intervals.
+    async fn open_pushing(&self) -> Option<Pushing> {
+        if !self.client.server_supports_tasks() {
+            return None;
+        }
+        let first_within = self.poll_interval() * 2 + FIRST_PUSH_MARGIN;
+        Pushing::open(&self.client, self.id(), first_within).await
+    }
+
+    /// The current snapshot, then every distinct later one as it happens, answering input
+    /// on the way, like [`TaskHandle::wait`]: pushed on a `subscriptions/listen` stream when
+    /// the server pushes the task's changes, else polled every
+    /// [`TaskHandle::poll_interval`] (and listened for again a while after a stream of no
+    /// use). Ends after the terminal snapshot or the first error.
     pub fn updates(&mut self) -> impl Stream<Item = Result<DetailedTask, ClientError>> + '_ {
-        futures::stream::unfold((self, true, false), |(handle, first, done)| async move {
-            if done {
-                return None;
-            }
-            if first {
-                let snapshot = handle.snapshot.clone();
-                let terminal = snapshot.status().is_terminal();
-                return Some((Ok(snapshot), (handle, false, terminal)));
-            }
-            loop {
-                tokio::time::sleep(handle.poll_interval()).await;
-                let previous = handle.snapshot.clone();
-                if let Err(error) = handle.poll().await {
-                    return Some((Err(error), (handle, false, true)));
-                }
-                if handle.snapshot != previous {
-                    let snapshot = handle.snapshot.clone();
-                    let terminal = snapshot.status().is_terminal();
-                    return Some((Ok(snapshot), (handle, false, terminal)));
-                }
-            }
+        let follow = Following {
+            handle: self,
+            first: true,
+            done: false,
+            pushing: None,
+            listen_at: tokio::time::Instant::now(),
+        };
+        futures::stream::unfold(follow, |mut follow| async move {
+            let item = follow.next().await?;
+            Some((item, follow))
         })
     }
 
@@ -335,5 +318,72 @@ impl TaskHandle {
             self.answered.extend(keys);
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The state of [`TaskHandle::updates`]: listening, or polling until the next listen.
+struct Following<'a> {
+    handle: &'a mut TaskHandle,
+    first: bool,
+    done: bool,
+    pushing: Option<Pushing>,
+    listen_at: tokio::time::Instant,
+}
+
+impl Following<'_> {
+    /// The next distinct snapshot; `None` after the terminal one or an error.
+    async fn next(&mut self) -> Option<Result<DetailedTask, ClientError>> {
+        if self.done {
+            return None;
+        }
+        if self.first {
+            self.first = false;
+            return Some(Ok(self.changed()));
+        }
+        loop {
+            let previous = self.handle.snapshot.clone();
+            if let Some(pushing) = self.pushing.as_mut() {
+                let Some(snapshot) = pushing.next().await else {
+                    // Of no use: poll, and listen again a while later.
+                    self.pushing = None;
+                    self.listen_at = tokio::time::Instant::now() + RELISTEN_AFTER;
+                    continue;
+                };
+                self.handle.snapshot = snapshot;
+                if let Err(error) = self.handle.answer_input().await {
+                    return Some(self.fail(error).await);
+                }
+            } else if tokio::time::Instant::now() >= self.listen_at
+                && self.handle.client.server_supports_tasks()
+            {
+                self.pushing = self.handle.open_pushing().await;
+                if self.pushing.is_none() {
+                    self.listen_at = tokio::time::Instant::now() + RELISTEN_AFTER;
+                }
+                continue;
+            } else {
+                tokio::time::sleep(self.handle.poll_interval()).await;
+                if let Err(error) = self.handle.poll().await {
+                    return Some(self.fail(error).await);
+                }
+            }
+            if self.handle.snapshot != previous {
+                return Some(Ok(self.changed()));
+            }
+        }
+    }
+
+    /// The latest snapshot, marking the end when it is terminal.
+    fn changed(&mut self) -> DetailedTask {
+        self.done = self.handle.snapshot.status().is_terminal();
+        self.handle.snapshot.clone()
+    }
+
+    async fn fail(&mut self, error: ClientError) -> Result<DetailedTask, ClientError> {
+        self.done = true;
+        if let Some(mut pushing) = self.pushing.take() {
+            pushing.close().await;
+        }
+        Err(error)
     }
 }

@@ -1,0 +1,1 @@
+//! Nothing: this package holds only tests (`tests/`).
