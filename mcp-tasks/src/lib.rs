@@ -55,6 +55,7 @@ mod extract;
 pub mod guide;
 mod id;
 pub mod limits;
+pub mod metrics;
 mod runtime;
 pub mod server;
 pub mod store;
