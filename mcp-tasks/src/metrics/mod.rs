@@ -177,11 +177,9 @@ pub(crate) fn task_finished(id: &str, tool: &str, status: TaskStatus) {
     }
 }
 
-/// `n` tasks expired in one sweep.
-pub(crate) fn tasks_expired(n: usize) {
-    if n > 0 {
-        counter!(TASKS_EXPIRED).increment(u64::try_from(n).unwrap_or(u64::MAX));
-    }
+/// `n` tasks expired.
+pub(crate) fn tasks_expired(n: u64) {
+    counter!(TASKS_EXPIRED).increment(n);
 }
 
 /// Which run of a task's work a live registration is.
@@ -202,6 +200,8 @@ pub(crate) struct Live {
     waiting: AtomicBool,
     /// The first visible change is still to come (first runs only).
     first_pending: AtomicBool,
+    /// Its expiry was counted (the sweep and a read may both see it).
+    expired: AtomicBool,
 }
 
 impl Live {
@@ -212,6 +212,7 @@ impl Live {
             tool: Arc::clone(tool),
             waiting: AtomicBool::new(false),
             first_pending: AtomicBool::new(run == Run::First),
+            expired: AtomicBool::new(false),
         }
     }
 
@@ -234,6 +235,20 @@ impl Live {
             && let Some(age) = age(id)
         {
             ::metrics::histogram!(TASK_FIRST_STATUS, "tool" => Arc::clone(&self.tool)).record(age);
+        }
+    }
+}
+
+impl Live {
+    /// The task expired (`None`: the sweep says so), or was read ended (`Some`: counted
+    /// when that is its expiry), while its work ran here; counted once.
+    pub(crate) fn expired(&self, read: Option<&crate::store::TaskSnapshot>) {
+        let expiry = read.is_none_or(|task| {
+            task.status == TaskStatus::Failed
+                && task.status_message.as_deref() == Some(crate::store::record::EXPIRED_MESSAGE)
+        });
+        if expiry && !self.expired.swap(true, Ordering::AcqRel) {
+            tasks_expired(1);
         }
     }
 }

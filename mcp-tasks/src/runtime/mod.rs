@@ -336,6 +336,7 @@ impl Runtime {
         {
             // The read applied the task's expiry while its work ran here.
             live.cancel.cancel();
+            live.gauges.expired(Some(snapshot));
             self.changed(id);
         }
         Ok(snapshot)
@@ -560,8 +561,11 @@ impl Runtime {
     async fn reap(&self) {
         match self.store.expire_due().await {
             Ok(expired) => {
-                crate::metrics::tasks_expired(expired.len());
                 for id in expired {
+                    match self.get_live(&id) {
+                        Some(live) => live.gauges.expired(None),
+                        None => crate::metrics::tasks_expired(1),
+                    }
                     tracing::info!(task_id = %id, "task expired");
                     self.cancel(&id);
                     self.changed(&id);
