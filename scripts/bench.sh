@@ -212,8 +212,11 @@ for rep in $(seq 1 "$REPS"); do
     continue
   fi
   if [[ "$ONLY" == metrics ]]; then
-    # The same build with and without a Prometheus recorder, interleaved.
-    for server in ours ours-metrics; do
+    # The same build with and without a Prometheus recorder, interleaved; which goes first
+    # alternates, so a load that drifts during a repetition favours neither.
+    order=(ours ours-metrics)
+    if (( rep % 2 == 0 )); then order=(ours-metrics ours); fi
+    for server in "${order[@]}"; do
       measure "$server" "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
     done
     continue
