@@ -1,4 +1,4 @@
-//! Metrics for operators, through the [`metrics`](::metrics) facade: the user installs the
+//! Metrics for operators, through the `metrics` facade: the user installs the
 //! recorder (the exporter) of their choice; until one is installed every recording is a
 //! no-op. With the feature `prometheus`, [`install_prometheus`] installs the Prometheus
 //! recorder of `metrics-exporter-prometheus` (no HTTP listener of its own) and
