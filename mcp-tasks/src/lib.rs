@@ -37,6 +37,7 @@
 //! | `https` | `https://` endpoints for the client (rustls) |
 //! | `cli` | the `mcp-tasks` command-line client |
 //! | `admin` | [`admin::router`]: the operators' API and web view (list, detail, cancel, purge), behind a credential of its own |
+//! | `prometheus` | [`metrics::install_prometheus`] and [`metrics::prometheus_router`]: the crate's metrics (always recorded through the `metrics` facade) on a Prometheus scrape page |
 //!
 //! On docs.rs, items behind a feature say so ("Available on crate feature ... only").
 

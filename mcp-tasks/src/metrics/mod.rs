@@ -13,23 +13,9 @@
 //! `operation` one of the store's methods, `code` one of the JSON-RPC codes this crate
 //! answers with.
 //!
-//! | name | type | labels | meaning |
-//! | --- | --- | --- | --- |
-//! | `mcp_tasks_tasks_created_total` | counter | `tool` | tasks created (records stored; a queued call counts where it is made) |
-//! | `mcp_tasks_tasks_finished_total` | counter | `tool`, `status` | outcomes this process stored: the work's result, error or cancellation, and the runtime's `failed` (not resumed, shut down) |
-//! | `mcp_tasks_tasks_expired_total` | counter | | tasks this process's expiry sweep ended `failed` at the end of their TTL |
-//! | `mcp_tasks_tasks_running` | gauge | `tool` | tasks whose work runs in this process now |
-//! | `mcp_tasks_tasks_input_required` | gauge | `tool` | of those, the ones waiting for an answer to an input request |
-//! | `mcp_tasks_task_duration_seconds` | histogram | `tool`, `status` | from a task's creation to its stored outcome |
-//! | `mcp_tasks_task_first_status_seconds` | histogram | `tool` | from a task's creation to the first change its work makes visible (a status message, an input request or the outcome); first runs only, not replays |
-//! | `mcp_tasks_store_operation_seconds` | histogram | `operation` | how long each call of the task store took, failed ones included |
-//! | `mcp_tasks_queue_depth` | gauge | | cluster mode: tasks queued and not yet claimed, sampled by an executing instance each claim interval |
-//! | `mcp_tasks_claim_lag_seconds` | histogram | | cluster mode: from a queued task's creation to its claim |
-//! | `mcp_tasks_leases_lost_total` | counter | `reason` | cluster mode: leases this instance lost: `refused` (a write or renewal refused, another instance holds the task) or `unrenewed` (not renewed by the lease's fence point) |
-//! | `mcp_tasks_fenced_writes_total` | counter | | cluster mode: writes of running work the store refused because the lease was lost |
-//! | `mcp_tasks_wakeups_received_total` | counter | `kind` | cluster mode: wake-ups from the store: `cancel`, `answers`, `queued` |
-//! | `mcp_tasks_wakeups_missed_total` | counter | | cluster mode: wake-ups missed (the runtime fell behind, or the store's listener reconnected: one each time) |
-//! | `mcp_tasks_requests_refused_total` | counter | `code` | requests the request guard refused before any tool ran, by JSON-RPC error code |
+//! The names, types, labels and meanings are in one table, in
+//! [the operating guide](crate::guide::operating) ("Metrics"); the constants below are
+//! the names.
 
 use std::{
     sync::{
