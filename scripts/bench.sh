@@ -10,6 +10,7 @@
 #   BENCH_ONLY=inline scripts/bench.sh              # only inline tools/call: ours, rmcp, echo
 #   BENCH_ONLY=rmcp scripts/bench.sh                # every ours-vs-rmcp measurement, no fastmcp
 #   BENCH_ONLY=postgres scripts/bench.sh            # ours on Postgres vs ours in memory (issue 11)
+#   BENCH_ONLY=metrics scripts/bench.sh             # ours with a Prometheus recorder vs none (issue 23)
 #   BENCH_BIN=/some/dir scripts/bench.sh          # binaries built elsewhere, not rebuilt
 #   BENCH_ONLY=ab BENCH_AB_BIN=/work/wt-ab/target/release scripts/bench.sh
 #                                  # A/B: ours, ours of another build (its bench-ours, same
@@ -35,14 +36,14 @@ OUT="${BENCH_OUT:-$TARGET/bench-results/$(date -u +%Y%m%dT%H%M%SZ)}"
 CLIENT_COUNTS="${BENCH_CLIENTS:-1 16 64}"
 ONLY="${BENCH_ONLY:-}"   # "sqlite": only the task throughput of ours at 64 clients, memory and SQLite store
 case "$ONLY" in
-  "" | sqlite | inline | rmcp | postgres) ;;
+  "" | sqlite | inline | rmcp | postgres | metrics) ;;
   ab)
     if [[ ! -x "${BENCH_AB_BIN:-}/bench-ours" ]]; then
       echo "BENCH_ONLY=ab needs BENCH_AB_BIN, a directory with the other build's bench-ours" >&2
       exit 2
     fi
     ;;
-  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline, rmcp, postgres or ab (or unset for the whole comparison)" >&2; exit 2 ;;
+  *) echo "BENCH_ONLY=$ONLY: expected sqlite, inline, rmcp, postgres, metrics or ab (or unset for the whole comparison)" >&2; exit 2 ;;
 esac
 # fastmcp-tasks (a Python venv) only takes part in the whole comparison.
 WITH_FASTMCP=$([[ -z "$ONLY" ]] && echo 1 || echo 0)
@@ -96,6 +97,7 @@ server_cmd() { # name port
     ours-sqlite) echo "$BIN/bench-ours --port $2 --store sqlite" ;;
     ours-postgres) echo "$BIN/bench-ours --port $2 --store postgres" ;;
     ours-ab) echo "$BENCH_AB_BIN/bench-ours --port $2" ;;
+    ours-metrics) echo "$BIN/bench-ours --port $2 --metrics prometheus" ;;
     rmcp) echo "$BIN/bench-rmcp --port $2" ;;
     echo) echo "$BIN/bench-echo --port $2" ;;
     fastmcp) echo "$VENV/bin/python $ROOT/bench/python/fastmcp_server.py $2" ;;
@@ -206,6 +208,16 @@ for rep in $(seq 1 "$REPS"); do
     done
     for server in ours ours-ab rmcp; do
       measure "$server" "inline-c16" "$rep" "${COMMON[@]}" --mode inline --clients 16
+    done
+    continue
+  fi
+  if [[ "$ONLY" == metrics ]]; then
+    # The same build with and without a Prometheus recorder, interleaved; which goes first
+    # alternates, so a load that drifts during a repetition favours neither.
+    order=(ours ours-metrics)
+    if (( rep % 2 == 0 )); then order=(ours-metrics ours); fi
+    for server in "${order[@]}"; do
+      measure "$server" "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
     done
     continue
   fi

@@ -84,7 +84,7 @@ print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 clients = sorted({int(l[6:]) for (_, l) in runs if l.startswith("task-c")})
 for c in clients:
     label = f"task-c{c}"
-    for s in ("ours", "ours-ab", "ours-postgres", "rmcp", "fastmcp"):
+    for s in ("ours", "ours-metrics", "ours-ab", "ours-postgres", "rmcp", "fastmcp"):
         if (s, label) not in runs:
             continue
         print(
@@ -223,6 +223,8 @@ if o_hi:
     check(f"gets/s: ours at {o_hi[5:]} / rmcp at {r_hi[5:]}{bound}", ratio("ours", o_hi, "rmcp", r_hi, "requests_per_s"), ">=", 50)
     check(f"bytes per retained task: ours ({o_hi[5:]}) / rmcp ({r_hi[5:]})", ratio("ours", o_hi, "rmcp", r_hi, "bytes_per_task"), "<=", 0.5)
 check("inline throughput: ours / rmcp", ratio("ours", "inline-c16", "rmcp", "inline-c16", "requests_per_s"), ">=", 0.95)
+if ("ours-metrics", "task-c64") in runs:
+    check("metrics on (Prometheus recorder) / off, task throughput at 64 clients", ratio("ours-metrics", "task-c64", "ours", "task-c64", "tasks_per_s"), ">=", 0.95)
 if ("ours-postgres", "task-c64") in runs:
     check("Postgres (one cluster instance) / memory task throughput at 64 clients", ratio("ours-postgres", "task-c64", "ours", "task-c64", "tasks_per_s"), ">=", 0.5)
 if PG and pg_ks:

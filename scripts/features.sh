@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FEATURES=(stdio http sqlite postgres postgres-tls client https cli admin opentelemetry)
+FEATURES=(stdio http sqlite postgres postgres-tls client https cli admin opentelemetry prometheus)
 # Combinations built beyond single features. None today: no code is gated on a combination
 # (`cfg(all(feature = ..))`), so each feature alone, none and all cover every build. Code that
 # adds such a gate must list its combination here (e.g. `http,sqlite`); the guard below

@@ -98,15 +98,18 @@ pub mod security {}
 
 /// Operating.
 ///
-#[cfg_attr(all(feature = "sqlite", feature = "http"), doc = page_links!())]
 #[cfg_attr(
-    all(feature = "sqlite", feature = "http"),
+    all(feature = "sqlite", feature = "http", feature = "prometheus"),
+    doc = page_links!()
+)]
+#[cfg_attr(
+    all(feature = "sqlite", feature = "http", feature = "prometheus"),
     doc = include_str!("../guide/07-operating.md")
 )]
 #[cfg_attr(
-    not(all(feature = "sqlite", feature = "http")),
-    doc = "\n\nThis page's examples need features `sqlite` and `http`: build the docs with \
-           `--features sqlite,http`."
+    not(all(feature = "sqlite", feature = "http", feature = "prometheus")),
+    doc = "\n\nThis page's examples need features `sqlite`, `http` and `prometheus`: build \
+           the docs with `--features sqlite,http,prometheus`."
 )]
 pub mod operating {}
 

@@ -49,6 +49,14 @@ pub fn new_task_id() -> String {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// The creation time in milliseconds that id `id` carries, when it is one of [`new_task_id`]'s.
+pub(crate) fn created_ms(id: &str) -> Option<u64> {
+    if id.len() != TASK_ID_LEN {
+        return None;
+    }
+    u64::from_str_radix(id.get(..TIME_DIGITS)?, 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -72,12 +80,19 @@ mod tests {
             assert!(id.bytes().all(|b| HEX.contains(&b)), "{id}");
             let millis = u128::from_str_radix(&id[..TIME_DIGITS], 16).unwrap();
             assert!((before..=after).contains(&millis), "{id}");
+            assert_eq!(created_ms(id).map(u128::from), Some(millis));
         }
         // Made one after another, ids sort by creation time.
         assert!(
             ids.windows(2)
                 .all(|w| w[0][..TIME_DIGITS] <= w[1][..TIME_DIGITS])
         );
+    }
+
+    #[test]
+    fn ids_of_another_shape_carry_no_time() {
+        assert_eq!(created_ms("task-1"), None);
+        assert_eq!(created_ms(&"z".repeat(TASK_ID_LEN)), None);
     }
 
     #[test]

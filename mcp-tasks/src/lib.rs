@@ -38,6 +38,7 @@
 //! | `cli` | the `mcp-tasks` command-line client |
 //! | `admin` | [`admin::router`]: the operators' API and web view (list, detail, cancel, purge), behind a credential of its own |
 //! | `opentelemetry` | each task's span continues the trace of the call that created it, on any instance ([`trace`]); the client sends the current span's context |
+//! | `prometheus` | [`metrics::install_prometheus`] and [`metrics::prometheus_router`]: the crate's metrics (always recorded through the `metrics` facade) on a Prometheus scrape page |
 //!
 //! On docs.rs, items behind a feature say so ("Available on crate feature ... only").
 
@@ -56,6 +57,7 @@ mod extract;
 pub mod guide;
 mod id;
 pub mod limits;
+pub mod metrics;
 mod runtime;
 pub mod server;
 pub mod store;

@@ -1,10 +1,14 @@
 //! mcp-tasks serving `noop_task(sleep_ms)`, written with `#[task_tool]` and `toolkit!`, on
 //! `mcp_tasks::serve_http` (which sets `TCP_NODELAY`).
 //!
-//! `bench-ours --port 8101 [--store memory|sqlite|postgres] [--owner-per-token 1]`
+//! `bench-ours --port 8101 [--store memory|sqlite|postgres] [--owner-per-token 1]
+//! [--metrics off|prometheus]`
 //!
 //! - `--owner-per-token`: every bearer token is accepted and names its own owner (the push
 //!   benchmark spreads its listen streams over owners: one owner may hold 64 open).
+//! - `--metrics prometheus`: the crate's metrics recorded into a Prometheus recorder
+//!   (`mcp_tasks::metrics::install_prometheus`), rendered every 5 s as a scraper would; the
+//!   default `off` installs no recorder (every recording is a no-op).
 //!
 //! - `sqlite`: a fresh file in the temp folder.
 //! - `postgres` (`--pg-pool N`: the pool size, default the store's): one instance of a cluster (leases, renewals, claims: what
@@ -55,8 +59,26 @@ async fn ticker_task(
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args = Args::parse()?;
-    args.only(&["port", "store", "pg-pool", "owner-per-token"])?;
+    args.only(&["port", "store", "pg-pool", "owner-per-token", "metrics"])?;
     let port: u16 = args.parsed("port", 8101)?;
+    match args.get("metrics").unwrap_or("off") {
+        "off" => {}
+        "prometheus" => {
+            let handle = mcp_tasks::metrics::install_prometheus().map_err(std::io::Error::other)?;
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(5));
+                loop {
+                    every.tick().await;
+                    std::hint::black_box(handle.render());
+                }
+            });
+        }
+        other => {
+            return Err(std::io::Error::other(format!(
+                "--metrics {other}: expected off or prometheus"
+            )));
+        }
+    }
     let toolkit =
         toolkit![noop_task, ticker_task].map_err(|e| std::io::Error::other(e.to_string()))?;
     let info = rmcp::model::Implementation::new("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));

@@ -394,6 +394,7 @@ impl Runtime {
         }
         for (id, live, deadline) in overdue {
             if !live.fenced.swap(true, Ordering::AcqRel) {
+                crate::metrics::lease_lost(crate::metrics::LeaseLoss::Unrenewed);
                 let left = deadline.saturating_duration_since(now);
                 tracing::warn!(task_id = %id, left_ms = left.as_millis(),
                     "lease not renewed in time: the local work stops before the lease lapses, \
@@ -445,6 +446,7 @@ async fn wakeup_loop(
                 continue;
             }
         };
+        crate::metrics::received(&received);
         match received {
             Ok(wakeup) => match wakeup.kind {
                 WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
@@ -537,7 +539,7 @@ async fn claim_loop(runtime: Arc<Runtime>, every: Duration, claim_now: Arc<Notif
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            _ = tick.tick() => {}
+            _ = tick.tick() => crate::metrics::sample_queue(&runtime).await,
             () = claim_now.notified() => {}
         }
         if let Err(error) = claim(&runtime).await {
@@ -673,7 +675,8 @@ mod tests {
         let cancel = CancellationToken::new();
         let lease = Lease::granted(Arc::from(id), Arc::from("instance-a"), 1, length).sent_at(sent);
         let slot = runtime.reserve(&Arc::from("owner"), false).unwrap();
-        runtime.register(Arc::from(id), cancel.clone(), Some(lease), slot);
+        let gauges = crate::metrics::Live::new(&Arc::from("tool"), crate::metrics::Run::First);
+        runtime.register(Arc::from(id), cancel.clone(), Some(lease), slot, gauges);
         cancel
     }
 

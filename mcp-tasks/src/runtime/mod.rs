@@ -94,9 +94,18 @@ struct LiveTask {
     /// Held (shared) by every step write under way: the drain waits for them (exclusive)
     /// before it hands the task over, so a step that ran is stored, not run again.
     step_writes: Arc<tokio::sync::RwLock<()>>,
+    /// Its place in the running and input-required gauges, for as long as it is registered.
+    gauges: crate::metrics::Live,
 }
 
 impl LiveTask {
+    fn waiters_empty(&self) -> bool {
+        self.waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
+    }
+
     fn lease(&self) -> Option<Lease> {
         self.lease
             .lock()
@@ -179,7 +188,7 @@ impl Runtime {
             config,
         });
         Arc::new(Self {
-            store,
+            store: crate::metrics::timed(store),
             live: Mutex::new(HashMap::new()),
             reap_interval: settings.reap_interval,
             limits: settings.limits,
@@ -265,6 +274,7 @@ impl Runtime {
     pub(crate) fn lost(&self, id: &str) {
         if let Some(live) = self.get_live(id) {
             if !live.fenced.swap(true, Ordering::AcqRel) {
+                crate::metrics::lease_lost(crate::metrics::LeaseLoss::Refused);
                 tracing::warn!(task_id = %id, "lease lost: the local work stops and writes nothing");
             }
             live.cancel.cancel();
@@ -326,6 +336,7 @@ impl Runtime {
         {
             // The read applied the task's expiry while its work ran here.
             live.cancel.cancel();
+            live.gauges.expired(Some(snapshot));
             self.changed(id);
         }
         Ok(snapshot)
@@ -345,6 +356,7 @@ impl Runtime {
         cancel: CancellationToken,
         lease: Option<Lease>,
         slot: OwnerSlot,
+        gauges: crate::metrics::Live,
     ) {
         let live = Arc::new(LiveTask {
             cancel,
@@ -353,6 +365,7 @@ impl Runtime {
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
             step_writes: Arc::default(),
+            gauges,
         });
         self.live_map().insert(id, live);
     }
@@ -389,6 +402,7 @@ impl Runtime {
                 return Err(errors::too_many_input_requests(limit));
             }
             waiters.insert(key.to_owned(), tx);
+            live.gauges.set_waiting(true);
         }
         Ok(rx)
     }
@@ -400,6 +414,7 @@ impl Runtime {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .remove(key);
+            live.gauges.set_waiting(!live.waiters_empty());
         }
     }
 
@@ -428,6 +443,7 @@ impl Runtime {
                 let _ = tx.send(value);
             }
         }
+        live.gauges.set_waiting(!waiters.is_empty());
     }
 
     /// Runs a task's work to its end and stores the outcome, on the work tracker, in the
@@ -517,6 +533,7 @@ impl Runtime {
         };
         match written {
             Ok(()) => {
+                crate::metrics::task_finished(id, tool, rmcp::model::TaskStatus::Failed);
                 tracing::info!(task_id = %id, "work stopped by the shutdown; the task failed");
                 self.lifecycle.count_drained(lifecycle::Drained::Failed);
             }
@@ -543,7 +560,10 @@ impl Runtime {
             .instrument(span)
             .await
         {
-            Ok(()) => tracing::debug!(task_id = %id, ?status, "task ended"),
+            Ok(()) => {
+                tracing::debug!(task_id = %id, ?status, "task ended");
+                crate::metrics::task_finished(id, tool, status);
+            }
             Err(WriteError::Store(StoreError::Terminal(was))) => {
                 tracing::debug!(task_id = %id, ?was, "task had already ended (expired)");
             }
@@ -560,6 +580,10 @@ impl Runtime {
         match self.store.expire_due().await {
             Ok(expired) => {
                 for id in expired {
+                    match self.get_live(&id) {
+                        Some(live) => live.gauges.expired(None),
+                        None => crate::metrics::tasks_expired(1),
+                    }
                     tracing::info!(task_id = %id, "task expired");
                     self.cancel(&id);
                     self.changed(&id);

@@ -168,8 +168,11 @@ pub(crate) async fn take(
         _ => runtime.store.finish(&task.id, outcome).await,
     };
     match written {
-        Ok(())
-        | Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
+        Ok(()) => {
+            crate::metrics::task_finished(&task.id, &task.tool, rmcp::model::TaskStatus::Failed);
+            Ok(())
+        }
+        Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
         Err(error) => Err(error),
     }
 }
@@ -221,7 +224,8 @@ async fn resume(
         run,
         task.trace_context.as_ref(),
     );
-    runtime.register(task.id.clone(), cancel, lease, slot);
+    let gauges = crate::metrics::Live::new(&tool, crate::metrics::Run::Again);
+    runtime.register(task.id.clone(), cancel, lease, slot, gauges);
     if let Some(message) = cause.resumed() {
         let _ = runtime.set_status(&task.id, Some(message.to_owned())).await;
     }

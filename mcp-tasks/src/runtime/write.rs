@@ -75,6 +75,7 @@ impl Runtime {
         let written = self.write_once(id, write).await;
         if visible && written.is_ok() {
             self.changed(id);
+            self.get_live(id).inspect(|live| live.gauges.visible(id));
         }
         written
     }

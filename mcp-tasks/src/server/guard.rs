@@ -501,6 +501,7 @@ mod http {
     }
 
     fn reject(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {
+        crate::metrics::request_refused(error.code.0);
         let mut response = Response::new(Body::from(error_response(id, error)));
         *response.status_mut() = status;
         response.headers_mut().insert(

@@ -263,6 +263,7 @@ where
             }
             Ok(None) => {}
             Err((id, error)) => {
+                crate::metrics::request_refused(error.code.0);
                 let mut answer = guard::error_response(id, error);
                 answer.push(b'\n');
                 if lines.send(answer).await.is_err() {

@@ -648,6 +648,13 @@ pub trait ClusterStore: Send + Sync {
     /// unknown or purged id.
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
 
+    /// How many live tasks are queued with no runner, waiting for a claim (the
+    /// `mcp_tasks_queue_depth` gauge); `None` (the default) when the store does not count
+    /// them.
+    async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     /// The wake-ups of the task space: answers and cancel intents of every task, and queued
     /// tasks (a runtime keeps the ones of the tasks it runs). The first call starts the
     /// listener.

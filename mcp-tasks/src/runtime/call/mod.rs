@@ -274,7 +274,8 @@ impl Call<'_> {
             Some(slot) => slot,
             None => runtime.reserve(&self.owner, false)?,
         };
-        runtime.register(id.clone(), cancel, lease, slot);
+        let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
+        runtime.register(id.clone(), cancel, lease, slot, gauges);
         match self
             .registered
             .tool
@@ -381,7 +382,8 @@ impl Call<'_> {
             }
         };
         let runtime = self.runtime;
-        runtime.register(id.clone(), cancel, lease, slot);
+        let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
+        runtime.register(id.clone(), cancel, lease, slot, gauges);
         call.finish_promotion().await;
         match ended {
             // The work ended before it ever waited: the task is born finished.

@@ -178,6 +178,22 @@ impl ClusterStore for PostgresStore {
         self.claim(CLAIM_QUEUED, instance, lease, limit).await
     }
 
+    async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
+        let now = to_i64(self.clock.now_ms());
+        let rows = read(
+            &self.pool,
+            "SELECT count(*) FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+             AND (deadline_ms IS NULL OR deadline_ms > $1)",
+            &[&now],
+            "could not count the queued tasks",
+        )
+        .await?;
+        match rows.first() {
+            Some(row) => Ok(Some(to_u64(int(row, 0)?))),
+            None => Ok(Some(0)),
+        }
+    }
+
     async fn set_status_message_fenced(
         &self,
         lease: &Lease,

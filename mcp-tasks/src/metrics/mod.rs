@@ -1,0 +1,328 @@
+//! Metrics for operators, through the `metrics` facade: the user installs the
+//! recorder (the exporter) of their choice; until one is installed every recording is a
+//! no-op. With the feature `prometheus`, [`install_prometheus`] installs the Prometheus
+//! recorder of `metrics-exporter-prometheus` (no HTTP listener of its own) and
+//! [`prometheus_router`] serves its scrape page as an axum route to mount.
+//!
+//! Install the recorder before the engine is built: what is recorded before it is lost
+//! (the gauges start from what happens after it).
+//!
+//! Every name follows the Prometheus conventions (`_total` counters, `_seconds`
+//! histograms, base units); no label takes unbounded values (no task ids, no owners): `tool`
+//! is one of the registered tools, `status` one of `completed`, `failed`, `cancelled`,
+//! `operation` one of the store's methods, `code` one of the JSON-RPC codes this crate
+//! answers with.
+//!
+//! The names, types, labels and meanings are in one table, in
+//! [the operating guide](crate::guide::operating) ("Metrics"); the constants below are
+//! the names.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use ::metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
+use rmcp::model::TaskStatus;
+
+#[cfg(feature = "prometheus")]
+mod prometheus;
+mod store;
+
+#[cfg(feature = "prometheus")]
+pub use prometheus::{PrometheusHandle, install_prometheus, prometheus_router};
+pub(crate) use store::timed;
+
+/// `mcp_tasks_tasks_created_total`.
+pub const TASKS_CREATED: &str = "mcp_tasks_tasks_created_total";
+/// `mcp_tasks_tasks_finished_total`.
+pub const TASKS_FINISHED: &str = "mcp_tasks_tasks_finished_total";
+/// `mcp_tasks_tasks_expired_total`.
+pub const TASKS_EXPIRED: &str = "mcp_tasks_tasks_expired_total";
+/// `mcp_tasks_tasks_running`.
+pub const TASKS_RUNNING: &str = "mcp_tasks_tasks_running";
+/// `mcp_tasks_tasks_input_required`.
+pub const TASKS_INPUT_REQUIRED: &str = "mcp_tasks_tasks_input_required";
+/// `mcp_tasks_task_duration_seconds`.
+pub const TASK_DURATION: &str = "mcp_tasks_task_duration_seconds";
+/// `mcp_tasks_task_first_status_seconds`.
+pub const TASK_FIRST_STATUS: &str = "mcp_tasks_task_first_status_seconds";
+/// `mcp_tasks_store_operation_seconds`.
+pub const STORE_OPERATION: &str = "mcp_tasks_store_operation_seconds";
+/// `mcp_tasks_queue_depth`.
+pub const QUEUE_DEPTH: &str = "mcp_tasks_queue_depth";
+/// `mcp_tasks_claim_lag_seconds`.
+pub const CLAIM_LAG: &str = "mcp_tasks_claim_lag_seconds";
+/// `mcp_tasks_leases_lost_total`.
+pub const LEASES_LOST: &str = "mcp_tasks_leases_lost_total";
+/// `mcp_tasks_fenced_writes_total`.
+pub const FENCED_WRITES: &str = "mcp_tasks_fenced_writes_total";
+/// `mcp_tasks_wakeups_received_total`.
+pub const WAKEUPS_RECEIVED: &str = "mcp_tasks_wakeups_received_total";
+/// `mcp_tasks_wakeups_missed_total`.
+pub const WAKEUPS_MISSED: &str = "mcp_tasks_wakeups_missed_total";
+/// `mcp_tasks_requests_refused_total`.
+pub const REQUESTS_REFUSED: &str = "mcp_tasks_requests_refused_total";
+
+/// The histograms, each with its unit (all in seconds).
+pub const HISTOGRAMS: [&str; 4] = [TASK_DURATION, TASK_FIRST_STATUS, STORE_OPERATION, CLAIM_LAG];
+
+/// Describes every metric of this crate to the installed recorder (its `# HELP` lines in
+/// Prometheus). [`install_prometheus`] calls it; call it after installing another
+/// recorder.
+pub fn describe() {
+    describe_counter!(TASKS_CREATED, "Tasks created, by tool.");
+    describe_counter!(
+        TASKS_FINISHED,
+        "Task outcomes stored by this process, by tool and final status."
+    );
+    describe_counter!(
+        TASKS_EXPIRED,
+        "Tasks this process's expiry sweep ended at the end of their TTL."
+    );
+    describe_gauge!(
+        TASKS_RUNNING,
+        "Tasks whose work runs in this process, by tool."
+    );
+    describe_gauge!(
+        TASKS_INPUT_REQUIRED,
+        "Tasks running here that wait for an answer to an input request, by tool."
+    );
+    describe_histogram!(
+        TASK_DURATION,
+        Unit::Seconds,
+        "From a task's creation to its stored outcome, by tool and final status."
+    );
+    describe_histogram!(
+        TASK_FIRST_STATUS,
+        Unit::Seconds,
+        "From a task's creation to the first change its work makes visible, by tool."
+    );
+    describe_histogram!(
+        STORE_OPERATION,
+        Unit::Seconds,
+        "Latency of task store calls, by operation."
+    );
+    describe_gauge!(QUEUE_DEPTH, "Queued tasks not yet claimed (cluster mode).");
+    describe_histogram!(
+        CLAIM_LAG,
+        Unit::Seconds,
+        "From a queued task's creation to its claim (cluster mode)."
+    );
+    describe_counter!(
+        LEASES_LOST,
+        "Leases this instance lost, by reason (cluster mode)."
+    );
+    describe_counter!(
+        FENCED_WRITES,
+        "Writes of running work refused because the lease was lost (cluster mode)."
+    );
+    describe_counter!(
+        WAKEUPS_RECEIVED,
+        "Wake-ups received from the store, by kind (cluster mode)."
+    );
+    describe_counter!(WAKEUPS_MISSED, "Wake-ups missed (cluster mode).");
+    describe_counter!(
+        REQUESTS_REFUSED,
+        "Requests the request guard refused, by JSON-RPC error code."
+    );
+}
+
+/// The word of a final status, as the `status` label has it.
+fn status_label(status: TaskStatus) -> &'static str {
+    crate::store::admin::status_word(status)
+}
+
+/// Seconds from the creation time in task id `id` (its millisecond prefix) to now, on this
+/// machine's clock; `None` for an id without one.
+fn age(id: &str) -> Option<f64> {
+    let created = crate::id::created_ms(id)?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    let ms = now.saturating_sub(u128::from(created));
+    Some(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)).as_secs_f64())
+}
+
+/// A task was created.
+pub(crate) fn task_created(tool: &Arc<str>) {
+    counter!(TASKS_CREATED, "tool" => Arc::clone(tool)).increment(1);
+}
+
+/// The outcome of task `id` of `tool` was stored with final `status`.
+pub(crate) fn task_finished(id: &str, tool: &str, status: TaskStatus) {
+    let status = status_label(status);
+    let tool = tool.to_owned();
+    counter!(TASKS_FINISHED, "tool" => tool.clone(), "status" => status).increment(1);
+    if let Some(age) = age(id) {
+        ::metrics::histogram!(TASK_DURATION, "tool" => tool, "status" => status).record(age);
+    }
+}
+
+/// `n` tasks expired.
+pub(crate) fn tasks_expired(n: u64) {
+    counter!(TASKS_EXPIRED).increment(n);
+}
+
+/// Which run of a task's work a live registration is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Run {
+    /// The first, started by the creating call.
+    First,
+    /// A replay or a claim (after a restart or a takeover).
+    Again,
+}
+
+/// The gauges of one task's live work: it counts in `mcp_tasks_tasks_running` from its
+/// registration until it is dropped, and in `mcp_tasks_tasks_input_required` while it says
+/// it waits. Tied to the runtime's registry entry, so the gauges follow the registry (no
+/// increment without its decrement).
+pub(crate) struct Live {
+    tool: Arc<str>,
+    waiting: AtomicBool,
+    /// The first visible change is still to come (first runs only).
+    first_pending: AtomicBool,
+    /// Its expiry was counted (the sweep and a read may both see it).
+    expired: AtomicBool,
+}
+
+impl Live {
+    /// The live work of a task of `tool`, counted as running.
+    pub(crate) fn new(tool: &Arc<str>, run: Run) -> Self {
+        gauge!(TASKS_RUNNING, "tool" => Arc::clone(tool)).increment(1.0);
+        Self {
+            tool: Arc::clone(tool),
+            waiting: AtomicBool::new(false),
+            first_pending: AtomicBool::new(run == Run::First),
+            expired: AtomicBool::new(false),
+        }
+    }
+
+    /// The work waits (or no longer waits) for at least one answer.
+    pub(crate) fn set_waiting(&self, waiting: bool) {
+        if self.waiting.swap(waiting, Ordering::AcqRel) != waiting {
+            let gauge = gauge!(TASKS_INPUT_REQUIRED, "tool" => Arc::clone(&self.tool));
+            if waiting {
+                gauge.increment(1.0);
+            } else {
+                gauge.decrement(1.0);
+            }
+        }
+    }
+
+    /// The work of task `id` made a change visible; the first one of a first run is timed.
+    pub(crate) fn visible(&self, id: &str) {
+        if self.first_pending.load(Ordering::Relaxed)
+            && self.first_pending.swap(false, Ordering::AcqRel)
+            && let Some(age) = age(id)
+        {
+            ::metrics::histogram!(TASK_FIRST_STATUS, "tool" => Arc::clone(&self.tool)).record(age);
+        }
+    }
+}
+
+impl Live {
+    /// The task expired (`None`: the sweep says so), or was read ended (`Some`: counted
+    /// when that is its expiry), while its work ran here; counted once.
+    pub(crate) fn expired(&self, read: Option<&crate::store::TaskSnapshot>) {
+        let expiry = read.is_none_or(|task| {
+            task.status == TaskStatus::Failed
+                && task.status_message.as_deref() == Some(crate::store::record::EXPIRED_MESSAGE)
+        });
+        if expiry && !self.expired.swap(true, Ordering::AcqRel) {
+            tasks_expired(1);
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.set_waiting(false);
+        gauge!(TASKS_RUNNING, "tool" => Arc::clone(&self.tool)).decrement(1.0);
+    }
+}
+
+/// The number of queued tasks not yet claimed, as sampled now.
+fn queue_depth(depth: u64) {
+    #[allow(clippy::cast_precision_loss)]
+    gauge!(QUEUE_DEPTH).set(depth as f64);
+}
+
+/// A queued task `id` was claimed.
+pub(crate) fn claimed_queued(id: &str) {
+    if let Some(age) = age(id) {
+        ::metrics::histogram!(CLAIM_LAG).record(age);
+    }
+}
+
+/// Why a lease was lost.
+#[derive(Clone, Copy)]
+pub(crate) enum LeaseLoss {
+    /// A write or renewal was refused: another instance holds the task (or it ended).
+    Refused,
+    /// It was not renewed by its fence point.
+    Unrenewed,
+}
+
+/// A lease held here was lost.
+pub(crate) fn lease_lost(reason: LeaseLoss) {
+    let reason = match reason {
+        LeaseLoss::Refused => "refused",
+        LeaseLoss::Unrenewed => "unrenewed",
+    };
+    counter!(LEASES_LOST, "reason" => reason).increment(1);
+}
+
+/// The store refused a write of running work as fenced.
+pub(crate) fn fenced_write() {
+    counter!(FENCED_WRITES).increment(1);
+}
+
+/// A wake-up of `kind` (`cancel`, `answers`, `queued`) arrived.
+fn wakeup_received(kind: &'static str) {
+    counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(1);
+}
+
+/// `n` wake-ups were missed.
+fn wakeups_missed(n: u64) {
+    counter!(WAKEUPS_MISSED).increment(n);
+}
+
+/// A wake-up (or a failure to receive one) came from the store's feed.
+pub(crate) fn received(
+    received: &Result<crate::store::Wakeup, tokio::sync::broadcast::error::RecvError>,
+) {
+    use crate::store::WakeupKind;
+    use tokio::sync::broadcast::error::RecvError;
+    match received {
+        Ok(wakeup) => match wakeup.kind {
+            WakeupKind::Cancel => wakeup_received("cancel"),
+            WakeupKind::Answers => wakeup_received("answers"),
+            WakeupKind::Queued => wakeup_received("queued"),
+            WakeupKind::Missed => wakeups_missed(1),
+        },
+        Err(RecvError::Lagged(missed)) => wakeups_missed(*missed),
+        Err(RecvError::Closed) => {}
+    }
+}
+
+/// Samples the queue depth of `runtime`'s cluster store (a failed count is not recorded).
+pub(crate) async fn sample_queue(runtime: &crate::runtime::Runtime) {
+    let Some((cluster, _)) = runtime.cluster() else {
+        return;
+    };
+    match cluster.queue_depth().await {
+        Ok(Some(depth)) => queue_depth(depth),
+        Ok(None) => {}
+        Err(error) => tracing::debug!(%error, "queue depth not counted"),
+    }
+}
+
+/// The request guard refused a request with JSON-RPC error `code`.
+pub(crate) fn request_refused(code: i32) {
+    counter!(REQUESTS_REFUSED, "code" => code.to_string()).increment(1);
+}
