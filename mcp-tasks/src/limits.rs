@@ -8,6 +8,8 @@
 //! | outstanding input requests of one task | 32 ([`Limits::DEFAULT_MAX_INPUT_REQUESTS`]) | [`Limits::with_max_input_requests`] | the tool's `ctx.elicit(..)` (or `sample`, `roots`) past it fails with `-32603` naming the limit; the task's earlier questions stay outstanding |
 //! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
 //! | live tasks of one owner: per server process, and across the cluster on a shared store | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no task is created; the owner's other tasks and other owners are unaffected |
+//! | task ids one `subscriptions/listen` may name | 256 ([`Limits::DEFAULT_MAX_LISTEN_TASK_IDS`]) | [`Limits::with_max_listen_task_ids`] | `-32602` naming `params.notifications.taskIds`, how many it named and the limit (`data.maxTaskIds`); no stream is opened |
+//! | task listen streams one owner may hold open on one server | 64 ([`Limits::DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER`]) | [`Limits::with_max_listen_streams_per_owner`] | `-32603` naming the owner and the limit (`data.maxListenStreams`); the owner's open streams go on, and a closed one gives its place back |
 //!
 //! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
 //! tasks of one owner cannot take every slot of a shared server); a store's own capacity
@@ -45,8 +47,9 @@
 /// Limits on what one request may carry and one task or owner may hold.
 /// [`Limits::default()`] is 4 MiB per request ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]), 1 MiB
 /// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 32 outstanding input
-/// requests per task, 4,096 characters of `statusMessage` and 10,000 live tasks per owner; see
-/// the [module docs](self) for what each limit answers.
+/// requests per task, 4,096 characters of `statusMessage`, 10,000 live tasks per owner, 256
+/// task ids per listen and 64 open listen streams per owner; see the [module docs](self) for
+/// what each limit answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {
@@ -55,6 +58,8 @@ pub struct Limits {
     max_input_requests: usize,
     max_status_chars: usize,
     max_live_tasks_per_owner: usize,
+    max_listen_task_ids: usize,
+    max_listen_streams_per_owner: usize,
 }
 
 impl Limits {
@@ -68,6 +73,10 @@ impl Limits {
     pub const DEFAULT_MAX_STATUS_CHARS: usize = 4096;
     /// The default number of live tasks one owner may have in one server process: 10,000.
     pub const DEFAULT_MAX_LIVE_TASKS_PER_OWNER: usize = 10_000;
+    /// The default number of task ids one `subscriptions/listen` may name: 256.
+    pub const DEFAULT_MAX_LISTEN_TASK_IDS: usize = 256;
+    /// The default number of task listen streams one owner may hold open on one server: 64.
+    pub const DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER: usize = 64;
 
     /// The defaults (the same as [`Limits::default()`]).
     #[must_use]
@@ -78,6 +87,8 @@ impl Limits {
             max_input_requests: Self::DEFAULT_MAX_INPUT_REQUESTS,
             max_status_chars: Self::DEFAULT_MAX_STATUS_CHARS,
             max_live_tasks_per_owner: Self::DEFAULT_MAX_LIVE_TASKS_PER_OWNER,
+            max_listen_task_ids: Self::DEFAULT_MAX_LISTEN_TASK_IDS,
+            max_listen_streams_per_owner: Self::DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
         }
     }
 
@@ -118,6 +129,35 @@ impl Limits {
     pub const fn with_max_live_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_live_tasks_per_owner = if tasks == 0 { 1 } else { tasks };
         self
+    }
+
+    /// Sets how many task ids one `subscriptions/listen` may name (at least 1); a listen
+    /// naming more (after removing repeats) is answered `-32602`. A stream keeps at most one
+    /// pending state per id, so this also bounds what a slow reader makes the server hold.
+    #[must_use]
+    pub const fn with_max_listen_task_ids(mut self, ids: usize) -> Self {
+        self.max_listen_task_ids = if ids == 0 { 1 } else { ids };
+        self
+    }
+
+    /// Sets how many task listen streams one owner may hold open on one server at once (at
+    /// least 1); one more is answered `-32603` until one of them ends.
+    #[must_use]
+    pub const fn with_max_listen_streams_per_owner(mut self, streams: usize) -> Self {
+        self.max_listen_streams_per_owner = if streams == 0 { 1 } else { streams };
+        self
+    }
+
+    /// How many task ids one `subscriptions/listen` may name.
+    #[must_use]
+    pub const fn max_listen_task_ids(&self) -> usize {
+        self.max_listen_task_ids
+    }
+
+    /// How many task listen streams one owner may hold open on one server.
+    #[must_use]
+    pub const fn max_listen_streams_per_owner(&self) -> usize {
+        self.max_listen_streams_per_owner
     }
 
     /// How many input requests one task may have outstanding.
@@ -199,6 +239,33 @@ mod tests {
         assert_eq!(
             (limits.max_request_bytes(), limits.max_arguments_bytes()),
             (10, 5)
+        );
+    }
+
+    #[test]
+    fn listen_limits_default_and_are_at_least_one() {
+        let limits = Limits::default();
+        assert_eq!(limits.max_listen_task_ids(), 256);
+        assert_eq!(limits.max_listen_streams_per_owner(), 64);
+        let limits = limits
+            .with_max_listen_task_ids(3)
+            .with_max_listen_streams_per_owner(2);
+        assert_eq!(
+            (
+                limits.max_listen_task_ids(),
+                limits.max_listen_streams_per_owner()
+            ),
+            (3, 2)
+        );
+        let floor = Limits::default()
+            .with_max_listen_task_ids(0)
+            .with_max_listen_streams_per_owner(0);
+        assert_eq!(
+            (
+                floor.max_listen_task_ids(),
+                floor.max_listen_streams_per_owner()
+            ),
+            (1, 1)
         );
     }
 }

@@ -459,6 +459,8 @@ async fn wakeup_loop(
                 // Answers to a task whose work runs elsewhere (or nowhere): not ours.
                 WakeupKind::Answers => {}
                 WakeupKind::Queued => claim_now.notify_one(),
+                // For listen streams (`server/push`); the work needs nothing.
+                WakeupKind::Changed => {}
                 // The listener reconnected: what was announced while it was down is read.
                 WakeupKind::Missed => {
                     tracing::info!(

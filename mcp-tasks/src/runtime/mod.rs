@@ -164,7 +164,9 @@ pub(crate) struct Runtime {
     pub(crate) lifecycle: Lifecycle,
     /// The in-process change feed: the id of every task whose status, status message,
     /// input requests or outcome this process changed. Nothing is sent while no one
-    /// subscribes (the push hub of `server/push.rs` is its one subscriber).
+    /// subscribes (the push hub of `server/push` is its one subscriber, and only over a
+    /// single-process store: over a [`ClusterStore`] it follows the store's wake-ups, which
+    /// announce every instance's changes, this one's included).
     pub(crate) changes: tokio::sync::broadcast::Sender<Arc<str>>,
 }
 

@@ -575,6 +575,10 @@ pub enum WakeupKind {
     /// Wake-ups may have been missed (the store's listening connection was lost and is
     /// back): re-read every task running here, and claim. Its `task_id` is empty.
     Missed,
+    /// What `tasks/get` answers for the task changed (its status, status message, input
+    /// requests or outcome), for the instances whose clients follow it
+    /// (`subscriptions/listen`); the instance running its work has nothing to do.
+    Changed,
 }
 
 /// A change to a task that the instance running it (or a worker) must act on.

@@ -440,7 +440,9 @@ async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
 /// The fenced finish of live tasks, one statement for the batch (its own transaction): what
 /// `end` and `PostgresStore::modify` do, for the common case only. A task changes only when
 /// it is live, held by the job's instance at the job's epoch and not past its TTL at the
-/// job's time; its steps go with it. Returns the ids it finished.
+/// job's time; its steps go with it. Each task it finished is announced (`u:<id>` on the
+/// store's channel, `$8`) for the listen streams of every instance, in the same statement:
+/// the batch's one transaction notifies for all of them. Returns the ids it finished.
 ///
 /// The plan must look tasks up by primary key only: `t.runner = u.runner` would imply the
 /// predicate of the lease index (`runner IS NOT NULL`), and the generic plan then read that
@@ -461,7 +463,7 @@ const FINISH: &str = concat!(
      AND t.purge_at_ms IS NULL AND t.status IN ('working', 'input_required') \
      AND (t.deadline_ms IS NULL OR t.deadline_ms > u.now) RETURNING t.id), \
      dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
-     SELECT id FROM done"
+     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, 'u:' || done.id) AS announced"
 );
 
 /// A fenced finish waiting for its batch: `true` when the batch finished the task, `false`
@@ -478,15 +480,16 @@ pub(super) struct FinishJob {
 pub(super) fn spawn_finishers(
     runtime: &tokio::runtime::Handle,
     pool: &Pool,
+    channel: &Arc<str>,
 ) -> mpsc::UnboundedSender<FinishJob> {
-    let pool = pool.clone();
+    let (pool, channel) = (pool.clone(), Arc::clone(channel));
     spawn_workers(runtime, WRITERS, MAX_BATCH, move |batch: Vec<FinishJob>| {
-        let pool = pool.clone();
-        async move { finish_batch(&pool, batch).await }
+        let (pool, channel) = (pool.clone(), Arc::clone(&channel));
+        async move { finish_batch(&pool, batch, &channel).await }
     })
 }
 
-async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>) {
+async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>, channel: &str) {
     // One finish per task in a statement: a second one changes nothing here and goes back
     // (the general path answers it, after the first is stored).
     let mut seen = HashSet::new();
@@ -498,7 +501,7 @@ async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>) {
             let _ = job.reply.send(Ok(false));
         }
     }
-    let finished = finish(pool, &batch).await;
+    let finished = finish(pool, &batch, channel).await;
     match finished {
         Ok(done) => {
             for job in batch {
@@ -513,7 +516,11 @@ async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>) {
     }
 }
 
-async fn finish(pool: &Pool, batch: &[FinishJob]) -> Result<HashSet<String>, StoreError> {
+async fn finish(
+    pool: &Pool,
+    batch: &[FinishJob],
+    channel: &str,
+) -> Result<HashSet<String>, StoreError> {
     let n = batch.len();
     let (mut id, mut epoch, mut runner) = (
         Vec::with_capacity(n),
@@ -540,7 +547,9 @@ async fn finish(pool: &Pool, batch: &[FinishJob]) -> Result<HashSet<String>, Sto
     let rows = write_one(
         pool,
         FINISH,
-        &[&id, &epoch, &runner, &status, &outcome, &message, &now],
+        &[
+            &id, &epoch, &runner, &status, &outcome, &message, &now, &channel,
+        ],
         "could not finish the task",
     )
     .await?;

@@ -6,7 +6,8 @@
 //! down). The listener itself sends no query but its `LISTEN`.
 //!
 //! Notification payloads on the store's channel: `a:<answer_seq>:<id>` (answers stored),
-//! `c:<id>` (cancel intent), `q:<id>` (a task queued for a worker).
+//! `c:<id>` (cancel intent), `q:<id>` (a task queued for a worker), `u:<id>` (what `tasks/get`
+//! answers for the task changed: its status, status message, input requests or outcome).
 
 use std::{sync::Arc, time::Duration};
 
@@ -131,6 +132,7 @@ fn parse(payload: &str) -> Option<Wakeup> {
     let (kind, id) = match kind {
         "q" => (WakeupKind::Queued, rest),
         "c" => (WakeupKind::Cancel, rest),
+        "u" => (WakeupKind::Changed, rest),
         // `a:<answer_seq>:<id>`: the sequence is for readers that keep what they saw.
         "a" => (WakeupKind::Answers, rest.split_once(':')?.1),
         _ => return None,
@@ -177,7 +179,8 @@ mod tests {
         assert_eq!(parse("a:3:t-1"), wakeup("t-1", WakeupKind::Answers));
         assert_eq!(parse("c:t-1"), wakeup("t-1", WakeupKind::Cancel));
         assert_eq!(parse("q:t:2"), wakeup("t:2", WakeupKind::Queued));
-        for bad in ["", "a:t", "x:t", "c:", "a:1:"] {
+        assert_eq!(parse("u:t-1"), wakeup("t-1", WakeupKind::Changed));
+        for bad in ["", "a:t", "x:t", "c:", "a:1:", "u:"] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

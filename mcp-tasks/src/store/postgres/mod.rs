@@ -319,7 +319,7 @@ impl PostgresBuilder {
         let channel: Arc<str> = Arc::from(format!("mcp_tasks.{}", self.schema));
         let creates = batch::spawn(&runtime, &pool, &channel);
         let reads = batch::spawn_readers(&runtime, &pool);
-        let finishes = batch::spawn_finishers(&runtime, &pool);
+        let finishes = batch::spawn_finishers(&runtime, &pool, &channel);
         let stop = CancellationToken::new();
         Ok(PostgresStore {
             pool,

@@ -86,6 +86,9 @@ impl PostgresStore {
                 Some(format!("a:{}:{}", row.answer_seq, row.task.id))
             }
             Some(WakeupKind::Cancel) => Some(format!("c:{}", row.task.id)),
+            // Listen streams on any instance read the task again (`server/push`); an answer
+            // or a cancel wake-up tells them as much.
+            _ if change.changed => Some(format!("u:{}", row.task.id)),
             _ => None,
         };
         if !change.changed && step.is_none() && notify.is_none() {
@@ -441,6 +444,12 @@ impl TaskStore for PostgresStore {
                     "DELETE FROM steps WHERE task_id = ANY($1)",
                     &[&ids],
                     "could not drop the expired tasks' steps",
+                )
+                .await?;
+                tx.execute(
+                    "SELECT pg_notify($1, 'u:' || id) FROM unnest($2::text[]) AS id",
+                    &[&&*self.channel, &ids],
+                    "could not announce the expired tasks",
                 )
                 .await?;
             }

@@ -1,0 +1,556 @@
+//! Task status pushed across instances (issue 22, "Every instance"): three engines on one
+//! Postgres schema, each served over Streamable HTTP on 127.0.0.1, listen streams on every
+//! instance, and the work of each task running on one of them. Every listener sees every
+//! change of its tasks (each status, status message, input request, answer and the end with
+//! its result), in order, exactly once, and nothing after the end, whichever instance ran
+//! the work; the changes reach the other instances by `LISTEN`/`NOTIFY` only (the engines'
+//! periodic re-read runs, and cannot stand in for a lost announcement: it re-reads only the
+//! work running here and tells no listen stream).
+//!
+//! `one_read_per_change_per_instance`: thirty streams on one instance following one task whose
+//! work runs on another cost that instance one store read per change, not thirty.
+//!
+//! `push_latency_across_instances` (ignored; run with `--release --ignored`) measures the
+//! time from a status change on one instance to its notification at a client of another.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock, Mutex},
+    time::Duration,
+};
+
+use common::{Http, TASKS, first_input_key, meta};
+use mcp_tasks::{Engine, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use rmcp::model::ElicitationSchema;
+use serde_json::{Value, json};
+use tokio::{sync::Semaphore, time::Instant};
+
+// ---------------------------------------------------------------------------------------
+// A tool paced by the test: each change waits for one permit of its gate.
+
+static GATES: LazyLock<Mutex<HashMap<String, Arc<Semaphore>>>> = LazyLock::new(Mutex::default);
+
+fn gate(name: &str) -> Arc<Semaphore> {
+    GATES
+        .lock()
+        .unwrap()
+        .entry(name.to_owned())
+        .or_insert_with(|| Arc::new(Semaphore::new(0)))
+        .clone()
+}
+
+async fn pass(name: &str) {
+    gate(name).acquire().await.expect("gate").forget();
+}
+
+/// Per permit: status "step 1" .. "step `steps`", then a question, then (after the answer
+/// and one more permit) its end.
+#[task_tool(mode = "required", poll_interval = "20ms", ttl = "10m")]
+async fn paced(ctx: TaskContext, gate: String, steps: u32) -> Result<String, ToolError> {
+    for n in 1..=steps {
+        pass(&gate).await;
+        ctx.status(format!("step {n}")).await;
+    }
+    pass(&gate).await;
+    let schema = ElicitationSchema::builder()
+        .required_string("name")
+        .build()
+        .expect("schema");
+    let answer = ctx.elicit_form("Your name?", schema).await?;
+    let name = answer
+        .content
+        .as_ref()
+        .and_then(|c| c["name"].as_str())
+        .unwrap_or("?")
+        .to_owned();
+    pass(&gate).await;
+    Ok(format!("hello {name} after {steps} steps"))
+}
+
+/// Three engines on `db`'s schema, each with an HTTP server; periodic re-reads every 100 ms,
+/// far below the test's bound on a notification.
+async fn three_instances(db: &pg::Db) -> (Vec<Engine>, Vec<Http>) {
+    let mut engines = Vec::new();
+    let mut servers = Vec::new();
+    for name in ["a", "b", "c"] {
+        let store = db.store().await.expect("connect");
+        let engine = Engine::builder(toolkit![paced].expect("a toolkit"))
+            .with_store(store)
+            .with_instance_id(format!("instance-{name}"))
+            .with_cluster(
+                mcp_tasks::ClusterConfig::default()
+                    .with_reread_interval(Duration::from_millis(100)),
+            )
+            .build();
+        engine.start().expect("start");
+        servers.push(Http::start(TaskServer::from_engine(engine.clone())).await);
+        engines.push(engine);
+    }
+    (engines, servers)
+}
+
+/// Every message one listen stream received, in order, read by a task of its own.
+#[derive(Clone, Default)]
+struct Heard(Arc<Mutex<Vec<(Instant, Value)>>>);
+
+impl Heard {
+    fn messages(&self) -> Vec<Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, m)| m.clone())
+            .collect()
+    }
+
+    /// The `notifications/tasks` of `task`, in order.
+    fn of(&self, task: &str) -> Vec<Value> {
+        self.messages()
+            .into_iter()
+            .filter(|m| m["method"] == "notifications/tasks" && m["params"]["taskId"] == task)
+            .map(|m| detailed(m["params"].clone()))
+            .collect()
+    }
+}
+
+/// Opens a listen stream on `server` for `tasks`, as subscription `id`; its messages land in
+/// the returned [`Heard`] as they arrive.
+async fn listen(server: &Http, id: &str, tasks: &[String]) -> Heard {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": { "_meta": meta(TASKS), "notifications": { "taskIds": tasks } } });
+    let mut response = server
+        .client
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", common::V2026)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "listen {id}");
+    let heard = Heard::default();
+    let into = heard.clone();
+    tokio::spawn(async move {
+        let mut buffer = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                for line in event.lines() {
+                    if let Some(data) = line.strip_prefix("data:") {
+                        let message: Value = serde_json::from_str(data.trim()).unwrap();
+                        into.0.lock().unwrap().push((Instant::now(), message));
+                    }
+                }
+            }
+        }
+    });
+    heard
+}
+
+/// The `DetailedTask` of a notification or a `tasks/get` result, without `_meta` and
+/// `resultType`.
+fn detailed(mut object: Value) -> Value {
+    if let Some(map) = object.as_object_mut() {
+        map.remove("_meta");
+        map.remove("resultType");
+    }
+    object
+}
+
+async fn call(server: &mut Http, gate: &str, steps: u32) -> String {
+    let (_, created) = server
+        .rpc(
+            "tools/call",
+            json!({ "name": "paced", "arguments": { "gate": gate, "steps": steps } }),
+            TASKS,
+        )
+        .await;
+    created["result"]["task"]["taskId"]
+        .as_str()
+        .or(created["result"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned()
+}
+
+async fn get(server: &mut Http, task: &str) -> Value {
+    let (_, got) = server
+        .rpc("tasks/get", json!({ "taskId": task }), TASKS)
+        .await;
+    assert!(got.get("result").is_some(), "tasks/get: {got}");
+    detailed(got["result"].clone())
+}
+
+/// How long every listener has, after a change is stored, to receive it.
+const BOUND: Duration = Duration::from_secs(5);
+
+/// Issue 22's cluster test: three instances on Postgres, listeners on each, the work of each
+/// task on one instance (task `i` was called on instance `i`, which runs it) and listened
+/// to on all three (two streams on each, one of which follows every task). Rounds: each
+/// round makes one change to every task still live (a status message, then a question,
+/// then its answer, sent to the next instance, then the end), stored before the round
+/// checks that every listener received exactly that change, once, as `tasks/get` answers it.
+/// The tasks have 1, 3 and 5 steps, so they end in different rounds, and the streams of the
+/// ended ones are checked to stay silent about them while the others go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_listener_on_every_instance_sees_every_change_in_order() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let (engines, mut servers) = three_instances(&db).await;
+    let steps = [1u32, 3, 5];
+    let mut tasks = Vec::new();
+    let mut gates = Vec::new();
+    for (i, steps) in steps.iter().enumerate() {
+        let gate = format!("cluster-{i}-{}", std::process::id());
+        tasks.push(call(&mut servers[i], &gate, *steps).await);
+        gates.push(gate);
+    }
+    // Listeners: on each instance, one stream following every task and one following only
+    // the task whose work runs on the next instance.
+    let mut listeners: Vec<(String, Heard, Vec<usize>)> = Vec::new();
+    for (n, server) in servers.iter().enumerate() {
+        let all = format!("all-{n}");
+        listeners.push((
+            all.clone(),
+            listen(server, &all, &tasks).await,
+            vec![0, 1, 2],
+        ));
+        let other = (n + 1) % 3;
+        let one = format!("one-{n}");
+        let heard = listen(server, &one, std::slice::from_ref(&tasks[other])).await;
+        listeners.push((one, heard, vec![other]));
+    }
+    // The acknowledgement and each task's state at once.
+    let mut expected: Vec<Vec<Value>> = Vec::new();
+    for (i, task) in tasks.iter().enumerate() {
+        expected.push(vec![get(&mut servers[i], task).await]);
+    }
+    wait_until_heard(&listeners, &tasks, &expected).await;
+    for (name, heard, _) in &listeners {
+        assert_eq!(
+            heard.messages()[0]["method"],
+            "notifications/subscriptions/acknowledged",
+            "{name}"
+        );
+    }
+
+    // Each task's changes, in order: its steps, the question, the answer, the end.
+    let changes_of = |i: usize| steps[i] as usize + 3;
+    let rounds = (0..3).map(changes_of).max().unwrap();
+    for round in 0..rounds {
+        for i in 0..3 {
+            if round >= changes_of(i) {
+                continue;
+            }
+            let answer = round == steps[i] as usize + 1;
+            if answer {
+                // Sent to the next instance: the work on instance `i` hears of it by NOTIFY.
+                let key = first_input_key(expected[i].last().unwrap());
+                let next = (i + 1) % 3;
+                let (_, answered) = servers[next]
+                    .rpc(
+                        "tasks/update",
+                        json!({ "taskId": tasks[i], "inputResponses": {
+                            key: { "action": "accept", "content": { "name": "Ada" } } } }),
+                        TASKS,
+                    )
+                    .await;
+                assert!(answered.get("result").is_some(), "{answered}");
+            } else {
+                gate(&gates[i]).add_permits(1);
+            }
+        }
+        // Each change stored (read back through another instance than the one running it).
+        for i in 0..3 {
+            if round >= changes_of(i) {
+                continue;
+            }
+            let before = expected[i].last().unwrap().clone();
+            let reader = (i + 2) % 3;
+            let started = Instant::now();
+            let now = loop {
+                let now = get(&mut servers[reader], &tasks[i]).await;
+                if now != before {
+                    break now;
+                }
+                assert!(
+                    started.elapsed() < BOUND,
+                    "round {round}: task {i} did not change"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            expected[i].push(now);
+        }
+        wait_until_heard(&listeners, &tasks, &expected).await;
+    }
+    for (i, states) in expected.iter().enumerate() {
+        let end = states.last().unwrap();
+        assert_eq!(end["status"], "completed", "task {i}: {end}");
+        assert_eq!(
+            end["result"]["content"][0]["text"],
+            format!("hello Ada after {} steps", steps[i]),
+            "the end carries the result"
+        );
+    }
+    // Nothing more once every task ended.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_heard_exactly(&listeners, &tasks, &expected);
+    for engine in engines {
+        engine.shutdown(Duration::from_secs(1)).await;
+    }
+}
+
+/// Waits until every listener received the last expected state of each of its tasks, then
+/// checks it received exactly the expected states, in order.
+async fn wait_until_heard(
+    listeners: &[(String, Heard, Vec<usize>)],
+    tasks: &[String],
+    expected: &[Vec<Value>],
+) {
+    let started = Instant::now();
+    loop {
+        let caught_up = listeners.iter().all(|(_, heard, follows)| {
+            follows
+                .iter()
+                .all(|&i| heard.of(&tasks[i]).last() == expected[i].last())
+        });
+        if caught_up || started.elapsed() > BOUND {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_heard_exactly(listeners, tasks, expected);
+}
+
+fn assert_heard_exactly(
+    listeners: &[(String, Heard, Vec<usize>)],
+    tasks: &[String],
+    expected: &[Vec<Value>],
+) {
+    for (name, heard, follows) in listeners {
+        for &i in follows {
+            let got = heard.of(&tasks[i]);
+            let statuses = |states: &[Value]| -> Vec<String> {
+                states
+                    .iter()
+                    .map(|s| format!("{} {}", s["status"], s["statusMessage"]))
+                    .collect()
+            };
+            assert!(
+                got == expected[i],
+                "listener {name}, task {i}: heard {:?}, expected {:?}",
+                statuses(&got),
+                statuses(&expected[i])
+            );
+        }
+        for message in heard.messages() {
+            assert_eq!(
+                message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                name.as_str(),
+                "{message}"
+            );
+        }
+    }
+}
+
+/// A store that counts its reads (`get`), around the Postgres store.
+struct Counting {
+    inner: mcp_tasks::PostgresStore,
+    gets: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl mcp_tasks::store::TaskStore for Counting {
+    async fn create(
+        &self,
+        task: mcp_tasks::store::NewTask,
+    ) -> Result<mcp_tasks::store::Created, mcp_tasks::store::StoreError> {
+        self.inner.create(task).await
+    }
+    async fn get(
+        &self,
+        id: &str,
+    ) -> Result<Option<mcp_tasks::store::TaskSnapshot>, mcp_tasks::store::StoreError> {
+        self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.get(id).await
+    }
+    async fn set_status_message(
+        &self,
+        id: &str,
+        message: Option<String>,
+    ) -> Result<(), mcp_tasks::store::StoreError> {
+        self.inner.set_status_message(id, message).await
+    }
+    async fn request_input(
+        &self,
+        id: &str,
+        key: &str,
+        request: rmcp::model::InputRequest,
+    ) -> Result<(), mcp_tasks::store::StoreError> {
+        self.inner.request_input(id, key, request).await
+    }
+    async fn deliver_input(
+        &self,
+        id: &str,
+        responses: rmcp::model::InputResponses,
+    ) -> Result<rmcp::model::InputResponses, mcp_tasks::store::StoreError> {
+        self.inner.deliver_input(id, responses).await
+    }
+    async fn finish(
+        &self,
+        id: &str,
+        outcome: mcp_tasks::store::Outcome,
+    ) -> Result<(), mcp_tasks::store::StoreError> {
+        self.inner.finish(id, outcome).await
+    }
+    async fn request_cancel(&self, id: &str) -> Result<(), mcp_tasks::store::StoreError> {
+        self.inner.request_cancel(id).await
+    }
+    async fn save_step(
+        &self,
+        id: &str,
+        step: mcp_tasks::store::Step,
+    ) -> Result<(), mcp_tasks::store::StoreError> {
+        self.inner.save_step(id, step).await
+    }
+    async fn recoverable(
+        &self,
+    ) -> Result<Vec<mcp_tasks::store::Recovery>, mcp_tasks::store::StoreError> {
+        self.inner.recoverable().await
+    }
+    async fn expire_due(&self) -> Result<Vec<Arc<str>>, mcp_tasks::store::StoreError> {
+        self.inner.expire_due().await
+    }
+    fn cluster(&self) -> Option<&dyn mcp_tasks::store::ClusterStore> {
+        self.inner.cluster()
+    }
+}
+
+/// No read storm: instance A runs a task's work; instance B holds thirty listen streams
+/// following it (and runs nothing). Each of ten status changes reaches all thirty streams,
+/// and costs B one store read: the dispatcher reads a changed task once for every stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_read_per_change_per_instance() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let (engines, mut servers) = three_instances(&db).await;
+    let gets = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counting = Counting {
+        inner: db.store().await.expect("connect"),
+        gets: gets.clone(),
+    };
+    let listening = Engine::builder(toolkit![paced].expect("a toolkit"))
+        .with_store(counting)
+        .with_instance_id("instance-listening")
+        .with_cluster(mcp_tasks::ClusterConfig::default().with_execution(false))
+        .build();
+    listening.start().expect("start");
+    let b = Http::start(TaskServer::from_engine(listening.clone())).await;
+    let gate_name = format!("reads-{}", std::process::id());
+    const CHANGES: u32 = 10;
+    const STREAMS: usize = 30;
+    let task = call(&mut servers[0], &gate_name, CHANGES).await;
+    let mut streams = Vec::new();
+    for n in 0..STREAMS {
+        streams.push(listen(&b, &format!("s{n}"), std::slice::from_ref(&task)).await);
+    }
+    let first = get(&mut servers[0], &task).await;
+    let mut expected = vec![vec![first]];
+    let listeners: Vec<(String, Heard, Vec<usize>)> = streams
+        .into_iter()
+        .enumerate()
+        .map(|(n, heard)| (format!("s{n}"), heard, vec![0]))
+        .collect();
+    let tasks = vec![task.clone()];
+    wait_until_heard(&listeners, &tasks, &expected).await;
+    let before = gets.load(std::sync::atomic::Ordering::SeqCst);
+    for n in 1..=CHANGES {
+        gate(&gate_name).add_permits(1);
+        let started = Instant::now();
+        let now = loop {
+            let now = get(&mut servers[0], &task).await;
+            if now["statusMessage"] == format!("step {n}") {
+                break now;
+            }
+            assert!(started.elapsed() < BOUND, "step {n} not stored");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        expected[0].push(now);
+        wait_until_heard(&listeners, &tasks, &expected).await;
+    }
+    let reads = gets.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert!(
+        (1..=CHANGES as usize).contains(&reads),
+        "{reads} store reads on the listening instance for {CHANGES} changes pushed to {STREAMS} streams"
+    );
+    listening.shutdown(Duration::from_millis(200)).await;
+    for engine in engines {
+        engine.shutdown(Duration::from_millis(200)).await;
+    }
+}
+
+/// Push latency across instances: the work runs on instance A, a client listens on B; the
+/// time from the status change (measured as the moment the tool's `ctx.status(..)` write
+/// returned on A) to the notification's arrival at the client. Prints p50/p99.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: cargo test --release --test push_cluster -- --ignored --nocapture"]
+async fn push_latency_across_instances() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let (engines, mut servers) = three_instances(&db).await;
+    let samples: usize = std::env::var("PUSH_SAMPLES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(500);
+    let gate_name = format!("latency-{}", std::process::id());
+    let steps = u32::try_from(samples).unwrap();
+    let task = call(&mut servers[0], &gate_name, steps).await;
+    let heard = listen(&servers[1], "bench", std::slice::from_ref(&task)).await;
+    // The acknowledgement and the first state.
+    let started = Instant::now();
+    while heard.messages().len() < 2 {
+        assert!(started.elapsed() < BOUND);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let mut latencies = Vec::with_capacity(samples);
+    for n in 1..=samples {
+        let before = heard.0.lock().unwrap().len();
+        let sent = Instant::now();
+        gate(&gate_name).add_permits(1);
+        let wanted = format!("step {n}");
+        let arrived = loop {
+            let found = heard.0.lock().unwrap()[before..]
+                .iter()
+                .find(|(_, m)| m["params"]["statusMessage"] == wanted.as_str())
+                .map(|(at, _)| *at);
+            if let Some(at) = found {
+                break at;
+            }
+            assert!(sent.elapsed() < BOUND, "step {n} not pushed");
+            // The arrival time is taken by the stream's reader as it arrives, not here.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        // From the permit: the tool's write (a commit on Postgres) is included.
+        latencies.push(arrived - sent);
+    }
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q).round() as usize];
+    println!(
+        "push latency across instances (status change on A -> notification at a client of B), {samples} samples: p50 {:?}, p99 {:?}, max {:?}",
+        at(0.5),
+        at(0.99),
+        latencies.last().unwrap()
+    );
+    for engine in engines {
+        engine.shutdown(Duration::from_millis(200)).await;
+    }
+}

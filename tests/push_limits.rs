@@ -1,0 +1,128 @@
+//! The listen limits of `Limits` (issue 22, "Limits"): task ids per `subscriptions/listen`
+//! (`with_max_listen_task_ids`, `-32602` beyond) and open listen streams per owner
+//! (`with_max_listen_streams_per_owner`, `-32603` beyond, a closed stream gives its place
+//! back), set below their defaults and hit over Streamable HTTP on 127.0.0.1.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Http, Patience, TASKS, meta};
+use mcp_tasks::{Engine, Limits, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use serde_json::{Value, json};
+
+/// Runs until cancelled.
+#[task_tool(mode = "required", poll_interval = "20ms", ttl = "10m")]
+async fn idle(ctx: TaskContext) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Ok("cancelled".into())
+}
+
+async fn server(limits: Limits) -> Http {
+    let engine = Engine::builder(toolkit![idle].expect("a toolkit"))
+        .with_limits(limits)
+        .build();
+    Http::start(TaskServer::from_engine(engine)).await
+}
+
+async fn call(server: &mut Http) -> String {
+    let (_, created) = server
+        .rpc(
+            "tools/call",
+            json!({ "name": "idle", "arguments": {} }),
+            TASKS,
+        )
+        .await;
+    created["result"]["task"]["taskId"]
+        .as_str()
+        .or(created["result"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned()
+}
+
+/// A listen for `ids`: `Ok` with the open response (an SSE stream), or `Err` with the
+/// JSON-RPC error body.
+async fn listen(server: &Http, id: u64, ids: &[String]) -> Result<reqwest::Response, Value> {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": { "_meta": meta(TASKS), "notifications": { "taskIds": ids } } });
+    let response = server
+        .client
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", common::V2026)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if sse {
+        Ok(response)
+    } else {
+        Err(serde_json::from_str(&response.text().await.unwrap()).unwrap())
+    }
+}
+
+#[tokio::test]
+async fn the_task_ids_per_listen_limit_is_set_and_hit() {
+    let mut server = server(Limits::default().with_max_listen_task_ids(2)).await;
+    let ids = vec![call(&mut server).await, call(&mut server).await];
+    listen(&server, 1, &ids)
+        .await
+        .expect("two ids are within the limit");
+    // A repeated id counts once.
+    let repeated = vec![ids[0].clone(), ids[1].clone(), ids[0].clone()];
+    listen(&server, 2, &repeated)
+        .await
+        .expect("a repeat is not one more id");
+    let three = vec![ids[0].clone(), ids[1].clone(), "another".to_owned()];
+    let refused = listen(&server, 3, &three).await.expect_err("three ids");
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["data"]["maxTaskIds"], 2, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("names 3 tasks, more than the 2")
+            && message.contains("split them over several streams"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn the_streams_per_owner_limit_is_set_and_hit() {
+    let mut server = server(Limits::default().with_max_listen_streams_per_owner(2)).await;
+    let task = vec![call(&mut server).await];
+    let first = listen(&server, 1, &task).await.expect("stream 1");
+    let _second = listen(&server, 2, &task).await.expect("stream 2");
+    let refused = listen(&server, 3, &task).await.expect_err("a third stream");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(refused["error"]["data"]["maxListenStreams"], 2, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("has 2 task listen streams open") && message.contains("listen again"),
+        "{message}"
+    );
+    // A closed stream gives its place back, once the server notices: at its next write,
+    // here the task's end.
+    drop(first);
+    let (_, cancelled) = server
+        .rpc("tasks/cancel", json!({ "taskId": task[0] }), TASKS)
+        .await;
+    assert!(cancelled.get("result").is_some(), "{cancelled}");
+    let patience = Patience::with_bound(
+        "a place given back by the closed stream",
+        Duration::from_secs(10),
+    );
+    loop {
+        match listen(&server, 4, &task).await {
+            Ok(_) => break,
+            Err(refused) => {
+                assert_eq!(refused["error"]["code"], -32603, "{refused}");
+                patience.wait().await;
+            }
+        }
+    }
+}
