@@ -157,7 +157,8 @@ pub(crate) struct Call<'a> {
     pub(crate) owner: Arc<str>,
     pub(crate) client_capabilities: ClientCapabilities,
     pub(crate) arguments: &'a JsonObject,
-    pub(crate) request_meta: JsonObject,
+    /// The request's `_meta`, copied into a task's record (an inline call copies nothing).
+    pub(crate) request_meta: &'a JsonObject,
     /// `Some` on the modern wire, with the answers the client sent.
     pub(crate) mrtr: Option<InputResponses>,
     /// The client's idempotency key (`_meta["mcp-tasks/idempotencyKey"]`).
@@ -176,7 +177,8 @@ impl Call<'_> {
             tool: self.tool.clone(),
             owner: self.owner.clone(),
             cancel,
-            client_capabilities: self.client_capabilities.clone(),
+            // Each call builds its parts once.
+            client_capabilities: std::mem::take(&mut self.client_capabilities),
             state: self.state.clone(),
             runtime: self.runtime.clone(),
         }
