@@ -92,7 +92,34 @@ pub fn rfc3339(epoch_ms: u64) -> String {
     let rem = secs % 86_400;
     let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
     let (year, month, day) = civil_from_days(days);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+    // Digit by digit rather than `format!`: every task on the wire carries two of these.
+    let mut out = [0u8; 24];
+    let mut put = |at: usize, value: u64, width: usize| {
+        let mut value = value;
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, year, 4);
+    put(5, month, 2);
+    put(8, day, 2);
+    put(11, h, 2);
+    put(14, m, 2);
+    put(17, s, 2);
+    put(20, ms, 3);
+    for (at, separator) in [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+        (23, b'Z'),
+    ] {
+        out[at] = separator;
+    }
+    out.iter().map(|&b| char::from(b)).collect()
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).

@@ -166,15 +166,22 @@ impl TraceContext {
 }
 
 /// The trace context of a `tools/call` whose `_meta` is `meta`: the one the client sent,
-/// taken out of `meta` (so the stored `_meta` never holds a malformed one), else, under the
-/// `opentelemetry` feature, the current span's.
-pub(crate) fn of_call(meta: &mut JsonObject) -> Option<TraceContext> {
+/// else, under the `opentelemetry` feature, the current span's. The stored `_meta` goes
+/// without it ([`without_context`]), so it never holds a malformed one.
+pub(crate) fn of_call(meta: &JsonObject) -> Option<TraceContext> {
     let sent = TraceContext::from_meta(meta);
-    meta.remove(TRACEPARENT);
-    meta.remove(TRACESTATE);
     #[cfg(feature = "opentelemetry")]
     let sent = sent.or_else(TraceContext::current);
     sent
+}
+
+/// A call's `_meta` as its task stores it: without the trace context, which is stored on its
+/// own, validated ([`of_call`]).
+pub(crate) fn without_context(meta: &JsonObject) -> JsonObject {
+    let mut meta = meta.clone();
+    meta.remove(TRACEPARENT);
+    meta.remove(TRACESTATE);
+    meta
 }
 
 /// The first 55 characters of a valid `traceparent`, or `None`.

@@ -21,7 +21,7 @@ use rmcp::{
 use super::{
     EngineBuilder,
     negotiation::Incoming,
-    request::{idempotency_key, meta_object, validate_responses},
+    request::{idempotency_key, validate_responses},
     request_state,
 };
 use crate::{
@@ -269,8 +269,7 @@ impl Engine {
             None
         };
         let tool = self.tool_name(definition.name());
-        let mut request_meta = meta_object(&context.meta);
-        let trace = crate::trace::of_call(&mut request_meta);
+        let trace = crate::trace::of_call(&context.meta.0.0);
         let call = Call {
             runtime: &self.runtime,
             registered,
@@ -279,7 +278,7 @@ impl Engine {
             owner: owner.clone(),
             client_capabilities: incoming.capabilities.unwrap_or_default(),
             arguments: &arguments,
-            request_meta,
+            request_meta: &context.meta.0.0,
             mrtr,
             idempotency_key: idempotency_key(&context.meta)?,
             notifier: Some(Notifier {

@@ -8,16 +8,18 @@
 //! enough that the arguments might be over their limit) returns `None`, and the guard's full
 //! check decides, with the error a client can act on.
 
-use std::fmt;
+use std::{borrow::Cow, fmt};
 
 use rmcp::model::ClientCapabilities;
 use serde::{
     Deserialize, Deserializer,
     de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor},
 };
-use serde_json::Value;
 
-use super::negotiation::{CLIENT_CAPABILITIES_KEY, Checked, Negotiation, PROTOCOL_VERSION_KEY};
+use super::{
+    guard::MAX_DEPTH,
+    negotiation::{CLIENT_CAPABILITIES_KEY, Checked, Negotiation, PROTOCOL_VERSION_KEY},
+};
 use crate::Limits;
 
 /// A compact re-serialization of parsed JSON is at most this many times longer than the
@@ -28,6 +30,12 @@ const MAX_GROWTH: usize = 5;
 /// `Some` when `bytes` is a well-formed request of `tools/call` or `tasks/*` that the full
 /// check would let through, with its verdict; `None` to leave the decision to the full check.
 pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Option<Checked> {
+    // JSON cannot nest deeper than it has brackets (those inside strings counted too): with
+    // fewer than serde_json's limit, no value of the body is too deep, and the pass below
+    // skips values without counting depth. A body with more gets the full check.
+    if bytes.iter().filter(|&&b| b == b'[' || b == b'{').count() >= MAX_DEPTH {
+        return None;
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let envelope = Envelope::deserialize(&mut deserializer).ok()?;
     deserializer.end().ok()?;
@@ -60,10 +68,9 @@ pub(crate) fn accept(bytes: &[u8], limits: &Limits, legacy_session: bool) -> Opt
     if !(shape_ok && meta_ok) {
         return None;
     }
-    let capabilities = params
-        .meta
-        .capabilities
-        .and_then(|caps| ClientCapabilities::deserialize(&caps).ok());
+    // Decoded in the pass above, straight from the text. Capabilities that do not decode
+    // (which the full check takes as none declared) ended the pass with `None`.
+    let capabilities = params.meta.capabilities;
     Some(Checked {
         negotiation: Negotiation::new(
             params.meta.protocol_version.as_deref(),
@@ -88,17 +95,8 @@ enum Kind {
     Id,
 }
 
-/// Skips one value, nesting checked as serde_json checks it when it builds a tree (its
-/// `IgnoredAny` does not count depth).
-struct Skip;
-
-impl<'de> Deserialize<'de> for Skip {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer
-            .deserialize_any(KindVisitor { id: false })
-            .map(|_| Skip)
-    }
-}
+/// Skips one value (its nesting is bounded by [`accept`]'s bracket count).
+type Skip = IgnoredAny;
 
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -151,7 +149,7 @@ impl<'de> Visitor<'de> for KindVisitor {
         Ok(Kind::Array)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
-        while map.next_key::<IgnoredAny>()?.is_some() {
+        while map.next_key::<Skip>()?.is_some() {
             map.next_value::<Skip>()?;
         }
         Ok(Kind::Object)
@@ -167,29 +165,101 @@ fn once<T, E: de::Error>(slot: &mut Option<T>, value: T, key: &'static str) -> R
     Ok(())
 }
 
-/// The top level of a message.
-#[derive(Default)]
-struct Envelope {
-    jsonrpc: Option<String>,
-    method: Option<String>,
-    id: Option<Kind>,
-    params: Option<Params>,
-}
+/// A string, borrowed from the body unless it has escapes; anything else is an error.
+struct Str<'de>(Cow<'de, str>);
 
-impl<'de> Deserialize<'de> for Envelope {
+impl<'de> Deserialize<'de> for Str<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Envelope;
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(s.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(V)
+    }
+}
+
+/// A protocol version: the string, or `None` for a value of another type (which names no
+/// version), skipped.
+struct Version<'de>(Option<Cow<'de, str>>);
+
+impl<'de> Deserialize<'de> for Version<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Version<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Version<'de>, E> {
+                Ok(Version(Some(Cow::Borrowed(s))))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Version<'de>, E> {
+                Ok(Version(Some(Cow::Owned(s.to_owned()))))
+            }
+            fn visit_unit<E>(self) -> Result<Version<'de>, E> {
+                Ok(Version(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Version<'de>, E> {
+                Ok(Version(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Version<'de>, E> {
+                Ok(Version(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Version<'de>, E> {
+                Ok(Version(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Version<'de>, E> {
+                Ok(Version(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Version<'de>, A::Error> {
+                while seq.next_element::<Skip>()?.is_some() {}
+                Ok(Version(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Version<'de>, A::Error> {
+                while map.next_key::<Skip>()?.is_some() {
+                    map.next_value::<Skip>()?;
+                }
+                Ok(Version(None))
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
+}
+
+/// The top level of a message.
+#[derive(Default)]
+struct Envelope<'de> {
+    jsonrpc: Option<Cow<'de, str>>,
+    method: Option<Cow<'de, str>>,
+    id: Option<Kind>,
+    params: Option<Params<'de>>,
+}
+
+impl<'de> Deserialize<'de> for Envelope<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Envelope<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON-RPC message")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<'de>, A::Error> {
                 let mut out = Envelope::default();
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(Str(key)) = map.next_key()? {
                     match &*key {
-                        "jsonrpc" => once(&mut out.jsonrpc, map.next_value()?, "jsonrpc")?,
-                        "method" => once(&mut out.method, map.next_value()?, "method")?,
+                        "jsonrpc" => {
+                            once(&mut out.jsonrpc, map.next_value::<Str>()?.0, "jsonrpc")?;
+                        }
+                        "method" => once(&mut out.method, map.next_value::<Str>()?.0, "method")?,
                         "id" => once(&mut out.id, map.next_value::<Id>()?.0, "id")?,
                         "params" => once(&mut out.params, map.next_value()?, "params")?,
                         _ => {
@@ -206,14 +276,14 @@ impl<'de> Deserialize<'de> for Envelope {
 
 /// The fields of `tools/call` and `tasks/*` params, by kind.
 #[derive(Default)]
-struct Params {
+struct Params<'de> {
     name: Option<Kind>,
     arguments: Option<Kind>,
     input_responses: Option<Kind>,
     request_state: Option<Kind>,
     task_id: Option<Kind>,
     notifications: Option<Filter>,
-    meta: Meta,
+    meta: Meta<'de>,
 }
 
 /// What the first look reads of a `subscriptions/listen` filter: whether it names `taskIds`.
@@ -232,7 +302,7 @@ impl<'de> Deserialize<'de> for Filter {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Filter, A::Error> {
                 let mut out = Filter::default();
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(Str(key)) = map.next_key()? {
                     if key == "taskIds" {
                         if out.task_ids {
                             return Err(de::Error::duplicate_field("taskIds"));
@@ -248,18 +318,18 @@ impl<'de> Deserialize<'de> for Filter {
     }
 }
 
-impl<'de> Deserialize<'de> for Params {
+impl<'de> Deserialize<'de> for Params<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Params;
+            type Value = Params<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an object of params")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params<'de>, A::Error> {
                 let mut out = Params::default();
                 let mut meta_seen = false;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(Str(key)) = map.next_key()? {
                     match &*key {
                         "name" => once(&mut out.name, map.next_value()?, "name")?,
                         "arguments" => once(&mut out.arguments, map.next_value()?, "arguments")?,
@@ -295,44 +365,43 @@ impl<'de> Deserialize<'de> for Params {
 
 /// What negotiation reads of `params._meta`.
 #[derive(Default)]
-struct Meta {
+struct Meta<'de> {
     /// `None` when `_meta` is absent.
     kind: Option<Kind>,
-    protocol_version: Option<String>,
-    capabilities: Option<Value>,
+    protocol_version: Option<Cow<'de, str>>,
+    /// Decoded from the text: capabilities that do not decode end the pass (the full
+    /// check then decides, taking them as none declared).
+    capabilities: Option<ClientCapabilities>,
 }
 
-impl<'de> Deserialize<'de> for Meta {
+impl<'de> Deserialize<'de> for Meta<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Meta;
+            type Value = Meta<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("an object or null")
             }
-            fn visit_unit<E>(self) -> Result<Meta, E> {
+            fn visit_unit<E>(self) -> Result<Meta<'de>, E> {
                 Ok(Meta {
                     kind: Some(Kind::Null),
                     ..Meta::default()
                 })
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta<'de>, A::Error> {
                 let mut out = Meta {
                     kind: Some(Kind::Object),
                     ..Meta::default()
                 };
                 let mut version_seen = false;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(Str(key)) = map.next_key()? {
                     match &*key {
                         PROTOCOL_VERSION_KEY => {
                             if std::mem::replace(&mut version_seen, true) {
                                 return Err(de::Error::duplicate_field(PROTOCOL_VERSION_KEY));
                             }
                             // Anything but a string names no version.
-                            out.protocol_version = match map.next_value::<Value>()? {
-                                Value::String(version) => Some(version),
-                                _ => None,
-                            };
+                            out.protocol_version = map.next_value::<Version>()?.0;
                         }
                         CLIENT_CAPABILITIES_KEY => once(
                             &mut out.capabilities,
@@ -449,6 +518,34 @@ mod tests {
             "]".repeat(200)
         );
         assert!(accept(deep.as_bytes(), &Limits::default(), false).is_none());
+    }
+
+    #[test]
+    fn deep_or_undecodable_capabilities_get_the_full_check() {
+        // Nesting past serde_json's limit inside a field the capabilities type ignores: the
+        // full check refuses the body as too deep, so the first look must not accept it.
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{"x":{}{}}}}}}}}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        );
+        assert!(accept(deep.as_bytes(), &Limits::default(), false).is_none());
+        assert!(parse(deep.as_bytes()).is_err());
+        // Capabilities that do not decode declare nothing: the full check's verdict.
+        let odd = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t", "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"extensions": 5}}}});
+        assert!(!agrees(&odd.to_string()));
+        let full = check(&odd, &Limits::default(), false).unwrap().unwrap();
+        assert!(full.negotiation.modern && !full.negotiation.declares_tasks);
+        // A version that is not a string names none; the request is still accepted.
+        let numeric = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+            "params": {"taskId": "a", "_meta": {"io.modelcontextprotocol/protocolVersion": [1]}}});
+        assert!(agrees(&numeric.to_string()));
+        // Escaped keys and values read as the full check reads them.
+        let escaped = r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"t","_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}"#;
+        assert!(agrees(escaped));
     }
 
     #[test]

@@ -473,9 +473,11 @@ mod http {
             })
     }
 
-    /// The whole body, or the answer when it is larger than `limit` or cannot be read.
+    /// The whole body, or the answer when it is larger than `limit` or cannot be read. A body
+    /// that arrives in one chunk (a small request usually does) is kept as it came, uncopied.
     async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
         let mut stream = body.into_data_stream();
+        let mut first: Option<Bytes> = None;
         let mut collected = Vec::new();
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| {
@@ -488,16 +490,25 @@ mod http {
                     ),
                 )
             })?;
-            if chunk.len() > limit.saturating_sub(collected.len()) {
+            let held = first.as_ref().map_or(0, Bytes::len) + collected.len();
+            if chunk.len() > limit.saturating_sub(held) {
                 return Err(reject(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     None,
                     errors::request_too_large(limit),
                 ));
             }
-            collected.extend_from_slice(&chunk);
+            match first.take() {
+                None if collected.is_empty() => first = Some(chunk),
+                earlier => {
+                    if let Some(earlier) = earlier {
+                        collected.extend_from_slice(&earlier);
+                    }
+                    collected.extend_from_slice(&chunk);
+                }
+            }
         }
-        Ok(Bytes::from(collected))
+        Ok(first.unwrap_or_else(|| Bytes::from(collected)))
     }
 
     fn reject(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {

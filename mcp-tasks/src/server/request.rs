@@ -43,11 +43,6 @@ pub(super) fn idempotency_key(
     }
 }
 
-/// The request's `_meta` as a JSON object, to keep with a task.
-pub(super) fn meta_object(meta: &rmcp::model::RequestMetaObject) -> rmcp::model::JsonObject {
-    meta.0.0.clone()
-}
-
 /// Checks that each answer for an outstanding key has the shape its request asks for.
 #[allow(
     deprecated,

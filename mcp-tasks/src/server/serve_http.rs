@@ -352,18 +352,17 @@ where
     let service = Arc::new(http_service(server, &options, &limits));
     let mcp = axum::routing::any(move |request: axum::extract::Request| {
         let service = service.clone();
-        let push = push.clone();
+        let task_listen = request
+            .extensions()
+            .get::<super::negotiation::Checked>()
+            .is_some_and(|checked| checked.task_listen);
+        // Only a task listen needs the engine (a clone of an engine is a dozen `Arc`s).
+        let push = push.as_ref().filter(|_| task_listen).cloned();
         async move {
             use axum::response::IntoResponse;
-            let task_listen = request
-                .extensions()
-                .get::<super::negotiation::Checked>()
-                .is_some_and(|checked| checked.task_listen);
             match push {
-                Some(engine) if task_listen => {
-                    super::push::serve_http_listen(&engine, &service, request).await
-                }
-                _ => service.handle(request).await.into_response(),
+                Some(engine) => super::push::serve_http_listen(&engine, &service, request).await,
+                None => service.handle(request).await.into_response(),
             }
         }
     });

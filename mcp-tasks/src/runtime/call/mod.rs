@@ -158,7 +158,8 @@ pub(crate) struct Call<'a> {
     pub(crate) owner: Arc<str>,
     pub(crate) client_capabilities: ClientCapabilities,
     pub(crate) arguments: &'a JsonObject,
-    pub(crate) request_meta: JsonObject,
+    /// The request's `_meta`, copied into a task's record (an inline call copies nothing).
+    pub(crate) request_meta: &'a JsonObject,
     /// `Some` on the modern wire, with the answers the client sent.
     pub(crate) mrtr: Option<InputResponses>,
     /// The client's idempotency key (`_meta["mcp-tasks/idempotencyKey"]`).
@@ -179,7 +180,8 @@ impl Call<'_> {
             tool: self.tool.clone(),
             owner: self.owner.clone(),
             cancel,
-            client_capabilities: self.client_capabilities.clone(),
+            // Each call builds its parts once.
+            client_capabilities: std::mem::take(&mut self.client_capabilities),
             state: self.state.clone(),
             runtime: self.runtime.clone(),
         }
@@ -194,7 +196,7 @@ impl Call<'_> {
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
-            .with_request_meta(self.request_meta.clone())
+            .with_request_meta(crate::trace::without_context(self.request_meta))
             .with_trace_context(self.trace.clone());
         if let Some((_, instance)) = self.runtime.cluster() {
             // The owner's quota holds across the cluster: the store counts it in the create.
