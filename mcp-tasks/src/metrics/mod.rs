@@ -282,7 +282,7 @@ pub(crate) fn fenced_write() {
     counter!(FENCED_WRITES).increment(1);
 }
 
-/// A wake-up of `kind` (`cancel`, `answers`, `queued`) arrived.
+/// A wake-up of `kind` (`cancel`, `answers`, `queued`, `changed`) arrived.
 fn wakeup_received(kind: &'static str) {
     counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(1);
 }
@@ -303,6 +303,7 @@ pub(crate) fn received(
             WakeupKind::Cancel => wakeup_received("cancel"),
             WakeupKind::Answers => wakeup_received("answers"),
             WakeupKind::Queued => wakeup_received("queued"),
+            WakeupKind::Changed => wakeup_received("changed"),
             WakeupKind::Missed => wakeups_missed(1),
         },
         Err(RecvError::Lagged(missed)) => wakeups_missed(*missed),
