@@ -37,8 +37,8 @@ use crate::clock::rfc3339;
 use crate::trace::TraceContext;
 
 pub mod admin;
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod cluster;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod codec;
 mod error;
 pub mod memory;
