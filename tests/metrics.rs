@@ -25,7 +25,7 @@ use mcp_tasks::{
     ClusterConfig, Engine, HttpOptions, State, TaskContext, TaskServer, ToolError, task_tool,
     toolkit,
 };
-use rmcp::model::{ElicitationSchema, ErrorData};
+use rmcp::model::ErrorData;
 use serde_json::{Value, json};
 
 /// Says something visible, then completes.
@@ -54,17 +54,7 @@ async fn stoppable(ctx: TaskContext) -> Result<String, ToolError> {
 /// Asks one question, then completes with the answer.
 #[task_tool(mode = "required", poll_interval = "20ms")]
 async fn asking(ctx: TaskContext) -> Result<String, ToolError> {
-    let schema = ElicitationSchema::builder()
-        .required_string("name")
-        .build()
-        .expect("schema");
-    let answer = ctx.elicit_form("Your name?", schema).await?;
-    let name = answer
-        .content
-        .as_ref()
-        .and_then(|c| c["name"].as_str())
-        .unwrap_or("?")
-        .to_owned();
+    let name = common::ask_name(&ctx).await?;
     Ok(format!("hi {name}"))
 }
 

@@ -15,44 +15,22 @@
 
 mod common;
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, LazyLock, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
-use common::{Caps, PLAIN, Patience, TASKS, V2026, first_input_key, meta};
+use common::{Caps, PLAIN, Patience, TASKS, V2026, first_input_key, gate, meta, pass};
 use mcp_tasks::{
     Engine, HttpOptions, StaticTokens, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
-use rmcp::model::{ElicitationSchema, LoggingLevel};
+use rmcp::model::LoggingLevel;
 use serde_json::{Value, json};
-use tokio::{
-    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
-    sync::Semaphore,
-};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 // ---------------------------------------------------------------------------------------
 // Tools paced by the test: each step waits for one permit of its gate.
 
-static GATES: LazyLock<Mutex<HashMap<String, Arc<Semaphore>>>> = LazyLock::new(Mutex::default);
-
-fn gate(name: &str) -> Arc<Semaphore> {
-    GATES
-        .lock()
-        .unwrap()
-        .entry(name.to_owned())
-        .or_insert_with(|| Arc::new(Semaphore::new(0)))
-        .clone()
-}
-
 /// Lets the tool behind gate `name` take one step.
 fn step(name: &str) {
     gate(name).add_permits(1);
-}
-
-async fn pass(name: &str) {
-    gate(name).acquire().await.expect("gate").forget();
 }
 
 /// Sets its status message to "step 1" .. "step `steps`", one per permit, reporting progress
@@ -75,17 +53,7 @@ async fn stepper(ctx: TaskContext, gate: String, steps: u32) -> Result<String, T
 #[task_tool(mode = "required", poll_interval = "20ms", ttl = "10m")]
 async fn asker(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
     pass(&gate).await;
-    let schema = ElicitationSchema::builder()
-        .required_string("name")
-        .build()
-        .expect("schema");
-    let answer = ctx.elicit_form("Your name?", schema).await?;
-    let name = answer
-        .content
-        .as_ref()
-        .and_then(|c| c["name"].as_str())
-        .unwrap_or("?")
-        .to_owned();
+    let name = common::ask_name(&ctx).await?;
     pass(&gate).await;
     Ok(format!("hello {name}"))
 }

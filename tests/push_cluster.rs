@@ -18,34 +18,17 @@ mod common;
 mod pg;
 
 use std::{
-    collections::HashMap,
-    sync::{Arc, LazyLock, Mutex},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
-use common::{Http, TASKS, first_input_key, meta};
+use common::{Http, TASKS, first_input_key, gate, meta, pass};
 use mcp_tasks::{Engine, TaskContext, TaskServer, ToolError, task_tool, toolkit};
-use rmcp::model::ElicitationSchema;
 use serde_json::{Value, json};
-use tokio::{sync::Semaphore, time::Instant};
+use tokio::time::Instant;
 
 // ---------------------------------------------------------------------------------------
 // A tool paced by the test: each change waits for one permit of its gate.
-
-static GATES: LazyLock<Mutex<HashMap<String, Arc<Semaphore>>>> = LazyLock::new(Mutex::default);
-
-fn gate(name: &str) -> Arc<Semaphore> {
-    GATES
-        .lock()
-        .unwrap()
-        .entry(name.to_owned())
-        .or_insert_with(|| Arc::new(Semaphore::new(0)))
-        .clone()
-}
-
-async fn pass(name: &str) {
-    gate(name).acquire().await.expect("gate").forget();
-}
 
 /// Per permit: status "step 1" .. "step `steps`", then a question, then (after the answer
 /// and one more permit) its end.
@@ -56,17 +39,7 @@ async fn paced(ctx: TaskContext, gate: String, steps: u32) -> Result<String, Too
         ctx.status(format!("step {n}")).await;
     }
     pass(&gate).await;
-    let schema = ElicitationSchema::builder()
-        .required_string("name")
-        .build()
-        .expect("schema");
-    let answer = ctx.elicit_form("Your name?", schema).await?;
-    let name = answer
-        .content
-        .as_ref()
-        .and_then(|c| c["name"].as_str())
-        .unwrap_or("?")
-        .to_owned();
+    let name = common::ask_name(&ctx).await?;
     pass(&gate).await;
     Ok(format!("hello {name} after {steps} steps"))
 }

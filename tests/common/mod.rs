@@ -19,6 +19,43 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 pub const V2026: &str = "2026-07-28";
 
+/// Named gates that pace a test's tools: [`pass`] waits for one permit of the gate it names,
+/// and `gate(name).add_permits(n)` lets `n` passes through.
+static GATES: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Semaphore>>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// The gate named `name` (made closed on first use).
+pub fn gate(name: &str) -> std::sync::Arc<tokio::sync::Semaphore> {
+    GATES
+        .lock()
+        .unwrap()
+        .entry(name.to_owned())
+        .or_insert_with(|| std::sync::Arc::new(tokio::sync::Semaphore::new(0)))
+        .clone()
+}
+
+/// Waits for one permit of gate `name`, and uses it up.
+pub async fn pass(name: &str) {
+    gate(name).acquire().await.expect("gate").forget();
+}
+
+/// Asks "Your name?" (a form with a required string `name`); the name answered, `?` when
+/// the answer has none.
+pub async fn ask_name(ctx: &TaskContext) -> Result<String, ToolError> {
+    let schema = ElicitationSchema::builder()
+        .required_string("name")
+        .build()
+        .expect("schema");
+    let answer = ctx.elicit_form("Your name?", schema).await?;
+    Ok(answer
+        .content
+        .as_ref()
+        .and_then(|c| c["name"].as_str())
+        .unwrap_or("?")
+        .to_owned())
+}
+
 /// How long a poll waits for something that should happen "soon" before the test fails: a
 /// margin a loaded 2-core machine keeps. On paused tokio time the waits between polls
 /// auto-advance, so the bound costs nothing there.
