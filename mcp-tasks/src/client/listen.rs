@@ -153,7 +153,8 @@ impl Pushing {
         None
     }
 
-    /// Ends the stream: `notifications/cancelled` for the listen (C25).
+    /// Ends the stream: `notifications/cancelled` for the listen.
+    // docs/protocol.md C25.
     pub(crate) async fn close(&mut self) {
         if let Some(listen) = self.listen.take() {
             let _ = listen
