@@ -22,7 +22,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Http, TASKS, first_input_key, gate, meta, pass};
+use common::{Http, TASKS, first_input_key, gate, pass};
 use mcp_tasks::{Engine, TaskContext, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -93,19 +93,7 @@ impl Heard {
 /// Opens a listen stream on `server` for `tasks`, as subscription `id`; its messages land in
 /// the returned [`Heard`] as they arrive.
 async fn listen(server: &Http, id: &str, tasks: &[String]) -> Heard {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-        "params": { "_meta": meta(TASKS), "notifications": { "taskIds": tasks } } });
-    let mut response = server
-        .client
-        .post(&server.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", common::V2026)
-        .header("mcp-method", "subscriptions/listen")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let mut response = server.open_listen(json!(id), tasks).await;
     assert_eq!(response.status(), 200, "listen {id}");
     let heard = Heard::default();
     let into = heard.clone();

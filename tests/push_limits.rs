@@ -43,19 +43,7 @@ async fn call(server: &mut Http) -> String {
 /// A listen for `ids`: `Ok` with the open response (an SSE stream), or `Err` with the
 /// JSON-RPC error body.
 async fn listen(server: &Http, id: u64, ids: &[String]) -> Result<reqwest::Response, Value> {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-        "params": { "_meta": meta(TASKS), "notifications": { "taskIds": ids } } });
-    let response = server
-        .client
-        .post(&server.url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", common::V2026)
-        .header("mcp-method", "subscriptions/listen")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
+    let response = server.open_listen(json!(id), ids).await;
     let sse = response
         .headers()
         .get("content-type")

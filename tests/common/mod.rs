@@ -302,6 +302,23 @@ impl Http {
         (status, parse_body(&text), headers)
     }
 
+    /// Opens `subscriptions/listen` (request id `id`) for `task_ids`, declaring the
+    /// extension; the response as it comes (an SSE stream when the listen was accepted).
+    pub async fn open_listen(&self, id: Value, task_ids: &[String]) -> reqwest::Response {
+        let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": { "_meta": meta(TASKS), "notifications": { "taskIds": task_ids } } });
+        self.client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", V2026)
+            .header("mcp-method", "subscriptions/listen")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
     pub async fn rpc(&mut self, method: &str, params: Value, caps: Caps) -> (u16, Value) {
         self.rpc_meta(method, params, meta(caps)).await
     }

@@ -188,7 +188,7 @@ fn is_owned(message: &Value) -> bool {
 }
 
 /// What a JSON value is, for messages.
-fn kind(value: &Value) -> &'static str {
+pub(super) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

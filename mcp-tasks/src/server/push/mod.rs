@@ -68,7 +68,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use self::hub::{Register, Shared, StreamSlot, dispatcher, reserve};
-use super::{Engine, negotiation::Checked};
+use super::{Engine, guard::kind, negotiation::Checked};
 use crate::{Limits, errors};
 
 /// How many task ids one `subscriptions/listen` may name by default
@@ -190,17 +190,6 @@ fn task_ids(message: &Value, limit: usize) -> Result<Vec<Arc<str>>, ErrorData> {
         return Err(errors::too_many_listen_task_ids(ids.len(), limit));
     }
     Ok(ids)
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// One open listen stream: the messages to send, in order ([`Subscription::next`]).
