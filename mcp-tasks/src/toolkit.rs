@@ -113,6 +113,8 @@ pub enum DefinitionError {
 pub(crate) struct Registered {
     pub(crate) definition: ToolDefinition,
     pub(crate) tool: Arc<dyn TaskTool>,
+    /// The tool's name, shared by every call and task of it.
+    pub(crate) name: Arc<str>,
 }
 
 /// Application state that tools read through [`TaskContext::state`](crate::TaskContext::state),
@@ -177,7 +179,12 @@ impl Toolkit {
             return Err(ToolkitError::DuplicateName(name));
         }
         self.index.insert(name, self.tools.len());
-        self.tools.push(Registered { definition, tool });
+        let name = Arc::from(definition.name());
+        self.tools.push(Registered {
+            definition,
+            tool,
+            name,
+        });
         Ok(())
     }
 

@@ -177,11 +177,6 @@ impl EngineBuilder {
     /// functions that take a [`TaskServer`](super::TaskServer) do it for you).
     #[must_use]
     pub fn build(self) -> Engine {
-        let tool_names = self
-            .toolkit
-            .definitions()
-            .map(|d| (d.name().to_owned(), Arc::from(d.name())))
-            .collect();
         let tools = Tools {
             state: Arc::new(self.toolkit.state().clone()),
             toolkit: Arc::new(self.toolkit),
@@ -203,7 +198,6 @@ impl EngineBuilder {
             state: tools.state,
             runtime,
             default_owner: self.default_owner,
-            tool_names: Arc::new(tool_names),
             request_state: Arc::new(request_state::Sealer::new(key, self.request_state_ttl)),
             result_meta: Arc::new(server_info_meta(&self.server_info)),
             server_info: Arc::new(self.server_info),

@@ -60,7 +60,6 @@ pub struct Engine {
     pub(super) state: Arc<crate::toolkit::StateMap>,
     pub(super) runtime: Arc<Runtime>,
     pub(super) default_owner: Arc<str>,
-    pub(super) tool_names: Arc<std::collections::HashMap<String, Arc<str>>>,
     pub(super) request_state: Arc<request_state::Sealer>,
     /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo`.
     // docs/protocol.md C9.
@@ -268,7 +267,7 @@ impl Engine {
         } else {
             None
         };
-        let tool = self.tool_name(definition.name());
+        let tool = registered.name.clone();
         let trace = crate::trace::of_call(&context.meta.0.0);
         let call = Call {
             runtime: &self.runtime,
@@ -449,17 +448,14 @@ impl Engine {
 
     /// Adds the server's info to a result's `_meta`, keeping what the tool put there.
     fn add_meta(&self, meta: &mut Option<MetaObject>) {
-        let meta = meta.get_or_insert_with(MetaObject::new);
+        let Some(meta) = meta else {
+            // The usual case: the tool set none, the server's is the whole `_meta`.
+            *meta = Some(self.meta());
+            return;
+        };
         for (key, value) in &self.result_meta.0 {
             meta.0.entry(key.clone()).or_insert_with(|| value.clone());
         }
-    }
-
-    fn tool_name(&self, name: &str) -> Arc<str> {
-        self.tool_names
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| Arc::from(name))
     }
 }
 

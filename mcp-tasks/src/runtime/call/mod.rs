@@ -299,7 +299,9 @@ impl Call<'_> {
     /// goes by multi round-trip request (modern wire). Dropping the request cancels the work.
     pub(crate) async fn inline(mut self, request: &CancellationToken) -> Result<Answer, ErrorData> {
         let cancel = request.child_token();
-        let call = CallState::inline(self.parts(Arc::from(""), cancel.clone()));
+        // An inline call has no task id: one shared empty id, not an allocation a call.
+        static NO_ID: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
+        let call = CallState::inline(self.parts(NO_ID.clone(), cancel.clone()));
         let work = match self
             .registered
             .tool
