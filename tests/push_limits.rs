@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Http, Patience, TASKS, meta};
+use common::{Http, Patience, TASKS};
 use mcp_tasks::{Engine, Limits, TaskContext, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::{Value, json};
 

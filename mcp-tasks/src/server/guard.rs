@@ -6,10 +6,17 @@
 //! rmcp decodes a message into its typed request enum in one step; a `tools/call` whose
 //! `arguments` is a string, or a `tasks/get` without `taskId`, does not decode as that method
 //! and is answered as an unknown method (`-32601`), and a body that is not JSON gets a
-//! plain-text HTTP 415. The guard sits in front of that decoding, on both transports (an axum
-//! middleware in [`http_router`](crate::http_router), a line filter in
+//! plain-text HTTP 415. The guard answers those instead, on both transports (in the `/mcp`
+//! service of [`http_router`](crate::http_router), a line filter in
 //! [`serve_io`](super::serve_io)), and only ever **rejects**: a message it lets through
 //! reaches rmcp unchanged (on HTTP as the same bytes, on stdio as the message it decoded to).
+//!
+//! On stdio, and on HTTP for a request in a legacy session, a task listen or a body with
+//! escapes, it looks before rmcp decodes. A stateless request on the 2026-07-28 wire is
+//! decoded by rmcp first (`rmcp_first`): rmcp answers every body it cannot decode, and every
+//! request whose params do not decode as their method's, with an HTTP status other than 200
+//! or 202, and only then does the guard read the body (`recheck`) and answer its own
+//! error instead. A well-formed request is so parsed once.
 
 use rmcp::model::{ErrorData, JsonRpcError, RequestId};
 use serde::Deserialize;
@@ -381,15 +388,14 @@ fn json_size(value: &Value) -> usize {
 }
 
 #[cfg(feature = "http")]
-pub(crate) use http::guard as http_guard;
+pub(crate) use http::{admit, is_json, read_body, recheck, rmcp_first};
 
 #[cfg(feature = "http")]
 mod http {
     use axum::{
         body::{Body, Bytes},
-        extract::{Request, State},
-        http::{HeaderMap, Method, StatusCode, header},
-        middleware::Next,
+        extract::Request,
+        http::{HeaderMap, HeaderName, StatusCode, header},
         response::Response,
     };
     use futures::StreamExt;
@@ -400,35 +406,39 @@ mod http {
     use crate::server::{first_look, negotiation::Negotiation};
     use crate::{Limits, errors};
 
-    /// The axum middleware of [`http_router`](crate::http_router): a `POST` with a JSON body
-    /// is read (up to the request limit), decoded and checked before rmcp sees it.
-    pub(crate) async fn guard(
-        State(limits): State<Limits>,
-        request: Request,
-        next: Next,
-    ) -> Response {
-        if request.method() != Method::POST || !is_json(request.headers()) {
-            return next.run(request).await;
-        }
-        let legacy_session = request.headers().contains_key("mcp-session-id");
-        let (parts, body) = request.into_parts();
-        let bytes = match read_body(body, limits.max_request_bytes()).await {
-            Ok(bytes) => bytes,
-            Err(response) => return response,
-        };
-        if let Some(checked) = first_look::accept(&bytes, &limits, legacy_session) {
-            // A well-formed request of a method this crate owns: no tree built.
-            let mut parts = parts;
+    /// The guard on HTTP: a `POST` with a JSON body, read already (`bytes`, at most the
+    /// request limit), is checked before rmcp sees it. `Ok` is the request to serve, the
+    /// same bytes with the guard's [`Checked`](super::Checked) verdict in its extensions
+    /// (for a method this crate owns); `Err` the answer to send instead.
+    pub(crate) fn admit(
+        limits: &Limits,
+        mut parts: axum::http::request::Parts,
+        bytes: Bytes,
+    ) -> Result<Request, Response> {
+        let legacy_session = parts.headers.contains_key("mcp-session-id");
+        if let Some(checked) = verdict(limits, &bytes, legacy_session)? {
+            // The engine reads it from the `Parts` rmcp hands the handler.
             parts.extensions.insert(checked);
-            return next
-                .run(Request::from_parts(parts, Body::from(bytes)))
-                .await;
         }
-        let message = match parse(&bytes) {
+        Ok(Request::from_parts(parts, Body::from(bytes)))
+    }
+
+    /// The guard's verdict on one body: `Ok` with how a request of a method this crate owns
+    /// negotiated (`None` for other messages), or the refusal to answer instead.
+    pub(crate) fn verdict(
+        limits: &Limits,
+        bytes: &[u8],
+        legacy_session: bool,
+    ) -> Result<Option<super::Checked>, Response> {
+        if let Some(checked) = first_look::accept(bytes, limits, legacy_session) {
+            // A well-formed request of a method this crate owns: no tree built.
+            return Ok(Some(checked));
+        }
+        let message = match parse(bytes) {
             Ok(message) => message,
-            Err(error) => return reject(StatusCode::BAD_REQUEST, None, error),
+            Err(error) => return Err(reject(StatusCode::BAD_REQUEST, None, error)),
         };
-        let checked = match check(&message, &limits, legacy_session) {
+        let checked = match check(&message, limits, legacy_session) {
             Ok(checked) => checked,
             Err(error) => {
                 let modern = || {
@@ -440,7 +450,7 @@ mod http {
                 } else {
                     StatusCode::OK
                 };
-                return reject(status, request_id(&message), error);
+                return Err(reject(status, request_id(&message), error));
             }
         };
         // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
@@ -448,22 +458,56 @@ mod http {
         if !is_owned(&message)
             && let Err(error) = ClientJsonRpcMessage::deserialize(&message)
         {
-            return reject(
+            return Err(reject(
                 StatusCode::BAD_REQUEST,
                 request_id(&message),
                 errors::undecodable_message(&error.to_string()),
-            );
+            ));
         }
-        let mut parts = parts;
-        if let Some(checked) = checked {
-            // The engine reads it from the `Parts` rmcp hands the handler.
-            parts.extensions.insert(checked);
-        }
-        next.run(Request::from_parts(parts, Body::from(bytes)))
-            .await
+        Ok(checked)
     }
 
-    fn is_json(headers: &HeaderMap) -> bool {
+    /// Whether rmcp may decode `bytes` first, the guard looking only when rmcp refuses it
+    /// (`recheck`): a stateless request on the 2026-07-28 wire (`MCP-Protocol-Version`
+    /// names it, no `Mcp-Session-Id`), whose body has no escape (so no method name can be
+    /// spelled in escapes) and names no `subscriptions/listen` (task listens are served
+    /// here, rmcp has no `taskIds`), and is small enough that its arguments cannot be over
+    /// their limit.
+    ///
+    /// On that wire rmcp answers what it cannot decode, and the `-32601` of a method whose
+    /// params do not decode as their type, with a status other than 200 or 202, and what
+    /// the guard refuses never decodes as a request of the methods this crate owns: a
+    /// well-formed request is parsed once (by rmcp), and the engine negotiates from the
+    /// `_meta` rmcp decoded.
+    pub(crate) fn rmcp_first(headers: &HeaderMap, bytes: &[u8], limits: &Limits) -> bool {
+        static LISTEN: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"subscriptions/listen"));
+        const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+        const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+        !headers.contains_key(SESSION_ID)
+            && headers
+                .get(PROTOCOL_VERSION)
+                .and_then(|version| version.to_str().ok())
+                .is_some_and(|version| {
+                    version >= rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str()
+                })
+            && bytes.len().saturating_mul(first_look::MAX_GROWTH) <= limits.max_arguments_bytes()
+            && memchr::memchr(b'\\', bytes).is_none()
+            && LISTEN.find(bytes).is_none()
+    }
+
+    /// After rmcp answered a body it decoded first (`rmcp_first`) with `status`: the
+    /// guard's refusal, when it has one for the body, to answer instead. `None` keeps
+    /// rmcp's answer (always so for 200 and 202).
+    pub(crate) fn recheck(status: StatusCode, bytes: &[u8], limits: &Limits) -> Option<Response> {
+        if matches!(status, StatusCode::OK | StatusCode::ACCEPTED) {
+            return None;
+        }
+        verdict(limits, bytes, false).err()
+    }
+
+    /// Whether the request says its body is JSON (`Content-Type: application/json`).
+    pub(crate) fn is_json(headers: &HeaderMap) -> bool {
         headers
             .get(header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
@@ -475,7 +519,7 @@ mod http {
 
     /// The whole body, or the answer when it is larger than `limit` or cannot be read. A body
     /// that arrives in one chunk (a small request usually does) is kept as it came, uncopied.
-    async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
+    pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
         let mut stream = body.into_data_stream();
         let mut first: Option<Bytes> = None;
         let mut collected = Vec::new();
@@ -529,6 +573,57 @@ mod tests {
 
     use super::{check, parse};
     use crate::Limits;
+
+    /// rmcp decodes first only a stateless modern request it answers with a status when it
+    /// cannot decode it, and never a task listen (however its method is spelled) or a body
+    /// whose arguments might be over their limit.
+    #[cfg(feature = "http")]
+    #[test]
+    fn rmcp_decodes_first_only_stateless_modern_plain_bodies() {
+        use axum::http::{HeaderMap, HeaderValue};
+
+        use super::rmcp_first;
+
+        let limits = Limits::default().with_max_arguments_bytes(1000);
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for &(name, value) in pairs {
+                headers.insert(name, HeaderValue::from_static(value));
+            }
+            headers
+        };
+        let modern = headers(&[("mcp-protocol-version", "2026-07-28")]);
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
+        assert!(rmcp_first(&modern, call, &limits));
+        assert!(rmcp_first(
+            &headers(&[("mcp-protocol-version", "2027-01-01")]),
+            call,
+            &limits
+        ));
+        // The legacy wire: rmcp answers what it cannot decode with HTTP 200 there.
+        assert!(!rmcp_first(&HeaderMap::new(), call, &limits));
+        assert!(!rmcp_first(
+            &headers(&[("mcp-protocol-version", "2025-11-25")]),
+            call,
+            &limits
+        ));
+        let session = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-session-id", "s"),
+        ]);
+        assert!(!rmcp_first(&session, call, &limits));
+        // Task listens are served here, however the method is spelled.
+        let listen = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{}}"#;
+        assert!(!rmcp_first(&modern, listen, &limits));
+        let escaped = br#"{"jsonrpc":"2.0","id":1,"method":"subscriptions\/listen","params":{}}"#;
+        assert!(!rmcp_first(&modern, escaped, &limits));
+        // 201 bytes might hold arguments over 1000 once re-serialized; 200 cannot.
+        let mut large = call.to_vec();
+        large.resize(201, b' ');
+        assert!(!rmcp_first(&modern, &large, &limits));
+        large.truncate(200);
+        assert!(rmcp_first(&modern, &large, &limits));
+    }
 
     fn declaring() -> Value {
         json!({

@@ -10,18 +10,19 @@
 //!
 //! # One parse per request
 //!
-//! The guard (HTTP middleware, stdio line filter) parses each message once and leaves its
-//! verdict, a [`Checked`], in the request's extensions. rmcp hands those extensions to the
-//! handler (`RequestContext::extensions`; on HTTP inside the request's
+//! On stdio the line filter parses each message once and hands rmcp the message it decoded,
+//! with its verdict, a [`Checked`], in the request's extensions. rmcp hands those extensions
+//! to the handler (`RequestContext::extensions`; on HTTP inside the request's
 //! `http::request::Parts`), and [`Incoming::of`] reads them once per request: the
-//! negotiation, the client capabilities and the [`Owner`]. A request that reached the engine
-//! without the guard (an rmcp transport of the caller's own) is negotiated from the `_meta`
-//! rmcp decoded, by the same rule.
+//! negotiation, the client capabilities and the [`Owner`].
 //!
-//! On stdio the filter hands rmcp the message it decoded, so a line is parsed once. On
-//! Streamable HTTP rmcp's service reads and decodes the body itself (it takes an HTTP
-//! request, not a message): the guard's parse and rmcp's are the two parses of an HTTP
-//! request, and the only place the JSON is read twice.
+//! On Streamable HTTP rmcp's service reads and decodes the body itself (it takes an HTTP
+//! request, not a message). A stateless request on the 2026-07-28 wire is parsed once, by
+//! rmcp, and negotiated from the `_meta` rmcp decoded, by the same rule; the guard reads its
+//! body only when rmcp refused it (see the guard). A request in a legacy session, a task
+//! listen and a body with escapes are looked at by the guard first, as on stdio: those are
+//! the requests whose JSON is read twice. A request that reached the engine without the
+//! guard (an rmcp transport of the caller's own) is negotiated from the decoded `_meta`.
 
 use std::sync::Arc;
 

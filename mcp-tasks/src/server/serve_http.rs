@@ -12,9 +12,8 @@ use std::{
 
 use axum::{
     body::Body,
-    extract::{Request, State},
+    extract::Request,
     http::{HeaderValue, Method, StatusCode, header},
-    middleware::Next,
     response::{IntoResponse, Response},
     serve::ListenerExt,
 };
@@ -225,29 +224,14 @@ impl Draining {
     }
 }
 
-/// The middleware that refuses new `tools/call` while the server drains (see
-/// [`serve_http_with_shutdown`]); it reads nothing otherwise.
-async fn refuse_calls_while_draining(
-    State((draining, limit)): State<(Draining, usize)>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if !draining.is_set() || request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
-        // Unreadable or over the limit: nothing to serve it with while draining.
-        return drain_refusal(None);
-    };
-    match guard::parse(&bytes) {
+/// While the server drains (see [`serve_http_with_shutdown`]): the refusal of a body that
+/// is a `tools/call` request; `None` for anything else, served as usual.
+fn drain_refusal_of(bytes: &[u8]) -> Option<Response> {
+    match guard::parse(bytes) {
         Ok(message) if message.get("method").and_then(|m| m.as_str()) == Some("tools/call") => {
-            drain_refusal(guard::request_id(&message))
+            Some(drain_refusal(guard::request_id(&message)))
         }
-        _ => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
+        _ => None,
     }
 }
 
@@ -339,37 +323,13 @@ where
 {
     let engine = as_task_server(&server).map(|server| server.engine().clone());
     let limits = options.limits_for(&server);
-    let drain = axum::middleware::from_fn_with_state(
-        (draining.clone(), limits.max_request_bytes()),
-        refuse_calls_while_draining,
-    );
-    let guard = axum::middleware::from_fn_with_state(limits.clone(), super::guard::http_guard);
-    // Behind an `Arc`: the router and the guard layer clone the service they call on every
-    // request, and cloning rmcp's service copies its whole configuration (the origin and
-    // host lists).
-    // A TaskServer's engine serves task listens (`push.rs`); rmcp has no `taskIds`.
-    let push = as_task_server(&server).map(|server| server.engine().clone());
-    let service = Arc::new(http_service(server, &options, &limits));
-    let mcp = axum::routing::any(move |request: axum::extract::Request| {
-        let service = service.clone();
-        let task_listen = request
-            .extensions()
-            .get::<super::negotiation::Checked>()
-            .is_some_and(|checked| checked.task_listen);
-        // Only a task listen needs the engine (a clone of an engine is a dozen `Arc`s).
-        let push = push.as_ref().filter(|_| task_listen).cloned();
-        async move {
-            use axum::response::IntoResponse;
-            match push {
-                Some(engine) => super::push::serve_http_listen(&engine, &service, request).await,
-                None => service.handle(request).await.into_response(),
-            }
-        }
-    });
-    let router = axum::Router::new()
-        .route(MCP_PATH, mcp)
-        .layer(guard)
-        .layer(drain);
+    let mcp = Mcp(Arc::new(McpInner {
+        service: http_service(server, &options, &limits),
+        push: engine.clone(),
+        limits,
+        draining: draining.clone(),
+    }));
+    let router = axum::Router::new().route_service(MCP_PATH, mcp);
     let router = match &options.bearer {
         Some(bearer) => bearer.protect(router),
         None => router,
@@ -392,6 +352,95 @@ where
             READINESS_PATH,
             axum::routing::get(move || readiness(draining.clone(), engine.clone())),
         )
+}
+
+/// `/mcp`: the drain check, the request guard, task listens and rmcp's Streamable HTTP
+/// service, as one tower service. A request costs one `Arc` clone here: no middleware
+/// stack, no boxed `Next`, no clone of rmcp's service or of the engine.
+struct Mcp<S>(Arc<McpInner<S>>);
+
+impl<S> Clone for Mcp<S> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+struct McpInner<S> {
+    service: StreamableHttpService<S, LocalSessionManager>,
+    /// A [`TaskServer`]'s engine serves task listens (`push`); rmcp has no `taskIds`.
+    push: Option<Engine>,
+    limits: Limits,
+    draining: Draining,
+}
+
+impl<S> tower_service::Service<Request> for Mcp<S>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let inner = self.0.clone();
+        Box::pin(async move { Ok(inner.serve(request).await) })
+    }
+}
+
+impl<S> McpInner<S>
+where
+    S: ServerHandler + Clone + Send + Sync + 'static,
+{
+    async fn serve(&self, request: Request) -> Response {
+        if request.method() != Method::POST {
+            return self.service.handle(request).await.into_response();
+        }
+        let draining = self.draining.is_set();
+        if !draining && !guard::is_json(request.headers()) {
+            return self.service.handle(request).await.into_response();
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match guard::read_body(body, self.limits.max_request_bytes()).await {
+            Ok(bytes) => bytes,
+            // Unreadable or over the limit: nothing to serve it with while draining.
+            Err(_) if draining => return drain_refusal(None),
+            Err(response) => return response,
+        };
+        if draining && let Some(refusal) = drain_refusal_of(&bytes) {
+            return refusal;
+        }
+        if !guard::is_json(&parts.headers) {
+            let request = Request::from_parts(parts, Body::from(bytes));
+            return self.service.handle(request).await.into_response();
+        }
+        if guard::rmcp_first(&parts.headers, &bytes, &self.limits) {
+            // One parse, rmcp's; the guard reads the body only when rmcp refused it.
+            let request = Request::from_parts(parts, Body::from(bytes.clone()));
+            let response = self.service.handle(request).await.into_response();
+            return guard::recheck(response.status(), &bytes, &self.limits).unwrap_or(response);
+        }
+        let request = match guard::admit(&self.limits, parts, bytes) {
+            Ok(request) => request,
+            Err(refusal) => return refusal,
+        };
+        let task_listen = request
+            .extensions()
+            .get::<super::negotiation::Checked>()
+            .is_some_and(|checked| checked.task_listen);
+        match &self.push {
+            Some(engine) if task_listen => {
+                super::push::serve_http_listen(engine, &self.service, request).await
+            }
+            _ => self.service.handle(request).await.into_response(),
+        }
+    }
 }
 
 /// rmcp's Streamable HTTP service for `server` with the `Origin` and `Host` checks of
