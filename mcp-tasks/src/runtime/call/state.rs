@@ -12,7 +12,7 @@ use std::{
     collections::{HashMap, HashSet},
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
 
@@ -25,7 +25,7 @@ use rmcp::{
     },
 };
 use serde_json::Value;
-use tokio::sync::{Notify, oneshot, watch};
+use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -122,8 +122,11 @@ pub(crate) struct CallParts {
 pub(crate) struct CallState {
     parts: CallParts,
     phase: Mutex<Phase>,
-    /// `true` once the task record exists; input requests and steps wait for it.
-    bound: watch::Sender<bool>,
+    /// `true` once the task record exists; input requests and steps wait for it
+    /// ([`bound_changed`](Self::bound_changed) wakes them). No channel: an inline call, which
+    /// never binds, allocates nothing for it.
+    bound: AtomicBool,
+    bound_changed: Notify,
     input_seq: AtomicU64,
     step_seq: AtomicU64,
     /// The keys the tool chose for its input requests so far (invariant 11).
@@ -137,7 +140,8 @@ impl CallState {
         Arc::new(Self {
             parts,
             phase: Mutex::new(phase),
-            bound: watch::Sender::new(bound),
+            bound: AtomicBool::new(bound),
+            bound_changed: Notify::new(),
             input_seq: AtomicU64::new(0),
             step_seq: AtomicU64::new(0),
             chosen_keys: Mutex::default(),
@@ -204,7 +208,8 @@ impl CallState {
         if let Some(message) = late_message {
             self.write_status(message).await;
         }
-        self.bound.send_replace(true);
+        self.bound.store(true, Ordering::Release);
+        self.bound_changed.notify_waiters();
     }
 
     async fn write_status(&self, message: Option<String>) {
@@ -298,11 +303,20 @@ impl CallState {
                 }
             }
         }
-        let mut bound = self.bound.subscribe();
+        let bound = async {
+            loop {
+                // Registered before the flag is read: a bind between the two still wakes it.
+                let changed = self.bound_changed.notified();
+                if self.bound.load(Ordering::Acquire) {
+                    return;
+                }
+                changed.await;
+            }
+        };
         tokio::select! {
             biased;
             () = self.parts.cancel.cancelled() => Err(Failure::Cancelled),
-            result = bound.wait_for(|b| *b) => result.map(|_| ()).map_err(|_| Failure::Cancelled),
+            () = bound => Ok(()),
         }
     }
 
