@@ -76,6 +76,8 @@ mod engine;
 #[cfg(feature = "http")]
 mod first_look;
 mod guard;
+#[cfg(feature = "http")]
+mod http_options;
 mod negotiation;
 mod push;
 mod request;
@@ -91,13 +93,15 @@ mod task_server;
 pub use auth::{AuthError, ProtectedResourceError, StaticTokens, TokenListError, TokenValidator};
 pub use builder::EngineBuilder;
 pub use engine::Engine;
+#[cfg(feature = "http")]
+pub use http_options::{HttpOptions, LOCALHOST_ORIGINS};
 pub use push::{MAX_LISTEN_STREAMS_PER_OWNER, MAX_TASK_IDS_PER_LISTEN};
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
 #[cfg(feature = "http")]
 pub use serve_http::{
-    HttpOptions, LIVENESS_PATH, LOCALHOST_ORIGINS, READINESS_PATH, READINESS_STORE_TIMEOUT,
-    http_router, serve_http, serve_http_with_shutdown,
+    LIVENESS_PATH, READINESS_PATH, READINESS_STORE_TIMEOUT, http_router, serve_http,
+    serve_http_with_shutdown,
 };
 #[cfg(feature = "stdio")]
 pub use serve_stdio::{serve_io, serve_stdio};

@@ -25,11 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::ServerHandler;
 
-use super::{
-    Engine, TaskServer,
-    auth::{Bearer, ProtectedResource, ProtectedResourceError, StaticTokens, TokenValidator},
-    guard,
-};
+use super::http_options::HttpOptions;
+use super::{Engine, TaskServer, guard};
 use crate::{Limits, ShutdownReport, errors};
 
 /// The path [`serve_http`] and [`http_router`] answer on.
@@ -403,7 +400,8 @@ where
             return self.service.handle(request).await.into_response();
         }
         let draining = self.draining.is_set();
-        if !draining && !guard::is_json(request.headers()) {
+        let json = guard::is_json(request.headers());
+        if !draining && !json {
             return self.service.handle(request).await.into_response();
         }
         let (parts, body) = request.into_parts();
@@ -416,7 +414,7 @@ where
         if draining && let Some(refusal) = drain_refusal_of(&bytes) {
             return refusal;
         }
-        if !guard::is_json(&parts.headers) {
+        if !json {
             let request = Request::from_parts(parts, Body::from(bytes));
             return self.service.handle(request).await.into_response();
         }
@@ -465,7 +463,7 @@ where
 
 /// `server` as a [`TaskServer`], when it is one: its engine is started by the serving
 /// functions, and its limits apply unless the options set others.
-fn as_task_server<S: 'static>(server: &S) -> Option<&TaskServer> {
+pub(super) fn as_task_server<S: 'static>(server: &S) -> Option<&TaskServer> {
     (server as &dyn std::any::Any).downcast_ref::<TaskServer>()
 }
 
@@ -476,209 +474,5 @@ fn as_task_server<S: 'static>(server: &S) -> Option<&TaskServer> {
 fn start_engine(server: &TaskServer) {
     if let Err(error) = server.engine().start() {
         tracing::error!(%error, "the engine of the served TaskServer did not start");
-    }
-}
-
-/// The origins [`HttpOptions::default`] accepts: `http` and `https` on `localhost`,
-/// `127.0.0.1` and `[::1]`, any port. A request without `Origin` (not from a browser) passes.
-pub const LOCALHOST_ORIGINS: [&str; 6] = [
-    "http://localhost:*",
-    "http://127.0.0.1:*",
-    "http://[::1]:*",
-    "https://localhost:*",
-    "https://127.0.0.1:*",
-    "https://[::1]:*",
-];
-
-/// How [`serve_http`] guards `/mcp`: who may call (a bearer token) and from which
-/// browser origins.
-///
-/// The default authenticates nobody (every request is
-/// [`DEFAULT_OWNER`](crate::DEFAULT_OWNER)), answers 403 to a request whose `Origin` is not
-/// one of [`LOCALHOST_ORIGINS`], and accepts only the hosts `localhost`, `127.0.0.1` and
-/// `::1` in `Host` (rmcp's DNS-rebinding defaults).
-///
-/// ```
-/// use mcp_tasks::{HttpOptions, StaticTokens};
-/// let options = HttpOptions::new()
-///     .with_static_tokens(StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B")?)
-///     .with_allowed_origins(["https://app.example.com"])
-///     .with_allowed_hosts(["mcp.example.com"]);
-/// # let _ = options;
-/// # Ok::<(), mcp_tasks::TokenListError>(())
-/// ```
-// docs/protocol.md R49, C36.
-#[derive(Clone, Debug)]
-#[must_use]
-pub struct HttpOptions {
-    bearer: Option<Bearer>,
-    resource_metadata: Option<Arc<str>>,
-    protected_resource: Option<ProtectedResource>,
-    origins: Option<Vec<String>>,
-    hosts: Option<Vec<String>>,
-    /// No `Host` check at all ([`HttpOptions::with_any_host`]).
-    any_host: bool,
-    /// `None`: a [`TaskServer`]'s own limits, else the defaults.
-    limits: Option<Limits>,
-    /// [`LIVENESS_PATH`] and [`READINESS_PATH`] are served.
-    health: bool,
-}
-
-impl Default for HttpOptions {
-    fn default() -> Self {
-        Self {
-            bearer: None,
-            resource_metadata: None,
-            protected_resource: None,
-            origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
-            hosts: None,
-            any_host: false,
-            limits: None,
-            health: true,
-        }
-    }
-}
-
-impl HttpOptions {
-    /// The defaults: no authentication, localhost origins and hosts only.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Serves neither [`LIVENESS_PATH`] nor [`READINESS_PATH`]: for an application whose
-    /// own router answers those paths ([`http_router`] merged into it would otherwise
-    /// overlap them, which axum refuses).
-    pub fn without_health_endpoints(mut self) -> Self {
-        self.health = false;
-        self
-    }
-
-    /// Every request needs `Authorization: Bearer <token>` that `validator` accepts; the
-    /// [`Owner`](crate::Owner) it answers owns the request's tasks. A missing or refused
-    /// token answers HTTP 401 with `WWW-Authenticate: Bearer ...` before anything runs.
-    pub fn with_bearer(mut self, validator: impl TokenValidator) -> Self {
-        let mut bearer = Bearer::new(Arc::new(validator));
-        if let Some(url) = &self.resource_metadata {
-            bearer = bearer.with_resource_metadata(url.clone());
-        }
-        self.bearer = Some(bearer);
-        self
-    }
-
-    /// [`with_bearer`](Self::with_bearer) over a fixed token table.
-    pub fn with_static_tokens(self, tokens: StaticTokens) -> Self {
-        self.with_bearer(tokens)
-    }
-
-    /// Names the server's OAuth protected resource metadata (RFC 9728) in every 401's
-    /// `WWW-Authenticate` (`resource_metadata="<url>"`), as the MCP authorization spec asks.
-    pub fn with_resource_metadata(mut self, url: impl Into<String>) -> Self {
-        let url: Arc<str> = Arc::from(url.into());
-        self.bearer = self
-            .bearer
-            .map(|bearer| bearer.with_resource_metadata(url.clone()));
-        self.resource_metadata = Some(url);
-        self
-    }
-
-    /// Serves this server's OAuth protected resource metadata (RFC 9728) without a token, at
-    /// `/.well-known/oauth-protected-resource` followed by the resource's path (and at the
-    /// root well-known path), naming `authorization_servers` as the issuers of its tokens,
-    /// and names that URL in every 401 ([`with_resource_metadata`](Self::with_resource_metadata)).
-    /// `resource` is the server's public URL, e.g. `https://mcp.example.com/mcp`: the
-    /// audience its tokens must name (RFC 8707).
-    ///
-    /// ```
-    /// let options = mcp_tasks::HttpOptions::new()
-    ///     .with_protected_resource("https://mcp.example.com/mcp", ["https://auth.example.com"])?;
-    /// # let _ = options;
-    /// # Ok::<(), mcp_tasks::ProtectedResourceError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`ProtectedResourceError::NotAbsolute`] when `resource` is not an absolute http(s) URL.
-    pub fn with_protected_resource(
-        self,
-        resource: &str,
-        authorization_servers: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Result<Self, ProtectedResourceError> {
-        let metadata = ProtectedResource::new(
-            resource,
-            authorization_servers.into_iter().map(Into::into).collect(),
-        )?;
-        let mut options = self.with_resource_metadata(metadata.url.to_string());
-        options.protected_resource = Some(metadata);
-        Ok(options)
-    }
-
-    /// Accepts browser requests from exactly these origins (`scheme://host[:port]`, `:*`
-    /// for any port, `null` for `Origin: null`); any other `Origin` answers 403. Requests
-    /// without `Origin` pass. Replaces [`LOCALHOST_ORIGINS`]: list them too to keep them.
-    pub fn with_allowed_origins(
-        mut self,
-        origins: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Self {
-        self.origins = Some(origins.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Accepts any `Origin`: only for a server no browser can reach, or one behind a proxy
-    /// that checks origins itself.
-    pub fn with_any_origin(mut self) -> Self {
-        self.origins = None;
-        self
-    }
-
-    /// Accepts these `Host` values (`host` or `host:port`) instead of the loopback names:
-    /// for a server reached by a public name.
-    pub fn with_allowed_hosts(
-        mut self,
-        hosts: impl IntoIterator<Item = impl Into<String>>,
-    ) -> Self {
-        self.hosts = Some(hosts.into_iter().map(Into::into).collect());
-        self.any_host = false;
-        self
-    }
-
-    /// Accepts any `Host`: only behind a proxy or balancer that checks the host itself (or
-    /// for a server no browser can reach); the check guards against DNS rebinding.
-    pub fn with_any_host(mut self) -> Self {
-        self.hosts = None;
-        self.any_host = true;
-        self
-    }
-
-    /// Sets the request limits: the body size rmcp accepts and the request guard's checks.
-    /// Default: a [`TaskServer`]'s own ([`TaskServer::limits`], set with
-    /// [`EngineBuilder::with_limits`](super::EngineBuilder::with_limits)), [`Limits::default`]
-    /// for any other handler.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = Some(limits);
-        self
-    }
-
-    /// The request limits for `server`: these options' own, else a [`TaskServer`]'s, else
-    /// the defaults.
-    fn limits_for<S: 'static>(&self, server: &S) -> Limits {
-        if let Some(limits) = &self.limits {
-            return limits.clone();
-        }
-        as_task_server(server).map_or_else(Limits::default, |server| server.limits().clone())
-    }
-
-    /// `config` with these checks.
-    fn config(&self, config: StreamableHttpServerConfig) -> StreamableHttpServerConfig {
-        let config = match &self.origins {
-            // An empty list still checks: every present Origin is refused.
-            Some(origins) => config
-                .with_allowed_origins(origins.clone())
-                .enforce_origin_validation(),
-            None => config.disable_allowed_origins(),
-        };
-        match &self.hosts {
-            _ if self.any_host => config.disable_allowed_hosts(),
-            Some(hosts) => config.with_allowed_hosts(hosts.clone()),
-            None => config,
-        }
     }
 }
