@@ -107,6 +107,14 @@ impl ServerHandler for Baseline {
         Ok(ListToolsResult::with_all_items(self.tool_router.list_all()))
     }
 
+    /// What `#[tool_handler]` generates, rmcp's documented way to serve a tool router: with
+    /// it rmcp's Streamable HTTP service checks a call's standard and parameter headers
+    /// against the tool's input schema, as it does for `bench-ours` (whose `TaskServer`
+    /// answers `get_tool` too). Without it the baseline skips that work.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tool_router.get(name).cloned()
+    }
+
     async fn get_task(
         &self,
         request: GetTaskParams,
