@@ -414,7 +414,7 @@ mod http {
         limits: &Limits,
         mut parts: axum::http::request::Parts,
         bytes: Bytes,
-    ) -> Result<Request, Response> {
+    ) -> Result<Request, Box<Response>> {
         let legacy_session = parts.headers.contains_key("mcp-session-id");
         if let Some(checked) = verdict(limits, &bytes, legacy_session)? {
             // The engine reads it from the `Parts` rmcp hands the handler.
@@ -429,14 +429,14 @@ mod http {
         limits: &Limits,
         bytes: &[u8],
         legacy_session: bool,
-    ) -> Result<Option<super::Checked>, Response> {
+    ) -> Result<Option<super::Checked>, Box<Response>> {
         if let Some(checked) = first_look::accept(bytes, limits, legacy_session) {
             // A well-formed request of a method this crate owns: no tree built.
             return Ok(Some(checked));
         }
         let message = match parse(bytes) {
             Ok(message) => message,
-            Err(error) => return Err(reject(StatusCode::BAD_REQUEST, None, error)),
+            Err(error) => return Err(Box::new(reject(StatusCode::BAD_REQUEST, None, error))),
         };
         let checked = match check(&message, limits, legacy_session) {
             Ok(checked) => checked,
@@ -450,7 +450,7 @@ mod http {
                 } else {
                     StatusCode::OK
                 };
-                return Err(reject(status, request_id(&message), error));
+                return Err(Box::new(reject(status, request_id(&message), error)));
             }
         };
         // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
@@ -458,11 +458,11 @@ mod http {
         if !is_owned(&message)
             && let Err(error) = ClientJsonRpcMessage::deserialize(&message)
         {
-            return Err(reject(
+            return Err(Box::new(reject(
                 StatusCode::BAD_REQUEST,
                 request_id(&message),
                 errors::undecodable_message(&error.to_string()),
-            ));
+            )));
         }
         Ok(checked)
     }
@@ -503,7 +503,7 @@ mod http {
         if matches!(status, StatusCode::OK | StatusCode::ACCEPTED) {
             return None;
         }
-        verdict(limits, bytes, false).err()
+        verdict(limits, bytes, false).err().map(|refusal| *refusal)
     }
 
     /// Whether the request says its body is JSON (`Content-Type: application/json`).

@@ -426,7 +426,7 @@ where
         }
         let request = match guard::admit(&self.limits, parts, bytes) {
             Ok(request) => request,
-            Err(refusal) => return refusal,
+            Err(refusal) => return *refusal,
         };
         let task_listen = request
             .extensions()
