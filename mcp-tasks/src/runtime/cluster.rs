@@ -56,10 +56,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use tokio::{
-    sync::{Notify, broadcast::error::RecvError},
-    time::Instant,
-};
+use tokio::{sync::Notify, time::Instant};
 
 use super::{
     Runtime,
@@ -67,9 +64,13 @@ use super::{
 };
 use crate::{
     RecoveryReport,
-    store::{ClusterStore, StoreError, Wakeup, WakeupKind},
+    store::{ClusterStore, StoreError},
     toolkit::{StateMap, Toolkit},
 };
+
+mod wakeups;
+
+use wakeups::wakeup_loop;
 
 /// Default lease length: how long a task whose instance died waits before another instance
 /// takes it over.
@@ -412,124 +413,6 @@ impl Runtime {
     }
 }
 
-/// Acts on the store's wake-ups for the work running here, and re-reads that work every
-/// `reread`, until the runtime stops.
-async fn wakeup_loop(
-    runtime: Arc<Runtime>,
-    mut wakeups: tokio::sync::broadcast::Receiver<Wakeup>,
-    reread: Duration,
-    claim_now: Arc<Notify>,
-) {
-    let stop = runtime.lifecycle.stop_token().clone();
-    let mut ticks = tokio::time::interval(reread);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticks.tick().await;
-    // One re-read at a time: asked for while one runs (a storm of lags), one more follows,
-    // instead of a pile of re-reads queueing for the pool ahead of the answers they bring.
-    let reread_now = Arc::new(Notify::new());
-    helper(&runtime, {
-        let reread_now = Arc::clone(&reread_now);
-        |runtime| async move {
-            loop {
-                reread_now.notified().await;
-                reread_all(Arc::clone(&runtime)).await;
-            }
-        }
-    });
-    loop {
-        let received = tokio::select! {
-            biased;
-            () = stop.cancelled() => return,
-            received = wakeups.recv() => received,
-            _ = ticks.tick() => {
-                reread_now.notify_one();
-                continue;
-            }
-        };
-        crate::metrics::received(&received);
-        match received {
-            Ok(wakeup) => match wakeup.kind {
-                WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
-                WakeupKind::Answers if runtime.runs(&wakeup.task_id) => {
-                    let id = wakeup.task_id;
-                    helper(&runtime, |runtime| async move {
-                        deliver_stored(&runtime, &id).await;
-                    });
-                }
-                // Answers to a task whose work runs elsewhere (or nowhere): not ours.
-                WakeupKind::Answers => {}
-                WakeupKind::Queued => claim_now.notify_one(),
-                // For listen streams (`server/push`); the work needs nothing.
-                WakeupKind::Changed => {}
-                // The listener reconnected: what was announced while it was down is read.
-                WakeupKind::Missed => {
-                    tracing::info!(
-                        "wake-ups may have been missed; re-reading every task running here"
-                    );
-                    reread_now.notify_one();
-                    claim_now.notify_one();
-                }
-            },
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(
-                    missed,
-                    "wake-ups missed; re-reading every task running here"
-                );
-                reread_now.notify_one();
-                claim_now.notify_one();
-            }
-            Err(RecvError::Closed) => return,
-        }
-    }
-}
-
-/// Runs `f` on the loop tracker, until it ends or the runtime stops.
-fn helper<F, Fut>(runtime: &Arc<Runtime>, f: F)
-where
-    F: FnOnce(Arc<Runtime>) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let stop = runtime.lifecycle.stop_token().clone();
-    let work = f(Arc::clone(runtime));
-    runtime.lifecycle.loops().spawn(async move {
-        tokio::select! {
-            biased;
-            () = stop.cancelled() => {}
-            () = work => {}
-        }
-    });
-}
-
-/// Hands the answers stored for task `id` to the work waiting here.
-async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
-    let Some((cluster, _)) = runtime.cluster() else {
-        return;
-    };
-    match cluster.answers(id).await {
-        Ok(answers) => runtime.deliver(id, answers),
-        Err(error) => tracing::warn!(task_id = %id, %error, "stored answers not read"),
-    }
-}
-
-/// Re-reads every task running here: cancels the ones with a cancel intent (or that
-/// ended), hands the stored answers to the ones whose work waits for input (a waiter takes
-/// an answer once; the rest are ignored). Whether the work waits is this instance's
-/// knowledge, not the row's: a stored answer has already moved the row to `working`.
-async fn reread_all(runtime: Arc<Runtime>) {
-    for id in runtime.live_ids() {
-        match runtime.store.get(&id).await {
-            Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
-                runtime.cancel(&id);
-            }
-            Ok(Some(_)) if runtime.awaits_input(&id) => {
-                deliver_stored(&runtime, &id).await;
-            }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
-        }
-    }
-}
-
 /// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`] and at once on a
 /// queued wake-up, until intake stops. A pass under way is not cut short: it ends after
 /// its batch (see [`claim`]).
@@ -648,7 +531,7 @@ mod tests {
     use super::*;
     use crate::{
         runtime::{Settings, Tools},
-        store::{Lease, MemoryStore},
+        store::{Lease, MemoryStore, Wakeup, WakeupKind},
     };
     use tokio_util::sync::CancellationToken;
 

@@ -14,6 +14,8 @@
 //! - `lifecycle.rs`: who starts and stops the background loops and the running work
 //!   (start, and shutdown with a grace period);
 //! - `write.rs`: the writes of running work (below);
+//! - `outcome.rs`: how the work of a task ends: its outcome stored, or the work dropped by
+//!   a shutdown and its task handed over;
 //! - `capacity.rs`: the owners' quotas and this instance's slots of running work;
 //! - this module: the process-local registry of running tasks and the expiry sweep.
 //!
@@ -42,18 +44,17 @@ use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use crate::{
     Limits, errors,
-    store::{ClusterStore, Lease, Outcome, StoreError, TaskSnapshot, TaskStore},
-    tool::RestartPolicy,
+    store::{ClusterStore, Lease, StoreError, TaskSnapshot, TaskStore},
 };
 
 pub(crate) mod call;
 mod capacity;
 pub(crate) mod cluster;
 pub(crate) mod lifecycle;
+mod outcome;
 pub(crate) mod recover;
 pub(crate) mod worker;
 mod write;
@@ -67,7 +68,6 @@ use lifecycle::Lifecycle;
 
 use capacity::at_capacity;
 pub(crate) use capacity::{Capacity, OwnerSlot};
-use write::Write;
 pub(crate) use write::WriteError;
 
 pub(crate) use call::Ended;
@@ -77,8 +77,6 @@ pub(crate) use call::Ended;
 pub(crate) const SHUT_DOWN_MESSAGE: &str = "the server was shut down while the task was \
     running, and its tool cannot be resumed (restart policy `fail`); call the tool again";
 
-/// How long the drain waits for a step write under way before it hands the task over.
-const STEP_WRITE_WAIT: Duration = Duration::from_secs(5);
 /// How often the reaper applies due expiry, unless the engine says otherwise.
 pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -446,135 +444,6 @@ impl Runtime {
             }
         }
         live.gauges.set_waiting(!waiters.is_empty());
-    }
-
-    /// Runs a task's work to its end and stores the outcome, on the work tracker, in the
-    /// run's `task` span ([`trace::task_span`]): at the end of a shutdown's grace period
-    /// work still running is dropped instead ([`Runtime::abandon`]).
-    pub(crate) fn spawn(
-        self: &Arc<Self>,
-        id: Arc<str>,
-        tool: Arc<str>,
-        span: tracing::Span,
-        work: impl Future<Output = Ended> + Send + 'static,
-    ) {
-        let runtime = Arc::clone(self);
-        let stop = self.lifecycle.stop_token().clone();
-        self.lifecycle.work().spawn(
-            async move {
-                // The work is dropped before the drain writes anything in its place.
-                let ended = tokio::select! {
-                    biased;
-                    ended = work => Some(ended),
-                    () = stop.cancelled() => None,
-                };
-                match ended {
-                    Some(ended) => runtime.finish(&id, &tool, ended).await,
-                    None => runtime.abandon(&id, &tool).await,
-                }
-            }
-            .instrument(span),
-        );
-    }
-
-    /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period
-    /// (`lifecycle.rs`, step 3): it writes nothing more under its own name, and the drain
-    /// decides what becomes of the task by its tool's restart policy: a `resume` task's lease
-    /// is released for another instance to claim at once (or, over a single-process store,
-    /// the task stays as stored for the next start); a `fail` task ends `failed` saying the
-    /// server was shut down. Work dropped because the last handle went away (no shutdown)
-    /// leaves its task as stored, as a crash would.
-    async fn abandon(&self, id: &Arc<str>, tool: &str) {
-        let Some(live) = self.get_live(id) else {
-            return;
-        };
-        // A step write under way ends first (the work that would start another is gone);
-        // one the store does not answer is not waited for past a bound.
-        let _written = tokio::time::timeout(STEP_WRITE_WAIT, live.step_writes.write()).await;
-        self.live_map().remove(id);
-        live.fenced.store(true, Ordering::Release);
-        live.cancel.cancel();
-        if !self.lifecycle.draining() {
-            tracing::info!(task_id = %id, "work stopped; the task is left as stored");
-            return;
-        }
-        self.lifecycle.count_drained(lifecycle::Drained::Stopped);
-        let lease = live.lease();
-        let resumable = self
-            .tools
-            .toolkit
-            .get(tool)
-            .is_some_and(|registered| registered.definition.restart() == RestartPolicy::Resume);
-        let cluster = self.store.cluster();
-        if resumable {
-            let Some((cluster, lease)) = cluster.zip(lease) else {
-                tracing::info!(task_id = %id, "work stopped by the shutdown; the next start \
-                    resumes the task");
-                self.lifecycle.count_drained(lifecycle::Drained::Left);
-                return;
-            };
-            match cluster.release(&lease).await {
-                Ok(()) => {
-                    tracing::info!(task_id = %id, epoch = lease.epoch,
-                        "work stopped by the shutdown; lease released for another instance");
-                    self.lifecycle.count_drained(lifecycle::Drained::Released);
-                }
-                Err(error) => tracing::warn!(task_id = %id, %error,
-                    "lease not released; another instance takes the task once it lapses"),
-            }
-            return;
-        }
-        let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(
-            SHUT_DOWN_MESSAGE.to_owned(),
-        )));
-        let written = match (cluster, lease) {
-            (Some(cluster), Some(lease)) => cluster.finish_fenced(&lease, outcome).await,
-            // Work runs under a lease in cluster mode: without one it lost it.
-            (Some(_), None) => return,
-            (None, _) => self.store.finish(id, outcome).await,
-        };
-        match written {
-            Ok(()) => {
-                crate::metrics::task_finished(id, tool, rmcp::model::TaskStatus::Failed);
-                tracing::info!(task_id = %id, "work stopped by the shutdown; the task failed");
-                self.lifecycle.count_drained(lifecycle::Drained::Failed);
-            }
-            Err(error) => tracing::warn!(task_id = %id, %error,
-                "the task stopped by the shutdown was not failed"),
-        }
-    }
-
-    /// Stores how a task's work ended as its terminal state.
-    pub(crate) async fn finish(&self, id: &Arc<str>, tool: &str, ended: Ended) {
-        let outcome = match ended {
-            Ended::Completed(result) => Outcome::Completed(result_object(&result)),
-            Ended::Cancelled => Outcome::Cancelled,
-            Ended::Failed(error) => Outcome::Failed(errors::to_object(&error)),
-            Ended::Panicked(panic) => {
-                tracing::error!(task_id = %id, tool, panic, "tool panicked");
-                Outcome::Failed(errors::to_object(&errors::tool_panicked(tool, &panic)))
-            }
-        };
-        let status = outcome.status();
-        let span = tracing::info_span!("result", status = ?status);
-        match self
-            .write(id, Write::Finish(outcome))
-            .instrument(span)
-            .await
-        {
-            Ok(()) => {
-                tracing::debug!(task_id = %id, ?status, "task ended");
-                crate::metrics::task_finished(id, tool, status);
-            }
-            Err(WriteError::Store(StoreError::Terminal(was))) => {
-                tracing::debug!(task_id = %id, ?was, "task had already ended (expired)");
-            }
-            Err(WriteError::LeaseLost | WriteError::Store(StoreError::Fenced { .. })) => {
-                tracing::info!(task_id = %id, "outcome not written: the task's lease was lost");
-            }
-            Err(error) => tracing::error!(task_id = %id, %error, "task outcome not stored"),
-        }
-        self.live_map().remove(id);
     }
 
     /// One pass of the expiry sweep: applies due expiry, stops the work of expired tasks.
