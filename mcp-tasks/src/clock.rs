@@ -119,7 +119,9 @@ pub fn rfc3339(epoch_ms: u64) -> String {
     ] {
         out[at] = separator;
     }
-    out.iter().map(|&b| char::from(b)).collect()
+    // Digits and separators only: ASCII, so the check cannot fail (and costs a few
+    // instructions, where collecting `char`s cost hundreds).
+    std::str::from_utf8(&out).unwrap_or_default().to_owned()
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day).
