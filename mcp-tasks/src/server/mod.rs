@@ -23,7 +23,9 @@
 //! # Malformed requests
 //!
 //! On both transports ([`serve_http`], [`serve_io`]) a
-//! request guard answers what rmcp would answer poorly or not at all, before rmcp dispatches:
+//! request guard answers what rmcp would answer poorly or not at all, and nothing of such a
+//! request is dispatched. (A well-formed request on the 2026-07-28 wire over HTTP is decoded
+//! once, by rmcp: the guard reads its body only when rmcp refused it.)
 //!
 //! | what arrives | answer | HTTP status |
 //! | --- | --- | --- |

@@ -299,7 +299,8 @@ async fn readiness(draining: Draining, engine: Option<Engine>) -> Response {
 ///
 /// The request guard answers malformed requests and bodies over
 /// [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) with a JSON-RPC error
-/// before rmcp parses them (see [the server module](crate::server#malformed-requests)).
+/// instead of rmcp's answer, and none of them is dispatched (see
+/// [the server module](crate::server#malformed-requests)).
 /// A modern request's answer is one `application/json` body unless the handler sends
 /// something before it (then SSE); legacy `initialize` clients get sessions.
 pub fn http_router<S>(server: S, options: HttpOptions) -> axum::Router
