@@ -181,7 +181,7 @@ impl HttpOptions {
     }
 
     /// Sets the request limits: the body size rmcp accepts and the request guard's checks.
-    /// Default: a [`TaskServer`](crate::TaskServer)'s own ([`TaskServer::limits`], set with
+    /// Default: a [`TaskServer`](crate::TaskServer)'s own ([`TaskServer::limits`](crate::TaskServer::limits), set with
     /// [`EngineBuilder::with_limits`](super::EngineBuilder::with_limits)), [`Limits::default`]
     /// for any other handler.
     pub fn with_limits(mut self, limits: Limits) -> Self {
