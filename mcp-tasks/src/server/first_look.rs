@@ -148,11 +148,22 @@ impl<'de> Visitor<'de> for KindVisitor {
     fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
         Ok(if self.id { Kind::Id } else { Kind::Number })
     }
-    fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
-        Ok(if self.id { Kind::Id } else { Kind::Number })
+    fn visit_u64<E>(self, value: u64) -> Result<Kind, E> {
+        // An id is an integer of 64 signed bits, as rmcp decodes one.
+        Ok(if self.id && i64::try_from(value).is_ok() {
+            Kind::Id
+        } else {
+            Kind::Number
+        })
     }
-    fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
-        Ok(Kind::Number)
+    fn visit_f64<E>(self, value: f64) -> Result<Kind, E> {
+        // rmcp takes an integer in float form (`1.0`, `1e2`) below 2^53 as that integer.
+        const EXACT: f64 = 9_007_199_254_740_992.0;
+        Ok(if self.id && value.fract() == 0.0 && value.abs() < EXACT {
+            Kind::Id
+        } else {
+            Kind::Number
+        })
     }
     fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
         Ok(if self.id { Kind::Id } else { Kind::String })
@@ -498,6 +509,13 @@ mod tests {
         let legacy = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "t"}});
         assert!(agrees(&legacy.to_string()));
+        // Integer ids in float form, as rmcp decodes them.
+        for id in ["1.0", "1e2", "-4.0"] {
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tasks/get","params":{{"taskId":"a"}}}}"#
+            );
+            assert!(agrees(&body), "{body}");
+        }
     }
 
     #[test]
@@ -526,6 +544,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["t"]}"#,
             r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/call","params":{"name":"t"}}"#,
             r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
             r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t"}}"#,

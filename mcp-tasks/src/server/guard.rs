@@ -166,12 +166,20 @@ fn check_envelope(object: &serde_json::Map<String, Value>) -> Result<(), ErrorDa
     }
     match object.get("id") {
         None | Some(Value::String(_)) => Ok(()),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(()),
-        Some(Value::Number(_)) => Err(errors::malformed_envelope(
-            "id",
-            "a string or an integer",
-            "a fraction",
-        )),
+        // rmcp's rule for a numeric id, so that what passes here it decodes as the same id:
+        // an integer of 64 signed bits, also when written in float form (`1.0`, `1e2`).
+        Some(id @ Value::Number(n)) => match RequestId::deserialize(id) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(errors::malformed_envelope(
+                "id",
+                "a string or an integer",
+                if n.as_f64().is_some_and(|f| f.fract() != 0.0) {
+                    "a fraction"
+                } else {
+                    "a number outside the 64-bit signed integers"
+                },
+            )),
+        },
         Some(other) => Err(errors::malformed_envelope(
             "id",
             "a string or an integer",
@@ -774,6 +782,19 @@ mod tests {
         assert_eq!(array.code.0, -32600);
     }
 
+    /// A numeric id passes as rmcp decodes it: an integer of 64 signed bits, in float form
+    /// too (rmcp answers `1.0` as id `1`).
+    #[test]
+    fn integer_ids_in_float_form_pass() {
+        for id in [json!(1.0), json!(1e2), json!(-3.0), json!(i64::MAX)] {
+            let message = json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" });
+            assert!(
+                check(&message, &Limits::default(), false).is_ok(),
+                "{message}"
+            );
+        }
+    }
+
     #[test]
     fn malformed_envelopes() {
         let cases = [
@@ -796,6 +817,10 @@ mod tests {
             (
                 json!({ "jsonrpc": "2.0", "id": 1.5, "method": "tools/list" }),
                 "id must be a string or an integer, got a fraction",
+            ),
+            (
+                json!({ "jsonrpc": "2.0", "id": 9_223_372_036_854_775_808_u64, "method": "tools/list" }),
+                "id must be a string or an integer, got a number outside the 64-bit signed integers",
             ),
             (
                 json!({ "jsonrpc": "2.0", "id": 1, "method": 7 }),
