@@ -10,11 +10,12 @@
 
 use std::{borrow::Cow, fmt};
 
-use rmcp::model::ClientCapabilities;
+use rmcp::model::{ClientCapabilities, RequestId};
 use serde::{
     Deserialize, Deserializer,
     de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor},
 };
+use serde_json::Value;
 
 use super::{
     guard::MAX_DEPTH,
@@ -157,13 +158,12 @@ impl<'de> Visitor<'de> for KindVisitor {
         })
     }
     fn visit_f64<E>(self, value: f64) -> Result<Kind, E> {
-        // rmcp takes an integer in float form (`1.0`, `1e2`) below 2^53 as that integer.
-        const EXACT: f64 = 9_007_199_254_740_992.0;
-        Ok(if self.id && value.fract() == 0.0 && value.abs() < EXACT {
-            Kind::Id
-        } else {
-            Kind::Number
-        })
+        // rmcp takes an integer in float form (`1.0`, `1e2`) as that integer: its own
+        // decoder says which (rare; an id is usually written as an integer).
+        let id = self.id
+            && serde_json::Number::from_f64(value)
+                .is_some_and(|n| RequestId::deserialize(&Value::Number(n)).is_ok());
+        Ok(if id { Kind::Id } else { Kind::Number })
     }
     fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
         Ok(if self.id { Kind::Id } else { Kind::String })

@@ -414,6 +414,9 @@ mod http {
     use crate::server::{first_look, negotiation::Negotiation};
     use crate::{Limits, errors};
 
+    /// The header of a legacy (`initialize`) session.
+    const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
     /// The guard on HTTP: a `POST` with a JSON body, read already (`bytes`, at most the
     /// request limit), is checked before rmcp sees it. `Ok` is the request to serve, the
     /// same bytes with the guard's [`Checked`](super::Checked) verdict in its extensions
@@ -423,7 +426,7 @@ mod http {
         mut parts: axum::http::request::Parts,
         bytes: Bytes,
     ) -> Result<Request, Box<Response>> {
-        let legacy_session = parts.headers.contains_key("mcp-session-id");
+        let legacy_session = parts.headers.contains_key(SESSION_ID);
         if let Some(checked) = verdict(limits, &bytes, legacy_session)? {
             // The engine reads it from the `Parts` rmcp hands the handler.
             parts.extensions.insert(checked);
@@ -490,7 +493,6 @@ mod http {
     pub(crate) fn rmcp_first(headers: &HeaderMap, bytes: &[u8], limits: &Limits) -> bool {
         static LISTEN: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"subscriptions/listen"));
-        const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
         const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
         !headers.contains_key(SESSION_ID)
             && headers
