@@ -16,8 +16,17 @@ use rmcp::{
     service::RequestContext,
 };
 
+#[derive(Clone)]
 struct MyServer {
     tasks: Engine,
+}
+
+/// The engine `mcp_tasks::serve_http` would serve (it starts it, applies its limits and
+/// serves its task listens); this example serves stdio through rmcp, so only HTTP needs it.
+impl AsRef<Engine> for MyServer {
+    fn as_ref(&self) -> &Engine {
+        &self.tasks
+    }
 }
 
 impl ServerHandler for MyServer {

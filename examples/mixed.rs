@@ -58,6 +58,14 @@ impl Calculator {
     }
 }
 
+/// The engine `serve_http` serves: it starts it, applies its limits and serves its task
+/// listens.
+impl AsRef<Engine> for Calculator {
+    fn as_ref(&self) -> &Engine {
+        &self.tasks
+    }
+}
+
 #[tool_handler(router = self.tools)]
 impl ServerHandler for Calculator {
     fn get_info(&self) -> ServerConfig {
@@ -73,8 +81,6 @@ impl ServerHandler for Calculator {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(toolkit![count]?);
-    // A handler of our own: its engine is started here, before serving.
-    engine.start()?;
     let server = Calculator::new(engine);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);

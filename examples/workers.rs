@@ -8,7 +8,7 @@
 //! The front answers every `tools/call` with a queued task and runs no work; the workers
 //! claim queued tasks (`FOR UPDATE SKIP LOCKED`) and run each under a lease. Here all three
 //! run in this one process; in production each worker is a process of its own
-//! (`Worker::new(store, toolkit).run().await`), on as many machines as the work needs, and
+//! (`Engine::builder(toolkit).with_store(store).build_worker().run().await`), on as many machines as the work needs, and
 //! the front scales with the requests. Stop a worker while it runs a task: once its lease
 //! lapses the other worker takes the task over (`import_rows` resumes from its last
 //! completed batch; `workspace_report` fails, saying its server stopped).
@@ -17,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use mcp_tasks::{ClusterConfig, Engine, PostgresStore, TaskServer, Worker};
+use mcp_tasks::{ClusterConfig, Engine, PostgresStore, TaskServer};
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
@@ -44,9 +44,11 @@ async fn main() -> std::io::Result<()> {
         .with_lease(Duration::from_secs(5))
         .with_renewal(Duration::from_millis(1500));
     for name in ["worker-1", "worker-2"] {
-        let worker = Worker::new(connect().await?, common::toolkit(step))
+        let worker = Engine::builder(common::toolkit(step))
+            .with_store(connect().await?)
             .with_instance_id(name)
-            .with_cluster(config.clone());
+            .with_cluster(config.clone())
+            .build_worker();
         tokio::spawn(async move {
             if let Err(error) = worker.run().await {
                 eprintln!("{name} stopped: {error}");

@@ -15,8 +15,8 @@ use std::{
 
 use common::{Http, TASKS};
 use mcp_tasks::{
-    ClusterConfig, Engine, State, TaskContext, TaskServer, TaskStore, ToolError, Worker,
-    store::NewTask, task_tool, toolkit,
+    ClusterConfig, Engine, State, TaskContext, TaskServer, TaskStore, ToolError, store::NewTask,
+    task_tool, toolkit,
 };
 use rmcp::model::TaskStatus;
 use serde_json::json;
@@ -79,13 +79,15 @@ async fn a_worker_with_max_running_4_never_runs_more_than_4_of_50_queued() {
             .await
             .expect("queue a task");
     }
-    let worker = Worker::with_shared_store(store.clone(), tools())
+    let worker = Engine::builder(tools())
+        .with_shared_store(store.clone())
         .with_cluster(
             ClusterConfig::default()
                 .with_claim_interval(Duration::from_millis(20))
                 .with_reread_interval(Duration::from_millis(200)),
         )
         .with_max_running(4)
+        .build_worker()
         .start()
         .expect("the worker starts");
 

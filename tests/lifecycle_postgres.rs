@@ -12,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 
 use common::{Http, TASKS};
 use mcp_tasks::{
-    ClusterConfig, Engine, PostgresStore, TaskContext, TaskServer, TaskStore, ToolError, Worker,
+    ClusterConfig, Engine, PostgresStore, TaskContext, TaskServer, TaskStore, ToolError,
     store::NewTask, task_tool, toolkit,
 };
 use rmcp::model::TaskStatus;
@@ -121,10 +121,12 @@ async fn after_shutdown_nothing_runs() {
         engine.is_running(),
         "serving the TaskServer started its engine"
     );
-    let worker = Worker::with_shared_store(worker_store.clone(), tools())
+    let worker = Engine::builder(tools())
+        .with_shared_store(worker_store.clone())
         .with_instance_id("worker")
         .with_cluster(quick())
         .with_expiry_sweep(SWEEP)
+        .build_worker()
         .start()
         .expect("the worker starts");
 

@@ -9,6 +9,15 @@ use std::time::Duration;
 
 use common::{Http, Patience, TASKS};
 use mcp_tasks::{Engine, Limits, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult,
+        ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+        UpdateTaskParams,
+    },
+    service::RequestContext,
+};
 use serde_json::{Value, json};
 
 /// Runs until cancelled.
@@ -113,4 +122,117 @@ async fn the_streams_per_owner_limit_is_set_and_hit() {
             }
         }
     }
+}
+
+/// The shape of `examples/delegate.rs`: a handler of the application's own that routes the
+/// five methods to an engine it holds, and names it with `AsRef<Engine>`.
+#[derive(Clone)]
+struct Delegating {
+    tasks: Engine,
+}
+
+impl AsRef<Engine> for Delegating {
+    fn as_ref(&self) -> &Engine {
+        &self.tasks
+    }
+}
+
+impl ServerHandler for Delegating {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(self.tasks.capabilities(ServerCapabilities::default()))
+    }
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(self.tasks.list_tools())
+    }
+    async fn call_tool(
+        &self,
+        p: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.tasks.call_tool(p, &cx).await
+    }
+    async fn get_task(
+        &self,
+        p: GetTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.tasks.get_task(p, &cx).await
+    }
+    async fn update_task(
+        &self,
+        p: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.update_task(p, &cx).await
+    }
+    async fn cancel_task(
+        &self,
+        p: CancelTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(p, &cx).await
+    }
+}
+
+/// A wrapped engine served over HTTP is the engine served: it is started, its task listens
+/// are served (push), and its limits bound the listens and the requests.
+#[tokio::test]
+async fn a_delegating_handler_gets_push_and_its_engines_limits() {
+    let engine = Engine::builder(toolkit![idle].expect("a toolkit"))
+        .with_limits(
+            Limits::default()
+                .with_max_listen_task_ids(2)
+                .with_max_arguments_bytes(64),
+        )
+        .build();
+    let handler = Delegating {
+        tasks: engine.clone(),
+    };
+    let mut server = Http::start_router(mcp_tasks::http_router(
+        handler,
+        mcp_tasks::HttpOptions::new(),
+    ))
+    .await;
+    assert!(
+        engine.is_running(),
+        "serving the handler started its engine"
+    );
+    let ids = vec![call(&mut server).await, call(&mut server).await];
+    let mut stream = listen(&server, 1, &ids)
+        .await
+        .expect("a task listen is served");
+    let cancelled = server
+        .rpc("tasks/cancel", json!({ "taskId": ids[0] }), TASKS)
+        .await;
+    assert_eq!(cancelled.0, 200, "{cancelled:?}");
+    let patience = Patience::new("the listen stream pushes the cancelled task");
+    let mut seen = String::new();
+    while !seen.contains(&ids[0]) || !seen.contains("cancelled") {
+        assert!(!patience.expired(), "{seen}");
+        match tokio::time::timeout(Duration::from_millis(200), stream.chunk()).await {
+            Ok(Ok(Some(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            Ok(other) => panic!("the stream ended: {other:?} after {seen}"),
+            Err(_) => {}
+        }
+    }
+    let three = vec![ids[0].clone(), ids[1].clone(), "another".to_owned()];
+    let refused = listen(&server, 2, &three).await.expect_err("three ids");
+    assert_eq!(refused["error"]["data"]["maxTaskIds"], 2, "{refused}");
+    let (status, large) = server
+        .rpc(
+            "tools/call",
+            json!({ "name": "idle", "arguments": { "a": "x".repeat(100) } }),
+            TASKS,
+        )
+        .await;
+    assert_eq!(
+        (status, large["error"]["code"].as_i64()),
+        (400, Some(-32602))
+    );
+    let message = large["error"]["message"].as_str().unwrap();
+    assert!(message.contains("more than the limit of 64"), "{message}");
 }

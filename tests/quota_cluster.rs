@@ -14,7 +14,7 @@ use std::{sync::Arc, time::Duration};
 use common::{Http, TASKS};
 use mcp_tasks::{
     ClusterConfig, Engine, HttpOptions, Limits, StaticTokens, TaskContext, TaskServer, ToolError,
-    Worker, task_tool, toolkit,
+    task_tool, toolkit,
 };
 use serde_json::{Value, json};
 
@@ -169,11 +169,13 @@ async fn quota_holds_across(db: &pg::Db, cluster: ClusterConfig, queued: bool) {
     let _worker = if queued {
         let store = Arc::new(db.store().await.expect("connect"));
         Some(
-            Worker::with_shared_store(store, toolkit![parked].expect("toolkit"))
+            Engine::builder(toolkit![parked].expect("toolkit"))
+                .with_shared_store(store)
                 .with_instance_id("worker")
                 .with_cluster(
                     ClusterConfig::default().with_claim_interval(Duration::from_millis(50)),
                 )
+                .build_worker()
                 .start()
                 .expect("the worker starts"),
         )

@@ -349,24 +349,15 @@ async fn build(
                 .await
                 .map_err(|e| std::io::Error::other(error_chain(&e)))?;
             let schema = pg.schema().to_owned();
-            if worker {
-                let mut worker = mcp_tasks::Worker::new(pg, toolkit)
-                    .with_cluster(config)
-                    .with_shutdown_grace(grace);
-                if let Some(max) = max_running {
-                    worker = worker.with_max_running(max);
-                }
-                if let Some(id) = instance {
-                    worker = worker.with_instance_id(id);
-                }
-                return Ok((Served::Worker(worker), rest));
-            }
-            // One instance of a cluster: its work runs under leases, so any number of
-            // instances share the schema and take over each other's tasks.
             let mut builder = engine(toolkit).with_store(pg).with_cluster(config);
             if let Some(id) = instance {
                 builder = builder.with_instance_id(id);
             }
+            if worker {
+                return Ok((Served::Worker(builder.build_worker()), rest));
+            }
+            // One instance of a cluster: its work runs under leases, so any number of
+            // instances share the schema and take over each other's tasks.
             let engine = builder.build();
             let report = engine.recover().await.map_err(std::io::Error::other)?;
             eprintln!(

@@ -221,7 +221,8 @@ pub mod cluster {
         ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL,
         DEFAULT_REREAD_INTERVAL,
     };
-    pub use crate::runtime::worker::{DEFAULT_SHUTDOWN_GRACE, Worker, WorkerHandle};
+    pub use crate::runtime::lifecycle::DEFAULT_SHUTDOWN_GRACE;
+    pub use crate::runtime::worker::{Worker, WorkerHandle};
 }
 
 /// The extension identifier: the capability key and reserved label of SEP-2663.

@@ -47,6 +47,12 @@ use tokio_util::{
     task::TaskTracker,
 };
 
+/// How long a shutdown the serving functions or [`Worker::run_until`](crate::Worker::run_until)
+/// make on their own lets running work end by itself, unless
+/// [`EngineBuilder::with_shutdown_grace`](crate::EngineBuilder::with_shutdown_grace) says
+/// otherwise.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// Why a runtime did not start.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]

@@ -134,7 +134,7 @@ impl Default for Settings {
         Self {
             reap_interval: DEFAULT_REAP_INTERVAL,
             limits: Limits::default(),
-            shutdown_grace: worker::DEFAULT_SHUTDOWN_GRACE,
+            shutdown_grace: lifecycle::DEFAULT_SHUTDOWN_GRACE,
             max_running: None,
         }
     }

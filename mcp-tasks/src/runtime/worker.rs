@@ -5,15 +5,8 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use tokio_util::sync::DropGuard;
 
-use super::{
-    ClusterConfig, DEFAULT_REAP_INTERVAL, Runtime, Settings, ShutdownReport, StartError,
-    cluster::{Tools, random_instance_id},
-};
+use super::{ClusterConfig, Runtime, Settings, ShutdownReport, StartError, cluster::Tools};
 use crate::{store::TaskStore, toolkit::Toolkit};
-
-/// How long [`Worker::run_until`] lets running work end on its own once told to stop,
-/// unless [`Worker::with_shutdown_grace`] says otherwise.
-pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Runs tasks recorded by other instances, over a store several instances share
 /// (`PostgresStore`), without serving MCP.
@@ -23,8 +16,11 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// an instance would: renewed, fenced, woken by answers and cancels sent to any instance.
 /// Request serving and execution then scale apart: fronts that record, workers that run.
 ///
-/// `Worker` is the configuration; [`Worker::start`] starts it and gives the
-/// [`WorkerHandle`] that shuts it down, and [`Worker::run_until`] does both around a
+/// A worker is set up as an engine is, by the [`EngineBuilder`](crate::EngineBuilder)
+/// (store, instance id, cluster settings, expiry sweep, shutdown grace, `max_running`,
+/// limits), and made by [`build_worker`](crate::EngineBuilder::build_worker);
+/// [`Worker::new`] is the default setup over a store. [`Worker::start`] starts it and gives
+/// the [`WorkerHandle`] that shuts it down, and [`Worker::run_until`] does both around a
 /// shutdown signal.
 ///
 /// ```no_run
@@ -32,19 +28,22 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> Result<(), Box<dyn std::error::Error>> {
 /// let store = mcp_tasks::PostgresStore::connect("postgres://127.0.0.1/app").await?;
 /// let ctrl_c = async { tokio::signal::ctrl_c().await.ok(); };
-/// mcp_tasks::Worker::new(store, toolkit).run_until(ctrl_c).await?;
+/// mcp_tasks::Engine::builder(toolkit)
+///     .with_store(store)
+///     .with_max_running(8)
+///     .build_worker()
+///     .run_until(ctrl_c)
+///     .await?;
 /// # Ok(())
 /// # }
 /// ```
 #[must_use]
 pub struct Worker {
     store: Arc<dyn TaskStore>,
-    toolkit: Toolkit,
+    tools: Tools,
+    settings: Settings,
     instance: Arc<str>,
     config: ClusterConfig,
-    expiry_sweep: Duration,
-    grace: Duration,
-    max_running: Option<usize>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -52,64 +51,35 @@ impl std::fmt::Debug for Worker {
         f.debug_struct("Worker")
             .field("instance", &self.instance)
             .field("config", &self.config)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
 
 impl Worker {
-    /// A worker for `toolkit`'s tools over `store`, with a random instance id and the
-    /// default [`ClusterConfig`].
+    /// A worker for `toolkit`'s tools over `store`, with every setting at its default:
+    /// `Engine::builder(toolkit).with_store(store).build_worker()`.
     pub fn new(store: impl TaskStore, toolkit: Toolkit) -> Self {
-        Self::with_shared_store(Arc::new(store), toolkit)
+        crate::Engine::builder(toolkit)
+            .with_store(store)
+            .build_worker()
     }
 
-    /// A worker over a store shared with other code (an engine in the same process).
-    pub fn with_shared_store(store: Arc<dyn TaskStore>, toolkit: Toolkit) -> Self {
+    /// What [`EngineBuilder::build_worker`](crate::EngineBuilder::build_worker) makes.
+    pub(crate) fn from_parts(
+        store: Arc<dyn TaskStore>,
+        tools: Tools,
+        settings: Settings,
+        instance: Arc<str>,
+        config: ClusterConfig,
+    ) -> Self {
         Self {
             store,
-            toolkit,
-            instance: random_instance_id(),
-            config: ClusterConfig::default(),
-            expiry_sweep: DEFAULT_REAP_INTERVAL,
-            grace: DEFAULT_SHUTDOWN_GRACE,
-            max_running: None,
+            tools,
+            settings,
+            instance,
+            config,
         }
-    }
-
-    /// Sets the instance id the worker's leases carry (default: random).
-    pub fn with_instance_id(mut self, id: impl Into<Arc<str>>) -> Self {
-        self.instance = id.into();
-        self
-    }
-
-    /// Sets lease length, renewal and claim interval ([`with_execution`] is forced on: a
-    /// worker that runs nothing has no purpose).
-    ///
-    /// [`with_execution`]: ClusterConfig::with_execution
-    pub fn with_cluster(mut self, config: ClusterConfig) -> Self {
-        self.config = config;
-        self
-    }
-
-    /// Sets how often the worker sweeps the store for tasks past their TTL (default 1 s).
-    pub fn with_expiry_sweep(mut self, every: Duration) -> Self {
-        self.expiry_sweep = every.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets the grace period of [`Worker::run_until`]'s shutdown (default
-    /// [`DEFAULT_SHUTDOWN_GRACE`]); see [`WorkerHandle::shutdown`].
-    pub fn with_shutdown_grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
-        self
-    }
-
-    /// Lets at most `max` tasks' work run in this worker at once (default: no limit; at
-    /// least 1): each claim takes only as many queued or lapsed tasks as there are free
-    /// slots, and the rest stay queued for another worker or a later claim.
-    pub fn with_max_running(mut self, max: usize) -> Self {
-        self.max_running = Some(max.max(1));
-        self
     }
 
     /// The instance id.
@@ -119,15 +89,16 @@ impl Worker {
     }
 
     /// The grace period of [`Worker::run_until`]'s shutdown
-    /// ([`Worker::with_shutdown_grace`]).
+    /// ([`EngineBuilder::with_shutdown_grace`](crate::EngineBuilder::with_shutdown_grace)).
     #[must_use]
     pub fn shutdown_grace(&self) -> Duration {
-        self.grace
+        self.settings.shutdown_grace
     }
 
     /// Starts claiming, renewing, listening for wake-ups and sweeping expiry, on the current
     /// tokio runtime, until [`WorkerHandle::shutdown`] (or until the handle is dropped,
-    /// which stops everything at once).
+    /// which stops everything at once). The cluster settings' execution is forced on and
+    /// their queued calls off: a worker that runs nothing has no purpose.
     ///
     /// # Errors
     /// [`StartError::NotShared`] when the store is not one several instances can share (it
@@ -137,23 +108,8 @@ impl Worker {
         if self.store.cluster().is_none() {
             return Err(StartError::NotShared);
         }
-        let tools = Tools {
-            state: Arc::new(self.toolkit.state().clone()),
-            toolkit: Arc::new(self.toolkit),
-        };
         let config = self.config.with_execution(true).with_queued_calls(false);
-        let runtime = Runtime::new(
-            self.store,
-            tools,
-            Settings {
-                reap_interval: self.expiry_sweep,
-                limits: crate::Limits::default(),
-                shutdown_grace: self.grace,
-                max_running: self.max_running,
-            },
-            self.instance,
-            config,
-        );
+        let runtime = Runtime::new(self.store, self.tools, self.settings, self.instance, config);
         let guard = runtime.lifecycle.drop_guard();
         runtime.start()?;
         Ok(WorkerHandle {
@@ -170,15 +126,15 @@ impl Worker {
         self.run_until(std::future::pending()).await
     }
 
-    /// Runs until `shutdown` resolves, then shuts down with the grace period of
-    /// [`Worker::with_shutdown_grace`] ([`WorkerHandle::shutdown`]): the worker claims
+    /// Runs until `shutdown` resolves, then shuts down with its grace period
+    /// ([`Worker::shutdown_grace`], see [`WorkerHandle::shutdown`]): the worker claims
     /// nothing more at once, and stops renewing once its running work ended or the grace
     /// period is over; it returns when nothing of it runs any more.
     ///
     /// # Errors
     /// As [`Worker::start`].
     pub async fn run_until(self, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
-        let grace = self.grace;
+        let grace = self.shutdown_grace();
         let handle = self.start()?;
         shutdown.await;
         handle.shutdown(grace).await;

@@ -13,7 +13,7 @@ use super::{
 use crate::{
     Limits,
     runtime::{
-        ClusterConfig, Runtime, Settings,
+        ClusterConfig, Runtime, Settings, Worker,
         cluster::{Tools, random_instance_id},
     },
     store::{MemoryStore, TaskStore},
@@ -114,8 +114,8 @@ impl EngineBuilder {
 
     /// Sets the [`Limits`]: the task-level ones (outstanding input requests per task,
     /// `statusMessage` length, live tasks per owner) apply in the engine, the request-size
-    /// ones in the transports that serve it ([`TaskServer`](super::TaskServer) reads them
-    /// from the engine).
+    /// ones in the transports that serve it (they read them from the engine: the one place
+    /// limits are set).
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.settings.limits = limits;
         self
@@ -173,22 +173,35 @@ impl EngineBuilder {
         self
     }
 
-    /// The engine, not started: [`Engine::start`] starts its background loops (the serving
-    /// functions that take a [`TaskServer`](super::TaskServer) do it for you).
-    #[must_use]
-    pub fn build(self) -> Engine {
+    /// A [`Worker`] with these settings (the store, instance id, cluster settings, expiry
+    /// sweep, shutdown grace, `max_running` and limits; the rest serve requests, which a
+    /// worker does not), not started.
+    pub fn build_worker(mut self) -> Worker {
+        let (tools, store, instance) = self.parts();
+        Worker::from_parts(store, tools, self.settings, instance, self.cluster)
+    }
+
+    /// The tools, the store (a new [`MemoryStore`] by default) and the instance id.
+    fn parts(&mut self) -> (Tools, Arc<dyn TaskStore>, Arc<str>) {
+        let toolkit = std::mem::take(&mut self.toolkit);
         let tools = Tools {
-            state: Arc::new(self.toolkit.state().clone()),
-            toolkit: Arc::new(self.toolkit),
+            state: Arc::new(toolkit.state().clone()),
+            toolkit: Arc::new(toolkit),
         };
-        let store = self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
-        let runtime = Runtime::new(
-            store,
-            tools.clone(),
-            self.settings,
-            self.instance.unwrap_or_else(random_instance_id),
-            self.cluster,
-        );
+        let store = self
+            .store
+            .take()
+            .unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let instance = self.instance.take().unwrap_or_else(random_instance_id);
+        (tools, store, instance)
+    }
+
+    /// The engine, not started: [`Engine::start`] starts its background loops (the serving
+    /// functions do it for you).
+    #[must_use]
+    pub fn build(mut self) -> Engine {
+        let (tools, store, instance) = self.parts();
+        let runtime = Runtime::new(store, tools.clone(), self.settings, instance, self.cluster);
         let key = self
             .request_state_key
             .unwrap_or_else(RequestStateKey::generate);

@@ -44,8 +44,8 @@ use crate::{
 ///
 /// - **start** spawns the background loops: the expiry sweep and, over a store several
 ///   instances share, lease renewals, wake-ups and claims of lapsed and queued tasks. The
-///   serving functions given a [`TaskServer`](super::TaskServer) (`serve_http`,
-///   `http_router`, `serve_stdio`, `serve_io`) start its engine themselves;
+///   serving functions (`serve_http`, `http_router`, `serve_stdio`, `serve_io`) start the
+///   engine they serve themselves;
 ///   a handler of your own that routes to an engine starts it before serving. Nothing
 ///   starts from a request: an engine never started answers calls, but sweeps no expiry
 ///   and renews no lease.

@@ -1,15 +1,14 @@
 //! [`HttpOptions`]: how the Streamable HTTP server guards `/mcp` (who may call, from which
-//! browser origins and hosts, what one request may carry, the health endpoints).
+//! browser origins and hosts, the health endpoints). What one request may carry is the
+//! served engine's [`Limits`](crate::Limits).
 
 use std::sync::Arc;
 
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 
-use super::{
-    auth::{Bearer, ProtectedResource, ProtectedResourceError, StaticTokens, TokenValidator},
-    serve_http::as_task_server,
+use super::auth::{
+    Bearer, ProtectedResource, ProtectedResourceError, StaticTokens, TokenValidator,
 };
-use crate::Limits;
 
 /// The origins [`HttpOptions::default`] accepts: `http` and `https` on `localhost`,
 /// `127.0.0.1` and `[::1]`, any port. A request without `Origin` (not from a browser) passes.
@@ -50,8 +49,6 @@ pub struct HttpOptions {
     hosts: Option<Vec<String>>,
     /// No `Host` check at all ([`HttpOptions::with_any_host`]).
     any_host: bool,
-    /// `None`: a [`TaskServer`](crate::TaskServer)'s own limits, else the defaults.
-    limits: Option<Limits>,
     /// [`LIVENESS_PATH`](crate::LIVENESS_PATH) and [`READINESS_PATH`](crate::READINESS_PATH) are served.
     pub(super) health: bool,
 }
@@ -65,7 +62,6 @@ impl Default for HttpOptions {
             origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
             hosts: None,
             any_host: false,
-            limits: None,
             health: true,
         }
     }
@@ -178,24 +174,6 @@ impl HttpOptions {
         self.hosts = None;
         self.any_host = true;
         self
-    }
-
-    /// Sets the request limits: the body size rmcp accepts and the request guard's checks.
-    /// Default: a [`TaskServer`](crate::TaskServer)'s own ([`TaskServer::limits`](crate::TaskServer::limits), set with
-    /// [`EngineBuilder::with_limits`](super::EngineBuilder::with_limits)), [`Limits::default`]
-    /// for any other handler.
-    pub fn with_limits(mut self, limits: Limits) -> Self {
-        self.limits = Some(limits);
-        self
-    }
-
-    /// The request limits for `server`: these options' own, else a [`TaskServer`](crate::TaskServer)'s, else
-    /// the defaults.
-    pub(super) fn limits_for<S: 'static>(&self, server: &S) -> Limits {
-        if let Some(limits) = &self.limits {
-            return limits.clone();
-        }
-        as_task_server(server).map_or_else(Limits::default, |server| server.limits().clone())
     }
 
     /// `config` with these checks.

@@ -45,7 +45,8 @@
 //! # Delegating from an existing handler
 //!
 //! An rmcp [`ServerHandler`](rmcp::ServerHandler) of your own keeps its other methods and routes five calls and
-//! the capability to an [`Engine`]:
+//! the capability to an [`Engine`]; `AsRef<Engine>` names the engine
+//! [`serve_http`] serves (starts, bounds by its limits, serves task listens with):
 //!
 //! ```no_run
 //! use mcp_tasks::{Engine, Toolkit};
@@ -67,6 +68,10 @@
 //!         -> Result<(), ErrorData> { self.tasks.update_task(p, &cx).await }
 //!     async fn cancel_task(&self, p: CancelTaskParams, cx: RequestContext<RoleServer>)
 //!         -> Result<(), ErrorData> { self.tasks.cancel_task(p, &cx).await }
+//! }
+//!
+//! impl AsRef<Engine> for MyServer {
+//!     fn as_ref(&self) -> &Engine { &self.tasks }
 //! }
 //! ```
 

@@ -25,8 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::ServerHandler;
 
-use super::http_options::HttpOptions;
-use super::{Engine, TaskServer, guard};
+use super::{Engine, guard, http_options::HttpOptions};
 use crate::{Limits, ShutdownReport, errors};
 
 /// The path [`serve_http`] and [`http_router`] answer on.
@@ -42,7 +41,7 @@ pub const LIVENESS_PATH: &str = "/healthz";
 /// The readiness endpoint of [`serve_http`] and [`http_router`]: `GET` answers `200` with
 /// `{"ready":true}` when this instance takes new calls, and `503` with
 /// `{"ready":false,"reason":"..."}` while it drains
-/// ([`serve_http_with_shutdown`]), while a [`TaskServer`]'s engine is not running (not
+/// ([`serve_http_with_shutdown`]), while the served engine is not running (not
 /// started, or shutting down), or while its task store does not answer a read within
 /// [`READINESS_STORE_TIMEOUT`]. Point the balancer's health check here. No
 /// authentication, no `Host` or `Origin` check.
@@ -63,14 +62,13 @@ const DRAIN_RETRY_AFTER_SECS: &str = "1";
 /// Streamable HTTP ([`http_router`] is the same server as an axum router, to add layers or
 /// routes or to serve it yourself).
 ///
-/// `server` is a [`TaskServer`] or any rmcp handler of your own that routes to an
-/// [`Engine`](crate::Engine). `options` says who may call (a bearer token), from which
-/// browser origins and hosts, and what one request may carry ([`HttpOptions::with_limits`];
-/// without it a [`TaskServer`]'s own [`TaskServer::limits`] apply, and
-/// [`Limits::default`](crate::Limits) for other handlers).
-///
-/// A [`TaskServer`]'s engine is started first ([`Engine::start`](crate::Engine::start)); a
-/// handler of your own starts its engine itself before it is served.
+/// `server` is a [`TaskServer`](crate::TaskServer) or any rmcp handler of your own that
+/// routes to an [`Engine`] and names it with `AsRef<Engine>` (see
+/// [delegating](crate::server#delegating-from-an-existing-handler)): that engine is started
+/// first ([`Engine::start`]), its [`Limits`](crate::Limits)
+/// ([`EngineBuilder::with_limits`](crate::EngineBuilder::with_limits)) bound every request,
+/// and it serves task listens (`subscriptions/listen` naming `taskIds`). `options` says who
+/// may call (a bearer token) and from which browser origins and hosts.
 ///
 /// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
 /// connections stall about 40 ms each (Nagle against delayed ACK).
@@ -86,15 +84,13 @@ const DRAIN_RETRY_AFTER_SECS: &str = "1";
 /// ```
 ///
 /// # Errors
-/// An I/O error of the listener; a [`TaskServer`] whose engine was shut down
+/// An I/O error of the listener; an engine that was shut down
 /// ([`StartError::Stopped`](crate::StartError)) as [`io::ErrorKind::Other`].
 pub async fn serve_http<S>(listener: TcpListener, server: S, options: HttpOptions) -> io::Result<()>
 where
-    S: ServerHandler + Clone + Send + Sync + 'static,
+    S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
 {
-    if let Some(server) = as_task_server(&server) {
-        server.engine().start().map_err(io::Error::other)?;
-    }
+    server.as_ref().start().map_err(io::Error::other)?;
     let listener = listener.tap_io(|tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
             tracing::warn!(%error, "could not set TCP_NODELAY");
@@ -123,8 +119,7 @@ where
 ///    (each has up to the grace period again; a connection still open after it, such as a
 ///    legacy session's event stream, is closed).
 ///
-/// Returns the engine's [`ShutdownReport`] (all zeros for a handler of your own, whose
-/// engine you shut down yourself after this returns). In a server process, pass a future
+/// Returns the engine's [`ShutdownReport`]. In a server process, pass a future
 /// that resolves on SIGTERM and Ctrl-C (see the example server).
 ///
 /// ```no_run
@@ -149,13 +144,11 @@ pub async fn serve_http_with_shutdown<S, F>(
     signal: F,
 ) -> io::Result<ShutdownReport>
 where
-    S: ServerHandler + Clone + Send + Sync + 'static,
+    S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
     F: Future<Output = ()> + Send,
 {
-    let engine = as_task_server(&server).map(|server| server.engine().clone());
-    if let Some(engine) = &engine {
-        engine.start().map_err(io::Error::other)?;
-    }
+    let engine = server.as_ref().clone();
+    engine.start().map_err(io::Error::other)?;
     let draining = Draining::default();
     let app = router(server, options, draining.clone());
     let listener = listener.tap_io(|tcp| {
@@ -175,9 +168,7 @@ where
     tokio::select! {
         served = &mut serving => {
             // The listener failed before any signal: nothing to drain but the engine.
-            if let Some(engine) = &engine {
-                engine.shutdown(Duration::ZERO).await;
-            }
+            engine.shutdown(Duration::ZERO).await;
             joined(served)?;
             return Ok(ShutdownReport::default());
         }
@@ -185,15 +176,8 @@ where
     }
     draining.begin();
     tracing::info!("draining: readiness is false and new tool calls are refused");
-    let grace = engine
-        .as_ref()
-        .map_or(crate::runtime::worker::DEFAULT_SHUTDOWN_GRACE, |engine| {
-            engine.runtime.shutdown_grace
-        });
-    let report = match &engine {
-        Some(engine) => engine.shutdown(grace).await,
-        None => ShutdownReport::default(),
-    };
+    let grace = engine.runtime.shutdown_grace;
+    let report = engine.shutdown(grace).await;
     stop_http.cancel();
     match tokio::time::timeout(grace.max(Duration::from_secs(1)), &mut serving).await {
         Ok(served) => joined(served)?,
@@ -262,7 +246,7 @@ fn json_body(value: &serde_json::Value) -> impl IntoResponse + use<> {
 }
 
 /// What [`READINESS_PATH`] answers (see there).
-async fn readiness(draining: Draining, engine: Option<Engine>) -> Response {
+async fn readiness(draining: Draining, engine: Engine) -> Response {
     let not_ready = |reason: String| {
         (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -273,26 +257,25 @@ async fn readiness(draining: Draining, engine: Option<Engine>) -> Response {
     if draining.is_set() {
         return not_ready("the server is draining: it is shutting down".into());
     }
-    if let Some(engine) = engine {
-        if !engine.is_running() {
-            return not_ready("the engine is not running (not started, or shutting down)".into());
-        }
-        match tokio::time::timeout(READINESS_STORE_TIMEOUT, engine.store().get(PROBE_TASK_ID)).await
-        {
-            Ok(Ok(_)) => {}
-            Ok(Err(error)) => return not_ready(format!("the task store is unreachable: {error}")),
-            Err(_) => {
-                return not_ready(format!(
-                    "the task store did not answer within {} ms",
-                    READINESS_STORE_TIMEOUT.as_millis()
-                ));
-            }
+    if !engine.is_running() {
+        return not_ready("the engine is not running (not started, or shutting down)".into());
+    }
+    match tokio::time::timeout(READINESS_STORE_TIMEOUT, engine.store().get(PROBE_TASK_ID)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => return not_ready(format!("the task store is unreachable: {error}")),
+        Err(_) => {
+            return not_ready(format!(
+                "the task store did not answer within {} ms",
+                READINESS_STORE_TIMEOUT.as_millis()
+            ));
         }
     }
     json_body(&serde_json::json!({ "ready": true })).into_response()
 }
 
-/// An axum router serving `server` at `/mcp` with `options`, as [`serve_http`] serves it:
+/// An axum router serving `server` at `/mcp` with `options`, as [`serve_http`] serves it
+/// (its engine started here; a failure to start, which means the engine was shut down, is
+/// logged):
 /// behind the bearer guard when one is set, with the request guard and the `Origin` and
 /// `Host` checks always. Add your own layers to it, for example one that authenticates the
 /// caller and inserts an [`Owner`](crate::Owner) into the request's extensions.
@@ -305,10 +288,10 @@ async fn readiness(draining: Draining, engine: Option<Engine>) -> Response {
 /// something before it (then SSE); legacy `initialize` clients get sessions.
 pub fn http_router<S>(server: S, options: HttpOptions) -> axum::Router
 where
-    S: ServerHandler + Clone + Send + Sync + 'static,
+    S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
 {
-    if let Some(server) = as_task_server(&server) {
-        start_engine(server);
+    if let Err(error) = server.as_ref().start() {
+        tracing::error!(%error, "the engine of the served handler did not start");
     }
     router(server, options, Draining::default())
 }
@@ -317,13 +300,13 @@ where
 /// answered a failure to start as its error.
 fn router<S>(server: S, options: HttpOptions, draining: Draining) -> axum::Router
 where
-    S: ServerHandler + Clone + Send + Sync + 'static,
+    S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
 {
-    let engine = as_task_server(&server).map(|server| server.engine().clone());
-    let limits = options.limits_for(&server);
+    let engine = server.as_ref().clone();
+    let limits = engine.limits().clone();
     let mcp = Mcp(Arc::new(McpInner {
         service: http_service(server, &options, &limits),
-        push: engine.clone(),
+        engine: engine.clone(),
         limits,
         draining: draining.clone(),
     }));
@@ -365,8 +348,8 @@ impl<S> Clone for Mcp<S> {
 
 struct McpInner<S> {
     service: StreamableHttpService<S, LocalSessionManager>,
-    /// A [`TaskServer`]'s engine serves task listens (`push`); rmcp has no `taskIds`.
-    push: Option<Engine>,
+    /// The served engine: it serves task listens (rmcp has no `taskIds`).
+    engine: Engine,
     limits: Limits,
     draining: Draining,
 }
@@ -433,12 +416,10 @@ where
             .extensions()
             .get::<super::negotiation::Checked>()
             .is_some_and(|checked| checked.task_listen);
-        match &self.push {
-            Some(engine) if task_listen => {
-                super::push::serve_http_listen(engine, &self.service, request).await
-            }
-            _ => self.service.handle(request).await.into_response(),
+        if task_listen {
+            return super::push::serve_http_listen(&self.engine, &self.service, request).await;
         }
+        self.service.handle(request).await.into_response()
     }
 }
 
@@ -460,20 +441,4 @@ where
         Arc::new(LocalSessionManager::default()),
         options.config(config),
     )
-}
-
-/// `server` as a [`TaskServer`], when it is one: its engine is started by the serving
-/// functions, and its limits apply unless the options set others.
-pub(super) fn as_task_server<S: 'static>(server: &S) -> Option<&TaskServer> {
-    (server as &dyn std::any::Any).downcast_ref::<TaskServer>()
-}
-
-/// Starts the engine of a [`TaskServer`] about to be served by [`http_router`], which cannot
-/// return an error: called from a tokio runtime, a failure means the engine was shut down,
-/// whose calls are refused anyway; it is logged. A handler of your own starts nothing: start
-/// its engine with [`Engine::start`](crate::Engine::start) before serving it.
-fn start_engine(server: &TaskServer) {
-    if let Err(error) = server.engine().start() {
-        tracing::error!(%error, "the engine of the served TaskServer did not start");
-    }
 }

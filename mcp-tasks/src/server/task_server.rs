@@ -99,6 +99,14 @@ impl TaskServer {
     }
 }
 
+/// The engine [`serve_http`](crate::serve_http) and [`http_router`](crate::http_router)
+/// serve.
+impl AsRef<Engine> for TaskServer {
+    fn as_ref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
 impl ServerHandler for TaskServer {
     fn get_info(&self) -> ServerConfig {
         (*self.config).clone()
