@@ -80,8 +80,6 @@ use std::sync::Arc;
 mod auth;
 mod builder;
 mod engine;
-#[cfg(feature = "http")]
-mod first_look;
 mod guard;
 #[cfg(feature = "http")]
 mod http_options;
@@ -94,6 +92,7 @@ mod router;
 mod serve_http;
 #[cfg(feature = "stdio")]
 mod serve_stdio;
+mod shape;
 mod task_server;
 
 #[cfg(feature = "http")]

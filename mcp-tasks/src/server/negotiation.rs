@@ -4,9 +4,9 @@
 //! A request runs on the modern wire when its own `_meta` names a protocol version without
 //! `initialize` and it does not arrive in a session opened with `initialize`; it declares the
 //! tasks extension when, on the modern wire, its own `_meta` client capabilities name
-//! `io.modelcontextprotocol/tasks`. [`Negotiation::of_raw_meta`] decides that from the JSON
-//! the request guard parsed, [`Negotiation::of_meta`] from the `_meta` rmcp decoded; both end
-//! in [`Negotiation::new`], so the guard and the engine cannot disagree.
+//! `io.modelcontextprotocol/tasks`. The request authority (`shape.rs`) decides that from the
+//! `_meta` it read, [`Negotiation::of_meta`] from the `_meta` rmcp decoded; both end in
+//! [`Negotiation::new`], so the guard and the engine cannot disagree.
 //!
 //! # One parse per request
 //!
@@ -66,18 +66,6 @@ impl Negotiation {
         Self {
             modern,
             declares_tasks: modern && capabilities.is_some_and(ClientCapabilities::supports_tasks),
-        }
-    }
-
-    /// From the request's `params._meta` as parsed JSON (the guard's view), with the client
-    /// capabilities it decodes to.
-    pub(crate) fn of_raw_meta(
-        meta: Option<&Value>,
-        legacy_session: bool,
-    ) -> (Self, Option<ClientCapabilities>) {
-        match meta.and_then(Value::as_object) {
-            Some(meta) => Self::of_meta_map(meta, legacy_session),
-            None => (Self::new(None, None, legacy_session), None),
         }
     }
 
@@ -181,7 +169,8 @@ mod tests {
     }
 
     fn negotiate(meta: &serde_json::Value, legacy_session: bool) -> Negotiation {
-        Negotiation::of_raw_meta(Some(meta), legacy_session).0
+        let meta = serde_json::from_value(meta.clone()).expect("a _meta object");
+        Negotiation::of_meta(&meta, legacy_session).0
     }
 
     #[test]
@@ -200,7 +189,7 @@ mod tests {
         let old = meta("2025-11-25", json!({ "io.modelcontextprotocol/tasks": {} }));
         assert_eq!(negotiate(&old, false), Negotiation::default());
         assert_eq!(
-            Negotiation::of_raw_meta(None, false).0,
+            Negotiation::of_meta(&rmcp::model::RequestMetaObject::default(), false).0,
             Negotiation::default()
         );
     }

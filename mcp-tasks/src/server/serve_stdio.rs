@@ -26,7 +26,7 @@ use tokio::{
     sync::mpsc,
 };
 
-use super::{TaskServer, guard, push};
+use super::{TaskServer, guard, push, shape};
 use crate::Limits;
 
 /// How many decoded messages wait for rmcp, and how many lines for the writer.
@@ -230,21 +230,27 @@ where
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                match guard::parse(text) {
-                    Err(error) => Err((None, error)),
-                    Ok(message) => match guard::check(&message, &limits, legacy_session) {
-                        Err(error) => Err((guard::request_id(&message), error)),
-                        Ok(Some(checked)) if checked.task_listen => listens
+                // The authority judges the line; a message it lets through is decoded for
+                // rmcp (it parses as a value: the authority checked its syntax).
+                let judged = shape::judge(text, &limits, legacy_session)
+                    .map_err(|refusal| (refusal.id, refusal.error))
+                    .and_then(|verdict| {
+                        let message = guard::parse(text).map_err(|error| (None, error))?;
+                        Ok((message, verdict.checked))
+                    });
+                match judged {
+                    Err(refusal) => Err(refusal),
+                    Ok((message, checked)) => match checked {
+                        Some(checked) if checked.task_listen => listens
                             .open(&engine, &message, &checked, lines.clone())
                             .await
                             .map(|()| None),
-                        Ok(_)
-                            if push::cancelled_request(&message)
-                                .is_some_and(|id| listens.cancel(&id)) =>
+                        _ if push::cancelled_request(&message)
+                            .is_some_and(|id| listens.cancel(&id)) =>
                         {
                             Ok(None)
                         }
-                        Ok(checked) => {
+                        checked => {
                             if message.get("method").and_then(|m| m.as_str()) == Some("initialize")
                             {
                                 legacy_session = true;

@@ -83,15 +83,6 @@ pub const MAX_LISTEN_STREAMS_PER_OWNER: usize = Limits::DEFAULT_MAX_LISTEN_STREA
 /// The `_meta` key naming the subscription a message belongs to.
 const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// Whether `params` of a `subscriptions/listen` names `notifications.taskIds`: such a
-/// listen is served here.
-pub(crate) fn names_task_ids(params: Option<&Value>) -> bool {
-    params
-        .and_then(|params| params.get("notifications"))
-        .and_then(Value::as_object)
-        .is_some_and(|filter| filter.contains_key("taskIds"))
-}
-
 /// A refused listen: the error to answer, with the request's id when it has one.
 pub(crate) type Refusal = (Option<RequestId>, ErrorData);
 
