@@ -457,67 +457,41 @@ fn fields<'p, 'a>(
 ) -> Result<&'p Params<'a>, ErrorData> {
     match params {
         Some(Any::Object(fields)) => Ok(fields),
-        other => Err(errors::malformed_param(
-            method,
-            "",
-            expected,
-            other.map_or("none", Any::kind),
-        )),
-    }
-}
-
-/// A field that, when present and not `null`, must pass `ok`.
-fn optional<O>(
-    method: &str,
-    field: &str,
-    value: Option<&Any<'_, O>>,
-    ok: fn(&Any<'_, O>) -> bool,
-    expected: &str,
-) -> Result<(), ErrorData> {
-    match value {
-        Some(value) if !matches!(value, Any::Null) && !ok(value) => {
-            let found = match value {
-                Any::Str(_) if field == "arguments" => {
-                    "a string (send the arguments as a JSON object, not as a JSON-encoded string)"
-                }
-                other => other.kind(),
-            };
-            Err(errors::malformed_param(method, field, expected, found))
+        other => {
+            let found = other.map_or("none", Any::kind);
+            Err(errors::malformed_param(method, "", expected, found))
         }
-        _ => Ok(()),
     }
 }
 
-/// A field that must be present and pass `ok`.
-fn required(
-    method: &str,
-    field: &str,
-    value: Option<&Any<'_>>,
-    ok: fn(&Any<'_>) -> bool,
-    (expected, described): (&str, &str),
+const OBJECT: &str = "an object";
+const STRING: &str = "a string";
+const RESPONSES: &str = "an object of responses by input-request key";
+
+/// A field of kind `found` (`None`: absent) that must be of kind `wanted`, or absent or
+/// `null` unless it is `required` (with that description).
+fn field(
+    (method, field): (&str, &str),
+    found: Option<&'static str>,
+    (wanted, expected): (&str, &str),
+    required: Option<&str>,
 ) -> Result<(), ErrorData> {
-    match value {
-        None => Err(errors::missing_param(method, field, described)),
-        Some(value) if !ok(value) => Err(errors::malformed_param(
+    match (found, required) {
+        (None, Some(described)) => Err(errors::missing_param(method, field, described)),
+        (None, None) | (Some("null"), None) => Ok(()),
+        (Some(found), _) if found == wanted => Ok(()),
+        (Some(STRING), _) if field == "arguments" => Err(errors::malformed_param(
             method,
             field,
             expected,
-            value.kind(),
+            "a string (send the arguments as a JSON object, not as a JSON-encoded string)",
         )),
-        Some(_) => Ok(()),
+        (Some(found), _) => Err(errors::malformed_param(method, field, expected, found)),
     }
 }
 
-fn is_object<O>(value: &Any<'_, O>) -> bool {
-    matches!(value, Any::Object(_))
-}
-
-fn is_str(value: &Any<'_>) -> bool {
-    matches!(value, Any::Str(_))
-}
-
 // Every field rmcp's params types decode is checked (unknown fields are ignored), so rmcp
-// decodes what passes.
+// decodes what passes: the property test below holds it.
 fn call(
     params: Option<&Any<'_, Params<'_>>>,
     body_len: usize,
@@ -525,55 +499,44 @@ fn call(
     limits: &Limits,
 ) -> Result<(), ErrorData> {
     const METHOD: &str = "tools/call";
-    let p = fields(
-        METHOD,
-        params,
-        "an object with `name` (a string) and optional `arguments` (an object)",
-    )?;
-    let name = (
-        "a string (the name of the tool to call)",
-        "the name of the tool to call, a string",
-    );
-    required(METHOD, "name", p.name.as_ref(), is_str, name)?;
-    let arguments = "an object of the tool's arguments by name";
-    optional(
-        METHOD,
-        "arguments",
-        p.arguments.as_ref(),
-        is_object,
-        arguments,
-    )?;
-    let responses = "an object of responses by input-request key";
-    optional(
-        METHOD,
-        "inputResponses",
-        p.input_responses.as_ref(),
-        is_object,
+    let expected = "an object with `name` (a string) and optional `arguments` (an object)";
+    let p = fields(METHOD, params, expected)?;
+    let kind = |value: &Option<Any<'_>>| value.as_ref().map(Any::kind);
+    let name = (STRING, "a string (the name of the tool to call)");
+    let described = "the name of the tool to call, a string";
+    field((METHOD, "name"), kind(&p.name), name, Some(described))?;
+    let arguments = (OBJECT, "an object of the tool's arguments by name");
+    field((METHOD, "arguments"), kind(&p.arguments), arguments, None)?;
+    let responses = (OBJECT, RESPONSES);
+    field(
+        (METHOD, "inputResponses"),
+        kind(&p.input_responses),
         responses,
+        None,
     )?;
-    let state = "a string (the requestState of the last input_required result, as received)";
-    optional(
-        METHOD,
-        "requestState",
-        p.request_state.as_ref(),
-        is_str,
+    let state = (
+        STRING,
+        "a string (the requestState of the last input_required result, as received)",
+    );
+    field(
+        (METHOD, "requestState"),
+        kind(&p.request_state),
         state,
+        None,
     )?;
-    optional(METHOD, "_meta", p.meta.as_ref(), is_object, "an object")?;
+    let meta = p.meta.as_ref().map(Any::kind);
+    field((METHOD, "_meta"), meta, (OBJECT, OBJECT), None)?;
     // Compact, the arguments are at most MAX_GROWTH times the body: under the limit for any
     // body this small; a larger one gets the exact count.
-    if p.arguments.as_ref().is_some_and(is_object)
-        && body_len.saturating_mul(MAX_GROWTH) > limits.max_arguments_bytes()
-    {
+    let limit = limits.max_arguments_bytes();
+    if matches!(p.arguments, Some(Any::Object(_))) && body_len.saturating_mul(MAX_GROWTH) > limit {
         let size = serde_json::from_str::<Value>(text)
             .ok()
             .and_then(|mut message| message.pointer_mut("/params/arguments").map(Value::take))
-            .map_or(0, |arguments| json_size(&arguments));
-        if size > limits.max_arguments_bytes() {
-            return Err(errors::arguments_too_large(
-                size,
-                limits.max_arguments_bytes(),
-            ));
+            .and_then(|arguments| serde_json::to_vec(&arguments).ok())
+            .map_or(0, |compact| compact.len());
+        if size > limit {
+            return Err(errors::arguments_too_large(size, limit));
         }
     }
     Ok(())
@@ -587,37 +550,25 @@ fn task_request(method: &str, params: Option<&Any<'_, Params<'_>>>) -> Result<()
         "an object with `taskId` (a string)"
     };
     let p = fields(method, params, expected)?;
-    let task_id = ("a string", "the taskId the task was created with, a string");
-    required(method, "taskId", p.task_id.as_ref(), is_str, task_id)?;
+    let task_id = p.task_id.as_ref().map(Any::kind);
+    let described = "the taskId the task was created with, a string";
+    field(
+        (method, "taskId"),
+        task_id,
+        (STRING, STRING),
+        Some(described),
+    )?;
     if update {
-        let responses = "an object of responses by input-request key";
-        let responses = (responses, responses);
-        required(
-            method,
-            "inputResponses",
-            p.input_responses.as_ref(),
-            is_object,
+        let responses = p.input_responses.as_ref().map(Any::kind);
+        field(
+            (method, "inputResponses"),
             responses,
+            (OBJECT, RESPONSES),
+            Some(RESPONSES),
         )?;
     }
-    optional(method, "_meta", p.meta.as_ref(), is_object, "an object")
-}
-
-/// The size of `value` as compact JSON, in bytes.
-fn json_size(value: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+    let meta = p.meta.as_ref().map(Any::kind);
+    field((method, "_meta"), meta, (OBJECT, OBJECT), None)
 }
 
 #[cfg(test)]
