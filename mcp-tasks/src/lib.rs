@@ -29,7 +29,7 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `stdio` | [`serve_stdio`] |
-//! | `http` | [`serve_http`] and [`http_router`] (Streamable HTTP via axum), with [`HttpOptions`]: bearer tokens, allowed origins, request limits |
+//! | `http` | [`serve_http`] and [`http_router`] (Streamable HTTP via axum), with [`HttpOptions`]: bearer tokens, allowed origins and hosts |
 //! | `sqlite` | [`SqliteStore`], the durable store on one SQLite file (SQLite built in) |
 //! | `postgres` | [`PostgresStore`], the task space several instances share on a Postgres server (leases, fencing, wake-ups) |
 //! | `postgres-tls` | TLS for [`PostgresStore`] (rustls): `sslmode` `require`, `verify-ca`, `verify-full` and `sslrootcert` from the connection string ([`store::postgres::tls`]) |

@@ -3,13 +3,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use rmcp::model::Implementation;
+use rmcp::model::{Implementation, MetaObject};
 
-use super::{
-    DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, RequestStateKey,
-    engine::{default_server_info, server_info_meta},
-    request_state,
-};
+use super::{DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, RequestStateKey, request_state};
 use crate::{
     Limits,
     runtime::{
@@ -62,8 +58,22 @@ impl std::fmt::Debug for EngineBuilder {
     }
 }
 
+impl Engine {
+    /// An engine over `toolkit` with every default (a [`MemoryStore`](crate::MemoryStore)),
+    /// not started: `Engine::builder(toolkit).build()`.
+    #[must_use]
+    pub fn new(toolkit: Toolkit) -> Self {
+        Self::builder(toolkit).build()
+    }
+
+    /// The configuration of an engine over `toolkit`; see [`EngineBuilder`].
+    pub fn builder(toolkit: Toolkit) -> EngineBuilder {
+        EngineBuilder::new(toolkit)
+    }
+}
+
 impl EngineBuilder {
-    pub(super) fn new(toolkit: Toolkit) -> Self {
+    fn new(toolkit: Toolkit) -> Self {
         Self {
             toolkit,
             store: None,
@@ -217,4 +227,19 @@ impl EngineBuilder {
             push: Arc::default(),
         }
     }
+}
+
+fn default_server_info() -> Implementation {
+    Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
+}
+
+/// `{"io.modelcontextprotocol/serverInfo": info}`.
+// docs/protocol.md C9.
+fn server_info_meta(info: &Implementation) -> MetaObject {
+    let mut meta = MetaObject::new();
+    if let Ok(value) = serde_json::to_value(info) {
+        meta.0
+            .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
+    }
+    meta
 }

@@ -19,7 +19,6 @@ use rmcp::{
 };
 
 use super::{
-    EngineBuilder,
     negotiation::Incoming,
     request::{idempotency_key, validate_responses},
     request_state,
@@ -81,18 +80,6 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine over `toolkit` with every default (a [`MemoryStore`](crate::MemoryStore)),
-    /// not started: `Engine::builder(toolkit).build()`.
-    #[must_use]
-    pub fn new(toolkit: Toolkit) -> Self {
-        Self::builder(toolkit).build()
-    }
-
-    /// The configuration of an engine over `toolkit`; see [`EngineBuilder`].
-    pub fn builder(toolkit: Toolkit) -> EngineBuilder {
-        EngineBuilder::new(toolkit)
-    }
-
     /// Starts the background loops, on the current tokio runtime: the expiry sweep and, over
     /// a store several instances share, lease renewals, wake-ups and (unless
     /// [`ClusterConfig::with_execution`](crate::ClusterConfig::with_execution) is off)
@@ -472,19 +459,4 @@ pub(super) async fn visible_task(
         .read(id)
         .await?
         .filter(|snapshot| &*snapshot.owner == owner))
-}
-
-pub(super) fn default_server_info() -> Implementation {
-    Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
-}
-
-/// `{"io.modelcontextprotocol/serverInfo": info}`.
-// docs/protocol.md C9.
-pub(super) fn server_info_meta(info: &Implementation) -> MetaObject {
-    let mut meta = MetaObject::new();
-    if let Ok(value) = serde_json::to_value(info) {
-        meta.0
-            .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
-    }
-    meta
 }

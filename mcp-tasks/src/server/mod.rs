@@ -75,8 +75,6 @@
 //! }
 //! ```
 
-use std::sync::Arc;
-
 mod auth;
 mod builder;
 mod engine;
@@ -84,6 +82,7 @@ mod guard;
 #[cfg(feature = "http")]
 mod http_options;
 mod negotiation;
+mod owner;
 mod push;
 mod request;
 mod request_state;
@@ -101,6 +100,7 @@ pub use builder::EngineBuilder;
 pub use engine::Engine;
 #[cfg(feature = "http")]
 pub use http_options::{HttpOptions, LOCALHOST_ORIGINS};
+pub use owner::{DEFAULT_OWNER, Owner};
 pub use push::{MAX_LISTEN_STREAMS_PER_OWNER, MAX_TASK_IDS_PER_LISTEN};
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};
@@ -112,25 +112,3 @@ pub use serve_http::{
 #[cfg(feature = "stdio")]
 pub use serve_stdio::{serve_io, serve_stdio};
 pub use task_server::TaskServer;
-
-/// The principal a task belongs to: only requests of the same principal can read or steer
-/// the task.
-///
-/// Put one in the request's extensions (for Streamable HTTP: an axum/tower layer that inserts
-/// it into the HTTP request's extensions after authenticating the caller). A task records the
-/// owner of the request that created it; `tasks/*` requests from any other owner answer as
-/// for an unknown id. Requests without one get the engine's default owner.
-// docs/protocol.md R49.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Owner(pub Arc<str>);
-
-impl Owner {
-    /// An owner named `name`.
-    #[must_use]
-    pub fn new(name: impl Into<Arc<str>>) -> Self {
-        Self(name.into())
-    }
-}
-
-/// The default owner of requests that carry no [`Owner`].
-pub const DEFAULT_OWNER: &str = "anonymous";
