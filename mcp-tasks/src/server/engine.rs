@@ -128,7 +128,8 @@ impl Engine {
         self.runtime.lifecycle.is_stopped()
     }
 
-    /// This instance's id (see [`EngineBuilder::with_instance_id`]).
+    /// This instance's id (see
+    /// [`EngineBuilder::with_instance_id`](crate::EngineBuilder::with_instance_id)).
     #[must_use]
     pub fn instance_id(&self) -> &str {
         &self.runtime.id
@@ -140,14 +141,15 @@ impl Engine {
         self.runtime.live_count()
     }
 
-    /// The limits the engine was built with ([`EngineBuilder::with_limits`]).
+    /// The limits the engine was built with
+    /// ([`EngineBuilder::with_limits`](crate::EngineBuilder::with_limits)).
     #[must_use]
     pub fn limits(&self) -> &crate::Limits {
         &self.runtime.limits
     }
 
     /// The name and version in the `_meta` of the results
-    /// ([`EngineBuilder::with_server_info`]).
+    /// ([`EngineBuilder::with_server_info`](crate::EngineBuilder::with_server_info)).
     #[must_use]
     pub fn server_info(&self) -> &Implementation {
         &self.server_info
