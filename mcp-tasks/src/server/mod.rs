@@ -24,14 +24,17 @@
 //!
 //! On both transports ([`serve_http`], [`serve_io`]) a
 //! request guard answers what rmcp would answer poorly or not at all, and nothing of such a
-//! request is dispatched. (A well-formed request on the 2026-07-28 wire over HTTP is decoded
-//! once, by rmcp: the guard reads its body only when rmcp refused it.)
+//! request is dispatched. One authority decides what is well-formed: a borrowed reading of
+//! the message into one derived shape. (A well-formed request on the 2026-07-28 wire over
+//! HTTP is decoded once, by rmcp: the guard reads its body only when rmcp refused it; a
+//! property test holds rmcp's decoder and the authority to the same answers.)
 //!
 //! | what arrives | answer | HTTP status |
 //! | --- | --- | --- |
 //! | not UTF-8, not JSON, nested deeper than 128 levels | `-32700`, no `id` | 400 |
 //! | JSON that is not one object | `-32600`, no `id` | 400 |
 //! | an object that is not a JSON-RPC 2.0 message (`jsonrpc`, `method`, `id`, `params` of the wrong type) | `-32600` | 400 |
+//! | a key given twice (in the envelope, in `params` or its `_meta` where the guard reads them) | `-32600`, no `id` | 400 |
 //! | larger than [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) | `-32600`, no `id` | 413 |
 //! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones) | 400 |
 //! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
