@@ -96,8 +96,9 @@ mod http {
             Box::new(reject(status, refusal.id, refusal.error))
         })?;
         // What rmcp cannot decode it answers with a plain-text 415; answer -32600 instead.
-        // (The authority checked the params of the methods this crate owns.)
-        if !verdict.owned
+        // (The authority checked the params of the methods this crate owns; the push module
+        // checks a task listen's.)
+        if verdict.checked.is_none()
             && let Err(error) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes)
         {
             return Err(Box::new(reject(

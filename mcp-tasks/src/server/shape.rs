@@ -32,10 +32,9 @@ pub(crate) const MAX_GROWTH: usize = 5;
 /// What the authority lets through: how a request of a method this crate owns negotiated.
 #[derive(Debug)]
 pub(crate) struct Verdict {
-    /// `Some` for a request of a method this crate owns, and for a task listen.
+    /// `Some` for a request of `tools/call` or `tasks/*`, whose params the shape checked in
+    /// full, and for a task listen (the push module checks the rest of it).
     pub(crate) checked: Option<Checked>,
-    /// A request of `tools/call` or `tasks/*`, whose params the shape checked in full.
-    pub(crate) owned: bool,
     /// The request's id, when it has a valid one.
     pub(crate) id: Option<RequestId>,
 }
@@ -338,9 +337,6 @@ impl<'de: 'a, 'a, O: Deserialize<'de>> Deserialize<'de> for Any<'a, O> {
     }
 }
 
-/// The methods whose params the shape checks in full.
-const OWNED: [&str; 4] = ["tools/call", "tasks/get", "tasks/update", "tasks/cancel"];
-
 impl Message<'_> {
     fn judge(
         self,
@@ -370,11 +366,7 @@ impl Message<'_> {
         };
         self.envelope().map_err(refuse)?;
         let (Some(Any::Str(method)), Some(_)) = (&self.method, &self.id) else {
-            return Ok(Verdict {
-                checked: None,
-                owned: false,
-                id,
-            });
+            return Ok(Verdict { checked: None, id });
         };
         let checked = match method.as_ref() {
             "tools/call" => {
@@ -413,11 +405,7 @@ impl Message<'_> {
                 }
             },
         };
-        Ok(Verdict {
-            checked,
-            owned: OWNED.contains(&method.as_ref()),
-            id,
-        })
+        Ok(Verdict { checked, id })
     }
 
     /// The JSON-RPC 2.0 envelope: `jsonrpc: "2.0"`, a string `method`, an `id` that is a
@@ -633,7 +621,7 @@ mod tests {
     fn reads_escaped_keys_and_values_and_a_listen_for_task_ids() {
         let escaped = r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"t","_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}}"#;
         let verdict = judge(escaped.as_bytes(), &Limits::default(), false).unwrap();
-        assert!(verdict.owned && verdict.checked.unwrap().negotiation.modern);
+        assert!(verdict.checked.unwrap().negotiation.modern);
         let listen = json!({"jsonrpc": "2.0", "id": "l", "method": "subscriptions/listen",
             "params": {"notifications": {"taskIds": null}, "_meta": declaring()}});
         let checked = check(&listen, &Limits::default(), false).unwrap().unwrap();
