@@ -17,10 +17,9 @@ use std::io;
 
 use rmcp::{
     RoleServer, ServiceExt,
-    model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, ClientNotification, GetExtensions, ServerJsonRpcMessage},
     transport::Transport,
 };
-use serde::Deserialize;
 use tokio::{
     io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc,
@@ -230,33 +229,29 @@ where
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                // The authority judges the line; a message it lets through is decoded for
-                // rmcp (it parses as a value: the authority checked its syntax).
-                let judged = shape::judge(text, &limits, legacy_session)
-                    .map_err(|refusal| (refusal.id, refusal.error))
-                    .and_then(|verdict| {
-                        let message = guard::parse(text).map_err(|error| (None, error))?;
-                        Ok((message, verdict.checked))
-                    });
-                match judged {
-                    Err(refusal) => Err(refusal),
-                    Ok((message, checked)) => match checked {
-                        Some(checked) if checked.task_listen => listens
+                // The authority judges the line; rmcp decodes what it lets through (a task
+                // listen, the push module's, is read as a value).
+                match shape::judge(text, &limits, legacy_session) {
+                    Err(refusal) => Err((refusal.id, refusal.error)),
+                    Ok(shape::Verdict {
+                        checked: Some(checked),
+                        id,
+                    }) if checked.task_listen => match guard::parse(text) {
+                        Ok(message) => listens
                             .open(&engine, &message, &checked, lines.clone())
                             .await
                             .map(|()| None),
-                        _ if push::cancelled_request(&message)
-                            .is_some_and(|id| listens.cancel(&id)) =>
+                        Err(error) => Err((id, error)),
+                    },
+                    Ok(verdict) => match decode(text, verdict) {
+                        Ok(Some(message)) if cancels(&message, &mut listens) => Ok(None),
+                        Ok(Some(ClientJsonRpcMessage::Request(request)))
+                            if request.request.method() == "initialize" =>
                         {
-                            Ok(None)
+                            legacy_session = true;
+                            Ok(Some(ClientJsonRpcMessage::Request(request)))
                         }
-                        checked => {
-                            if message.get("method").and_then(|m| m.as_str()) == Some("initialize")
-                            {
-                                legacy_session = true;
-                            }
-                            decode(message, checked)
-                        }
+                        decoded => decoded,
                     },
                 }
             }
@@ -281,28 +276,44 @@ where
     Ok(())
 }
 
-/// The message rmcp dispatches, from the JSON the guard checked (moved, not parsed again),
-/// with the guard's verdict in its extensions. A request rmcp's types do not decode is
-/// answered `-32600`; such a notification is dropped (nothing answers a notification).
-type Verdict =
+/// The message rmcp dispatches, decoded from the line the authority let through, with its
+/// verdict in its extensions. A request rmcp's types do not decode is answered `-32600`;
+/// such a notification is dropped (nothing answers a notification).
+type Decoded =
     Result<Option<ClientJsonRpcMessage>, (Option<rmcp::model::RequestId>, rmcp::ErrorData)>;
 
-fn decode(message: serde_json::Value, checked: Option<guard::Checked>) -> Verdict {
-    let id = guard::request_id(&message);
-    match ClientJsonRpcMessage::deserialize(message) {
+fn decode(text: &[u8], verdict: shape::Verdict) -> Decoded {
+    match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
         Ok(mut decoded) => {
-            if let (ClientJsonRpcMessage::Request(request), Some(checked)) = (&mut decoded, checked)
+            if let (ClientJsonRpcMessage::Request(request), Some(checked)) =
+                (&mut decoded, verdict.checked)
             {
                 request.request.extensions_mut().insert(checked);
             }
             Ok(Some(decoded))
         }
-        Err(error) if id.is_some() => {
-            Err((id, crate::errors::undecodable_message(&error.to_string())))
-        }
+        Err(error) if verdict.id.is_some() => Err((
+            verdict.id,
+            crate::errors::undecodable_message(&error.to_string()),
+        )),
         Err(error) => {
             tracing::debug!(%error, "dropped a notification rmcp does not decode");
             Ok(None)
         }
     }
+}
+
+/// Whether `message` is a `notifications/cancelled` of an open task listen, which it ends.
+fn cancels(message: &ClientJsonRpcMessage, listens: &mut push::Listens) -> bool {
+    let ClientJsonRpcMessage::Notification(notification) = message else {
+        return false;
+    };
+    let ClientNotification::CancelledNotification(cancelled) = &notification.notification else {
+        return false;
+    };
+    cancelled
+        .params
+        .request_id
+        .as_ref()
+        .is_some_and(|id| listens.cancel(id))
 }

@@ -62,7 +62,6 @@
 use std::{collections::HashSet, sync::Arc};
 
 use rmcp::model::{ErrorData, RequestId};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -275,17 +274,6 @@ impl Subscription {
 
 fn id_value(id: &RequestId) -> Value {
     serde_json::to_value(id).unwrap_or(Value::Null)
-}
-
-/// The `requestId` of a `notifications/cancelled`, when `message` is one (stdio ends a
-/// listen stream with it).
-pub(crate) fn cancelled_request(message: &Value) -> Option<RequestId> {
-    if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled")
-        || message.get("id").is_some()
-    {
-        return None;
-    }
-    RequestId::deserialize(message.get("params")?.get("requestId")?).ok()
 }
 
 #[cfg(feature = "http")]
