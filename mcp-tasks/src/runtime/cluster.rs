@@ -276,11 +276,11 @@ pub(crate) struct Tools {
 /// executing instance, claims); a no-op for a single-process store. Called once, by
 /// [`Runtime::start`].
 pub(crate) fn start(runtime: &Arc<Runtime>) {
-    let Some((cluster, instance)) = runtime.cluster() else {
+    let Some((_, instance)) = runtime.cluster() else {
         return;
     };
     let claim_now = Arc::new(Notify::new());
-    let wakeups = cluster.wakeups();
+    let wakeups = runtime.subscribe();
     let loops = runtime.lifecycle.loops();
     loops.spawn(renew_loop(Arc::clone(runtime), instance.config.renewal));
     loops.spawn(fence_loop(
@@ -531,7 +531,7 @@ mod tests {
     use super::*;
     use crate::{
         runtime::{Settings, Tools},
-        store::{Lease, MemoryStore, Wakeup, WakeupKind},
+        store::{Lease, MemoryStore, Notice},
     };
     use tokio_util::sync::CancellationToken;
 
@@ -660,9 +660,9 @@ mod tests {
         let (sender, receiver) = tokio::sync::broadcast::channel(1);
         for n in 0..16 {
             sender
-                .send(Wakeup {
+                .send(Notice::Answers {
                     task_id: Arc::from(format!("other-{n}")),
-                    kind: WakeupKind::Answers,
+                    seq: 1,
                 })
                 .unwrap();
         }

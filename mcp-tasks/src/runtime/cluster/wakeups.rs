@@ -1,20 +1,17 @@
-//! The store's wake-ups for the work running here, and the periodic re-reads that cover a
-//! lost one (invariant 3 of the [cluster docs](super)).
+//! The change feed's notices for the work running here ([`Runtime::subscribe`]), and the
+//! periodic re-reads that cover a lost one (invariant 3 of the [cluster docs](super)).
 
 use std::{sync::Arc, time::Duration};
 
 use tokio::sync::{Notify, broadcast::error::RecvError};
 
-use crate::{
-    runtime::Runtime,
-    store::{Wakeup, WakeupKind},
-};
+use crate::{runtime::Runtime, store::Notice};
 
-/// Acts on the store's wake-ups for the work running here, and re-reads that work every
+/// Acts on the feed's notices for the work running here, and re-reads that work every
 /// `reread`, until the runtime stops.
 pub(super) async fn wakeup_loop(
     runtime: Arc<Runtime>,
-    mut wakeups: tokio::sync::broadcast::Receiver<Wakeup>,
+    mut wakeups: tokio::sync::broadcast::Receiver<Notice>,
     reread: Duration,
     claim_now: Arc<Notify>,
 ) {
@@ -46,21 +43,20 @@ pub(super) async fn wakeup_loop(
         };
         crate::metrics::received(&received);
         match received {
-            Ok(wakeup) => match wakeup.kind {
-                WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
-                WakeupKind::Answers if runtime.runs(&wakeup.task_id) => {
-                    let id = wakeup.task_id;
+            Ok(notice) => match notice {
+                Notice::Cancel(id) => runtime.cancel(&id),
+                Notice::Answers { task_id: id, .. } if runtime.runs(&id) => {
                     helper(&runtime, |runtime| async move {
                         deliver_stored(&runtime, &id).await;
                     });
                 }
                 // Answers to a task whose work runs elsewhere (or nowhere): not ours.
-                WakeupKind::Answers => {}
-                WakeupKind::Queued => claim_now.notify_one(),
+                Notice::Answers { .. } => {}
+                Notice::Queued(_) => claim_now.notify_one(),
                 // For listen streams (`server/push`); the work needs nothing.
-                WakeupKind::Changed => {}
+                Notice::Changed(_) => {}
                 // The listener reconnected: what was announced while it was down is read.
-                WakeupKind::Missed => {
+                Notice::Missed => {
                     tracing::info!(
                         "wake-ups may have been missed; re-reading every task running here"
                     );

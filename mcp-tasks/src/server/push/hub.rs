@@ -1,42 +1,66 @@
 //! The hub of one engine's listen streams: the open streams per owner, and the dispatcher
 //! that reads each changed task once and offers it to every stream following it (module
-//! docs of `server::push`, "One feed, one read per change").
+//! docs of `server::push`, "One feed, one read per change"). The dispatcher starts with the
+//! engine ([`Hub::start`]) and stops with its runtime (`runtime/lifecycle.rs`, step 3).
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, Weak},
+    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
 };
 
 use rmcp::model::ErrorData;
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
-use crate::{
-    errors,
-    runtime::Runtime,
-    server::engine::visible_task,
-    store::{Wakeup, WakeupKind},
-};
+use crate::{errors, runtime::Runtime, server::engine::visible_task, store::Notice};
 
 /// The listen streams of one engine and the dispatcher that feeds them.
-#[derive(Default)]
 pub(crate) struct Hub {
-    state: Mutex<HubState>,
+    /// Open streams per owner.
+    streams: Mutex<HashMap<Arc<str>, usize>>,
+    registrations: mpsc::UnboundedSender<Register>,
+    /// The dispatcher's end of `registrations` until [`Hub::start`] hands it over.
+    unstarted: Mutex<Option<mpsc::UnboundedReceiver<Register>>>,
 }
 
-#[derive(Default)]
-struct HubState {
-    /// The dispatcher's registration queue, once it runs.
-    dispatcher: Option<mpsc::UnboundedSender<Register>>,
-    /// Open streams per owner.
-    streams: HashMap<Arc<str>, usize>,
+impl Default for Hub {
+    fn default() -> Self {
+        let (registrations, unstarted) = mpsc::unbounded_channel();
+        Self {
+            streams: Mutex::default(),
+            registrations,
+            unstarted: Mutex::new(Some(unstarted)),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Hub {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Starts the dispatcher on `runtime`'s loops, once (later calls do nothing): subscribed
+    /// to the runtime's change feed at once, so no change after the start is missed. It ends
+    /// when the runtime stops (`runtime/lifecycle.rs`, step 3, or the last handle dropped).
+    pub(crate) fn start(&self, runtime: &Arc<Runtime>) {
+        let Some(registrations) = lock(&self.unstarted).take() else {
+            return;
+        };
+        let feed = runtime.subscribe();
+        let dispatcher = dispatch(Arc::clone(runtime), feed, registrations);
+        runtime.lifecycle.loops().spawn(dispatcher);
+    }
+
+    /// Hands `register` to the dispatcher. `-32603` when the engine was not started (its
+    /// dispatcher does not run) or was stopped.
+    pub(super) fn register(&self, register: Register) -> Result<(), ErrorData> {
+        if lock(&self.unstarted).is_some() {
+            return Err(ErrorData::internal_error(
+                "task listens are served once the engine is started (Engine::start)",
+                None,
+            ));
+        }
+        (self.registrations.send(register)).map_err(|_| errors::shutting_down())
     }
 }
 
@@ -49,11 +73,11 @@ pub(super) struct StreamSlot {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            let mut state = hub.lock();
-            if let Some(count) = state.streams.get_mut(&self.owner) {
+            let mut streams = lock(&hub.streams);
+            if let Some(count) = streams.get_mut(&self.owner) {
                 *count -= 1;
                 if *count == 0 {
-                    state.streams.remove(&self.owner);
+                    streams.remove(&self.owner);
                 }
             }
         }
@@ -87,10 +111,7 @@ struct Pending {
 impl Shared {
     /// Offers `state` of task `id`: replaces a pending older one, or queues it.
     fn offer(&self, id: &Arc<str>, state: &Value, terminal: bool) {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = lock(&self.pending);
         if pending.ended.contains(id) {
             return;
         }
@@ -106,10 +127,7 @@ impl Shared {
     }
 
     pub(super) fn take(&self) -> Option<(Arc<str>, Value)> {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = lock(&self.pending);
         (!pending.queue.is_empty()).then(|| pending.queue.remove(0))
     }
 }
@@ -120,8 +138,8 @@ pub(super) fn reserve(
     owner: &Arc<str>,
     limit: usize,
 ) -> Result<StreamSlot, ErrorData> {
-    let mut state = hub.lock();
-    let count = state.streams.entry(owner.clone()).or_insert(0);
+    let mut streams = lock(&hub.streams);
+    let count = streams.entry(owner.clone()).or_insert(0);
     if *count >= limit {
         return Err(errors::too_many_listen_streams(owner, limit));
     }
@@ -132,30 +150,8 @@ pub(super) fn reserve(
     })
 }
 
-/// The dispatcher's registration queue, starting the dispatcher on first use.
-pub(super) fn dispatcher(hub: &Hub, runtime: &Arc<Runtime>) -> mpsc::UnboundedSender<Register> {
-    let mut state = hub.lock();
-    if let Some(sender) = state.dispatcher.as_ref().filter(|s| !s.is_closed()) {
-        return sender.clone();
-    }
-    let (sender, registrations) = mpsc::unbounded_channel();
-    // Subscribed before the first registration is read: no change after it is missed.
-    let feed = Feed::subscribe(runtime);
-    tokio::spawn(dispatch(runtime.clone(), feed, registrations));
-    state.dispatcher = Some(sender.clone());
-    sender
-}
-
-/// Where the dispatcher learns which tasks changed.
-enum Feed {
-    /// One process (memory, SQLite): the runtime's in-process change feed
-    /// ([`Runtime::changes`]), which only this process writes to.
-    Local(broadcast::Receiver<Arc<str>>),
-    /// A shared store (Postgres): the store's wake-ups, which every instance's writes
-    /// announce, this one's included. The in-process feed is not subscribed then, so a change
-    /// made here is read once, on its wake-up, not twice.
-    Cluster(broadcast::Receiver<Wakeup>),
-}
+/// The dispatcher's view of the runtime's change feed ([`Runtime::subscribe`]).
+struct Feed(broadcast::Receiver<Notice>);
 
 /// What the feed said.
 enum Heard {
@@ -168,38 +164,25 @@ enum Heard {
 }
 
 impl Feed {
-    fn subscribe(runtime: &Runtime) -> Self {
-        match runtime.store.cluster() {
-            Some(cluster) => Self::Cluster(cluster.wakeups()),
-            None => Self::Local(runtime.changes.subscribe()),
-        }
-    }
-
     /// The next change. Cancel-safe.
     async fn next(&mut self) -> Heard {
         use broadcast::error::RecvError;
         loop {
-            let lagged = match self {
-                Self::Local(changes) => match changes.recv().await {
-                    Ok(id) => return Heard::Task(id),
-                    Err(RecvError::Lagged(missed)) => missed,
-                    Err(RecvError::Closed) => return Heard::Closed,
-                },
-                Self::Cluster(wakeups) => match wakeups.recv().await {
-                    Ok(wakeup) => match wakeup.kind {
-                        WakeupKind::Changed | WakeupKind::Answers | WakeupKind::Cancel => {
-                            return Heard::Task(wakeup.task_id);
-                        }
-                        // The store's listener is back after a gap.
-                        WakeupKind::Missed => return Heard::All,
-                        WakeupKind::Queued => continue,
-                    },
-                    Err(RecvError::Lagged(missed)) => missed,
-                    Err(RecvError::Closed) => return Heard::Closed,
-                },
+            let missed = match self.0.recv().await {
+                Ok(
+                    Notice::Changed(id) | Notice::Cancel(id) | Notice::Answers { task_id: id, .. },
+                ) => {
+                    return Heard::Task(id);
+                }
+                // For workers' claims.
+                Ok(Notice::Queued(_)) => continue,
+                // The store's listener is back after a gap.
+                Ok(Notice::Missed) => return Heard::All,
+                Err(RecvError::Lagged(missed)) => missed,
+                Err(RecvError::Closed) => return Heard::Closed,
             };
             tracing::warn!(
-                missed = lagged,
+                missed,
                 "task listen dispatcher fell behind; reading every followed task"
             );
             return Heard::All;
@@ -218,9 +201,10 @@ struct Watch {
 /// The dispatcher: registrations and change reads, one at a time, until the engine stops.
 async fn dispatch(
     runtime: Arc<Runtime>,
-    mut feed: Feed,
+    feed: broadcast::Receiver<Notice>,
     mut registrations: mpsc::UnboundedReceiver<Register>,
 ) {
+    let mut feed = Feed(feed);
     let stop = runtime.lifecycle.stop_token().clone();
     let mut watches: HashMap<Arc<str>, Watch> = HashMap::new();
     loop {

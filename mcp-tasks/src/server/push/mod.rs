@@ -67,7 +67,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use self::hub::{Register, Shared, StreamSlot, dispatcher, reserve};
+use self::hub::{Register, Shared, StreamSlot, reserve};
 use super::{Engine, guard::kind, negotiation::Checked};
 use crate::{Limits, errors};
 
@@ -134,9 +134,7 @@ pub(crate) async fn open(
         stream: stream.clone(),
         reply,
     };
-    dispatcher(&engine.push, &engine.runtime)
-        .send(register)
-        .map_err(|_| refuse(errors::shutting_down()))?;
+    engine.push.register(register).map_err(refuse)?;
     let agreed = match agreed.await {
         Ok(Ok(agreed)) => agreed,
         Ok(Err(error)) => return Err(refuse(error)),

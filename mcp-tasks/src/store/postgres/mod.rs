@@ -74,7 +74,7 @@ use tokio_postgres::{
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    BackendError, ConfigError, Lease, NewTask, Outcome, StoreError, Wakeup,
+    BackendError, ConfigError, Lease, NewTask, Notice, Outcome, StoreError,
     memory::DEFAULT_EXPIRED_RETENTION,
 };
 use crate::clock::{Clock, millis};
@@ -84,6 +84,7 @@ mod batch;
 mod clock;
 mod cluster;
 mod listener;
+mod notice;
 mod pool;
 mod row;
 mod schema;
@@ -355,7 +356,7 @@ pub struct PostgresStore {
     finishes: mpsc::UnboundedSender<batch::FinishJob>,
     clock: Clock,
     channel: Arc<str>,
-    wakeups: OnceLock<broadcast::Sender<Wakeup>>,
+    wakeups: OnceLock<broadcast::Sender<Notice>>,
     runtime: tokio::runtime::Handle,
     /// The settings and TLS connector of every connection (the listener's too).
     config: tls::Connect,

@@ -1,0 +1,98 @@
+//! The one encoding of a [`Notice`] as a payload on the store's `LISTEN`/`NOTIFY` channel:
+//! every writer (`tasks.rs`, `batch.rs`, `cluster.rs`) encodes with it, or builds its SQL
+//! from its prefixes, and the listener decodes with it.
+//!
+//! Payloads: `a:<answer_seq>:<id>` (answers stored), `c:<id>` (cancel intent), `q:<id>` (a
+//! task queued for a worker), `u:<id>` (what `tasks/get` answers for the task changed).
+//! [`Notice::Missed`] is never sent: the listener makes it when it listens again after a gap.
+
+use std::sync::Arc;
+
+use crate::store::Notice;
+
+/// The prefix of each payload, as literals so that SQL built with `concat!` takes them: the
+/// statements that announce tasks in bulk prepend `notice_prefix!(queued)` or
+/// `notice_prefix!(changed)` to the id.
+macro_rules! notice_prefix {
+    (answers) => {
+        "a:"
+    };
+    (cancel) => {
+        "c:"
+    };
+    (queued) => {
+        "q:"
+    };
+    (changed) => {
+        "u:"
+    };
+}
+pub(super) use notice_prefix;
+
+const ANSWERS: &str = notice_prefix!(answers);
+const CANCEL: &str = notice_prefix!(cancel);
+const QUEUED: &str = notice_prefix!(queued);
+const CHANGED: &str = notice_prefix!(changed);
+
+/// The payload announcing `notice`: empty for [`Notice::Missed`], which is never sent (and
+/// which [`decode`] refuses).
+pub(super) fn encode(notice: &Notice) -> String {
+    match notice {
+        Notice::Answers { task_id, seq } => format!("{ANSWERS}{seq}:{task_id}"),
+        Notice::Cancel(id) => format!("{CANCEL}{id}"),
+        Notice::Queued(id) => format!("{QUEUED}{id}"),
+        Notice::Changed(id) => format!("{CHANGED}{id}"),
+        Notice::Missed => String::new(),
+    }
+}
+
+/// The notice a payload announces; `None` for anything else (an unknown prefix, an empty
+/// id, an answer sequence that is not a number).
+pub(super) fn decode(payload: &str) -> Option<Notice> {
+    let task = |id: &str| (!id.is_empty()).then(|| Arc::from(id));
+    if let Some(rest) = payload.strip_prefix(ANSWERS) {
+        let (seq, id) = rest.split_once(':')?;
+        return Some(Notice::Answers {
+            task_id: task(id)?,
+            seq: seq.parse().ok()?,
+        });
+    }
+    let (make, id): (fn(Arc<str>) -> Notice, _) = if let Some(id) = payload.strip_prefix(CANCEL) {
+        (Notice::Cancel, id)
+    } else if let Some(id) = payload.strip_prefix(QUEUED) {
+        (Notice::Queued, id)
+    } else {
+        (Notice::Changed, payload.strip_prefix(CHANGED)?)
+    };
+    task(id).map(make)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_notice_round_trips_and_malformed_payloads_are_refused() {
+        let id = || Arc::<str>::from("t:1");
+        let notices = [
+            Notice::Answers {
+                task_id: id(),
+                seq: 3,
+            },
+            Notice::Cancel(id()),
+            Notice::Queued(id()),
+            Notice::Changed(id()),
+        ];
+        for notice in notices {
+            let payload = encode(&notice);
+            assert_eq!(decode(&payload), Some(notice), "{payload}");
+        }
+        assert_eq!(decode(&encode(&Notice::Missed)), None, "never sent");
+        assert_eq!(decode("u:t-1"), Some(Notice::Changed(Arc::from("t-1"))));
+        for bad in [
+            "", "u", "a:t", "a:x:t", "a:-1:t", "a:1:", "x:t", "c:", "q:", "u:", "m:", ":t",
+        ] {
+            assert_eq!(decode(bad), None, "{bad}");
+        }
+    }
+}
