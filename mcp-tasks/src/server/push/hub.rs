@@ -334,3 +334,43 @@ async fn refresh(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, id: 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{Engine, Toolkit};
+
+    fn register() -> (Register, oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>) {
+        let (reply, agreed) = oneshot::channel();
+        let register = Register {
+            owner: Arc::from("owner"),
+            ids: vec![Arc::from("unknown")],
+            stream: Arc::default(),
+            reply,
+        };
+        (register, agreed)
+    }
+
+    /// The dispatcher starts with the engine, never from a listen, and nothing of it runs
+    /// once the engine is shut down.
+    #[tokio::test]
+    async fn the_dispatcher_starts_and_stops_with_the_engine() {
+        let engine = Engine::builder(Toolkit::new()).build();
+        let hub = Arc::clone(&engine.push);
+        assert!(hub.register(register().0).is_err(), "not started: refused");
+        engine.start().unwrap();
+        let (registered, agreed) = register();
+        hub.register(registered).unwrap();
+        let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;
+        assert_eq!(agreed.unwrap().unwrap().unwrap(), Vec::<Arc<str>>::new());
+        let shutdown = engine.shutdown(Duration::ZERO);
+        tokio::time::timeout(Duration::from_secs(5), shutdown)
+            .await
+            .expect("the dispatcher stops at the shutdown");
+        assert!(engine.is_stopped());
+        assert!(hub.registrations.is_closed(), "the dispatcher ended");
+        assert!(hub.register(register().0).is_err(), "stopped: refused");
+    }
+}
