@@ -360,7 +360,11 @@ mod tests {
         let engine = Engine::builder(Toolkit::new()).build();
         let hub = Arc::clone(&engine.push);
         assert!(hub.register(register().0).is_err(), "not started: refused");
+        engine.runtime.start().unwrap();
+        let loops = engine.runtime.lifecycle.loops();
+        let before = loops.len();
         engine.start().unwrap();
+        assert_eq!(loops.len(), before + 1, "the dispatcher is one of the loops");
         let (registered, agreed) = register();
         hub.register(registered).unwrap();
         let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;
