@@ -342,7 +342,10 @@ mod tests {
     use super::*;
     use crate::{Engine, Toolkit};
 
-    fn register() -> (Register, oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>) {
+    fn register() -> (
+        Register,
+        oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>,
+    ) {
         let (reply, agreed) = oneshot::channel();
         let register = Register {
             owner: Arc::from("owner"),
@@ -364,7 +367,11 @@ mod tests {
         let loops = engine.runtime.lifecycle.loops();
         let before = loops.len();
         engine.start().unwrap();
-        assert_eq!(loops.len(), before + 1, "the dispatcher is one of the loops");
+        assert_eq!(
+            loops.len(),
+            before + 1,
+            "the dispatcher is one of the loops"
+        );
         let (registered, agreed) = register();
         hub.register(registered).unwrap();
         let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;

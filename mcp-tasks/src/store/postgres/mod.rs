@@ -47,7 +47,8 @@
 //!   the transaction of the change, so the notification is sent exactly when the change
 //!   commits; so does a create with no runner. Each store listens on one connection
 //!   (opened by the first [`wakeups`](super::ClusterStore::wakeups) call) and announces
-//!   every notification; it keeps no list of leases. Which tasks run on an instance is that
+//!   every notification as a [`Notice`] (one encoding, `notice.rs`); it keeps no list of
+//!   leases. Which tasks run on an instance is that
 //!   instance's runtime's knowledge: it keeps the wake-ups of its own tasks and re-reads
 //!   them to cover a notification lost while the connection was down, and its claims find
 //!   queued tasks whose announcement was lost.
