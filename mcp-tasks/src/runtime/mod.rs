@@ -163,7 +163,7 @@ pub(crate) struct Runtime {
     /// The change feed over a single-process store ([`Runtime::subscribe`]): a
     /// [`Notice::Changed`] for every task whose status, status message, input requests or
     /// outcome this process changed. Nothing is sent while no one subscribes.
-    changes: tokio::sync::broadcast::Sender<Notice>,
+    pub(crate) changes: tokio::sync::broadcast::Sender<Notice>,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags

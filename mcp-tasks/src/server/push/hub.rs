@@ -39,15 +39,13 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Hub {
-    /// Starts the dispatcher on `runtime`'s loops, once (later calls do nothing): subscribed
-    /// to the runtime's change feed at once, so no change after the start is missed. It ends
+    /// Starts the dispatcher on `runtime`'s loops, once (later calls do nothing). It ends
     /// when the runtime stops (`runtime/lifecycle.rs`, step 3, or the last handle dropped).
     pub(crate) fn start(&self, runtime: &Arc<Runtime>) {
         let Some(registrations) = lock(&self.unstarted).take() else {
             return;
         };
-        let feed = runtime.subscribe();
-        let dispatcher = dispatch(Arc::clone(runtime), feed, registrations);
+        let dispatcher = dispatch(Arc::clone(runtime), registrations);
         runtime.lifecycle.loops().spawn(dispatcher);
     }
 
@@ -150,8 +148,9 @@ pub(super) fn reserve(
     })
 }
 
-/// The dispatcher's view of the runtime's change feed ([`Runtime::subscribe`]).
-struct Feed(broadcast::Receiver<Notice>);
+/// The dispatcher's subscription to the runtime's change feed ([`Runtime::subscribe`]), held
+/// only while it follows a task: with no listen stream, publishing a change stays free.
+struct Feed(Option<broadcast::Receiver<Notice>>);
 
 /// What the feed said.
 enum Heard {
@@ -164,11 +163,14 @@ enum Heard {
 }
 
 impl Feed {
-    /// The next change. Cancel-safe.
+    /// The next change (never, while not subscribed). Cancel-safe.
     async fn next(&mut self) -> Heard {
         use broadcast::error::RecvError;
+        let Some(feed) = &mut self.0 else {
+            return std::future::pending().await;
+        };
         loop {
-            let missed = match self.0.recv().await {
+            let missed = match feed.recv().await {
                 Ok(
                     Notice::Changed(id) | Notice::Cancel(id) | Notice::Answers { task_id: id, .. },
                 ) => {
@@ -199,12 +201,8 @@ struct Watch {
 }
 
 /// The dispatcher: registrations and change reads, one at a time, until the engine stops.
-async fn dispatch(
-    runtime: Arc<Runtime>,
-    feed: broadcast::Receiver<Notice>,
-    mut registrations: mpsc::UnboundedReceiver<Register>,
-) {
-    let mut feed = Feed(feed);
+async fn dispatch(runtime: Arc<Runtime>, mut registrations: mpsc::UnboundedReceiver<Register>) {
+    let mut feed = Feed(None);
     let stop = runtime.lifecycle.stop_token().clone();
     let mut watches: HashMap<Arc<str>, Watch> = HashMap::new();
     loop {
@@ -212,7 +210,11 @@ async fn dispatch(
             biased;
             () = stop.cancelled() => break,
             register = registrations.recv() => match register {
-                Some(register) => registered(&runtime, &mut watches, register).await,
+                Some(register) => {
+                    // Subscribed before its tasks are read: no change after the read is missed.
+                    feed.0.get_or_insert_with(|| runtime.subscribe());
+                    registered(&runtime, &mut watches, register).await;
+                }
                 None => break,
             },
             heard = feed.next() => match heard {
@@ -225,6 +227,9 @@ async fn dispatch(
                 }
                 Heard::Closed => break,
             },
+        }
+        if watches.is_empty() {
+            feed.0 = None;
         }
     }
 }
@@ -340,48 +345,77 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::{Engine, Toolkit};
+    use crate::{
+        Engine, Toolkit,
+        store::{NewTask, Outcome},
+    };
 
-    fn register() -> (
-        Register,
-        oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>,
-    ) {
+    type Agreed = oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>;
+
+    fn follow(id: &str) -> (Register, Agreed, Arc<Shared>) {
         let (reply, agreed) = oneshot::channel();
+        let stream = Arc::new(Shared::default());
         let register = Register {
             owner: Arc::from("owner"),
-            ids: vec![Arc::from("unknown")],
-            stream: Arc::default(),
+            ids: vec![Arc::from(id)],
+            stream: Arc::clone(&stream),
             reply,
         };
-        (register, agreed)
+        (register, agreed, stream)
     }
 
-    /// The dispatcher starts with the engine, never from a listen, and nothing of it runs
-    /// once the engine is shut down.
+    async fn agreed(agreed: Agreed) -> Vec<Arc<str>> {
+        let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;
+        agreed.unwrap().unwrap().unwrap()
+    }
+
+    /// The dispatcher starts with the engine, never from a listen, subscribes to the change
+    /// feed only while it follows a task, and nothing of it runs once the engine is shut down.
     #[tokio::test]
     async fn the_dispatcher_starts_and_stops_with_the_engine() {
         let engine = Engine::builder(Toolkit::new()).build();
         let hub = Arc::clone(&engine.push);
-        assert!(hub.register(register().0).is_err(), "not started: refused");
+        assert!(hub.register(follow("t").0).is_err(), "not started: refused");
         engine.runtime.start().unwrap();
         let loops = engine.runtime.lifecycle.loops();
         let before = loops.len();
         engine.start().unwrap();
-        assert_eq!(
-            loops.len(),
-            before + 1,
-            "the dispatcher is one of the loops"
-        );
-        let (registered, agreed) = register();
-        hub.register(registered).unwrap();
-        let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;
-        assert_eq!(agreed.unwrap().unwrap().unwrap(), Vec::<Arc<str>>::new());
+        assert_eq!(loops.len(), before + 1, "the dispatcher is a loop");
+
+        let subscribers = || engine.runtime.changes.receiver_count();
+        assert_eq!(subscribers(), 0, "following nothing, it does not subscribe");
+        let (unknown, answer, _) = follow("unknown");
+        hub.register(unknown).unwrap();
+        assert!(agreed(answer).await.is_empty());
+        tokio::task::yield_now().await;
+        assert_eq!(subscribers(), 0, "still following nothing");
+
+        let store = &engine.runtime.store;
+        let task = NewTask::new(Arc::from("t"), Arc::from("owner"), Arc::from("tool"));
+        store.create(task).await.unwrap();
+        let (known, answer, stream) = follow("t");
+        hub.register(known).unwrap();
+        assert_eq!(agreed(answer).await, [Arc::from("t")]);
+        assert_eq!(subscribers(), 1, "following a task");
+        store.finish("t", Outcome::Cancelled).await.unwrap();
+        engine.runtime.changed("t");
+        let unsubscribed = async {
+            while subscribers() > 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), unsubscribed)
+            .await
+            .expect("the task ended: nothing is followed, the dispatcher unsubscribes");
+        let ended = std::iter::from_fn(|| stream.take()).last().unwrap().1;
+        assert_eq!(ended["status"], "cancelled");
+
         let shutdown = engine.shutdown(Duration::ZERO);
         tokio::time::timeout(Duration::from_secs(5), shutdown)
             .await
             .expect("the dispatcher stops at the shutdown");
         assert!(engine.is_stopped());
         assert!(hub.registrations.is_closed(), "the dispatcher ended");
-        assert!(hub.register(register().0).is_err(), "stopped: refused");
+        assert!(hub.register(follow("t").0).is_err(), "stopped: refused");
     }
 }
