@@ -383,6 +383,7 @@ mod tests {
         assert_eq!(loops.len(), before + 1, "the dispatcher is a loop");
 
         let subscribers = || engine.runtime.changes.receiver_count();
+        tokio::task::yield_now().await;
         assert_eq!(subscribers(), 0, "following nothing, it does not subscribe");
         let (unknown, answer, _) = follow("unknown");
         hub.register(unknown).unwrap();
