@@ -682,6 +682,36 @@ mod tests {
         drop(sender);
     }
 
+    /// A cancel notice is a hint: the work stops when the row holds a cancel intent, not on
+    /// a notice alone.
+    #[tokio::test]
+    async fn a_cancel_notice_stops_the_work_only_when_the_row_says_so() {
+        use crate::store::NewTask;
+        let runtime = runtime();
+        let id: Arc<str> = Arc::from("t");
+        let task = NewTask::new(id.clone(), Arc::from("owner"), Arc::from("tool"));
+        runtime.store.create(task).await.unwrap();
+        let cancel = held(&runtime, &id, Duration::from_secs(30), Instant::now());
+        let (sender, receiver) = tokio::sync::broadcast::channel(16);
+        let stop = runtime.lifecycle.stop_token().clone();
+        let reread = Duration::from_secs(3600);
+        let claim_now = Arc::new(Notify::new());
+        let wakeups = tokio::spawn(wakeup_loop(runtime.clone(), receiver, reread, claim_now));
+        sender.send(Notice::Cancel(id.clone())).unwrap();
+        let forged = tokio::time::timeout(Duration::from_millis(300), cancel.cancelled());
+        assert!(
+            forged.await.is_err(),
+            "no cancel intent stored: the work goes on"
+        );
+        runtime.store.request_cancel(&id).await.unwrap();
+        sender.send(Notice::Cancel(id.clone())).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), cancel.cancelled())
+            .await
+            .expect("the stored cancel reached the work");
+        stop.cancel();
+        wakeups.await.unwrap();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_fence_loop_stops_the_work_in_time() {
         let runtime = runtime();

@@ -44,14 +44,19 @@ pub(super) async fn wakeup_loop(
         crate::metrics::received(&received);
         match received {
             Ok(notice) => match notice {
-                Notice::Cancel(id) => runtime.cancel(&id),
+                // A hint: the row says whether the work stops.
+                Notice::Cancel(id) if runtime.runs(&id) => {
+                    helper(&runtime, |runtime| async move {
+                        reread_one(&runtime, &id).await;
+                    });
+                }
                 Notice::Answers { task_id: id, .. } if runtime.runs(&id) => {
                     helper(&runtime, |runtime| async move {
                         deliver_stored(&runtime, &id).await;
                     });
                 }
-                // Answers to a task whose work runs elsewhere (or nowhere): not ours.
-                Notice::Answers { .. } => {}
+                // For a task whose work runs elsewhere (or nowhere): not ours.
+                Notice::Cancel(_) | Notice::Answers { .. } => {}
                 Notice::Queued(_) => claim_now.notify_one(),
                 // For listen streams (`server/push`); the work needs nothing.
                 Notice::Changed(_) => {}
@@ -111,15 +116,19 @@ async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
 /// knowledge, not the row's: a stored answer has already moved the row to `working`.
 async fn reread_all(runtime: Arc<Runtime>) {
     for id in runtime.live_ids() {
-        match runtime.store.get(&id).await {
-            Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
-                runtime.cancel(&id);
-            }
-            Ok(Some(_)) if runtime.awaits_input(&id) => {
-                deliver_stored(&runtime, &id).await;
-            }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
+        reread_one(&runtime, &id).await;
+    }
+}
+
+/// Re-reads task `id`, running here: what [`reread_all`] does for each task, and what a
+/// cancel notice asks (the work stops only when the row holds a cancel intent, or ended).
+async fn reread_one(runtime: &Arc<Runtime>, id: &str) {
+    match runtime.store.get(id).await {
+        Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
+            runtime.cancel(id);
         }
+        Ok(Some(_)) if runtime.awaits_input(id) => deliver_stored(runtime, id).await,
+        Ok(_) => {}
+        Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
     }
 }
