@@ -201,12 +201,9 @@ impl Runtime {
         })
     }
 
-    /// The change feed, the one every consumer subscribes to (the push hub, the wake-up
-    /// loop): over a [`ClusterStore`], the store's notices, which announce every instance's
-    /// changes (this one's included, so a change made here is heard once) and its answers,
-    /// cancels and queued tasks; over a single-process store, the changes this process
-    /// publishes ([`Runtime::changed`]). A receiver that lags is told so, and reads again
-    /// what it follows.
+    /// The one change feed (the push hub and the wake-up loop subscribe to it): a
+    /// [`ClusterStore`]'s notices, which announce every instance's changes (this one's too),
+    /// or else what this process publishes ([`Runtime::changed`]).
     pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Notice> {
         match self.store.cluster() {
             Some(cluster) => cluster.wakeups(),

@@ -103,20 +103,6 @@ pub enum Notice {
     Missed,
 }
 
-impl Notice {
-    /// The task it names (none for [`Notice::Missed`]).
-    #[must_use]
-    pub fn task_id(&self) -> Option<&Arc<str>> {
-        match self {
-            Self::Answers { task_id, .. }
-            | Self::Cancel(task_id)
-            | Self::Queued(task_id)
-            | Self::Changed(task_id) => Some(task_id),
-            Self::Missed => None,
-        }
-    }
-}
-
 /// The notice a transition of the state machine asks for (`record.rs`), beside
 /// [`Notice::Changed`]: the instance running the task must hear of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

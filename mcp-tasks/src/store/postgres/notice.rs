@@ -10,38 +10,25 @@ use std::sync::Arc;
 
 use crate::store::Notice;
 
-/// The prefix of each payload, as literals so that SQL built with `concat!` takes them: the
-/// statements that announce tasks in bulk prepend `notice_prefix!(queued)` or
-/// `notice_prefix!(changed)` to the id.
+/// The prefix of each payload (two bytes), as a literal so that SQL built with `concat!`
+/// takes it: the statements that announce tasks in bulk prepend it to the id.
+#[rustfmt::skip]
 macro_rules! notice_prefix {
-    (answers) => {
-        "a:"
-    };
-    (cancel) => {
-        "c:"
-    };
-    (queued) => {
-        "q:"
-    };
-    (changed) => {
-        "u:"
-    };
+    (answers) => ("a:");
+    (cancel) => ("c:");
+    (queued) => ("q:");
+    (changed) => ("u:");
 }
 pub(super) use notice_prefix;
-
-const ANSWERS: &str = notice_prefix!(answers);
-const CANCEL: &str = notice_prefix!(cancel);
-const QUEUED: &str = notice_prefix!(queued);
-const CHANGED: &str = notice_prefix!(changed);
 
 /// The payload announcing `notice`: empty for [`Notice::Missed`], which is never sent (and
 /// which [`decode`] refuses).
 pub(super) fn encode(notice: &Notice) -> String {
     match notice {
-        Notice::Answers { task_id, seq } => format!("{ANSWERS}{seq}:{task_id}"),
-        Notice::Cancel(id) => format!("{CANCEL}{id}"),
-        Notice::Queued(id) => format!("{QUEUED}{id}"),
-        Notice::Changed(id) => format!("{CHANGED}{id}"),
+        Notice::Answers { task_id, seq } => format!("{}{seq}:{task_id}", notice_prefix!(answers)),
+        Notice::Cancel(id) => format!("{}{id}", notice_prefix!(cancel)),
+        Notice::Queued(id) => format!("{}{id}", notice_prefix!(queued)),
+        Notice::Changed(id) => format!("{}{id}", notice_prefix!(changed)),
         Notice::Missed => String::new(),
     }
 }
@@ -49,22 +36,22 @@ pub(super) fn encode(notice: &Notice) -> String {
 /// The notice a payload announces; `None` for anything else (an unknown prefix, an empty
 /// id, an answer sequence that is not a number).
 pub(super) fn decode(payload: &str) -> Option<Notice> {
+    let (prefix, id) = payload.split_at_checked(2)?;
     let task = |id: &str| (!id.is_empty()).then(|| Arc::from(id));
-    if let Some(rest) = payload.strip_prefix(ANSWERS) {
-        let (seq, id) = rest.split_once(':')?;
-        return Some(Notice::Answers {
-            task_id: task(id)?,
-            seq: seq.parse().ok()?,
-        });
-    }
-    let (make, id): (fn(Arc<str>) -> Notice, _) = if let Some(id) = payload.strip_prefix(CANCEL) {
-        (Notice::Cancel, id)
-    } else if let Some(id) = payload.strip_prefix(QUEUED) {
-        (Notice::Queued, id)
-    } else {
-        (Notice::Changed, payload.strip_prefix(CHANGED)?)
-    };
-    task(id).map(make)
+    Some(match prefix {
+        notice_prefix!(answers) => {
+            let (seq, id) = id.split_once(':')?;
+            let seq = seq.parse().ok()?;
+            Notice::Answers {
+                task_id: task(id)?,
+                seq,
+            }
+        }
+        notice_prefix!(cancel) => Notice::Cancel(task(id)?),
+        notice_prefix!(queued) => Notice::Queued(task(id)?),
+        notice_prefix!(changed) => Notice::Changed(task(id)?),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -81,20 +81,17 @@ impl PostgresStore {
             }
             Err(error) => (Err(error), None),
         };
-        let task_id = || Arc::clone(&row.task.id);
+        let task_id = row.task.id.clone();
         let notify = match change.wake {
             Some(WakeupKind::Answers) => {
                 row.answer_seq += 1;
                 let seq = codec::to_u64(row.answer_seq);
-                Some(Notice::Answers {
-                    task_id: task_id(),
-                    seq,
-                })
+                Some(Notice::Answers { task_id, seq })
             }
-            Some(WakeupKind::Cancel) => Some(Notice::Cancel(task_id())),
+            Some(WakeupKind::Cancel) => Some(Notice::Cancel(task_id)),
             // Listen streams on any instance read the task again (`server/push`); an answer
             // or a cancel wake-up tells them as much.
-            _ if change.changed => Some(Notice::Changed(task_id())),
+            _ if change.changed => Some(Notice::Changed(task_id)),
             _ => None,
         };
         if !change.changed && step.is_none() && notify.is_none() {
