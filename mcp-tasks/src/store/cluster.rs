@@ -73,15 +73,12 @@ impl Lease {
     }
 }
 
-/// A change in the task space, as the runtime's change feed carries it: published by the
-/// store of every instance in cluster mode ([`ClusterStore::wakeups`]), by the runtime
-/// itself over a single-process store. The push hub (listen streams) and, in cluster mode,
-/// the wake-up loop subscribe to it. Every notice is a hint: its reader re-reads the task.
+/// A change in the task space, as the runtime's one change feed carries it (in cluster mode,
+/// from [`ClusterStore::wakeups`]). A hint: its reader re-reads the task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Notice {
-    /// Answers to the task's input requests were stored; `seq` counts the task's answer
-    /// deliveries.
+    /// Answers to the task's input requests were stored.
     Answers {
         /// The task.
         task_id: Arc<str>,
@@ -90,26 +87,21 @@ pub enum Notice {
     },
     /// A cancel intent was recorded for the task.
     Cancel(Arc<str>),
-    /// The task was recorded with no runner (or its lease released): claim. Tasks queued
-    /// together may be announced by one notice naming one of them; claim with a limit above
-    /// one.
+    /// The task was recorded with no runner (or its lease released): claim, with a limit
+    /// above one (tasks queued together are announced by one notice naming one of them).
     Queued(Arc<str>),
-    /// What `tasks/get` answers for the task changed (its status, status message, input
-    /// requests or outcome), for the listen streams that follow it; the instance running its
-    /// work has nothing to do.
+    /// What `tasks/get` answers for the task changed (for the listen streams that follow it).
     Changed(Arc<str>),
     /// Notices may have been missed (the store's listening connection was lost and is
     /// back): every task followed or running here is read again, and claims run.
     Missed,
 }
 
-/// The notice a transition of the state machine asks for (`record.rs`), beside
-/// [`Notice::Changed`]: the instance running the task must hear of it.
+/// The notice beside [`Notice::Changed`] a transition asks for (`record.rs`): the instance
+/// running the task must hear of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WakeupKind {
-    /// Answers were stored ([`Notice::Answers`]).
     Answers,
-    /// A cancel intent was recorded ([`Notice::Cancel`]).
     Cancel,
 }
 

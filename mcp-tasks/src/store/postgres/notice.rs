@@ -1,10 +1,6 @@
-//! The one encoding of a [`Notice`] as a payload on the store's `LISTEN`/`NOTIFY` channel:
-//! every writer (`tasks.rs`, `batch.rs`, `cluster.rs`) encodes with it, or builds its SQL
-//! from its prefixes, and the listener decodes with it.
-//!
-//! Payloads: `a:<answer_seq>:<id>` (answers stored), `c:<id>` (cancel intent), `q:<id>` (a
-//! task queued for a worker), `u:<id>` (what `tasks/get` answers for the task changed).
-//! [`Notice::Missed`] is never sent: the listener makes it when it listens again after a gap.
+//! The one encoding of a [`Notice`] on the store's `LISTEN`/`NOTIFY` channel, which every
+//! writer uses (SQL through [`notice_prefix`]) and the listener decodes: `a:<answer_seq>:<id>`,
+//! `c:<id>`, `q:<id>`, `u:<id>`. [`Notice::Missed`] is never sent: the listener makes it.
 
 use std::sync::Arc;
 
