@@ -12,7 +12,7 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use mcp_tasks::{
     MemoryStore, PostgresStore, TaskStore,
     store::{
-        ClusterStore, Created, Lease, NewTask, Outcome, Step, StoreError, WakeupKind,
+        ClusterStore, Created, Lease, NewTask, Notice, Outcome, Step, StoreError,
         postgres::SCHEMA_VERSION,
     },
 };
@@ -1002,7 +1002,7 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         .await
         .expect("the input request's notification arrives")
         .unwrap();
-    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Changed));
+    assert_eq!(wakeup, Notice::Changed("t".into()));
 
     let mut answer = InputResponses::new();
     answer.insert("k".into(), json!({ "roots": [] }));
@@ -1011,14 +1011,14 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         .await
         .expect("the answer's notification arrives")
         .unwrap();
-    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Answers));
+    assert!(matches!(wakeup, Notice::Answers { task_id, .. } if &*task_id == "t"));
 
     a.request_cancel("t").await.unwrap();
     let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
         .await
         .expect("the cancel's notification arrives")
         .unwrap();
-    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Cancel));
+    assert_eq!(wakeup, Notice::Cancel("t".into()));
 
     // A task with no runner is announced to workers, and exactly one worker claims it.
     a.create(new_task("queued")).await.unwrap();
@@ -1026,10 +1026,7 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         .await
         .expect("the queued task is announced")
         .unwrap();
-    assert_eq!(
-        (&*wakeup.task_id, wakeup.kind),
-        ("queued", WakeupKind::Queued)
-    );
+    assert_eq!(wakeup, Notice::Queued("queued".into()));
     let (x, y) = tokio::join!(
         cluster(&a).claim_queued("a", Duration::from_secs(30), 10),
         cluster(&b).claim_queued("b", Duration::from_secs(30), 10),
@@ -1099,11 +1096,11 @@ async fn the_listener_reconnects() {
             .await
             .expect("the reconnected listener announces the gap")
             .unwrap();
-        if wakeup.kind != WakeupKind::Changed {
+        if !matches!(wakeup, Notice::Changed(_)) {
             break wakeup;
         }
     };
-    assert_eq!((&*missed.task_id, missed.kind), ("", WakeupKind::Missed));
+    assert_eq!(missed, Notice::Missed);
     let mut answer = InputResponses::new();
     answer.insert("k".into(), json!({ "roots": [] }));
     a.deliver_input("t", answer).await.unwrap();
@@ -1111,5 +1108,5 @@ async fn the_listener_reconnects() {
         .await
         .expect("the answer notified after the reconnection arrives")
         .unwrap();
-    assert_eq!((&*wakeup.task_id, wakeup.kind), ("t", WakeupKind::Answers));
+    assert!(matches!(wakeup, Notice::Answers { task_id, .. } if &*task_id == "t"));
 }

@@ -294,17 +294,17 @@ fn wakeups_missed(n: u64) {
 
 /// A wake-up (or a failure to receive one) came from the store's feed.
 pub(crate) fn received(
-    received: &Result<crate::store::Wakeup, tokio::sync::broadcast::error::RecvError>,
+    received: &Result<crate::store::Notice, tokio::sync::broadcast::error::RecvError>,
 ) {
-    use crate::store::WakeupKind;
+    use crate::store::Notice;
     use tokio::sync::broadcast::error::RecvError;
     match received {
-        Ok(wakeup) => match wakeup.kind {
-            WakeupKind::Cancel => wakeup_received("cancel"),
-            WakeupKind::Answers => wakeup_received("answers"),
-            WakeupKind::Queued => wakeup_received("queued"),
-            WakeupKind::Changed => wakeup_received("changed"),
-            WakeupKind::Missed => wakeups_missed(1),
+        Ok(notice) => match notice {
+            Notice::Cancel(_) => wakeup_received("cancel"),
+            Notice::Answers { .. } => wakeup_received("answers"),
+            Notice::Queued(_) => wakeup_received("queued"),
+            Notice::Changed(_) => wakeup_received("changed"),
+            Notice::Missed => wakeups_missed(1),
         },
         Err(RecvError::Lagged(missed)) => wakeups_missed(*missed),
         Err(RecvError::Closed) => {}

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use rmcp::model::{InputRequest, InputResponses};
 
 use crate::store::{
-    AdminStore, ClusterStore, Created, Lease, NewTask, Outcome, Recovery, Step, StoreError,
-    TaskSnapshot, TaskStore, Wakeup,
+    AdminStore, ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
+    TaskSnapshot, TaskStore,
 };
 
 /// `store`, timed.
@@ -214,7 +214,7 @@ impl ClusterStore for Timed {
         time("queue_depth", self.cluster_store()?.queue_depth()).await
     }
 
-    fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Wakeup> {
+    fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Notice> {
         match self.0.cluster() {
             Some(cluster) => cluster.wakeups(),
             // Never reached: `cluster()` is `None` then. A closed channel.

@@ -276,11 +276,11 @@ pub(crate) struct Tools {
 /// executing instance, claims); a no-op for a single-process store. Called once, by
 /// [`Runtime::start`].
 pub(crate) fn start(runtime: &Arc<Runtime>) {
-    let Some((cluster, instance)) = runtime.cluster() else {
+    let Some((_, instance)) = runtime.cluster() else {
         return;
     };
     let claim_now = Arc::new(Notify::new());
-    let wakeups = cluster.wakeups();
+    let wakeups = runtime.subscribe();
     let loops = runtime.lifecycle.loops();
     loops.spawn(renew_loop(Arc::clone(runtime), instance.config.renewal));
     loops.spawn(fence_loop(
@@ -531,7 +531,7 @@ mod tests {
     use super::*;
     use crate::{
         runtime::{Settings, Tools},
-        store::{Lease, MemoryStore, Wakeup, WakeupKind},
+        store::{Lease, MemoryStore, Notice},
     };
     use tokio_util::sync::CancellationToken;
 
@@ -660,9 +660,9 @@ mod tests {
         let (sender, receiver) = tokio::sync::broadcast::channel(1);
         for n in 0..16 {
             sender
-                .send(Wakeup {
+                .send(Notice::Answers {
                     task_id: Arc::from(format!("other-{n}")),
-                    kind: WakeupKind::Answers,
+                    seq: 1,
                 })
                 .unwrap();
         }
@@ -680,6 +680,36 @@ mod tests {
         stop.cancel();
         wakeups.await.unwrap();
         drop(sender);
+    }
+
+    /// A cancel notice is a hint: the work stops when the row holds a cancel intent, not on
+    /// a notice alone.
+    #[tokio::test]
+    async fn a_cancel_notice_stops_the_work_only_when_the_row_says_so() {
+        use crate::store::NewTask;
+        let runtime = runtime();
+        let id: Arc<str> = Arc::from("t");
+        let task = NewTask::new(id.clone(), Arc::from("owner"), Arc::from("tool"));
+        runtime.store.create(task).await.unwrap();
+        let cancel = held(&runtime, &id, Duration::from_secs(30), Instant::now());
+        let (sender, receiver) = tokio::sync::broadcast::channel(16);
+        let stop = runtime.lifecycle.stop_token().clone();
+        let reread = Duration::from_secs(3600);
+        let claim_now = Arc::new(Notify::new());
+        let wakeups = tokio::spawn(wakeup_loop(runtime.clone(), receiver, reread, claim_now));
+        sender.send(Notice::Cancel(id.clone())).unwrap();
+        let forged = tokio::time::timeout(Duration::from_millis(300), cancel.cancelled());
+        assert!(
+            forged.await.is_err(),
+            "no cancel intent stored: the work goes on"
+        );
+        runtime.store.request_cancel(&id).await.unwrap();
+        sender.send(Notice::Cancel(id.clone())).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), cancel.cancelled())
+            .await
+            .expect("the stored cancel reached the work");
+        stop.cancel();
+        wakeups.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

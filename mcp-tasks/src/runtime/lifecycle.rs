@@ -1,8 +1,9 @@
 //! Who starts and stops what a runtime runs in the background.
 //!
 //! A runtime (of an [`Engine`](crate::Engine) or a [`Worker`](super::Worker)) owns two
-//! [`TaskTracker`]s and two [`CancellationToken`]s: the **loops** (the expiry sweep; in
-//! cluster mode the claims, the lease renewals and the wake-ups, and what they spawn) and
+//! [`TaskTracker`]s and two [`CancellationToken`]s: the **loops** (the expiry sweep; an
+//! engine's dispatcher of listen streams, `server/push`; in cluster mode the claims, the
+//! lease renewals and the wake-ups, and what they spawn) and
 //! the **work** of every task that runs here. Nothing is spawned outside them, nothing holds
 //! a weak reference to the runtime to find out whether it should stop, and nothing starts
 //! from a request.
@@ -27,7 +28,7 @@
 //!       - `fail`: it ends `failed`, with a message saying the server was shut down (it had
 //!         the whole grace period to end on its own).
 //!
-//!       Renewals and wake-ups end. Shutdown returns once every loop and every work has
+//!       Renewals, wake-ups and the listen dispatcher end. Shutdown returns once every loop and every work has
 //!       ended: both trackers are closed and empty.
 //! 3. **Dropping the last handle** (every clone of the engine, or the worker's handle)
 //!    without a shutdown stops everything at once, as step 3 but without waiting and

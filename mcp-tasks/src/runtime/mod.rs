@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     Limits, errors,
-    store::{ClusterStore, Lease, StoreError, TaskSnapshot, TaskStore},
+    store::{ClusterStore, Lease, Notice, StoreError, TaskSnapshot, TaskStore},
 };
 
 pub(crate) mod call;
@@ -160,12 +160,10 @@ pub(crate) struct Runtime {
     pub(crate) tools: Tools,
     /// Who starts and stops the loops and the work.
     pub(crate) lifecycle: Lifecycle,
-    /// The in-process change feed: the id of every task whose status, status message,
-    /// input requests or outcome this process changed. Nothing is sent while no one
-    /// subscribes (the push hub of `server/push` is its one subscriber, and only over a
-    /// single-process store: over a [`ClusterStore`] it follows the store's wake-ups, which
-    /// announce every instance's changes, this one's included).
-    pub(crate) changes: tokio::sync::broadcast::Sender<Arc<str>>,
+    /// The change feed over a single-process store ([`Runtime::subscribe`]): a
+    /// [`Notice::Changed`] for every task whose status, status message, input requests or
+    /// outcome this process changed. Nothing is sent while no one subscribes.
+    pub(crate) changes: tokio::sync::broadcast::Sender<Notice>,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -201,6 +199,16 @@ impl Runtime {
             lifecycle: Lifecycle::new(),
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
         })
+    }
+
+    /// The one change feed (the push hub and the wake-up loop subscribe to it): a
+    /// [`ClusterStore`]'s notices, which announce every instance's changes (this one's too),
+    /// or else what this process publishes ([`Runtime::changed`]).
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Notice> {
+        match self.store.cluster() {
+            Some(cluster) => cluster.wakeups(),
+            None => self.changes.subscribe(),
+        }
     }
 
     /// Starts every background loop, once (`lifecycle.rs`): the expiry sweep and, in cluster

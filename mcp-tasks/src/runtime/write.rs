@@ -11,7 +11,7 @@ use rmcp::model::{ErrorData, InputRequest};
 use super::Runtime;
 use crate::{
     errors,
-    store::{Outcome, Step, StoreError},
+    store::{Notice, Outcome, Step, StoreError},
 };
 
 /// The first pause before a write of running work that failed for a passing reason (see
@@ -80,10 +80,11 @@ impl Runtime {
         written
     }
 
-    /// Tells the change feed that task `id` changed (a no-op while no one listens).
+    /// Publishes on the change feed that task `id` changed: a no-op while no one subscribes,
+    /// and in cluster mode, where the store announces it ([`Runtime::subscribe`]).
     pub(crate) fn changed(&self, id: &str) {
         if self.changes.receiver_count() > 0 {
-            let _ = self.changes.send(Arc::from(id));
+            let _ = self.changes.send(Notice::Changed(Arc::from(id)));
         }
     }
 

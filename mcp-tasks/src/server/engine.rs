@@ -89,7 +89,9 @@ impl Engine {
     /// [`StartError::Stopped`] once the engine was shut down; [`StartError::NoRuntime`]
     /// outside a tokio runtime.
     pub fn start(&self) -> Result<(), StartError> {
-        self.runtime.start()
+        self.runtime.start()?;
+        self.push.start(&self.runtime);
+        Ok(())
     }
 
     /// Whether the engine was started and no shutdown began.

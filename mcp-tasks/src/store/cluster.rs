@@ -73,35 +73,36 @@ impl Lease {
     }
 }
 
-/// What woke a task up on another instance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum WakeupKind {
-    /// Answers to its input requests were stored.
-    Answers,
-    /// A cancel intent was recorded.
-    Cancel,
-    /// The task was recorded with no runner: claim it. Tasks
-    /// queued together may be announced by one wake-up naming one of them; claim with a
-    /// limit above one.
-    Queued,
-    /// Wake-ups may have been missed (the store's listening connection was lost and is
-    /// back): re-read every task running here, and claim. Its `task_id` is empty.
-    Missed,
-    /// What `tasks/get` answers for the task changed (its status, status message, input
-    /// requests or outcome), for the instances whose clients follow it
-    /// (`subscriptions/listen`); the instance running its work has nothing to do.
-    Changed,
-}
-
-/// A change to a task that the instance running it (or a worker) must act on.
+/// A change in the task space, as the runtime's one change feed carries it (in cluster mode,
+/// from [`ClusterStore::wakeups`]). A hint: its reader re-reads the task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Wakeup {
-    /// The task.
-    pub task_id: Arc<str>,
-    /// What happened.
-    pub kind: WakeupKind,
+pub enum Notice {
+    /// Answers to the task's input requests were stored.
+    Answers {
+        /// The task.
+        task_id: Arc<str>,
+        /// The task's answer sequence after this delivery.
+        seq: u64,
+    },
+    /// A cancel intent was recorded for the task.
+    Cancel(Arc<str>),
+    /// The task was recorded with no runner (or its lease released): claim, with a limit
+    /// above one (tasks queued together are announced by one notice naming one of them).
+    Queued(Arc<str>),
+    /// What `tasks/get` answers for the task changed (for the listen streams that follow it).
+    Changed(Arc<str>),
+    /// Notices may have been missed (the store's listening connection was lost and is
+    /// back): every task followed or running here is read again, and claims run.
+    Missed,
+}
+
+/// The notice beside [`Notice::Changed`] a transition asks for (`record.rs`): the instance
+/// running the task must hear of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeupKind {
+    Answers,
+    Cancel,
 }
 
 /// Leases, claims, fenced writes and wake-ups: what a runtime needs to share one task space
@@ -161,7 +162,7 @@ pub trait ClusterStore: Send + Sync {
     async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError>;
 
     /// Every answer stored for task `id`'s input requests, by key: what the instance running
-    /// it reads on a [`WakeupKind::Answers`] wake-up. [`StoreError::NotFound`] for an
+    /// it reads on a [`Notice::Answers`]. [`StoreError::NotFound`] for an
     /// unknown or purged id.
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
 
@@ -172,8 +173,8 @@ pub trait ClusterStore: Send + Sync {
         Ok(None)
     }
 
-    /// The wake-ups of the task space: answers and cancel intents of every task, and queued
-    /// tasks (a runtime keeps the ones of the tasks it runs). The first call starts the
-    /// listener.
-    fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Wakeup>;
+    /// The notices of the task space, every instance's writes included: answers, cancel
+    /// intents and changes of every task, and queued tasks (a runtime keeps the ones it acts
+    /// on). The first call starts the listener.
+    fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Notice>;
 }

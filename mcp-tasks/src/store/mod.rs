@@ -47,7 +47,8 @@ pub(crate) mod record;
 pub mod sqlite;
 
 pub use admin::AdminStore;
-pub use cluster::{ClusterStore, Lease, Wakeup, WakeupKind};
+pub(crate) use cluster::WakeupKind;
+pub use cluster::{ClusterStore, Lease, Notice};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 #[cfg(feature = "sqlite")]

@@ -69,7 +69,7 @@
 //!     overwrite its successor's work.
 //! 13. **Wake-ups.** An answer ([`TaskStore::deliver_input`](super::TaskStore::deliver_input)) or a cancel intent
 //!     ([`TaskStore::request_cancel`](super::TaskStore::request_cancel)) stored through any
-//!     instance is announced to every instance as a [`Wakeup`](super::Wakeup) on
+//!     instance is announced to every instance as a [`Notice`](super::Notice) on
 //!     [`ClusterStore::wakeups`](super::ClusterStore::wakeups), and so is a task queued for a
 //!     worker. The store keeps no list of who holds which lease: that is the runtime's
 //!     knowledge (it keeps the wake-ups of the tasks it runs, and re-reads them to cover a

@@ -1,20 +1,17 @@
-//! The store's wake-ups for the work running here, and the periodic re-reads that cover a
-//! lost one (invariant 3 of the [cluster docs](super)).
+//! The change feed's notices for the work running here ([`Runtime::subscribe`]), and the
+//! periodic re-reads that cover a lost one (invariant 3 of the [cluster docs](super)).
 
 use std::{sync::Arc, time::Duration};
 
 use tokio::sync::{Notify, broadcast::error::RecvError};
 
-use crate::{
-    runtime::Runtime,
-    store::{Wakeup, WakeupKind},
-};
+use crate::{runtime::Runtime, store::Notice};
 
-/// Acts on the store's wake-ups for the work running here, and re-reads that work every
+/// Acts on the feed's notices for the work running here, and re-reads that work every
 /// `reread`, until the runtime stops.
 pub(super) async fn wakeup_loop(
     runtime: Arc<Runtime>,
-    mut wakeups: tokio::sync::broadcast::Receiver<Wakeup>,
+    mut wakeups: tokio::sync::broadcast::Receiver<Notice>,
     reread: Duration,
     claim_now: Arc<Notify>,
 ) {
@@ -46,21 +43,25 @@ pub(super) async fn wakeup_loop(
         };
         crate::metrics::received(&received);
         match received {
-            Ok(wakeup) => match wakeup.kind {
-                WakeupKind::Cancel => runtime.cancel(&wakeup.task_id),
-                WakeupKind::Answers if runtime.runs(&wakeup.task_id) => {
-                    let id = wakeup.task_id;
+            Ok(notice) => match notice {
+                // A hint: the row says whether the work stops.
+                Notice::Cancel(id) if runtime.runs(&id) => {
+                    helper(&runtime, |runtime| async move {
+                        reread_one(&runtime, &id).await;
+                    });
+                }
+                Notice::Answers { task_id: id, .. } if runtime.runs(&id) => {
                     helper(&runtime, |runtime| async move {
                         deliver_stored(&runtime, &id).await;
                     });
                 }
-                // Answers to a task whose work runs elsewhere (or nowhere): not ours.
-                WakeupKind::Answers => {}
-                WakeupKind::Queued => claim_now.notify_one(),
+                // For a task whose work runs elsewhere (or nowhere): not ours.
+                Notice::Cancel(_) | Notice::Answers { .. } => {}
+                Notice::Queued(_) => claim_now.notify_one(),
                 // For listen streams (`server/push`); the work needs nothing.
-                WakeupKind::Changed => {}
+                Notice::Changed(_) => {}
                 // The listener reconnected: what was announced while it was down is read.
-                WakeupKind::Missed => {
+                Notice::Missed => {
                     tracing::info!(
                         "wake-ups may have been missed; re-reading every task running here"
                     );
@@ -115,15 +116,19 @@ async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
 /// knowledge, not the row's: a stored answer has already moved the row to `working`.
 async fn reread_all(runtime: Arc<Runtime>) {
     for id in runtime.live_ids() {
-        match runtime.store.get(&id).await {
-            Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
-                runtime.cancel(&id);
-            }
-            Ok(Some(_)) if runtime.awaits_input(&id) => {
-                deliver_stored(&runtime, &id).await;
-            }
-            Ok(_) => {}
-            Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
+        reread_one(&runtime, &id).await;
+    }
+}
+
+/// Re-reads task `id`, running here: what [`reread_all`] does for each task, and what a
+/// cancel notice asks (the work stops only when the row holds a cancel intent, or ended).
+async fn reread_one(runtime: &Arc<Runtime>, id: &str) {
+    match runtime.store.get(id).await {
+        Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
+            runtime.cancel(id);
         }
+        Ok(Some(_)) if runtime.awaits_input(id) => deliver_stored(runtime, id).await,
+        Ok(_) => {}
+        Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
     }
 }

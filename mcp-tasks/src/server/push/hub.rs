@@ -1,42 +1,64 @@
 //! The hub of one engine's listen streams: the open streams per owner, and the dispatcher
 //! that reads each changed task once and offers it to every stream following it (module
-//! docs of `server::push`, "One feed, one read per change").
+//! docs of `server::push`, "One feed, one read per change"). The dispatcher starts with the
+//! engine ([`Hub::start`]) and stops with its runtime (`runtime/lifecycle.rs`, step 3).
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, Weak},
+    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
 };
 
 use rmcp::model::ErrorData;
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
-use crate::{
-    errors,
-    runtime::Runtime,
-    server::engine::visible_task,
-    store::{Wakeup, WakeupKind},
-};
+use crate::{errors, runtime::Runtime, server::engine::visible_task, store::Notice};
 
 /// The listen streams of one engine and the dispatcher that feeds them.
-#[derive(Default)]
 pub(crate) struct Hub {
-    state: Mutex<HubState>,
+    /// Open streams per owner.
+    streams: Mutex<HashMap<Arc<str>, usize>>,
+    registrations: mpsc::UnboundedSender<Register>,
+    /// The dispatcher's end of `registrations` until [`Hub::start`] hands it over.
+    unstarted: Mutex<Option<mpsc::UnboundedReceiver<Register>>>,
 }
 
-#[derive(Default)]
-struct HubState {
-    /// The dispatcher's registration queue, once it runs.
-    dispatcher: Option<mpsc::UnboundedSender<Register>>,
-    /// Open streams per owner.
-    streams: HashMap<Arc<str>, usize>,
+impl Default for Hub {
+    fn default() -> Self {
+        let (registrations, unstarted) = mpsc::unbounded_channel();
+        Self {
+            streams: Mutex::default(),
+            registrations,
+            unstarted: Mutex::new(Some(unstarted)),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Hub {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Starts the dispatcher on `runtime`'s loops, once (later calls do nothing). It ends
+    /// when the runtime stops (`runtime/lifecycle.rs`, step 3, or the last handle dropped).
+    pub(crate) fn start(&self, runtime: &Arc<Runtime>) {
+        let Some(registrations) = lock(&self.unstarted).take() else {
+            return;
+        };
+        let dispatcher = dispatch(Arc::clone(runtime), registrations);
+        runtime.lifecycle.loops().spawn(dispatcher);
+    }
+
+    /// Hands `register` to the dispatcher. `-32603` when the engine was not started (its
+    /// dispatcher does not run) or was stopped.
+    pub(super) fn register(&self, register: Register) -> Result<(), ErrorData> {
+        if lock(&self.unstarted).is_some() {
+            return Err(ErrorData::internal_error(
+                "task listens are served once the engine is started (Engine::start)",
+                None,
+            ));
+        }
+        (self.registrations.send(register)).map_err(|_| errors::shutting_down())
     }
 }
 
@@ -49,11 +71,11 @@ pub(super) struct StreamSlot {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            let mut state = hub.lock();
-            if let Some(count) = state.streams.get_mut(&self.owner) {
+            let mut streams = lock(&hub.streams);
+            if let Some(count) = streams.get_mut(&self.owner) {
                 *count -= 1;
                 if *count == 0 {
-                    state.streams.remove(&self.owner);
+                    streams.remove(&self.owner);
                 }
             }
         }
@@ -87,10 +109,7 @@ struct Pending {
 impl Shared {
     /// Offers `state` of task `id`: replaces a pending older one, or queues it.
     fn offer(&self, id: &Arc<str>, state: &Value, terminal: bool) {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = lock(&self.pending);
         if pending.ended.contains(id) {
             return;
         }
@@ -106,10 +125,7 @@ impl Shared {
     }
 
     pub(super) fn take(&self) -> Option<(Arc<str>, Value)> {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = lock(&self.pending);
         (!pending.queue.is_empty()).then(|| pending.queue.remove(0))
     }
 }
@@ -120,8 +136,8 @@ pub(super) fn reserve(
     owner: &Arc<str>,
     limit: usize,
 ) -> Result<StreamSlot, ErrorData> {
-    let mut state = hub.lock();
-    let count = state.streams.entry(owner.clone()).or_insert(0);
+    let mut streams = lock(&hub.streams);
+    let count = streams.entry(owner.clone()).or_insert(0);
     if *count >= limit {
         return Err(errors::too_many_listen_streams(owner, limit));
     }
@@ -132,30 +148,9 @@ pub(super) fn reserve(
     })
 }
 
-/// The dispatcher's registration queue, starting the dispatcher on first use.
-pub(super) fn dispatcher(hub: &Hub, runtime: &Arc<Runtime>) -> mpsc::UnboundedSender<Register> {
-    let mut state = hub.lock();
-    if let Some(sender) = state.dispatcher.as_ref().filter(|s| !s.is_closed()) {
-        return sender.clone();
-    }
-    let (sender, registrations) = mpsc::unbounded_channel();
-    // Subscribed before the first registration is read: no change after it is missed.
-    let feed = Feed::subscribe(runtime);
-    tokio::spawn(dispatch(runtime.clone(), feed, registrations));
-    state.dispatcher = Some(sender.clone());
-    sender
-}
-
-/// Where the dispatcher learns which tasks changed.
-enum Feed {
-    /// One process (memory, SQLite): the runtime's in-process change feed
-    /// ([`Runtime::changes`]), which only this process writes to.
-    Local(broadcast::Receiver<Arc<str>>),
-    /// A shared store (Postgres): the store's wake-ups, which every instance's writes
-    /// announce, this one's included. The in-process feed is not subscribed then, so a change
-    /// made here is read once, on its wake-up, not twice.
-    Cluster(broadcast::Receiver<Wakeup>),
-}
+/// The dispatcher's subscription to the runtime's change feed ([`Runtime::subscribe`]), held
+/// only while it follows a task: with no listen stream, publishing a change stays free.
+struct Feed(Option<broadcast::Receiver<Notice>>);
 
 /// What the feed said.
 enum Heard {
@@ -168,38 +163,28 @@ enum Heard {
 }
 
 impl Feed {
-    fn subscribe(runtime: &Runtime) -> Self {
-        match runtime.store.cluster() {
-            Some(cluster) => Self::Cluster(cluster.wakeups()),
-            None => Self::Local(runtime.changes.subscribe()),
-        }
-    }
-
-    /// The next change. Cancel-safe.
+    /// The next change (never, while not subscribed). Cancel-safe.
     async fn next(&mut self) -> Heard {
         use broadcast::error::RecvError;
+        let Some(feed) = &mut self.0 else {
+            return std::future::pending().await;
+        };
         loop {
-            let lagged = match self {
-                Self::Local(changes) => match changes.recv().await {
-                    Ok(id) => return Heard::Task(id),
-                    Err(RecvError::Lagged(missed)) => missed,
-                    Err(RecvError::Closed) => return Heard::Closed,
-                },
-                Self::Cluster(wakeups) => match wakeups.recv().await {
-                    Ok(wakeup) => match wakeup.kind {
-                        WakeupKind::Changed | WakeupKind::Answers | WakeupKind::Cancel => {
-                            return Heard::Task(wakeup.task_id);
-                        }
-                        // The store's listener is back after a gap.
-                        WakeupKind::Missed => return Heard::All,
-                        WakeupKind::Queued => continue,
-                    },
-                    Err(RecvError::Lagged(missed)) => missed,
-                    Err(RecvError::Closed) => return Heard::Closed,
-                },
+            let missed = match feed.recv().await {
+                Ok(
+                    Notice::Changed(id) | Notice::Cancel(id) | Notice::Answers { task_id: id, .. },
+                ) => {
+                    return Heard::Task(id);
+                }
+                // For workers' claims.
+                Ok(Notice::Queued(_)) => continue,
+                // The store's listener is back after a gap.
+                Ok(Notice::Missed) => return Heard::All,
+                Err(RecvError::Lagged(missed)) => missed,
+                Err(RecvError::Closed) => return Heard::Closed,
             };
             tracing::warn!(
-                missed = lagged,
+                missed,
                 "task listen dispatcher fell behind; reading every followed task"
             );
             return Heard::All;
@@ -216,11 +201,8 @@ struct Watch {
 }
 
 /// The dispatcher: registrations and change reads, one at a time, until the engine stops.
-async fn dispatch(
-    runtime: Arc<Runtime>,
-    mut feed: Feed,
-    mut registrations: mpsc::UnboundedReceiver<Register>,
-) {
+async fn dispatch(runtime: Arc<Runtime>, mut registrations: mpsc::UnboundedReceiver<Register>) {
+    let mut feed = Feed(None);
     let stop = runtime.lifecycle.stop_token().clone();
     let mut watches: HashMap<Arc<str>, Watch> = HashMap::new();
     loop {
@@ -228,7 +210,11 @@ async fn dispatch(
             biased;
             () = stop.cancelled() => break,
             register = registrations.recv() => match register {
-                Some(register) => registered(&runtime, &mut watches, register).await,
+                Some(register) => {
+                    // Subscribed before its tasks are read: no change after the read is missed.
+                    feed.0.get_or_insert_with(|| runtime.subscribe());
+                    registered(&runtime, &mut watches, register).await;
+                }
                 None => break,
             },
             heard = feed.next() => match heard {
@@ -241,6 +227,9 @@ async fn dispatch(
                 }
                 Heard::Closed => break,
             },
+        }
+        if watches.is_empty() {
+            feed.0 = None;
         }
     }
 }
@@ -348,5 +337,86 @@ async fn refresh(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, id: 
         Err(error) => {
             tracing::warn!(task_id = %id, %error, "a followed task could not be read; the next change reads it again");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        Engine, Toolkit,
+        store::{NewTask, Outcome},
+    };
+
+    type Agreed = oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>;
+
+    fn follow(id: &str) -> (Register, Agreed, Arc<Shared>) {
+        let (reply, agreed) = oneshot::channel();
+        let stream = Arc::new(Shared::default());
+        let register = Register {
+            owner: Arc::from("owner"),
+            ids: vec![Arc::from(id)],
+            stream: Arc::clone(&stream),
+            reply,
+        };
+        (register, agreed, stream)
+    }
+
+    async fn agreed(agreed: Agreed) -> Vec<Arc<str>> {
+        let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;
+        agreed.unwrap().unwrap().unwrap()
+    }
+
+    /// The dispatcher starts with the engine, never from a listen, subscribes to the change
+    /// feed only while it follows a task, and nothing of it runs once the engine is shut down.
+    #[tokio::test]
+    async fn the_dispatcher_starts_and_stops_with_the_engine() {
+        let engine = Engine::builder(Toolkit::new()).build();
+        let hub = Arc::clone(&engine.push);
+        assert!(hub.register(follow("t").0).is_err(), "not started: refused");
+        engine.runtime.start().unwrap();
+        let loops = engine.runtime.lifecycle.loops();
+        let before = loops.len();
+        engine.start().unwrap();
+        assert_eq!(loops.len(), before + 1, "the dispatcher is a loop");
+
+        let subscribers = || engine.runtime.changes.receiver_count();
+        tokio::task::yield_now().await;
+        assert_eq!(subscribers(), 0, "following nothing, it does not subscribe");
+        let (unknown, answer, _) = follow("unknown");
+        hub.register(unknown).unwrap();
+        assert!(agreed(answer).await.is_empty());
+        tokio::task::yield_now().await;
+        assert_eq!(subscribers(), 0, "still following nothing");
+
+        let store = &engine.runtime.store;
+        let task = NewTask::new(Arc::from("t"), Arc::from("owner"), Arc::from("tool"));
+        store.create(task).await.unwrap();
+        let (known, answer, stream) = follow("t");
+        hub.register(known).unwrap();
+        assert_eq!(agreed(answer).await, [Arc::from("t")]);
+        assert_eq!(subscribers(), 1, "following a task");
+        store.finish("t", Outcome::Cancelled).await.unwrap();
+        engine.runtime.changed("t");
+        let unsubscribed = async {
+            while subscribers() > 0 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), unsubscribed)
+            .await
+            .expect("the task ended: nothing is followed, the dispatcher unsubscribes");
+        let ended = std::iter::from_fn(|| stream.take()).last().unwrap().1;
+        assert_eq!(ended["status"], "cancelled");
+
+        let shutdown = engine.shutdown(Duration::ZERO);
+        tokio::time::timeout(Duration::from_secs(5), shutdown)
+            .await
+            .expect("the dispatcher stops at the shutdown");
+        assert!(engine.is_stopped());
+        assert!(hub.registrations.is_closed(), "the dispatcher ended");
+        assert!(hub.register(follow("t").0).is_err(), "stopped: refused");
     }
 }

@@ -28,26 +28,26 @@
 //!
 //! # One feed, one read per change
 //!
-//! One dispatcher per engine (`hub.rs`), started with the first listen, keeps which streams
+//! One dispatcher per engine (`hub.rs`), started by [`Engine::start`] on the runtime's loops
+//! and ended with them (a listen to an engine not started is refused), keeps which streams
 //! follow which task: on a change of a followed task it reads the task once and offers that
 //! state to every stream following it, whatever their number. Registration and change reads
 //! run in that one dispatcher, in order, so a stream never sees an older state after a newer
 //! one.
 //!
-//! Where it learns of changes depends on the store:
+//! It learns of changes from the runtime's one change feed
+//! ([`Runtime::subscribe`](crate::runtime::Runtime)), of [`Notice`](crate::store::Notice)s:
 //!
-//! - **One process** (memory, SQLite): the runtime publishes the id of every task it changes
-//!   on an in-process feed ([`Runtime::changes`](crate::runtime::Runtime)).
+//! - **One process** (memory, SQLite): the runtime publishes every task it changes.
 //! - **Several instances** (Postgres): every write that changes what `tasks/get` answers (a
 //!   status, a status message, an input request, an answer, the end, an expiry) announces
-//!   the task on the store's `LISTEN`/`NOTIFY` channel in its own transaction
-//!   ([`WakeupKind::Changed`](crate::store::WakeupKind::Changed), or the answer and cancel
-//!   wake-ups), whichever instance made it. The dispatcher of every instance hears it; one
-//!   with streams following that task reads it once (one read per change per instance, not
-//!   per stream), the others read nothing. The in-process feed is not used then, so a change
-//!   made here is read once too. When the store's listener was cut off and is back
-//!   ([`WakeupKind::Missed`](crate::store::WakeupKind::Missed)), or the dispatcher fell behind,
-//!   every followed task is read again.
+//!   the task on the store's `LISTEN`/`NOTIFY` channel in its own transaction (`Changed`, or
+//!   the `Answers` and `Cancel` wake-ups), whichever instance made it, this one included.
+//!   The dispatcher of every instance hears it; one with streams following that task reads
+//!   it once (one read per change per instance, not per stream), the others read nothing.
+//!
+//! When the store's listener was cut off and is back (`Missed`), or the dispatcher fell
+//! behind, every followed task is read again.
 //!
 //! # Limits
 //!
@@ -66,7 +66,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use self::hub::{Register, Shared, StreamSlot, dispatcher, reserve};
+use self::hub::{Register, Shared, StreamSlot, reserve};
 use super::{Engine, guard::kind, negotiation::Checked};
 use crate::{Limits, errors};
 
@@ -124,9 +124,7 @@ pub(crate) async fn open(
         stream: stream.clone(),
         reply,
     };
-    dispatcher(&engine.push, &engine.runtime)
-        .send(register)
-        .map_err(|_| refuse(errors::shutting_down()))?;
+    engine.push.register(register).map_err(refuse)?;
     let agreed = match agreed.await {
         Ok(Ok(agreed)) => agreed,
         Ok(Err(error)) => return Err(refuse(error)),

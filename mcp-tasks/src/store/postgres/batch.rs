@@ -26,6 +26,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::{
     Lease, NewTask, Outcome, PgError, StoreError,
+    notice::notice_prefix,
     pool::{Tx, read, write_one},
     row::{self, Row, db_now_ms, text},
 };
@@ -62,8 +63,9 @@ const INSERT: &str = concat!(
      owner, tool, tool_version, status_message, created, ttl, poll, arguments, request_meta, \
      deadline, runner, lease, idem, used_keys, answers, status, trace) \
      ON CONFLICT DO NOTHING RETURNING id, runner), \
-     announce AS (SELECT pg_notify($15, 'q:' || min(id)) FROM ins WHERE runner IS NULL \
-     HAVING count(*) > 0) \
+     announce AS (SELECT pg_notify($15, '",
+    notice_prefix!(queued),
+    "' || min(id)) FROM ins WHERE runner IS NULL HAVING count(*) > 0) \
      SELECT id FROM ins UNION ALL SELECT NULL FROM announce"
 );
 
@@ -463,7 +465,9 @@ const FINISH: &str = concat!(
      AND t.purge_at_ms IS NULL AND t.status IN ('working', 'input_required') \
      AND (t.deadline_ms IS NULL OR t.deadline_ms > u.now) RETURNING t.id), \
      dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
-     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, 'u:' || done.id) AS announced"
+     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, '",
+    notice_prefix!(changed),
+    "' || done.id) AS announced"
 );
 
 /// A fenced finish waiting for its batch: `true` when the batch finished the task, `false`

@@ -7,7 +7,7 @@ use rmcp::model::{InputRequest, InputResponses};
 use tokio::sync::broadcast;
 
 use super::{
-    PostgresStore, listener,
+    PostgresStore, listener, notice,
     pool::{Tx, read},
     row::{db_now_ms, int, text},
     tasks::unit,
@@ -15,7 +15,7 @@ use super::{
 use crate::{
     clock::millis,
     store::{
-        ClusterStore, Lease, Outcome, Recovery, Step, StoreError, Wakeup,
+        ClusterStore, Lease, Notice, Outcome, Recovery, Step, StoreError,
         codec::{self, to_i64, to_u64},
         record,
     },
@@ -152,7 +152,10 @@ impl ClusterStore for PostgresStore {
         // Announced as a queued task: a claim pass takes lapsed tasks too.
         tx.execute(
             "SELECT pg_notify($1, $2)",
-            &[&&*self.channel, &format!("q:{}", lease.task_id)],
+            &[
+                &&*self.channel,
+                &notice::encode(&Notice::Queued(Arc::clone(&lease.task_id))),
+            ],
             "could not announce the released task",
         )
         .await?;
@@ -246,7 +249,7 @@ impl ClusterStore for PostgresStore {
         }
     }
 
-    fn wakeups(&self) -> broadcast::Receiver<Wakeup> {
+    fn wakeups(&self) -> broadcast::Receiver<Notice> {
         self.wakeups
             .get_or_init(|| {
                 let (sender, _) = broadcast::channel(self.settings.wakeup_capacity);

@@ -1,13 +1,9 @@
 //! Wake-ups of [`PostgresStore`](super::PostgresStore): one `LISTEN` connection per store,
 //! reconnected when it fails, that turns every notification on the store's channel into a
-//! [`Wakeup`]. Which tasks run where is the runtime's knowledge, not the store's: every
+//! [`Notice`] (`notice.rs` decodes them). Which tasks run where is the runtime's knowledge, not the store's: every
 //! answer and cancel of the task space is announced, and the runtime keeps the ones of the
 //! tasks it runs (and re-reads those to cover a notification lost while this connection was
 //! down). The listener itself sends no query but its `LISTEN`.
-//!
-//! Notification payloads on the store's channel: `a:<answer_seq>:<id>` (answers stored),
-//! `c:<id>` (cancel intent), `q:<id>` (a task queued for a worker), `u:<id>` (what `tasks/get`
-//! answers for the task changed: its status, status message, input requests or outcome).
 
 use std::{sync::Arc, time::Duration};
 
@@ -16,14 +12,14 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::{Wakeup, WakeupKind};
+use crate::store::Notice;
 
 /// Everything the listener task needs.
 pub(super) struct Listener {
     /// The store's connection settings and TLS connector.
     pub(super) config: super::tls::Connect,
     pub(super) channel: Arc<str>,
-    pub(super) sender: broadcast::Sender<Wakeup>,
+    pub(super) sender: broadcast::Sender<Notice>,
     pub(super) stop: CancellationToken,
 }
 
@@ -82,7 +78,7 @@ impl Listener {
     }
 
     /// One listening connection, until it fails. `true` when it got as far as listening.
-    /// After an earlier connection listened (`again`), a [`WakeupKind::Missed`] follows the
+    /// After an earlier connection listened (`again`), a [`Notice::Missed`] follows the
     /// `LISTEN`: what was announced while no connection listened is read back by the
     /// runtime, and everything later arrives here.
     async fn listen_once(&self, again: bool) -> bool {
@@ -111,36 +107,16 @@ impl Listener {
         }
         if again {
             tracing::info!("mcp-tasks: the Postgres LISTEN connection is back");
-            let _ = self.sender.send(Wakeup {
-                task_id: Arc::from(""),
-                kind: WakeupKind::Missed,
-            });
+            let _ = self.sender.send(Notice::Missed);
         }
         while let Some(payload) = notifications.recv().await {
-            if let Some(wakeup) = parse(&payload) {
-                let _ = self.sender.send(wakeup);
+            if let Some(notice) = super::notice::decode(&payload) {
+                let _ = self.sender.send(notice);
             }
         }
         driver.abort();
         true
     }
-}
-
-/// The wake-up a notification payload announces, if it is one.
-fn parse(payload: &str) -> Option<Wakeup> {
-    let (kind, rest) = payload.split_once(':')?;
-    let (kind, id) = match kind {
-        "q" => (WakeupKind::Queued, rest),
-        "c" => (WakeupKind::Cancel, rest),
-        "u" => (WakeupKind::Changed, rest),
-        // `a:<answer_seq>:<id>`: the sequence is for readers that keep what they saw.
-        "a" => (WakeupKind::Answers, rest.split_once(':')?.1),
-        _ => return None,
-    };
-    (!id.is_empty()).then(|| Wakeup {
-        task_id: Arc::from(id),
-        kind,
-    })
 }
 
 #[cfg(test)]
@@ -165,23 +141,6 @@ mod tests {
         for _ in 0..100 {
             let j = jitter();
             assert!((0.5..=1.0).contains(&j), "{j}");
-        }
-    }
-
-    #[test]
-    fn payloads_are_parsed() {
-        let wakeup = |id: &str, kind| {
-            Some(Wakeup {
-                task_id: Arc::from(id),
-                kind,
-            })
-        };
-        assert_eq!(parse("a:3:t-1"), wakeup("t-1", WakeupKind::Answers));
-        assert_eq!(parse("c:t-1"), wakeup("t-1", WakeupKind::Cancel));
-        assert_eq!(parse("q:t:2"), wakeup("t:2", WakeupKind::Queued));
-        assert_eq!(parse("u:t-1"), wakeup("t-1", WakeupKind::Changed));
-        for bad in ["", "a:t", "x:t", "c:", "a:1:", "u:"] {
-            assert_eq!(parse(bad), None, "{bad}");
         }
     }
 }

@@ -47,7 +47,8 @@
 //!   the transaction of the change, so the notification is sent exactly when the change
 //!   commits; so does a create with no runner. Each store listens on one connection
 //!   (opened by the first [`wakeups`](super::ClusterStore::wakeups) call) and announces
-//!   every notification; it keeps no list of leases. Which tasks run on an instance is that
+//!   every notification as a [`Notice`] (one encoding, `notice.rs`); it keeps no list of
+//!   leases. Which tasks run on an instance is that
 //!   instance's runtime's knowledge: it keeps the wake-ups of its own tasks and re-reads
 //!   them to cover a notification lost while the connection was down, and its claims find
 //!   queued tasks whose announcement was lost.
@@ -74,7 +75,7 @@ use tokio_postgres::{
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    BackendError, ConfigError, Lease, NewTask, Outcome, StoreError, Wakeup,
+    BackendError, ConfigError, Lease, NewTask, Notice, Outcome, StoreError,
     memory::DEFAULT_EXPIRED_RETENTION,
 };
 use crate::clock::{Clock, millis};
@@ -84,6 +85,7 @@ mod batch;
 mod clock;
 mod cluster;
 mod listener;
+mod notice;
 mod pool;
 mod row;
 mod schema;
@@ -355,7 +357,7 @@ pub struct PostgresStore {
     finishes: mpsc::UnboundedSender<batch::FinishJob>,
     clock: Clock,
     channel: Arc<str>,
-    wakeups: OnceLock<broadcast::Sender<Wakeup>>,
+    wakeups: OnceLock<broadcast::Sender<Notice>>,
     runtime: tokio::runtime::Handle,
     /// The settings and TLS connector of every connection (the listener's too).
     config: tls::Connect,

@@ -10,12 +10,13 @@ use tokio::sync::oneshot;
 
 use super::{
     PgError, PostgresStore, SWEEP_BATCH, batch,
+    notice::{self, notice_prefix},
     pool::{Tx, read},
     row::{self, Row, text},
 };
 use crate::store::{
-    ClusterStore, Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
-    TaskStore, WakeupKind,
+    ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
+    TaskSnapshot, TaskStore, WakeupKind,
     codec::{self, StoredTask, recovery_columns, to_i64, to_json},
     record::{self, Change, Due},
 };
@@ -80,15 +81,17 @@ impl PostgresStore {
             }
             Err(error) => (Err(error), None),
         };
+        let task_id = row.task.id.clone();
         let notify = match change.wake {
             Some(WakeupKind::Answers) => {
                 row.answer_seq += 1;
-                Some(format!("a:{}:{}", row.answer_seq, row.task.id))
+                let seq = codec::to_u64(row.answer_seq);
+                Some(Notice::Answers { task_id, seq })
             }
-            Some(WakeupKind::Cancel) => Some(format!("c:{}", row.task.id)),
+            Some(WakeupKind::Cancel) => Some(Notice::Cancel(task_id)),
             // Listen streams on any instance read the task again (`server/push`); an answer
             // or a cancel wake-up tells them as much.
-            _ if change.changed => Some(format!("u:{}", row.task.id)),
+            _ if change.changed => Some(Notice::Changed(task_id)),
             _ => None,
         };
         if !change.changed && step.is_none() && notify.is_none() {
@@ -116,10 +119,10 @@ impl PostgresStore {
             )
             .await?;
         }
-        if let Some(payload) = &notify {
+        if let Some(notice) = &notify {
             tx.execute(
                 "SELECT pg_notify($1, $2)",
-                &[&&*self.channel, payload],
+                &[&&*self.channel, &notice::encode(notice)],
                 "could not notify the instance running the task",
             )
             .await?;
@@ -447,7 +450,11 @@ impl TaskStore for PostgresStore {
                 )
                 .await?;
                 tx.execute(
-                    "SELECT pg_notify($1, 'u:' || id) FROM unnest($2::text[]) AS id",
+                    concat!(
+                        "SELECT pg_notify($1, '",
+                        notice_prefix!(changed),
+                        "' || id) FROM unnest($2::text[]) AS id"
+                    ),
                     &[&&*self.channel, &ids],
                     "could not announce the expired tasks",
                 )
