@@ -5,7 +5,7 @@
 use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses};
+use rmcp::model::InputResponses;
 use tokio::sync::oneshot;
 
 use super::{
@@ -15,7 +15,7 @@ use super::{
 };
 use crate::store::{
     ClusterStore, Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
-    TaskStore, WakeupKind,
+    TaskStore, Transition, WakeupKind,
     codec::{self, StoredTask, recovery_columns, to_i64, to_json},
     record::{self, Change, Due},
 };
@@ -28,8 +28,8 @@ impl PostgresStore {
         &self,
         id: &str,
         fence: Option<&Lease>,
-        step: Option<Step>,
-        transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change), StoreError> + Send,
+        transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change, Option<Step>), StoreError>
+        + Send,
     ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
         let tx = Tx::begin(&self.pool).await?;
@@ -72,7 +72,7 @@ impl PostgresStore {
         };
         // A refusal keeps only the expiry (if any).
         let (result, step) = match result {
-            Ok((value, done)) => {
+            Ok((value, done, step)) => {
                 change.changed |= done.changed;
                 change.ended |= done.ended;
                 change.wake = done.wake;
@@ -277,13 +277,6 @@ impl PostgresStore {
     }
 }
 
-/// A transition that answers nothing, for [`PostgresStore::modify`].
-pub(super) fn unit(
-    transition: impl FnOnce(&mut StoredTask, u64) -> Result<Change, record::Refusal> + Send,
-) -> impl FnOnce(&mut StoredTask, u64) -> Result<((), Change), StoreError> + Send {
-    move |task, now| Ok(((), transition(task, now)?))
-}
-
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn create(&self, task: NewTask) -> Result<Created, StoreError> {
@@ -326,31 +319,34 @@ impl TaskStore for PostgresStore {
         if record::due(&row.task.state, now) == Due::Nothing {
             return Ok(Some(row.task.into_snapshot()));
         }
-        let read = |task: &mut StoredTask, _| Ok((task.clone().into_snapshot(), Change::default()));
-        match self.modify(id, None, None, read).await {
+        let read =
+            |task: &mut StoredTask, _| Ok((task.clone().into_snapshot(), Change::default(), None));
+        match self.modify(id, None, read).await {
             Ok(snapshot) => Ok(Some(snapshot)),
             Err(StoreError::NotFound) => Ok(None),
             Err(error) => Err(error),
         }
     }
 
-    async fn set_status_message(
+    async fn apply(
         &self,
         id: &str,
-        message: Option<String>,
+        fence: Option<&Lease>,
+        transition: Transition,
     ) -> Result<(), StoreError> {
-        let set = unit(|task, now| record::set_status_message(task, now, message));
-        self.modify(id, None, None, set).await
-    }
-
-    async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        let ask = unit(|task, now| record::request_input(task, now, key, request));
-        self.modify(id, None, None, ask).await
+        // A fenced finish goes through the finish writers, one statement for many tasks;
+        // one they did not apply (not live under this lease, past its TTL) takes the
+        // general path, which finds out why and answers for it.
+        if let (Some(lease), Transition::Finish(outcome)) = (fence, &transition)
+            && self.finish_batched(lease, outcome).await?
+        {
+            return Ok(());
+        }
+        let apply = |task: &mut StoredTask, now| {
+            let (change, step) = record::apply(task, now, transition)?;
+            Ok(((), change, step))
+        };
+        self.modify(id, fence, apply).await
     }
 
     async fn deliver_input(
@@ -358,23 +354,16 @@ impl TaskStore for PostgresStore {
         id: &str,
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError> {
-        let answer = |task: &mut StoredTask, now| Ok(record::deliver_input(task, now, responses));
-        self.modify(id, None, None, answer).await
-    }
-
-    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
-        let finish = unit(|task, now| record::finish(task, now, outcome));
-        self.modify(id, None, None, finish).await
+        let answer = |task: &mut StoredTask, now| {
+            let (taken, change) = record::deliver_input(task, now, responses);
+            Ok((taken, change, None))
+        };
+        self.modify(id, None, answer).await
     }
 
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
-        let cancel = unit(|task, now| Ok(record::request_cancel(task, now)));
-        self.modify(id, None, None, cancel).await
-    }
-
-    async fn save_step(&self, id: &str, s: Step) -> Result<(), StoreError> {
-        let step = unit(record::save_step);
-        self.modify(id, None, Some(s), step).await
+        let cancel = |task: &mut StoredTask, now| Ok(((), record::request_cancel(task, now), None));
+        self.modify(id, None, cancel).await
     }
 
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
