@@ -85,6 +85,10 @@ use crate::{clock::millis, errors};
 /// The `statusMessage` of a task that expired (invariant 7), the one place it is written.
 pub(crate) const EXPIRED_MESSAGE: &str = "task expired: its ttl elapsed before it finished";
 
+/// The statuses of a live task, the only ones a transition of running work leaves
+/// (invariant 2).
+pub(crate) const LIVE: [TaskStatus; 2] = [TaskStatus::Working, TaskStatus::InputRequired];
+
 /// The fields of a stored task that transitions read and change, whatever the store.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct State {
@@ -112,7 +116,7 @@ impl State {
     }
 
     fn check_live(&self) -> Result<(), Refusal> {
-        if self.status.is_terminal() {
+        if !LIVE.contains(&self.status) {
             Err(Refusal::Terminal(self.status))
         } else {
             Ok(())

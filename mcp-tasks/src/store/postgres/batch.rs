@@ -18,7 +18,7 @@
 use std::{
     collections::{HashMap, HashSet},
     future::Future,
-    sync::Arc,
+    sync::{Arc, LazyLock},
 };
 
 use deadpool_postgres::Pool;
@@ -30,7 +30,7 @@ use super::{
     row::{self, Row, db_now_ms, text},
 };
 use crate::store::{
-    codec::{self, NewRow, to_i64},
+    codec::{self, NewRow, end_sql, to_i64},
     record,
 };
 
@@ -449,22 +449,26 @@ async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
 /// whole index (every live task and every dead entry not yet vacuumed) on every batch.
 /// `IS NOT DISTINCT FROM` (the same test, as no lease has a NULL instance) implies nothing,
 /// and `t.id = ANY($1)` gives the primary key its condition.
-const FINISH: &str = concat!(
-    "WITH u AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
-     $5::text[], $6::text[], $7::bigint[]) AS u(id, epoch, runner, status, outcome, message, \
-     now)), \
-     done AS (UPDATE tasks t SET status = u.status, outcome = u.outcome, \
-     status_message = u.message, input_requests = '{}', used_keys = '[]', answers = '{}', \
-     purge_at_ms = COALESCE(t.deadline_ms, ",
-    "9223372036854775807", // row::NEVER: finished, no TTL, never purged
-    "), last_updated_at_ms = GREATEST(u.now, t.last_updated_at_ms + 1) FROM u \
-     WHERE t.id = ANY($1) AND t.id = u.id AND t.epoch = u.epoch \
-     AND t.runner IS NOT DISTINCT FROM u.runner \
-     AND t.purge_at_ms IS NULL AND t.status IN ('working', 'input_required') \
-     AND (t.deadline_ms IS NULL OR t.deadline_ms > u.now) RETURNING t.id), \
-     dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
-     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, 'u:' || done.id) AS announced"
-);
+static FINISH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH u AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+         $5::text[], $6::text[], $7::bigint[]) AS u(id, epoch, runner, status, outcome, message, \
+         now)), \
+         done AS (UPDATE tasks t SET {set} FROM u \
+         WHERE t.id = ANY($1) AND t.id = u.id AND t.epoch = u.epoch \
+         AND t.runner IS NOT DISTINCT FROM u.runner AND {live} RETURNING t.id), \
+         dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
+     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, 'u:' || done.id) AS announced",
+        set = end_sql::set(
+            "u.status",
+            "u.outcome",
+            "u.message",
+            "u.now",
+            &end_sql::finish_purge()
+        ),
+        live = end_sql::live("u.now"),
+    )
+});
 
 /// A fenced finish waiting for its batch: `true` when the batch finished the task, `false`
 /// when it changed nothing (the caller takes the general path).
@@ -546,7 +550,7 @@ async fn finish(
     }
     let rows = write_one(
         pool,
-        FINISH,
+        &FINISH,
         &[
             &id, &epoch, &runner, &status, &outcome, &message, &now, &channel,
         ],

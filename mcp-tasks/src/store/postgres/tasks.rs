@@ -2,7 +2,10 @@
 //! ([`PostgresStore::modify`]), its decision made by the state machine ([`record`]); creates
 //! through the batch writers; the expiry sweep.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock},
+};
 
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
@@ -16,7 +19,7 @@ use super::{
 use crate::store::{
     ClusterStore, Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
     TaskStore, Transition, WakeupKind,
-    codec::{self, StoredTask, recovery_columns, to_i64, to_json},
+    codec::{self, StoredTask, end_sql, recovery_columns, to_i64, to_json},
     record::{self, Change, Due},
 };
 
@@ -390,10 +393,8 @@ impl TaskStore for PostgresStore {
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
-        // The expiry transition (record::apply_due) as one statement for many tasks: the
-        // status, message and outcome come from the state machine, the purge time is the
-        // deadline plus the retention, saturating (record::expired_purge_at) without ever
-        // computing a sum that overflows.
+        // The expiry transition (record::apply_due) as one statement for many tasks
+        // ([`EXPIRE`]): the status, message and outcome come from the state machine.
         let now = to_i64(self.clock.now_ms());
         let retention = to_i64(self.retention_ms());
         let outcome = record::expired_outcome();
@@ -404,15 +405,7 @@ impl TaskStore for PostgresStore {
             let tx = Tx::begin(&self.pool).await?;
             let rows = tx
                 .query(
-                    "WITH due AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL \
-                     AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT $5 \
-                     FOR UPDATE SKIP LOCKED) \
-                     UPDATE tasks t SET status = $6, status_message = $2, outcome = $3, \
-                     purge_at_ms = CASE WHEN t.deadline_ms > 9223372036854775807 - $4 \
-                     THEN 9223372036854775807 ELSE t.deadline_ms + $4 END, \
-                     input_requests = '{}', used_keys = '[]', answers = '{}', \
-                     last_updated_at_ms = GREATEST($1, t.last_updated_at_ms + 1) \
-                     FROM due WHERE t.id = due.id RETURNING t.id",
+                    &*EXPIRE,
                     &[
                         &now,
                         &record::EXPIRED_MESSAGE,
@@ -475,6 +468,19 @@ impl TaskStore for PostgresStore {
         Some(self)
     }
 }
+
+/// The expiry of up to `$5` live tasks past their TTL at `$1` (record::apply_due, from the
+/// state machine's SQL, `codec::end_sql`): `failed` with status `$6`, message `$2` and
+/// outcome `$3`, purged `$4` after the deadline. Returns their ids.
+static EXPIRE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH due AS (SELECT id FROM tasks t WHERE {due} ORDER BY deadline_ms LIMIT $5 \
+         FOR UPDATE SKIP LOCKED) \
+         UPDATE tasks t SET {set} FROM due WHERE t.id = due.id RETURNING t.id",
+        due = end_sql::expired("$1"),
+        set = end_sql::set("$6", "$3", "$2", "$1", &end_sql::expiry_purge("$4")),
+    )
+});
 
 /// The refusal of a create past its owner's quota.
 fn over_quota(task: &NewTask, quota: usize) -> StoreError {
