@@ -28,13 +28,48 @@ pub(crate) use task_columns;
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
 pub(crate) const TASK_COLUMNS: usize = 15;
 
-/// The columns of a live task that [`recovery`] reads, in its order.
+/// The columns of what a task was created with ([`Origin::decode`]), in its order.
+macro_rules! origin_columns {
+    () => {
+        "tool_version, arguments, request_meta, trace_context"
+    };
+}
+pub(crate) use origin_columns;
+
+/// The columns of a live task that [`recovery`] reads, in its order: the task's, then its
+/// [`origin_columns`].
 macro_rules! recovery_columns {
     () => {
-        "id, owner, tool, tool_version, arguments, request_meta, answers, trace_context"
+        concat!(
+            "id, owner, tool, answers, ",
+            $crate::store::codec::origin_columns!()
+        )
     };
 }
 pub(crate) use recovery_columns;
+
+/// What a task was created with, unchanged for its life: what a replay (recovery, claims)
+/// and the admin detail read, and no transition does (so the reads of a change leave it
+/// out). A new stored field of this kind goes here, once.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Origin {
+    pub(crate) tool_version: Arc<str>,
+    pub(crate) arguments: JsonObject,
+    pub(crate) request_meta: JsonObject,
+    pub(crate) trace_context: Option<TraceContext>,
+}
+
+impl Origin {
+    /// Decodes the [`origin_columns`] of `row`, from `first` on.
+    pub(crate) fn decode(row: &impl Columns, first: usize) -> Result<Self, StoreError> {
+        Ok(Self {
+            tool_version: Arc::from(row.text(first)?),
+            arguments: json(&row.text(first + 1)?)?,
+            request_meta: json(&row.text(first + 2)?)?,
+            trace_context: TraceContext::decode(row.opt_text(first + 3)?.as_deref()),
+        })
+    }
+}
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). NULL means "live".
 pub(crate) const NEVER: i64 = i64::MAX;
@@ -136,28 +171,46 @@ impl StoredTask {
     }
 }
 
-/// The columns of a new task's row, encoded, as both stores' inserts bind them.
-pub(crate) struct NewRow {
+/// A new task's row, every column encoded ([`record::create`]), as both stores' inserts
+/// bind it: SQLite leaves out the cluster's columns (`runner`, `lease_ms`) and keeps
+/// idempotency keys in a table of its own.
+pub(crate) struct NewRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) tool: &'a str,
+    pub(crate) tool_version: &'a str,
     pub(crate) status: &'static str,
+    pub(crate) status_message: Option<&'a str>,
     pub(crate) created_at_ms: i64,
     pub(crate) ttl_ms: Option<i64>,
     pub(crate) poll_interval_ms: Option<i64>,
     pub(crate) deadline_ms: Option<i64>,
     pub(crate) arguments: String,
     pub(crate) request_meta: String,
+    /// The keys of the answers taken before the task existed (store invariant 6).
     pub(crate) used_keys: String,
     pub(crate) answers: String,
     /// The creating call's trace context ([`TraceContext::encode`]), validated and bounded
     /// by its type; NULL without one.
     pub(crate) trace_context: Option<String>,
+    pub(crate) idempotency_key: Option<&'a str>,
+    /// The instance that runs the work, and its first lease's length; NULL: queued.
+    pub(crate) runner: Option<&'a str>,
+    pub(crate) lease_ms: Option<i64>,
 }
 
-impl NewRow {
+impl<'a> NewRow<'a> {
     /// `task` created at `now` ([`record::create`]), encoded.
-    pub(crate) fn encode(task: &NewTask, now: u64) -> Result<Self, StoreError> {
-        let state = record::create(task.status_message.clone(), task.ttl, now);
+    pub(crate) fn encode(task: &'a NewTask, now: u64) -> Result<Self, StoreError> {
+        // The message is bound from the task, as the state machine keeps it.
+        let state = record::create(None, task.ttl, now);
         Ok(Self {
+            id: &task.id,
+            owner: &task.owner,
+            tool: &task.tool,
+            tool_version: &task.tool_version,
             status: status_name(state.status)?,
+            status_message: task.status_message.as_deref(),
             created_at_ms: to_i64(state.created_at_ms),
             ttl_ms: state.ttl_ms.map(to_i64),
             poll_interval_ms: task.poll_interval.map(|p| to_i64(millis(p))),
@@ -167,6 +220,9 @@ impl NewRow {
             used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
             answers: to_json(&task.answers)?,
             trace_context: task.trace_context.as_ref().map(TraceContext::encode),
+            idempotency_key: task.idempotency_key.as_deref(),
+            runner: task.runner.as_ref().map(|r| &*r.instance),
+            lease_ms: task.runner.as_ref().map(|r| to_i64(millis(r.lease))),
         })
     }
 }
@@ -192,16 +248,17 @@ pub(crate) fn created_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
 
 /// A live task's replay data from its [`recovery_columns`], with its `steps`.
 pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery, StoreError> {
+    let origin = Origin::decode(row, 4)?;
     Ok(Recovery {
         id: Arc::from(row.text(0)?),
         owner: Arc::from(row.text(1)?),
         tool: Arc::from(row.text(2)?),
-        tool_version: Arc::from(row.text(3)?),
-        arguments: json::<JsonObject>(&row.text(4)?)?,
-        request_meta: json::<JsonObject>(&row.text(5)?)?,
-        answers: json(&row.text(6)?)?,
+        tool_version: origin.tool_version,
+        arguments: origin.arguments,
+        request_meta: origin.request_meta,
+        answers: json(&row.text(3)?)?,
         steps,
-        trace_context: TraceContext::decode(row.opt_text(7)?.as_deref()),
+        trace_context: origin.trace_context,
     })
 }
 

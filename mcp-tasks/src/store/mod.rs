@@ -452,12 +452,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// question that was open when it started, so an answer stored after the replay data was
     /// read still reaches it. [`StoreError::NotFound`] for an unknown or purged id.
     ///
-    /// The default reads a [`ClusterStore`]'s [`ClusterStore::answers`], else scans
-    /// [`TaskStore::recoverable`] for the task; stores override it with a direct read.
+    /// The default scans [`TaskStore::recoverable`] for the task; stores override it with a
+    /// direct read (a [`ClusterStore`] with its [`ClusterStore::answers`]).
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
-        if let Some(cluster) = self.cluster() {
-            return cluster.answers(id).await;
-        }
         let recoverable = self.recoverable().await?;
         if let Some(task) = recoverable.into_iter().find(|task| &*task.id == id) {
             return Ok(task.answers);

@@ -76,8 +76,11 @@ impl PostgresStore {
 /// codec's recovery columns (of `t`), then the lease's.
 macro_rules! claimed_columns {
     () => {
-        " RETURNING t.id, t.owner, t.tool, t.tool_version, t.arguments, t.request_meta, \
-         t.answers, t.trace_context, t.epoch"
+        concat!(
+            " RETURNING t.id, t.owner, t.tool, t.answers, ",
+            codec::origin_columns!(),
+            ", t.epoch"
+        )
     };
 }
 

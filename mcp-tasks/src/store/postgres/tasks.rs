@@ -460,6 +460,10 @@ impl TaskStore for PostgresStore {
         Ok(failed)
     }
 
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        ClusterStore::answers(self, id).await
+    }
+
     fn admin(&self) -> Option<&dyn crate::store::AdminStore> {
         Some(self)
     }
