@@ -365,6 +365,12 @@ impl mcp_tasks::store::TaskStore for Counting {
     ) -> Result<Vec<mcp_tasks::store::Recovery>, mcp_tasks::store::StoreError> {
         self.inner.recoverable().await
     }
+    async fn stored_answers(
+        &self,
+        id: &str,
+    ) -> Result<rmcp::model::InputResponses, mcp_tasks::store::StoreError> {
+        self.inner.stored_answers(id).await
+    }
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, mcp_tasks::store::StoreError> {
         self.inner.expire_due().await
     }
