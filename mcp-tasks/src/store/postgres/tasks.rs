@@ -405,7 +405,7 @@ impl TaskStore for PostgresStore {
             let tx = Tx::begin(&self.pool).await?;
             let rows = tx
                 .query(
-                    &*EXPIRE,
+                    &EXPIRE,
                     &[
                         &now,
                         &record::EXPIRED_MESSAGE,
