@@ -8,10 +8,10 @@ use std::{
 
 use rmcp::model::{ErrorData, InputRequest};
 
-use super::{LiveTask, Runtime};
+use super::Runtime;
 use crate::{
     errors,
-    store::{Lease, Step, StoreError, Transition},
+    store::{Step, StoreError, Transition},
 };
 
 /// The first pause before a write of running work that failed for a passing reason (see
@@ -77,27 +77,21 @@ impl Runtime {
         }
     }
 
-    /// The lease the work of task `id` writes under: `None` for a single-process store
-    /// (the one place a write asks which mode it runs in); in cluster mode the live lease,
-    /// or [`WriteError::LeaseLost`].
-    fn fence(&self, live: Option<&LiveTask>) -> Result<Option<Lease>, WriteError> {
-        if self.instance.is_none() {
-            return Ok(None);
-        }
-        live.filter(|live| !live.fenced.load(Ordering::Acquire))
-            .and_then(LiveTask::lease)
-            .map(Some)
-            .ok_or(WriteError::LeaseLost)
-    }
-
     async fn write_once(&self, id: &str, transition: Transition) -> Result<(), WriteError> {
+        // The one place a write asks which mode it runs in: a single-process store has one
+        // runner, its writes go unfenced and are not retried.
+        if self.instance.is_none() {
+            return Ok(self.store.apply(id, None, transition).await?);
+        }
         let mut retried = false;
         let mut pause = TRANSIENT_RETRY_FIRST;
         loop {
             let live = self.get_live(id);
-            let Some(lease) = self.fence(live.as_deref())? else {
-                return Ok(self.store.apply(id, None, transition).await?);
-            };
+            let lease = live
+                .as_ref()
+                .filter(|live| !live.fenced.load(Ordering::Acquire))
+                .and_then(|live| live.lease())
+                .ok_or(WriteError::LeaseLost)?;
             let result = self.store.apply(id, Some(&lease), transition.clone()).await;
             // A passing failure (the connection was lost, the server restarts): the same write
             // again, until it is stored or the lease is lost (the work stops at the lease's
