@@ -21,7 +21,7 @@ use std::{sync::Arc, time::Duration};
 
 use mcp_tasks::{
     MemoryStore, TaskStore,
-    store::{NewTask, Outcome},
+    store::{NewTask, Outcome, Transition},
 };
 use serde_json::json;
 
@@ -126,11 +126,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "structuredContent": { "accounts": cycle },
                 "isError": false
             });
+            let result = result.as_object().cloned().unwrap_or_default();
             store
-                .finish(
-                    &id,
-                    Outcome::Completed(result.as_object().cloned().unwrap_or_default()),
-                )
+                .apply(&id, None, Transition::Finish(Outcome::Completed(result)))
                 .await?;
         }
         if cycle % options.sample_every == 0 {

@@ -472,7 +472,10 @@ async fn memory_store_keeps_the_admin_contract() {
 
 #[path = "support/temp_db.rs"]
 mod temp_db;
+#[path = "support/writes.rs"]
+mod writes;
 use temp_db::TempDb;
+use writes::Writes;
 
 #[tokio::test(start_paused = true)]
 async fn sqlite_store_keeps_the_admin_contract() {

@@ -12,7 +12,7 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use mcp_tasks::{
     MemoryStore, PostgresStore, TaskStore,
     store::{
-        ClusterStore, Created, Lease, NewTask, Notice, Outcome, Step, StoreError,
+        ClusterStore, Created, Lease, NewTask, Notice, Outcome, Step, StoreError, Transition,
         postgres::SCHEMA_VERSION,
     },
 };
@@ -21,6 +21,17 @@ use serde_json::json;
 
 #[path = "support/postgres.rs"]
 mod pg;
+#[path = "support/writes.rs"]
+mod writes;
+use writes::Writes;
+
+/// An input request under `key`, as a transition.
+fn ask(key: &str) -> Transition {
+    Transition::RequestInput {
+        key: key.to_owned(),
+        request: roots_request(),
+    }
+}
 
 fn new_task(id: &str) -> NewTask {
     NewTask::new(Arc::from(id), Arc::from("alice"), Arc::from("tool"))
@@ -568,7 +579,7 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
     for (i, lease) in twice {
         let store = Arc::clone(&store);
         finishes.push(tokio::spawn(async move {
-            cluster(&store).finish_fenced(&lease, outcome(i)).await
+            store.under(&lease, Transition::Finish(outcome(i))).await
         }));
     }
     let mut results = Vec::new();
@@ -615,8 +626,8 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
     for lease in [stale, foreign] {
         assert!(
             matches!(
-                cluster(&store)
-                    .finish_fenced(&lease, Outcome::Cancelled)
+                store
+                    .under(&lease, Transition::Finish(Outcome::Cancelled))
                     .await,
                 Err(StoreError::Fenced { .. })
             ),
@@ -631,8 +642,8 @@ async fn batched_finishes_and_reads_answer_each_task_as_alone() {
     let late = create_leased(&store, task, "a", Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(matches!(
-        cluster(&store)
-            .finish_fenced(&late, Outcome::Cancelled)
+        store
+            .under(&late, Transition::Finish(Outcome::Cancelled))
             .await,
         Err(StoreError::Terminal(TaskStatus::Failed))
     ));
@@ -663,7 +674,7 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
         }
         let finishes = leases
             .iter()
-            .map(|lease| cluster(&store).finish_fenced(lease, Outcome::Cancelled));
+            .map(|lease| store.under(lease, Transition::Finish(Outcome::Cancelled)));
         for done in futures::future::join_all(finishes).await {
             done.unwrap();
         }
@@ -718,7 +729,7 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
     for chunk in leases.chunks(8) {
         let finishes = chunk
             .iter()
-            .map(|lease| cluster(&store).finish_fenced(lease, Outcome::Cancelled));
+            .map(|lease| store.under(lease, Transition::Finish(Outcome::Cancelled)));
         for done in futures::future::join_all(finishes).await {
             done.unwrap();
         }
@@ -783,8 +794,8 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
     }
     let task = new_task("t").with_arguments(object(json!({ "n": 1 })));
     let old = create_leased(&stores[0], task, "a", SHORT).await;
-    cluster(&stores[0])
-        .save_step_fenced(&old, Step::new(1, "one", json!(1)))
+    stores[0]
+        .under(&old, Transition::SaveStep(Step::new(1, "one", json!(1))))
         .await
         .unwrap();
     assert!(
@@ -820,12 +831,16 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
     let before = stores[0].get("t").await.unwrap().unwrap();
     let a = cluster(&stores[0]);
     let refused = [
-        a.set_status_message_fenced(&old, Some("stale".into()))
+        stores[0]
+            .under(&old, Transition::StatusMessage(Some("stale".into())))
             .await,
-        a.request_input_fenced(&old, "k", roots_request()).await,
-        a.save_step_fenced(&old, Step::new(2, "two", json!(2)))
+        stores[0].under(&old, ask("k")).await,
+        stores[0]
+            .under(&old, Transition::SaveStep(Step::new(2, "two", json!(2))))
             .await,
-        a.finish_fenced(&old, Outcome::Cancelled).await,
+        stores[0]
+            .under(&old, Transition::Finish(Outcome::Cancelled))
+            .await,
         a.renew(&old).await.map(drop),
     ];
     for attempt in refused {
@@ -850,10 +865,14 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
     // connection carries them).
     let b = cluster(&stores[1]);
     b.renew(&new).await.unwrap();
-    b.save_step_fenced(&new, Step::new(2, "two", json!(2)))
+    stores[1]
+        .under(&new, Transition::SaveStep(Step::new(2, "two", json!(2))))
         .await
         .unwrap();
-    b.finish_fenced(&new, Outcome::Cancelled).await.unwrap();
+    stores[1]
+        .under(&new, Transition::Finish(Outcome::Cancelled))
+        .await
+        .unwrap();
     assert_eq!(
         stores[0].get("t").await.unwrap().unwrap().status,
         TaskStatus::Cancelled
@@ -993,10 +1012,7 @@ async fn notifications_reach_the_instance_holding_the_lease() {
     let mut wakeups = cluster(&b).wakeups();
     // Let the listener connect and LISTEN.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster(&b)
-        .request_input_fenced(&lease, "k", roots_request())
-        .await
-        .unwrap();
+    b.under(&lease, ask("k")).await.unwrap();
     // A change of what `tasks/get` answers is announced to every instance's listen streams.
     let wakeup = tokio::time::timeout(Duration::from_secs(5), wakeups.recv())
         .await
@@ -1047,10 +1063,7 @@ async fn the_listener_reconnects() {
     // Leased before the listener starts, so its announcement as queued is not heard.
     let lease = create_leased(&b, new_task("t"), "b", Duration::from_secs(30)).await;
     let mut wakeups = cluster(&b).wakeups();
-    cluster(&b)
-        .request_input_fenced(&lease, "k", roots_request())
-        .await
-        .unwrap();
+    b.under(&lease, ask("k")).await.unwrap();
     let raw = db.raw().await;
     let mut killed = 0;
     for _ in 0..50 {

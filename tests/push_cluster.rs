@@ -342,20 +342,13 @@ impl mcp_tasks::store::TaskStore for Counting {
         self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.get(id).await
     }
-    async fn set_status_message(
+    async fn apply(
         &self,
         id: &str,
-        message: Option<String>,
+        fence: Option<&mcp_tasks::store::Lease>,
+        transition: mcp_tasks::store::Transition,
     ) -> Result<(), mcp_tasks::store::StoreError> {
-        self.inner.set_status_message(id, message).await
-    }
-    async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: rmcp::model::InputRequest,
-    ) -> Result<(), mcp_tasks::store::StoreError> {
-        self.inner.request_input(id, key, request).await
+        self.inner.apply(id, fence, transition).await
     }
     async fn deliver_input(
         &self,
@@ -364,27 +357,19 @@ impl mcp_tasks::store::TaskStore for Counting {
     ) -> Result<rmcp::model::InputResponses, mcp_tasks::store::StoreError> {
         self.inner.deliver_input(id, responses).await
     }
-    async fn finish(
-        &self,
-        id: &str,
-        outcome: mcp_tasks::store::Outcome,
-    ) -> Result<(), mcp_tasks::store::StoreError> {
-        self.inner.finish(id, outcome).await
-    }
     async fn request_cancel(&self, id: &str) -> Result<(), mcp_tasks::store::StoreError> {
         self.inner.request_cancel(id).await
-    }
-    async fn save_step(
-        &self,
-        id: &str,
-        step: mcp_tasks::store::Step,
-    ) -> Result<(), mcp_tasks::store::StoreError> {
-        self.inner.save_step(id, step).await
     }
     async fn recoverable(
         &self,
     ) -> Result<Vec<mcp_tasks::store::Recovery>, mcp_tasks::store::StoreError> {
         self.inner.recoverable().await
+    }
+    async fn stored_answers(
+        &self,
+        id: &str,
+    ) -> Result<rmcp::model::InputResponses, mcp_tasks::store::StoreError> {
+        self.inner.stored_answers(id).await
     }
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, mcp_tasks::store::StoreError> {
         self.inner.expire_due().await

@@ -494,7 +494,10 @@ async fn postgres_store_keeps_the_contract() {
 
 #[path = "support/temp_db.rs"]
 mod temp_db;
+#[path = "support/writes.rs"]
+mod writes;
 use temp_db::TempDb;
+use writes::Writes;
 
 #[tokio::test(start_paused = true)]
 async fn sqlite_store_keeps_the_contract() {

@@ -7,11 +7,11 @@ use std::{
 };
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses};
+use rmcp::model::InputResponses;
 
 use crate::store::{
-    AdminStore, ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
-    TaskSnapshot, TaskStore,
+    AdminStore, ClusterStore, Created, Lease, NewTask, Notice, Recovery, StoreError,
+    TaskSnapshot, TaskStore, Transition,
 };
 
 /// `store`, timed.
@@ -26,14 +26,6 @@ async fn time<T>(operation: &'static str, call: impl Future<Output = T>) -> T {
     ::metrics::histogram!(super::STORE_OPERATION, "operation" => operation)
         .record(start.elapsed().as_secs_f64());
     out
-}
-
-/// Counts a write of running work the store refused as fenced.
-fn fenced<T>(written: Result<T, StoreError>) -> Result<T, StoreError> {
-    if let Err(StoreError::Fenced { .. }) = &written {
-        super::fenced_write();
-    }
-    written
 }
 
 /// A store whose every call is timed.
@@ -61,21 +53,17 @@ impl TaskStore for Timed {
         time("get", self.0.get(id)).await
     }
 
-    async fn set_status_message(
+    async fn apply(
         &self,
         id: &str,
-        message: Option<String>,
+        fence: Option<&Lease>,
+        transition: Transition,
     ) -> Result<(), StoreError> {
-        time("set_status_message", self.0.set_status_message(id, message)).await
-    }
-
-    async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        time("request_input", self.0.request_input(id, key, request)).await
+        let applied = time(transition.name(), self.0.apply(id, fence, transition)).await;
+        if let Err(StoreError::Fenced { .. }) = &applied {
+            super::fenced_write();
+        }
+        applied
     }
 
     async fn deliver_input(
@@ -86,16 +74,8 @@ impl TaskStore for Timed {
         time("deliver_input", self.0.deliver_input(id, responses)).await
     }
 
-    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
-        time("finish", self.0.finish(id, outcome)).await
-    }
-
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
         time("request_cancel", self.0.request_cancel(id)).await
-    }
-
-    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
-        time("save_step", self.0.save_step(id, step)).await
     }
 
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
@@ -153,57 +133,6 @@ impl ClusterStore for Timed {
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         time("release", self.cluster_store()?.release(lease)).await
-    }
-
-    async fn set_status_message_fenced(
-        &self,
-        lease: &Lease,
-        message: Option<String>,
-    ) -> Result<(), StoreError> {
-        let cluster = self.cluster_store()?;
-        fenced(
-            time(
-                "set_status_message",
-                cluster.set_status_message_fenced(lease, message),
-            )
-            .await,
-        )
-    }
-
-    async fn request_input_fenced(
-        &self,
-        lease: &Lease,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        let cluster = self.cluster_store()?;
-        fenced(
-            time(
-                "request_input",
-                cluster.request_input_fenced(lease, key, request),
-            )
-            .await,
-        )
-    }
-
-    async fn save_step_fenced(&self, lease: &Lease, step: Step) -> Result<(), StoreError> {
-        fenced(
-            time(
-                "save_step",
-                self.cluster_store()?.save_step_fenced(lease, step),
-            )
-            .await,
-        )
-    }
-
-    async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError> {
-        fenced(
-            time(
-                "finish",
-                self.cluster_store()?.finish_fenced(lease, outcome),
-            )
-            .await,
-        )
     }
 
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {

@@ -9,12 +9,10 @@ use std::{
 
 use tracing::Instrument;
 
-use super::{
-    Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, result_object, write::Write,
-};
+use super::{Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, result_object};
 use crate::{
     errors,
-    store::{Outcome, StoreError},
+    store::{Outcome, StoreError, Transition},
     tool::RestartPolicy,
 };
 
@@ -101,13 +99,12 @@ impl Runtime {
         let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(
             SHUT_DOWN_MESSAGE.to_owned(),
         )));
-        let written = match (cluster, lease) {
-            (Some(cluster), Some(lease)) => cluster.finish_fenced(&lease, outcome).await,
-            // Work runs under a lease in cluster mode: without one it lost it.
-            (Some(_), None) => return,
-            (None, _) => self.store.finish(id, outcome).await,
-        };
-        match written {
+        // Work runs under a lease in cluster mode: without one it lost it.
+        if cluster.is_some() && lease.is_none() {
+            return;
+        }
+        let finish = Transition::Finish(outcome);
+        match self.store.apply(id, lease.as_ref(), finish).await {
             Ok(()) => {
                 crate::metrics::task_finished(id, tool, rmcp::model::TaskStatus::Failed);
                 tracing::info!(task_id = %id, "work stopped by the shutdown; the task failed");
@@ -132,7 +129,7 @@ impl Runtime {
         let status = outcome.status();
         let span = tracing::info_span!("result", status = ?status);
         match self
-            .write(id, Write::Finish(outcome))
+            .write(id, Transition::Finish(outcome))
             .instrument(span)
             .await
         {

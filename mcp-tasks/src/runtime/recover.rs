@@ -37,7 +37,7 @@ use super::{
 };
 use crate::{
     errors,
-    store::{Lease, Outcome, Recovery, StoreError},
+    store::{Lease, Outcome, Recovery, StoreError, Transition},
     tool::RestartPolicy,
     toolkit::{Registered, StateMap, Toolkit},
 };
@@ -163,11 +163,8 @@ pub(crate) async fn take(
     tracing::info!(task_id = %task.id, tool = %task.tool, %message, "task not resumed");
     // The store gives the failed task the error's message as its statusMessage.
     let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(message)));
-    let written = match (lease, runtime.store.cluster()) {
-        (Some(lease), Some(cluster)) => cluster.finish_fenced(&lease, outcome).await,
-        _ => runtime.store.finish(&task.id, outcome).await,
-    };
-    match written {
+    let finish = Transition::Finish(outcome);
+    match runtime.store.apply(&task.id, lease.as_ref(), finish).await {
         Ok(()) => {
             crate::metrics::task_finished(&task.id, &task.tool, rmcp::model::TaskStatus::Failed);
             Ok(())

@@ -11,7 +11,7 @@ use rmcp::model::{ErrorData, InputRequest};
 use super::Runtime;
 use crate::{
     errors,
-    store::{Notice, Outcome, Step, StoreError},
+    store::{Notice, Step, StoreError, Transition},
 };
 
 /// The first pause before a write of running work that failed for a passing reason (see
@@ -55,24 +55,14 @@ impl WriteError {
     }
 }
 
-/// A write of running work, as [`Runtime::write`] makes it.
-#[derive(Clone)]
-pub(super) enum Write {
-    Status(Option<String>),
-    Input(String, InputRequest),
-    Step(Step),
-    Finish(Outcome),
-}
-
 impl Runtime {
     /// One write of the running work of task `id`: fenced under its lease in cluster mode
     /// (module docs). A fenced refusal cancels the work; a task that lost its lease, or
     /// that runs here under no lease in cluster mode, writes nothing and answers
     /// [`WriteError::LeaseLost`].
-    pub(super) async fn write(&self, id: &str, write: Write) -> Result<(), WriteError> {
-        // A step is not visible in `tasks/get`; every other write is.
-        let visible = !matches!(write, Write::Step(_));
-        let written = self.write_once(id, write).await;
+    pub(super) async fn write(&self, id: &str, transition: Transition) -> Result<(), WriteError> {
+        let visible = transition.visible();
+        let written = self.write_once(id, transition).await;
         if visible && written.is_ok() {
             self.changed(id);
             self.get_live(id).inspect(|live| live.gauges.visible(id));
@@ -88,16 +78,12 @@ impl Runtime {
         }
     }
 
-    async fn write_once(&self, id: &str, write: Write) -> Result<(), WriteError> {
-        let Some((cluster, _)) = self.cluster() else {
-            let written = match write {
-                Write::Status(message) => self.store.set_status_message(id, message).await,
-                Write::Input(key, request) => self.store.request_input(id, &key, request).await,
-                Write::Step(step) => self.store.save_step(id, step).await,
-                Write::Finish(outcome) => self.store.finish(id, outcome).await,
-            };
-            return Ok(written?);
-        };
+    async fn write_once(&self, id: &str, transition: Transition) -> Result<(), WriteError> {
+        // The one place a write asks which mode it runs in: a single-process store has one
+        // runner, its writes go unfenced and are not retried.
+        if self.instance.is_none() {
+            return Ok(self.store.apply(id, None, transition).await?);
+        }
         let mut retried = false;
         let mut pause = TRANSIENT_RETRY_FIRST;
         loop {
@@ -105,18 +91,9 @@ impl Runtime {
             let lease = live
                 .as_ref()
                 .filter(|live| !live.fenced.load(Ordering::Acquire))
-                .and_then(|live| live.lease());
-            let Some(lease) = lease else {
-                return Err(WriteError::LeaseLost);
-            };
-            let result = match write.clone() {
-                Write::Status(message) => cluster.set_status_message_fenced(&lease, message).await,
-                Write::Input(key, request) => {
-                    cluster.request_input_fenced(&lease, &key, request).await
-                }
-                Write::Step(step) => cluster.save_step_fenced(&lease, step).await,
-                Write::Finish(outcome) => cluster.finish_fenced(&lease, outcome).await,
-            };
+                .and_then(|live| live.lease())
+                .ok_or(WriteError::LeaseLost)?;
+            let result = self.store.apply(id, Some(&lease), transition.clone()).await;
             // A passing failure (the connection was lost, the server restarts): the same write
             // again, until it is stored or the lease is lost (the work stops at the lease's
             // fence point when renewals fail too). Every write of running work is safe to
@@ -153,7 +130,7 @@ impl Runtime {
         id: &str,
         message: Option<String>,
     ) -> Result<(), WriteError> {
-        self.write(id, Write::Status(message)).await
+        self.write(id, Transition::StatusMessage(message)).await
     }
 
     /// Stores an input request of a running task.
@@ -163,7 +140,9 @@ impl Runtime {
         key: &str,
         request: InputRequest,
     ) -> Result<(), WriteError> {
-        self.write(id, Write::Input(key.to_owned(), request)).await
+        let key = key.to_owned();
+        self.write(id, Transition::RequestInput { key, request })
+            .await
     }
 
     /// Stores a completed step of a running task. The step's work is done (its side
@@ -176,13 +155,13 @@ impl Runtime {
         step: Step,
     ) -> Result<(), WriteError> {
         let Some(live) = self.get_live(id) else {
-            return self.write(id, Write::Step(step)).await;
+            return self.write(id, Transition::SaveStep(step)).await;
         };
         let writing = Arc::clone(&live.step_writes).read_owned().await;
         let runtime = Arc::clone(self);
         let id: Arc<str> = Arc::from(id);
         let written = self.lifecycle.work().spawn(async move {
-            let written = runtime.write(&id, Write::Step(step)).await;
+            let written = runtime.write(&id, Transition::SaveStep(step)).await;
             drop(writing);
             written
         });

@@ -1,12 +1,13 @@
-//! Several instances, one task space: leases with a fencing epoch, claims, fenced writes and
-//! wake-ups ([`ClusterStore`]).
+//! Several instances, one task space: leases with a fencing epoch, claims and wake-ups
+//! ([`ClusterStore`]); the fenced writes are [`TaskStore::apply`](super::TaskStore::apply)
+//! under a lease.
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses};
+use rmcp::model::InputResponses;
 
-use super::{NewTask, Outcome, Recovery, Step, StoreError};
+use super::{NewTask, Recovery, StoreError};
 
 /// The right of one instance to run one task's work, until the store's lease deadline; every
 /// change of holder increments its epoch, and a write under an old epoch is refused.
@@ -105,9 +106,9 @@ pub(crate) enum WakeupKind {
     Cancel,
 }
 
-/// Leases, claims, fenced writes and wake-ups: what a runtime needs to share one task space
-/// between several instances: leases with a fencing epoch, claims of lapsed and queued tasks
-/// (each by exactly one instance), fenced writes and wake-ups.
+/// What a runtime needs to share one task space between several instances: leases with a
+/// fencing epoch, claims of lapsed and queued tasks (each by exactly one instance) and
+/// wake-ups. Fenced writes are [`TaskStore::apply`](super::TaskStore::apply) under a lease.
 #[async_trait]
 pub trait ClusterStore: Send + Sync {
     /// Extends the lease by its length from now. [`StoreError::Fenced`] when it was lost.
@@ -139,27 +140,6 @@ pub trait ClusterStore: Send + Sync {
     /// period. [`StoreError::Fenced`] when the lease was lost already,
     /// [`StoreError::Terminal`] or [`StoreError::NotFound`] when the task ended.
     async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
-
-    /// [`TaskStore::set_status_message`](super::TaskStore::set_status_message) under `lease`.
-    async fn set_status_message_fenced(
-        &self,
-        lease: &Lease,
-        message: Option<String>,
-    ) -> Result<(), StoreError>;
-
-    /// [`TaskStore::request_input`](super::TaskStore::request_input) under `lease`.
-    async fn request_input_fenced(
-        &self,
-        lease: &Lease,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError>;
-
-    /// [`TaskStore::save_step`](super::TaskStore::save_step) under `lease`.
-    async fn save_step_fenced(&self, lease: &Lease, step: Step) -> Result<(), StoreError>;
-
-    /// [`TaskStore::finish`](super::TaskStore::finish) under `lease`; the lease ends with the task.
-    async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError>;
 
     /// Every answer stored for task `id`'s input requests, by key: what the instance running
     /// it reads on a [`Notice::Answers`]. [`StoreError::NotFound`] for an

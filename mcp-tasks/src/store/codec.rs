@@ -28,13 +28,48 @@ pub(crate) use task_columns;
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
 pub(crate) const TASK_COLUMNS: usize = 15;
 
-/// The columns of a live task that [`recovery`] reads, in its order.
+/// The columns of what a task was created with ([`Origin::decode`]), in its order.
+macro_rules! origin_columns {
+    () => {
+        "tool_version, arguments, request_meta, trace_context"
+    };
+}
+pub(crate) use origin_columns;
+
+/// The columns of a live task that [`recovery`] reads, in its order: the task's, then its
+/// [`origin_columns`].
 macro_rules! recovery_columns {
     () => {
-        "id, owner, tool, tool_version, arguments, request_meta, answers, trace_context"
+        concat!(
+            "id, owner, tool, answers, ",
+            $crate::store::codec::origin_columns!()
+        )
     };
 }
 pub(crate) use recovery_columns;
+
+/// What a task was created with, unchanged for its life: what a replay (recovery, claims)
+/// and the admin detail read, and no transition does (so the reads of a change leave it
+/// out). A new stored field of this kind goes here, once.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Origin {
+    pub(crate) tool_version: Arc<str>,
+    pub(crate) arguments: JsonObject,
+    pub(crate) request_meta: JsonObject,
+    pub(crate) trace_context: Option<TraceContext>,
+}
+
+impl Origin {
+    /// Decodes the [`origin_columns`] of `row`, from `first` on.
+    pub(crate) fn decode(row: &impl Columns, first: usize) -> Result<Self, StoreError> {
+        Ok(Self {
+            tool_version: Arc::from(row.text(first)?),
+            arguments: json(&row.text(first + 1)?)?,
+            request_meta: json(&row.text(first + 2)?)?,
+            trace_context: TraceContext::decode(row.opt_text(first + 3)?.as_deref()),
+        })
+    }
+}
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). NULL means "live".
 pub(crate) const NEVER: i64 = i64::MAX;
@@ -136,28 +171,46 @@ impl StoredTask {
     }
 }
 
-/// The columns of a new task's row, encoded, as both stores' inserts bind them.
-pub(crate) struct NewRow {
+/// A new task's row, every column encoded ([`record::create`]), as both stores' inserts
+/// bind it: SQLite leaves out the cluster's columns (`runner`, `lease_ms`) and keeps
+/// idempotency keys in a table of its own.
+pub(crate) struct NewRow<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) tool: &'a str,
+    pub(crate) tool_version: &'a str,
     pub(crate) status: &'static str,
+    pub(crate) status_message: Option<&'a str>,
     pub(crate) created_at_ms: i64,
     pub(crate) ttl_ms: Option<i64>,
     pub(crate) poll_interval_ms: Option<i64>,
     pub(crate) deadline_ms: Option<i64>,
     pub(crate) arguments: String,
     pub(crate) request_meta: String,
+    /// The keys of the answers taken before the task existed (store invariant 6).
     pub(crate) used_keys: String,
     pub(crate) answers: String,
     /// The creating call's trace context ([`TraceContext::encode`]), validated and bounded
     /// by its type; NULL without one.
     pub(crate) trace_context: Option<String>,
+    pub(crate) idempotency_key: Option<&'a str>,
+    /// The instance that runs the work, and its first lease's length; NULL: queued.
+    pub(crate) runner: Option<&'a str>,
+    pub(crate) lease_ms: Option<i64>,
 }
 
-impl NewRow {
+impl<'a> NewRow<'a> {
     /// `task` created at `now` ([`record::create`]), encoded.
-    pub(crate) fn encode(task: &NewTask, now: u64) -> Result<Self, StoreError> {
-        let state = record::create(task.status_message.clone(), task.ttl, now);
+    pub(crate) fn encode(task: &'a NewTask, now: u64) -> Result<Self, StoreError> {
+        // The message is bound from the task, as the state machine keeps it.
+        let state = record::create(None, task.ttl, now);
         Ok(Self {
+            id: &task.id,
+            owner: &task.owner,
+            tool: &task.tool,
+            tool_version: &task.tool_version,
             status: status_name(state.status)?,
+            status_message: task.status_message.as_deref(),
             created_at_ms: to_i64(state.created_at_ms),
             ttl_ms: state.ttl_ms.map(to_i64),
             poll_interval_ms: task.poll_interval.map(|p| to_i64(millis(p))),
@@ -167,6 +220,9 @@ impl NewRow {
             used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
             answers: to_json(&task.answers)?,
             trace_context: task.trace_context.as_ref().map(TraceContext::encode),
+            idempotency_key: task.idempotency_key.as_deref(),
+            runner: task.runner.as_ref().map(|r| &*r.instance),
+            lease_ms: task.runner.as_ref().map(|r| to_i64(millis(r.lease))),
         })
     }
 }
@@ -192,17 +248,87 @@ pub(crate) fn created_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
 
 /// A live task's replay data from its [`recovery_columns`], with its `steps`.
 pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery, StoreError> {
+    let origin = Origin::decode(row, 4)?;
     Ok(Recovery {
         id: Arc::from(row.text(0)?),
         owner: Arc::from(row.text(1)?),
         tool: Arc::from(row.text(2)?),
-        tool_version: Arc::from(row.text(3)?),
-        arguments: json::<JsonObject>(&row.text(4)?)?,
-        request_meta: json::<JsonObject>(&row.text(5)?)?,
-        answers: json(&row.text(6)?)?,
+        tool_version: origin.tool_version,
+        arguments: origin.arguments,
+        request_meta: origin.request_meta,
+        answers: json(&row.text(3)?)?,
         steps,
-        trace_context: TraceContext::decode(row.opt_text(7)?.as_deref()),
+        trace_context: origin.trace_context,
     })
+}
+
+/// The end of live tasks in one statement, for a store that ends many at once (Postgres's
+/// batched finish and expiry sweep): the guard and the SET list of [`record::finish`] and
+/// [`record::apply_due`] in SQL over a task row `t`, made from the state machine's
+/// constants. `now` (and the other arguments) are SQL expressions. The tests below hold
+/// both against the transitions.
+pub(crate) mod end_sql {
+    use super::{Pending, record, status_name, to_json};
+
+    /// `t` is live at `now` and not past its TTL: what a finish needs, and an expiry
+    /// refuses (record: `check_live`, `due`).
+    pub(crate) fn live(now: &str) -> String {
+        format!(
+            "{} AND (t.deadline_ms IS NULL OR t.deadline_ms > {now})",
+            is_live()
+        )
+    }
+
+    /// `t` is live and past its TTL at `now`: it expires (`Due::Expiry`).
+    pub(crate) fn expired(now: &str) -> String {
+        format!("{} AND t.deadline_ms <= {now}", is_live())
+    }
+
+    fn is_live() -> String {
+        let names = record::LIVE.map(|status| status_name(status).unwrap_or("working"));
+        format!(
+            "t.purge_at_ms IS NULL AND t.status IN ('{}')",
+            names.join("', '")
+        )
+    }
+
+    /// What `record::end` writes: the terminal `status`, `outcome` and `message`, the
+    /// purge time, `lastUpdatedAt` moved forward to `now`, the live data dropped.
+    pub(crate) fn set(
+        status: &str,
+        outcome: &str,
+        message: &str,
+        now: &str,
+        purge: &str,
+    ) -> String {
+        let dropped = Pending::default();
+        // Empty maps and lists: their JSON always encodes, and holds no quote.
+        let json = |value: Result<String, _>| value.unwrap_or_default().replace('\'', "''");
+        format!(
+            "status = {status}, outcome = {outcome}, status_message = {message}, \
+             purge_at_ms = {purge}, input_requests = '{}', used_keys = '{}', answers = '{}', \
+             last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
+             ELSE t.last_updated_at_ms + 1 END",
+            json(to_json(&dropped.input_requests)),
+            json(to_json(&dropped.used_keys)),
+            json(to_json(&dropped.answers)),
+        )
+    }
+
+    /// A finished task's purge time (`record::finish`): its deadline, or never.
+    pub(crate) fn finish_purge() -> String {
+        format!("COALESCE(t.deadline_ms, {})", super::NEVER)
+    }
+
+    /// An expired task's purge time (`record::expired_purge_at`): `retention` after its
+    /// deadline, saturating without computing a sum that overflows.
+    pub(crate) fn expiry_purge(retention: &str) -> String {
+        let never = super::NEVER;
+        format!(
+            "CASE WHEN t.deadline_ms > {never} - {retention} THEN {never} \
+             ELSE t.deadline_ms + {retention} END"
+        )
+    }
 }
 
 /// A step from its `seq`, `name` and `value` columns, read from `first` on.
@@ -293,4 +419,212 @@ pub(crate) fn to_u64(value: i64) -> u64 {
 /// Data the store holds but cannot read (or write): not retryable.
 fn corrupt(message: String) -> StoreError {
     StoreError::Backend(BackendError::new(message))
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    //! [`end_sql`] held against the state machine: from every start state, each end run by
+    //! its transition in Rust and by its SQL (on SQLite, whose dialect the fragments keep
+    //! to) leaves the same row; where the transition does not apply, the SQL changes nothing.
+
+    use std::time::Duration;
+
+    use rmcp::model::InputRequest;
+    use rusqlite::{Connection, params};
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::record::Due;
+
+    const T0: u64 = 1_000_000;
+
+    struct Sql<'a, 'r>(&'a rusqlite::Row<'r>);
+
+    impl Columns for Sql<'_, '_> {
+        fn text(&self, index: usize) -> Result<String, StoreError> {
+            Ok(self.0.get(index).expect("a text column"))
+        }
+        fn opt_text(&self, index: usize) -> Result<Option<String>, StoreError> {
+            Ok(self.0.get(index).expect("a text column"))
+        }
+        fn int(&self, index: usize) -> Result<i64, StoreError> {
+            Ok(self.0.get(index).expect("an integer column"))
+        }
+        fn opt_int(&self, index: usize) -> Result<Option<i64>, StoreError> {
+            Ok(self.0.get(index).expect("an integer column"))
+        }
+        fn flag(&self, index: usize) -> Result<bool, StoreError> {
+            Ok(self.0.get(index).expect("a flag column"))
+        }
+    }
+
+    /// A database holding `task` alone, written by the codec.
+    fn db(task: &StoredTask) -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE tasks (id TEXT, owner TEXT, tool TEXT, status TEXT, \
+             status_message TEXT, created_at_ms INTEGER, last_updated_at_ms INTEGER, \
+             ttl_ms INTEGER, poll_interval_ms INTEGER, input_requests TEXT, used_keys TEXT, \
+             answers TEXT, outcome TEXT, cancel_requested INTEGER, purge_at_ms INTEGER, \
+             deadline_ms INTEGER)",
+        )
+        .unwrap();
+        let (row, state) = (task.encode().unwrap(), &task.state);
+        conn.execute(
+            "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
+             ?14, ?15, ?16)",
+            params![
+                &*task.id,
+                &*task.owner,
+                &*task.tool,
+                row.status,
+                row.status_message,
+                to_i64(state.created_at_ms),
+                row.last_updated_at_ms,
+                state.ttl_ms.map(to_i64),
+                task.poll_interval_ms.map(to_i64),
+                row.input_requests,
+                row.used_keys,
+                row.answers,
+                row.outcome,
+                row.cancel_requested,
+                row.purge_at_ms,
+                state.deadline_ms().map(to_i64),
+            ],
+        )
+        .unwrap();
+        conn
+    }
+
+    /// The row as stored, decoded (a task written and read back, so that two compare as
+    /// the store holds them).
+    fn stored(conn: &Connection) -> StoredTask {
+        let sql = concat!("SELECT ", task_columns!(), " FROM tasks");
+        conn.query_row(sql, [], |row| Ok(StoredTask::decode(&Sql(row)).unwrap()))
+            .unwrap()
+    }
+
+    #[allow(deprecated, reason = "roots/list is the simplest input request")]
+    fn roots() -> InputRequest {
+        InputRequest::ListRoots(rmcp::model::ListRootsRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        })
+    }
+
+    /// Live tasks (working, asking, answered, cancel requested, touched after the ends'
+    /// clock readings; with a TTL, none, one past due) and ended ones.
+    fn starts() -> Vec<StoredTask> {
+        let mut starts = Vec::new();
+        for ttl in [None, Some(100), Some(5_000), Some(u64::MAX / 2)] {
+            let new = NewTask::new(Arc::from("t"), Arc::from("alice"), Arc::from("tool"))
+                .with_ttl(ttl.map(Duration::from_millis))
+                .with_status_message(Some("starting".into()))
+                .with_answers([("early".to_owned(), json!(1))].into_iter().collect());
+            let task = StoredTask {
+                id: Arc::clone(&new.id),
+                owner: Arc::clone(&new.owner),
+                tool: Arc::clone(&new.tool),
+                poll_interval_ms: Some(500),
+                state: record::create(new.status_message, new.ttl, T0),
+                pending: record::create_pending(new.answers),
+                outcome: None,
+            };
+            let mut asking = task.clone();
+            record::request_input(&mut asking, T0 + 1, "a", roots()).unwrap();
+            record::request_input(&mut asking, T0 + 1, "b", roots()).unwrap();
+            let mut answered = asking.clone();
+            let answer = [("a".to_owned(), json!("yes"))].into_iter().collect();
+            let _ = record::deliver_input(&mut answered, T0 + 2, answer);
+            let mut cancelled = task.clone();
+            let _ = record::request_cancel(&mut cancelled, T0 + 3);
+            let mut ahead = task.clone();
+            record::set_status_message(&mut ahead, T0 + 9_000, Some("later".into())).unwrap();
+            let mut ended = asking.clone();
+            record::finish(&mut ended, T0 + 4, Outcome::Cancelled).unwrap();
+            starts.extend([task, asking, answered, cancelled, ahead, ended]);
+        }
+        starts
+    }
+
+    const NOW: [u64; 3] = [T0 + 50, T0 + 500, T0 + 8_000];
+
+    /// The batched finish: for every start state, outcome and clock reading, the SQL ends
+    /// the task exactly as `record::finish` does when the task is live and not due, and
+    /// leaves it as it is otherwise.
+    #[test]
+    fn the_finish_sql_is_the_finish_transition() {
+        let sql = format!(
+            "UPDATE tasks AS t SET {} WHERE {}",
+            end_sql::set("?1", "?2", "?3", "?4", &end_sql::finish_purge()),
+            end_sql::live("?4"),
+        );
+        let failed = Outcome::Failed(
+            json!({ "code": -1, "message": "no" })
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let done = Outcome::Completed(json!({ "content": [] }).as_object().cloned().unwrap());
+        for start in starts() {
+            for outcome in [done.clone(), failed.clone(), Outcome::Cancelled] {
+                for now in NOW {
+                    let mut want = start.clone();
+                    let applies = record::due(&want.state, now) == Due::Nothing
+                        && record::finish(&mut want, now, outcome.clone()).is_ok();
+                    let conn = db(&start);
+                    let (status, message) = record::finished(&outcome);
+                    let status = status_name(status).unwrap();
+                    let encoded = encode_outcome(&outcome).unwrap();
+                    let changed = conn
+                        .execute(&sql, params![status, encoded, message, to_i64(now)])
+                        .unwrap();
+                    let context = format!("{start:?} finished with {outcome:?} at {now}");
+                    assert_eq!(changed == 1, applies, "{context}");
+                    let want = if applies { want } else { start.clone() };
+                    assert_eq!(stored(&conn), stored(&db(&want)), "{context}");
+                }
+            }
+        }
+    }
+
+    /// The expiry sweep: for every start state, clock reading and retention, the SQL
+    /// expires the task exactly as `record::apply_due` does, and leaves it as it is when
+    /// nothing expires.
+    #[test]
+    fn the_expiry_sql_is_the_expiry_transition() {
+        let sql = format!(
+            "UPDATE tasks AS t SET {} WHERE {}",
+            end_sql::set("?1", "?2", "?3", "?4", &end_sql::expiry_purge("?5")),
+            end_sql::expired("?4"),
+        );
+        let outcome = record::expired_outcome();
+        let status = status_name(outcome.status()).unwrap();
+        let encoded = encode_outcome(&outcome).unwrap();
+        for start in starts() {
+            for now in NOW {
+                for retention in [0, 50, u64::MAX] {
+                    let mut want = start.clone();
+                    let applies = record::apply_due(&mut want, now, retention) == Due::Expiry;
+                    let conn = db(&start);
+                    let changed = conn
+                        .execute(
+                            &sql,
+                            params![
+                                status,
+                                encoded,
+                                record::EXPIRED_MESSAGE,
+                                to_i64(now),
+                                to_i64(retention)
+                            ],
+                        )
+                        .unwrap();
+                    let context = format!("{start:?} expired at {now}, retention {retention}");
+                    assert_eq!(changed == 1, applies, "{context}");
+                    let want = if applies { want } else { start.clone() };
+                    assert_eq!(stored(&conn), stored(&db(&want)), "{context}");
+                }
+            }
+        }
+    }
 }

@@ -22,10 +22,11 @@ use std::{
 };
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses, JsonObject};
+use rmcp::model::{InputResponses, JsonObject};
 
 use super::{
-    Created, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
+    Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
+    Transition,
     record::{self, Due, Pending, Record, State},
 };
 use crate::{clock::Clock, trace::TraceContext};
@@ -371,25 +372,16 @@ impl TaskStore for MemoryStore {
         }
     }
 
-    async fn set_status_message(
+    async fn apply(
         &self,
         id: &str,
-        message: Option<String>,
+        _fence: Option<&Lease>,
+        transition: Transition,
     ) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
-            record::set_status_message(entry, now, message).map(drop)?;
-            Ok(())
-        })
-    }
-
-    async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        self.with_entry(id, |entry, now| {
-            record::request_input(entry, now, key, request).map(drop)?;
+            if let (_, Some(step)) = record::apply(entry, now, transition)? {
+                entry.live.get_or_insert_with(Box::default).steps.push(step);
+            }
             Ok(())
         })
     }
@@ -404,24 +396,9 @@ impl TaskStore for MemoryStore {
         })
     }
 
-    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
-        self.with_entry(id, |entry, now| {
-            record::finish(entry, now, outcome).map(drop)?;
-            Ok(())
-        })
-    }
-
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
         self.with_entry(id, |entry, now| {
             let _ = record::request_cancel(entry, now);
-            Ok(())
-        })
-    }
-
-    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
-        self.with_entry(id, |entry, now| {
-            record::save_step(entry, now).map(drop)?;
-            entry.live.get_or_insert_with(Box::default).steps.push(step);
             Ok(())
         })
     }

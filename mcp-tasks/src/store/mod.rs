@@ -29,8 +29,7 @@ use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use rmcp::model::{
-    DetailedTask, InputRequest, InputRequests, InputResponses, JsonObject, Task, TaskPayload,
-    TaskStatus,
+    DetailedTask, InputRequests, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
 };
 
 use crate::clock::rfc3339;
@@ -51,6 +50,7 @@ pub(crate) use cluster::WakeupKind;
 pub use cluster::{ClusterStore, Lease, Notice};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
+pub use record::Transition;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 #[cfg(feature = "postgres")]
@@ -418,19 +418,16 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The task, or `None` when unknown or purged. Applies expiry that is due.
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError>;
 
-    /// Sets or clears `statusMessage`.
-    async fn set_status_message(&self, id: &str, message: Option<String>)
-    -> Result<(), StoreError>;
-
-    /// Adds an outstanding input request under a key never used before in this task; the
-    /// task becomes `input_required`. A key that is still outstanding is left as it is (a
-    /// replay asks again under the same key); a key already answered is
-    /// [`StoreError::KeyReused`].
-    async fn request_input(
+    /// Applies a write of the task's running work ([`Transition`]). Under `fence`, a
+    /// [`ClusterStore`] refuses it with [`StoreError::Fenced`], changing nothing, once the
+    /// task's epoch is no longer the lease's (module docs of the state machine, invariant
+    /// 12); a single-process store has one runner, so every fence holds there. A refused
+    /// transition answers [`StoreError::Terminal`] or [`StoreError::KeyReused`].
+    async fn apply(
         &self,
         id: &str,
-        key: &str,
-        request: InputRequest,
+        fence: Option<&Lease>,
+        transition: Transition,
     ) -> Result<(), StoreError>;
 
     /// Takes the answers whose keys are outstanding, ignores the rest, keeps them for replay,
@@ -442,16 +439,10 @@ pub trait TaskStore: Send + Sync + 'static {
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError>;
 
-    /// Moves the task to its terminal state.
-    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError>;
-
     /// Records a cancel intent. Succeeds on terminal tasks too: `tasks/cancel` acknowledges
     /// every task the caller owns, and a task that already ended keeps its state.
     // docs/protocol.md R35, R37.
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError>;
-
-    /// Records a completed step of a running task, durably before it returns.
-    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError>;
 
     /// Every task that is not terminal, with what a replay needs. A process calls it once,
     /// at start-up, before serving.
@@ -462,12 +453,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// question that was open when it started, so an answer stored after the replay data was
     /// read still reaches it. [`StoreError::NotFound`] for an unknown or purged id.
     ///
-    /// The default reads a [`ClusterStore`]'s [`ClusterStore::answers`], else scans
-    /// [`TaskStore::recoverable`] for the task; stores override it with a direct read.
+    /// The default scans [`TaskStore::recoverable`] for the task; stores override it with a
+    /// direct read (a [`ClusterStore`] with its [`ClusterStore::answers`]).
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
-        if let Some(cluster) = self.cluster() {
-            return cluster.answers(id).await;
-        }
         let recoverable = self.recoverable().await?;
         if let Some(task) = recoverable.into_iter().find(|task| &*task.id == id) {
             return Ok(task.answers);

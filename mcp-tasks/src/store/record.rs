@@ -21,7 +21,7 @@
 //! 3. **Timestamps (R57).** `lastUpdatedAt` moves forward on every change; `createdAt` never
 //!    changes.
 //! 4. **Input keys (R26-R28).** A key names one input request for the whole life of a task:
-//!    [`TaskStore::request_input`](super::TaskStore::request_input) refuses a key used before ([`StoreError::KeyReused`]).
+//!    [`Transition::RequestInput`] refuses a key used before ([`StoreError::KeyReused`]).
 //!    [`TaskStore::deliver_input`](super::TaskStore::deliver_input) takes answers only for keys outstanding at that moment,
 //!    ignores every other key (never issued, already answered, superseded), accepts a subset
 //!    (the task stays `input_required` until the last one arrives), and returns what it took.
@@ -29,10 +29,10 @@
 //!    whose status it cannot change any more); the status changes only when the work ends.
 //! 6. **Replay data.** Every answer delivered to an input request, every answer the task was
 //!    created with ([`NewTask::answers`](super::NewTask::answers): given before it existed, their keys count as used)
-//!    and every completed step ([`TaskStore::save_step`](super::TaskStore::save_step)) stays with a running task, durably before the call that
+//!    and every completed step ([`Transition::SaveStep`]) stays with a running task, durably before the call that
 //!    stores it returns, so a restarted process can replay the work
 //!    ([`TaskStore::recoverable`](super::TaskStore::recoverable)) without asking a question twice or running a completed step
-//!    again. [`TaskStore::request_input`](super::TaskStore::request_input) of a key that is still outstanding is a no-op: a
+//!    again. [`Transition::RequestInput`] of a key that is still outstanding is a no-op: a
 //!    replay asks its questions again under the same keys.
 //! 7. **Expiry from creation (R20).** At `createdAt + ttlMs` a task that is not terminal
 //!    becomes `failed` with a "task expired" error; a terminal task is purged at that
@@ -63,8 +63,8 @@
 //!     [`Recovery`](super::Recovery) data to replay or fail it; [`ClusterStore::claim_queued`](super::ClusterStore::claim_queued) does the same for
 //!     tasks created with no runner (worker mode). Claimers skip each other's locked rows, so
 //!     they never wait on each other.
-//! 12. **Fencing.** The fenced writes of the running work ([`ClusterStore::finish_fenced`](super::ClusterStore::finish_fenced) and
-//!     the others) are refused with [`StoreError::Fenced`], changing nothing, once the task's
+//! 12. **Fencing.** The fenced writes of the running work ([`TaskStore::apply`](super::TaskStore::apply)
+//!     under a lease) are refused with [`StoreError::Fenced`], changing nothing, once the task's
 //!     epoch is no longer the lease's: an instance that stalled and lost its lease cannot
 //!     overwrite its successor's work.
 //! 13. **Wake-ups.** An answer ([`TaskStore::deliver_input`](super::TaskStore::deliver_input)) or a cancel intent
@@ -79,11 +79,15 @@ use std::{sync::Arc, time::Duration};
 
 use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
-use super::{Outcome, StoreError, WakeupKind};
+use super::{Outcome, Step, StoreError, WakeupKind};
 use crate::{clock::millis, errors};
 
 /// The `statusMessage` of a task that expired (invariant 7), the one place it is written.
 pub(crate) const EXPIRED_MESSAGE: &str = "task expired: its ttl elapsed before it finished";
+
+/// The statuses of a live task, the only ones a transition of running work leaves
+/// (invariant 2).
+pub(crate) const LIVE: [TaskStatus; 2] = [TaskStatus::Working, TaskStatus::InputRequired];
 
 /// The fields of a stored task that transitions read and change, whatever the store.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,7 +116,7 @@ impl State {
     }
 
     fn check_live(&self) -> Result<(), Refusal> {
-        if self.status.is_terminal() {
+        if !LIVE.contains(&self.status) {
             Err(Refusal::Terminal(self.status))
         } else {
             Ok(())
@@ -322,6 +326,63 @@ pub(crate) fn apply_due(record: &mut impl Record, now: u64, retention_ms: u64) -
         );
     }
     due
+}
+
+/// A write of a task's running work, as a value: what
+/// [`TaskStore::apply`](super::TaskStore::apply) applies, with or without a fence.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Transition {
+    /// Sets or clears `statusMessage`.
+    StatusMessage(Option<String>),
+    /// Adds an outstanding input request under a key never used before in this task; the
+    /// task becomes `input_required`. A key that is still outstanding is left as it is (a
+    /// replay asks again under the same key); a key already answered is
+    /// [`StoreError::KeyReused`].
+    RequestInput {
+        /// The key that names the request for the life of the task.
+        key: String,
+        /// The request.
+        request: InputRequest,
+    },
+    /// Records a completed step, durably before the write returns.
+    SaveStep(Step),
+    /// Moves the task to its terminal state.
+    Finish(Outcome),
+}
+
+impl Transition {
+    /// The operation's name, as the store metrics label it.
+    pub(crate) const fn name(&self) -> &'static str {
+        match self {
+            Self::StatusMessage(_) => "set_status_message",
+            Self::RequestInput { .. } => "request_input",
+            Self::SaveStep(_) => "save_step",
+            Self::Finish(_) => "finish",
+        }
+    }
+
+    /// Whether `tasks/get` shows what it changes (a step is not visible).
+    pub(crate) const fn visible(&self) -> bool {
+        !matches!(self, Self::SaveStep(_))
+    }
+}
+
+/// Runs `transition` on a live task at `now`: the change, and the step the store keeps
+/// with it (for [`Transition::SaveStep`]).
+pub(crate) fn apply(
+    record: &mut impl Record,
+    now: u64,
+    transition: Transition,
+) -> Result<(Change, Option<Step>), Refusal> {
+    Ok(match transition {
+        Transition::StatusMessage(message) => (set_status_message(record, now, message)?, None),
+        Transition::RequestInput { key, request } => {
+            (request_input(record, now, &key, request)?, None)
+        }
+        Transition::SaveStep(step) => (save_step(record, now)?, Some(step)),
+        Transition::Finish(outcome) => (finish(record, now, outcome)?, None),
+    })
 }
 
 /// Sets or clears `statusMessage` of a live task (a change only when it differs).

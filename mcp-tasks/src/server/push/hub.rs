@@ -347,7 +347,7 @@ mod tests {
     use super::*;
     use crate::{
         Engine, Toolkit,
-        store::{NewTask, Outcome},
+        store::{NewTask, Outcome, Transition},
     };
 
     type Agreed = oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>;
@@ -398,7 +398,10 @@ mod tests {
         hub.register(known).unwrap();
         assert_eq!(agreed(answer).await, [Arc::from("t")]);
         assert_eq!(subscribers(), 1, "following a task");
-        store.finish("t", Outcome::Cancelled).await.unwrap();
+        store
+            .apply("t", None, Transition::Finish(Outcome::Cancelled))
+            .await
+            .unwrap();
         engine.runtime.changed("t");
         let unsubscribed = async {
             while subscribers() > 0 {

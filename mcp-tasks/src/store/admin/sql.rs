@@ -5,10 +5,9 @@ use std::sync::Arc;
 
 use super::{LeaseState, Position, TaskDetail, TaskFilter, status_word};
 use crate::store::{
-    Step, StoreError,
-    codec::{self, StoredTask, to_i64},
+    Step,
+    codec::{Origin, StoredTask, to_i64},
 };
-use crate::trace::TraceContext;
 
 /// A parameter of the clause.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,34 +104,32 @@ pub(crate) fn conditions(
     (clause, params)
 }
 
-/// One task in detail from its stored row, for both SQL stores: the tool version and the
-/// arguments (`arguments`, the stored JSON text) only while it runs, as the single-process
-/// stores keep them only for a replay.
+/// One task in detail from its stored row and [`Origin`], for both SQL stores: the tool
+/// version and the arguments only while it runs, as the single-process stores keep them
+/// only for a replay.
 pub(crate) fn detail(
     task: StoredTask,
-    tool_version: String,
-    arguments: &str,
+    origin: Origin,
     steps: Vec<Step>,
     lease: Option<LeaseState>,
-    trace_context: Option<&str>,
-) -> Result<TaskDetail, StoreError> {
+) -> TaskDetail {
     let live = !task.state.status.is_terminal();
-    Ok(TaskDetail {
+    TaskDetail {
         questions: task.pending.input_requests.clone(),
         answers: task.pending.answers.clone(),
         tool_version: if live {
-            Arc::from(tool_version)
+            origin.tool_version
         } else {
             Arc::from("")
         },
         arguments: if live {
-            codec::json(arguments)?
+            origin.arguments
         } else {
             rmcp::model::JsonObject::new()
         },
         task: task.into_snapshot(),
         steps,
         lease,
-        trace_context: TraceContext::decode(trace_context),
-    })
+        trace_context: origin.trace_context,
+    }
 }

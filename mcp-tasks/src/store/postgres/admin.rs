@@ -18,7 +18,7 @@ use crate::store::{
         TaskSummary,
         sql::{self, Dialect, Param, conditions},
     },
-    codec::{self, Columns, TASK_COLUMNS, task_columns, to_i64},
+    codec::{self, Columns, Origin, TASK_COLUMNS, task_columns, to_i64},
 };
 
 const DIALECT: Dialect = Dialect {
@@ -52,7 +52,8 @@ macro_rules! admin_columns {
     () => {
         concat!(
             task_columns!(),
-            ", answer_seq, runner, epoch, tool_version, arguments, lease_until_ms, trace_context"
+            ", answer_seq, runner, epoch, lease_until_ms, ",
+            codec::origin_columns!()
         )
     };
 }
@@ -117,10 +118,8 @@ impl AdminStore for PostgresStore {
         let row = Row::decode(raw)?;
         let columns = PgRow(raw);
         let live = !row.task.state.status.is_terminal();
-        let tool_version = columns.text(TASK_COLUMNS + 3)?;
-        let arguments = columns.text(TASK_COLUMNS + 4)?;
-        let until_ms = columns.opt_int(TASK_COLUMNS + 5)?.map(codec::to_u64);
-        let trace = columns.opt_text(TASK_COLUMNS + 6)?;
+        let until_ms = columns.opt_int(TASK_COLUMNS + 3)?.map(codec::to_u64);
+        let origin = Origin::decode(&columns, TASK_COLUMNS + 4)?;
         let steps_rows = read(
             &self.pool,
             "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq",
@@ -137,15 +136,7 @@ impl AdminStore for PostgresStore {
             epoch: row.epoch,
             until_ms: if live { until_ms } else { None },
         });
-        sql::detail(
-            row.task,
-            tool_version,
-            &arguments,
-            steps,
-            lease,
-            trace.as_deref(),
-        )
-        .map(Some)
+        Ok(Some(sql::detail(row.task, origin, steps, lease)))
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {

@@ -18,11 +18,12 @@
 use std::{
     collections::{HashMap, HashSet},
     future::Future,
-    sync::Arc,
+    sync::{Arc, LazyLock},
 };
 
 use deadpool_postgres::Pool;
 use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_postgres::types::ToSql;
 
 use super::{
     Lease, NewTask, Outcome, PgError, StoreError,
@@ -31,7 +32,7 @@ use super::{
     row::{self, Row, db_now_ms, text},
 };
 use crate::store::{
-    codec::{self, NewRow, to_i64},
+    codec::{self, NewRow, end_sql, to_i64},
     record,
 };
 
@@ -201,17 +202,13 @@ async fn insert(
     }
     if quotas.is_empty() {
         // One statement, its own transaction: one round trip and one commit per batch.
-        let mut cols = Columns::with_capacity(batch.len());
-        for job in batch {
-            cols.push(job)?;
-        }
-        let rows = write_one(
-            pool,
-            INSERT,
-            &cols.params(&channel),
-            "could not store the new tasks",
-        )
-        .await?;
+        let rows = batch
+            .iter()
+            .map(|job| NewRow::encode(&job.task, job.now))
+            .collect::<Result<Vec<_>, _>>()?;
+        let bound = bind(&rows);
+        let params = params(&bound, &channel);
+        let rows = write_one(pool, INSERT, &params, "could not store the new tasks").await?;
         return Ok((inserted_ids(&rows), HashMap::new()));
     }
     let tx = Tx::begin(pool).await?;
@@ -235,7 +232,7 @@ async fn insert(
         live.insert(text(&row, 0)?, usize::try_from(count).unwrap_or(usize::MAX));
     }
     let mut over = HashMap::new();
-    let mut cols = Columns::with_capacity(batch.len());
+    let mut rows = Vec::with_capacity(batch.len());
     for (i, job) in batch.iter().enumerate() {
         if let Some(quota) = job.task.owner_quota {
             let count = live.entry(job.task.owner.to_string()).or_insert(0);
@@ -245,18 +242,16 @@ async fn insert(
             }
             *count += 1;
         }
-        cols.push(job)?;
+        rows.push(NewRow::encode(&job.task, job.now)?);
     }
-    if cols.id.is_empty() {
+    if rows.is_empty() {
         tx.rollback().await;
         return Ok((HashSet::new(), over));
     }
+    let bound = bind(&rows);
+    let params = params(&bound, &channel);
     let rows = tx
-        .query(
-            INSERT,
-            &cols.params(&channel),
-            "could not store the new tasks",
-        )
+        .query(INSERT, &params, "could not store the new tasks")
         .await?;
     tx.commit().await?;
     Ok((inserted_ids(&rows), over))
@@ -267,112 +262,45 @@ fn inserted_ids(rows: &[tokio_postgres::Row]) -> HashSet<String> {
     rows.iter().filter_map(|row| text(row, 0).ok()).collect()
 }
 
-impl Columns<'_> {
-    /// The parameters of [`INSERT`].
-    fn params<'p>(
-        &'p self,
-        channel: &'p &'p str,
-    ) -> [&'p (dyn tokio_postgres::types::ToSql + Sync); 19] {
-        [
-            &self.id,
-            &self.owner,
-            &self.tool,
-            &self.tool_version,
-            &self.status_message,
-            &self.created,
-            &self.ttl,
-            &self.poll,
-            &self.arguments,
-            &self.request_meta,
-            &self.deadline,
-            &self.runner,
-            &self.lease,
-            &self.idem,
-            channel,
-            &self.used_keys,
-            &self.answers,
-            &self.status,
-            &self.trace,
-        ]
+/// The parameters of [`INSERT`], column by column from `rows` (one array each), with the
+/// store's notification channel as `$15`: the one place the batch binds a new row.
+fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
+    fn column<'r, T: ToSql + Sync + Send + 'r>(
+        rows: &'r [NewRow<'r>],
+        field: impl Fn(&'r NewRow<'r>) -> T,
+    ) -> Box<dyn ToSql + Sync + Send + 'r> {
+        Box::new(rows.iter().map(field).collect::<Vec<T>>())
     }
+    vec![
+        column(rows, |r| r.id),
+        column(rows, |r| r.owner),
+        column(rows, |r| r.tool),
+        column(rows, |r| r.tool_version),
+        column(rows, |r| r.status_message),
+        column(rows, |r| r.created_at_ms),
+        column(rows, |r| r.ttl_ms),
+        column(rows, |r| r.poll_interval_ms),
+        column(rows, |r| r.arguments.as_str()),
+        column(rows, |r| r.request_meta.as_str()),
+        column(rows, |r| r.deadline_ms),
+        column(rows, |r| r.runner),
+        column(rows, |r| r.lease_ms),
+        column(rows, |r| r.idempotency_key),
+        column(rows, |r| r.used_keys.as_str()),
+        column(rows, |r| r.answers.as_str()),
+        column(rows, |r| r.status),
+        column(rows, |r| r.trace_context.as_deref()),
+    ]
 }
 
-/// The batch, column by column (one array parameter each).
-struct Columns<'a> {
-    id: Vec<&'a str>,
-    owner: Vec<&'a str>,
-    tool: Vec<&'a str>,
-    tool_version: Vec<&'a str>,
-    status_message: Vec<Option<&'a str>>,
-    created: Vec<i64>,
-    ttl: Vec<Option<i64>>,
-    poll: Vec<Option<i64>>,
-    arguments: Vec<String>,
-    request_meta: Vec<String>,
-    deadline: Vec<Option<i64>>,
-    runner: Vec<Option<&'a str>>,
-    lease: Vec<Option<i64>>,
-    idem: Vec<Option<&'a str>>,
-    /// The keys of the answers taken before the task existed (store invariant 6).
-    used_keys: Vec<String>,
-    answers: Vec<String>,
-    /// The status a new task starts with (the state machine's create).
-    status: Vec<&'static str>,
-    /// The creating call's trace context (NULL without one).
-    trace: Vec<Option<String>>,
-}
-
-impl<'a> Columns<'a> {
-    fn with_capacity(n: usize) -> Self {
-        Self {
-            id: Vec::with_capacity(n),
-            owner: Vec::with_capacity(n),
-            tool: Vec::with_capacity(n),
-            tool_version: Vec::with_capacity(n),
-            status_message: Vec::with_capacity(n),
-            created: Vec::with_capacity(n),
-            ttl: Vec::with_capacity(n),
-            poll: Vec::with_capacity(n),
-            arguments: Vec::with_capacity(n),
-            request_meta: Vec::with_capacity(n),
-            deadline: Vec::with_capacity(n),
-            runner: Vec::with_capacity(n),
-            lease: Vec::with_capacity(n),
-            idem: Vec::with_capacity(n),
-            used_keys: Vec::with_capacity(n),
-            answers: Vec::with_capacity(n),
-            status: Vec::with_capacity(n),
-            trace: Vec::with_capacity(n),
-        }
-    }
-
-    fn push(&mut self, job: &'a Job) -> Result<(), StoreError> {
-        let task = &job.task;
-        let row = NewRow::encode(task, job.now)?;
-        self.id.push(&task.id);
-        self.owner.push(&task.owner);
-        self.tool.push(&task.tool);
-        self.tool_version.push(&task.tool_version);
-        self.status_message.push(task.status_message.as_deref());
-        self.created.push(row.created_at_ms);
-        self.ttl.push(row.ttl_ms);
-        self.poll.push(row.poll_interval_ms);
-        self.arguments.push(row.arguments);
-        self.request_meta.push(row.request_meta);
-        self.deadline.push(row.deadline_ms);
-        self.runner.push(task.runner.as_ref().map(|r| &*r.instance));
-        self.lease.push(
-            task.runner
-                .as_ref()
-                .map(|r| to_i64(crate::clock::millis(r.lease))),
-        );
-        self.idem.push(task.idempotency_key.as_deref());
-        self.used_keys.push(row.used_keys);
-        self.answers.push(row.answers);
-        self.status.push(row.status);
-        self.trace.push(row.trace_context);
-        Ok(())
-    }
+/// [`bind`]'s parameters with the channel as `$15`, as [`INSERT`] numbers them.
+fn params<'p>(
+    bound: &'p [Box<dyn ToSql + Sync + Send + 'p>],
+    channel: &'p &'p str,
+) -> Vec<&'p (dyn ToSql + Sync)> {
+    let mut params: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
+    params.insert(14, channel);
+    params
 }
 
 // ---------------------------------------------------------------------------------------
@@ -451,24 +379,27 @@ async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
 /// whole index (every live task and every dead entry not yet vacuumed) on every batch.
 /// `IS NOT DISTINCT FROM` (the same test, as no lease has a NULL instance) implies nothing,
 /// and `t.id = ANY($1)` gives the primary key its condition.
-const FINISH: &str = concat!(
-    "WITH u AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
-     $5::text[], $6::text[], $7::bigint[]) AS u(id, epoch, runner, status, outcome, message, \
-     now)), \
-     done AS (UPDATE tasks t SET status = u.status, outcome = u.outcome, \
-     status_message = u.message, input_requests = '{}', used_keys = '[]', answers = '{}', \
-     purge_at_ms = COALESCE(t.deadline_ms, ",
-    "9223372036854775807", // row::NEVER: finished, no TTL, never purged
-    "), last_updated_at_ms = GREATEST(u.now, t.last_updated_at_ms + 1) FROM u \
-     WHERE t.id = ANY($1) AND t.id = u.id AND t.epoch = u.epoch \
-     AND t.runner IS NOT DISTINCT FROM u.runner \
-     AND t.purge_at_ms IS NULL AND t.status IN ('working', 'input_required') \
-     AND (t.deadline_ms IS NULL OR t.deadline_ms > u.now) RETURNING t.id), \
-     dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
-     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, '",
-    notice_prefix!(changed),
-    "' || done.id) AS announced"
-);
+static FINISH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH u AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], \
+         $5::text[], $6::text[], $7::bigint[]) AS u(id, epoch, runner, status, outcome, message, \
+         now)), \
+         done AS (UPDATE tasks t SET {set} FROM u \
+         WHERE t.id = ANY($1) AND t.id = u.id AND t.epoch = u.epoch \
+         AND t.runner IS NOT DISTINCT FROM u.runner AND {live} RETURNING t.id), \
+         dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
+     SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, '{changed}' || done.id) AS announced",
+        set = end_sql::set(
+            "u.status",
+            "u.outcome",
+            "u.message",
+            "u.now",
+            &end_sql::finish_purge()
+        ),
+        live = end_sql::live("u.now"),
+        changed = notice_prefix!(changed),
+    )
+});
 
 /// A fenced finish waiting for its batch: `true` when the batch finished the task, `false`
 /// when it changed nothing (the caller takes the general path).
@@ -550,7 +481,7 @@ async fn finish(
     }
     let rows = write_one(
         pool,
-        FINISH,
+        &FINISH,
         &[
             &id, &epoch, &runner, &status, &outcome, &message, &now, &channel,
         ],

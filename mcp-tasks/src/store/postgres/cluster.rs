@@ -1,23 +1,21 @@
-//! The cluster operations of [`PostgresStore`]: leases, claims, fenced writes, wake-ups.
+//! The cluster operations of [`PostgresStore`]: leases, claims, wake-ups.
 
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses};
+use rmcp::model::InputResponses;
 use tokio::sync::broadcast;
 
 use super::{
     PostgresStore, listener, notice,
     pool::{Tx, read},
     row::{db_now_ms, int, text},
-    tasks::unit,
 };
 use crate::{
     clock::millis,
     store::{
-        ClusterStore, Lease, Notice, Outcome, Recovery, Step, StoreError,
+        ClusterStore, Lease, Notice, Recovery, StoreError,
         codec::{self, to_i64, to_u64},
-        record,
     },
 };
 
@@ -78,8 +76,11 @@ impl PostgresStore {
 /// codec's recovery columns (of `t`), then the lease's.
 macro_rules! claimed_columns {
     () => {
-        " RETURNING t.id, t.owner, t.tool, t.tool_version, t.arguments, t.request_meta, \
-         t.answers, t.trace_context, t.epoch"
+        concat!(
+            " RETURNING t.id, t.owner, t.tool, t.answers, ",
+            codec::origin_columns!(),
+            ", t.epoch"
+        )
     };
 }
 
@@ -194,44 +195,6 @@ impl ClusterStore for PostgresStore {
         match rows.first() {
             Some(row) => Ok(Some(to_u64(int(row, 0)?))),
             None => Ok(Some(0)),
-        }
-    }
-
-    async fn set_status_message_fenced(
-        &self,
-        lease: &Lease,
-        message: Option<String>,
-    ) -> Result<(), StoreError> {
-        let set = unit(|task, now| record::set_status_message(task, now, message));
-        self.modify(&lease.task_id, Some(lease), None, set).await
-    }
-
-    async fn request_input_fenced(
-        &self,
-        lease: &Lease,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        let ask = unit(|task, now| record::request_input(task, now, key, request));
-        self.modify(&lease.task_id, Some(lease), None, ask).await
-    }
-
-    async fn save_step_fenced(&self, lease: &Lease, s: Step) -> Result<(), StoreError> {
-        let step = unit(record::save_step);
-        self.modify(&lease.task_id, Some(lease), Some(s), step)
-            .await
-    }
-
-    async fn finish_fenced(&self, lease: &Lease, outcome: Outcome) -> Result<(), StoreError> {
-        match self.finish_batched(lease, &outcome).await {
-            Ok(true) => Ok(()),
-            // The task is not (or no longer) live under this lease, or is past its TTL:
-            // the general path finds out which and answers for it.
-            Ok(false) => {
-                let finish = unit(|task, now| record::finish(task, now, outcome));
-                self.modify(&lease.task_id, Some(lease), None, finish).await
-            }
-            Err(error) => Err(error),
         }
     }
 

@@ -2,10 +2,13 @@
 //! ([`PostgresStore::modify`]), its decision made by the state machine ([`record`]); creates
 //! through the batch writers; the expiry sweep.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock},
+};
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses};
+use rmcp::model::InputResponses;
 use tokio::sync::oneshot;
 
 use super::{
@@ -16,8 +19,8 @@ use super::{
 };
 use crate::store::{
     ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
-    TaskSnapshot, TaskStore, WakeupKind,
-    codec::{self, StoredTask, recovery_columns, to_i64, to_json},
+    TaskSnapshot, TaskStore, Transition, WakeupKind,
+    codec::{self, StoredTask, end_sql, recovery_columns, to_i64, to_json},
     record::{self, Change, Due},
 };
 
@@ -29,8 +32,8 @@ impl PostgresStore {
         &self,
         id: &str,
         fence: Option<&Lease>,
-        step: Option<Step>,
-        transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change), StoreError> + Send,
+        transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change, Option<Step>), StoreError>
+        + Send,
     ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
         let tx = Tx::begin(&self.pool).await?;
@@ -73,7 +76,7 @@ impl PostgresStore {
         };
         // A refusal keeps only the expiry (if any).
         let (result, step) = match result {
-            Ok((value, done)) => {
+            Ok((value, done, step)) => {
                 change.changed |= done.changed;
                 change.ended |= done.ended;
                 change.wake = done.wake;
@@ -280,13 +283,6 @@ impl PostgresStore {
     }
 }
 
-/// A transition that answers nothing, for [`PostgresStore::modify`].
-pub(super) fn unit(
-    transition: impl FnOnce(&mut StoredTask, u64) -> Result<Change, record::Refusal> + Send,
-) -> impl FnOnce(&mut StoredTask, u64) -> Result<((), Change), StoreError> + Send {
-    move |task, now| Ok(((), transition(task, now)?))
-}
-
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn create(&self, task: NewTask) -> Result<Created, StoreError> {
@@ -329,31 +325,34 @@ impl TaskStore for PostgresStore {
         if record::due(&row.task.state, now) == Due::Nothing {
             return Ok(Some(row.task.into_snapshot()));
         }
-        let read = |task: &mut StoredTask, _| Ok((task.clone().into_snapshot(), Change::default()));
-        match self.modify(id, None, None, read).await {
+        let read =
+            |task: &mut StoredTask, _| Ok((task.clone().into_snapshot(), Change::default(), None));
+        match self.modify(id, None, read).await {
             Ok(snapshot) => Ok(Some(snapshot)),
             Err(StoreError::NotFound) => Ok(None),
             Err(error) => Err(error),
         }
     }
 
-    async fn set_status_message(
+    async fn apply(
         &self,
         id: &str,
-        message: Option<String>,
+        fence: Option<&Lease>,
+        transition: Transition,
     ) -> Result<(), StoreError> {
-        let set = unit(|task, now| record::set_status_message(task, now, message));
-        self.modify(id, None, None, set).await
-    }
-
-    async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        let ask = unit(|task, now| record::request_input(task, now, key, request));
-        self.modify(id, None, None, ask).await
+        // A fenced finish goes through the finish writers, one statement for many tasks;
+        // one they did not apply (not live under this lease, past its TTL) takes the
+        // general path, which finds out why and answers for it.
+        if let (Some(lease), Transition::Finish(outcome)) = (fence, &transition)
+            && self.finish_batched(lease, outcome).await?
+        {
+            return Ok(());
+        }
+        let apply = |task: &mut StoredTask, now| {
+            let (change, step) = record::apply(task, now, transition)?;
+            Ok(((), change, step))
+        };
+        self.modify(id, fence, apply).await
     }
 
     async fn deliver_input(
@@ -361,23 +360,16 @@ impl TaskStore for PostgresStore {
         id: &str,
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError> {
-        let answer = |task: &mut StoredTask, now| Ok(record::deliver_input(task, now, responses));
-        self.modify(id, None, None, answer).await
-    }
-
-    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
-        let finish = unit(|task, now| record::finish(task, now, outcome));
-        self.modify(id, None, None, finish).await
+        let answer = |task: &mut StoredTask, now| {
+            let (taken, change) = record::deliver_input(task, now, responses);
+            Ok((taken, change, None))
+        };
+        self.modify(id, None, answer).await
     }
 
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
-        let cancel = unit(|task, now| Ok(record::request_cancel(task, now)));
-        self.modify(id, None, None, cancel).await
-    }
-
-    async fn save_step(&self, id: &str, s: Step) -> Result<(), StoreError> {
-        let step = unit(record::save_step);
-        self.modify(id, None, Some(s), step).await
+        let cancel = |task: &mut StoredTask, now| Ok(((), record::request_cancel(task, now), None));
+        self.modify(id, None, cancel).await
     }
 
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
@@ -404,10 +396,8 @@ impl TaskStore for PostgresStore {
     }
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
-        // The expiry transition (record::apply_due) as one statement for many tasks: the
-        // status, message and outcome come from the state machine, the purge time is the
-        // deadline plus the retention, saturating (record::expired_purge_at) without ever
-        // computing a sum that overflows.
+        // The expiry transition (record::apply_due) as one statement for many tasks
+        // ([`EXPIRE`]): the status, message and outcome come from the state machine.
         let now = to_i64(self.clock.now_ms());
         let retention = to_i64(self.retention_ms());
         let outcome = record::expired_outcome();
@@ -418,15 +408,7 @@ impl TaskStore for PostgresStore {
             let tx = Tx::begin(&self.pool).await?;
             let rows = tx
                 .query(
-                    "WITH due AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL \
-                     AND deadline_ms <= $1 ORDER BY deadline_ms LIMIT $5 \
-                     FOR UPDATE SKIP LOCKED) \
-                     UPDATE tasks t SET status = $6, status_message = $2, outcome = $3, \
-                     purge_at_ms = CASE WHEN t.deadline_ms > 9223372036854775807 - $4 \
-                     THEN 9223372036854775807 ELSE t.deadline_ms + $4 END, \
-                     input_requests = '{}', used_keys = '[]', answers = '{}', \
-                     last_updated_at_ms = GREATEST($1, t.last_updated_at_ms + 1) \
-                     FROM due WHERE t.id = due.id RETURNING t.id",
+                    &EXPIRE,
                     &[
                         &now,
                         &record::EXPIRED_MESSAGE,
@@ -485,6 +467,10 @@ impl TaskStore for PostgresStore {
         Ok(failed)
     }
 
+    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
+        ClusterStore::answers(self, id).await
+    }
+
     fn admin(&self) -> Option<&dyn crate::store::AdminStore> {
         Some(self)
     }
@@ -493,6 +479,19 @@ impl TaskStore for PostgresStore {
         Some(self)
     }
 }
+
+/// The expiry of up to `$5` live tasks past their TTL at `$1` (record::apply_due, from the
+/// state machine's SQL, `codec::end_sql`): `failed` with status `$6`, message `$2` and
+/// outcome `$3`, purged `$4` after the deadline. Returns their ids.
+static EXPIRE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH due AS (SELECT id FROM tasks t WHERE {due} ORDER BY deadline_ms LIMIT $5 \
+         FOR UPDATE SKIP LOCKED) \
+         UPDATE tasks t SET {set} FROM due WHERE t.id = due.id RETURNING t.id",
+        due = end_sql::expired("$1"),
+        set = end_sql::set("$6", "$3", "$2", "$1", &end_sql::expiry_purge("$4")),
+    )
+});
 
 /// The refusal of a create past its owner's quota.
 fn over_quota(task: &NewTask, quota: usize) -> StoreError {

@@ -15,7 +15,7 @@ use crate::store::{
         AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
         sql::{self, Dialect, Param, conditions},
     },
-    codec::{self, StoredTask, task_columns, to_i64},
+    codec::{self, Origin, StoredTask, task_columns, to_i64},
 };
 
 const DIALECT: Dialect = Dialect {
@@ -93,16 +93,16 @@ impl AdminStore for SqliteStore {
             let Some(task) = load(conn, &id)? else {
                 return Ok(None);
             };
-            let (tool_version, arguments, trace): (String, String, Option<String>) = conn
-                .prepare_cached(
-                    "SELECT tool_version, arguments, trace_context FROM tasks WHERE id = ?1",
-                )
+            let origin = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    codec::origin_columns!(),
+                    " FROM tasks WHERE id = ?1"
+                ))
                 .and_then(|mut select| {
-                    select.query_row(params![id], |row| {
-                        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                    })
+                    select.query_row(params![id], |row| Ok(Origin::decode(&SqliteRow(row), 0)))
                 })
-                .map_err(backend)?;
+                .map_err(backend)??;
             let mut steps = Vec::new();
             let mut select = conn
                 .prepare_cached(
@@ -113,15 +113,7 @@ impl AdminStore for SqliteStore {
             while let Some(row) = rows.next().map_err(backend)? {
                 steps.push(codec::step(&SqliteRow(row), 0)?);
             }
-            sql::detail(
-                task,
-                tool_version,
-                &arguments,
-                steps,
-                None,
-                trace.as_deref(),
-            )
-            .map(Some)
+            Ok(Some(sql::detail(task, origin, steps, None)))
         })
         .await
     }

@@ -176,11 +176,11 @@ pub(super) fn insert_task(
                      ?15) \
                      ON CONFLICT (id) DO NOTHING",
         params![
-            &*task.id,
-            &*task.owner,
-            &*task.tool,
-            &*task.tool_version,
-            task.status_message.as_deref(),
+            row.id,
+            row.owner,
+            row.tool,
+            row.tool_version,
+            row.status_message,
             row.created_at_ms,
             row.ttl_ms,
             row.poll_interval_ms,

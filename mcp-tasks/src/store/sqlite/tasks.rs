@@ -2,7 +2,7 @@
 //! decision made by the state machine ([`record`]).
 
 use async_trait::async_trait;
-use rmcp::model::{InputRequest, InputResponses};
+use rmcp::model::InputResponses;
 use rusqlite::{OptionalExtension, params};
 
 use super::{
@@ -11,7 +11,7 @@ use super::{
     writer::{Effect, Tx},
 };
 use crate::store::{
-    Created, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
+    Created, Lease, NewTask, Recovery, StoreError, TaskSnapshot, TaskStore, Transition,
     codec::{self, recovery_columns, to_i64},
     record::{self, Due},
 };
@@ -80,31 +80,33 @@ impl TaskStore for SqliteStore {
         }
     }
 
-    async fn set_status_message(
+    async fn apply(
         &self,
         id: &str,
-        message: Option<String>,
+        _fence: Option<&Lease>,
+        transition: Transition,
     ) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.write(move |tx: &mut Tx<'_>| {
-            modify(tx, &id, |task, now| {
-                Ok(((), record::set_status_message(task, now, message)?))
-            })
-        })
-        .await
-    }
-
-    async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-    ) -> Result<(), StoreError> {
-        let (id, key) = (id.to_owned(), key.to_owned());
-        self.write(move |tx: &mut Tx<'_>| {
-            modify(tx, &id, |task, now| {
-                Ok(((), record::request_input(task, now, &key, request)?))
-            })
+            let applied = modify(tx, &id, |task, now| {
+                let (change, step) = record::apply(task, now, transition)?;
+                Ok((step, change))
+            })?;
+            let Some(step) = applied else {
+                return Ok(());
+            };
+            exec(
+                tx.conn,
+                "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    id,
+                    to_i64(step.seq),
+                    step.name,
+                    codec::to_json(&step.value)?
+                ],
+            )
+            .map_err(backend)?;
+            Ok(())
         })
         .await
     }
@@ -123,42 +125,12 @@ impl TaskStore for SqliteStore {
         .await
     }
 
-    async fn finish(&self, id: &str, outcome: Outcome) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.write(move |tx: &mut Tx<'_>| {
-            modify(tx, &id, |task, now| {
-                Ok(((), record::finish(task, now, outcome)?))
-            })
-        })
-        .await
-    }
-
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
         let id = id.to_owned();
         self.write(move |tx: &mut Tx<'_>| {
             modify(tx, &id, |task, now| {
                 Ok(((), record::request_cancel(task, now)))
             })
-        })
-        .await
-    }
-
-    async fn save_step(&self, id: &str, step: Step) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.write(move |tx: &mut Tx<'_>| {
-            modify(tx, &id, |task, now| Ok(((), record::save_step(task, now)?)))?;
-            exec(
-                tx.conn,
-                "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    id,
-                    to_i64(step.seq),
-                    step.name,
-                    codec::to_json(&step.value)?
-                ],
-            )
-            .map_err(backend)?;
-            Ok(())
         })
         .await
     }
