@@ -104,7 +104,7 @@ pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
 }
 
 /// An error with its sources, in one line.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(inner) = source {

@@ -276,16 +276,7 @@ impl Failure {
                 "this server's task store does not offer the admin operations".to_owned()
             }
             Self::Forbidden(why) => (*why).to_owned(),
-            Self::Store(error) => {
-                let mut message = error.to_string();
-                let mut source = std::error::Error::source(error);
-                while let Some(cause) = source {
-                    message.push_str(": ");
-                    message.push_str(&cause.to_string());
-                    source = cause.source();
-                }
-                message
-            }
+            Self::Store(error) => crate::errors::error_chain(error),
         }
     }
 }
@@ -482,5 +473,15 @@ mod tests {
         assert!(credential.accepts_form_token("a", &token));
         assert!(!credential.accepts_form_token("b", &token));
         assert!(!credential.accepts_form_token("a", &token[1..]));
+    }
+
+    #[test]
+    fn every_status_has_its_wire_word_both_ways() {
+        for status in crate::store::admin::STATUSES {
+            let word = status_word(status);
+            assert_eq!(serde_json::to_value(status).unwrap(), json!(word));
+            assert_eq!(crate::store::admin::parse_status(word), Some(status));
+        }
+        assert_eq!(crate::store::admin::parse_status("Working"), None);
     }
 }

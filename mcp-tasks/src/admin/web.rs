@@ -24,21 +24,14 @@ use crate::{
     clock::rfc3339,
     store::{
         Outcome,
-        admin::{Cancelled, StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word},
+        admin::{
+            Cancelled, STATUSES, StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word,
+        },
     },
 };
-use rmcp::model::TaskStatus;
 
 /// Seconds between two refreshes of the list.
 const REFRESH_SECONDS: u32 = 5;
-
-const STATUSES: [TaskStatus; 5] = [
-    TaskStatus::Working,
-    TaskStatus::InputRequired,
-    TaskStatus::Completed,
-    TaskStatus::Failed,
-    TaskStatus::Cancelled,
-];
 
 /// The pages.
 pub(super) fn routes() -> Router<Admin> {
