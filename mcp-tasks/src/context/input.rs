@@ -9,7 +9,7 @@ use rmcp::model::{
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::{Failure, TaskContext, failure::decode};
+use super::{Failure, TaskContext, failure::decode, form};
 use crate::errors;
 
 // The capability check is docs/protocol.md C18.
@@ -221,13 +221,5 @@ impl Keyed<'_> {
     /// As [`Keyed::elicit`], with `roots` as the capability.
     pub async fn roots(self) -> Result<ListRootsResult, Failure> {
         self.ctx.ask_roots(Some(self.key)).await
-    }
-}
-
-pub(super) fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
     }
 }

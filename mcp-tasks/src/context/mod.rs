@@ -34,7 +34,15 @@ pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use state::State;
 
 use failure::decode;
-use input::form;
+
+/// A form elicitation of `message` with `schema`.
+fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    }
+}
 
 /// The handle a tool receives: its task id, status messages, cancellation, input from the
 /// client, durable steps, and the application state registered on the toolkit.

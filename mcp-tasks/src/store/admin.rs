@@ -32,6 +32,8 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
+pub(crate) use super::status::STATUSES;
+pub use super::status::{parse_status, status_word};
 use super::{Outcome, Step, StoreError, TaskSnapshot, TaskStore};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -172,43 +174,6 @@ impl TaskFilter {
         hasher.write(text.as_bytes());
         hasher.finish()
     }
-}
-
-/// Every status this crate knows, in the order of their lifecycle.
-pub(crate) const STATUSES: [TaskStatus; 5] = [
-    TaskStatus::Working,
-    TaskStatus::InputRequired,
-    TaskStatus::Completed,
-    TaskStatus::Failed,
-    TaskStatus::Cancelled,
-];
-
-/// A status as the protocol spells it: the one map of statuses to words, which the stores
-/// write and the admin API and metrics show.
-#[must_use]
-pub fn status_word(status: TaskStatus) -> &'static str {
-    known_word(status).unwrap_or("unknown")
-}
-
-/// [`status_word`], `None` for a status of a newer protocol revision than this crate knows.
-pub(crate) fn known_word(status: TaskStatus) -> Option<&'static str> {
-    Some(match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        TaskStatus::Cancelled => "cancelled",
-        #[allow(unreachable_patterns)]
-        _ => return None,
-    })
-}
-
-/// The status the protocol spells `word`, if any.
-#[must_use]
-pub fn parse_status(word: &str) -> Option<TaskStatus> {
-    STATUSES
-        .into_iter()
-        .find(|status| known_word(*status) == Some(word))
 }
 
 /// Where a page starts: after the task created at `created_at_ms` with id `id`, in the

@@ -216,7 +216,7 @@ pub(crate) fn step(row: &impl Columns, first: usize) -> Result<Step, StoreError>
 
 /// A status as the stores write it (its wire name).
 pub(crate) fn status_name(status: TaskStatus) -> Result<&'static str, StoreError> {
-    super::admin::known_word(status).ok_or_else(|| {
+    super::status::known_word(status).ok_or_else(|| {
         corrupt(format!(
             "the task status {status:?} has no stored form in this build"
         ))
@@ -225,7 +225,7 @@ pub(crate) fn status_name(status: TaskStatus) -> Result<&'static str, StoreError
 
 /// The status a store wrote as `name`; any other name is an error, never a guess.
 pub(crate) fn parse_status(name: &str) -> Result<TaskStatus, StoreError> {
-    super::admin::parse_status(name)
+    super::status::parse_status(name)
         .ok_or_else(|| corrupt(format!("unknown task status `{name}` in the database")))
 }
 

@@ -32,7 +32,7 @@ pub enum StoreError {
         quota: usize,
     },
     /// The task is terminal; it does not change any more.
-    #[error("the task has already ended ({}) and does not change any more", super::admin::status_word(*.0))]
+    #[error("the task has already ended ({}) and does not change any more", super::status::status_word(*.0))]
     Terminal(TaskStatus),
     /// The id exists already.
     #[error("a task with this id exists already: create it under a new id")]
