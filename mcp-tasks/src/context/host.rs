@@ -31,7 +31,7 @@ pub(crate) struct Progress {
 }
 
 /// The engine side of one call, as [`TaskContext`](super::TaskContext) drives it. The runtime's lifecycle
-/// (`runtime/call.rs`) implements it; its module docs say what each method guarantees.
+/// (`runtime/call/`) implements it; its module docs say what each method guarantees.
 pub(crate) trait Host: Send + Sync + 'static {
     /// The task id: `Some` once a task record exists for the call.
     fn task_id(&self) -> Option<&str>;

@@ -3,7 +3,7 @@
 //!
 //! This module is the tool author's side only. Everything a context does to the task (store a
 //! status, ask for input, keep a step, become a task) goes through [`Host`], which the runtime's
-//! lifecycle implements (`runtime/call.rs`); so the author API depends on no runtime code and
+//! lifecycle implements (`runtime/call/`); so the author API depends on no runtime code and
 //! the runtime is free to change how a call is driven.
 
 #![allow(

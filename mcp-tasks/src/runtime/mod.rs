@@ -5,7 +5,7 @@
 //! state. What only a running process needs (the cancellation token, the channels that carry
 //! answers to waiting input requests) lives here, never in the store.
 //!
-//! - `call.rs`: the life of one call (inline, promotion to a task, ending), with its
+//! - `call/`: the life of one call (inline, promotion to a task, ending), with its
 //!   invariants;
 //! - `recover.rs`: what a starting process does with the tasks a previous one left running;
 //! - `cluster.rs`: several instances on one [`ClusterStore`](crate::store::ClusterStore):
