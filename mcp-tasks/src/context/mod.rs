@@ -28,8 +28,7 @@ mod input;
 mod state;
 
 pub use failure::{Failure, ProgressError, StepError};
-pub(crate) use host::{Host, Progress, StepSlot};
-pub(crate) use input::InputKind;
+pub(crate) use host::{Host, InputKind, Progress, StepSlot};
 pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use state::State;
 
