@@ -477,7 +477,7 @@ mod tests {
 
     #[test]
     fn every_status_has_its_wire_word_both_ways() {
-        for status in crate::store::admin::STATUSES {
+        for status in crate::store::status::STATUSES {
             let word = status_word(status);
             assert_eq!(serde_json::to_value(status).unwrap(), json!(word));
             assert_eq!(crate::store::admin::parse_status(word), Some(status));

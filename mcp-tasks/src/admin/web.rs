@@ -24,9 +24,8 @@ use crate::{
     clock::rfc3339,
     store::{
         Outcome,
-        admin::{
-            Cancelled, STATUSES, StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word,
-        },
+        admin::{Cancelled, StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word},
+        status::STATUSES,
     },
 };
 

@@ -32,7 +32,6 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
-pub(crate) use super::status::STATUSES;
 pub use super::status::{parse_status, status_word};
 use super::{Outcome, Step, StoreError, TaskSnapshot, TaskStore};
 

@@ -45,7 +45,7 @@ pub mod memory;
 pub(crate) mod record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
-mod status;
+pub(crate) mod status;
 
 pub use admin::AdminStore;
 pub use cluster::{ClusterStore, Lease, Wakeup, WakeupKind};
