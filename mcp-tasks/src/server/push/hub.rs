@@ -4,8 +4,10 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, Weak},
+    sync::{Arc, Weak},
 };
+
+use parking_lot::{Mutex, MutexGuard};
 
 use rmcp::model::ErrorData;
 use serde_json::Value;
@@ -33,10 +35,8 @@ struct HubState {
 }
 
 impl Hub {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HubState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state.lock()
     }
 }
 
@@ -87,10 +87,7 @@ struct Pending {
 impl Shared {
     /// Offers `state` of task `id`: replaces a pending older one, or queues it.
     fn offer(&self, id: &Arc<str>, state: &Value, terminal: bool) {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = self.pending.lock();
         if pending.ended.contains(id) {
             return;
         }
@@ -106,10 +103,7 @@ impl Shared {
     }
 
     pub(super) fn take(&self) -> Option<(Arc<str>, Value)> {
-        let mut pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut pending = self.pending.lock();
         (!pending.queue.is_empty()).then(|| pending.queue.remove(0))
     }
 }
