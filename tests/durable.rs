@@ -400,7 +400,7 @@ async fn chosen_keys_across_a_restart() {
     let keys: Vec<&String> = asked["inputRequests"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["second"], "{asked}");
     // The status is set just before the replay asks; an answer that arrives before the
-    // replay waits for it is found in the store all the same (call.rs invariant 13).
+    // replay waits for it is found in the store all the same (runtime/call invariant 13).
     let answer = json!({ "action": "accept", "content": { "name": "Grace" } });
     let ack = after
         .rpc(
@@ -448,7 +448,7 @@ async fn gated(ctx: TaskContext) -> Result<String, ToolError> {
         .unwrap_or_default())
 }
 
-/// Store invariant 6, call.rs invariant 13: an answer the store takes after recovery read
+/// Store invariant 6, runtime/call invariant 13: an answer the store takes after recovery read
 /// the replay data but before the replay waits for it (tasks/update between `recover` and
 /// the replay's question, held apart by a gate) still reaches the replay, which neither
 /// asks again nor fails.
@@ -527,7 +527,7 @@ async fn before_then_during(ctx: TaskContext) -> Result<String, ToolError> {
     ))
 }
 
-/// Store invariant 6, call.rs invariant 14, R28, R32: a tool asks by multi round-trip before
+/// Store invariant 6, runtime/call invariant 14, R28, R32: a tool asks by multi round-trip before
 /// its task exists, then through the task; after a restart the replay (which asks everything
 /// through the task) gives each question the answer given to it, and asks neither again.
 #[tokio::test]

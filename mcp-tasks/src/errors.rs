@@ -7,14 +7,15 @@
 use rmcp::model::{ClientCapabilities, ErrorCode, ErrorData, JsonObject};
 use serde_json::json;
 
-use crate::EXTENSION_ID;
-
 /// `-32021` with `data.requiredCapabilities.extensions["io.modelcontextprotocol/tasks"] = {}`
 /// (docs/protocol.md R6, R43, §3.4).
 #[must_use]
 pub fn tasks_capability_required() -> ErrorData {
     let mut extensions = rmcp::model::ExtensionCapabilities::new();
-    extensions.insert(EXTENSION_ID.to_owned(), JsonObject::new());
+    extensions.insert(
+        rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+        JsonObject::new(),
+    );
     let mut caps = ClientCapabilities::default();
     caps.extensions = Some(extensions);
     ErrorData::missing_required_client_capability(caps)
@@ -104,7 +105,7 @@ pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
 }
 
 /// An error with its sources, in one line.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(inner) = source {

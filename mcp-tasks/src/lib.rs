@@ -288,6 +288,8 @@ pub mod __private {
 
     pub use crate::{
         context::TaskContext,
+        // The command-line client's error messages.
+        errors::error_chain,
         extract::{
             Tag, params,
             registry::{NamedTool, add_tool, assert_unique_names},

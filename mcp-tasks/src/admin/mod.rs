@@ -49,8 +49,11 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
+use base64::{Engine as _, engine::general_purpose::STANDARD_PAD_INDIFFERENT as BASE64};
+use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use crate::{
     Engine,
@@ -116,25 +119,25 @@ impl AdminCredential {
     /// Whether `presented` is the credential, in constant time.
     fn accepts(&self, presented: &str) -> bool {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        digest
-            .iter()
-            .zip(&self.digest)
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0
+        digest.ct_eq(&self.digest).into()
     }
 
-    /// The token of the form that cancels a task in the web view: bound to the credential
-    /// and the task, so another site cannot forge it.
+    /// The token of the form that cancels a task in the web view: an HMAC of the task keyed
+    /// by the credential, so another site cannot forge it.
     fn form_token(&self, task_id: &str) -> String {
-        let mut hasher = Sha256::new();
-        hasher.update(b"mcp-tasks admin cancel form\0");
-        hasher.update(self.digest);
-        hasher.update(task_id.as_bytes());
-        hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.digest).expect("HMAC takes any key");
+        mac.update(b"mcp-tasks admin cancel form\0");
+        mac.update(task_id.as_bytes());
+        let tag = mac.finalize().into_bytes();
+        tag.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Whether `token` is the cancel form's token of task `task_id`, in constant time.
+    fn accepts_form_token(&self, task_id: &str, token: &str) -> bool {
+        token
+            .as_bytes()
+            .ct_eq(self.form_token(task_id).as_bytes())
+            .into()
     }
 }
 
@@ -205,41 +208,13 @@ fn presented(headers: &HeaderMap, basic: bool) -> Option<String> {
         return Some(rest.trim().to_owned());
     }
     if basic && scheme.eq_ignore_ascii_case("basic") {
-        let decoded = base64_decode(rest.trim())?;
+        let decoded = BASE64.decode(rest.trim()).ok()?;
         let text = String::from_utf8(decoded).ok()?;
         return text
             .split_once(':')
             .map(|(_, password)| password.to_owned());
     }
     None
-}
-
-/// Standard base64 (with or without padding).
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let bytes = text.trim_end_matches('=').as_bytes();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        if chunk.len() == 1 {
-            return None;
-        }
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            n |= value(*c)? << (18 - 6 * i);
-        }
-        let full = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&full[..chunk.len() - 1]);
-    }
-    Some(out)
 }
 
 /// The JSON API takes the bearer credential only: a browser sends HTTP Basic on its own to
@@ -301,16 +276,7 @@ impl Failure {
                 "this server's task store does not offer the admin operations".to_owned()
             }
             Self::Forbidden(why) => (*why).to_owned(),
-            Self::Store(error) => {
-                let mut message = error.to_string();
-                let mut source = std::error::Error::source(error);
-                while let Some(cause) = source {
-                    message.push_str(": ");
-                    message.push_str(&cause.to_string());
-                    source = cause.source();
-                }
-                message
-            }
+            Self::Store(error) => crate::errors::error_chain(error),
         }
     }
 }
@@ -469,16 +435,22 @@ mod tests {
 
     #[test]
     fn basic_credentials_decode() {
-        assert_eq!(base64_decode("YWRtaW46c2VjcmV0").unwrap(), b"admin:secret");
-        assert_eq!(base64_decode("YQ==").unwrap(), b"a");
-        assert!(base64_decode("Y").is_none());
-        assert!(base64_decode("a!b=").is_none());
+        let basic = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::AUTHORIZATION, value.parse().unwrap());
+            presented(&headers, true)
+        };
+        assert_eq!(basic("Basic YWRtaW46c2VjcmV0").as_deref(), Some("secret"));
+        // Padding is optional: `a:bc` is `YTpiYw==`.
+        assert_eq!(basic("Basic YTpiYw==").as_deref(), Some("bc"));
+        assert_eq!(basic("Basic YTpiYw").as_deref(), Some("bc"));
+        assert_eq!(basic("Basic Y"), None);
+        assert_eq!(basic("Basic a!b="), None);
         let mut headers = HeaderMap::new();
         headers.insert(
             header::AUTHORIZATION,
             "Basic YWRtaW46c2VjcmV0".parse().unwrap(),
         );
-        assert_eq!(presented(&headers, true).as_deref(), Some("secret"));
         assert_eq!(
             presented(&headers, false),
             None,
@@ -496,6 +468,20 @@ mod tests {
         assert!(credential.accepts("0123456789abcdef"));
         assert!(!credential.accepts("0123456789abcdeF"));
         assert!(!credential.accepts("0123456789abcdef "));
-        assert_ne!(credential.form_token("a"), credential.form_token("b"));
+        let token = credential.form_token("a");
+        assert_ne!(token, credential.form_token("b"));
+        assert!(credential.accepts_form_token("a", &token));
+        assert!(!credential.accepts_form_token("b", &token));
+        assert!(!credential.accepts_form_token("a", &token[1..]));
+    }
+
+    #[test]
+    fn every_status_has_its_wire_word_both_ways() {
+        for status in crate::store::status::STATUSES {
+            let word = status_word(status);
+            assert_eq!(serde_json::to_value(status).unwrap(), json!(word));
+            assert_eq!(crate::store::admin::parse_status(word), Some(status));
+        }
+        assert_eq!(crate::store::admin::parse_status("Working"), None);
     }
 }

@@ -25,20 +25,12 @@ use crate::{
     store::{
         Outcome,
         admin::{Cancelled, StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word},
+        status::STATUSES,
     },
 };
-use rmcp::model::TaskStatus;
 
 /// Seconds between two refreshes of the list.
 const REFRESH_SECONDS: u32 = 5;
-
-const STATUSES: [TaskStatus; 5] = [
-    TaskStatus::Working,
-    TaskStatus::InputRequired,
-    TaskStatus::Completed,
-    TaskStatus::Failed,
-    TaskStatus::Cancelled,
-];
 
 /// The pages.
 pub(super) fn routes() -> Router<Admin> {
@@ -436,16 +428,7 @@ async fn cancel_form(
     let token = form_urlencoded::parse(&body)
         .find(|(key, _)| key == "csrf")
         .map(|(_, value)| value.into_owned());
-    let expected = admin.credential.form_token(&id);
-    let valid = token.is_some_and(|token| {
-        token.len() == expected.len()
-            && token
-                .bytes()
-                .zip(expected.bytes())
-                .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-                == 0
-    });
-    if !valid {
+    if !token.is_some_and(|token| admin.credential.accepts_form_token(&id, &token)) {
         return error_page(&Failure::Forbidden(
             "the form's token is missing or wrong: open the task's page again and use its button",
         ));

@@ -9,11 +9,13 @@ use std::{
     collections::HashMap,
     pin::Pin,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
+
+use parking_lot::{Mutex, MutexGuard};
 
 use rmcp::{
     RoleClient,
@@ -38,10 +40,8 @@ pub(crate) struct Followers {
 }
 
 impl Followers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, ByTask> {
-        self.by_task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn lock(&self) -> MutexGuard<'_, ByTask> {
+        self.by_task.lock()
     }
 
     /// Follows task `task_id` until the returned registration is dropped. Registered before

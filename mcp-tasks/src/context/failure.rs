@@ -9,11 +9,8 @@ use serde_json::Value;
 
 use crate::errors;
 
-#[cfg(doc)]
-use super::TaskContext;
-
 /// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
-/// and how the [`TaskContext`] calls that wait on the client fail.
+/// and how the [`TaskContext`](super::TaskContext) calls that wait on the client fail.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Failure {
@@ -40,7 +37,8 @@ impl From<ErrorData> for Failure {
     }
 }
 
-/// Why [`TaskContext::progress`] refused a report. Nothing was sent.
+/// Why [`TaskContext::progress`](super::TaskContext::progress) refused a report. Nothing was
+/// sent.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProgressError {
@@ -63,13 +61,14 @@ pub enum ProgressError {
     },
 }
 
-/// Why a [`TaskContext::try_step`] did not return a value.
+/// Why a [`TaskContext::try_step`](super::TaskContext::try_step) did not return a value.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum StepError<E> {
     /// The work returned this error; nothing was stored.
     Work(E),
-    /// The step itself failed or the task was cancelled, as for [`TaskContext::step`].
+    /// The step itself failed or the task was cancelled, as for
+    /// [`TaskContext::step`](super::TaskContext::step).
     Failure(Failure),
 }
 

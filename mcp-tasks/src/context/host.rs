@@ -8,7 +8,47 @@ use rmcp::model::{ClientCapabilities, InputRequest, LoggingLevel};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{Failure, InputKind, ProgressError};
+use super::{Failure, ProgressError};
+
+// The capability check is docs/protocol.md C18.
+/// Which kind of input a request is, for the check that the client declared its capability
+/// and the key it is asked under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InputKind {
+    Elicitation,
+    Sampling,
+    Roots,
+}
+
+impl InputKind {
+    pub(crate) fn capability(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// The prefix of the input-request keys of this kind (`elicit-1`, `sample-2`, ...).
+    pub(crate) fn key_prefix(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicit",
+            Self::Sampling => "sample",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// Every prefix of generated keys, for the check that a chosen key is not one of them.
+    pub(super) const ALL: [Self; 3] = [Self::Elicitation, Self::Sampling, Self::Roots];
+
+    pub(super) fn declared(self, caps: &ClientCapabilities) -> bool {
+        match self {
+            Self::Elicitation => caps.elicitation.is_some(),
+            Self::Sampling => caps.sampling.is_some(),
+            Self::Roots => caps.roots.is_some(),
+        }
+    }
+}
 
 /// A step's place in a run: its number, and what a replay already has for it.
 pub(crate) enum StepSlot {
@@ -31,7 +71,7 @@ pub(crate) struct Progress {
 }
 
 /// The engine side of one call, as [`TaskContext`](super::TaskContext) drives it. The runtime's lifecycle
-/// (`runtime/call.rs`) implements it; its module docs say what each method guarantees.
+/// (`runtime/call/`) implements it; its module docs say what each method guarantees.
 pub(crate) trait Host: Send + Sync + 'static {
     /// The task id: `Some` once a task record exists for the call.
     fn task_id(&self) -> Option<&str>;

@@ -2,55 +2,14 @@
 //! ([`check_key`]), [`Keyed`], and the check that the client declared the kind it is asked.
 
 use rmcp::model::{
-    ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ElicitationSchema, ErrorData, InputRequest, ListRootsResult, Request,
-    RequestNoParam,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+    ElicitationSchema, ErrorData, InputRequest, ListRootsResult, Request, RequestNoParam,
 };
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::{Failure, TaskContext, failure::decode};
+use super::{Failure, InputKind, TaskContext, failure::decode, form};
 use crate::errors;
-
-// The capability check is docs/protocol.md C18.
-/// Which kind of input a request is, for the check that the client declared its capability
-/// and the key it is asked under.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum InputKind {
-    Elicitation,
-    Sampling,
-    Roots,
-}
-
-impl InputKind {
-    pub(crate) fn capability(self) -> &'static str {
-        match self {
-            Self::Elicitation => "elicitation",
-            Self::Sampling => "sampling",
-            Self::Roots => "roots",
-        }
-    }
-
-    /// The prefix of the input-request keys of this kind (`elicit-1`, `sample-2`, ...).
-    pub(crate) fn key_prefix(self) -> &'static str {
-        match self {
-            Self::Elicitation => "elicit",
-            Self::Sampling => "sample",
-            Self::Roots => "roots",
-        }
-    }
-
-    /// Every prefix of generated keys, for the check that a chosen key is not one of them.
-    const ALL: [Self; 3] = [Self::Elicitation, Self::Sampling, Self::Roots];
-
-    fn declared(self, caps: &ClientCapabilities) -> bool {
-        match self {
-            Self::Elicitation => caps.elicitation.is_some(),
-            Self::Sampling => caps.sampling.is_some(),
-            Self::Roots => caps.roots.is_some(),
-        }
-    }
-}
 
 /// The longest input-request key a tool may choose, in bytes.
 pub const MAX_INPUT_KEY_LEN: usize = 64;
@@ -221,13 +180,5 @@ impl Keyed<'_> {
     /// As [`Keyed::elicit`], with `roots` as the capability.
     pub async fn roots(self) -> Result<ListRootsResult, Failure> {
         self.ctx.ask_roots(Some(self.key)).await
-    }
-}
-
-pub(super) fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! This module is the tool author's side only. Everything a context does to the task (store a
 //! status, ask for input, keep a step, become a task) goes through [`Host`], which the runtime's
-//! lifecycle implements (`runtime/call.rs`); so the author API depends on no runtime code and
+//! lifecycle implements (`runtime/call/`); so the author API depends on no runtime code and
 //! the runtime is free to change how a call is driven.
 
 #![allow(
@@ -28,13 +28,20 @@ mod input;
 mod state;
 
 pub use failure::{Failure, ProgressError, StepError};
-pub(crate) use host::{Host, Progress, StepSlot};
-pub(crate) use input::InputKind;
+pub(crate) use host::{Host, InputKind, Progress, StepSlot};
 pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use state::State;
 
 use failure::decode;
-use input::form;
+
+/// A form elicitation of `message` with `schema`.
+fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    }
+}
 
 /// The handle a tool receives: its task id, status messages, cancellation, input from the
 /// client, durable steps, and the application state registered on the toolkit.

@@ -247,7 +247,7 @@ impl Drop for Live {
 }
 
 /// The number of queued tasks not yet claimed, as sampled now.
-fn queue_depth(depth: u64) {
+pub(crate) fn queue_depth(depth: u64) {
     #[allow(clippy::cast_precision_loss)]
     gauge!(QUEUE_DEPTH).set(depth as f64);
 }
@@ -308,18 +308,6 @@ pub(crate) fn received(
         },
         Err(RecvError::Lagged(missed)) => wakeups_missed(*missed),
         Err(RecvError::Closed) => {}
-    }
-}
-
-/// Samples the queue depth of `runtime`'s cluster store (a failed count is not recorded).
-pub(crate) async fn sample_queue(runtime: &crate::runtime::Runtime) {
-    let Some((cluster, _)) = runtime.cluster() else {
-        return;
-    };
-    match cluster.queue_depth().await {
-        Ok(Some(depth)) => queue_depth(depth),
-        Ok(None) => {}
-        Err(error) => tracing::debug!(%error, "queue depth not counted"),
     }
 }
 

@@ -4,10 +4,12 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
 };
+
+use parking_lot::Mutex;
 
 use rmcp::model::ErrorData;
 
@@ -96,10 +98,7 @@ impl Drop for RunSlot {
 
 impl Drop for OwnerSlot {
     fn drop(&mut self) {
-        let mut owners = self
-            .owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut owners = self.owners.lock();
         if let Some(count) = owners.get_mut(&self.owner) {
             *count -= 1;
             if *count == 0 {

@@ -424,7 +424,7 @@ async fn claim_loop(runtime: Arc<Runtime>, every: Duration, claim_now: Arc<Notif
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            _ = tick.tick() => crate::metrics::sample_queue(&runtime).await,
+            _ = tick.tick() => sample_queue(&runtime).await,
             () = claim_now.notified() => {}
         }
         if let Err(error) = claim(&runtime).await {
@@ -523,6 +523,18 @@ async fn claim_batch(
     match cause {
         Cause::Queued => cluster.claim_queued(instance, lease, limit).await,
         _ => cluster.claim_lapsed(instance, lease, limit).await,
+    }
+}
+
+/// Samples the queue depth of `runtime`'s cluster store (a failed count is not recorded).
+async fn sample_queue(runtime: &Runtime) {
+    let Some((cluster, _)) = runtime.cluster() else {
+        return;
+    };
+    match cluster.queue_depth().await {
+        Ok(Some(depth)) => crate::metrics::queue_depth(depth),
+        Ok(None) => {}
+        Err(error) => tracing::debug!(%error, "queue depth not counted"),
     }
 }
 

@@ -37,11 +37,13 @@
 
 use std::{
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
 };
+
+use parking_lot::{Mutex, MutexGuard};
 
 use tokio_util::{
     sync::{CancellationToken, DropGuard},
@@ -136,10 +138,8 @@ impl Lifecycle {
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Moves a built runtime to running: `Ok(true)` when the caller is to spawn the loops,

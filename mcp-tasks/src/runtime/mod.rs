@@ -5,7 +5,7 @@
 //! state. What only a running process needs (the cancellation token, the channels that carry
 //! answers to waiting input requests) lives here, never in the store.
 //!
-//! - `call.rs`: the life of one call (inline, promotion to a task, ending), with its
+//! - `call/`: the life of one call (inline, promotion to a task, ending), with its
 //!   invariants;
 //! - `recover.rs`: what a starting process does with the tasks a previous one left running;
 //! - `cluster.rs`: several instances on one [`ClusterStore`](crate::store::ClusterStore):
@@ -34,11 +34,13 @@
 use std::{
     collections::HashMap,
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
 };
+
+use parking_lot::{Mutex, MutexGuard};
 
 use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
 use serde_json::Value;
@@ -98,17 +100,11 @@ struct LiveTask {
 
 impl LiveTask {
     fn waiters_empty(&self) -> bool {
-        self.waiters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_empty()
+        self.waiters.lock().is_empty()
     }
 
     fn lease(&self) -> Option<Lease> {
-        self.lease
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.lease.lock().clone()
     }
 }
 
@@ -236,10 +232,7 @@ impl Runtime {
             .take(enforce)
             .ok_or_else(|| at_capacity(self.capacity.max().unwrap_or(0)))?;
         let quota = self.limits.max_live_tasks_per_owner();
-        let mut owners = self
-            .owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut owners = self.owners.lock();
         let count = owners.entry(owner.clone()).or_insert(0);
         if enforce && *count >= quota {
             return Err(errors::owner_quota(owner, quota));
@@ -308,20 +301,14 @@ impl Runtime {
         if live.fenced.load(Ordering::Acquire) {
             return false;
         }
-        *live
-            .lease
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease.clone());
+        *live.lease.lock() = Some(lease.clone());
         true
     }
 
     /// Replaces the lease of task `id` with its renewal, unless the work lost it meanwhile.
     pub(crate) fn renewed(&self, lease: Lease) {
         if let Some(live) = self.get_live(&lease.task_id) {
-            let mut held = live
-                .lease
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut held = live.lease.lock();
             if held.as_ref().is_some_and(|h| h.epoch == lease.epoch) {
                 *held = Some(lease);
             }
@@ -350,10 +337,8 @@ impl Runtime {
         Ok(snapshot)
     }
 
-    fn live_map(&self) -> std::sync::MutexGuard<'_, HashMap<Arc<str>, Arc<LiveTask>>> {
-        self.live
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn live_map(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<LiveTask>>> {
+        self.live.lock()
     }
 
     /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it; in cluster
@@ -401,10 +386,7 @@ impl Runtime {
     ) -> Result<oneshot::Receiver<Value>, ErrorData> {
         let (tx, rx) = oneshot::channel();
         if let Some(live) = self.get_live(id) {
-            let mut waiters = live
-                .waiters
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut waiters = live.waiters.lock();
             let limit = self.limits.max_input_requests();
             if waiters.len() >= limit && !waiters.contains_key(key) {
                 return Err(errors::too_many_input_requests(limit));
@@ -418,23 +400,15 @@ impl Runtime {
     /// Drops the waiter of input request `key` of task `id`: its answer came another way.
     pub(crate) fn forget_input(&self, id: &str, key: &str) {
         if let Some(live) = self.get_live(id) {
-            live.waiters
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .remove(key);
+            live.waiters.lock().remove(key);
             live.gauges.set_waiting(!live.waiters_empty());
         }
     }
 
     /// Whether the work of task `id` here waits for an answer.
     pub(crate) fn awaits_input(&self, id: &str) -> bool {
-        self.get_live(id).is_some_and(|live| {
-            !live
-                .waiters
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .is_empty()
-        })
+        self.get_live(id)
+            .is_some_and(|live| !live.waiters.lock().is_empty())
     }
 
     /// Hands answers the store accepted to the work waiting for them.
@@ -442,10 +416,7 @@ impl Runtime {
         let Some(live) = self.get_live(id) else {
             return;
         };
-        let mut waiters = live
-            .waiters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut waiters = live.waiters.lock();
         for (key, value) in accepted {
             if let Some(tx) = waiters.remove(&key) {
                 let _ = tx.send(value);

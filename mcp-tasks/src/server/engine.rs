@@ -64,7 +64,7 @@ pub struct Engine {
     // docs/protocol.md C9.
     pub(super) result_meta: Arc<MetaObject>,
     pub(super) server_info: Arc<Implementation>,
-    /// The listen streams of `subscriptions/listen` with `taskIds` (`push.rs`).
+    /// The listen streams of `subscriptions/listen` with `taskIds` (`push/`).
     pub(super) push: Arc<super::push::Hub>,
     /// Stops the loops when the last clone is dropped.
     pub(super) _guard: Arc<tokio_util::sync::DropGuard>,
@@ -453,7 +453,7 @@ impl Engine {
 /// This crate as the default `serverInfo`.
 /// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
 /// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
-/// `notifications/tasks` (`push.rs`), from this same read.
+/// `notifications/tasks` (`push/`), from this same read.
 pub(super) async fn visible_task(
     runtime: &Runtime,
     id: &str,

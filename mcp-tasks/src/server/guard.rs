@@ -53,7 +53,7 @@ mod http {
         http::{HeaderMap, HeaderName, StatusCode, header},
         response::Response,
     };
-    use futures::StreamExt;
+    use http_body_util::LengthLimitError;
     use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId};
 
     use super::error_response;
@@ -162,39 +162,21 @@ mod http {
     /// The whole body, or the answer when it is larger than `limit` or cannot be read. A body
     /// that arrives in one chunk (a small request usually does) is kept as it came, uncopied.
     pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
-        let mut stream = body.into_data_stream();
-        let mut first: Option<Bytes> = None;
-        let mut collected = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| {
-                reject(
-                    StatusCode::BAD_REQUEST,
-                    None,
-                    ErrorData::invalid_request(
-                        format!("Invalid request: the request body could not be read: {e}"),
-                        None,
-                    ),
-                )
-            })?;
-            let held = first.as_ref().map_or(0, Bytes::len) + collected.len();
-            if chunk.len() > limit.saturating_sub(held) {
-                return Err(reject(
+        axum::body::to_bytes(body, limit).await.map_err(|e| {
+            if std::error::Error::source(&e).is_some_and(|e| e.is::<LengthLimitError>()) {
+                return reject(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     None,
                     errors::request_too_large(limit),
-                ));
+                );
             }
-            match first.take() {
-                None if collected.is_empty() => first = Some(chunk),
-                earlier => {
-                    if let Some(earlier) = earlier {
-                        collected.extend_from_slice(&earlier);
-                    }
-                    collected.extend_from_slice(&chunk);
-                }
-            }
-        }
-        Ok(first.unwrap_or_else(|| Bytes::from(collected)))
+            let message = format!("Invalid request: the request body could not be read: {e}");
+            reject(
+                StatusCode::BAD_REQUEST,
+                None,
+                ErrorData::invalid_request(message, None),
+            )
+        })
     }
 
     fn reject(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {

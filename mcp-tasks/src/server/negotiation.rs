@@ -101,7 +101,7 @@ pub(crate) struct Checked {
     /// The client capabilities of the request's own `_meta`, decoded.
     pub(crate) capabilities: Option<ClientCapabilities>,
     /// The request is a `subscriptions/listen` whose filter names `taskIds`: the transports
-    /// hand it to the push module (`push.rs`) instead of rmcp, which has no `taskIds`.
+    /// hand it to the push module (`push/`) instead of rmcp, which has no `taskIds`.
     pub(crate) task_listen: bool,
 }
 

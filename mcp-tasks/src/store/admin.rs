@@ -32,6 +32,7 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
+pub use super::status::{parse_status, status_word};
 use super::{Outcome, Step, StoreError, TaskSnapshot, TaskStore};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -172,34 +173,6 @@ impl TaskFilter {
         hasher.write(text.as_bytes());
         hasher.finish()
     }
-}
-
-/// A status as the protocol spells it.
-#[must_use]
-pub fn status_word(status: TaskStatus) -> &'static str {
-    match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        TaskStatus::Cancelled => "cancelled",
-        // A status of a newer protocol revision than this crate knows.
-        _ => "unknown",
-    }
-}
-
-/// The status the protocol spells `word`, if any.
-#[must_use]
-pub fn parse_status(word: &str) -> Option<TaskStatus> {
-    [
-        TaskStatus::Working,
-        TaskStatus::InputRequired,
-        TaskStatus::Completed,
-        TaskStatus::Failed,
-        TaskStatus::Cancelled,
-    ]
-    .into_iter()
-    .find(|status| status_word(*status) == word)
 }
 
 /// Where a page starts: after the task created at `created_at_ms` with id `id`, in the

@@ -342,35 +342,17 @@ pub(crate) fn step(row: &impl Columns, first: usize) -> Result<Step, StoreError>
 
 /// A status as the stores write it (its wire name).
 pub(crate) fn status_name(status: TaskStatus) -> Result<&'static str, StoreError> {
-    Ok(match status {
-        TaskStatus::Working => "working",
-        TaskStatus::InputRequired => "input_required",
-        TaskStatus::Completed => "completed",
-        TaskStatus::Failed => "failed",
-        TaskStatus::Cancelled => "cancelled",
-        #[allow(unreachable_patterns)]
-        other => {
-            return Err(corrupt(format!(
-                "the task status {other:?} has no stored form in this build"
-            )));
-        }
+    super::status::known_word(status).ok_or_else(|| {
+        corrupt(format!(
+            "the task status {status:?} has no stored form in this build"
+        ))
     })
 }
 
 /// The status a store wrote as `name`; any other name is an error, never a guess.
 pub(crate) fn parse_status(name: &str) -> Result<TaskStatus, StoreError> {
-    Ok(match name {
-        "working" => TaskStatus::Working,
-        "input_required" => TaskStatus::InputRequired,
-        "completed" => TaskStatus::Completed,
-        "failed" => TaskStatus::Failed,
-        "cancelled" => TaskStatus::Cancelled,
-        _ => {
-            return Err(corrupt(format!(
-                "unknown task status `{name}` in the database"
-            )));
-        }
-    })
+    super::status::parse_status(name)
+        .ok_or_else(|| corrupt(format!("unknown task status `{name}` in the database")))
 }
 
 /// The outcome as stored.

@@ -32,7 +32,7 @@ pub enum StoreError {
         quota: usize,
     },
     /// The task is terminal; it does not change any more.
-    #[error("the task has already ended ({}) and does not change any more", status_word(*.0))]
+    #[error("the task has already ended ({}) and does not change any more", super::status::status_word(*.0))]
     Terminal(TaskStatus),
     /// The id exists already.
     #[error("a task with this id exists already: create it under a new id")]
@@ -64,14 +64,6 @@ pub enum StoreError {
         /// The task's epoch in the store.
         current: u64,
     },
-}
-
-/// A status as the protocol spells it (`completed`, `input_required`).
-fn status_word(status: TaskStatus) -> String {
-    match serde_json::to_value(status) {
-        Ok(serde_json::Value::String(word)) => word,
-        _ => format!("{status:?}"),
-    }
 }
 
 impl StoreError {

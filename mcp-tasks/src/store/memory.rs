@@ -15,11 +15,13 @@ use std::{
     collections::{BinaryHeap, HashMap, hash_map::RandomState},
     hash::BuildHasher,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
 };
+
+use parking_lot::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use rmcp::model::{InputResponses, JsonObject};
@@ -213,9 +215,7 @@ impl MemoryStore {
         let index = usize::try_from(self.hasher.hash_one(id) % SHARDS as u64).unwrap_or(0);
         // A poisoned shard only means a panic elsewhere while holding the lock; every
         // operation below leaves an entry consistent before it can panic, so keep serving.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shards[index].lock()
     }
 
     /// Runs `f` on a live view of the task, after applying due expiry.
@@ -267,10 +267,7 @@ impl MemoryStore {
         else {
             return;
         };
-        let mut keys = self
-            .keys
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = self.keys.lock();
         if keys.get(&*key).is_some_and(|owner| *owner == id) {
             keys.remove(&*key);
         }
@@ -344,10 +341,7 @@ impl TaskStore for MemoryStore {
             return self.insert(task, None).map(Created::New);
         };
         let key = (Arc::clone(&task.owner), Arc::clone(&task.tool), key);
-        let mut keys = self
-            .keys
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = self.keys.lock();
         if let Some(existing) = keys.get(&key) {
             let retry = |entry: &mut Entry, now| {
                 Ok(record::is_retry_of(&entry.state, now).then(|| entry.snapshot()))
@@ -406,9 +400,7 @@ impl TaskStore for MemoryStore {
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
         let mut found = Vec::new();
         for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let shard = shard.lock();
             for entry in shard.tasks.values() {
                 if entry.state.status.is_terminal() {
                     continue;
@@ -449,9 +441,7 @@ impl TaskStore for MemoryStore {
         let mut failed = Vec::new();
         let mut purged_keys = Vec::new();
         for shard in &self.shards {
-            let mut shard = shard
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut shard = shard.lock();
             let shard = &mut *shard;
             while let Some(Reverse((due, _))) = shard.deadlines.peek() {
                 if *due > now {

@@ -44,6 +44,7 @@ pub mod memory;
 pub(crate) mod record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub(crate) mod status;
 
 pub use admin::AdminStore;
 pub(crate) use cluster::WakeupKind;

@@ -26,7 +26,7 @@
 
 use serde_json::Value;
 
-use crate::toolkit::DefinitionError;
+use super::DefinitionError;
 
 /// The annotation's key in a property schema.
 pub const ANNOTATION: &str = "x-mcp-header";

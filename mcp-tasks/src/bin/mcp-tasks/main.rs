@@ -43,7 +43,10 @@ async fn main() -> ExitCode {
         return match admin::run(admin).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!("mcp-tasks admin: {}", report(&error));
+                eprintln!(
+                    "mcp-tasks admin: {}",
+                    mcp_tasks::__private::error_chain(&error)
+                );
                 ExitCode::from(ERROR)
             }
         };
@@ -52,23 +55,12 @@ async fn main() -> ExitCode {
     let code = match run(command, interrupts).await {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("mcp-tasks: {}", report(&error));
+            eprintln!("mcp-tasks: {}", mcp_tasks::__private::error_chain(&error));
             ERROR
         }
     };
     let _ = std::io::stdout().flush();
     ExitCode::from(code)
-}
-
-/// An error with its chain of causes.
-fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 /// Ctrl-C (SIGINT), registered before anything else so the first one is ours.

@@ -11,10 +11,12 @@ use std::{
     any::{Any, TypeId},
     collections::{HashMap, HashSet},
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
+
+use parking_lot::{Mutex, MutexGuard};
 
 use futures::future::BoxFuture;
 use rmcp::{
@@ -177,10 +179,8 @@ impl CallState {
         TaskContext::new(self.clone())
     }
 
-    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
-        self.phase
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn phase(&self) -> MutexGuard<'_, Phase> {
+        self.phase.lock()
     }
 
     /// Starts turning a pending call into a task: the status message to create it with.
@@ -234,12 +234,7 @@ impl CallState {
         self.parts
             .mrtr
             .as_ref()
-            .map(|mrtr| {
-                mrtr.taken
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .clone()
-            })
+            .map(|mrtr| mrtr.taken.lock().clone())
             .unwrap_or_default()
     }
 
@@ -247,12 +242,7 @@ impl CallState {
     pub(super) fn round_trip_state(&self) -> (InputRequests, InputResponses) {
         match &self.parts.mrtr {
             Some(mrtr) => (
-                std::mem::take(
-                    &mut *mrtr
-                        .requested
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner),
-                ),
+                std::mem::take(&mut *mrtr.requested.lock()),
                 mrtr.answers.clone(),
             ),
             None => Default::default(),
@@ -267,16 +257,10 @@ impl CallState {
             return Err(Failure::Cancelled);
         };
         if let Some(answer) = mrtr.answers.get(&key) {
-            mrtr.taken
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(key, answer.clone());
+            mrtr.taken.lock().insert(key, answer.clone());
             return Ok(answer.clone());
         }
-        mrtr.requested
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key, request);
+        mrtr.requested.lock().insert(key, request);
         mrtr.asked.notify_one();
         self.parts.cancel.cancelled().await;
         Err(Failure::Cancelled)
@@ -328,11 +312,7 @@ impl CallState {
         key: Option<String>,
     ) -> Result<Value, Failure> {
         if let Some(key) = &key {
-            let fresh = self
-                .chosen_keys
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .insert(key.clone());
+            let fresh = self.chosen_keys.lock().insert(key.clone());
             if !fresh {
                 return Err(Failure::Error(errors::input_key_reused(key)));
             }
@@ -400,10 +380,7 @@ impl CallState {
 
     async fn report_progress(&self, report: Progress) -> Result<(), ProgressError> {
         {
-            let mut last = self
-                .last_progress
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut last = self.last_progress.lock();
             if let Some(last) = *last
                 && report.progress <= last
             {

@@ -5,8 +5,10 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex, MutexGuard, PoisonError, Weak},
+    sync::{Arc, Weak},
 };
+
+use parking_lot::Mutex;
 
 use rmcp::model::ErrorData;
 use serde_json::Value;
@@ -34,15 +36,11 @@ impl Default for Hub {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Hub {
     /// Starts the dispatcher on `runtime`'s loops, once (later calls do nothing). It ends
     /// when the runtime stops (`runtime/lifecycle.rs`, step 3, or the last handle dropped).
     pub(crate) fn start(&self, runtime: &Arc<Runtime>) {
-        let Some(registrations) = lock(&self.unstarted).take() else {
+        let Some(registrations) = self.unstarted.lock().take() else {
             return;
         };
         let dispatcher = dispatch(Arc::clone(runtime), registrations);
@@ -52,7 +50,7 @@ impl Hub {
     /// Hands `register` to the dispatcher. `-32603` when the engine was not started (its
     /// dispatcher does not run) or was stopped.
     pub(super) fn register(&self, register: Register) -> Result<(), ErrorData> {
-        if lock(&self.unstarted).is_some() {
+        if self.unstarted.lock().is_some() {
             return Err(ErrorData::internal_error(
                 "task listens are served once the engine is started (Engine::start)",
                 None,
@@ -71,7 +69,7 @@ pub(super) struct StreamSlot {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            let mut streams = lock(&hub.streams);
+            let mut streams = hub.streams.lock();
             if let Some(count) = streams.get_mut(&self.owner) {
                 *count -= 1;
                 if *count == 0 {
@@ -109,7 +107,7 @@ struct Pending {
 impl Shared {
     /// Offers `state` of task `id`: replaces a pending older one, or queues it.
     fn offer(&self, id: &Arc<str>, state: &Value, terminal: bool) {
-        let mut pending = lock(&self.pending);
+        let mut pending = self.pending.lock();
         if pending.ended.contains(id) {
             return;
         }
@@ -125,7 +123,7 @@ impl Shared {
     }
 
     pub(super) fn take(&self) -> Option<(Arc<str>, Value)> {
-        let mut pending = lock(&self.pending);
+        let mut pending = self.pending.lock();
         (!pending.queue.is_empty()).then(|| pending.queue.remove(0))
     }
 }
@@ -136,7 +134,7 @@ pub(super) fn reserve(
     owner: &Arc<str>,
     limit: usize,
 ) -> Result<StreamSlot, ErrorData> {
-    let mut streams = lock(&hub.streams);
+    let mut streams = hub.streams.lock();
     let count = streams.entry(owner.clone()).or_insert(0);
     if *count >= limit {
         return Err(errors::too_many_listen_streams(owner, limit));

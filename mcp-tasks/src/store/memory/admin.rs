@@ -21,9 +21,7 @@ impl MemoryStore {
         self.expire_due().await?;
         let now = self.clock.now_ms();
         for shard in &self.shards {
-            let shard = shard
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let shard = shard.lock();
             for entry in shard.tasks.values() {
                 let summary = TaskSummary::of(&entry.snapshot(), None);
                 if filter.matches(&summary, now) {
@@ -90,9 +88,7 @@ impl AdminStore for MemoryStore {
         self.expire_due().await?;
         let mut purged = Vec::new();
         for shard in &self.shards {
-            let mut shard = shard
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut shard = shard.lock();
             let ids: Vec<_> = shard
                 .tasks
                 .values()

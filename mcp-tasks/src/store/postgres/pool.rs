@@ -235,14 +235,7 @@ fn detail(error: &tokio_postgres::Error) -> String {
             db.code().code()
         );
     }
-    let mut text = format!(": {error}");
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
+    format!(": {}", crate::errors::error_chain(error))
 }
 
 /// Whether the error means the connection is gone (closed socket, a terminated backend, a

@@ -157,10 +157,13 @@ fn split_url(url: &str, take: &mut Take<'_>) -> Result<Option<String>, StoreErro
     let mut took = false;
     for piece in query.split('&') {
         let taken = match piece.split_once('=') {
-            Some((key, value)) => match (percent_decode(key), percent_decode(value)) {
-                (Some(key), Some(value)) => take(&key, &value)?,
-                _ => false,
-            },
+            Some((key, value)) => {
+                let decode = |text| percent_encoding::percent_decode_str(text).decode_utf8();
+                match (decode(key), decode(value)) {
+                    (Ok(key), Ok(value)) => take(&key, &value)?,
+                    _ => false,
+                }
+            }
             None => false,
         };
         if taken {
@@ -176,24 +179,6 @@ fn split_url(url: &str, take: &mut Take<'_>) -> Result<Option<String>, StoreErro
             format!("{head}?{}", kept.join("&"))
         }
     }))
-}
-
-/// `%XX` decoded, as UTF-8; `None` when it is not valid.
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = text.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 /// `key=value` pairs, read as the driver reads them (whitespace around `=`, values quoted

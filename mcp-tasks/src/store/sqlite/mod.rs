@@ -38,12 +38,14 @@
 use std::{
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
         mpsc,
     },
     time::Duration,
 };
+
+use parking_lot::Mutex;
 
 use rusqlite::Connection;
 use tokio::sync::oneshot;
@@ -271,16 +273,14 @@ impl SqliteStore {
     ) -> Result<R, StoreError> {
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         for i in 0..READERS {
-            if let Ok(conn) = self.readers[(start + i) % READERS].try_lock() {
+            if let Some(conn) = self.readers[(start + i) % READERS].try_lock() {
                 return query(&conn);
             }
         }
         let index = start % READERS;
         let readers = Arc::clone(&self.readers);
         tokio::task::spawn_blocking(move || {
-            let conn = readers[index]
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let conn = readers[index].lock();
             query(&conn)
         })
         .await

@@ -60,10 +60,13 @@ impl MakeRustls {
             .with_protocol_versions(rustls::DEFAULT_VERSIONS)
             .map_err(|e| config_error(format!("could not set up TLS: {e}")))?;
         let verifier: Arc<dyn ServerCertVerifier> = match root_cert {
-            None => Arc::new(Unchecked(provider)),
+            None => Arc::new(Lenient {
+                chain: None,
+                provider,
+            }),
             Some(root) => {
                 let roots = Arc::new(load_roots(root)?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
+                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
                     .build()
                     .map_err(|e| {
                         config_error(format!("could not use the root certificates {root}: {e}"))
@@ -71,7 +74,10 @@ impl MakeRustls {
                 if mode == SslMode::VerifyFull {
                     webpki
                 } else {
-                    Arc::new(ChainOnly(webpki))
+                    Arc::new(Lenient {
+                        chain: Some(webpki),
+                        provider,
+                    })
                 }
             }
         };
@@ -137,62 +143,17 @@ fn load_roots(root: &str) -> Result<RootCertStore, StoreError> {
     Ok(store)
 }
 
-/// `require` without root certificates: encrypted, the certificate not checked (libpq's
-/// meaning); the handshake's signatures are still checked, so the server holds the key
-/// of the certificate it sent.
+/// `require` without root certificates (no `chain`): encrypted, the certificate not checked
+/// (libpq's meaning); `verify-ca` (a `chain`): the chain up to a trusted CA, not the host
+/// name. The handshake's signatures are always checked, so the server holds the key of the
+/// certificate it sent.
 #[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, TlsError> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, TlsError> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, TlsError> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-/// `verify-ca`: the chain up to a trusted CA, not the host name.
-#[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -201,12 +162,12 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, TlsError> {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
         // The name is checked last, once the chain is good: a name error means the chain
         // passed.
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(TlsError::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -220,7 +181,8 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -229,11 +191,14 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
