@@ -428,3 +428,87 @@ async fn usage_errors_exit_4_with_a_reason() {
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("Exit codes"), "{}", help.stdout);
 }
+
+/// An rmcp server with an rmcp `#[tool]` (`add`) beside task tools: `greet` (`mode =
+/// "inline"`), `workspace_report` (optional) and `explode` (required).
+#[derive(Clone)]
+struct Mixed {
+    tasks: mcp_tasks::Engine,
+    tools: rmcp::handler::server::router::tool::ToolRouter<Self>,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+#[rmcp::tool_router]
+impl Mixed {
+    /// Adds two numbers.
+    #[rmcp::tool]
+    async fn add(
+        &self,
+        rmcp::handler::server::wrapper::Parameters(AddArgs { a, b }): rmcp::handler::server::wrapper::Parameters<AddArgs>,
+    ) -> String {
+        (a + b).to_string()
+    }
+}
+
+#[rmcp::tool_handler(router = self.tools)]
+impl rmcp::ServerHandler for Mixed {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            self.tasks.capabilities(
+                rmcp::model::ServerCapabilities::builder()
+                    .enable_tools()
+                    .build(),
+            ),
+        )
+    }
+
+    mcp_tasks::task_methods!(tasks);
+}
+
+#[tokio::test]
+async fn tools_shows_each_tools_task_support() {
+    let toolkit = example::toolkit(Duration::from_millis(10))
+        .with_tool(Explode)
+        .expect("valid tools");
+    let tasks = mcp_tasks::Engine::new(toolkit);
+    tasks.start().expect("the engine starts");
+    let server = Mixed {
+        tools: Mixed::tool_router() + tasks.tool_router(),
+        tasks,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(mcp_tasks::serve_http(
+        listener,
+        server,
+        mcp_tasks::HttpOptions::new(),
+    ));
+
+    let tools = run(&["tools", &url], "").await;
+    assert_eq!(tools.code, 0, "{}", tools.stderr);
+    let mut labels: Vec<(&str, &str)> = tools
+        .stdout
+        .lines()
+        .map(|line| {
+            let mut fields = line.split('\t');
+            (fields.next().unwrap(), fields.next().unwrap_or(""))
+        })
+        .collect();
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            ("add", "task: never"),
+            ("explode", "task: required"),
+            ("greet", "task: never"),
+            ("workspace_report", "task: optional"),
+        ],
+        "{}",
+        tools.stdout
+    );
+}

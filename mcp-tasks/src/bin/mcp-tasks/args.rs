@@ -28,7 +28,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Sub {
-    /// List the server's tools: name, whether it may run as a task, description.
+    /// List the server's tools, one a line: name, task support (`task: required`, `task:
+    /// optional` or `task: never`), description.
     #[command(override_usage = "mcp-tasks tools <URL>\n       mcp-tasks tools -- <COMMAND>...")]
     Tools {
         /// The server's MCP endpoint (or give the server command after `--`).

@@ -12,7 +12,10 @@ mod prompt;
 use std::{io::IsTerminal, io::Write, process::ExitCode, time::Duration};
 
 use futures::StreamExt;
-use mcp_tasks::client::{Call, ClientError, Endpoint, TaskClient, TaskEnd, TaskHandle};
+use mcp_tasks::{
+    Mode,
+    client::{Call, ClientError, Endpoint, TaskClient, TaskEnd, TaskHandle},
+};
 use rmcp::model::{CallToolResult, ContentBlock, DetailedTask, TaskStatus};
 
 use args::Command;
@@ -122,7 +125,9 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             let client = connect(&target).await?;
             let tasks = client.server_supports_tasks();
             for tool in client.list_tools().await? {
-                let mode = if tasks { "may run as a task" } else { "inline" };
+                // What the tool declares; a server without the extension runs nothing as a task.
+                let mode = if tasks { Mode::of(&tool) } else { Mode::Inline };
+                let mode = format!("task: {}", mode.label());
                 let description = tool.description.as_deref().unwrap_or("");
                 println!("{}\t{mode}\t{description}", tool.name);
             }
