@@ -177,6 +177,7 @@ impl EngineBuilder {
     /// functions that take a [`TaskServer`](super::TaskServer) do it for you).
     #[must_use]
     pub fn build(self) -> Engine {
+        crate::metrics::register(&self.toolkit);
         let tools = Tools {
             state: Arc::new(self.toolkit.state().clone()),
             toolkit: Arc::new(self.toolkit),
