@@ -22,7 +22,8 @@
 //! Filters (query parameters, each optional, all must hold): `status` (one or several,
 //! comma-separated), `tool`, `owner`, `instance`, `created_after`, `created_before` (epoch
 //! milliseconds, an RFC 3339 time, or a duration ago such as `2h`), `stalled` (a duration:
-//! live and unchanged for longer), and for lists `limit` (1 to 500) and `cursor` (a page's
+//! live and unchanged for longer; durations as `#[task_tool]` takes them, [`crate::duration`]:
+//! `90s`, `1h30m`, `7d`), and for lists `limit` (1 to 500) and `cursor` (a page's
 //! `nextCursor`, with the same filters). A bad or unknown parameter answers `400` with
 //! `{"error": {"parameter": ..., "message": ...}}`.
 //!
