@@ -34,7 +34,15 @@ pub fn client_capability_required(capability: &str) -> ErrorData {
 /// The three cases answer the same, so a caller learns nothing about other owners' tasks.
 #[must_use]
 pub fn task_not_found(method: &str) -> ErrorData {
-    ErrorData::invalid_params(format!("{method}: task not found"), None)
+    ErrorData::invalid_params(
+        format!(
+            "{method}: task not found. Common causes: the server builds a new engine for each \
+             request (so every request sees an empty task store), the server restarted or \
+             another instance answered without a shared durable store, the task expired, or \
+             it belongs to another caller (docs/guide/08-troubleshooting.md)"
+        ),
+        None,
+    )
 }
 
 /// `-32602` for a `tools/call` naming no tool of this server (docs/protocol.md §5.8).

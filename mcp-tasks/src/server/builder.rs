@@ -190,6 +190,7 @@ impl EngineBuilder {
             self.instance.unwrap_or_else(random_instance_id),
             self.cluster,
         );
+        built_again(&tools.toolkit);
         let key = self
             .request_state_key
             .unwrap_or_else(RequestStateKey::generate);
@@ -204,5 +205,41 @@ impl EngineBuilder {
             server_info: Arc::new(self.server_info),
             push: Arc::default(),
         }
+    }
+}
+
+/// How many engines this process built, by their tools' names.
+static BUILT: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
+
+/// The build-per-request trap (guide 01, "The trap: build the engine once"): engines with
+/// the same tools built again and again in one process are most likely built inside rmcp's
+/// per-request service factory, where every request gets an empty store (and its engine is
+/// dropped with the request). A process that serves builds its engine once. Warns at the 3rd
+/// build of the same tools, then at every 100th.
+fn built_again(toolkit: &Toolkit) {
+    let tools: Vec<&str> = toolkit.definitions().map(|d| d.name()).collect();
+    let tools = tools.join(",");
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let count = match built.iter_mut().find(|(other, _)| *other == tools) {
+        Some((_, count)) => {
+            *count += 1;
+            *count
+        }
+        None => {
+            built.push((tools.clone(), 1));
+            1
+        }
+    };
+    if count == 3 || count % 100 == 0 {
+        tracing::warn!(
+            tools = %tools,
+            "an engine with these tools was built {count} times in this process: an engine \
+             built per request (inside rmcp's service factory) gives each request an empty \
+             task store, and the next request answers \"task not found\"; build the engine \
+             once and clone it (docs/guide/01-rmcp-server.md, \"The trap: build the engine \
+             once\"; docs/guide/08-troubleshooting.md)"
+        );
     }
 }
