@@ -388,6 +388,7 @@ pub(crate) async fn sample_queue(runtime: &crate::runtime::Runtime) {
 }
 
 /// The request guard refused a request with JSON-RPC error `code`.
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub(crate) fn request_refused(code: i32) {
     counter!(REQUESTS_REFUSED, "code" => code.to_string()).increment(1);
 }

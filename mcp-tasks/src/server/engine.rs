@@ -66,6 +66,7 @@ pub struct Engine {
     pub(super) result_meta: Arc<MetaObject>,
     pub(super) server_info: Arc<Implementation>,
     /// The listen streams of `subscriptions/listen` with `taskIds` (`push.rs`).
+    #[cfg(any(feature = "http", feature = "stdio"))]
     pub(super) push: Arc<super::push::Hub>,
     /// Stops the loops when the last clone is dropped.
     pub(super) _guard: Arc<tokio_util::sync::DropGuard>,

@@ -77,10 +77,12 @@ mod builder;
 mod engine;
 #[cfg(feature = "http")]
 mod first_look;
+#[cfg(any(feature = "http", feature = "stdio"))]
 mod guard;
 #[cfg(feature = "http")]
 mod http_options;
 mod negotiation;
+#[cfg(any(feature = "http", feature = "stdio"))]
 mod push;
 mod request;
 mod request_state;
@@ -97,6 +99,7 @@ pub use builder::EngineBuilder;
 pub use engine::Engine;
 #[cfg(feature = "http")]
 pub use http_options::{HttpOptions, LOCALHOST_ORIGINS};
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub use push::{MAX_LISTEN_STREAMS_PER_OWNER, MAX_TASK_IDS_PER_LISTEN};
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};

@@ -71,6 +71,7 @@ impl Negotiation {
 
     /// From the request's `params._meta` as parsed JSON (the guard's view), with the client
     /// capabilities it decodes to.
+    #[cfg(any(test, feature = "http", feature = "stdio"))]
     pub(crate) fn of_raw_meta(
         meta: Option<&Value>,
         legacy_session: bool,
@@ -114,6 +115,7 @@ pub(crate) struct Checked {
     pub(crate) capabilities: Option<ClientCapabilities>,
     /// The request is a `subscriptions/listen` whose filter names `taskIds`: the transports
     /// hand it to the push module (`push.rs`) instead of rmcp, which has no `taskIds`.
+    #[cfg(any(feature = "http", feature = "stdio"))]
     pub(crate) task_listen: bool,
 }
 

@@ -26,6 +26,7 @@ macro_rules! task_columns {
 pub(crate) use task_columns;
 
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
+#[cfg(feature = "postgres")]
 pub(crate) const TASK_COLUMNS: usize = 15;
 
 /// The columns of a live task that [`recovery`] reads, in its order.

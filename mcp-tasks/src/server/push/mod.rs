@@ -62,6 +62,7 @@
 use std::{collections::HashSet, sync::Arc};
 
 use rmcp::model::{ErrorData, RequestId};
+#[cfg(feature = "stdio")]
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
@@ -209,6 +210,7 @@ pub(crate) struct Subscription {
 
 impl Subscription {
     /// The listen request's id (the subscription id).
+    #[cfg(feature = "stdio")]
     pub(crate) fn id(&self) -> &RequestId {
         &self.id
     }
@@ -288,6 +290,7 @@ fn id_value(id: &RequestId) -> Value {
 
 /// The `requestId` of a `notifications/cancelled`, when `message` is one (stdio ends a
 /// listen stream with it).
+#[cfg(feature = "stdio")]
 pub(crate) fn cancelled_request(message: &Value) -> Option<RequestId> {
     if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled")
         || message.get("id").is_some()
