@@ -160,7 +160,8 @@ impl EngineBuilder {
 
     /// Seals multi round-trip `requestState` with `key` (see [`RequestStateKey`]). Without
     /// one the engine generates a random key when it is built: then states do not survive a
-    /// restart and other instances refuse them.
+    /// restart and other instances refuse them (an engine on a shared, cluster store logs a
+    /// warning when it is built without one).
     pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
         self.request_state_key = Some(key);
         self
@@ -191,6 +192,14 @@ impl EngineBuilder {
             self.cluster,
         );
         built_again(&tools.toolkit);
+        if self.request_state_key.is_none() && runtime.instance.is_some() {
+            tracing::warn!(
+                "an instance on a shared store without a request-state key: each instance seals \
+                 multi round-trip state with a random key of its own, so a round answered by \
+                 another instance is refused; give every instance the same \
+                 EngineBuilder::with_request_state_key (docs/guide/05-several-instances.md)"
+            );
+        }
         let key = self
             .request_state_key
             .unwrap_or_else(RequestStateKey::generate);
@@ -203,6 +212,7 @@ impl EngineBuilder {
             request_state: Arc::new(request_state::Sealer::new(key, self.request_state_ttl)),
             result_meta: Arc::new(server_info_meta(&self.server_info)),
             server_info: Arc::new(self.server_info),
+            #[cfg(any(feature = "http", feature = "stdio"))]
             push: Arc::default(),
         }
     }
