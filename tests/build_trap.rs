@@ -20,6 +20,22 @@ use rmcp::transport::streamable_http_server::{
 };
 use tracing_subscriber::{Layer, layer::SubscriberExt};
 
+#[path = "support/postgres.rs"]
+mod pg;
+
+/// The warnings of this process: one global subscriber for both tests.
+fn warnings() -> &'static Warnings {
+    static WARNINGS: std::sync::OnceLock<Warnings> = std::sync::OnceLock::new();
+    WARNINGS.get_or_init(|| {
+        let warnings = Warnings::default();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(warnings.clone()),
+        )
+        .expect("the first subscriber");
+        warnings
+    })
+}
+
 /// Runs for a while, so its engine (and its store) stay alive.
 #[task_tool(mode = "required")]
 async fn reindex(ctx: TaskContext, collection: String) -> Result<String, ToolError> {
@@ -52,9 +68,7 @@ impl<S: tracing::Subscriber> Layer<S> for Warnings {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_built_per_request_is_warned_about_and_explained() {
-    let warnings = Warnings::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(warnings.clone()))
-        .expect("the first subscriber");
+    let warnings = warnings();
 
     // Wrong on purpose: a new engine, and a new memory store, for every request.
     let service = StreamableHttpService::new(
@@ -105,4 +119,33 @@ async fn an_engine_built_per_request_is_warned_about_and_explained() {
         "{}",
         trap[0]
     );
+}
+
+/// An instance on a shared store built without a request-state key says so (its sealed
+/// state would be refused by the other instances); with one it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_on_a_shared_store_without_a_request_state_key_warns() {
+    let warnings = warnings();
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let about_key = |warned: &[String]| {
+        warned
+            .iter()
+            .filter(|w| w.contains("request-state key") && w.contains("05-several-instances"))
+            .count()
+    };
+    let before = about_key(&warnings.0.lock().unwrap());
+    let keyed = mcp_tasks::Engine::builder(toolkit![reindex].expect("valid tools"))
+        .with_store(db.store().await.expect("the store connects"))
+        .with_request_state_key(
+            mcp_tasks::RequestStateKey::new("0123456789abcdef0123456789abcdef").unwrap(),
+        )
+        .build();
+    assert_eq!(about_key(&warnings.0.lock().unwrap()), before);
+    let unkeyed = mcp_tasks::Engine::builder(toolkit![reindex].expect("valid tools"))
+        .with_store(db.store().await.expect("the store connects"))
+        .build();
+    assert_eq!(about_key(&warnings.0.lock().unwrap()), before + 1);
+    drop((keyed, unkeyed));
 }
