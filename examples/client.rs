@@ -15,7 +15,16 @@ use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::json;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let url = match std::env::args().nth(1) {
         Some(url) => url,
         None => {

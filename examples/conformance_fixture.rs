@@ -433,7 +433,16 @@ async fn test_multiple_content_types() -> CallToolResult {
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> std::io::Result<()> {
     let toolkit = toolkit![
         greet,
         slow_compute,

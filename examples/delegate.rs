@@ -77,7 +77,16 @@ impl ServerHandler for MyServer {
 }
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> std::io::Result<()> {
     let tasks = Engine::new(common::toolkit(Duration::from_secs(1)));
     // A handler of our own: its engine is started here, before serving.
     tasks.start().map_err(std::io::Error::other)?;

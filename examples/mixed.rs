@@ -79,7 +79,16 @@ impl ServerHandler for Calculator {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::new(toolkit![count]?);
     let server = Calculator::new(engine);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

@@ -10,13 +10,24 @@
 //! Every flag can also be set by an `MCP_TASKS_*` environment variable (`common::SETTINGS`;
 //! the README's "Deploying" lists them in one table): `--bind 0.0.0.0:8080`,
 //! `--allowed-hosts`, `--allowed-origins`, `--request-state-key` (required on Postgres),
-//! `--max-running`, `--shutdown-grace-ms`. SIGTERM or Ctrl-C drains it: readiness
+//! `--max-running`, `--shutdown-grace-ms`. `--help` lists them all. `--admin-bind ADDR:PORT`
+//! serves the admin view and API (`/admin`, credential in `MCP_TASKS_ADMIN_TOKEN`) and the
+//! Prometheus page (`/metrics`) on a listener of their own. SIGTERM or Ctrl-C drains it: readiness
 //! (`/readyz`) turns false, new calls are refused with a retryable 503, running work gets
 //! the grace period, then its tasks are handed over and the process exits.
 
 mod common;
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> std::io::Result<()> {
     common::main_http(std::env::args().skip(1)).await
 }

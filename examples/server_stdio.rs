@@ -7,7 +7,16 @@ mod common;
 use std::time::Duration;
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> std::io::Result<()> {
     let (served, rest) = common::server(std::env::args().skip(1), Duration::from_secs(1)).await?;
     if let Some(other) = rest.first() {
         return Err(std::io::Error::other(format!(

@@ -73,7 +73,16 @@ fn rss_kib() -> u64 {
 }
 
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let options = options()?;
     // Virtual time: each cycle advances the clock by 1/rate s, so the store holds the same
     // number of tasks whatever the machine's load. RSS is real.

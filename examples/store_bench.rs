@@ -166,7 +166,16 @@ async fn store_creates(store: Arc<dyn TaskStore>, callers: usize) -> f64 {
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> std::io::Result<()> {
     // `store_bench [DIR] [--callers N]... [--repeats N] [--only-sqlite]`: the flags narrow the
     // run (for profiling).
     let mut dir = PathBuf::from("target/store-bench");

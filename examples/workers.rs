@@ -20,7 +20,16 @@ use std::time::Duration;
 use mcp_tasks::{ClusterConfig, Engine, PostgresStore, TaskServer};
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = run().await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+async fn run() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
     let url = args.next().ok_or_else(|| {
         std::io::Error::new(

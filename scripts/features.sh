@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Each feature of mcp-tasks builds on its own, with none, and with all of them (a feature
 # that forgets to enable what it uses fails here and nowhere else: the workspace build unifies
-# every feature). `cargo check` of the library and the binary: no codegen, no tests.
+# every feature), without a single warning (`-D warnings`: a user's build with one feature
+# sees no dead code of the others). `cargo check --all-targets`: the library, the binary and
+# the tests each set of features allows; no codegen.
 # Run from anywhere: bash scripts/features.sh
+#
+# RUSTFLAGS is part of every crate's fingerprint: the checks use a target dir of their own
+# (FEATURES_TARGET_DIR, default target/features) so that the usual builds keep their cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,10 +25,13 @@ if [ "${#COMBINATIONS[@]}" -eq 0 ] &&
   exit 1
 fi
 
+export CARGO_TARGET_DIR="${FEATURES_TARGET_DIR:-$PWD/target/features}"
+export RUSTFLAGS="-D warnings"
+
 check() { # check LABEL CARGO-ARGS...
   local label="$1"; shift
   echo "-- mcp-tasks: $label"
-  cargo check --locked --quiet -p mcp-tasks "$@"
+  cargo check --locked --quiet --all-targets -p mcp-tasks "$@"
 }
 
 check "no features" --no-default-features
@@ -31,5 +39,5 @@ for feature in "${FEATURES[@]}" "${COMBINATIONS[@]}"; do
   check "--features $feature" --no-default-features --features "$feature"
 done
 check "all features" --all-features
-cargo check --locked --quiet -p mcp-tasks-macros
-echo "features: each feature alone, the listed combinations, none and all build"
+cargo check --locked --quiet --all-targets -p mcp-tasks-macros
+echo "features: each feature alone, the listed combinations, none and all build without a warning"

@@ -68,7 +68,13 @@ while read -r line; do
   fi
   args=("${words[@]:2}")
   if [ "${args[0]}" = "mcp-tasks" ]; then
-    args=(mcp-tasks --path "$ROOT/mcp-tasks" "${args[@]:1}")
+    # The README's git source, taken from this checkout instead (`--git <url>` dropped).
+    rest=()
+    for ((i = 1; i < ${#args[@]}; i++)); do
+      if [ "${args[$i]}" = "--git" ]; then i=$((i + 1)); continue; fi
+      rest+=("${args[$i]}")
+    done
+    args=(mcp-tasks --path "$ROOT/mcp-tasks" "${rest[@]}")
   fi
   # The local index first (nothing to download when the workspace built already).
   cargo add --quiet --offline "${args[@]}" 2>/dev/null || cargo add --quiet "${args[@]}"

@@ -158,6 +158,7 @@ pub const SETTINGS: &[(&str, &str, bool)] = &[
     ("--worker", "MCP_TASKS_WORKER", false),
     ("--journal", "MCP_TASKS_JOURNAL", true),
     ("--pace-ms", "MCP_TASKS_PACE_MS", true),
+    ("--admin-bind", "MCP_TASKS_ADMIN_BIND", true),
 ];
 
 /// The flags the `MCP_TASKS_*` environment sets ([`SETTINGS`]), to be read before the
@@ -433,8 +434,18 @@ pub async fn terminated() {
 /// the flags of [`server`]. SIGTERM or Ctrl-C stops it gracefully (drain).
 #[allow(dead_code, reason = "only the HTTP server binaries use it")]
 pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<()> {
-    let flags = env_flags()?.into_iter().chain(flags);
-    let (served, rest) = build(flags, Duration::from_secs(1), true).await?;
+    let flags: Vec<String> = env_flags()?.into_iter().chain(flags).collect();
+    if flags.iter().any(|f| f == "--help" || f == "-h") {
+        print!("{}", help());
+        return Ok(());
+    }
+    // The recorder goes in before the engine is built, which registers every metric at 0.
+    let metrics = if flags.iter().any(|f| f == "--admin-bind") {
+        Some(mcp_tasks::metrics::install_prometheus().map_err(std::io::Error::other)?)
+    } else {
+        None
+    };
+    let (served, rest) = build(flags.into_iter(), Duration::from_secs(1), true).await?;
     let server = match served {
         Served::Server(server) => server,
         Served::Worker(worker) => {
@@ -452,10 +463,18 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
         }
     };
     let mut bind: std::net::SocketAddr = ([127, 0, 0, 1], 8080).into();
+    let mut admin_bind: Option<std::net::SocketAddr> = None;
     let mut options = mcp_tasks::HttpOptions::new();
     let mut rest = rest.into_iter();
     while let Some(arg) = rest.next() {
         match arg.as_str() {
+            "--admin-bind" => {
+                admin_bind = Some(rest.next().and_then(|a| a.parse().ok()).ok_or_else(|| {
+                    usage(
+                        "--admin-bind takes an address and port, e.g. --admin-bind 127.0.0.1:9090",
+                    )
+                })?);
+            }
             "--bind" => {
                 bind = rest.next().and_then(|a| a.parse().ok()).ok_or_else(|| {
                     usage("--bind takes an address and port, e.g. --bind 0.0.0.0:8080")
@@ -496,10 +515,14 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
                      --allowed-hosts LIST, --allowed-origins LIST, --tokens owner:token,..., \
                      --request-state-key SECRET, --shutdown-grace-ms N, --max-running N, \
                      --store memory|sqlite:PATH|postgres://..., --journal PATH, --pace-ms N, \
+                     --admin-bind ADDR:PORT, --help, \
                      or on Postgres {CLUSTER_FLAGS}"
                 )));
             }
         }
+    }
+    if let (Some(admin_bind), Some(metrics)) = (admin_bind, metrics) {
+        serve_admin(admin_bind, &server, metrics).await?;
     }
     let listener = tokio::net::TcpListener::bind(bind).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
@@ -510,6 +533,48 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
     .await?;
     eprintln!("stopped: {report:?}");
     Ok(())
+}
+
+/// The admin router (credential: `MCP_TASKS_ADMIN_TOKEN`) and the Prometheus page
+/// (`/metrics`, no credential) on a listener of their own, apart from the MCP one, as the
+/// operating guide recommends.
+async fn serve_admin(
+    bind: std::net::SocketAddr,
+    server: &TaskServer,
+    metrics: mcp_tasks::metrics::PrometheusHandle,
+) -> std::io::Result<()> {
+    let token = std::env::var("MCP_TASKS_ADMIN_TOKEN")
+        .map_err(|_| usage("--admin-bind needs the admin credential in MCP_TASKS_ADMIN_TOKEN"))?;
+    let credential = mcp_tasks::admin::AdminCredential::new(token)
+        .map_err(|e| usage(&format!("MCP_TASKS_ADMIN_TOKEN: {e}")))?;
+    let app = mcp_tasks::admin::router(server.engine(), credential)
+        .merge(mcp_tasks::metrics::prometheus_router(metrics));
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    eprintln!(
+        "serving the admin view on http://{0}/admin and metrics on http://{0}/metrics",
+        listener.local_addr()?
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(())
+}
+
+/// `--help`: every flag, with the environment variable that sets it.
+fn help() -> String {
+    let mut text = String::from(
+        "The example task server on Streamable HTTP.\n\n\
+         Usage: server_http [FLAGS]\n\n\
+         Each flag may be set by its environment variable instead (a flag wins); see the \
+         README's \"Deploying\" table for what each does.\n\n",
+    );
+    for &(flag, var, takes_value) in SETTINGS {
+        let value = if takes_value { " <VALUE>" } else { "" };
+        text.push_str(&format!("  {:<30} {var}\n", format!("{flag}{value}")));
+    }
+    text.push_str(
+        "\n--admin-bind ADDR:PORT serves the admin view (/admin, credential in \
+         MCP_TASKS_ADMIN_TOKEN) and the Prometheus page (/metrics) there.\n",
+    );
+    text
 }
 
 fn usage(message: &str) -> std::io::Error {

@@ -619,7 +619,7 @@ mod tests {
         assert_eq!(
             errors_of(quote! { ttl = "10 m", mode = "requried", poll = "1s" }),
             [
-                "invalid duration `10 m`: remove the whitespace, e.g. `\"10m\"`; `ttl` also takes \
+                "invalid duration `10 m`: a duration has no spaces, write `\"10m\"`; `ttl` also takes \
                  `\"unlimited\"` for tasks that never expire",
                 "unknown mode `requried`, did you mean `required`? expected one of `required`, \
                  `optional`, `inline`",

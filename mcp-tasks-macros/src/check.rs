@@ -78,6 +78,15 @@ fn signature(tool: &Tool, errors: &Sink) {
                     "a task tool cannot take `impl Trait`, which makes it generic: use a concrete type",
                 );
             }
+            if let Some(owned) = owned_spelling(&typed.ty) {
+                errors.spanned(
+                    &typed.ty,
+                    format!(
+                        "an argument is decoded from the call's JSON and lives as long as the \
+                         task, so it cannot borrow: take `{owned}`"
+                    ),
+                );
+            }
         }
     }
     if tool.args.name.is_none() && !tool.args.unknown("name") {
@@ -88,6 +97,25 @@ fn signature(tool: &Tool, errors: &Sink) {
                 format!("{message}; or set `name = \"..\"`"),
             );
         }
+    }
+}
+
+/// The owned type to take instead of a borrowed argument: `String` for `&str`, `Vec<T>` for
+/// `&[T]`. (A reference to anything else may be `&TaskContext` or `&State<T>`, which the
+/// generated bounds refuse with their own message.)
+fn owned_spelling(ty: &syn::Type) -> Option<String> {
+    let syn::Type::Reference(reference) = ty else {
+        return None;
+    };
+    match &*reference.elem {
+        syn::Type::Path(path) if path.qself.is_none() && path.path.is_ident("str") => {
+            Some("String".to_owned())
+        }
+        syn::Type::Slice(slice) => {
+            let elem = &slice.elem;
+            Some(format!("Vec<{}>", quote::quote!(#elem)))
+        }
+        _ => None,
     }
 }
 
@@ -264,6 +292,23 @@ mod tests {
     }
 
     #[test]
+    fn borrowed_arguments_name_the_owned_type() {
+        let item = syn::parse_quote! {
+            async fn f(ctx: &TaskContext, a: &str, b: &'static str, c: &[u8], d: &u32) {}
+        };
+        let take = |owned: &str| {
+            format!(
+                "an argument is decoded from the call's JSON and lives as long as the task, so \
+                 it cannot borrow: take `{owned}`"
+            )
+        };
+        assert_eq!(
+            check_errors(quote! {}, item),
+            [take("String"), take("String"), take("Vec<u8>")]
+        );
+    }
+
+    #[test]
     fn poll_interval_longer_than_ttl() {
         let item: ItemFn = syn::parse_quote! { async fn f() {} };
         assert_eq!(
@@ -348,7 +393,7 @@ mod tests {
         assert_eq!(
             check_errors(quote! { ttl = "10 m", crate = "my::mcp_tasks" }, item),
             [
-                "invalid duration `10 m`: remove the whitespace, e.g. `\"10m\"`; `ttl` also takes \
+                "invalid duration `10 m`: a duration has no spaces, write `\"10m\"`; `ttl` also takes \
                  `\"unlimited\"` for tasks that never expire",
                 "`#[task_tool]` needs an `async fn`: add `async` before `fn`",
                 "a task tool is a free `async fn`, it cannot take `self`: move it out of the \

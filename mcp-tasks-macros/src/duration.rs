@@ -1,27 +1,103 @@
 //! The duration grammar of `ttl`, `poll_interval` and `inline_budget`: one or more
-//! `<digits><unit>` with units `h`, `m`, `s`, `ms` from largest to smallest, no spaces
+//! `<digits><unit>` with units `d`, `h`, `m`, `s`, `ms` from largest to smallest, no spaces
 //! (`"250ms"`, `"1s"`, `"10m"`, `"1h30m"`). Pure, so it is unit-tested on its own.
+//!
+//! The runtime (`mcp-tasks/src/duration.rs`) has the same grammar for the admin API and the
+//! CLI: a proc-macro crate cannot share code with the crate that depends on it, so there are
+//! two copies, and both are held to one table of cases (`tests/duration_cases.txt`).
 
 /// The longest duration accepted, in milliseconds: the largest integer a JSON number carries
 /// exactly (2^53 - 1), since `ttlMs` and `pollIntervalMs` travel as JSON numbers.
 pub const MAX_MS: u64 = (1 << 53) - 1;
 
-const UNITS: [(&str, u64); 4] = [("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)];
+const UNITS: [(&str, u64); 5] = [
+    ("d", 86_400_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
+
+/// Words people write for a unit, and the unit.
+const WORDS: [(&str, &str); 21] = [
+    ("days", "d"),
+    ("day", "d"),
+    ("hours", "h"),
+    ("hour", "h"),
+    ("hrs", "h"),
+    ("hr", "h"),
+    ("minutes", "m"),
+    ("minute", "m"),
+    ("mins", "m"),
+    ("min", "m"),
+    ("seconds", "s"),
+    ("second", "s"),
+    ("secs", "s"),
+    ("sec", "s"),
+    ("milliseconds", "ms"),
+    ("millisecond", "ms"),
+    ("millis", "ms"),
+    ("msec", "ms"),
+    ("msecs", "ms"),
+    ("sec.", "s"),
+    ("min.", "m"),
+];
 
 const EXAMPLES: &str = "e.g. `\"250ms\"`, `\"10s\"`, `\"10m\"` or `\"1h30m\"`";
 
-/// Parses `text` into milliseconds. The error is a complete, lowercase message.
+/// The grammar's spelling of `text`, when `text` is a duration written another common way
+/// (`10 minutes`, `1 Hour 30 Min`, `2secs`) and that spelling is accepted.
+fn respelled(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut rest = lower.trim();
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return None;
+        }
+        out.push_str(&rest[..digits]);
+        let after = rest[digits..].trim_start();
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c.is_whitespace() || c == ',')
+            .unwrap_or(after.len());
+        let unit = &after[..unit_len];
+        let unit = UNITS
+            .iter()
+            .map(|(name, _)| *name)
+            .find(|name| *name == unit)
+            .or_else(|| {
+                WORDS
+                    .iter()
+                    .find(|(word, _)| *word == unit)
+                    .map(|(_, u)| *u)
+            })?;
+        out.push_str(unit);
+        rest = after[unit_len..]
+            .trim_start_matches(|c: char| c.is_whitespace() || c == ',')
+            .trim_start_matches("and ")
+            .trim_start();
+    }
+    (out != text && parse(&out).is_ok()).then_some(out)
+}
+
+/// Parses `text` into milliseconds: one or more `<digits><unit>`, units `d`, `h`, `m`, `s`,
+/// `ms` from largest to smallest, each at most once, no spaces, longer than zero and at most
+/// [`MAX_MS`]. The error is a complete, lowercase message; a spelling it suggests is accepted.
 pub fn parse(text: &str) -> Result<u64, String> {
     if text.is_empty() {
         return Err(format!(
             "empty duration, expected a number and a unit, {EXAMPLES}"
         ));
     }
+    let fix = |problem: String| match respelled(text) {
+        Some(spelling) => format!("invalid duration `{text}`: {problem}, write `\"{spelling}\"`"),
+        None => format!("invalid duration `{text}`: {problem}, {EXAMPLES}"),
+    };
     if text.chars().any(char::is_whitespace) {
-        let joined: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-        return Err(format!(
-            "invalid duration `{text}`: remove the whitespace, e.g. `\"{joined}\"`"
-        ));
+        return Err(fix("a duration has no spaces".to_owned()));
     }
     let mut rest = text;
     let mut total: u64 = 0;
@@ -32,11 +108,10 @@ pub fn parse(text: &str) -> Result<u64, String> {
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         if digits == 0 {
-            let found = rest.chars().next().unwrap_or_default();
-            return Err(if found == '-' {
-                format!("invalid duration `{text}`: a duration cannot be negative, {EXAMPLES}")
+            return Err(if rest.starts_with('-') {
+                fix("a duration cannot be negative".to_owned())
             } else {
-                format!("invalid duration `{text}`: expected a number before `{rest}`, {EXAMPLES}")
+                fix(format!("expected a number before `{rest}`"))
             });
         }
         let (number, after) = rest.split_at(digits);
@@ -53,22 +128,13 @@ pub fn parse(text: &str) -> Result<u64, String> {
         if unit.is_empty() {
             return Err(format!(
                 "invalid duration `{text}`: missing unit after `{number}`, expected one of \
-                 `ms`, `s`, `m`, `h`, e.g. `\"{number}s\"`"
+                 `ms`, `s`, `m`, `h`, `d`, e.g. `\"{number}s\"`"
             ));
         }
         let Some(index) = UNITS.iter().position(|(name, _)| *name == unit) else {
-            let hint = if UNITS
-                .iter()
-                .any(|(name, _)| *name == unit.to_ascii_lowercase())
-            {
-                format!(" (units are lowercase: `{}`)", unit.to_ascii_lowercase())
-            } else {
-                String::new()
-            };
-            return Err(format!(
-                "invalid duration `{text}`: unknown unit `{unit}`{hint}, expected one of \
-                 `ms`, `s`, `m`, `h`, {EXAMPLES}"
-            ));
+            return Err(fix(format!(
+                "unknown unit `{unit}`, expected one of `ms`, `s`, `m`, `h`, `d`"
+            )));
         };
         if last.is_some_and(|last| index <= last) {
             return Err(format!(
@@ -113,125 +179,51 @@ pub fn format(ms: u64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn accepts_each_unit() {
-        assert_eq!(parse("250ms"), Ok(250));
-        assert_eq!(parse("1s"), Ok(1_000));
-        assert_eq!(parse("10m"), Ok(600_000));
-        assert_eq!(parse("1h"), Ok(3_600_000));
-    }
+    /// The table both copies of the grammar are held to (`mcp-tasks-macros/src/duration.rs`
+    /// and `mcp-tasks/src/duration.rs`): `<text> => <milliseconds>` is accepted as that;
+    /// `<text> !> <words>` is refused with a message containing the words. Every spelling a
+    /// message suggests (`"…"` in backticks) must itself be accepted.
+    const CASES: &str = include_str!("../../tests/duration_cases.txt");
 
     #[test]
-    fn accepts_combinations_largest_first() {
-        assert_eq!(parse("1h30m"), Ok(5_400_000));
-        assert_eq!(parse("1m30s"), Ok(90_000));
-        assert_eq!(parse("2h1m1s1ms"), Ok(7_261_001));
-        assert_eq!(parse("1s500ms"), Ok(1_500));
-    }
-
-    #[test]
-    fn accepts_leading_zeros_and_big_numbers() {
-        assert_eq!(parse("0010s"), Ok(10_000));
-        assert_eq!(parse("90m"), Ok(5_400_000));
-        assert_eq!(parse(&format!("{MAX_MS}ms")), Ok(MAX_MS));
-    }
-
-    #[test]
-    fn rejects_whitespace_with_the_fixed_spelling() {
-        assert_eq!(
-            parse("10 m").unwrap_err(),
-            "invalid duration `10 m`: remove the whitespace, e.g. `\"10m\"`"
-        );
-        assert!(parse(" 1s").unwrap_err().contains("remove the whitespace"));
-    }
-
-    #[test]
-    fn rejects_zero() {
-        assert_eq!(
-            parse("0s").unwrap_err(),
-            "invalid duration `0s`: a duration must be longer than zero, e.g. `\"1ms\"`"
-        );
-        assert!(parse("0h0m").is_err());
-    }
-
-    #[test]
-    fn rejects_unknown_units() {
-        assert_eq!(
-            parse("5x").unwrap_err(),
-            "invalid duration `5x`: unknown unit `x`, expected one of `ms`, `s`, `m`, `h`, \
-             e.g. `\"250ms\"`, `\"10s\"`, `\"10m\"` or `\"1h30m\"`"
-        );
-        assert_eq!(
-            parse("5M").unwrap_err(),
-            "invalid duration `5M`: unknown unit `M` (units are lowercase: `m`), expected one of \
-             `ms`, `s`, `m`, `h`, e.g. `\"250ms\"`, `\"10s\"`, `\"10m\"` or `\"1h30m\"`"
-        );
-        assert!(parse("1d").unwrap_err().contains("unknown unit `d`"));
-        assert!(parse("1sec").unwrap_err().contains("unknown unit `sec`"));
-    }
-
-    #[test]
-    fn rejects_missing_unit_or_number() {
-        assert_eq!(
-            parse("5").unwrap_err(),
-            "invalid duration `5`: missing unit after `5`, expected one of `ms`, `s`, `m`, `h`, \
-             e.g. `\"5s\"`"
-        );
-        assert!(
-            parse("ms")
-                .unwrap_err()
-                .contains("expected a number before `ms`")
-        );
-        assert!(parse("").unwrap_err().starts_with("empty duration"));
-        assert!(parse("-1s").unwrap_err().contains("cannot be negative"));
-    }
-
-    #[test]
-    fn rejects_fractions() {
-        assert!(
-            parse("1.5h")
-                .unwrap_err()
-                .contains("fractions are not supported")
-        );
-    }
-
-    #[test]
-    fn rejects_wrong_order_and_repeats() {
-        let order = "units must go from largest to smallest, each at most once";
-        assert!(parse("30m1h").unwrap_err().contains(order));
-        assert!(parse("1m1m").unwrap_err().contains(order));
-        assert!(parse("1ms1s").unwrap_err().contains(order));
-    }
-
-    #[test]
-    fn rejects_overflow() {
-        let too_long = "too long, at most 9007199254740991ms";
-        assert!(
-            parse("99999999999999999999999h")
-                .unwrap_err()
-                .contains(too_long)
-        );
-        assert!(
-            parse("18446744073709551615h")
-                .unwrap_err()
-                .contains(too_long)
-        );
-        assert!(
-            parse(&format!("{}ms", MAX_MS + 1))
-                .unwrap_err()
-                .contains(too_long)
-        );
-        assert!(parse("2501999999h1ms").unwrap_err().contains(too_long));
+    fn the_shared_table_of_cases() {
+        let mut checked = 0;
+        for line in CASES.lines() {
+            let line = line.trim_end();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let text = |t: &str| t.trim_matches('|').to_owned();
+            if let Some((input, ms)) = line.split_once(" => ") {
+                let input = text(input);
+                assert_eq!(parse(&input), Ok(ms.parse().unwrap()), "{line}");
+                assert_eq!(
+                    parse(&format(parse(&input).unwrap())),
+                    parse(&input),
+                    "{line}"
+                );
+            } else if let Some((input, words)) = line.split_once(" !> ") {
+                let message = parse(&text(input)).expect_err(line);
+                assert!(message.contains(words), "{line}: {message}");
+                for suggested in message.split("`\"").skip(1) {
+                    let suggested = suggested.split("\"`").next().unwrap_or_default();
+                    assert!(
+                        parse(suggested).is_ok(),
+                        "{line}: suggests `{suggested}`: {message}"
+                    );
+                }
+            } else {
+                panic!("a case is `<text> => <ms>` or `<text> !> <words>`: {line}");
+            }
+            checked += 1;
+        }
+        assert!(checked >= 30, "{checked} cases");
     }
 
     #[test]
     fn formats_shortest_spelling() {
         assert_eq!(format(5_400_000), "1h30m");
         assert_eq!(format(250), "250ms");
-        assert_eq!(format(3_600_000), "1h");
-        assert_eq!(format(1_500), "1s500ms");
-        for text in ["1h30m", "250ms", "2h1m1s1ms"] {
-            assert_eq!(format(parse(text).unwrap()), text);
-        }
+        assert_eq!(format(86_400_000 + 1_500), "1d1s500ms");
     }
 }

@@ -39,6 +39,7 @@ impl Clock {
     /// This clock read `offset_ms` milliseconds later (earlier when negative), on top of the
     /// offset it had.
     #[must_use]
+    #[cfg(any(test, feature = "postgres"))]
     pub fn with_offset_ms(self, offset_ms: i64) -> Self {
         Self {
             offset_ms: self.offset_ms.saturating_add(offset_ms),

@@ -35,7 +35,15 @@ pub fn client_capability_required(capability: &str) -> ErrorData {
 /// The three cases answer the same, so a caller learns nothing about other owners' tasks.
 #[must_use]
 pub fn task_not_found(method: &str) -> ErrorData {
-    ErrorData::invalid_params(format!("{method}: task not found"), None)
+    ErrorData::invalid_params(
+        format!(
+            "{method}: task not found. Common causes: the server builds a new engine for each \
+             request (so every request sees an empty task store), the server restarted or \
+             another instance answered without a shared durable store, the task expired, or \
+             it belongs to another caller (docs/guide/08-troubleshooting.md)"
+        ),
+        None,
+    )
 }
 
 /// `-32602` for a `tools/call` naming no tool of this server (docs/protocol.md §5.8).
@@ -266,6 +274,7 @@ pub fn owner_quota(owner: &str, quota: usize) -> ErrorData {
 
 /// `-32603` for a `subscriptions/listen` of an owner who has `limit` listen streams open
 /// already on this server.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn too_many_listen_streams(owner: &str, limit: usize) -> ErrorData {
     ErrorData::internal_error(
@@ -278,6 +287,7 @@ pub fn too_many_listen_streams(owner: &str, limit: usize) -> ErrorData {
 }
 
 /// `-32602` for a `subscriptions/listen` naming more than `limit` task ids.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn too_many_listen_task_ids(count: usize, limit: usize) -> ErrorData {
     ErrorData::invalid_params(
@@ -332,12 +342,14 @@ pub fn output_not_serializable(error: &serde_json::Error) -> ErrorData {
 
 /// `-32700` for a request body or stdio line that is not JSON, not UTF-8, or nests too deep.
 /// `problem` says which, e.g. "the body is not valid UTF-8 (at byte 12)".
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn parse_error(problem: &str) -> ErrorData {
     ErrorData::parse_error(format!("Parse error: {problem}"), None)
 }
 
 /// `-32600` for JSON that is not one JSON-RPC message object.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn not_a_message(found: &str) -> ErrorData {
     ErrorData::invalid_request(
@@ -347,6 +359,7 @@ pub fn not_a_message(found: &str) -> ErrorData {
 }
 
 /// `-32600` for a request larger than [`Limits::max_request_bytes`](crate::Limits).
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn request_too_large(limit: usize) -> ErrorData {
     ErrorData::invalid_request(
@@ -361,6 +374,7 @@ pub fn request_too_large(limit: usize) -> ErrorData {
 /// `-32602` for a malformed field of a request's params: `"{method}: params.{field} must be
 /// {expected}"`, plus what was found, e.g.
 /// `"tasks/get: params.taskId must be a string, got a number"`.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn malformed_param(method: &str, field: &str, expected: &str, found: &str) -> ErrorData {
     let path = if field.is_empty() {
@@ -376,6 +390,7 @@ pub fn malformed_param(method: &str, field: &str, expected: &str, found: &str) -
 
 /// `-32602` for a required field of a request's params that is missing, e.g.
 /// `"tasks/update: params.inputResponses is required: an object ..."`.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn missing_param(method: &str, field: &str, expected: &str) -> ErrorData {
     ErrorData::invalid_params(
@@ -386,6 +401,7 @@ pub fn missing_param(method: &str, field: &str, expected: &str) -> ErrorData {
 
 /// `-32602` for `tools/call` arguments larger than
 /// [`Limits::max_arguments_bytes`](crate::Limits).
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn arguments_too_large(size: usize, limit: usize) -> ErrorData {
     ErrorData::invalid_params(
@@ -399,6 +415,7 @@ pub fn arguments_too_large(size: usize, limit: usize) -> ErrorData {
 
 /// `-32600` for a JSON-RPC envelope field of the wrong type, e.g.
 /// `"Invalid request: id must be a string or an integer, got an object"`.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn malformed_envelope(field: &str, expected: &str, found: &str) -> ErrorData {
     ErrorData::invalid_request(
@@ -408,6 +425,7 @@ pub fn malformed_envelope(field: &str, expected: &str, found: &str) -> ErrorData
 }
 
 /// `-32600` for a message the JSON-RPC decoder rejects; `problem` is its text.
+#[cfg(any(feature = "http", feature = "stdio"))]
 #[must_use]
 pub fn undecodable_message(problem: &str) -> ErrorData {
     ErrorData::invalid_request(

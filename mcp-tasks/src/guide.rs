@@ -99,17 +99,17 @@ pub mod security {}
 /// Operating.
 ///
 #[cfg_attr(
-    all(feature = "sqlite", feature = "http", feature = "prometheus"),
+    all(feature = "sqlite", feature = "admin", feature = "prometheus"),
     doc = page_links!()
 )]
 #[cfg_attr(
-    all(feature = "sqlite", feature = "http", feature = "prometheus"),
+    all(feature = "sqlite", feature = "admin", feature = "prometheus"),
     doc = include_str!("../guide/07-operating.md")
 )]
 #[cfg_attr(
-    not(all(feature = "sqlite", feature = "http", feature = "prometheus")),
-    doc = "\n\nThis page's examples need features `sqlite`, `http` and `prometheus`: build \
-           the docs with `--features sqlite,http,prometheus`."
+    not(all(feature = "sqlite", feature = "admin", feature = "prometheus")),
+    doc = "\n\nThis page's examples need features `sqlite`, `admin` and `prometheus`: build \
+           the docs with `--features sqlite,admin,prometheus`."
 )]
 pub mod operating {}
 

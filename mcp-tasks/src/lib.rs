@@ -52,6 +52,7 @@ pub mod admin;
 pub mod client;
 mod clock;
 mod context;
+pub mod duration;
 mod errors;
 mod extract;
 pub mod guide;
@@ -119,7 +120,7 @@ pub use limits::Limits;
 /// | `version = ".."` | a digest of the tool | a task is only replayed by the version that started it; see [Versions](#versions) |
 /// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
 ///
-/// Durations are whole numbers of `h`, `m`, `s`, `ms`, largest first, without spaces:
+/// Durations are whole numbers of `d`, `h`, `m`, `s`, `ms`, largest first, without spaces:
 /// `"250ms"`, `"10s"`, `"1h30m"`. They are checked at compile time.
 ///
 /// # Parameters

@@ -116,6 +116,39 @@ pub enum Mode {
     Inline,
 }
 
+/// The `_meta` key under which `tools/list` shows each task tool's [`Mode`] as
+/// `"required"`, `"optional"` or `"never"` (the extension has no per-tool flag; this one is
+/// ours, read by `mcp-tasks tools`). A tool without it never runs as a task.
+pub const TASK_SUPPORT_KEY: &str = "mcp-tasks/taskSupport";
+
+impl Mode {
+    /// The label of [`TASK_SUPPORT_KEY`]: `"required"`, `"optional"` or `"never"`.
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Required => "required",
+            Self::Optional => "optional",
+            Self::Inline => "never",
+        }
+    }
+
+    /// The mode a tool of `tools/list` declares under [`TASK_SUPPORT_KEY`], or
+    /// [`Mode::Inline`] when it declares none (an ordinary tool).
+    #[must_use]
+    pub fn of(tool: &Tool) -> Self {
+        match tool
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(TASK_SUPPORT_KEY))
+            .and_then(|v| v.as_str())
+        {
+            Some("required") => Self::Required,
+            Some("optional") => Self::Optional,
+            _ => Self::Inline,
+        }
+    }
+}
+
 /// What a restarted server does with a task of this tool that the previous process left
 /// running (durable stores only; the memory store forgets everything on exit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -214,6 +247,7 @@ impl ToolDefinition {
             restart: RestartPolicy::default(),
             version: Cow::Borrowed(""),
         }
+        .with_mode(Mode::default())
     }
 
     /// Sets what a restarted server does with this tool's unfinished tasks.
@@ -293,6 +327,10 @@ impl ToolDefinition {
     #[must_use]
     pub fn with_mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self.tool
+            .meta
+            .get_or_insert_with(Default::default)
+            .insert(TASK_SUPPORT_KEY.to_owned(), mode.label().into());
         self
     }
 
@@ -324,7 +362,7 @@ impl ToolDefinition {
         &self.tool.name
     }
 
-    /// The tool as `tools/list` shows it.
+    /// The tool as `tools/list` shows it (its [`Mode`] under [`TASK_SUPPORT_KEY`] in `_meta`).
     #[must_use]
     pub fn tool(&self) -> &Tool {
         &self.tool

@@ -128,6 +128,7 @@ impl TraceContext {
     }
 
     /// The context as a store column: a JSON object.
+    #[cfg(any(test, feature = "sqlite", feature = "postgres"))]
     pub(crate) fn encode(&self) -> String {
         let mut object = JsonObject::new();
         self.insert_into(&mut object);
@@ -136,6 +137,7 @@ impl TraceContext {
 
     /// The context from its store column; an unreadable one reads as none (it is validated
     /// again, never trusted).
+    #[cfg(any(test, feature = "sqlite", feature = "postgres"))]
     pub(crate) fn decode(column: Option<&str>) -> Option<Self> {
         let object: JsonObject = serde_json::from_str(column?).ok()?;
         Self::from_meta(&object)

@@ -294,3 +294,37 @@ async fn the_admin_api_takes_only_its_own_credential() {
         assert!(!text.contains("\"tasks\""), "{path} served the admin list");
     }
 }
+
+/// Merged beside `/mcp`, the admin router guards its own paths only: any other path is a
+/// plain 404, without a credential prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_outside_admin_are_404_without_a_prompt() {
+    let served = serve().await;
+    let http = reqwest::Client::new();
+    for path in ["/foo", "/favicon.ico", "/admin-not", "/mcp/extra"] {
+        let response = http
+            .get(format!("{}{path}", served.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 404, "{path}");
+        assert!(
+            response.headers().get("www-authenticate").is_none(),
+            "{path}: {:?}",
+            response.headers()
+        );
+    }
+    // The admin paths themselves still ask for the credential.
+    for path in ["/admin", "/admin/api/tasks"] {
+        let response = http
+            .get(format!("{}{path}", served.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 401, "{path}");
+        assert!(
+            response.headers().get("www-authenticate").is_some(),
+            "{path}"
+        );
+    }
+}

@@ -1,6 +1,6 @@
 //! The `mcp-tasks` binary against the example server on Streamable HTTP (127.0.0.1:0):
 //! output, prompts answered on stdin, exit codes (0 completed, 1 isError, 2 failed,
-//! 3 cancelled, 4 usage), and Ctrl-C (SIGINT) → `tasks/cancel` → exit 3.
+//! 3 cancelled, 4 usage, 5 connection), Ctrl-C (SIGINT) → `tasks/cancel` → exit 3.
 
 #[path = "support/example.rs"]
 mod example;
@@ -416,9 +416,9 @@ async fn usage_errors_exit_4_with_a_reason() {
         assert_eq!(run.code, 4, "{args:?}: {}", run.stderr);
         assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
     }
-    // A server that is not there: a connection error, exit 4.
+    // A server that is not there: a connection error, exit 5.
     let unreachable = run(&["tools", nobody.as_str()], "").await;
-    assert_eq!(unreachable.code, 4, "{}", unreachable.stderr);
+    assert_eq!(unreachable.code, 5, "{}", unreachable.stderr);
     assert!(
         unreachable.stderr.contains("cannot connect"),
         "{}",
@@ -427,4 +427,246 @@ async fn usage_errors_exit_4_with_a_reason() {
     let help = run(&["--help"], "").await;
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("Exit codes"), "{}", help.stdout);
+}
+
+/// An rmcp server with an rmcp `#[tool]` (`add`) beside task tools: `greet` (`mode =
+/// "inline"`), `workspace_report` (optional) and `explode` (required).
+#[derive(Clone)]
+struct Mixed {
+    tasks: mcp_tasks::Engine,
+    tools: rmcp::handler::server::router::tool::ToolRouter<Self>,
+}
+
+impl AsRef<mcp_tasks::Engine> for Mixed {
+    fn as_ref(&self) -> &mcp_tasks::Engine {
+        &self.tasks
+    }
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+#[rmcp::tool_router]
+impl Mixed {
+    /// Adds two numbers.
+    #[rmcp::tool]
+    async fn add(
+        &self,
+        rmcp::handler::server::wrapper::Parameters(AddArgs { a, b }): rmcp::handler::server::wrapper::Parameters<AddArgs>,
+    ) -> String {
+        (a + b).to_string()
+    }
+}
+
+#[rmcp::tool_handler(router = self.tools)]
+impl rmcp::ServerHandler for Mixed {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            self.tasks.capabilities(
+                rmcp::model::ServerCapabilities::builder()
+                    .enable_tools()
+                    .build(),
+            ),
+        )
+    }
+
+    mcp_tasks::task_methods!(tasks);
+}
+
+#[tokio::test]
+async fn tools_shows_each_tools_task_support() {
+    let toolkit = example::toolkit(Duration::from_millis(10))
+        .with_tool(Explode)
+        .expect("valid tools");
+    let tasks = mcp_tasks::Engine::new(toolkit);
+    tasks.start().expect("the engine starts");
+    let server = Mixed {
+        tools: Mixed::tool_router() + tasks.tool_router(),
+        tasks,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(mcp_tasks::serve_http(
+        listener,
+        server,
+        mcp_tasks::HttpOptions::new(),
+    ));
+
+    let tools = run(&["tools", &url], "").await;
+    assert_eq!(tools.code, 0, "{}", tools.stderr);
+    let mut labels: Vec<(&str, &str)> = tools
+        .stdout
+        .lines()
+        .map(|line| {
+            let mut fields = line.split('\t');
+            (fields.next().unwrap(), fields.next().unwrap_or(""))
+        })
+        .collect();
+    labels.sort();
+    assert_eq!(
+        labels,
+        [
+            ("add", "task: never"),
+            ("explode", "task: required"),
+            ("greet", "task: never"),
+            ("workspace_report", "task: optional"),
+        ],
+        "{}",
+        tools.stdout
+    );
+}
+
+/// Imports `batches` batches of 300 ms each, as durable steps: after a restart on the same
+/// SQLite file it goes on from the first batch not done.
+#[cfg(feature = "sqlite")]
+#[mcp_tasks::task_tool(mode = "required", restart = "resume", poll_interval = "100ms")]
+async fn import(ctx: TaskContext, batches: u32) -> Result<String, mcp_tasks::ToolError> {
+    for batch in 1..=batches {
+        ctx.status(format!("batch {batch} of {batches}")).await;
+        ctx.step(&format!("batch-{batch}"), || async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            1u32
+        })
+        .await?;
+    }
+    Ok(format!("imported {batches} batches"))
+}
+
+/// Not a test of its own: the server process that `follows_a_task_through_a_restart` starts,
+/// kills (SIGKILL) and starts again, by running this test binary with this test's name and
+/// `CLI_SERVER_DB` / `CLI_SERVER_PORT` set. Prints `serving <url>` once it listens.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+#[ignore = "the server process of follows_a_task_through_a_restart"]
+async fn restartable_server() {
+    let (Ok(db), Ok(port)) = (
+        std::env::var("CLI_SERVER_DB"),
+        std::env::var("CLI_SERVER_PORT"),
+    ) else {
+        return;
+    };
+    let store = mcp_tasks::SqliteStore::open(db).expect("the SQLite file opens");
+    let engine = mcp_tasks::Engine::builder(mcp_tasks::toolkit![import].expect("valid tools"))
+        .with_store(store)
+        .build();
+    let server = TaskServer::from_engine(engine);
+    server.recover().await.expect("recovery");
+    let listener = tokio::net::TcpListener::bind(format!("127.0.0.1:{port}"))
+        .await
+        .expect("the port is free");
+    println!("serving http://{}/mcp", listener.local_addr().unwrap());
+    mcp_tasks::serve_http(listener, server, mcp_tasks::HttpOptions::new())
+        .await
+        .expect("serves");
+}
+
+/// The server process, on `port` (0: any) with its tasks in `db`; returns it and its URL.
+#[cfg(feature = "sqlite")]
+async fn server_process(db: &std::path::Path, port: u16) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "restartable_server", "--ignored", "--nocapture"])
+        .env("CLI_SERVER_DB", db)
+        .env("CLI_SERVER_PORT", port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the server process starts");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(url) = line.strip_prefix("serving ") {
+                return url.to_owned();
+            }
+        }
+        panic!("the server process ended before serving");
+    })
+    .await
+    .expect("the server serves");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, url)
+}
+
+/// The CLI follows a task through a server restart (SIGKILL, then the same server on the
+/// same port and SQLite file), and ends 0 with the result; with the server gone for longer
+/// than `--reconnect-for`, it gives up with exit 5, one line of cause without library type
+/// names, and the exact `mcp-tasks resume` command.
+#[cfg(feature = "sqlite")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_a_task_through_a_restart() {
+    let dir = std::env::temp_dir().join(format!("mcp-tasks-cli-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("tasks.db");
+    let (mut server, url) = server_process(&db, 0).await;
+    let port: u16 = url
+        .trim_end_matches("/mcp")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+
+    let (child, mut seen, lines) = start_until(
+        &[
+            "call",
+            &url,
+            "import",
+            "--arg",
+            "batches=6",
+            "--reconnect-for",
+            "30s",
+        ],
+        |line| line.contains("batch 2 of 6"),
+    )
+    .await;
+    server.kill().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (mut server, _) = server_process(&db, port).await;
+    let code = finish(child, lines, &mut seen).await;
+    let stderr = seen.join("\n");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("reconnecting for up to 30s"), "{stderr}");
+    assert!(stderr.contains("reconnected"), "{stderr}");
+
+    // The server goes away for good: the CLI gives up after --reconnect-for.
+    let (child, mut seen, lines) = start_until(
+        &[
+            "call",
+            &url,
+            "import",
+            "--arg",
+            "batches=20",
+            "--reconnect-for",
+            "2s",
+        ],
+        |line| line.contains("batch 1 of 20"),
+    )
+    .await;
+    let id = task_id(&seen);
+    server.kill().await.unwrap();
+    let code = finish(child, lines, &mut seen).await;
+    let stderr = seen.join("\n");
+    assert_eq!(code, 5, "{stderr}");
+    assert!(
+        stderr.contains(&format!("mcp-tasks resume {url} {id}")),
+        "{stderr}"
+    );
+    let lost = seen
+        .iter()
+        .find(|line| line.contains("reconnecting for up to 2s"))
+        .expect("a line with the cause");
+    for library in [
+        "ServiceError",
+        "reqwest",
+        "hyper",
+        "Transport",
+        "rmcp",
+        "Error {",
+    ] {
+        assert!(!lost.contains(library), "{lost}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

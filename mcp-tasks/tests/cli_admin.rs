@@ -159,3 +159,37 @@ async fn refusals_exit_4_with_the_reason() {
     assert_eq!(not_url.code, 4);
     assert!(not_url.stderr.contains("not an http"), "{}", not_url.stderr);
 }
+
+/// The MCP endpoint, which every other command takes, leads to the admin API too; a URL
+/// where no admin router answers says so instead of "not JSON" and nothing after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_url_works_and_a_wrong_path_says_what_to_give() {
+    let served = serve().await;
+    tasks_in_every_state(&served.client).await;
+    let base = ok(&["list", &served.base, "--json"]).await;
+    let mcp = ok(&["list", &format!("{}/mcp", served.base), "--json"]).await;
+    let ids = |text: &str| -> Vec<String> {
+        let value: Value = serde_json::from_str(text).unwrap();
+        value["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["taskId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&mcp), ids(&base));
+    assert_eq!(ids(&base).len(), 6);
+
+    let elsewhere = admin(
+        Some(ADMIN_SECRET),
+        &["list", &format!("{}/elsewhere", served.base)],
+    )
+    .await;
+    assert_eq!(elsewhere.code, 4);
+    assert!(
+        elsewhere.stderr.contains("answered 404")
+            && elsewhere.stderr.contains("the server's base URL"),
+        "{}",
+        elsewhere.stderr
+    );
+}

@@ -22,6 +22,11 @@
 mod common;
 
 #[tokio::main]
-async fn main() -> std::io::Result<()> {
-    common::main_http(std::env::args().skip(1)).await
+async fn main() -> std::process::ExitCode {
+    // Print the error's message: a `main` that returns it would print its Debug form.
+    if let Err(error) = common::main_http(std::env::args().skip(1)).await {
+        eprintln!("error: {error}");
+        return std::process::ExitCode::FAILURE;
+    }
+    std::process::ExitCode::SUCCESS
 }

@@ -1,6 +1,6 @@
 // The expansion of `broken` (src/golden.rs); `UPDATE_GOLDEN=1 cargo test -p mcp-tasks-macros` rewrites it.
 ::core::compile_error! {
-    "invalid duration `10 m`: remove the whitespace, e.g. `\"10m\"`; `ttl` also takes `\"unlimited\"` for tasks that never expire"
+    "invalid duration `10 m`: a duration has no spaces, write `\"10m\"`; `ttl` also takes `\"unlimited\"` for tasks that never expire"
 }
 ::core::compile_error! {
     "`#[task_tool]` needs an `async fn`: add `async` before `fn`"

@@ -8,7 +8,8 @@
 //!
 //! [`router`] is an axum router to mount beside the MCP one (it is never served on the MCP
 //! path), behind a credential of its own ([`AdminCredential`]): never a user's token, and a
-//! user's token is never accepted here. Every request without it answers `401`.
+//! user's token is never accepted here. Every admin request without it answers `401`; a path
+//! outside [`ADMIN_PATH`] is not the admin router's (merged, it stays a plain `404`).
 //!
 //! | method and path | answers |
 //! | --- | --- |
@@ -21,7 +22,8 @@
 //! Filters (query parameters, each optional, all must hold): `status` (one or several,
 //! comma-separated), `tool`, `owner`, `instance`, `created_after`, `created_before` (epoch
 //! milliseconds, an RFC 3339 time, or a duration ago such as `2h`), `stalled` (a duration:
-//! live and unchanged for longer), and for lists `limit` (1 to 500) and `cursor` (a page's
+//! live and unchanged for longer; durations as `#[task_tool]` takes them, [`crate::duration`]:
+//! `90s`, `1h30m`, `7d`), and for lists `limit` (1 to 500) and `cursor` (a page's
 //! `nextCursor`, with the same filters). A bad or unknown parameter answers `400` with
 //! `{"error": {"parameter": ..., "message": ...}}`.
 //!
@@ -188,11 +190,13 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
         .route("/admin/api/tasks/{id}", get(detail))
         .route("/admin/api/tasks/{id}/cancel", post(cancel))
         .route("/admin/api/purge", post(purge))
-        .layer(axum::middleware::from_fn_with_state(
+        // `route_layer`, not `layer`: the credential guards these routes only, so a path of
+        // the merged router that none of them matches (`/favicon.ico`) stays a plain 404.
+        .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             bearer_only,
         ));
-    let web = web::routes().layer(axum::middleware::from_fn_with_state(
+    let web = web::routes().route_layer(axum::middleware::from_fn_with_state(
         state.clone(),
         web::basic_or_bearer,
     ));

@@ -155,30 +155,11 @@ pub(crate) fn purge_before(
     }
 }
 
-/// A duration: a whole number with a unit, `ms`, `s`, `m`, `h` or `d` (`90s`, `2h`).
+/// A duration in the one grammar of [`crate::duration`] (`90s`, `2h`, `1h30m`, `7d`).
 pub(crate) fn duration(name: &str, text: &str) -> Result<Duration, BadParam> {
-    let bad = || {
-        BadParam::new(
-            name,
-            format!(
-                "`{text}` is not a duration: give a whole number and a unit, ms, s, m, h or d \
-                 (e.g. 90s, 2h)"
-            ),
-        )
-    };
-    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let (digits, unit) = text.split_at(split);
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1_000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        "d" => n.checked_mul(86_400_000),
-        _ => None,
-    }
-    .ok_or_else(bad)?;
-    Ok(Duration::from_millis(ms))
+    crate::duration::parse(text)
+        .map(Duration::from_millis)
+        .map_err(|message| BadParam::new(name, message))
 }
 
 /// An instant: epoch milliseconds, an RFC 3339 time (`2026-12-02T10:00:00Z`), or a duration
@@ -300,6 +281,7 @@ mod tests {
         assert_eq!(duration("d", "90s"), Ok(Duration::from_secs(90)));
         assert_eq!(duration("d", "2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(duration("d", "250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(duration("d", "1h30m"), Ok(Duration::from_secs(5400)));
         for bad in ["90", "h", "1.5h", "5w", ""] {
             assert_eq!(
                 duration("stalled", bad).unwrap_err().name,

@@ -5,7 +5,8 @@
 //! [`prometheus_router`] serves its scrape page as an axum route to mount.
 //!
 //! Install the recorder before the engine is built: what is recorded before it is lost
-//! (the gauges start from what happens after it).
+//! (the gauges start from what happens after it). Building an engine registers every
+//! metric at 0 (its task tools' series too), so a new server's scrape page shows each one.
 //!
 //! Every name follows the Prometheus conventions (`_total` counters, `_seconds`
 //! histograms, base units); no label takes unbounded values (no task ids, no owners): `tool`
@@ -129,6 +130,69 @@ pub fn describe() {
         REQUESTS_REFUSED,
         "Requests the request guard refused, by JSON-RPC error code."
     );
+}
+
+/// The JSON-RPC codes the request guard refuses with (`code` of [`REQUESTS_REFUSED`]): parse
+/// error, invalid request, invalid params, and the tasks extension not declared.
+const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
+
+/// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
+const STORE_OPERATIONS: [&str; 17] = [
+    "create",
+    "get",
+    "set_status_message",
+    "request_input",
+    "deliver_input",
+    "finish",
+    "request_cancel",
+    "save_step",
+    "recoverable",
+    "stored_answers",
+    "expire_due",
+    "renew",
+    "claim_lapsed",
+    "claim_queued",
+    "release",
+    "answers",
+    "queue_depth",
+];
+
+/// Registers every metric of this crate at zero (a histogram by taking its handle; an engine's task tools, every status,
+/// reason, kind, code and store operation), so that a new server's scrape shows each family
+/// (dashboards and alerts read 0, not "no data"). Adding zero leaves what was recorded, so a
+/// second engine changes nothing.
+pub(crate) fn register(toolkit: &crate::Toolkit) {
+    for definition in toolkit.definitions() {
+        if definition.mode() == crate::Mode::Inline {
+            continue;
+        }
+        let tool = || definition.name().to_owned();
+        counter!(TASKS_CREATED, "tool" => tool()).increment(0);
+        for status in ["completed", "failed", "cancelled"] {
+            counter!(TASKS_FINISHED, "tool" => tool(), "status" => status).increment(0);
+            drop(::metrics::histogram!(TASK_DURATION, "tool" => tool(), "status" => status));
+        }
+        gauge!(TASKS_RUNNING, "tool" => tool()).increment(0.0);
+        gauge!(TASKS_INPUT_REQUIRED, "tool" => tool()).increment(0.0);
+        drop(::metrics::histogram!(TASK_FIRST_STATUS, "tool" => tool()));
+    }
+    counter!(TASKS_EXPIRED).increment(0);
+    for operation in STORE_OPERATIONS {
+        drop(::metrics::histogram!(STORE_OPERATION, "operation" => operation));
+    }
+    gauge!(QUEUE_DEPTH).increment(0.0);
+    drop(::metrics::histogram!(CLAIM_LAG));
+    for reason in ["refused", "unrenewed"] {
+        counter!(LEASES_LOST, "reason" => reason).increment(0);
+    }
+    counter!(FENCED_WRITES).increment(0);
+    for kind in ["cancel", "answers", "queued", "changed"] {
+        counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(0);
+    }
+    counter!(WAKEUPS_MISSED).increment(0);
+    for code in REFUSAL_CODES {
+        counter!(REQUESTS_REFUSED, "code" => code.to_string()).increment(0);
+    }
 }
 
 /// The word of a final status, as the `status` label has it.
@@ -312,6 +376,7 @@ pub(crate) fn received(
 }
 
 /// The request guard refused a request with JSON-RPC error `code`.
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub(crate) fn request_refused(code: i32) {
     counter!(REQUESTS_REFUSED, "code" => code.to_string()).increment(1);
 }

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use rmcp::model::InputResponses;
 
 use crate::store::{
-    AdminStore, ClusterStore, Created, Lease, NewTask, Notice, Recovery, StoreError,
-    TaskSnapshot, TaskStore, Transition,
+    AdminStore, ClusterStore, Created, Lease, NewTask, Notice, Recovery, StoreError, TaskSnapshot,
+    TaskStore, Transition,
 };
 
 /// `store`, timed.

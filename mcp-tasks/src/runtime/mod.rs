@@ -143,6 +143,7 @@ pub(crate) struct Runtime {
     reap_interval: Duration,
     pub(crate) limits: Limits,
     /// The grace period of a shutdown the serving functions make on their own.
+    #[cfg(feature = "http")]
     pub(crate) shutdown_grace: Duration,
     /// The slots of the work that runs here ([`Settings::max_running`]).
     pub(crate) capacity: Arc<Capacity>,
@@ -186,6 +187,7 @@ impl Runtime {
             live: Mutex::new(HashMap::new()),
             reap_interval: settings.reap_interval,
             limits: settings.limits,
+            #[cfg(feature = "http")]
             shutdown_grace: settings.shutdown_grace,
             capacity: Capacity::new(settings.max_running),
             owners: Arc::default(),

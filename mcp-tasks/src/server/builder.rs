@@ -170,7 +170,8 @@ impl EngineBuilder {
 
     /// Seals multi round-trip `requestState` with `key` (see [`RequestStateKey`]). Without
     /// one the engine generates a random key when it is built: then states do not survive a
-    /// restart and other instances refuse them.
+    /// restart and other instances refuse them (an engine on a shared, cluster store logs a
+    /// warning when it is built without one).
     pub fn with_request_state_key(mut self, key: RequestStateKey) -> Self {
         self.request_state_key = Some(key);
         self
@@ -193,6 +194,7 @@ impl EngineBuilder {
 
     /// The tools, the store (a new [`MemoryStore`] by default) and the instance id.
     fn parts(&mut self) -> (Tools, Arc<dyn TaskStore>, Arc<str>) {
+        crate::metrics::register(&self.toolkit);
         let toolkit = std::mem::take(&mut self.toolkit);
         let tools = Tools {
             state: Arc::new(toolkit.state().clone()),
@@ -212,6 +214,15 @@ impl EngineBuilder {
     pub fn build(mut self) -> Engine {
         let (tools, store, instance) = self.parts();
         let runtime = Runtime::new(store, tools.clone(), self.settings, instance, self.cluster);
+        built_again(&tools.toolkit);
+        if self.request_state_key.is_none() && runtime.instance.is_some() {
+            tracing::warn!(
+                "an instance on a shared store without a request-state key: each instance seals \
+                 multi round-trip state with a random key of its own, so a round answered by \
+                 another instance is refused; give every instance the same \
+                 EngineBuilder::with_request_state_key (docs/guide/05-several-instances.md)"
+            );
+        }
         let key = self
             .request_state_key
             .unwrap_or_else(RequestStateKey::generate);
@@ -224,6 +235,7 @@ impl EngineBuilder {
             request_state: Arc::new(request_state::Sealer::new(key, self.request_state_ttl)),
             result_meta: Arc::new(server_info_meta(&self.server_info)),
             server_info: Arc::new(self.server_info),
+            #[cfg(any(feature = "http", feature = "stdio"))]
             push: Arc::default(),
         }
     }
@@ -242,4 +254,38 @@ fn server_info_meta(info: &Implementation) -> MetaObject {
             .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
     }
     meta
+}
+
+/// How many engines this process built, by their tools' names.
+static BUILT: parking_lot::Mutex<Vec<(String, u64)>> = parking_lot::Mutex::new(Vec::new());
+
+/// The build-per-request trap (guide 01, "The trap: build the engine once"): engines with
+/// the same tools built again and again in one process are most likely built inside rmcp's
+/// per-request service factory, where every request gets an empty store (and its engine is
+/// dropped with the request). A process that serves builds its engine once. Warns at the 3rd
+/// build of the same tools, then at every 100th.
+fn built_again(toolkit: &Toolkit) {
+    let tools: Vec<&str> = toolkit.definitions().map(|d| d.name()).collect();
+    let tools = tools.join(",");
+    let mut built = BUILT.lock();
+    let count = match built.iter_mut().find(|(other, _)| *other == tools) {
+        Some((_, count)) => {
+            *count += 1;
+            *count
+        }
+        None => {
+            built.push((tools.clone(), 1));
+            1
+        }
+    };
+    if count == 3 || count % 100 == 0 {
+        tracing::warn!(
+            tools = %tools,
+            "an engine with these tools was built {count} times in this process: an engine \
+             built per request (inside rmcp's service factory) gives each request an empty \
+             task store, and the next request answers \"task not found\"; build the engine \
+             once and clone it (docs/guide/01-rmcp-server.md, \"The trap: build the engine \
+             once\"; docs/guide/08-troubleshooting.md)"
+        );
+    }
 }

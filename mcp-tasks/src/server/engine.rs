@@ -65,6 +65,7 @@ pub struct Engine {
     pub(super) result_meta: Arc<MetaObject>,
     pub(super) server_info: Arc<Implementation>,
     /// The listen streams of `subscriptions/listen` with `taskIds` (`push/`).
+    #[cfg(any(feature = "http", feature = "stdio"))]
     pub(super) push: Arc<super::push::Hub>,
     /// Stops the loops when the last clone is dropped.
     pub(super) _guard: Arc<tokio_util::sync::DropGuard>,
@@ -90,6 +91,7 @@ impl Engine {
     /// outside a tokio runtime.
     pub fn start(&self) -> Result<(), StartError> {
         self.runtime.start()?;
+        #[cfg(any(feature = "http", feature = "stdio"))]
         self.push.start(&self.runtime);
         Ok(())
     }

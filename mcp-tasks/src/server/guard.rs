@@ -23,6 +23,7 @@ use rmcp::model::{ErrorData, JsonRpcError, RequestId};
 use serde::Deserialize;
 use serde_json::Value;
 
+#[cfg(feature = "http")]
 pub(crate) use super::negotiation::Checked;
 pub(crate) use super::shape::{kind, parse};
 

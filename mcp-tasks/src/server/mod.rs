@@ -81,11 +81,13 @@
 mod auth;
 mod builder;
 mod engine;
+#[cfg(any(feature = "http", feature = "stdio"))]
 mod guard;
 #[cfg(feature = "http")]
 mod http_options;
 mod negotiation;
 mod owner;
+#[cfg(any(feature = "http", feature = "stdio"))]
 mod push;
 mod request;
 mod request_state;
@@ -94,6 +96,7 @@ mod router;
 mod serve_http;
 #[cfg(feature = "stdio")]
 mod serve_stdio;
+#[cfg(any(feature = "http", feature = "stdio"))]
 mod shape;
 mod task_server;
 
@@ -104,6 +107,7 @@ pub use engine::Engine;
 #[cfg(feature = "http")]
 pub use http_options::{HttpOptions, LOCALHOST_ORIGINS};
 pub use owner::{DEFAULT_OWNER, Owner};
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub use push::{MAX_LISTEN_STREAMS_PER_OWNER, MAX_TASK_IDS_PER_LISTEN};
 pub use request::IDEMPOTENCY_KEY;
 pub use request_state::{DEFAULT_REQUEST_STATE_TTL, RequestStateKey, RequestStateKeyError};

@@ -102,6 +102,7 @@ pub(crate) struct Checked {
     pub(crate) capabilities: Option<ClientCapabilities>,
     /// The request is a `subscriptions/listen` whose filter names `taskIds`: the transports
     /// hand it to the push module (`push/`) instead of rmcp, which has no `taskIds`.
+    #[cfg(any(feature = "http", feature = "stdio"))]
     pub(crate) task_listen: bool,
 }
 

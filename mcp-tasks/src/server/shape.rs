@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use rmcp::model::{ClientCapabilities, ErrorCode, ErrorData, RequestId};
+use rmcp::model::{ClientCapabilities, ErrorData, RequestId};
 use serde::{
     Deserialize, Deserializer,
     de::{IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
@@ -45,7 +45,8 @@ pub(crate) struct Refusal {
     pub(crate) id: Option<RequestId>,
     pub(crate) error: ErrorData,
     /// Answered HTTP 400 (otherwise 200, as in a legacy session): not JSON, not a JSON-RPC
-    /// message, or a request on the modern wire.
+    /// message, or a request on the modern wire. (Stdio answers every refusal alike.)
+    #[cfg(feature = "http")]
     pub(crate) bad_request: bool,
 }
 
@@ -54,6 +55,7 @@ impl Refusal {
         Self {
             id: None,
             error,
+            #[cfg(feature = "http")]
             bad_request: true,
         }
     }
@@ -360,7 +362,8 @@ impl Message<'_> {
         };
         let refuse = |error: ErrorData| Refusal {
             id: id.clone(),
-            bad_request: error.code == ErrorCode::INVALID_REQUEST
+            #[cfg(feature = "http")]
+            bad_request: error.code == rmcp::model::ErrorCode::INVALID_REQUEST
                 || negotiate(false).negotiation.modern,
             error,
         };
@@ -606,7 +609,9 @@ mod tests {
         let twice =
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","name":"u"}}"#;
         let error = refused(twice);
-        assert_eq!((error.error.code.0, error.bad_request), (-32600, true));
+        assert_eq!(error.error.code.0, -32600);
+        #[cfg(feature = "http")]
+        assert!(error.bad_request);
         assert!(
             error.error.message.contains("duplicate field `name`"),
             "{}",

@@ -50,6 +50,7 @@ impl Lease {
 
     /// A lease granted or renewed by the store.
     #[must_use]
+    #[cfg(any(test, feature = "postgres"))]
     pub(crate) fn granted(
         task_id: Arc<str>,
         instance: Arc<str>,

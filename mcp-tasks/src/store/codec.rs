@@ -26,6 +26,7 @@ macro_rules! task_columns {
 pub(crate) use task_columns;
 
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
+#[cfg(feature = "postgres")]
 pub(crate) const TASK_COLUMNS: usize = 15;
 
 /// The columns of what a task was created with ([`Origin::decode`]), in its order.

@@ -93,6 +93,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -140,6 +141,7 @@ impl BackendError {
     }
 
     /// With the error that caused it.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn with_source(
         mut self,
         source: impl Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -22,7 +22,8 @@ pub struct AdminArgs {
 /// Where the admin API is and how to reach it: common to every admin command.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct Target {
-    /// The server's base URL (`http://host:port`, with or without `/admin`).
+    /// The server's base URL (`http://host:port`; its MCP endpoint `…/mcp` or `…/admin` lead
+    /// to the same).
     #[arg(value_name = "URL")]
     pub url: String,
     /// The admin credential (default: the MCP_TASKS_ADMIN_TOKEN environment variable, which
@@ -126,8 +127,15 @@ pub enum AdminError {
     },
     #[error("the admin API answered {status}: {message}")]
     Refused { status: u16, message: String },
-    #[error("the admin API's answer is not JSON: {0}")]
-    NotJson(String),
+    #[error(
+        "{url} answered {status} without the admin API's JSON ({body:?}): is the admin router \
+         mounted? Give the server's base URL (http://host:port)"
+    )]
+    NotJson {
+        url: String,
+        status: u16,
+        body: String,
+    },
 }
 
 struct Api {
@@ -149,7 +157,12 @@ impl Api {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(AdminError::BadUrl(target.url.clone()));
         }
-        let base = url.strip_suffix("/admin").unwrap_or(url);
+        // The server's base URL; the MCP endpoint (what every other command takes) and the
+        // admin path lead to it too.
+        let base = url
+            .strip_suffix("/mcp")
+            .or_else(|| url.strip_suffix("/admin"))
+            .unwrap_or(url);
         let http = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .build()
@@ -195,8 +208,15 @@ impl Api {
         let text = response
             .text()
             .await
-            .map_err(|source| AdminError::Unreachable { url, source })?;
-        let body: Value = serde_json::from_str(&text).map_err(|_| AdminError::NotJson(text))?;
+            .map_err(|source| AdminError::Unreachable {
+                url: url.clone(),
+                source,
+            })?;
+        let body: Value = serde_json::from_str(&text).map_err(|_| AdminError::NotJson {
+            url,
+            status,
+            body: text.chars().take(80).collect(),
+        })?;
         if status != 200 {
             let message = body["error"]["message"]
                 .as_str()

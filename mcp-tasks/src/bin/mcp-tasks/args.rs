@@ -11,7 +11,10 @@ The server is an http(s)://host:port/mcp URL, or `-- <command> <args>` (a stdio 
 which comes last: mcp-tasks call greet --arg name=Ada -- ./my-server --flag
 
 Exit codes: 0 completed, 1 the tool reported an error (isError), 2 the task failed,
-            3 cancelled (Ctrl-C sends tasks/cancel), 4 usage, connection or protocol error";
+            3 cancelled (Ctrl-C sends tasks/cancel), 4 usage error, 5 connection error
+            (the server cannot be reached, or not again within --reconnect-for while
+            following a task), 6 protocol error (the server answered with an error or
+            an invalid answer); `admin` exits 4 on any error";
 
 /// Call MCP tools and follow their tasks (io.modelcontextprotocol/tasks).
 #[derive(Debug, Parser)]
@@ -28,7 +31,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Sub {
-    /// List the server's tools: name, whether it may run as a task, description.
+    /// List the server's tools, one a line: name, task support (`task: required`, `task:
+    /// optional` or `task: never`), description.
     #[command(override_usage = "mcp-tasks tools <URL>\n       mcp-tasks tools -- <COMMAND>...")]
     Tools {
         /// The server's MCP endpoint (or give the server command after `--`).
@@ -53,6 +57,8 @@ enum Sub {
         /// Print the result as JSON instead of its text.
         #[arg(long)]
         raw: bool,
+        #[command(flatten)]
+        follow: Follow,
         #[command(flatten)]
         server: Server,
     },
@@ -83,6 +89,8 @@ enum Sub {
         /// Print the result as JSON instead of its text.
         #[arg(long)]
         raw: bool,
+        #[command(flatten)]
+        follow: Follow,
         #[command(flatten)]
         server: Server,
     },
@@ -122,6 +130,20 @@ struct TaskOperands {
     second: Option<String>,
 }
 
+/// How a task is followed when the connection drops.
+#[derive(Debug, Args)]
+struct Follow {
+    /// How long to keep reconnecting when the server goes away while a task is followed
+    /// (a restart), e.g. `30s`, `2m`, `1ms` (give up at once).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
+    reconnect_for: std::time::Duration,
+}
+
+/// A duration as `#[task_tool]` takes it (`90s`, `1h30m`).
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    mcp_tasks::duration::parse(text).map(std::time::Duration::from_millis)
+}
+
 /// A stdio server: the command after `--`.
 #[derive(Debug, Args)]
 struct Server {
@@ -142,6 +164,7 @@ pub enum Command {
         args: Vec<(String, String)>,
         json: Option<Map<String, Value>>,
         raw: bool,
+        reconnect_for: std::time::Duration,
     },
     Get {
         target: Endpoint,
@@ -155,6 +178,7 @@ pub enum Command {
         target: Endpoint,
         task_id: String,
         raw: bool,
+        reconnect_for: std::time::Duration,
     },
     Completions {
         shell: clap_complete::Shell,
@@ -224,6 +248,7 @@ impl Cli {
                 args,
                 json,
                 raw,
+                follow,
                 server,
             } => {
                 let (target, tool) =
@@ -234,6 +259,7 @@ impl Cli {
                     args,
                     json,
                     raw,
+                    reconnect_for: follow.reconnect_for,
                 }
             }
             Sub::Get { operands, server } => {
@@ -249,6 +275,7 @@ impl Cli {
             Sub::Resume {
                 operands,
                 raw,
+                follow,
                 server,
             } => {
                 let (target, task_id) =
@@ -257,6 +284,7 @@ impl Cli {
                     target,
                     task_id,
                     raw,
+                    reconnect_for: follow.reconnect_for,
                 }
             }
             Sub::Completions { shell } => Command::Completions { shell },
@@ -376,6 +404,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const MINUTE: std::time::Duration = std::time::Duration::from_secs(60);
+
     fn parse_str(line: &str) -> Result<Command, Stop> {
         parse(std::iter::once("mcp-tasks").chain(line.split_whitespace()))
     }
@@ -402,6 +432,7 @@ mod tests {
                 args: vec![("name".into(), "Ada".into())],
                 json: None,
                 raw: true,
+                reconnect_for: MINUTE,
             }
         );
         assert_eq!(
@@ -412,6 +443,7 @@ mod tests {
                 args: vec![("n".into(), "1".into())],
                 json: None,
                 raw: false,
+                reconnect_for: MINUTE,
             }
         );
         assert_eq!(
@@ -422,6 +454,7 @@ mod tests {
                 args: vec![("b".into(), "2".into())],
                 json: json!({ "a": 1 }).as_object().cloned(),
                 raw: true,
+                reconnect_for: MINUTE,
             }
         );
         assert_eq!(
@@ -429,7 +462,8 @@ mod tests {
             Command::Resume {
                 target: Endpoint::http("http://h/mcp"),
                 task_id: "t1".into(),
-                raw: false
+                raw: false,
+                reconnect_for: MINUTE,
             }
         );
         assert_eq!(

@@ -1,7 +1,9 @@
 //! `mcp-tasks`: call MCP tools from a terminal and follow their tasks to the end.
 //!
 //! See `mcp-tasks --help` and the README. Exit codes: 0 completed, 1 the tool reported an
-//! error (`isError`), 2 the task failed, 3 cancelled, 4 usage, connection or protocol error.
+//! error (`isError`), 2 the task failed, 3 cancelled, 4 usage error, 5 connection error
+//! (also: the server did not come back within `--reconnect-for` while a task was followed),
+//! 6 protocol error (the server answered with an error or an invalid answer).
 
 #![forbid(unsafe_code)]
 
@@ -12,7 +14,10 @@ mod prompt;
 use std::{io::IsTerminal, io::Write, process::ExitCode, time::Duration};
 
 use futures::StreamExt;
-use mcp_tasks::client::{Call, ClientError, Endpoint, TaskClient, TaskEnd, TaskHandle};
+use mcp_tasks::{
+    Mode,
+    client::{Call, ClientError, Endpoint, TaskClient, TaskEnd, TaskHandle},
+};
 use rmcp::model::{CallToolResult, ContentBlock, DetailedTask, TaskStatus};
 
 use args::Command;
@@ -22,6 +27,11 @@ const TOOL_ERROR: u8 = 1;
 const FAILED: u8 = 2;
 const CANCELLED: u8 = 3;
 const ERROR: u8 = 4;
+const CONNECTION: u8 = 5;
+const PROTOCOL: u8 = 6;
+
+/// The first pause before reconnecting, doubled after each failed attempt up to the last.
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
 
 /// How long to watch a task after `tasks/cancel` before giving up on seeing it end.
 const AFTER_CANCEL: Duration = Duration::from_secs(10);
@@ -54,13 +64,43 @@ async fn main() -> ExitCode {
     let interrupts = Interrupts::new();
     let code = match run(command, interrupts).await {
         Ok(code) => code,
+        Err(error) if lost(&error) => {
+            eprintln!("mcp-tasks: {}", cause(&error));
+            CONNECTION
+        }
         Err(error) => {
             eprintln!("mcp-tasks: {}", mcp_tasks::__private::error_chain(&error));
-            ERROR
+            PROTOCOL
         }
     };
     let _ = std::io::stdout().flush();
     ExitCode::from(code)
+}
+
+/// Whether `error` is the connection failing (not the server answering).
+fn lost(error: &ClientError) -> bool {
+    matches!(
+        error,
+        ClientError::Connect { .. } | ClientError::Transport { .. }
+    )
+}
+
+/// One line for a connection failure: what failed and the innermost cause (the operating
+/// system's words, not the client library's types).
+fn cause(error: &ClientError) -> String {
+    let mut innermost: &dyn std::error::Error = error;
+    while let Some(source) = innermost.source() {
+        innermost = source;
+    }
+    let what = match error {
+        ClientError::Connect { endpoint, .. } => format!("cannot connect to {endpoint}"),
+        _ => "the connection to the server failed".to_owned(),
+    };
+    if std::ptr::addr_eq(innermost, error as &dyn std::error::Error) {
+        what
+    } else {
+        format!("{what} ({innermost})")
+    }
 }
 
 /// Ctrl-C (SIGINT), registered before anything else so the first one is ours.
@@ -114,7 +154,9 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             let client = connect(&target).await?;
             let tasks = client.server_supports_tasks();
             for tool in client.list_tools().await? {
-                let mode = if tasks { "may run as a task" } else { "inline" };
+                // What the tool declares; a server without the extension runs nothing as a task.
+                let mode = if tasks { Mode::of(&tool) } else { Mode::Inline };
+                let mode = format!("task: {}", mode.label());
                 let description = tool.description.as_deref().unwrap_or("");
                 println!("{}\t{mode}\t{description}", tool.name);
             }
@@ -142,12 +184,16 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             target,
             task_id,
             raw,
+            reconnect_for,
         } => {
             let client = connect(&target).await?;
-            let mut task = client.task(&task_id).await?;
-            let code = follow(&mut task, &target, raw, &mut interrupts).await;
-            client.close().await;
-            code
+            let task = client.task(&task_id).await?;
+            let following = Following {
+                target: &target,
+                raw,
+                reconnect_for,
+            };
+            following.run(client, task, &mut interrupts).await
         }
         Command::Call {
             target,
@@ -155,6 +201,7 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             args,
             json,
             raw,
+            reconnect_for,
         } => {
             let client = connect(&target).await?;
             let schema = if args.is_empty() {
@@ -176,13 +223,24 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                     return Ok(CANCELLED);
                 }
             };
-            let code = match call {
-                Call::Inline(result) => Ok(print_result(&result, raw)),
-                Call::Task(mut task) => follow(&mut task, &target, raw, &mut interrupts).await,
-                _ => Ok(ERROR),
-            };
-            client.close().await;
-            code
+            match call {
+                Call::Inline(result) => {
+                    client.close().await;
+                    Ok(print_result(&result, raw))
+                }
+                Call::Task(task) => {
+                    let following = Following {
+                        target: &target,
+                        raw,
+                        reconnect_for,
+                    };
+                    following.run(client, task, &mut interrupts).await
+                }
+                _ => {
+                    client.close().await;
+                    Ok(PROTOCOL)
+                }
+            }
         }
     }
 }
@@ -224,16 +282,98 @@ impl StatusLine {
     }
 }
 
+/// Following one task to its end, through server restarts.
+struct Following<'a> {
+    target: &'a Endpoint,
+    raw: bool,
+    reconnect_for: Duration,
+}
+
+impl Following<'_> {
+    /// Follows `task` of `client`; when the connection fails, reconnects with backoff for up
+    /// to `reconnect_for` and goes on, else prints the `resume` command and exits 5.
+    async fn run(
+        &self,
+        mut client: TaskClient,
+        mut task: TaskHandle,
+        interrupts: &mut Interrupts,
+    ) -> Result<u8, ClientError> {
+        let id = task.id().to_owned();
+        eprintln!("task {id} (resume: mcp-tasks resume {} {id})", self.target);
+        loop {
+            let error = match follow(&mut task, self.raw, interrupts).await {
+                Err(error) if lost(&error) => error,
+                other => {
+                    client.close().await;
+                    return other;
+                }
+            };
+            client.close().await;
+            eprintln!(
+                "{}; reconnecting for up to {}",
+                cause(&error),
+                mcp_tasks::duration::format(millis(self.reconnect_for))
+            );
+            (client, task) = match self.reconnect(&id, interrupts).await {
+                Ok(again) => again,
+                Err(code) => return Ok(code),
+            };
+            eprintln!("reconnected; following task {id}");
+        }
+    }
+
+    /// A new client and handle for task `id`, or the exit code after giving up.
+    async fn reconnect(
+        &self,
+        id: &str,
+        interrupts: &mut Interrupts,
+    ) -> Result<(TaskClient, TaskHandle), u8> {
+        let deadline = tokio::time::Instant::now() + self.reconnect_for;
+        let mut pause = BACKOFF.0;
+        loop {
+            let last = tokio::select! {
+                attempt = async {
+                    tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
+                    let client = connect(self.target).await?;
+                    match client.task(id).await {
+                        Ok(task) => Ok((client, task)),
+                        Err(error) => {
+                            client.close().await;
+                            Err(error)
+                        }
+                    }
+                } => match attempt {
+                    Ok(again) => return Ok(again),
+                    Err(error) if lost(&error) => cause(&error),
+                    Err(error) => {
+                        eprintln!("mcp-tasks: {}", mcp_tasks::__private::error_chain(&error));
+                        return Err(PROTOCOL);
+                    }
+                },
+                () = interrupts.next() => "interrupted".to_owned(),
+            };
+            if last == "interrupted" || tokio::time::Instant::now() >= deadline {
+                eprintln!(
+                    "gave up reconnecting: {last}\nthe task may still be running; follow it \
+                     with:\n  mcp-tasks resume {} {id}",
+                    self.target
+                );
+                return Err(CONNECTION);
+            }
+            pause = (pause * 2).min(BACKOFF.1);
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 async fn follow(
     task: &mut TaskHandle,
-    target: &Endpoint,
     raw: bool,
     interrupts: &mut Interrupts,
 ) -> Result<u8, ClientError> {
-    eprintln!(
-        "task {id} (resume: mcp-tasks resume {target} {id})",
-        id = task.id()
-    );
     let mut line = StatusLine {
         terminal: std::io::stderr().is_terminal(),
         last: None,
@@ -298,7 +438,7 @@ fn print_outcome(outcome: TaskEnd, task_id: &str, raw: bool) -> u8 {
             eprintln!("task {task_id} cancelled");
             CANCELLED
         }
-        _ => ERROR,
+        _ => PROTOCOL,
     }
 }
 

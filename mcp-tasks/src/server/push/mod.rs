@@ -197,6 +197,7 @@ pub(crate) struct Subscription {
 
 impl Subscription {
     /// The listen request's id (the subscription id).
+    #[cfg(feature = "stdio")]
     pub(crate) fn id(&self) -> &RequestId {
         &self.id
     }
