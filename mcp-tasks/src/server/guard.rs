@@ -194,7 +194,6 @@ mod http {
 
 #[cfg(test)]
 mod tests {
-    use crate::Limits;
 
     /// rmcp decodes first only a stateless modern request it answers with a status when it
     /// cannot decode it, and never a task listen (however its method is spelled) or a body
@@ -206,7 +205,7 @@ mod tests {
 
         use super::rmcp_first;
 
-        let limits = Limits::default().with_max_arguments_bytes(1000);
+        let limits = crate::Limits::default().with_max_arguments_bytes(1000);
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut headers = HeaderMap::new();
             for &(name, value) in pairs {

@@ -404,7 +404,8 @@ fn corrupt(message: String) -> StoreError {
     StoreError::Backend(BackendError::new(message))
 }
 
-#[cfg(all(test, feature = "sqlite"))]
+#[cfg(test)]
+#[cfg(feature = "sqlite")]
 mod tests {
     //! [`end_sql`] held against the state machine: from every start state, each end run by
     //! its transition in Rust and by its SQL (on SQLite, whose dialect the fragments keep
