@@ -194,9 +194,12 @@ pub(crate) struct NewRow<'a> {
     /// The creating call's trace context ([`TraceContext::encode`]), validated and bounded
     /// by its type; NULL without one.
     pub(crate) trace_context: Option<String>,
+    #[cfg(feature = "postgres")]
     pub(crate) idempotency_key: Option<&'a str>,
     /// The instance that runs the work, and its first lease's length; NULL: queued.
+    #[cfg(feature = "postgres")]
     pub(crate) runner: Option<&'a str>,
+    #[cfg(feature = "postgres")]
     pub(crate) lease_ms: Option<i64>,
 }
 
@@ -221,8 +224,11 @@ impl<'a> NewRow<'a> {
             used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
             answers: to_json(&task.answers)?,
             trace_context: task.trace_context.as_ref().map(TraceContext::encode),
+            #[cfg(feature = "postgres")]
             idempotency_key: task.idempotency_key.as_deref(),
+            #[cfg(feature = "postgres")]
             runner: task.runner.as_ref().map(|r| &*r.instance),
+            #[cfg(feature = "postgres")]
             lease_ms: task.runner.as_ref().map(|r| to_i64(millis(r.lease))),
         })
     }
@@ -268,6 +274,7 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
 /// [`record::apply_due`] in SQL over a task row `t`, made from the state machine's
 /// constants. `now` (and the other arguments) are SQL expressions. The tests below hold
 /// both against the transitions.
+#[cfg(any(test, feature = "postgres"))]
 pub(crate) mod end_sql {
     use super::{Pending, record, status_name, to_json};
 

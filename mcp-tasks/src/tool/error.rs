@@ -13,7 +13,7 @@ use crate::context::{Failure, ProgressError, StepError};
 ///   `completed`.
 /// - [`ToolError::rpc`]: a JSON-RPC error; the task ends `failed` with it.
 /// - [`ToolError::cancelled`] (also what `?` makes of a [`Failure::Cancelled`] from a
-///   [`TaskContext`] call): the task ends `cancelled`.
+///   [`TaskContext`](crate::TaskContext) call): the task ends `cancelled`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolError(Repr);
 
