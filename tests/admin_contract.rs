@@ -316,8 +316,8 @@ async fn detail(store: impl TaskStore) {
     let detail = admin.detail("run").await.unwrap().expect("known");
     assert_eq!(&*detail.task.owner, "bob");
     assert_eq!(detail.task.status, TaskStatus::InputRequired);
-    assert_eq!(&*detail.tool_version, "v7");
-    assert_eq!(detail.arguments, object(json!({ "n": 3 })));
+    assert_eq!(&*detail.origin.tool_version, "v7");
+    assert_eq!(detail.origin.arguments, object(json!({ "n": 3 })));
     assert_eq!(
         detail.steps,
         vec![Step::new(1, "fetch", json!({ "rows": 7 }))]
@@ -346,7 +346,11 @@ async fn detail(store: impl TaskStore) {
     assert_eq!(ended.task.status_message.as_deref(), Some("disk full"));
     assert!(ended.steps.is_empty(), "steps go when the task ends");
     assert_eq!(
-        ended.trace_context.as_ref().map(TraceContext::traceparent),
+        ended
+            .origin
+            .trace_context
+            .as_ref()
+            .map(TraceContext::traceparent),
         Some(TRACEPARENT),
         "the trace context stays after the task ends"
     );

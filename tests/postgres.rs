@@ -289,7 +289,11 @@ async fn every_field_is_persisted() {
     assert_eq!(recoverable.len(), 1);
     let task = &recoverable[0];
     assert_eq!(
-        (&*task.tool_version, &task.arguments, &task.request_meta),
+        (
+            &*task.origin.tool_version,
+            &task.origin.arguments,
+            &task.origin.request_meta
+        ),
         ("2.1", &args, &meta)
     );
     assert_eq!(task.answers, answer);
@@ -423,7 +427,7 @@ async fn a_terminated_backend_loses_no_task() {
                     .find(|r| &*r.id == id)
                     .expect("live: recoverable");
                 assert_eq!(
-                    mine.arguments,
+                    mine.origin.arguments,
                     object(json!({ "n": n })),
                     "{id}: arguments whole"
                 );
@@ -825,7 +829,7 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
     assert_eq!(won.len(), 1, "exactly one claimer: {won:?}");
     let (recovery, new) = won.pop().unwrap();
     assert_eq!(new.epoch, 2, "the epoch moves on");
-    assert_eq!(recovery.arguments, object(json!({ "n": 1 })));
+    assert_eq!(recovery.origin.arguments, object(json!({ "n": 1 })));
     assert_eq!(recovery.steps, vec![Step::new(1, "one", json!(1))]);
 
     let before = stores[0].get("t").await.unwrap().unwrap();

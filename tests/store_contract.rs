@@ -63,7 +63,7 @@ async fn trace_context(store: impl TaskStore) {
     recoverable.sort_by(|a, b| a.id.cmp(&b.id));
     let contexts: Vec<_> = recoverable
         .iter()
-        .map(|task| (&*task.id, task.trace_context.clone()))
+        .map(|task| (&*task.id, task.origin.trace_context.clone()))
         .collect();
     assert_eq!(contexts, [("traced", trace), ("untraced", None)]);
 }
@@ -201,7 +201,7 @@ async fn replay_data(store: impl TaskStore) {
     let task = &recoverable[0];
     assert_eq!(&*task.id, "run");
     assert_eq!(&*task.owner, "alice");
-    assert_eq!(task.arguments, object(json!({ "n": 3 })));
+    assert_eq!(task.origin.arguments, object(json!({ "n": 3 })));
     assert_eq!(task.answers, answer);
     assert_eq!(store.stored_answers("run").await.unwrap(), answer);
     assert!(store.stored_answers("ended").await.unwrap().is_empty());
@@ -580,7 +580,7 @@ async fn sqlite_store_survives_reopening() {
         vec![Step::new(1, "one", json!([1, 2]))]
     );
     assert_eq!(
-        recoverable[0].request_meta,
+        recoverable[0].origin.request_meta,
         object(json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28" }))
     );
 }
@@ -722,9 +722,10 @@ async fn sqlite_store_migrates_schema_1() {
             ),
         ]
     );
-    // Schema 3 on the migrated file: idempotency keys, freed with the task they name.
+    // Schema 3 on the migrated file: idempotency keys, freed with the task they name. The
+    // TTL leaves a loaded machine time for the retry to come within it.
     let keyed = |id: &str| {
-        new_task(id, Some(Duration::from_millis(50))).with_idempotency_key(Arc::from("call-1"))
+        new_task(id, Some(Duration::from_millis(400))).with_idempotency_key(Arc::from("call-1"))
     };
     store.create(keyed("keyed")).await.unwrap();
     assert!(matches!(
@@ -732,7 +733,7 @@ async fn sqlite_store_migrates_schema_1() {
         Ok(Created::Existing(task)) if &*task.id == "keyed"
     ));
     store.finish("keyed", Outcome::Cancelled).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(60)).await;
+    tokio::time::sleep(Duration::from_millis(410)).await;
     store.expire_due().await.unwrap();
     assert!(
         store.get("keyed").await.unwrap().is_none(),

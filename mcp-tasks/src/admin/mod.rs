@@ -350,8 +350,8 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
             detail.lease.as_ref().and_then(|l| l.instance.clone()),
         )),
         "pollIntervalMs": task.poll_interval_ms,
-        "toolVersion": &*detail.tool_version,
-        "arguments": detail.arguments,
+        "toolVersion": &*detail.origin.tool_version,
+        "arguments": detail.origin.arguments,
         "steps": detail.steps.iter().map(|step| json!({
             "seq": step.seq,
             "name": step.name,
@@ -366,7 +366,7 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
         })),
         "result": result,
         "error": error,
-        "traceContext": detail.trace_context.as_ref().map(|trace| json!({
+        "traceContext": detail.origin.trace_context.as_ref().map(|trace| json!({
             "traceparent": trace.traceparent(),
             "tracestate": trace.tracestate(),
         })),

@@ -319,10 +319,10 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
             .map_or("none".to_owned(), |ms| format!("{ms} ms")),
     );
     row("cancel asked", task.cancel_requested.to_string());
-    if !detail.tool_version.is_empty() {
-        row("tool version", escape(&detail.tool_version));
+    if !detail.origin.tool_version.is_empty() {
+        row("tool version", escape(&detail.origin.tool_version));
     }
-    if let Some(trace) = &detail.trace_context {
+    if let Some(trace) = &detail.origin.trace_context {
         row("traceparent", escape(trace.traceparent()));
     }
     if let Some(lease) = &detail.lease {
@@ -379,10 +379,10 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         }
         _ => {}
     }
-    if !detail.arguments.is_empty() {
+    if !detail.origin.arguments.is_empty() {
         body.push_str(&format!(
             "<h2>Arguments</h2>{}",
-            json_block(&detail.arguments)
+            json_block(&detail.origin.arguments)
         ));
     }
     body.push_str("<p><a href=\"/admin/\">All tasks</a></p>");

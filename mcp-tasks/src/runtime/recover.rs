@@ -130,12 +130,12 @@ pub(crate) async fn take(
             cause.what(),
             task.tool
         )),
-        Some(registered) if registered.definition.version() != &*task.tool_version => {
+        Some(registered) if registered.definition.version() != &*task.origin.tool_version => {
             Some(format!(
                 "tool `{}` changed from version `{}` to `{}` while the task ran; it is not \
              replayed against different code",
                 task.tool,
-                task.tool_version,
+                task.origin.tool_version,
                 registered.definition.version()
             ))
         }
@@ -185,7 +185,8 @@ async fn resume(
 ) -> Result<(), String> {
     let tool: Arc<str> = Arc::from(registered.definition.name());
     let meta: RequestMetaObject =
-        serde_json::from_value(serde_json::Value::Object(task.request_meta)).unwrap_or_default();
+        serde_json::from_value(serde_json::Value::Object(task.origin.request_meta))
+            .unwrap_or_default();
     let cancel = CancellationToken::new();
     let call = CallState::task(CallParts {
         id: task.id.clone(),
@@ -204,7 +205,7 @@ async fn resume(
     });
     let work = registered
         .tool
-        .call(call.context(), task.arguments)
+        .call(call.context(), task.origin.arguments)
         .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
     // A task taken back counts against its owner's quota but is never refused by it.
     let slot = runtime
@@ -219,7 +220,7 @@ async fn resume(
         &tool,
         &task.owner,
         run,
-        task.trace_context.as_ref(),
+        task.origin.trace_context.as_ref(),
     );
     let gauges = crate::metrics::Live::new(&tool, crate::metrics::Run::Again);
     runtime.register(task.id.clone(), cancel, lease, slot, gauges);

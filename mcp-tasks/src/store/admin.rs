@@ -33,7 +33,7 @@ use async_trait::async_trait;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
 pub use super::status::{parse_status, status_word};
-use super::{Outcome, Step, StoreError, TaskSnapshot, TaskStore};
+use super::{Outcome, Step, StoreError, TaskOrigin, TaskSnapshot, TaskStore};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
@@ -455,11 +455,9 @@ pub struct LeaseState {
 pub struct TaskDetail {
     /// The task as `tasks/get` reads it, with its owner, outcome and cancel intent.
     pub task: TaskSnapshot,
-    /// The version of the tool that started it (empty once it ended in the single-process
-    /// stores, which keep it only for a replay).
-    pub tool_version: Arc<str>,
-    /// The call's arguments, while it runs.
-    pub arguments: JsonObject,
+    /// What it was created with: the tool version, the arguments and the request's `_meta`
+    /// while it runs (a task that ended keeps only the rest, such as its trace context).
+    pub origin: TaskOrigin,
     /// The steps done, in order, while it runs.
     pub steps: Vec<Step>,
     /// The questions still open, by key.
@@ -468,8 +466,6 @@ pub struct TaskDetail {
     pub answers: InputResponses,
     /// The lease (cluster stores only).
     pub lease: Option<LeaseState>,
-    /// The W3C trace context of the call that created it, if it had one.
-    pub trace_context: Option<crate::trace::TraceContext>,
 }
 
 impl TaskDetail {

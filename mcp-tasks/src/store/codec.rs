@@ -1,20 +1,21 @@
 //! The one codec of a stored task row, for both SQL stores (SQLite and Postgres): how each
-//! field of a [`StoredTask`] is written to a column and read back. The stores bind the
+//! field of a [`TaskRow`] is written to a column and read back. The stores bind the
 //! encoded values to their own statements and read their rows through [`Columns`].
 
 use std::sync::Arc;
 
-use rmcp::model::{InputRequests, JsonObject, TaskStatus};
+use rmcp::model::{InputRequests, TaskStatus};
 use serde_json::Value;
 
-pub(crate) use super::record::StoredTask;
+pub(crate) use super::row::TaskRow;
 use super::{
     BackendError, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
     record::{self, Pending, State},
+    row::{self, EncodedOrigin, TaskOrigin},
 };
-use crate::{clock::millis, trace::TraceContext};
+use crate::clock::millis;
 
-/// The columns of a task row that [`StoredTask::decode`] reads, in its order; a store's
+/// The columns of a task row that [`TaskRow::decode`] reads, in its order; a store's
 /// own columns follow them.
 macro_rules! task_columns {
     () => {
@@ -29,48 +30,17 @@ pub(crate) use task_columns;
 #[cfg(feature = "postgres")]
 pub(crate) const TASK_COLUMNS: usize = 15;
 
-/// The columns of what a task was created with ([`Origin::decode`]), in its order.
-macro_rules! origin_columns {
-    () => {
-        "tool_version, arguments, request_meta, trace_context"
-    };
-}
-pub(crate) use origin_columns;
-
 /// The columns of a live task that [`recovery`] reads, in its order: the task's, then its
 /// [`origin_columns`].
 macro_rules! recovery_columns {
     () => {
         concat!(
             "id, owner, tool, answers, ",
-            $crate::store::codec::origin_columns!()
+            $crate::store::row::origin_columns!()
         )
     };
 }
 pub(crate) use recovery_columns;
-
-/// What a task was created with, unchanged for its life: what a replay (recovery, claims)
-/// and the admin detail read, and no transition does (so the reads of a change leave it
-/// out). A new stored field of this kind goes here, once.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Origin {
-    pub(crate) tool_version: Arc<str>,
-    pub(crate) arguments: JsonObject,
-    pub(crate) request_meta: JsonObject,
-    pub(crate) trace_context: Option<TraceContext>,
-}
-
-impl Origin {
-    /// Decodes the [`origin_columns`] of `row`, from `first` on.
-    pub(crate) fn decode(row: &impl Columns, first: usize) -> Result<Self, StoreError> {
-        Ok(Self {
-            tool_version: Arc::from(row.text(first)?),
-            arguments: json(&row.text(first + 1)?)?,
-            request_meta: json(&row.text(first + 2)?)?,
-            trace_context: TraceContext::decode(row.opt_text(first + 3)?.as_deref()),
-        })
-    }
-}
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). NULL means "live".
 pub(crate) const NEVER: i64 = i64::MAX;
@@ -103,7 +73,7 @@ pub(crate) struct Encoded {
     pub(crate) purge_at_ms: Option<i64>,
 }
 
-impl StoredTask {
+impl TaskRow {
     /// Decodes the [`task_columns`] of `row`.
     pub(crate) fn decode(row: &impl Columns) -> Result<Self, StoreError> {
         let outcome = row
@@ -152,24 +122,6 @@ impl StoredTask {
                 .then(|| state.purge_at_ms.map_or(NEVER, to_i64)),
         })
     }
-
-    /// The task as a snapshot.
-    pub(crate) fn into_snapshot(self) -> TaskSnapshot {
-        TaskSnapshot {
-            id: self.id,
-            owner: self.owner,
-            tool: self.tool,
-            status: self.state.status,
-            status_message: self.state.status_message,
-            created_at_ms: self.state.created_at_ms,
-            last_updated_at_ms: self.state.last_updated_at_ms,
-            ttl_ms: self.state.ttl_ms,
-            poll_interval_ms: self.poll_interval_ms,
-            input_requests: self.pending.input_requests,
-            outcome: self.outcome,
-            cancel_requested: self.state.cancel_requested,
-        }
-    }
 }
 
 /// A new task's row, every column encoded ([`record::create`]), as both stores' inserts
@@ -179,21 +131,18 @@ pub(crate) struct NewRow<'a> {
     pub(crate) id: &'a str,
     pub(crate) owner: &'a str,
     pub(crate) tool: &'a str,
-    pub(crate) tool_version: &'a str,
     pub(crate) status: &'static str,
     pub(crate) status_message: Option<&'a str>,
     pub(crate) created_at_ms: i64,
     pub(crate) ttl_ms: Option<i64>,
     pub(crate) poll_interval_ms: Option<i64>,
     pub(crate) deadline_ms: Option<i64>,
-    pub(crate) arguments: String,
-    pub(crate) request_meta: String,
     /// The keys of the answers taken before the task existed (store invariant 6).
     pub(crate) used_keys: String,
     pub(crate) answers: String,
-    /// The creating call's trace context ([`TraceContext::encode`]), validated and bounded
-    /// by its type; NULL without one.
-    pub(crate) trace_context: Option<String>,
+    /// What the task was created with ([`TaskOrigin::encode`]), in
+    /// [`row::ORIGIN_COLUMNS`]' order.
+    pub(crate) origin: EncodedOrigin,
     #[cfg(feature = "postgres")]
     pub(crate) idempotency_key: Option<&'a str>,
     /// The instance that runs the work, and its first lease's length; NULL: queued.
@@ -212,18 +161,15 @@ impl<'a> NewRow<'a> {
             id: &task.id,
             owner: &task.owner,
             tool: &task.tool,
-            tool_version: &task.tool_version,
             status: status_name(state.status)?,
             status_message: task.status_message.as_deref(),
             created_at_ms: to_i64(state.created_at_ms),
             ttl_ms: state.ttl_ms.map(to_i64),
             poll_interval_ms: task.poll_interval.map(|p| to_i64(millis(p))),
             deadline_ms: state.deadline_ms().map(to_i64),
-            arguments: to_json(&task.arguments)?,
-            request_meta: to_json(&task.request_meta)?,
             used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
             answers: to_json(&task.answers)?,
-            trace_context: task.trace_context.as_ref().map(TraceContext::encode),
+            origin: task.origin.encode()?,
             #[cfg(feature = "postgres")]
             idempotency_key: task.idempotency_key.as_deref(),
             #[cfg(feature = "postgres")]
@@ -237,35 +183,28 @@ impl<'a> NewRow<'a> {
 /// The snapshot of `task` as a store creates it at `now` ([`record::create`]).
 pub(crate) fn created_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
     let state = record::create(task.status_message.clone(), task.ttl, now);
-    TaskSnapshot {
-        id: Arc::clone(&task.id),
-        owner: Arc::clone(&task.owner),
-        tool: Arc::clone(&task.tool),
-        status: state.status,
-        status_message: state.status_message,
-        created_at_ms: state.created_at_ms,
-        last_updated_at_ms: state.last_updated_at_ms,
-        ttl_ms: state.ttl_ms,
-        poll_interval_ms: task.poll_interval.map(millis),
-        input_requests: InputRequests::new(),
-        outcome: None,
-        cancel_requested: false,
-    }
+    row::snapshot(
+        (
+            Arc::clone(&task.id),
+            Arc::clone(&task.owner),
+            Arc::clone(&task.tool),
+        ),
+        state,
+        task.poll_interval.map(millis),
+        InputRequests::new(),
+        None,
+    )
 }
 
 /// A live task's replay data from its [`recovery_columns`], with its `steps`.
 pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery, StoreError> {
-    let origin = Origin::decode(row, 4)?;
     Ok(Recovery {
         id: Arc::from(row.text(0)?),
         owner: Arc::from(row.text(1)?),
         tool: Arc::from(row.text(2)?),
-        tool_version: origin.tool_version,
-        arguments: origin.arguments,
-        request_meta: origin.request_meta,
         answers: json(&row.text(3)?)?,
+        origin: TaskOrigin::decode(row, 4)?,
         steps,
-        trace_context: origin.trace_context,
     })
 }
 
@@ -450,7 +389,7 @@ mod tests {
     }
 
     /// A database holding `task` alone, written by the codec.
-    fn db(task: &StoredTask) -> Connection {
+    fn db(task: &TaskRow) -> Connection {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(
             "CREATE TABLE tasks (id TEXT, owner TEXT, tool TEXT, status TEXT, \
@@ -489,9 +428,9 @@ mod tests {
 
     /// The row as stored, decoded (a task written and read back, so that two compare as
     /// the store holds them).
-    fn stored(conn: &Connection) -> StoredTask {
+    fn stored(conn: &Connection) -> TaskRow {
         let sql = concat!("SELECT ", task_columns!(), " FROM tasks");
-        conn.query_row(sql, [], |row| Ok(StoredTask::decode(&Sql(row)).unwrap()))
+        conn.query_row(sql, [], |row| Ok(TaskRow::decode(&Sql(row)).unwrap()))
             .unwrap()
     }
 
@@ -505,14 +444,14 @@ mod tests {
 
     /// Live tasks (working, asking, answered, cancel requested, touched after the ends'
     /// clock readings; with a TTL, none, one past due) and ended ones.
-    fn starts() -> Vec<StoredTask> {
+    fn starts() -> Vec<TaskRow> {
         let mut starts = Vec::new();
         for ttl in [None, Some(100), Some(5_000), Some(u64::MAX / 2)] {
             let new = NewTask::new(Arc::from("t"), Arc::from("alice"), Arc::from("tool"))
                 .with_ttl(ttl.map(Duration::from_millis))
                 .with_status_message(Some("starting".into()))
                 .with_answers([("early".to_owned(), json!(1))].into_iter().collect());
-            let task = StoredTask {
+            let task = TaskRow {
                 id: Arc::clone(&new.id),
                 owner: Arc::clone(&new.owner),
                 tool: Arc::clone(&new.tool),

@@ -30,8 +30,9 @@ use super::{
     Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
     Transition,
     record::{self, Due, Pending, Record, State},
+    row::{self, TaskOrigin},
 };
-use crate::{clock::Clock, trace::TraceContext};
+use crate::clock::Clock;
 
 mod admin;
 
@@ -75,17 +76,15 @@ struct Entry {
     outcome: Option<Compact>,
     /// The idempotency key it was created with, removed from the key map with the task.
     key: Option<Box<IdempotencyKey>>,
-    /// The creating call's trace context, kept after the task ends (the admin detail).
-    trace: Option<Box<TraceContext>>,
+    /// What the task was created with; once it ended, what it keeps of it
+    /// ([`TaskOrigin::ended`]), `None` when that is nothing.
+    origin: Option<Box<TaskOrigin>>,
 }
 
 /// What only a running task needs: dropped when it ends.
 #[derive(Default)]
 struct Live {
     pending: Pending,
-    arguments: JsonObject,
-    tool_version: Arc<str>,
-    request_meta: JsonObject,
     steps: Vec<Step>,
 }
 
@@ -105,30 +104,31 @@ impl Record for Entry {
     fn end_with(&mut self, outcome: Outcome) {
         self.outcome = Some(Compact::from(outcome));
         self.live = None;
+        self.origin = self
+            .origin
+            .take()
+            .map(|origin| Box::new(origin.ended()))
+            .filter(|origin| **origin != TaskOrigin::default());
     }
 }
 
 impl Entry {
     fn snapshot(&self) -> TaskSnapshot {
-        let state = &self.state;
-        TaskSnapshot {
-            id: self.id.clone(),
-            owner: self.owner.clone(),
-            tool: self.tool.clone(),
-            status: state.status,
-            status_message: state.status_message.clone(),
-            created_at_ms: state.created_at_ms,
-            last_updated_at_ms: state.last_updated_at_ms,
-            ttl_ms: state.ttl_ms,
-            poll_interval_ms: self.poll_interval_ms,
-            input_requests: self
-                .live
+        row::snapshot(
+            (self.id.clone(), self.owner.clone(), self.tool.clone()),
+            self.state.clone(),
+            self.poll_interval_ms,
+            self.live
                 .as_ref()
                 .map(|l| l.pending.input_requests.clone())
                 .unwrap_or_default(),
-            outcome: self.outcome.as_ref().map(Compact::expand),
-            cancel_requested: state.cancel_requested,
-        }
+            self.outcome.as_ref().map(Compact::expand),
+        )
+    }
+
+    /// What the task was created with (or, once ended, what it keeps of it).
+    fn origin(&self) -> TaskOrigin {
+        self.origin.as_deref().cloned().unwrap_or_default()
     }
 }
 
@@ -295,14 +295,11 @@ impl MemoryStore {
             poll_interval_ms: task.poll_interval.map(crate::clock::millis),
             live: Some(Box::new(Live {
                 pending: record::create_pending(task.answers),
-                arguments: task.arguments,
-                tool_version: task.tool_version,
-                request_meta: task.request_meta,
                 steps: Vec::new(),
             })),
             outcome: None,
             key: key.map(Box::new),
-            trace: task.trace_context.map(Box::new),
+            origin: Some(Box::new(task.origin)),
         };
         let snapshot = entry.snapshot();
         let mut shard = self.shard(&task.id);
@@ -410,12 +407,9 @@ impl TaskStore for MemoryStore {
                     id: entry.id.clone(),
                     owner: entry.owner.clone(),
                     tool: entry.tool.clone(),
-                    tool_version: live.map(|l| l.tool_version.clone()).unwrap_or_default(),
-                    arguments: live.map(|l| l.arguments.clone()).unwrap_or_default(),
-                    request_meta: live.map(|l| l.request_meta.clone()).unwrap_or_default(),
+                    origin: entry.origin(),
                     answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
                     steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
-                    trace_context: entry.trace.as_deref().cloned(),
                 });
             }
         }

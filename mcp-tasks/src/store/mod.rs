@@ -42,6 +42,7 @@ pub(crate) mod codec;
 mod error;
 pub mod memory;
 pub(crate) mod record;
+pub(crate) mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub(crate) mod status;
@@ -52,6 +53,7 @@ pub use cluster::{ClusterStore, Lease, Notice};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 pub use record::Transition;
+pub use row::TaskOrigin;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 #[cfg(feature = "postgres")]
@@ -77,12 +79,9 @@ pub struct NewTask {
     pub ttl: Option<Duration>,
     /// `pollIntervalMs`.
     pub poll_interval: Option<Duration>,
-    /// The call's arguments, kept for stores that replay work after a restart.
-    pub arguments: JsonObject,
-    /// The version of the tool that started the task; a replay needs the same version.
-    pub tool_version: Arc<str>,
-    /// The `_meta` of the creating request (protocol version, client capabilities).
-    pub request_meta: JsonObject,
+    /// What the task is created with and keeps unchanged (tool version, arguments, the
+    /// request's `_meta`, trace context): replay data, and what the operator's detail shows.
+    pub origin: TaskOrigin,
     /// Who runs the work (set by the runtime); `None`: queued for any instance or worker to
     /// claim ([`ClusterStore::claim_queued`]). Single-process stores ignore it.
     pub(crate) runner: Option<Runner>,
@@ -98,9 +97,6 @@ pub struct NewTask {
     /// kept as replay data from the create on, their keys used, so a replay does not ask
     /// those questions again.
     pub answers: InputResponses,
-    /// The W3C trace context of the creating call ([`crate::trace`]), continued by every run
-    /// of the task's work.
-    pub trace_context: Option<TraceContext>,
 }
 
 /// The instance that runs a new task's work, and for how long its first lease lasts.
@@ -123,21 +119,18 @@ impl NewTask {
             status_message: None,
             ttl: None,
             poll_interval: None,
-            arguments: JsonObject::new(),
-            tool_version: Arc::from(""),
-            request_meta: JsonObject::new(),
+            origin: TaskOrigin::default(),
             runner: None,
             owner_quota: None,
             idempotency_key: None,
             answers: InputResponses::new(),
-            trace_context: None,
         }
     }
 
-    /// Sets the creating call's trace context ([`NewTask::trace_context`]).
+    /// Sets the creating call's trace context ([`TaskOrigin::trace_context`]).
     #[must_use]
     pub fn with_trace_context(mut self, trace: Option<TraceContext>) -> Self {
-        self.trace_context = trace;
+        self.origin.trace_context = trace;
         self
     }
 
@@ -175,14 +168,14 @@ impl NewTask {
     /// Sets the version of the tool.
     #[must_use]
     pub fn with_tool_version(mut self, version: Arc<str>) -> Self {
-        self.tool_version = version;
+        self.origin.tool_version = version;
         self
     }
 
     /// Sets the creating request's `_meta`.
     #[must_use]
     pub fn with_request_meta(mut self, meta: JsonObject) -> Self {
-        self.request_meta = meta;
+        self.origin.request_meta = meta;
         self
     }
 
@@ -210,7 +203,7 @@ impl NewTask {
     /// Sets the arguments.
     #[must_use]
     pub fn with_arguments(mut self, arguments: JsonObject) -> Self {
-        self.arguments = arguments;
+        self.origin.arguments = arguments;
         self
     }
 }
@@ -293,18 +286,13 @@ pub struct Recovery {
     pub owner: Arc<str>,
     /// The tool's wire name.
     pub tool: Arc<str>,
-    /// The version of the tool that started the task.
-    pub tool_version: Arc<str>,
-    /// The call's arguments.
-    pub arguments: JsonObject,
-    /// The creating request's `_meta`.
-    pub request_meta: JsonObject,
+    /// What the task was created with: tool version, arguments, the request's `_meta`,
+    /// trace context.
+    pub origin: TaskOrigin,
     /// Every answer delivered to an input request, by key.
     pub answers: InputResponses,
     /// The completed steps, in order.
     pub steps: Vec<Step>,
-    /// The creating call's trace context, if it had one.
-    pub trace_context: Option<TraceContext>,
 }
 
 /// A task as the store holds it at one instant.

@@ -75,7 +75,7 @@
 //!     knowledge (it keeps the wake-ups of the tasks it runs, and re-reads them to cover a
 //!     lost notification).
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
@@ -146,42 +146,6 @@ pub(crate) trait Record {
     /// Keeps `outcome` as the task's and drops the pending data (the status is set by the
     /// transition).
     fn end_with(&mut self, outcome: Outcome);
-}
-
-/// A stored task as a plain record: what both SQL stores decode from a row (the codec),
-/// change through the transitions and write back.
-#[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(
-    not(any(feature = "sqlite", feature = "postgres")),
-    allow(dead_code, reason = "only the SQL stores and the tests use it")
-)]
-pub(crate) struct StoredTask {
-    pub(crate) id: Arc<str>,
-    pub(crate) owner: Arc<str>,
-    pub(crate) tool: Arc<str>,
-    pub(crate) poll_interval_ms: Option<u64>,
-    pub(crate) state: State,
-    pub(crate) pending: Pending,
-    pub(crate) outcome: Option<Outcome>,
-}
-
-impl Record for StoredTask {
-    fn state(&self) -> &State {
-        &self.state
-    }
-
-    fn state_mut(&mut self) -> &mut State {
-        &mut self.state
-    }
-
-    fn pending_mut(&mut self) -> &mut Pending {
-        &mut self.pending
-    }
-
-    fn end_with(&mut self, outcome: Outcome) {
-        self.outcome = Some(outcome);
-        self.pending = Pending::default();
-    }
 }
 
 /// What a transition did, for the store to persist and announce.
@@ -525,13 +489,15 @@ fn end(
 mod tests {
     use rmcp::model::TaskStatus;
 
-    use crate::store::NewTask;
+    use std::sync::Arc;
+
+    use crate::store::{NewTask, row::TaskRow};
     use serde_json::json;
 
     use super::*;
 
     /// The plain record: the transitions need no store.
-    type Task = StoredTask;
+    type Task = TaskRow;
 
     const T0: u64 = 1_000_000;
 

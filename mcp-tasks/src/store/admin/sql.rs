@@ -1,12 +1,11 @@
 //! The `WHERE` clause of an admin list or count, for both SQL stores: the filter of
 //! [`TaskFilter::matches`](super::TaskFilter::matches) as SQL over the `tasks` table.
 
-use std::sync::Arc;
-
 use super::{LeaseState, Position, TaskDetail, TaskFilter, status_word};
 use crate::store::{
     Step,
-    codec::{Origin, StoredTask, to_i64},
+    codec::{TaskRow, to_i64},
+    row::TaskOrigin,
 };
 
 /// A parameter of the clause.
@@ -104,32 +103,21 @@ pub(crate) fn conditions(
     (clause, params)
 }
 
-/// One task in detail from its stored row and [`Origin`], for both SQL stores: the tool
-/// version and the arguments only while it runs, as the single-process stores keep them
-/// only for a replay.
+/// One task in detail from its stored row and origin, for both SQL stores: what it was
+/// created with as [`TaskOrigin::ended`] keeps it once it ended, as the memory store does.
 pub(crate) fn detail(
-    task: StoredTask,
-    origin: Origin,
+    task: TaskRow,
+    origin: TaskOrigin,
     steps: Vec<Step>,
     lease: Option<LeaseState>,
 ) -> TaskDetail {
-    let live = !task.state.status.is_terminal();
+    let ended = task.state.status.is_terminal();
     TaskDetail {
         questions: task.pending.input_requests.clone(),
         answers: task.pending.answers.clone(),
-        tool_version: if live {
-            origin.tool_version
-        } else {
-            Arc::from("")
-        },
-        arguments: if live {
-            origin.arguments
-        } else {
-            rmcp::model::JsonObject::new()
-        },
+        origin: if ended { origin.ended() } else { origin },
         task: task.into_snapshot(),
         steps,
         lease,
-        trace_context: origin.trace_context,
     }
 }

@@ -66,15 +66,13 @@ impl AdminStore for MemoryStore {
             let live = entry.live.as_deref();
             Ok(TaskDetail {
                 task: entry.snapshot(),
-                tool_version: live.map(|l| l.tool_version.clone()).unwrap_or_default(),
-                arguments: live.map(|l| l.arguments.clone()).unwrap_or_default(),
+                origin: entry.origin(),
                 steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
                 questions: live
                     .map(|l| l.pending.input_requests.clone())
                     .unwrap_or_default(),
                 answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
                 lease: None,
-                trace_context: entry.trace.as_deref().cloned(),
             })
         });
         match detail {

@@ -18,7 +18,8 @@ use crate::store::{
         TaskSummary,
         sql::{self, Dialect, Param, conditions},
     },
-    codec::{self, Columns, Origin, TASK_COLUMNS, task_columns, to_i64},
+    codec::{self, Columns, TASK_COLUMNS, task_columns, to_i64},
+    row::TaskOrigin,
 };
 
 const DIALECT: Dialect = Dialect {
@@ -53,7 +54,7 @@ macro_rules! admin_columns {
         concat!(
             task_columns!(),
             ", answer_seq, runner, epoch, lease_until_ms, ",
-            codec::origin_columns!()
+            crate::store::row::origin_columns!()
         )
     };
 }
@@ -119,7 +120,7 @@ impl AdminStore for PostgresStore {
         let columns = PgRow(raw);
         let live = !row.task.state.status.is_terminal();
         let until_ms = columns.opt_int(TASK_COLUMNS + 3)?.map(codec::to_u64);
-        let origin = Origin::decode(&columns, TASK_COLUMNS + 4)?;
+        let origin = TaskOrigin::decode(&columns, TASK_COLUMNS + 4)?;
         let steps_rows = read(
             &self.pool,
             "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq",

@@ -34,6 +34,7 @@ use super::{
 use crate::store::{
     codec::{self, NewRow, end_sql, to_i64},
     record,
+    row::ORIGIN_COLUMNS,
 };
 
 /// The most creates one transaction takes.
@@ -47,28 +48,39 @@ pub(super) const WRITERS: usize = 4;
 /// `q:` notification (naming the first) announces them to workers in the same transaction:
 /// one per batch, not per task, because Postgres serializes the commits of notifying
 /// transactions.
-const INSERT: &str = concat!(
-    "WITH ins AS (INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
-     created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, request_meta, \
-     input_requests, used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, \
-     purge_at_ms, runner, epoch, lease_until_ms, idempotency_key, trace_context) \
-     SELECT u.id, u.owner, u.tool, u.tool_version, u.status, u.status_message, u.created, \
-     u.created, u.ttl, u.poll, u.arguments, u.request_meta, '{}', u.used_keys, u.answers, 0, \
-     NULL, FALSE, \
-     u.deadline, NULL, u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, ",
-    db_now_ms!(),
-    " + u.lease, u.idem, u.trace \
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], \
-     $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::bigint[], $12::text[], \
-     $13::bigint[], $14::text[], $16::text[], $17::text[], $18::text[], $19::text[]) AS u(id, \
-     owner, tool, tool_version, status_message, created, ttl, poll, arguments, request_meta, \
-     deadline, runner, lease, idem, used_keys, answers, status, trace) \
-     ON CONFLICT DO NOTHING RETURNING id, runner), \
-     announce AS (SELECT pg_notify($15, '",
-    notice_prefix!(queued),
-    "' || min(id)) FROM ins WHERE runner IS NULL HAVING count(*) > 0) \
-     SELECT id FROM ins UNION ALL SELECT NULL FROM announce"
-);
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    // The origin's columns are bound from `$16` on, one text array each, in
+    // `ORIGIN_COLUMNS`' order.
+    let names = ORIGIN_COLUMNS.join(", ");
+    let arrays: String = (0..ORIGIN_COLUMNS.len())
+        .map(|i| format!(", ${}::text[]", 16 + i))
+        .collect();
+    let aliases: String = (0..ORIGIN_COLUMNS.len())
+        .map(|i| format!(", o{i}"))
+        .collect();
+    format!(
+        "WITH ins AS (INSERT INTO tasks (id, owner, tool, status, status_message, \
+         created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, input_requests, \
+         used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, purge_at_ms, \
+         runner, epoch, lease_until_ms, idempotency_key, {names}) \
+         SELECT u.id, u.owner, u.tool, u.status, u.status_message, u.created, u.created, \
+         u.ttl, u.poll, '{{}}', u.used_keys, u.answers, 0, NULL, FALSE, u.deadline, NULL, \
+         u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, {now} + u.lease, u.idem{origin} \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
+         $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], \
+         $12::text[], $13::text[], $14::text[]{arrays}) AS u(id, owner, tool, status_message, \
+         created, ttl, poll, deadline, runner, lease, idem, used_keys, answers, status{aliases}) \
+         ON CONFLICT DO NOTHING RETURNING id, runner), \
+         announce AS (SELECT pg_notify($15, '{queued}' || min(id)) FROM ins \
+         WHERE runner IS NULL HAVING count(*) > 0) \
+         SELECT id FROM ins UNION ALL SELECT NULL FROM announce",
+        now = db_now_ms!(),
+        origin = (0..ORIGIN_COLUMNS.len())
+            .map(|i| format!(", u.o{i}"))
+            .collect::<String>(),
+        queued = notice_prefix!(queued),
+    )
+});
 
 /// Takes the transaction-scoped advisory lock of each owner of `$1` (one key per owner and
 /// schema), in key order, so that two batches never wait on each other in a cycle. The
@@ -208,7 +220,7 @@ async fn insert(
             .collect::<Result<Vec<_>, _>>()?;
         let bound = bind(&rows);
         let params = params(&bound, &channel);
-        let rows = write_one(pool, INSERT, &params, "could not store the new tasks").await?;
+        let rows = write_one(pool, &INSERT, &params, "could not store the new tasks").await?;
         return Ok((inserted_ids(&rows), HashMap::new()));
     }
     let tx = Tx::begin(pool).await?;
@@ -251,7 +263,7 @@ async fn insert(
     let bound = bind(&rows);
     let params = params(&bound, &channel);
     let rows = tx
-        .query(INSERT, &params, "could not store the new tasks")
+        .query(&INSERT, &params, "could not store the new tasks")
         .await?;
     tx.commit().await?;
     Ok((inserted_ids(&rows), over))
@@ -271,17 +283,14 @@ fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
     ) -> Box<dyn ToSql + Sync + Send + 'r> {
         Box::new(rows.iter().map(field).collect::<Vec<T>>())
     }
-    vec![
+    let mut bound = vec![
         column(rows, |r| r.id),
         column(rows, |r| r.owner),
         column(rows, |r| r.tool),
-        column(rows, |r| r.tool_version),
         column(rows, |r| r.status_message),
         column(rows, |r| r.created_at_ms),
         column(rows, |r| r.ttl_ms),
         column(rows, |r| r.poll_interval_ms),
-        column(rows, |r| r.arguments.as_str()),
-        column(rows, |r| r.request_meta.as_str()),
         column(rows, |r| r.deadline_ms),
         column(rows, |r| r.runner),
         column(rows, |r| r.lease_ms),
@@ -289,8 +298,9 @@ fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
         column(rows, |r| r.used_keys.as_str()),
         column(rows, |r| r.answers.as_str()),
         column(rows, |r| r.status),
-        column(rows, |r| r.trace_context.as_deref()),
-    ]
+    ];
+    bound.extend((0..ORIGIN_COLUMNS.len()).map(|i| column(rows, move |r| r.origin[i].as_deref())));
+    bound
 }
 
 /// [`bind`]'s parameters with the channel as `$15`, as [`INSERT`] numbers them.

@@ -78,7 +78,7 @@ macro_rules! claimed_columns {
     () => {
         concat!(
             " RETURNING t.id, t.owner, t.tool, t.answers, ",
-            codec::origin_columns!(),
+            crate::store::row::origin_columns!(),
             ", t.epoch"
         )
     };

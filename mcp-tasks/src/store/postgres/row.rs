@@ -2,7 +2,7 @@
 //! write: the shared codec ([`codec`](crate::store::codec)) plus the lease columns.
 
 use super::{PgError, StoreError};
-use crate::store::codec::{self, Columns, StoredTask, TASK_COLUMNS, task_columns};
+use crate::store::codec::{self, Columns, TASK_COLUMNS, TaskRow, task_columns};
 
 /// The store's clock reading, in epoch milliseconds, on the database server: the one clock
 /// all instances share, for lease deadlines.
@@ -88,7 +88,7 @@ pub(super) fn int(row: &tokio_postgres::Row, index: usize) -> Result<i64, StoreE
 /// A row of `tasks`, decoded: the task and its lease.
 #[derive(Debug)]
 pub(super) struct Row {
-    pub(super) task: StoredTask,
+    pub(super) task: TaskRow,
     pub(super) answer_seq: i64,
     pub(super) runner: Option<String>,
     pub(super) epoch: u64,
@@ -99,7 +99,7 @@ impl Row {
     pub(super) fn decode(row: &tokio_postgres::Row) -> Result<Self, StoreError> {
         let row = PgRow(row);
         Ok(Self {
-            task: StoredTask::decode(&row)?,
+            task: TaskRow::decode(&row)?,
             answer_seq: row.int(TASK_COLUMNS)?,
             runner: row.opt_text(TASK_COLUMNS + 1)?,
             epoch: codec::to_u64(row.int(TASK_COLUMNS + 2)?),

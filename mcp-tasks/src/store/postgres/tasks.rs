@@ -20,7 +20,7 @@ use super::{
 use crate::store::{
     ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
     TaskSnapshot, TaskStore, Transition, WakeupKind,
-    codec::{self, StoredTask, end_sql, recovery_columns, to_i64, to_json},
+    codec::{self, TaskRow, end_sql, recovery_columns, to_i64, to_json},
     record::{self, Change, Due},
 };
 
@@ -32,7 +32,7 @@ impl PostgresStore {
         &self,
         id: &str,
         fence: Option<&Lease>,
-        transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change, Option<Step>), StoreError>
+        transition: impl FnOnce(&mut TaskRow, u64) -> Result<(R, Change, Option<Step>), StoreError>
         + Send,
     ) -> Result<R, StoreError> {
         let now = self.clock.now_ms();
@@ -326,7 +326,7 @@ impl TaskStore for PostgresStore {
             return Ok(Some(row.task.into_snapshot()));
         }
         let read =
-            |task: &mut StoredTask, _| Ok((task.clone().into_snapshot(), Change::default(), None));
+            |task: &mut TaskRow, _| Ok((task.clone().into_snapshot(), Change::default(), None));
         match self.modify(id, None, read).await {
             Ok(snapshot) => Ok(Some(snapshot)),
             Err(StoreError::NotFound) => Ok(None),
@@ -348,7 +348,7 @@ impl TaskStore for PostgresStore {
         {
             return Ok(());
         }
-        let apply = |task: &mut StoredTask, now| {
+        let apply = |task: &mut TaskRow, now| {
             let (change, step) = record::apply(task, now, transition)?;
             Ok(((), change, step))
         };
@@ -360,7 +360,7 @@ impl TaskStore for PostgresStore {
         id: &str,
         responses: InputResponses,
     ) -> Result<InputResponses, StoreError> {
-        let answer = |task: &mut StoredTask, now| {
+        let answer = |task: &mut TaskRow, now| {
             let (taken, change) = record::deliver_input(task, now, responses);
             Ok((taken, change, None))
         };
@@ -368,7 +368,7 @@ impl TaskStore for PostgresStore {
     }
 
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
-        let cancel = |task: &mut StoredTask, now| Ok(((), record::request_cancel(task, now), None));
+        let cancel = |task: &mut TaskRow, now| Ok(((), record::request_cancel(task, now), None));
         self.modify(id, None, cancel).await
     }
 

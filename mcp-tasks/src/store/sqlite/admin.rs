@@ -15,7 +15,8 @@ use crate::store::{
         AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
         sql::{self, Dialect, Param, conditions},
     },
-    codec::{self, Origin, StoredTask, task_columns, to_i64},
+    codec::{self, TaskRow, task_columns, to_i64},
+    row::TaskOrigin,
 };
 
 const DIALECT: Dialect = Dialect {
@@ -53,7 +54,7 @@ impl AdminStore for SqliteStore {
                     .map_err(backend)?;
                 let mut found = Vec::new();
                 while let Some(row) = rows.next().map_err(backend)? {
-                    let task = StoredTask::decode(&SqliteRow(row))?.into_snapshot();
+                    let task = TaskRow::decode(&SqliteRow(row))?.into_snapshot();
                     found.push(TaskSummary::of(&task, None));
                 }
                 Ok(found)
@@ -96,11 +97,13 @@ impl AdminStore for SqliteStore {
             let origin = conn
                 .prepare_cached(concat!(
                     "SELECT ",
-                    codec::origin_columns!(),
+                    crate::store::row::origin_columns!(),
                     " FROM tasks WHERE id = ?1"
                 ))
                 .and_then(|mut select| {
-                    select.query_row(params![id], |row| Ok(Origin::decode(&SqliteRow(row), 0)))
+                    select.query_row(params![id], |row| {
+                        Ok(TaskOrigin::decode(&SqliteRow(row), 0))
+                    })
                 })
                 .map_err(backend)??;
             let mut steps = Vec::new();

@@ -2,7 +2,7 @@
 //! codec ([`codec`](crate::store::codec)), changed only through the state machine
 //! ([`record`](crate::store::record)).
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use rusqlite::{Connection, params};
 
@@ -12,8 +12,9 @@ use super::{
 };
 use crate::store::{
     NewTask, StoreError, TaskSnapshot,
-    codec::{self, Columns, NewRow, StoredTask, task_columns},
+    codec::{self, Columns, NewRow, TaskRow, task_columns},
     record::{self, Change, Due},
+    row::ORIGIN_COLUMNS,
 };
 
 const SELECT_TASK: &str = concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = ?1");
@@ -49,21 +50,18 @@ impl Columns for SqliteRow<'_, '_> {
 }
 
 /// Task `id` as stored, `None` when there is none.
-pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<StoredTask>, StoreError> {
+pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<TaskRow>, StoreError> {
     let mut statement = conn.prepare_cached(SELECT_TASK).map_err(backend)?;
     let mut rows = statement.query(params![id]).map_err(backend)?;
     match rows.next().map_err(backend)? {
-        Some(row) => StoredTask::decode(&SqliteRow(row)).map(Some),
+        Some(row) => TaskRow::decode(&SqliteRow(row)).map(Some),
         None => Ok(None),
     }
 }
 
 /// Applies what is due to task `id` at the change's time; returns the row as it then is
 /// (`None` when purged), and whether it just expired.
-pub(super) fn load_live(
-    tx: &mut Tx<'_>,
-    id: &str,
-) -> Result<(Option<StoredTask>, bool), StoreError> {
+pub(super) fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<TaskRow>, bool), StoreError> {
     let Some(mut task) = load(tx.conn, id)? else {
         return Ok((None, false));
     };
@@ -102,7 +100,7 @@ pub(super) fn load_live(
 pub(super) fn modify<R>(
     tx: &mut Tx<'_>,
     id: &str,
-    transition: impl FnOnce(&mut StoredTask, u64) -> Result<(R, Change), StoreError>,
+    transition: impl FnOnce(&mut TaskRow, u64) -> Result<(R, Change), StoreError>,
 ) -> Result<R, StoreError> {
     let mut task = load_live(tx, id)?.0.ok_or(StoreError::NotFound)?;
     let (result, change) = transition(&mut task, tx.now)?;
@@ -112,7 +110,7 @@ pub(super) fn modify<R>(
 
 /// Writes what `change` says changed: the row's changeable fields; for a task that ended,
 /// drops its steps and takes it out of the live set.
-fn persist(tx: &mut Tx<'_>, task: &StoredTask, change: Change) -> Result<(), StoreError> {
+fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreError> {
     if !change.changed {
         return Ok(());
     }
@@ -155,6 +153,23 @@ pub(super) fn exec(
     conn.prepare_cached(sql)?.execute(params)
 }
 
+/// The insert of a new row: its own columns as `?1..?11`, then its origin's, in
+/// [`ORIGIN_COLUMNS`]' order.
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    let origin = (12..12 + ORIGIN_COLUMNS.len())
+        .map(|n| format!("?{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "INSERT INTO tasks (id, owner, tool, status, status_message, created_at_ms, \
+         last_updated_at_ms, ttl_ms, poll_interval_ms, deadline_ms, used_keys, answers, \
+         input_requests, outcome, cancel_requested, purge_at_ms, {columns}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, '{{}}', NULL, 0, NULL, \
+         {origin}) ON CONFLICT (id) DO NOTHING",
+        columns = ORIGIN_COLUMNS.join(", "),
+    )
+});
+
 /// Inserts a new task's row (store invariant 1): refused at the store's limit, or when the id
 /// is taken.
 pub(super) fn insert_task(
@@ -166,32 +181,27 @@ pub(super) fn insert_task(
         return Err(StoreError::Full { max_tasks });
     }
     let row = NewRow::encode(task, tx.now)?;
+    let head = params![
+        row.id,
+        row.owner,
+        row.tool,
+        row.status,
+        row.status_message,
+        row.created_at_ms,
+        row.ttl_ms,
+        row.poll_interval_ms,
+        row.deadline_ms,
+        row.used_keys,
+        row.answers,
+    ];
+    let origin = row
+        .origin
+        .iter()
+        .map(|column| column as &dyn rusqlite::ToSql);
     let inserted = exec(
         tx.conn,
-        "INSERT INTO tasks (id, owner, tool, tool_version, status, status_message, \
-                     created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, arguments, \
-                     request_meta, input_requests, used_keys, answers, outcome, \
-                     cancel_requested, deadline_ms, purge_at_ms, trace_context) VALUES (?1, ?2, \
-                     ?3, ?4, ?14, ?5, ?6, ?6, ?7, ?8, ?9, ?10, '{}', ?12, ?13, NULL, 0, ?11, NULL, \
-                     ?15) \
-                     ON CONFLICT (id) DO NOTHING",
-        params![
-            row.id,
-            row.owner,
-            row.tool,
-            row.tool_version,
-            row.status_message,
-            row.created_at_ms,
-            row.ttl_ms,
-            row.poll_interval_ms,
-            row.arguments,
-            row.request_meta,
-            row.deadline_ms,
-            row.used_keys,
-            row.answers,
-            row.status,
-            row.trace_context,
-        ],
+        &INSERT,
+        &*head.iter().copied().chain(origin).collect::<Vec<_>>(),
     )
     .map_err(backend)?;
     if inserted == 0 {

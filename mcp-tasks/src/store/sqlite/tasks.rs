@@ -72,11 +72,11 @@ impl TaskStore for SqliteStore {
             Some(row) if record::due(&row.state, now) != Due::Nothing => {
                 let id = id.to_owned();
                 self.write(move |tx: &mut Tx<'_>| {
-                    Ok(load_live(tx, &id)?.0.map(codec::StoredTask::into_snapshot))
+                    Ok(load_live(tx, &id)?.0.map(codec::TaskRow::into_snapshot))
                 })
                 .await
             }
-            row => Ok(row.map(codec::StoredTask::into_snapshot)),
+            row => Ok(row.map(codec::TaskRow::into_snapshot)),
         }
     }
 
