@@ -42,6 +42,10 @@ macro_rules! recovery_columns {
 }
 pub(crate) use recovery_columns;
 
+/// How many columns [`recovery_columns`] lists: a statement's own columns start at this index.
+#[cfg(feature = "postgres")]
+pub(crate) const RECOVERY_COLUMNS: usize = 4 + row::ORIGIN_COLUMNS.len();
+
 /// `purge_at_ms` of a finished task that is never purged (no TTL). NULL means "live".
 pub(crate) const NEVER: i64 = i64::MAX;
 

@@ -63,7 +63,7 @@ impl PostgresStore {
             let granted = Lease::granted(
                 Arc::clone(&recovery.id),
                 Arc::clone(&instance),
-                to_u64(int(r, 8)?),
+                to_u64(int(r, codec::RECOVERY_COLUMNS)?),
                 lease,
             );
             claimed.push((recovery, granted));
