@@ -33,10 +33,13 @@ use async_trait::async_trait;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
 pub use super::status::{parse_status, status_word};
-use super::{Outcome, Step, StoreError, TaskOrigin, TaskSnapshot, TaskStore};
+use super::{Outcome, Step, StoreError, TaskOrigin, TaskSnapshot};
 
+mod cancel;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
+
+pub use cancel::cancel;
 
 /// Most tasks a page holds; a larger [`TaskQuery::with_limit`] is lowered to it.
 pub const MAX_PAGE: usize = 500;
@@ -498,21 +501,6 @@ impl Cancelled {
             Self::Requested(task) | Self::AlreadyEnded(task) => task,
         }
     }
-}
-
-/// Records a cancel intent for task `id`, whoever owns it, through the state machine
-/// ([`TaskStore::request_cancel`]).
-///
-/// # Errors
-/// [`StoreError::NotFound`] for an unknown or purged id; a failure of the store.
-pub async fn cancel(store: &dyn TaskStore, id: &str) -> Result<Cancelled, StoreError> {
-    let before = store.get(id).await?.ok_or(StoreError::NotFound)?;
-    if before.status.is_terminal() {
-        return Ok(Cancelled::AlreadyEnded(before));
-    }
-    store.request_cancel(id).await?;
-    let after = store.get(id).await?.ok_or(StoreError::NotFound)?;
-    Ok(Cancelled::Requested(after))
 }
 
 /// The operator operations of a store; see the [module docs](self).

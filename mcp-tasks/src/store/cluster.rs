@@ -99,14 +99,6 @@ pub enum Notice {
     Missed,
 }
 
-/// The notice beside [`Notice::Changed`] a transition asks for (`record.rs`): the instance
-/// running the task must hear of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WakeupKind {
-    Answers,
-    Cancel,
-}
-
 /// What a runtime needs to share one task space between several instances: leases with a
 /// fencing epoch, claims of lapsed and queued tasks (each by exactly one instance) and
 /// wake-ups. Fenced writes are [`TaskStore::apply`](super::TaskStore::apply) under a lease.

@@ -9,11 +9,14 @@ use serde_json::Value;
 
 pub(crate) use super::row::TaskRow;
 use super::{
-    BackendError, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
-    record::{self, Pending, State},
+    NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, record,
     row::{self, EncodedOrigin, TaskOrigin},
+    row::{Pending, State},
 };
 use crate::clock::millis;
+
+use super::column::corrupt;
+pub(crate) use super::column::{Columns, json, to_i64, to_json, to_u64};
 
 /// The columns of a task row that [`TaskRow::decode`] reads, in its order; a store's
 /// own columns follow them.
@@ -48,20 +51,6 @@ pub(crate) const RECOVERY_COLUMNS: usize = 4 + row::ORIGIN_COLUMNS.len();
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). NULL means "live".
 pub(crate) const NEVER: i64 = i64::MAX;
-
-/// A row as a store's driver reads it, column by column (by index).
-pub(crate) trait Columns {
-    /// A text column.
-    fn text(&self, index: usize) -> Result<String, StoreError>;
-    /// A nullable text column.
-    fn opt_text(&self, index: usize) -> Result<Option<String>, StoreError>;
-    /// An integer column.
-    fn int(&self, index: usize) -> Result<i64, StoreError>;
-    /// A nullable integer column.
-    fn opt_int(&self, index: usize) -> Result<Option<i64>, StoreError>;
-    /// A boolean column (however the database stores it).
-    fn flag(&self, index: usize) -> Result<bool, StoreError>;
-}
 
 /// The changeable columns of a row, encoded, as every write-back binds them.
 pub(crate) struct Encoded {
@@ -326,32 +315,6 @@ fn parse_outcome(value: Value) -> Result<Outcome, StoreError> {
         },
         _ => Err(unreadable()),
     }
-}
-
-/// A JSON column.
-pub(crate) fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| corrupt(format!("unreadable JSON in a task row: {e}")))
-}
-
-/// A value as a JSON column.
-pub(crate) fn to_json(value: &impl serde::Serialize) -> Result<String, StoreError> {
-    serde_json::to_string(value)
-        .map_err(|e| corrupt(format!("a task field could not be written as JSON: {e}")))
-}
-
-/// Milliseconds as a column (saturating).
-pub(crate) fn to_i64(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
-}
-
-/// A column as milliseconds (a negative one as 0).
-pub(crate) fn to_u64(value: i64) -> u64 {
-    u64::try_from(value).unwrap_or(0)
-}
-
-/// Data the store holds but cannot read (or write): not retryable.
-fn corrupt(message: String) -> StoreError {
-    StoreError::Backend(BackendError::new(message))
 }
 
 #[cfg(test)]

@@ -29,8 +29,9 @@ use rmcp::model::{InputResponses, JsonObject};
 use super::{
     Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
     Transition,
-    record::{self, Due, Pending, Record, State},
+    record::{self, Due, Record},
     row::{self, TaskOrigin},
+    row::{Pending, State},
 };
 use crate::clock::Clock;
 

@@ -79,7 +79,10 @@ use std::time::Duration;
 
 use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
-use super::{Outcome, Step, StoreError, WakeupKind};
+use super::{
+    StoreError,
+    row::{Outcome, Pending, State, Step, TaskRow},
+};
 use crate::{clock::millis, errors};
 
 /// The `statusMessage` of a task that expired (invariant 7), the one place it is written.
@@ -89,27 +92,7 @@ pub(crate) const EXPIRED_MESSAGE: &str = "task expired: its ttl elapsed before i
 /// (invariant 2).
 pub(crate) const LIVE: [TaskStatus; 2] = [TaskStatus::Working, TaskStatus::InputRequired];
 
-/// The fields of a stored task that transitions read and change, whatever the store.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct State {
-    pub(crate) status: TaskStatus,
-    pub(crate) status_message: Option<String>,
-    pub(crate) created_at_ms: u64,
-    pub(crate) last_updated_at_ms: u64,
-    pub(crate) ttl_ms: Option<u64>,
-    pub(crate) cancel_requested: bool,
-    /// When the terminal task is purged; `None` while it is live, and for a terminal task
-    /// that has no TTL (never purged).
-    pub(crate) purge_at_ms: Option<u64>,
-}
-
 impl State {
-    /// `createdAt + ttlMs`, saturating; `None` without a TTL.
-    pub(crate) fn deadline_ms(&self) -> Option<u64> {
-        self.ttl_ms
-            .map(|ttl| self.created_at_ms.saturating_add(ttl))
-    }
-
     /// Moves `lastUpdatedAt` to `now`, and always forwards (invariant 3).
     fn touch(&mut self, now: u64) {
         self.last_updated_at_ms = now.max(self.last_updated_at_ms.saturating_add(1));
@@ -124,17 +107,6 @@ impl State {
     }
 }
 
-/// What only a live task keeps for its input requests and their replay (invariants 4, 6).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Pending {
-    /// The outstanding input requests, by key.
-    pub(crate) input_requests: InputRequests,
-    /// Every key used in this task: asked, or answered before the task existed.
-    pub(crate) used_keys: Vec<Box<str>>,
-    /// Every answer taken, by key.
-    pub(crate) answers: InputResponses,
-}
-
 /// A stored task as the transitions see it: the memory store's entry, a SQL store's row.
 pub(crate) trait Record {
     /// The changeable fields.
@@ -146,6 +118,34 @@ pub(crate) trait Record {
     /// Keeps `outcome` as the task's and drops the pending data (the status is set by the
     /// transition).
     fn end_with(&mut self, outcome: Outcome);
+}
+
+/// The notice beside [`Notice::Changed`](super::Notice::Changed) a transition asks for : the instance
+/// running the task must hear of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WakeupKind {
+    Answers,
+    Cancel,
+}
+
+/// The SQL stores' decoded row.
+impl Record for TaskRow {
+    fn state(&self) -> &State {
+        &self.state
+    }
+
+    fn state_mut(&mut self) -> &mut State {
+        &mut self.state
+    }
+
+    fn pending_mut(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+
+    fn end_with(&mut self, outcome: Outcome) {
+        self.outcome = Some(outcome);
+        self.pending = Pending::default();
+    }
 }
 
 /// What a transition did, for the store to persist and announce.

@@ -20,15 +20,17 @@
 
 use std::sync::Arc;
 
-use rmcp::model::JsonObject;
+use rmcp::model::{
+    DetailedTask, InputRequests, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
+};
 
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 use super::StoreError;
-use super::record::{Pending, Record, State};
-use super::{Outcome, TaskSnapshot};
-use crate::trace::TraceContext;
+use crate::{clock::rfc3339, trace::TraceContext};
 
-/// What a task was created with, unchanged for its life; see the [module docs](self).
+/// What a task was created with, unchanged for its life: what a replay of its work needs, and
+/// what the operator's detail shows. A task that ended keeps only the fields that are not
+/// replay data (such as its trace context).
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct TaskOrigin {
@@ -80,7 +82,7 @@ impl TaskOrigin {
     /// Every column, encoded, in [`ORIGIN_COLUMNS`]' order.
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn encode(&self) -> Result<EncodedOrigin, StoreError> {
-        use super::codec::to_json;
+        use super::column::to_json;
         Ok([
             Some(self.tool_version.to_string()),
             Some(to_json(&self.arguments)?),
@@ -92,16 +94,237 @@ impl TaskOrigin {
     /// Decodes the [`ORIGIN_COLUMNS`] of `row`, from column `first` on.
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn decode(
-        row: &impl super::codec::Columns,
+        row: &impl super::column::Columns,
         first: usize,
     ) -> Result<Self, StoreError> {
-        use super::codec::json;
+        use super::column::json;
         Ok(Self {
             tool_version: Arc::from(row.text(first)?),
             arguments: json(&row.text(first + 1)?)?,
             request_meta: json(&row.text(first + 2)?)?,
             trace_context: TraceContext::decode(row.opt_text(first + 3)?.as_deref()),
         })
+    }
+}
+
+/// The fields of a stored task that transitions read and change, whatever the store.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct State {
+    pub(crate) status: TaskStatus,
+    pub(crate) status_message: Option<String>,
+    pub(crate) created_at_ms: u64,
+    pub(crate) last_updated_at_ms: u64,
+    pub(crate) ttl_ms: Option<u64>,
+    pub(crate) cancel_requested: bool,
+    /// When the terminal task is purged; `None` while it is live, and for a terminal task
+    /// that has no TTL (never purged).
+    pub(crate) purge_at_ms: Option<u64>,
+}
+
+impl State {
+    /// `createdAt + ttlMs`, saturating; `None` without a TTL.
+    pub(crate) fn deadline_ms(&self) -> Option<u64> {
+        self.ttl_ms
+            .map(|ttl| self.created_at_ms.saturating_add(ttl))
+    }
+}
+
+/// What only a live task keeps for its input requests and their replay (invariants 4, 6).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Pending {
+    /// The outstanding input requests, by key.
+    pub(crate) input_requests: InputRequests,
+    /// Every key used in this task: asked, or answered before the task existed.
+    pub(crate) used_keys: Vec<Box<str>>,
+    /// Every answer taken, by key.
+    pub(crate) answers: InputResponses,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// `completed` with this `CallToolResult`, whether its `isError` is set or not.
+    // docs/protocol.md R46.
+    Completed(JsonObject),
+    /// `failed` with this JSON-RPC error object.
+    // docs/protocol.md R45.
+    Failed(JsonObject),
+    /// `cancelled`.
+    Cancelled,
+}
+
+impl Outcome {
+    /// The `statusMessage` a task gets when it ends with this outcome: a `failed` task's
+    /// says why, as its error's message does; a `completed` or `cancelled` task keeps no
+    /// progress text.
+    #[must_use]
+    pub fn status_message(&self) -> Option<String> {
+        match self {
+            Self::Failed(error) => Some(
+                error
+                    .get("message")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("the task failed")
+                    .to_owned(),
+            ),
+            Self::Completed(_) | Self::Cancelled => None,
+        }
+    }
+
+    /// The terminal status this outcome gives.
+    #[must_use]
+    pub const fn status(&self) -> TaskStatus {
+        match self {
+            Self::Completed(_) => TaskStatus::Completed,
+            Self::Failed(_) => TaskStatus::Failed,
+            Self::Cancelled => TaskStatus::Cancelled,
+        }
+    }
+}
+
+/// A completed unit of work of a running task, with its serialized result.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Step {
+    /// The position of the step in the task's run: 1, 2, ...
+    pub seq: u64,
+    /// The step's name, as the tool gave it.
+    pub name: String,
+    /// The step's result, as JSON.
+    pub value: serde_json::Value,
+}
+
+impl Step {
+    /// Step number `seq`, named `name`, that returned `value`.
+    #[must_use]
+    pub fn new(seq: u64, name: impl Into<String>, value: serde_json::Value) -> Self {
+        Self {
+            seq,
+            name: name.into(),
+            value,
+        }
+    }
+}
+
+/// What a restarted process needs to decide about, and replay, a task that a previous
+/// process left running.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Recovery {
+    /// The id.
+    pub id: Arc<str>,
+    /// The owner.
+    pub owner: Arc<str>,
+    /// The tool's wire name.
+    pub tool: Arc<str>,
+    /// What the task was created with: tool version, arguments, the request's `_meta`,
+    /// trace context.
+    pub origin: TaskOrigin,
+    /// Every answer delivered to an input request, by key.
+    pub answers: InputResponses,
+    /// The completed steps, in order.
+    pub steps: Vec<Step>,
+}
+
+/// A task as the store holds it at one instant.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TaskSnapshot {
+    /// The id.
+    pub id: Arc<str>,
+    /// The owner: the only principal that may read and steer the task.
+    // docs/protocol.md R49.
+    pub owner: Arc<str>,
+    /// The tool's wire name.
+    pub tool: Arc<str>,
+    /// The status.
+    pub status: TaskStatus,
+    /// The `statusMessage`.
+    pub status_message: Option<String>,
+    /// `createdAt`, milliseconds since the Unix epoch.
+    pub created_at_ms: u64,
+    /// `lastUpdatedAt`, milliseconds since the Unix epoch.
+    pub last_updated_at_ms: u64,
+    /// `ttlMs`.
+    pub ttl_ms: Option<u64>,
+    /// `pollIntervalMs`.
+    pub poll_interval_ms: Option<u64>,
+    /// The outstanding input requests (non-empty exactly when `input_required`).
+    pub input_requests: InputRequests,
+    /// The outcome, once terminal.
+    pub outcome: Option<Outcome>,
+    /// Whether a `tasks/cancel` was received.
+    pub cancel_requested: bool,
+}
+
+impl TaskSnapshot {
+    /// The base `Task` fields, as `CreateTaskResult` carries them.
+    #[must_use]
+    pub fn to_task(&self) -> Task {
+        let mut task = Task::new(
+            self.id.as_ref(),
+            self.status,
+            rfc3339(self.created_at_ms),
+            rfc3339(self.last_updated_at_ms),
+        );
+        task.status_message = self.status_message.clone();
+        task.ttl_ms = self.ttl_ms;
+        task.poll_interval_ms = self.poll_interval_ms;
+        task
+    }
+
+    /// The `DetailedTask`, as `tasks/get` answers it, moving the payload out.
+    // docs/protocol.md R14.
+    #[must_use]
+    pub fn into_detailed(self) -> DetailedTask {
+        let task = self.to_task();
+        let payload = match (self.outcome, self.status) {
+            (Some(Outcome::Completed(result)), _) => TaskPayload::Completed { result },
+            (Some(Outcome::Failed(error)), _) => TaskPayload::Failed { error },
+            (Some(Outcome::Cancelled), _) => TaskPayload::Cancelled,
+            (None, TaskStatus::InputRequired) => TaskPayload::InputRequired {
+                input_requests: self.input_requests,
+            },
+            (None, _) => TaskPayload::Working,
+        };
+        DetailedTask::new(task, payload)
+    }
+}
+
+/// What [`TaskStore::create`](super::TaskStore::create) did: created the task, or found the one an earlier call with
+/// the same idempotency key created (a retry is a success, not an error).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Created {
+    /// The task was created.
+    New(TaskSnapshot),
+    /// A task with the same owner, tool and idempotency key exists already, within its TTL:
+    /// this is that task; nothing was created.
+    Existing(TaskSnapshot),
+}
+
+impl Created {
+    /// The task, new or existing.
+    #[must_use]
+    pub fn snapshot(&self) -> &TaskSnapshot {
+        match self {
+            Self::New(task) | Self::Existing(task) => task,
+        }
+    }
+
+    /// The task, new or existing, moved out.
+    #[must_use]
+    pub fn into_snapshot(self) -> TaskSnapshot {
+        match self {
+            Self::New(task) | Self::Existing(task) => task,
+        }
+    }
+
+    /// Whether the task was created by this call.
+    #[must_use]
+    pub fn is_new(&self) -> bool {
+        matches!(self, Self::New(_))
     }
 }
 
@@ -119,25 +342,6 @@ pub(crate) struct TaskRow {
     pub(crate) state: State,
     pub(crate) pending: Pending,
     pub(crate) outcome: Option<Outcome>,
-}
-
-impl Record for TaskRow {
-    fn state(&self) -> &State {
-        &self.state
-    }
-
-    fn state_mut(&mut self) -> &mut State {
-        &mut self.state
-    }
-
-    fn pending_mut(&mut self) -> &mut Pending {
-        &mut self.pending
-    }
-
-    fn end_with(&mut self, outcome: Outcome) {
-        self.outcome = Some(outcome);
-        self.pending = Pending::default();
-    }
 }
 
 impl TaskRow {
@@ -162,7 +366,7 @@ pub(crate) fn snapshot(
     (id, owner, tool): (Arc<str>, Arc<str>, Arc<str>),
     state: State,
     poll_interval_ms: Option<u64>,
-    input_requests: rmcp::model::InputRequests,
+    input_requests: InputRequests,
     outcome: Option<Outcome>,
 ) -> TaskSnapshot {
     TaskSnapshot {

@@ -19,9 +19,9 @@ use super::{
 };
 use crate::store::{
     ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
-    TaskSnapshot, TaskStore, Transition, WakeupKind,
+    TaskSnapshot, TaskStore, Transition,
     codec::{self, TaskRow, end_sql, recovery_columns, to_i64, to_json},
-    record::{self, Change, Due},
+    record::{self, Change, Due, WakeupKind},
 };
 
 impl PostgresStore {
