@@ -307,6 +307,73 @@ async fn every_field_is_persisted() {
     ));
 }
 
+/// A task that ended keeps no replay data (tool version, arguments, the request's `_meta`)
+/// on disk, whichever way it ended: the general write, the batched fenced finish, the
+/// expiry sweep; a live task keeps all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_task_keeps_no_replay_data() {
+    let db = db!();
+    let store = db.store().await.unwrap();
+    let with_origin = |id: &str| {
+        new_task(id)
+            .with_arguments(object(json!({ "n": 3 })))
+            .with_request_meta(object(json!({ "protocolVersion": "2026-07-28" })))
+            .with_tool_version(Arc::from("2.1"))
+    };
+    // Leased first: the others are created queued, and the claim takes the oldest.
+    let lease = create_leased(&store, with_origin("fenced"), "a", Duration::from_secs(30)).await;
+    for id in ["finished", "live"] {
+        store.create(with_origin(id)).await.unwrap();
+    }
+    store.finish("finished", Outcome::Cancelled).await.unwrap();
+    store
+        .under(&lease, Transition::Finish(Outcome::Cancelled))
+        .await
+        .unwrap();
+    store
+        .create(with_origin("expired").with_ttl(Some(Duration::from_millis(1))))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.expire_due().await.unwrap();
+
+    let raw = db.raw().await;
+    let rows: Vec<(String, String, String, String, String)> = raw
+        .query(
+            "SELECT id, status, tool_version, arguments, request_meta FROM tasks ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+        .collect();
+    let ended = |id: &str, status: &str| {
+        (
+            id.into(),
+            status.into(),
+            String::new(),
+            "{}".into(),
+            "{}".into(),
+        )
+    };
+    assert_eq!(
+        rows,
+        [
+            ended("expired", "failed"),
+            ended("fenced", "cancelled"),
+            ended("finished", "cancelled"),
+            (
+                "live".into(),
+                "working".into(),
+                "2.1".into(),
+                r#"{"n":3}"#.into(),
+                r#"{"protocolVersion":"2026-07-28"}"#.into()
+            ),
+        ]
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // A dropped connection in the middle of a run.
 

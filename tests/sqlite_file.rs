@@ -106,3 +106,69 @@ fn a_file_that_is_not_a_database_is_refused_unchanged() {
     assert!(message.contains("not a database"), "{message}");
     assert_untouched(&db, &before);
 }
+
+/// A task that ended keeps no replay data (tool version, arguments, the request's `_meta`)
+/// in the file, whether it finished or expired; a live task keeps all of it.
+#[tokio::test]
+async fn an_ended_task_keeps_no_replay_data() {
+    use std::{sync::Arc, time::Duration};
+
+    use mcp_tasks::{
+        TaskStore,
+        store::{NewTask, Outcome, Transition},
+    };
+
+    let db = TempDb::new("ended-origin");
+    let store = SqliteStore::open(&db.0).expect("open");
+    let with_origin = |id: &str| {
+        let object = |value: serde_json::Value| value.as_object().cloned().unwrap();
+        NewTask::new(Arc::from(id), Arc::from("alice"), Arc::from("report"))
+            .with_arguments(object(serde_json::json!({ "n": 3 })))
+            .with_request_meta(object(
+                serde_json::json!({ "protocolVersion": "2026-07-28" }),
+            ))
+            .with_tool_version(Arc::from("2.1"))
+    };
+    for id in ["finished", "live"] {
+        store.create(with_origin(id)).await.unwrap();
+    }
+    store
+        .apply("finished", None, Transition::Finish(Outcome::Cancelled))
+        .await
+        .unwrap();
+    store
+        .create(with_origin("expired").with_ttl(Some(Duration::from_millis(1))))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.expire_due().await.unwrap();
+    drop(store);
+
+    let conn = rusqlite::Connection::open(&db.0).unwrap();
+    let mut select = conn
+        .prepare("SELECT id, status, tool_version, arguments, request_meta FROM tasks ORDER BY id")
+        .unwrap();
+    let rows: Vec<[String; 5]> = select
+        .query_map([], |r| {
+            Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?])
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let ended = |id: &str, status: &str| [id, status, "", "{}", "{}"].map(String::from);
+    assert_eq!(
+        rows,
+        [
+            ended("expired", "failed"),
+            ended("finished", "cancelled"),
+            [
+                "live",
+                "working",
+                "2.1",
+                r#"{"n":3}"#,
+                r#"{"protocolVersion":"2026-07-28"}"#
+            ]
+            .map(String::from),
+        ]
+    );
+}

@@ -201,6 +201,21 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
     })
 }
 
+/// The origin columns a task's end clears ([`TaskOrigin::ended`]), as `, col = ..`
+/// assignments, applied where `ended` (an SQL condition; `None`: always) holds: the
+/// replay data goes with the task's end, as the memory store drops it.
+pub(crate) fn clear_origin(ended: Option<&str>) -> String {
+    TaskOrigin::ended_columns()
+        .into_iter()
+        .map(|(column, kept)| match ended {
+            Some(ended) => {
+                format!(", {column} = CASE WHEN {ended} THEN {kept} ELSE {column} END")
+            }
+            None => format!(", {column} = {kept}"),
+        })
+        .collect()
+}
+
 /// The end of live tasks in one statement, for a store that ends many at once (Postgres's
 /// batched finish and expiry sweep): the guard and the SET list of [`record::finish`] and
 /// [`record::apply_due`] in SQL over a task row `t`, made from the state machine's
@@ -208,7 +223,7 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
 /// both against the transitions.
 #[cfg(any(test, feature = "postgres"))]
 pub(crate) mod end_sql {
-    use super::{Pending, record, status_name, to_json};
+    use super::{Pending, clear_origin, record, status_name, to_json};
 
     /// `t` is live at `now` and not past its TTL: what a finish needs, and an expiry
     /// refuses (record: `check_live`, `due`).
@@ -248,10 +263,11 @@ pub(crate) mod end_sql {
             "status = {status}, outcome = {outcome}, status_message = {message}, \
              purge_at_ms = {purge}, input_requests = '{}', used_keys = '{}', answers = '{}', \
              last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
-             ELSE t.last_updated_at_ms + 1 END",
+             ELSE t.last_updated_at_ms + 1 END{}",
             json(to_json(&dropped.input_requests)),
             json(to_json(&dropped.used_keys)),
             json(to_json(&dropped.answers)),
+            clear_origin(None),
         )
     }
 
@@ -355,50 +371,80 @@ mod tests {
         }
     }
 
-    /// A database holding `task` alone, written by the codec.
-    fn db(task: &TaskRow) -> Connection {
+    /// An origin whose every field is set (what an end clears shows).
+    fn origin() -> TaskOrigin {
+        TaskOrigin {
+            tool_version: Arc::from("2.1"),
+            arguments: json!({ "n": 3 }).as_object().cloned().unwrap(),
+            request_meta: json!({ "m": 1 }).as_object().cloned().unwrap(),
+            trace_context: crate::trace::TraceContext::parse(
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                None,
+            ),
+        }
+    }
+
+    /// A database holding `task` with `origin` alone, written by the codec.
+    fn db(task: &TaskRow, origin: &TaskOrigin) -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(
+        conn.execute_batch(&format!(
             "CREATE TABLE tasks (id TEXT, owner TEXT, tool TEXT, status TEXT, \
              status_message TEXT, created_at_ms INTEGER, last_updated_at_ms INTEGER, \
              ttl_ms INTEGER, poll_interval_ms INTEGER, input_requests TEXT, used_keys TEXT, \
              answers TEXT, outcome TEXT, cancel_requested INTEGER, purge_at_ms INTEGER, \
-             deadline_ms INTEGER)",
-        )
+             deadline_ms INTEGER, {})",
+            row::ORIGIN_COLUMNS.join(" TEXT, ") + " TEXT"
+        ))
         .unwrap();
         let (row, state) = (task.encode().unwrap(), &task.state);
-        conn.execute(
-            "INSERT INTO tasks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
-             ?14, ?15, ?16)",
-            params![
-                &*task.id,
-                &*task.owner,
-                &*task.tool,
-                row.status,
-                row.status_message,
-                to_i64(state.created_at_ms),
-                row.last_updated_at_ms,
-                state.ttl_ms.map(to_i64),
-                task.poll_interval_ms.map(to_i64),
-                row.input_requests,
-                row.used_keys,
-                row.answers,
-                row.outcome,
-                row.cancel_requested,
-                row.purge_at_ms,
-                state.deadline_ms().map(to_i64),
-            ],
-        )
-        .unwrap();
+        let head = params![
+            &*task.id,
+            &*task.owner,
+            &*task.tool,
+            row.status,
+            row.status_message,
+            to_i64(state.created_at_ms),
+            row.last_updated_at_ms,
+            state.ttl_ms.map(to_i64),
+            task.poll_interval_ms.map(to_i64),
+            row.input_requests,
+            row.used_keys,
+            row.answers,
+            row.outcome,
+            row.cancel_requested,
+            row.purge_at_ms,
+            state.deadline_ms().map(to_i64),
+        ];
+        let origin = origin.encode().unwrap();
+        let values: Vec<&dyn rusqlite::ToSql> = head
+            .iter()
+            .copied()
+            .chain(origin.iter().map(|c| c as &dyn rusqlite::ToSql))
+            .collect();
+        let marks = vec!["?"; values.len()].join(", ");
+        conn.execute(&format!("INSERT INTO tasks VALUES ({marks})"), &*values)
+            .unwrap();
         conn
     }
 
-    /// The row as stored, decoded (a task written and read back, so that two compare as
-    /// the store holds them).
-    fn stored(conn: &Connection) -> TaskRow {
-        let sql = concat!("SELECT ", task_columns!(), " FROM tasks");
-        conn.query_row(sql, [], |row| Ok(TaskRow::decode(&Sql(row)).unwrap()))
-            .unwrap()
+    /// The row as stored, decoded, with its origin (a task written and read back, so that
+    /// two compare as the store holds them).
+    fn stored(conn: &Connection) -> (TaskRow, TaskOrigin) {
+        let sql = concat!(
+            "SELECT ",
+            task_columns!(),
+            ", ",
+            crate::store::row::origin_columns!(),
+            " FROM tasks"
+        );
+        conn.query_row(sql, [], |row| {
+            let row = Sql(row);
+            Ok((
+                TaskRow::decode(&row).unwrap(),
+                TaskOrigin::decode(&row, 15).unwrap(),
+            ))
+        })
+        .unwrap()
     }
 
     #[allow(deprecated, reason = "roots/list is the simplest input request")]
@@ -469,7 +515,7 @@ mod tests {
                     let mut want = start.clone();
                     let applies = record::due(&want.state, now) == Due::Nothing
                         && record::finish(&mut want, now, outcome.clone()).is_ok();
-                    let conn = db(&start);
+                    let conn = db(&start, &origin());
                     let (status, message) = record::finished(&outcome);
                     let status = status_name(status).unwrap();
                     let encoded = encode_outcome(&outcome).unwrap();
@@ -478,8 +524,12 @@ mod tests {
                         .unwrap();
                     let context = format!("{start:?} finished with {outcome:?} at {now}");
                     assert_eq!(changed == 1, applies, "{context}");
-                    let want = if applies { want } else { start.clone() };
-                    assert_eq!(stored(&conn), stored(&db(&want)), "{context}");
+                    let want = if applies {
+                        db(&want, &origin().ended())
+                    } else {
+                        db(&start, &origin())
+                    };
+                    assert_eq!(stored(&conn), stored(&want), "{context}");
                 }
             }
         }
@@ -503,7 +553,7 @@ mod tests {
                 for retention in [0, 50, u64::MAX] {
                     let mut want = start.clone();
                     let applies = record::apply_due(&mut want, now, retention) == Due::Expiry;
-                    let conn = db(&start);
+                    let conn = db(&start, &origin());
                     let changed = conn
                         .execute(
                             &sql,
@@ -518,8 +568,12 @@ mod tests {
                         .unwrap();
                     let context = format!("{start:?} expired at {now}, retention {retention}");
                     assert_eq!(changed == 1, applies, "{context}");
-                    let want = if applies { want } else { start.clone() };
-                    assert_eq!(stored(&conn), stored(&db(&want)), "{context}");
+                    let want = if applies {
+                        db(&want, &origin().ended())
+                    } else {
+                        db(&start, &origin())
+                    };
+                    assert_eq!(stored(&conn), stored(&want), "{context}");
                 }
             }
         }

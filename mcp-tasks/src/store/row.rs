@@ -91,6 +91,35 @@ impl TaskOrigin {
         ])
     }
 
+    /// The columns a task's end clears, each with the SQL literal it keeps: what
+    /// [`TaskOrigin::ended`] drops, found by ending an origin whose every field is set.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn ended_columns() -> Vec<(&'static str, String)> {
+        let full = Self {
+            tool_version: Arc::from("1"),
+            arguments: JsonObject::from_iter([("a".to_owned(), 1.into())]),
+            request_meta: JsonObject::from_iter([("m".to_owned(), 1.into())]),
+            trace_context: TraceContext::parse(
+                "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                None,
+            ),
+        };
+        let (Ok(before), Ok(after)) = (full.encode(), full.clone().ended().encode()) else {
+            return Vec::new();
+        };
+        ORIGIN_COLUMNS
+            .iter()
+            .zip(before.into_iter().zip(after))
+            .filter(|(_, (before, after))| before != after)
+            .map(|(name, (_, after))| {
+                let literal = after.map_or("NULL".to_owned(), |v| {
+                    format!("'{}'", v.replace('\'', "''"))
+                });
+                (*name, literal)
+            })
+            .collect()
+    }
+
     /// Decodes the [`ORIGIN_COLUMNS`] of `row`, from column `first` on.
     #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn decode(
@@ -389,6 +418,19 @@ pub(crate) fn snapshot(
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod tests {
     use super::ORIGIN_COLUMNS;
+
+    #[test]
+    fn an_end_clears_the_replay_data_and_keeps_the_rest() {
+        let cleared: Vec<_> = super::TaskOrigin::ended_columns();
+        assert_eq!(
+            cleared,
+            [
+                ("tool_version", "''".to_owned()),
+                ("arguments", "'{}'".to_owned()),
+                ("request_meta", "'{}'".to_owned()),
+            ]
+        );
+    }
 
     #[test]
     fn the_column_macro_and_the_column_list_name_the_same_columns() {

@@ -35,9 +35,14 @@ pub(super) const SELECT_FOR_UPDATE: &str = concat!(
 );
 
 /// Writes back every field a change can touch ([`codec::Encoded`]).
-pub(super) const WRITE_BACK: &str = "UPDATE tasks SET status = $2, status_message = $3, \
-    last_updated_at_ms = $4, input_requests = $5, used_keys = $6, answers = $7, \
-    answer_seq = $8, outcome = $9, cancel_requested = $10, purge_at_ms = $11 WHERE id = $1";
+pub(super) static WRITE_BACK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE tasks SET status = $2, status_message = $3, last_updated_at_ms = $4, \
+         input_requests = $5, used_keys = $6, answers = $7, answer_seq = $8, outcome = $9, \
+         cancel_requested = $10, purge_at_ms = $11{} WHERE id = $1",
+        codec::clear_origin(Some("$11::bigint IS NOT NULL")),
+    )
+});
 
 /// A Postgres result row, for the codec: every read is a `try_get`, a wrong type an error.
 pub(super) struct PgRow<'a>(pub(super) &'a tokio_postgres::Row);
@@ -110,7 +115,7 @@ impl Row {
     pub(super) async fn write_back(&self, tx: &super::pool::Tx) -> Result<(), StoreError> {
         let row = self.task.encode()?;
         tx.execute(
-            WRITE_BACK,
+            &WRITE_BACK,
             &[
                 &&*self.task.id,
                 &row.status,

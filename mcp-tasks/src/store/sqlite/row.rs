@@ -20,9 +20,14 @@ use crate::store::{
 const SELECT_TASK: &str = concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = ?1");
 
 /// Writes back every field a change can touch ([`codec::Encoded`]).
-const WRITE_BACK: &str = "UPDATE tasks SET status = ?2, status_message = ?3, \
-    last_updated_at_ms = ?4, input_requests = ?5, used_keys = ?6, answers = ?7, outcome = ?8, \
-    cancel_requested = ?9, purge_at_ms = ?10 WHERE id = ?1";
+static WRITE_BACK: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE tasks SET status = ?2, status_message = ?3, last_updated_at_ms = ?4, \
+         input_requests = ?5, used_keys = ?6, answers = ?7, outcome = ?8, \
+         cancel_requested = ?9, purge_at_ms = ?10{} WHERE id = ?1",
+        codec::clear_origin(Some("?10 IS NOT NULL")),
+    )
+});
 
 /// A row of a SQLite result, for the codec.
 pub(super) struct SqliteRow<'a, 'stmt>(pub(super) &'a rusqlite::Row<'stmt>);
@@ -117,7 +122,7 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
     let row = task.encode()?;
     exec(
         tx.conn,
-        WRITE_BACK,
+        &WRITE_BACK,
         params![
             &*task.id,
             row.status,
