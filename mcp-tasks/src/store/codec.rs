@@ -447,6 +447,23 @@ mod tests {
         .unwrap()
     }
 
+    /// The statement changed one row exactly when the transition applies (`want`), and
+    /// the row is then `want` with its origin ended, else `start` as it was.
+    fn assert_ended_as(
+        conn: &Connection,
+        changed: usize,
+        want: Option<TaskRow>,
+        start: &TaskRow,
+        context: &str,
+    ) {
+        assert_eq!(changed == 1, want.is_some(), "{context}");
+        let want = match want {
+            Some(want) => db(&want, &origin().ended()),
+            None => db(start, &origin()),
+        };
+        assert_eq!(stored(conn), stored(&want), "{context}");
+    }
+
     #[allow(deprecated, reason = "roots/list is the simplest input request")]
     fn roots() -> InputRequest {
         InputRequest::ListRoots(rmcp::model::ListRootsRequest {
@@ -523,13 +540,7 @@ mod tests {
                         .execute(&sql, params![status, encoded, message, to_i64(now)])
                         .unwrap();
                     let context = format!("{start:?} finished with {outcome:?} at {now}");
-                    assert_eq!(changed == 1, applies, "{context}");
-                    let want = if applies {
-                        db(&want, &origin().ended())
-                    } else {
-                        db(&start, &origin())
-                    };
-                    assert_eq!(stored(&conn), stored(&want), "{context}");
+                    assert_ended_as(&conn, changed, applies.then_some(want), &start, &context);
                 }
             }
         }
@@ -567,13 +578,7 @@ mod tests {
                         )
                         .unwrap();
                     let context = format!("{start:?} expired at {now}, retention {retention}");
-                    assert_eq!(changed == 1, applies, "{context}");
-                    let want = if applies {
-                        db(&want, &origin().ended())
-                    } else {
-                        db(&start, &origin())
-                    };
-                    assert_eq!(stored(&conn), stored(&want), "{context}");
+                    assert_ended_as(&conn, changed, applies.then_some(want), &start, &context);
                 }
             }
         }
