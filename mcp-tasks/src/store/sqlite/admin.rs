@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use rusqlite::{params, params_from_iter, types::Value as SqlValue};
 
 use super::{
-    SqliteStore, backend,
-    row::{SqliteRow, exec, load},
+    SqliteStore, backend, exec,
+    row::{SqliteRow, load},
     writer::{Effect, Tx},
 };
 use crate::store::{

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, params};
 
 use super::{
-    backend,
+    backend, exec,
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -144,15 +144,6 @@ fn persist(tx: &mut Tx<'_>, task: &StoredTask, change: Change) -> Result<(), Sto
         tx.effects.push(Effect::Ended(Arc::clone(&task.id)));
     }
     Ok(())
-}
-
-/// Runs one statement through the connection's statement cache.
-pub(super) fn exec(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> rusqlite::Result<usize> {
-    conn.prepare_cached(sql)?.execute(params)
 }
 
 /// Inserts a new task's row (store invariant 1): refused at the store's limit, or when the id
