@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{LeaseState, Position, TaskDetail, TaskFilter, status_word};
+use super::{LeaseState, Position, TaskDetail, TaskFilter, TaskQuery, status_word};
 use crate::store::{
     Step,
     codec::{Origin, StoredTask, to_i64},
@@ -27,7 +27,7 @@ pub(crate) struct Dialect {
 }
 
 /// `WHERE ...` (or nothing) and its parameters, numbered from 1.
-pub(crate) fn conditions(
+fn conditions(
     dialect: &Dialect,
     filter: &TaskFilter,
     after: Option<&Position>,
@@ -102,6 +102,36 @@ pub(crate) fn conditions(
         format!(" WHERE {}", parts.join(" AND "))
     };
     (clause, params)
+}
+
+/// A page of an admin list: `columns` of the tasks that pass the query's filter, newest
+/// first, one more than the page holds (so the store knows whether another page follows),
+/// and the parameters.
+pub(crate) fn list_query(
+    dialect: &Dialect,
+    columns: &str,
+    query: &TaskQuery,
+    now_ms: u64,
+) -> (String, Vec<Param>) {
+    let (clause, params) = conditions(dialect, &query.filter, query.after.as_ref(), now_ms);
+    let sql = format!(
+        "SELECT {columns} FROM tasks{clause} ORDER BY created_at_ms DESC, {} DESC LIMIT {}",
+        dialect.id,
+        query.limit + 1
+    );
+    (sql, params)
+}
+
+/// An admin count: how many tasks that pass `filter` have each status (rows of status and
+/// count), and the parameters.
+pub(crate) fn count_query(
+    dialect: &Dialect,
+    filter: &TaskFilter,
+    now_ms: u64,
+) -> (String, Vec<Param>) {
+    let (clause, params) = conditions(dialect, filter, None, now_ms);
+    let sql = format!("SELECT status, COUNT(*) FROM tasks{clause} GROUP BY status");
+    (sql, params)
 }
 
 /// One task in detail from its stored row and [`Origin`], for both SQL stores: the tool
