@@ -8,7 +8,8 @@ use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 use super::settings::{Mode, name_problem};
 use crate::context::{Failure, ProgressError, StepError};
 
-/// What is wrong with a [`ToolDefinition`], found when a toolkit registers it.
+/// What is wrong with a [`ToolDefinition`](super::ToolDefinition), found when a toolkit
+/// registers it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DefinitionError {

@@ -90,14 +90,16 @@ impl Ttl {
 }
 
 /// The default `ttlMs` of a tool's tasks, one hour, unless the tool sets its own
-/// ([`ToolDefinition::with_ttl`], `#[task_tool(ttl = "..")]`). `#[task_tool]` checks a
-/// `poll_interval` written without a `ttl` against it.
+/// ([`ToolDefinition::with_ttl`](super::ToolDefinition::with_ttl), `#[task_tool(ttl =
+/// "..")]`). `#[task_tool]` checks a `poll_interval` written without a `ttl` against it.
 pub const DEFAULT_TTL: Ttl = Ttl::After(Duration::from_secs(3600));
 /// The default poll interval, one second: the `pollIntervalMs` a tool's tasks suggest unless
-/// the tool sets its own ([`ToolDefinition::with_poll_interval`], `#[task_tool(poll_interval =
-/// "..")]`), and the pause the task client (`client::TaskClient`, feature `client`) takes
-/// between polls when a server suggests none. The one constant for both: `#[task_tool]` checks a `ttl`
-/// written without a `poll_interval` against it.
+/// the tool sets its own
+/// ([`ToolDefinition::with_poll_interval`](super::ToolDefinition::with_poll_interval),
+/// `#[task_tool(poll_interval = "..")]`), and the pause the task client
+/// (`client::TaskClient`, feature `client`) takes between polls when a server suggests none.
+/// The one constant for both: `#[task_tool]` checks a `ttl` written without a
+/// `poll_interval` against it.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The longest tool name, in characters (the MCP tool-name rule).
