@@ -19,7 +19,11 @@ use axum::{
     routing::{get, post},
 };
 
-use super::{Admin, Failure, presented, query};
+use super::{
+    credential::presented,
+    query,
+    state::{Admin, Failure},
+};
 use crate::{
     clock::rfc3339,
     store::{

@@ -15,9 +15,32 @@ use rmcp::{
 use tokio::sync::Mutex;
 
 use super::{
-    ClientError, Endpoint, Inner, InputAnswer, InputContext, MAX_INPUT_ROUNDS, MAX_INPUT_WAIT,
-    MIN_POLL_INTERVAL, TaskClient, handler::Handler, input::InputHandlers,
+    ClientError, Endpoint, InputAnswer, InputContext, TaskClient, connection::Inner,
+    followers::Followers, handler::Handler, input::InputHandlers,
 };
+
+/// The default lower bound of the pause between polls.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The default limit of `input_required` rounds on one `tools/call`.
+pub const MAX_INPUT_ROUNDS: usize = 10;
+/// The default longest wait for the handlers to answer an input request before any task
+/// exists (5 minutes).
+pub const MAX_INPUT_WAIT: Duration = Duration::from_secs(300);
+
+impl TaskClient {
+    /// A builder.
+    pub fn builder() -> TaskClientBuilder {
+        TaskClientBuilder::default()
+    }
+
+    /// Connects with the default settings (no input handlers: elicitation is declined).
+    ///
+    /// # Errors
+    /// As for [`TaskClientBuilder::connect`].
+    pub async fn connect(endpoint: &Endpoint) -> Result<Self, ClientError> {
+        Self::builder().connect(endpoint).await
+    }
+}
 
 /// Builds a [`TaskClient`]: input handlers, polling bounds, then a transport.
 #[must_use]
@@ -204,7 +227,7 @@ impl TaskClientBuilder {
         E: std::error::Error + Send + Sync + 'static,
     {
         let endpoint = endpoint.into();
-        let followers = Arc::new(super::listen::Followers::default());
+        let followers = Arc::new(Followers::default());
         let handler = Handler {
             followers: followers.clone(),
             handlers: self.handlers.clone(),

@@ -8,7 +8,11 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
-use super::{CALL_RETRIES, ClientError, InputScope, TaskClient, TaskHandle};
+use super::{ClientError, InputScope, TaskClient, TaskHandle};
+
+/// How many times a `tools/call` whose answer was lost to a transport failure is sent again
+/// (with the same idempotency key, so the server answers the task it created).
+pub const CALL_RETRIES: usize = 2;
 
 /// A fresh idempotency key for one logical call: 128 random bits in hex.
 fn idempotency_key() -> String {

@@ -2,6 +2,9 @@
 
 use rmcp::{ErrorData, service::ServiceError};
 
+/// The error an input handler reports.
+pub type InputError = Box<dyn std::error::Error + Send + Sync>;
+
 /// An error of the task client.
 ///
 /// A tool that ran and reported a problem is not an error here: that is a completed call
@@ -94,7 +97,7 @@ pub enum ClientError {
         method: &'static str,
         /// What the handler reported.
         #[source]
-        source: crate::client::InputError,
+        source: InputError,
     },
     /// `tools/call` kept asking for input before starting a task (`input_required` answers)
     /// for more rounds than

@@ -17,7 +17,7 @@ pub(super) struct Handler {
     pub(super) handlers: InputHandlers,
     pub(super) config: ClientConfig,
     /// The handles following tasks by listening.
-    pub(super) followers: std::sync::Arc<super::listen::Followers>,
+    pub(super) followers: std::sync::Arc<super::followers::Followers>,
 }
 
 fn request_cx() -> InputContext {

@@ -39,9 +39,7 @@ use rmcp::model::{
 use serde_json::Value;
 
 use super::ClientError;
-
-/// The error an input handler reports.
-pub type InputError = Box<dyn std::error::Error + Send + Sync>;
+pub use super::error::InputError;
 
 /// What a handler returns: `Some` answers now, `None` leaves the request for a later poll.
 pub type InputAnswer<T> = Result<Option<T>, InputError>;

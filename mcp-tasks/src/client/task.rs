@@ -10,6 +10,36 @@ use rmcp::{
 
 use super::{ClientError, InputScope, TaskClient, TaskReference, listen::Pushing};
 
+impl TaskClient {
+    /// A handle on task `task_id` of this server, with its current snapshot (`tasks/get`).
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] with `-32602` for a task that is unknown, expired, or not yours.
+    pub async fn task(&self, task_id: &str) -> Result<TaskHandle, ClientError> {
+        let snapshot = self.get_task(task_id).await?;
+        Ok(TaskHandle::from_snapshot(self.clone(), snapshot))
+    }
+
+    /// Continues following the task of `reference`, e.g. in a new process after a restart.
+    /// The client must be connected to the reference's endpoint. Input keys the reference
+    /// lists as answered are never asked again, even while a server's snapshots still show
+    /// them.
+    ///
+    /// # Errors
+    /// [`ClientError::EndpointMismatch`]; otherwise as for [`TaskClient::task`].
+    pub async fn resume(&self, reference: &TaskReference) -> Result<TaskHandle, ClientError> {
+        if reference.endpoint != self.inner.endpoint {
+            return Err(ClientError::EndpointMismatch {
+                reference: reference.endpoint.to_string(),
+                connected: self.inner.endpoint.to_string(),
+            });
+        }
+        let snapshot = self.get_task(&reference.task_id).await?;
+        Ok(TaskHandle::from_snapshot(self.clone(), snapshot)
+            .with_answered(reference.answered_keys.iter().cloned()))
+    }
+}
+
 /// How a task ended.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -8,8 +8,17 @@ use rmcp::model::{
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::{Failure, InputKind, TaskContext, failure::decode, form};
+use super::{Failure, InputKind, TaskContext, failure::decode};
 use crate::errors;
+
+/// A form elicitation of `message` with `schema`.
+pub(super) fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: schema,
+    }
+}
 
 /// The longest input-request key a tool may choose, in bytes.
 pub const MAX_INPUT_KEY_LEN: usize = 64;

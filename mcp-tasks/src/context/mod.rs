@@ -11,7 +11,7 @@
     reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
 )]
 
-use std::{any::TypeId, fmt, sync::Arc};
+use std::any::TypeId;
 
 use rmcp::model::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
@@ -23,50 +23,21 @@ use tracing::Instrument as _;
 use crate::errors;
 
 mod failure;
+mod handle;
 mod host;
 mod input;
 mod state;
 
 pub use failure::{Failure, ProgressError, StepError};
+pub use handle::TaskContext;
 pub(crate) use host::{Host, InputKind, Progress, StepSlot};
 pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use state::State;
 
 use failure::decode;
-
-/// A form elicitation of `message` with `schema`.
-fn form(message: String, schema: ElicitationSchema) -> ElicitRequestParams {
-    ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: schema,
-    }
-}
-
-/// The handle a tool receives: its task id, status messages, cancellation, input from the
-/// client, durable steps, and the application state registered on the toolkit.
-///
-/// Cheap to clone; every clone refers to the same call.
-#[derive(Clone)]
-pub struct TaskContext {
-    host: Arc<dyn Host>,
-}
-
-impl fmt::Debug for TaskContext {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TaskContext")
-            .field("task_id", &self.task_id())
-            .field("tool", &self.tool_name())
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
+use input::form;
 
 impl TaskContext {
-    pub(crate) fn new(host: Arc<dyn Host>) -> Self {
-        Self { host }
-    }
-
     /// The task id, once the call runs as a task; `None` for an inline call, and also at
     /// the very start of a call that becomes a task (the task is created once the work first
     /// waits, so that input can be asked before it exists). Inside a [step](Self::step), after

@@ -20,6 +20,7 @@ use rmcp::{
 
 use super::{
     negotiation::Incoming,
+    owner::visible_task,
     request::{idempotency_key, validate_responses},
     request_state,
 };
@@ -450,19 +451,4 @@ impl Engine {
             meta.0.entry(key.clone()).or_insert_with(|| value.clone());
         }
     }
-}
-
-/// This crate as the default `serverInfo`.
-/// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
-/// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
-/// `notifications/tasks` (`push/`), from this same read.
-pub(super) async fn visible_task(
-    runtime: &Runtime,
-    id: &str,
-    owner: &str,
-) -> Result<Option<TaskSnapshot>, StoreError> {
-    Ok(runtime
-        .read(id)
-        .await?
-        .filter(|snapshot| &*snapshot.owner == owner))
 }

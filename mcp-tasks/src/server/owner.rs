@@ -1,6 +1,11 @@
-//! [`Owner`]: whose a task is.
+//! [`Owner`]: whose a task is, and what of a task an owner sees ([`visible_task`]).
 
 use std::sync::Arc;
+
+use crate::{
+    runtime::Runtime,
+    store::{StoreError, TaskSnapshot},
+};
 
 /// The principal a task belongs to: only requests of the same principal can read or steer
 /// the task.
@@ -23,3 +28,17 @@ impl Owner {
 
 /// The default owner of requests that carry no [`Owner`].
 pub const DEFAULT_OWNER: &str = "anonymous";
+
+/// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
+/// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
+/// `notifications/tasks` (`push/`), from this same read.
+pub(super) async fn visible_task(
+    runtime: &Runtime,
+    id: &str,
+    owner: &str,
+) -> Result<Option<TaskSnapshot>, StoreError> {
+    Ok(runtime
+        .read(id)
+        .await?
+        .filter(|snapshot| &*snapshot.owner == owner))
+}

@@ -1,10 +1,96 @@
-//! [`ToolError`]: how a tool function ends when it does not return its output.
+//! The errors of a tool: [`ToolError`], how a tool function ends when it does not return its
+//! output, and [`DefinitionError`], what is wrong with a definition a toolkit registers.
 
-use std::fmt;
+use std::{fmt, time::Duration};
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorData};
 
+use super::settings::{Mode, name_problem};
 use crate::context::{Failure, ProgressError, StepError};
+
+/// What is wrong with a [`ToolDefinition`](super::ToolDefinition), found when a toolkit
+/// registers it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DefinitionError {
+    /// The wire name breaks the MCP rule for tool names, 1 to
+    /// [`MAX_TOOL_NAME_LEN`](super::MAX_TOOL_NAME_LEN) characters of ASCII letters,
+    /// digits, `_`, `-` and `.` (the rule `#[task_tool]` checks at compile time).
+    #[error(
+        "invalid tool name: {}; use 1 to 128 characters of `A-Z`, `a-z`, `0-9`, `_`, `-`, `.`",
+        name_problem(name).unwrap_or("it breaks the tool name rule")
+    )]
+    InvalidName {
+        /// The name as given.
+        name: String,
+    },
+    /// The input schema's root is not `"type": "object"` (e.g. an `#[args]` enum).
+    #[error("the input schema's root must be `\"type\": \"object\"`")]
+    InputSchemaNotObject,
+    /// An inline budget on a tool that is not [`Mode::Optional`].
+    #[error("an inline budget only applies to `Mode::Optional` tools, and this one is `{mode:?}`")]
+    InlineBudgetNotOptional {
+        /// The tool's mode.
+        mode: Mode,
+    },
+    /// An `x-mcp-header` annotation that is not on a property reached through `properties`
+    /// from the root ([`tool::headers`](super::headers) rule 1).
+    #[error(
+        "an `x-mcp-header` annotation must sit on a property (through `properties` from the root), not at {location}"
+    )]
+    HeaderOutsideProperties {
+        /// Where it is: `the schema root`, or a path such as `properties/list/items`.
+        location: String,
+    },
+    /// An `x-mcp-header` value that is not a non-empty HTTP token (rule 2).
+    #[error(
+        "property `{property}`: `x-mcp-header` {header} is not a valid HTTP header name (a non-empty token: ASCII letters, digits and ! # $ % & ' * + - . ^ _ ` | ~)"
+    )]
+    InvalidHeaderName {
+        /// The property, its path dotted.
+        property: String,
+        /// The annotation's value, as JSON.
+        header: String,
+    },
+    /// Two properties annotated with one header name, without regard to case (rule 3).
+    #[error(
+        "the properties `{other}` and `{property}` are both sent as the header `Mcp-Param-{header}` (header names compare without case)"
+    )]
+    DuplicateHeader {
+        /// The second property.
+        property: String,
+        /// The first one.
+        other: String,
+        /// The second one's annotation.
+        header: String,
+    },
+    /// An annotated property whose `type` is not `string`, `integer` or `boolean` (rule 4).
+    #[error(
+        "property `{property}` is sent as the header `Mcp-Param-{header}`, so its schema `type` must be \"string\", \"integer\" or \"boolean\"; found {found}"
+    )]
+    HeaderNotPrimitive {
+        /// The property, its path dotted.
+        property: String,
+        /// The annotation.
+        header: String,
+        /// The `type` it has, as JSON, or `no \`type\``.
+        found: String,
+    },
+    /// A zero poll interval.
+    #[error("the poll interval must be positive")]
+    ZeroPollInterval,
+    /// A zero ttl.
+    #[error("the ttl must be positive")]
+    ZeroTtl,
+    /// A poll interval longer than the ttl: the task would expire before a client polls it.
+    #[error("the poll interval ({poll_interval:?}) is longer than the ttl ({ttl:?})")]
+    PollIntervalLongerThanTtl {
+        /// The poll interval.
+        poll_interval: Duration,
+        /// The ttl.
+        ttl: Duration,
+    },
+}
 
 /// The error a tool function returns.
 ///

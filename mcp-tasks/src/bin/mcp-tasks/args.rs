@@ -47,20 +47,10 @@ enum Sub {
     Call {
         #[command(flatten)]
         operands: ToolOperands,
-        /// One argument; the value is taken as the tool's schema says (a string for string
-        /// properties, else JSON if it parses, else a string). Repeatable.
-        #[arg(long = "arg", value_name = "KEY=VALUE", value_parser = key_value)]
-        args: Vec<(String, String)>,
-        /// The arguments as one JSON object (`--arg` values override its keys).
-        #[arg(long, value_name = "OBJECT", value_parser = json_object)]
-        json: Option<Map<String, Value>>,
-        /// Print the result as JSON instead of its text.
-        #[arg(long)]
-        raw: bool,
+        #[command(flatten)]
+        arguments: Arguments,
         #[command(flatten)]
         follow: Follow,
-        #[command(flatten)]
-        server: Server,
     },
     /// Print a task's current snapshot as JSON.
     #[command(override_usage = "mcp-tasks get <URL> <TASK_ID>\n       \
@@ -68,8 +58,6 @@ enum Sub {
     Get {
         #[command(flatten)]
         operands: TaskOperands,
-        #[command(flatten)]
-        server: Server,
     },
     /// Ask the server to cancel a task (tasks/cancel).
     #[command(override_usage = "mcp-tasks cancel <URL> <TASK_ID>\n       \
@@ -77,8 +65,6 @@ enum Sub {
     Cancel {
         #[command(flatten)]
         operands: TaskOperands,
-        #[command(flatten)]
-        server: Server,
     },
     /// Follow a task to its end, answering its questions.
     #[command(override_usage = "mcp-tasks resume <URL> <TASK_ID> [--raw]\n       \
@@ -86,13 +72,8 @@ enum Sub {
     Resume {
         #[command(flatten)]
         operands: TaskOperands,
-        /// Print the result as JSON instead of its text.
-        #[arg(long)]
-        raw: bool,
         #[command(flatten)]
         follow: Follow,
-        #[command(flatten)]
-        server: Server,
     },
     /// Operators' commands against a server's admin API (list, show, cancel, purge), with
     /// the admin credential in MCP_TASKS_ADMIN_TOKEN.
@@ -106,8 +87,8 @@ enum Sub {
     },
 }
 
-/// The positional words of `call` before `--`: the URL (left out when the server comes
-/// after `--`), then the tool.
+/// The positional words of `call`: the URL (left out when the server comes after `--`),
+/// then the tool, and the server after `--`.
 #[derive(Debug, Args)]
 struct ToolOperands {
     /// The server's MCP endpoint URL; or the tool, when the server comes after `--`.
@@ -116,10 +97,19 @@ struct ToolOperands {
     /// The tool's name (after the URL).
     #[arg(value_name = "TOOL")]
     second: Option<String>,
+    #[command(flatten)]
+    server: Server,
 }
 
-/// The positional words of `get`, `cancel` and `resume` before `--`: the URL (left out when
-/// the server comes after `--`), then the task id.
+impl ToolOperands {
+    /// The server and the tool.
+    fn place(self, sub: &str) -> Result<(Endpoint, String), clap::Error> {
+        place(self.first, self.second, sub, "TOOL", self.server)
+    }
+}
+
+/// The positional words of `get`, `cancel` and `resume`: the URL (left out when the server
+/// comes after `--`), then the task id, and the server after `--`.
 #[derive(Debug, Args)]
 struct TaskOperands {
     /// The server's MCP endpoint URL; or the task id, when the server comes after `--`.
@@ -128,15 +118,40 @@ struct TaskOperands {
     /// The task id (after the URL).
     #[arg(value_name = "TASK_ID")]
     second: Option<String>,
+    #[command(flatten)]
+    server: Server,
 }
 
-/// How a task is followed when the connection drops.
-#[derive(Debug, Args)]
-struct Follow {
+impl TaskOperands {
+    /// The server and the task id.
+    fn place(self, sub: &str) -> Result<(Endpoint, String), clap::Error> {
+        place(self.first, self.second, sub, "TASK_ID", self.server)
+    }
+}
+
+/// The arguments of `call`: `--json`, then each `--arg`.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct Arguments {
+    /// One argument; the value is taken as the tool's schema says (a string for string
+    /// properties, else JSON if it parses, else a string). Repeatable.
+    #[arg(long = "arg", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub args: Vec<(String, String)>,
+    /// The arguments as one JSON object (`--arg` values override its keys).
+    #[arg(long, value_name = "OBJECT", value_parser = json_object)]
+    pub json: Option<Map<String, Value>>,
+}
+
+/// How a task is followed to its end (`call`, `resume`): how its result is printed, and
+/// how long to reconnect when the connection drops.
+#[derive(Debug, Clone, PartialEq, Args)]
+pub struct Follow {
+    /// Print the result as JSON instead of its text.
+    #[arg(long)]
+    pub raw: bool,
     /// How long to keep reconnecting when the server goes away while a task is followed
     /// (a restart), e.g. `30s`, `2m`, `1ms` (give up at once).
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = duration)]
-    reconnect_for: std::time::Duration,
+    pub reconnect_for: std::time::Duration,
 }
 
 /// A duration as `#[task_tool]` takes it (`90s`, `1h30m`).
@@ -161,10 +176,8 @@ pub enum Command {
     Call {
         target: Endpoint,
         tool: String,
-        args: Vec<(String, String)>,
-        json: Option<Map<String, Value>>,
-        raw: bool,
-        reconnect_for: std::time::Duration,
+        arguments: Arguments,
+        follow: Follow,
     },
     Get {
         target: Endpoint,
@@ -177,8 +190,7 @@ pub enum Command {
     Resume {
         target: Endpoint,
         task_id: String,
-        raw: bool,
-        reconnect_for: std::time::Duration,
+        follow: Follow,
     },
     Completions {
         shell: clap_complete::Shell,
@@ -245,46 +257,31 @@ impl Cli {
             }
             Sub::Call {
                 operands,
-                args,
-                json,
-                raw,
+                arguments,
                 follow,
-                server,
             } => {
-                let (target, tool) =
-                    place(operands.first, operands.second, "call", "TOOL", server)?;
+                let (target, tool) = operands.place("call")?;
                 Command::Call {
                     target,
                     tool,
-                    args,
-                    json,
-                    raw,
-                    reconnect_for: follow.reconnect_for,
+                    arguments,
+                    follow,
                 }
             }
-            Sub::Get { operands, server } => {
-                let (target, task_id) =
-                    place(operands.first, operands.second, "get", "TASK_ID", server)?;
+            Sub::Get { operands } => {
+                let (target, task_id) = operands.place("get")?;
                 Command::Get { target, task_id }
             }
-            Sub::Cancel { operands, server } => {
-                let (target, task_id) =
-                    place(operands.first, operands.second, "cancel", "TASK_ID", server)?;
+            Sub::Cancel { operands } => {
+                let (target, task_id) = operands.place("cancel")?;
                 Command::Cancel { target, task_id }
             }
-            Sub::Resume {
-                operands,
-                raw,
-                follow,
-                server,
-            } => {
-                let (target, task_id) =
-                    place(operands.first, operands.second, "resume", "TASK_ID", server)?;
+            Sub::Resume { operands, follow } => {
+                let (target, task_id) = operands.place("resume")?;
                 Command::Resume {
                     target,
                     task_id,
-                    raw,
-                    reconnect_for: follow.reconnect_for,
+                    follow,
                 }
             }
             Sub::Completions { shell } => Command::Completions { shell },
@@ -376,27 +373,25 @@ fn json_object(text: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
-/// The arguments object: `--json`, then each `--arg` converted as the schema's property type
-/// says.
-pub fn arguments(
-    json: Option<Map<String, Value>>,
-    args: &[(String, String)],
-    schema: Option<&Map<String, Value>>,
-) -> Map<String, Value> {
-    let mut out = json.unwrap_or_default();
-    for (key, text) in args {
-        let kind = schema
-            .and_then(|s| s.get("properties"))
-            .and_then(|p| p.get(key))
-            .and_then(|p| p.get("type"))
-            .and_then(Value::as_str);
-        let value = match kind {
-            Some("string") => Value::String(text.clone()),
-            _ => serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.clone())),
-        };
-        out.insert(key.clone(), value);
+impl Arguments {
+    /// The arguments object: `--json`, then each `--arg` converted as the schema's property
+    /// type says.
+    pub fn object(self, schema: Option<&Map<String, Value>>) -> Map<String, Value> {
+        let mut out = self.json.unwrap_or_default();
+        for (key, text) in self.args {
+            let kind = schema
+                .and_then(|s| s.get("properties"))
+                .and_then(|p| p.get(&key))
+                .and_then(|p| p.get("type"))
+                .and_then(Value::as_str);
+            let value = match kind {
+                Some("string") => Value::String(text),
+                _ => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            };
+            out.insert(key, value);
+        }
+        out
     }
-    out
 }
 
 #[cfg(test)]
@@ -429,10 +424,14 @@ mod tests {
             Command::Call {
                 target: Endpoint::http("http://h:1/mcp"),
                 tool: "greet".into(),
-                args: vec![("name".into(), "Ada".into())],
-                json: None,
-                raw: true,
-                reconnect_for: MINUTE,
+                arguments: Arguments {
+                    args: vec![("name".into(), "Ada".into())],
+                    json: None,
+                },
+                follow: Follow {
+                    raw: true,
+                    reconnect_for: MINUTE,
+                },
             }
         );
         assert_eq!(
@@ -440,10 +439,14 @@ mod tests {
             Command::Call {
                 target: Endpoint::stdio("./srv", ["--port", "3"]),
                 tool: "greet".into(),
-                args: vec![("n".into(), "1".into())],
-                json: None,
-                raw: false,
-                reconnect_for: MINUTE,
+                arguments: Arguments {
+                    args: vec![("n".into(), "1".into())],
+                    json: None,
+                },
+                follow: Follow {
+                    raw: false,
+                    reconnect_for: MINUTE,
+                },
             }
         );
         assert_eq!(
@@ -451,10 +454,14 @@ mod tests {
             Command::Call {
                 target: Endpoint::http("http://h/mcp"),
                 tool: "t".into(),
-                args: vec![("b".into(), "2".into())],
-                json: json!({ "a": 1 }).as_object().cloned(),
-                raw: true,
-                reconnect_for: MINUTE,
+                arguments: Arguments {
+                    args: vec![("b".into(), "2".into())],
+                    json: json!({ "a": 1 }).as_object().cloned(),
+                },
+                follow: Follow {
+                    raw: true,
+                    reconnect_for: MINUTE,
+                },
             }
         );
         assert_eq!(
@@ -462,8 +469,10 @@ mod tests {
             Command::Resume {
                 target: Endpoint::http("http://h/mcp"),
                 task_id: "t1".into(),
-                raw: false,
-                reconnect_for: MINUTE,
+                follow: Follow {
+                    raw: false,
+                    reconnect_for: MINUTE,
+                },
             }
         );
         assert_eq!(
@@ -563,15 +572,15 @@ mod tests {
     fn arguments_follow_the_schema() {
         let schema =
             json!({ "properties": { "name": { "type": "string" }, "n": { "type": "integer" } } });
-        let out = arguments(
-            json!({ "a": true }).as_object().cloned(),
-            &[
+        let out = Arguments {
+            json: json!({ "a": true }).as_object().cloned(),
+            args: vec![
                 ("name".into(), "42".into()),
                 ("n".into(), "42".into()),
                 ("free".into(), "hello".into()),
             ],
-            schema.as_object(),
-        );
+        }
+        .object(schema.as_object());
         assert_eq!(
             Value::Object(out),
             json!({ "a": true, "name": "42", "n": 42, "free": "hello" })

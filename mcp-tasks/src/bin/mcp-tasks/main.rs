@@ -20,7 +20,7 @@ use mcp_tasks::{
 };
 use rmcp::model::{CallToolResult, ContentBlock, DetailedTask, TaskStatus};
 
-use args::Command;
+use args::{Command, Follow};
 
 const COMPLETED: u8 = 0;
 const TOOL_ERROR: u8 = 1;
@@ -183,28 +183,24 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
         Command::Resume {
             target,
             task_id,
-            raw,
-            reconnect_for,
+            follow,
         } => {
             let client = connect(&target).await?;
             let task = client.task(&task_id).await?;
             let following = Following {
                 target: &target,
-                raw,
-                reconnect_for,
+                follow,
             };
             following.run(client, task, &mut interrupts).await
         }
         Command::Call {
             target,
             tool,
-            args,
-            json,
-            raw,
-            reconnect_for,
+            arguments,
+            follow,
         } => {
             let client = connect(&target).await?;
-            let schema = if args.is_empty() {
+            let schema = if arguments.args.is_empty() {
                 None
             } else {
                 client
@@ -214,7 +210,7 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                     .find(|t| t.name == tool)
                     .map(|t| (*t.input_schema).clone())
             };
-            let arguments = args::arguments(json, &args, schema.as_ref());
+            let arguments = arguments.object(schema.as_ref());
             let call = tokio::select! {
                 call = client.call(&tool, Some(arguments)) => call?,
                 () = interrupts.next() => {
@@ -226,13 +222,12 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             match call {
                 Call::Inline(result) => {
                     client.close().await;
-                    Ok(print_result(&result, raw))
+                    Ok(print_result(&result, follow.raw))
                 }
                 Call::Task(task) => {
                     let following = Following {
                         target: &target,
-                        raw,
-                        reconnect_for,
+                        follow,
                     };
                     following.run(client, task, &mut interrupts).await
                 }
@@ -285,8 +280,7 @@ impl StatusLine {
 /// Following one task to its end, through server restarts.
 struct Following<'a> {
     target: &'a Endpoint,
-    raw: bool,
-    reconnect_for: Duration,
+    follow: Follow,
 }
 
 impl Following<'_> {
@@ -301,7 +295,7 @@ impl Following<'_> {
         let id = task.id().to_owned();
         eprintln!("task {id} (resume: mcp-tasks resume {} {id})", self.target);
         loop {
-            let error = match follow(&mut task, self.raw, interrupts).await {
+            let error = match follow(&mut task, self.follow.raw, interrupts).await {
                 Err(error) if lost(&error) => error,
                 other => {
                     client.close().await;
@@ -312,7 +306,7 @@ impl Following<'_> {
             eprintln!(
                 "{}; reconnecting for up to {}",
                 cause(&error),
-                mcp_tasks::duration::format(millis(self.reconnect_for))
+                mcp_tasks::duration::format(millis(self.follow.reconnect_for))
             );
             (client, task) = match self.reconnect(&id, interrupts).await {
                 Ok(again) => again,
@@ -328,7 +322,7 @@ impl Following<'_> {
         id: &str,
         interrupts: &mut Interrupts,
     ) -> Result<(TaskClient, TaskHandle), u8> {
-        let deadline = tokio::time::Instant::now() + self.reconnect_for;
+        let deadline = tokio::time::Instant::now() + self.follow.reconnect_for;
         let mut pause = BACKOFF.0;
         loop {
             let last = tokio::select! {

@@ -14,7 +14,7 @@ use rmcp::model::ErrorData;
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
-use crate::{errors, runtime::Runtime, server::engine::visible_task, store::Notice};
+use crate::{errors, runtime::Runtime, server::owner::visible_task, store::Notice};
 
 /// The listen streams of one engine and the dispatcher that feeds them.
 pub(crate) struct Hub {

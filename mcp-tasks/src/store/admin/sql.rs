@@ -1,7 +1,7 @@
 //! The `WHERE` clause of an admin list or count, for both SQL stores: the filter of
 //! [`TaskFilter::matches`](super::TaskFilter::matches) as SQL over the `tasks` table.
 
-use super::{LeaseState, Position, TaskDetail, TaskFilter, status_word};
+use super::{LeaseState, Position, TaskDetail, TaskFilter, TaskQuery, status_word};
 use crate::store::{
     Step,
     codec::{TaskRow, to_i64},
@@ -26,7 +26,7 @@ pub(crate) struct Dialect {
 }
 
 /// `WHERE ...` (or nothing) and its parameters, numbered from 1.
-pub(crate) fn conditions(
+fn conditions(
     dialect: &Dialect,
     filter: &TaskFilter,
     after: Option<&Position>,
@@ -101,6 +101,36 @@ pub(crate) fn conditions(
         format!(" WHERE {}", parts.join(" AND "))
     };
     (clause, params)
+}
+
+/// A page of an admin list: `columns` of the tasks that pass the query's filter, newest
+/// first, one more than the page holds (so the store knows whether another page follows),
+/// and the parameters.
+pub(crate) fn list_query(
+    dialect: &Dialect,
+    columns: &str,
+    query: &TaskQuery,
+    now_ms: u64,
+) -> (String, Vec<Param>) {
+    let (clause, params) = conditions(dialect, &query.filter, query.after.as_ref(), now_ms);
+    let sql = format!(
+        "SELECT {columns} FROM tasks{clause} ORDER BY created_at_ms DESC, {} DESC LIMIT {}",
+        dialect.id,
+        query.limit + 1
+    );
+    (sql, params)
+}
+
+/// An admin count: how many tasks that pass `filter` have each status (rows of status and
+/// count), and the parameters.
+pub(crate) fn count_query(
+    dialect: &Dialect,
+    filter: &TaskFilter,
+    now_ms: u64,
+) -> (String, Vec<Param>) {
+    let (clause, params) = conditions(dialect, filter, None, now_ms);
+    let sql = format!("SELECT status, COUNT(*) FROM tasks{clause} GROUP BY status");
+    (sql, params)
 }
 
 /// One task in detail from its stored row and origin, for both SQL stores: what it was

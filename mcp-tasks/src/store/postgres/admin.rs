@@ -16,7 +16,7 @@ use crate::store::{
     admin::{
         AdminStore, LeaseState, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery,
         TaskSummary,
-        sql::{self, Dialect, Param, conditions},
+        sql::{self, Dialect, Param, count_query, list_query},
     },
     codec::{self, Columns, TASK_COLUMNS, task_columns, to_i64},
     row::TaskOrigin,
@@ -63,14 +63,7 @@ macro_rules! admin_columns {
 impl AdminStore for PostgresStore {
     async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
         self.expire_due().await?;
-        let now = self.clock.now_ms();
-        let (clause, params) = conditions(&DIALECT, &query.filter, query.after.as_ref(), now);
-        let sql = format!(
-            "SELECT {} FROM tasks{clause} ORDER BY created_at_ms DESC, id COLLATE \"C\" DESC \
-             LIMIT {}",
-            admin_columns!(),
-            query.limit + 1
-        );
+        let (sql, params) = list_query(&DIALECT, admin_columns!(), query, self.clock.now_ms());
         let values = values(params);
         let rows = read(&self.pool, &sql, &refs(&values), "could not list the tasks").await?;
         let mut found = Vec::with_capacity(rows.len());
@@ -84,9 +77,7 @@ impl AdminStore for PostgresStore {
 
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
         self.expire_due().await?;
-        let now = self.clock.now_ms();
-        let (clause, params) = conditions(&DIALECT, filter, None, now);
-        let sql = format!("SELECT status, COUNT(*) FROM tasks{clause} GROUP BY status");
+        let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
         let values = values(params);
         let rows = read(
             &self.pool,

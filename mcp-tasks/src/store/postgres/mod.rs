@@ -162,6 +162,30 @@ enum Source {
     Config(Box<tokio_postgres::Config>),
 }
 
+/// The builder's settings; the connection string shown as user, hosts, ports and database,
+/// never with its password.
+impl std::fmt::Debug for PostgresBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut f = f.debug_struct("PostgresBuilder");
+        match &self.source {
+            Source::Url(url) => f.field("url", &pool::shown(url)),
+            Source::Config(config) => f.field("config", &pool::describe(config)),
+        };
+        f.field("ssl_mode", &self.ssl_mode)
+            .field("ssl_root_cert", &self.ssl_root_cert)
+            .field(
+                "tls",
+                &self.tls.as_ref().map(|_| "a connector of the caller's own"),
+            )
+            .field("schema", &self.schema)
+            .field("pool_size", &self.pool_size)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("application_name", &self.application_name)
+            .field("expired_retention", &self.expired_retention)
+            .finish()
+    }
+}
+
 impl PostgresBuilder {
     /// Sets how the store's connections use TLS, over the connection string's `sslmode` (and
     /// the [`tokio_postgres::Config`]'s mode). Every mode but [`SslMode::Disable`] and

@@ -76,37 +76,13 @@ pub(super) fn describe(config: &Config) -> String {
 }
 
 /// The connection string as [`describe`] shows it; one that does not parse, not at all.
-fn shown(conninfo: &str) -> String {
+pub(super) fn shown(conninfo: &str) -> String {
     let parsed = super::tls::split(conninfo)
         .ok()
         .and_then(|(rest, _)| rest.parse::<Config>().ok());
     match parsed {
         Some(config) => describe(&config),
         None => "(not a valid connection string; not shown)".to_owned(),
-    }
-}
-
-/// The builder's settings; the connection string shown as user, hosts, ports and database,
-/// never with its password.
-impl std::fmt::Debug for super::PostgresBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut f = f.debug_struct("PostgresBuilder");
-        match &self.source {
-            super::Source::Url(url) => f.field("url", &shown(url)),
-            super::Source::Config(config) => f.field("config", &describe(config)),
-        };
-        f.field("ssl_mode", &self.ssl_mode)
-            .field("ssl_root_cert", &self.ssl_root_cert)
-            .field(
-                "tls",
-                &self.tls.as_ref().map(|_| "a connector of the caller's own"),
-            )
-            .field("schema", &self.schema)
-            .field("pool_size", &self.pool_size)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("application_name", &self.application_name)
-            .field("expired_retention", &self.expired_retention)
-            .finish()
     }
 }
 

@@ -5,15 +5,15 @@ use async_trait::async_trait;
 use rusqlite::{params, params_from_iter, types::Value as SqlValue};
 
 use super::{
-    SqliteStore, backend,
-    row::{SqliteRow, exec, load},
+    SqliteStore, backend, exec,
+    row::{SqliteRow, load},
     writer::{Effect, Tx},
 };
 use crate::store::{
     StoreError, TaskStore,
     admin::{
         AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
-        sql::{self, Dialect, Param, conditions},
+        sql::{self, Dialect, Param, count_query, list_query},
     },
     codec::{self, TaskRow, task_columns, to_i64},
     row::TaskOrigin,
@@ -39,13 +39,7 @@ fn values(params: Vec<Param>) -> Vec<SqlValue> {
 impl AdminStore for SqliteStore {
     async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
         self.expire_due().await?;
-        let now = self.clock.now_ms();
-        let (clause, params) = conditions(&DIALECT, &query.filter, query.after.as_ref(), now);
-        let sql = format!(
-            "SELECT {} FROM tasks{clause} ORDER BY created_at_ms DESC, id DESC LIMIT {}",
-            task_columns!(),
-            query.limit + 1
-        );
+        let (sql, params) = list_query(&DIALECT, task_columns!(), query, self.clock.now_ms());
         let found = self
             .read(move |conn| {
                 let mut statement = conn.prepare(&sql).map_err(backend)?;
@@ -65,9 +59,7 @@ impl AdminStore for SqliteStore {
 
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
         self.expire_due().await?;
-        let now = self.clock.now_ms();
-        let (clause, params) = conditions(&DIALECT, filter, None, now);
-        let sql = format!("SELECT status, COUNT(*) FROM tasks{clause} GROUP BY status");
+        let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
         self.read(move |conn| {
             let mut statement = conn.prepare(&sql).map_err(backend)?;
             let mut rows = statement

@@ -51,7 +51,7 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use super::{
-    BackendError, StoreError,
+    StoreError,
     memory::{DEFAULT_EXPIRED_RETENTION, DEFAULT_MAX_TASKS},
 };
 use crate::clock::Clock;
@@ -59,14 +59,15 @@ use crate::clock::Clock;
 mod admin;
 mod row;
 mod schema;
+mod sql;
 mod tasks;
 mod writer;
 
 pub use schema::SCHEMA_VERSION;
 
 use super::codec::to_u64;
-use row::exec;
 use schema::migrate;
+use sql::{backend, backend_msg, exec};
 use writer::{Job, LiveSet, Nudge, Pending, Tx};
 
 const READERS: usize = 4;
@@ -94,32 +95,6 @@ impl std::fmt::Debug for SqliteStore {
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
-}
-
-/// A backend error; a SQLite one keeps its extended result code, and is retryable when the
-/// database was busy or locked.
-fn backend(error: impl std::error::Error + Send + Sync + 'static) -> StoreError {
-    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error);
-    let (code, retryable) = match boxed.downcast_ref::<rusqlite::Error>() {
-        Some(rusqlite::Error::SqliteFailure(failure, _)) => (
-            Some(failure.extended_code.to_string()),
-            matches!(
-                failure.code,
-                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-            ),
-        ),
-        _ => (None, false),
-    };
-    StoreError::Backend(
-        BackendError::new("the SQLite task store failed")
-            .with_code(code)
-            .retryable(retryable)
-            .with_source(boxed),
-    )
-}
-
-fn backend_msg(message: String) -> StoreError {
-    StoreError::Backend(BackendError::new(message))
 }
 
 /// A connection with the settings every connection of the store has. It changes nothing in

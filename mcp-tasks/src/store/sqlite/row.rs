@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock};
 use rusqlite::{Connection, params};
 
 use super::{
-    backend,
+    backend, exec,
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -147,15 +147,6 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
         tx.effects.push(Effect::Ended(Arc::clone(&task.id)));
     }
     Ok(())
-}
-
-/// Runs one statement through the connection's statement cache.
-pub(super) fn exec(
-    conn: &Connection,
-    sql: &str,
-    params: impl rusqlite::Params,
-) -> rusqlite::Result<usize> {
-    conn.prepare_cached(sql)?.execute(params)
 }
 
 /// The insert of a new row: its own columns as `?1..?11`, then its origin's, in

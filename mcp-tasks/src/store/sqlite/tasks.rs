@@ -6,8 +6,8 @@ use rmcp::model::InputResponses;
 use rusqlite::{OptionalExtension, params};
 
 use super::{
-    SqliteStore, backend,
-    row::{SqliteRow, exec, insert_task, load, load_live, modify},
+    SqliteStore, backend, exec,
+    row::{SqliteRow, insert_task, load, load_live, modify},
     writer::{Effect, Tx},
 };
 use crate::store::{

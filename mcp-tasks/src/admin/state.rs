@@ -1,0 +1,135 @@
+//! What every admin handler reads ([`Admin`]) and why an admin request fails ([`Failure`]).
+
+use std::sync::Arc;
+
+use axum::{
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+use super::{credential::AdminCredential, query::BadParam};
+use crate::{
+    Engine,
+    clock::Clock,
+    store::{
+        AdminStore, StoreError, TaskStore,
+        admin::{self, Cancelled},
+    },
+};
+
+/// What every handler reads.
+#[derive(Clone)]
+pub(crate) struct Admin {
+    pub(super) engine: Engine,
+    pub(super) credential: Arc<AdminCredential>,
+    pub(super) clock: Clock,
+}
+
+impl Admin {
+    pub(super) fn store(&self) -> &dyn TaskStore {
+        &**self.engine.store()
+    }
+
+    pub(super) fn admin_store(&self) -> Result<&dyn AdminStore, Failure> {
+        self.store().admin().ok_or(Failure::Unsupported)
+    }
+
+    pub(super) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Records a cancel for task `id` and signals its work, wherever it runs (a cluster
+    /// store wakes the instance that runs it).
+    pub(super) async fn cancel(&self, id: &str) -> Result<Cancelled, Failure> {
+        let cancelled = admin::cancel(self.store(), id).await?;
+        if matches!(cancelled, Cancelled::Requested(_)) {
+            self.engine.signal_cancel(id);
+        }
+        Ok(cancelled)
+    }
+}
+
+/// Why an admin request failed, as its response says.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Unauthorized,
+    BadParam(BadParam),
+    NotFound,
+    Unsupported,
+    Forbidden(&'static str),
+    Store(StoreError),
+}
+
+impl From<BadParam> for Failure {
+    fn from(error: BadParam) -> Self {
+        Self::BadParam(error)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound => Self::NotFound,
+            error => Self::Store(error),
+        }
+    }
+}
+
+impl Failure {
+    pub(super) fn status(&self) -> StatusCode {
+        match self {
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::BadParam(_) => StatusCode::BAD_REQUEST,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::Unsupported => StatusCode::NOT_IMPLEMENTED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Store(error) if error.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    pub(super) fn message(&self) -> String {
+        match self {
+            Self::Unauthorized => "the admin API needs its own credential: send \
+                                   `Authorization: Bearer <admin credential>`"
+                .to_owned(),
+            Self::BadParam(error) => format!("query parameter `{}`: {}", error.name, error.message),
+            Self::NotFound => "no task has this id (never created, or purged)".to_owned(),
+            Self::Unsupported => {
+                "this server's task store does not offer the admin operations".to_owned()
+            }
+            Self::Forbidden(why) => (*why).to_owned(),
+            Self::Store(error) => crate::errors::error_chain(error),
+        }
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut error = json!({ "message": self.message() });
+        if let Self::BadParam(bad) = &self {
+            error["parameter"] = Value::String(bad.name.clone());
+        }
+        let mut response = json_response(self.status(), &json!({ "error": error }));
+        if matches!(self, Self::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"mcp-tasks admin\""),
+            );
+        }
+        response
+    }
+}
+
+pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
