@@ -41,5 +41,6 @@ python3 scripts/test_binaries.py subset "$WORK/list.json" "$WORK/subset.json"
 cargo nextest run "${SUBSET[@]}" --locked --profile ci --no-tests=fail
 
 echo "-- tests: the interop workspace (tower-mcp's client against our server)"
+# Its own profile `ci` (interop/.config/nextest.toml): the root's names the root's binaries.
 CARGO_TARGET_DIR="$TARGET_DIR" cargo nextest run --locked --manifest-path interop/Cargo.toml \
-  --config-file "$PWD/.config/nextest.toml" --profile ci --no-tests=fail
+  --profile ci --no-tests=fail
