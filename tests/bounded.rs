@@ -15,8 +15,8 @@ use std::{
 
 use common::{Http, TASKS};
 use mcp_tasks::{
-    ClusterConfig, Engine, State, TaskContext, TaskServer, TaskStore, ToolError, store::NewTask,
-    task_tool, toolkit,
+    ClusterConfig, Engine, MemoryStore, State, TaskContext, TaskServer, TaskStore, ToolError,
+    store::NewTask, task_tool, toolkit,
 };
 use rmcp::model::TaskStatus;
 use serde_json::json;
@@ -118,10 +118,13 @@ async fn a_worker_with_max_running_4_never_runs_more_than_4_of_50_queued() {
 }
 
 /// An instance with `max_running = 2` refuses a third task call with a retryable `-32603`
-/// saying so (nothing is created), and takes one again once a slot is free.
+/// saying so (nothing is created: the store holds the two tasks only), and takes one again
+/// once a slot is free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
+    let store = Arc::new(MemoryStore::new());
     let engine = Engine::builder(toolkit![parked].expect("toolkit"))
+        .with_shared_store(store.clone())
         .with_max_running(2)
         .build();
     let mut http = Http::start(TaskServer::from_engine(engine.clone())).await;
@@ -158,6 +161,7 @@ async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
         "{refused}"
     );
     assert_eq!(engine.running_tasks(), 2);
+    assert_eq!(store.len(), 2, "the refused call created no task");
 
     let (_, cancelled) = http
         .rpc("tasks/cancel", json!({ "taskId": ids[0] }), TASKS)
@@ -175,4 +179,9 @@ async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
         )
         .await;
     assert_eq!(created["result"]["resultType"], "task", "{created}");
+    assert_eq!(
+        store.len(),
+        3,
+        "the two tasks and the one taken once a slot was free"
+    );
 }

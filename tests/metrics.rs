@@ -12,6 +12,10 @@
 //! Every metric in the table of docs/guide/07-operating.md must be on the page at the end
 //! (the cluster ones only when the Postgres part ran).
 //!
+//! No label carries a task id or an owner (a series per task or per caller would grow the
+//! page without bound and show who calls what): every label is one of a known few, and no
+//! value names a task of the run or its owner.
+//!
 //! One test function: the recorder is global to the process, so the parts run in order.
 
 mod common;
@@ -22,8 +26,8 @@ use std::{collections::BTreeMap, time::Duration};
 
 use common::{Http, PLAIN, Patience, TASKS, first_input_key, first_text};
 use mcp_tasks::{
-    ClusterConfig, Engine, HttpOptions, State, TaskContext, TaskServer, ToolError, task_tool,
-    toolkit,
+    ClusterConfig, Engine, HttpOptions, State, StaticTokens, TaskContext, TaskServer, ToolError,
+    task_tool, toolkit,
 };
 use rmcp::model::ErrorData;
 use serde_json::{Value, json};
@@ -118,6 +122,34 @@ impl Page {
         })
     }
 
+    /// Fails naming the series when a label is not one of the known few, or when a label's
+    /// value names one of `ids` (task ids) or `owners`.
+    fn assert_no_task_or_owner_label(&self, ids: &[String], owners: &[&str]) {
+        const LABELS: [&str; 7] = [
+            "tool",
+            "status",
+            "operation",
+            "le",
+            "reason",
+            "kind",
+            "code",
+        ];
+        assert!(!ids.is_empty() && !owners.is_empty());
+        for series in self.0.keys() {
+            let Some((_, labels)) = series.split_once('{') else {
+                continue;
+            };
+            for label in labels.trim_end_matches('}').split(',') {
+                let (name, value) = label.split_once('=').expect("a label");
+                assert!(LABELS.contains(&name), "unexpected label {name}: {series}");
+                let value = value.trim_matches('"');
+                for named in ids.iter().map(String::as_str).chain(owners.iter().copied()) {
+                    assert!(!value.contains(named), "{series} names {named}");
+                }
+            }
+        }
+    }
+
     /// The sum over every series of `name` whose labels include `labels`.
     fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
@@ -166,6 +198,9 @@ fn task_id(response: &Value) -> String {
     response["result"]["taskId"].as_str().unwrap().to_owned()
 }
 
+/// The owner of the memory part's calls.
+const OWNER: &str = "owner-metrics-7f3a";
+
 fn peer(http: Http) -> common::Peer {
     common::Peer::Http(http)
 }
@@ -191,14 +226,20 @@ async fn memory_part(scrape_router: axum::Router) {
     )
     .with_expiry_sweep(Duration::from_millis(100))
     .build();
-    let router = mcp_tasks::http_router(TaskServer::from_engine(engine), HttpOptions::new())
-        .merge(scrape_router);
-    let http = Http::start_router(router).await;
+    // One caller, with an owner of its own (the default owner is checked in the cluster part).
+    let tokens = StaticTokens::parse(&format!("{OWNER}:TOKEN_M")).expect("a token");
+    let router = mcp_tasks::http_router(
+        TaskServer::from_engine(engine),
+        HttpOptions::new().with_static_tokens(tokens),
+    )
+    .merge(scrape_router);
+    let mut http = Http::start_router(router).await;
+    http.extra = vec![("authorization", "Bearer TOKEN_M".to_owned())];
     let base = http.url.trim_end_matches("/mcp").to_owned();
     let mut raw = Http {
         url: http.url.clone(),
         client: reqwest::Client::new(),
-        extra: Vec::new(),
+        extra: http.extra.clone(),
         next_id: 1000,
     };
     let mut peer = peer(http);
@@ -243,6 +284,9 @@ async fn memory_part(scrape_router: axum::Router) {
         during.value("mcp_tasks_tasks_created_total", &[("tool", "steady")]),
         2.0
     );
+    let mut all_ids = ids.clone();
+    all_ids.extend([stopping.clone(), asked.clone(), expiring.clone()]);
+    during.assert_no_task_or_owner_label(&all_ids, &[OWNER]);
 
     // Answer, cancel, let one expire.
     let key = first_input_key(&waiting);
@@ -402,6 +446,7 @@ async fn memory_part(scrape_router: axum::Router) {
         1.0
     );
     assert_eq!(after.sum("mcp_tasks_requests_refused_total", &[]), 1.0);
+    after.assert_no_task_or_owner_label(&all_ids, &[OWNER]);
     // Help texts are there.
     let text = reqwest::get(format!("{base}/metrics"))
         .await
@@ -526,6 +571,24 @@ async fn cluster_part(scrape_router: axum::Router) -> bool {
     )
     .await;
     let base = front.url.trim_end_matches("/mcp").to_owned();
+    // Every instance listens before anything is queued: a wake-up sent before a listener's
+    // LISTEN is not heard by it, and the count of queued wake-ups below is exact.
+    let raw = db.raw().await;
+    let patience = Patience::new("the four instances listening");
+    loop {
+        let listening = raw
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = $1 \
+                 AND query ILIKE 'LISTEN%' AND state = 'idle'",
+                &[&db.schema],
+            )
+            .await
+            .expect("the listening connections");
+        if listening.len() == 4 {
+            break;
+        }
+        patience.wait().await;
+    }
     let before = scrape(&base).await;
     let mut front = peer(front);
     let mut runner = peer(runner);
@@ -539,11 +602,30 @@ async fn cluster_part(scrape_router: axum::Router) -> bool {
     for id in &queued {
         assert_eq!(front.wait_terminal(id).await["status"], "completed");
     }
+    // Every instance hears every queued wake-up: four listeners, three tasks, twelve; no
+    // more (nothing else was queued or released yet).
+    let heard = |page: &Page| {
+        page.value("mcp_tasks_wakeups_received_total", &[("kind", "queued")])
+            - before.value("mcp_tasks_wakeups_received_total", &[("kind", "queued")])
+    };
+    let patience = Patience::new("twelve queued wake-ups heard");
+    let queued_heard = loop {
+        let page = scrape(&base).await;
+        if heard(&page) >= 12.0 {
+            break heard(&page);
+        }
+        assert!(
+            !patience.expired(),
+            "{} queued wake-ups heard",
+            heard(&page)
+        );
+        patience.wait().await;
+    };
+    assert_eq!(queued_heard, 12.0, "4 listeners x 3 queued tasks");
 
     // A task on the runner whose epoch moves on behind its back (as another instance's
     // takeover would): its next write is refused as fenced, and the lease is lost.
     let fenced = task_id(&runner.call("gated_pg", json!({}), TASKS).await);
-    let raw = db.raw().await;
     let bumped = raw
         .execute(
             "UPDATE tasks SET epoch = epoch + 1 WHERE id = $1",
@@ -608,8 +690,6 @@ async fn cluster_part(scrape_router: axum::Router) -> bool {
         ),
         3.0
     );
-    // Every instance hears every queued wake-up (four listeners, three tasks).
-    assert!(page.value("mcp_tasks_wakeups_received_total", &[("kind", "queued")]) >= 3.0);
     assert!(page.value("mcp_tasks_wakeups_received_total", &[("kind", "cancel")]) >= 1.0);
     // One fenced write, one lease lost to it; one lease not renewed in time.
     assert_eq!(page.value("mcp_tasks_fenced_writes_total", &[]), 1.0);
@@ -634,7 +714,9 @@ async fn cluster_part(scrape_router: axum::Router) -> bool {
             &[("operation", "queue_depth")]
         ) >= 1.0
     );
-    let _ = (fenced, unrenewed);
+    let mut all_ids = queued.clone();
+    all_ids.extend([fenced, unrenewed, to_cancel]);
+    page.assert_no_task_or_owner_label(&all_ids, &[mcp_tasks::DEFAULT_OWNER]);
     for name in documented() {
         assert!(page.has(&name), "{name} is documented but not on the page");
     }

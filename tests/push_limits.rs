@@ -1,14 +1,19 @@
 //! The listen limits of `Limits` (issue 22, "Limits"): task ids per `subscriptions/listen`
 //! (`with_max_listen_task_ids`, `-32602` beyond) and open listen streams per owner
 //! (`with_max_listen_streams_per_owner`, `-32603` beyond, a closed stream gives its place
-//! back), set below their defaults and hit over Streamable HTTP on 127.0.0.1.
+//! back), set below their defaults and hit over Streamable HTTP on 127.0.0.1. The stream
+//! limit is per owner: two owners with bearer tokens each reach it on their own, and one at
+//! its cap does not hold another back.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{Http, Patience, TASKS};
-use mcp_tasks::{Engine, Limits, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{
+    Engine, HttpOptions, Limits, StaticTokens, TaskContext, TaskServer, ToolError, task_tool,
+    toolkit,
+};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
@@ -52,7 +57,34 @@ async fn call(server: &mut Http) -> String {
 /// A listen for `ids`: `Ok` with the open response (an SSE stream), or `Err` with the
 /// JSON-RPC error body.
 async fn listen(server: &Http, id: u64, ids: &[String]) -> Result<reqwest::Response, Value> {
-    let response = server.open_listen(json!(id), ids).await;
+    opened(server.open_listen(json!(id), ids).await).await
+}
+
+/// [`listen`] as the owner of bearer `token`.
+async fn listen_as(
+    server: &Http,
+    token: &str,
+    id: u64,
+    ids: &[String],
+) -> Result<reqwest::Response, Value> {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": { "_meta": common::meta(TASKS), "notifications": { "taskIds": ids } } });
+    let response = server
+        .client
+        .post(&server.url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", common::V2026)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    opened(response).await
+}
+
+async fn opened(response: reqwest::Response) -> Result<reqwest::Response, Value> {
     let sse = response
         .headers()
         .get("content-type")
@@ -122,6 +154,57 @@ async fn the_streams_per_owner_limit_is_set_and_hit() {
             }
         }
     }
+}
+
+/// The limit counts each owner's streams apart: with two owners (bearer tokens) and a limit
+/// of 2, one owner at its cap is refused while the other still opens both of its own, and
+/// then reaches its own cap; the refusal names the owner refused.
+#[tokio::test]
+async fn the_streams_per_owner_limit_is_per_owner() {
+    let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").unwrap();
+    let engine = Engine::builder(toolkit![idle].expect("a toolkit"))
+        .with_limits(Limits::default().with_max_listen_streams_per_owner(2))
+        .build();
+    let mut server = Http::start_router(mcp_tasks::http_router(
+        TaskServer::from_engine(engine),
+        HttpOptions::new().with_static_tokens(tokens),
+    ))
+    .await;
+    server.extra = vec![("authorization", "Bearer TOKEN_A".to_owned())];
+    let alice_task = vec![call(&mut server).await];
+    server.extra = vec![("authorization", "Bearer TOKEN_B".to_owned())];
+    let bob_task = vec![call(&mut server).await];
+
+    let mut open = Vec::new();
+    for id in 1..=2 {
+        open.push(
+            listen_as(&server, "TOKEN_A", id, &alice_task)
+                .await
+                .unwrap_or_else(|e| panic!("alice's stream {id}: {e}")),
+        );
+    }
+    let refused = listen_as(&server, "TOKEN_A", 3, &alice_task)
+        .await
+        .expect_err("alice's third stream");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(refused["error"]["data"]["maxListenStreams"], 2, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("owner `alice`"), "{message}");
+    // Alice at her cap (her two streams still open) does not hold Bob back.
+    for id in 1..=2 {
+        open.push(
+            listen_as(&server, "TOKEN_B", id, &bob_task)
+                .await
+                .unwrap_or_else(|e| panic!("bob's stream {id}, alice at her cap: {e}")),
+        );
+    }
+    let refused = listen_as(&server, "TOKEN_B", 3, &bob_task)
+        .await
+        .expect_err("bob's third stream");
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("owner `bob`"), "{message}");
+    assert_eq!(open.len(), 4, "two streams of each owner open at once");
 }
 
 /// The shape of `examples/delegate.rs`: a handler of the application's own that routes the

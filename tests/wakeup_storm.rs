@@ -8,7 +8,11 @@
 //! notifications for tasks that do not exist, B answers every task and then cancels every
 //! one. A's listener hands each burst to a buffer of one, so the runtime lags and most of
 //! the real wake-ups among the storm are dropped: only the re-read that a lag sets off can
-//! deliver them in time.
+//! deliver them in time. That a lag happened is checked, not assumed: the process's
+//! Prometheus recorder counts the wake-ups missed (`mcp_tasks_wakeups_missed_total`). The
+//! count is the process's, A's and B's together (the metrics name no instance); of the two
+//! listeners on one feed, A's buffer of one is the first to overflow, and a storm that
+//! overflows none (too small, or over before the answers) fails here.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -102,6 +106,16 @@ async fn all_within(what: &str, done: &Mutex<HashSet<String>>, ids: &[String]) -
     }
 }
 
+/// The value of the unlabelled counter `name` in a Prometheus scrape (0 when absent).
+fn counter(scrape: &str, name: &str) -> u64 {
+    scrape
+        .lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .map(|value| value.trim().parse::<f64>().expect("a counter's value"))
+        .map(|value| value as u64)
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_wakeups_lose_no_answer_and_no_cancel() {
     let Some(db) = pg::Db::new().await else {
@@ -114,6 +128,7 @@ async fn lagging_wakeups_lose_no_answer_and_no_cancel() {
         .connect()
         .await
         .expect("A connects");
+    let metrics = mcp_tasks::metrics::install_prometheus().expect("the process's recorder");
     let store_b = db.store().await.expect("B connects");
     let seen = Seen::default();
     let mut a = instance(store_a, "a", &seen).await;
@@ -173,8 +188,13 @@ async fn lagging_wakeups_lose_no_answer_and_no_cancel() {
         })
     };
     // Let the first bursts reach A.
+    let patience = common::Patience::with_bound("the first 3 bursts of the storm", BOUND);
     while bursts.load(Ordering::SeqCst) < 3 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(
+            !storm.is_finished(),
+            "the storm stopped before its third burst"
+        );
+        patience.wait().await;
     }
 
     for (id, key) in ids.iter().zip(&keys) {
@@ -199,10 +219,17 @@ async fn lagging_wakeups_lose_no_answer_and_no_cancel() {
     for id in &ids {
         assert_eq!(get(&mut a, id).await["status"], "cancelled", "{id}");
     }
+    // The storm overflowed A's buffer: without a lag, the re-read path never ran and the
+    // answers came by their wake-ups, which proves nothing here.
+    let missed = counter(&metrics.render(), mcp_tasks::metrics::WAKEUPS_MISSED);
+    assert!(
+        missed > 0,
+        "no wake-up was missed: the storm did not make A lag, so its re-read went untested"
+    );
     eprintln!(
         "{TASKS} tasks under a storm of {} bursts of {BURST} notifications, a wake-up buffer \
-         of 1 and a re-read every 2 minutes: every answer in {answers_took:?}, every cancel \
-         in {cancels_took:?}",
+         of 1 and a re-read every 2 minutes: {missed} wake-ups missed, every answer in \
+         {answers_took:?}, every cancel in {cancels_took:?}",
         bursts.load(Ordering::SeqCst)
     );
 }

@@ -59,6 +59,37 @@ async fn lists_counts_details_cancels_and_purges() {
     assert_eq!(status, 200, "{all}");
     assert_eq!(ids(&all).len(), 6);
     assert!(all["nextCursor"].is_null());
+
+    // Without the credential every route is refused, and the refused ones changed nothing:
+    // the destructive purge (three tasks had ended) and cancel too. The counts below are
+    // still those of the tasks as they were made.
+    let anonymous = reqwest::Client::new();
+    for (method, path) in [
+        ("GET", "tasks".to_owned()),
+        ("GET", "counts".to_owned()),
+        ("GET", format!("tasks/{}", ids_of.boom)),
+        ("GET", format!("tasks/{}", ids_of.ask)),
+        ("POST", "purge".to_owned()),
+        ("POST", format!("tasks/{}/cancel", ids_of.spin[0])),
+    ] {
+        let url = format!("{api}/{path}");
+        let request = if method == "GET" {
+            anonymous.get(&url)
+        } else {
+            anonymous.post(&url)
+        };
+        let response = request.send().await.expect("the admin API answers");
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        assert_eq!(status, 401, "{method} {path} without a credential: {text}");
+        assert!(!text.contains(&ids_of.boom), "{method} {path}: {text}");
+    }
+    let (_, unchanged) = get(&format!("{api}/tasks")).await;
+    assert_eq!(
+        ids(&unchanged),
+        ids(&all),
+        "the refused requests removed no task"
+    );
     let (_, spins) = get(&format!("{api}/tasks?tool=spin")).await;
     let mut spin_ids = ids(&spins);
     spin_ids.sort();
