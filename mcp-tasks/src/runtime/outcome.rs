@@ -9,7 +9,9 @@ use std::{
 
 use tracing::Instrument;
 
-use super::{Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, result_object};
+use super::{
+    Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, placement::Fence, result_object,
+};
 use crate::{
     errors,
     store::{Outcome, StoreError, Transition},
@@ -71,21 +73,21 @@ impl Runtime {
             return;
         }
         self.lifecycle.count_drained(lifecycle::Drained::Stopped);
-        let lease = live.lease();
         let resumable = self
             .tools
             .toolkit
             .get(tool)
             .is_some_and(|registered| registered.definition.restart() == RestartPolicy::Resume);
-        let cluster = self.store.cluster();
+        // In a cluster the work ran under a lease (`Lost` without one).
+        let fence = self.placement.fence(|| live.lease());
         if resumable {
-            let Some((cluster, lease)) = cluster.zip(lease) else {
+            let Fence::Held(cluster, lease) = fence else {
                 tracing::info!(task_id = %id, "work stopped by the shutdown; the next start \
                     resumes the task");
                 self.lifecycle.count_drained(lifecycle::Drained::Left);
                 return;
             };
-            match cluster.release(&lease).await {
+            match cluster.store.release(&lease).await {
                 Ok(()) => {
                     tracing::info!(task_id = %id, epoch = lease.epoch,
                         "work stopped by the shutdown; lease released for another instance");
@@ -99,10 +101,12 @@ impl Runtime {
         let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(
             SHUT_DOWN_MESSAGE.to_owned(),
         )));
-        // Work runs under a lease in cluster mode: without one it lost it.
-        if cluster.is_some() && lease.is_none() {
-            return;
-        }
+        let lease = match fence {
+            Fence::Unfenced => None,
+            Fence::Held(_, lease) => Some(lease),
+            // Work runs under a lease in cluster mode: without one it lost it.
+            Fence::Lost => return,
+        };
         let finish = Transition::Finish(outcome);
         match self.store.apply(id, lease.as_ref(), finish).await {
             Ok(()) => {

@@ -28,8 +28,7 @@ use crate::{
     runtime::{
         Runtime, ShutdownReport, StartError,
         call::{Answer, Call, Notifier},
-        cluster,
-        recover::{RecoveryReport, recover},
+        recover::RecoveryReport,
     },
     store::{StoreError, TaskSnapshot, TaskStore},
     tool::Mode,
@@ -406,13 +405,7 @@ impl Engine {
     /// first claim runs at start); the leases of what `recover` claims are renewed once the
     /// engine is started.
     pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
-        if let Some((_, instance)) = self.runtime.cluster() {
-            if !instance.config.execution {
-                return Ok(RecoveryReport::default());
-            }
-            return cluster::claim(&self.runtime).await;
-        }
-        recover(&self.runtime).await
+        self.runtime.recover().await
     }
 
     /// The task, if the request may see it.
@@ -426,7 +419,7 @@ impl Engine {
         if !incoming.negotiation.declares_tasks {
             return Err(errors::tasks_capability_required());
         }
-        match visible_task(&self.runtime, id, &incoming.owner).await {
+        match self.runtime.visible(id, &incoming.owner).await {
             Ok(Some(snapshot)) => Ok(snapshot),
             Ok(None) => Err(errors::task_not_found(method)),
             Err(error) => Err(errors::store_failure(&error)),
@@ -450,19 +443,4 @@ impl Engine {
             meta.0.entry(key.clone()).or_insert_with(|| value.clone());
         }
     }
-}
-
-/// This crate as the default `serverInfo`.
-/// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
-/// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
-/// `notifications/tasks` (`push/`), from this same read.
-pub(super) async fn visible_task(
-    runtime: &Runtime,
-    id: &str,
-    owner: &str,
-) -> Result<Option<TaskSnapshot>, StoreError> {
-    Ok(runtime
-        .read(id)
-        .await?
-        .filter(|snapshot| &*snapshot.owner == owner))
 }

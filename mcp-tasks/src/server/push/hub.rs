@@ -14,7 +14,7 @@ use rmcp::model::ErrorData;
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
-use crate::{errors, runtime::Runtime, server::engine::visible_task, store::Notice};
+use crate::{errors, runtime::Runtime, store::Notice};
 
 /// The listen streams of one engine and the dispatcher that feeds them.
 pub(crate) struct Hub {
@@ -249,7 +249,7 @@ async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, r
     } = register;
     let mut agreed = Vec::new();
     for id in ids {
-        let snapshot = match visible_task(runtime, &id, &owner).await {
+        let snapshot = match runtime.visible(&id, &owner).await {
             Ok(Some(snapshot)) => snapshot,
             Ok(None) => continue,
             Err(error) => {
@@ -314,7 +314,7 @@ async fn refresh(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, id: 
         return;
     }
     let owner = watch.owner.clone();
-    match visible_task(runtime, id, &owner).await {
+    match runtime.visible(id, &owner).await {
         Ok(Some(snapshot)) => {
             let (state, terminal) = state_of(snapshot);
             let Some(watch) = watches.get_mut(id) else {
