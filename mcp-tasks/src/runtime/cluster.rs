@@ -26,25 +26,35 @@
 //!    ([`ClusterStore::claim_queued`]), at once when a queued wake-up arrives.
 //! 5. **Expiry** runs on every instance (the reaper of [`Runtime`]); the store splits the due
 //!    rows between the sweeping instances.
-//! 6. **Self-fencing.** Each lease held here has a local deadline on this process's
-//!    monotonic clock: the instant the request that granted or last renewed it was *sent*,
-//!    plus the lease length. The store set its own deadline (on the database clock) after
-//!    that request arrived, so the local one is never later. A renewal is given until the
-//!    lease's fence point, [`ClusterConfig::fence_margin`] before the local deadline; work
-//!    whose lease was not renewed by then is cancelled here, as a `tasks/cancel` cancels
-//!    it, and marked as having lost its lease: it writes nothing more, not even its outcome,
-//!    and no new step or input request of it starts. That happens before any other instance
-//!    can claim the task, however the store became unreachable (a partition, an overloaded
-//!    or restarting database). A step *in flight* at that moment is not interrupted (its
-//!    code sees the cancellation only if it waits on it): it may still run to its end, and
-//!    its result is not stored, so the instance that takes the task over runs that step
-//!    again. At most that one step per task runs twice; steps are at-least-once, as in
-//!    every durable-execution system, and belong to code that tolerates a repeat (an
-//!    idempotent write, or one keyed by the task id and step).
+//! 6. **Self-fencing: one runner per task.** Each lease held here has a local deadline on
+//!    this process's monotonic clock: the instant the request that granted or last renewed
+//!    it was *sent*, plus the lease length (never the instant of the reply). The store set
+//!    its own deadline (on the database clock) after that request arrived, so the local one
+//!    is never later, and no other instance can claim the task before it. A renewal is
+//!    given until the lease's *fence point*, [`ClusterConfig::fence_margin`] before the local
+//!    deadline; work whose lease was not renewed by then is cancelled here, as a
+//!    `tasks/cancel` cancels it, and marked as having lost its lease: it writes nothing
+//!    more, not even its outcome, and no new step or input request of it starts. Then, at
+//!    its *halt point*, half the margin before the local deadline, the work's future is
+//!    dropped if it has not ended: the step in flight ends there, whether or not its code
+//!    waits on the cancellation, and its side effects stop. Work whose lease another
+//!    instance took (a renewal or write refused as fenced) is dropped at once. So the
+//!    ordering is: told to stop, dropped, and only then can the lease lapse anywhere and
+//!    another instance start the task; however the store became unreachable (a partition,
+//!    an overloaded or restarting database), a task's code never runs on two instances at
+//!    once. What a tool author must still expect: a step cut mid-way (at the fence point or
+//!    dropped at the halt point) did not store its result, so the instance that takes the
+//!    task over runs that step again, from its start, later and never concurrently; a step
+//!    belongs to code that tolerates being cut at any await and run again (an idempotent
+//!    write, or one keyed by the task id and step). The guarantee assumes this process's
+//!    monotonic clock does not run slower than the database's by more than half the margin
+//!    over one lease, and that this process's tokio runtime is not stalled past the halt
+//!    point (a blocking step that never yields cannot be dropped: keep blocking work in
+//!    `spawn_blocking`, whose thread runs to its end).
 //! 7. **Winding-down work is not taken twice.** A task whose earlier work still runs here
-//!    after it lost its lease (its in-flight step has not ended) is not replayed here when
-//!    this instance claims it again: the claimed lease is left to lapse, and the task is
-//!    taken (here or elsewhere) once that work ended.
+//!    after it lost its lease (between its fence point and its halt point) is not replayed
+//!    here when this instance claims it again: the claimed lease is left to lapse, and the
+//!    task is taken (here or elsewhere) once that work ended or was dropped.
 //! 8. **Owned loops.** The loops start with the runtime and stop with it (`lifecycle.rs`):
 //!    claims at the start of a shutdown (a claim pass under way ends after its batch, and
 //!    what it claimed runs under the grace period), renewals and wake-ups at its end, once
@@ -156,15 +166,23 @@ async fn renew_all(runtime: &Arc<Runtime>, instance: &Cluster) {
         .await;
 }
 
-/// The instant work under a lease with local deadline `deadline` stops unless renewed.
+/// The instant work under a lease with local deadline `deadline` is told to stop unless
+/// renewed.
 fn fence_point(deadline: Instant, margin: Duration) -> Instant {
     deadline.checked_sub(margin).unwrap_or(deadline)
 }
 
-/// Stops the work whose lease reached its fence point unrenewed (invariant 6), until the
-/// runtime stops. It wakes at the next fence point, and at least every half margin (for
-/// leases granted meanwhile), so work stops between the margin and half the margin before
-/// its local deadline.
+/// The instant work told to stop at its fence point is dropped, if it is still running:
+/// half the margin before the local deadline.
+fn halt_point(deadline: Instant, margin: Duration) -> Instant {
+    fence_point(deadline, margin / 2)
+}
+
+/// Stops the work whose lease reached its fence point unrenewed, and drops it at its halt
+/// point (invariant 6), until the runtime stops. It wakes at the next of those points, and
+/// at least every half margin (for leases granted meanwhile), so work is told to stop
+/// between the margin and half the margin before its local deadline, and dropped half the
+/// margin before it.
 async fn fence_loop(runtime: Arc<Runtime>, margin: Duration) {
     let stop = runtime.lifecycle.stop_token().clone();
     let most = (margin / 2).max(Duration::from_millis(1));
@@ -181,24 +199,40 @@ async fn fence_loop(runtime: Arc<Runtime>, margin: Duration) {
 }
 
 impl Runtime {
-    /// Stops the work here whose lease reached its fence point at `now` (invariant 6);
-    /// the earliest fence point still ahead, if any.
+    /// Stops the work here whose lease reached its fence point at `now`, and drops the
+    /// work that reached its halt point (invariant 6); the earliest of those points still
+    /// ahead, if any.
     pub(crate) fn fence_overdue(&self, now: Instant, margin: Duration) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut overdue = Vec::new();
         for (id, live) in self.live_map().iter() {
-            if live.fenced.load(Ordering::Acquire) {
-                continue;
-            }
             let Some(deadline) = live.lease().and_then(|lease| lease.deadline) else {
                 continue;
             };
-            let point = fence_point(deadline, margin);
-            if point <= now {
-                overdue.push((Arc::clone(id), Arc::clone(live), deadline));
+            // Told to stop already (or its lease lost): dropped at its halt point, before
+            // the lease can lapse anywhere, unless it ended meanwhile.
+            let point = if live.fenced.load(Ordering::Acquire) {
+                if live.halt.is_cancelled() {
+                    continue;
+                }
+                let point = halt_point(deadline, margin);
+                if point <= now {
+                    tracing::warn!(task_id = %id, "the work did not stop at its lease's fence \
+                        point: dropping it before the lease can lapse");
+                    live.halt.cancel();
+                    continue;
+                }
+                point
             } else {
-                next = Some(next.map_or(point, |next| next.min(point)));
-            }
+                let point = fence_point(deadline, margin);
+                if point <= now {
+                    overdue.push((Arc::clone(id), Arc::clone(live), deadline));
+                    halt_point(deadline, margin)
+                } else {
+                    point
+                }
+            };
+            next = Some(next.map_or(point, |next| next.min(point)));
         }
         for (id, live, deadline) in overdue {
             if !live.fenced.swap(true, Ordering::AcqRel) {
@@ -467,7 +501,78 @@ mod tests {
             "and is no longer renewed"
         );
         assert!(!later.is_cancelled());
+        // Next: t1's halt point, half the margin before its deadline.
+        assert_eq!(next, Some(start + Duration::from_millis(2700)));
+        let halt = runtime.get_live("t1").unwrap().halt.clone();
+        assert!(!halt.is_cancelled(), "told to stop, not dropped yet");
+
+        // At t1's halt point its work is dropped; then t2's fence point is next.
+        let next = runtime.fence_overdue(start + Duration::from_millis(2700), margin);
+        assert!(halt.is_cancelled(), "dropped before the lease can lapse");
         assert_eq!(next, Some(start + Duration::from_millis(3400)));
+    }
+
+    /// A lease taken by another instance (a write or renewal refused as fenced): the work
+    /// is dropped at once, not at its halt point; a refusal under an older epoch than the
+    /// one the work holds now changes nothing.
+    #[tokio::test(start_paused = true)]
+    async fn work_whose_lease_was_taken_is_dropped_at_once() {
+        let runtime = runtime();
+        let cancel = held(&runtime, "t1", Duration::from_secs(30), Instant::now());
+        let halt = runtime.get_live("t1").unwrap().halt.clone();
+        runtime.lost_at("t1", 0);
+        assert!(
+            !cancel.is_cancelled() && !halt.is_cancelled(),
+            "an older epoch"
+        );
+        runtime.lost_at("t1", 1);
+        assert!(cancel.is_cancelled(), "told to stop");
+        assert!(halt.is_cancelled(), "and dropped at once");
+    }
+
+    /// A step that does not wait on its cancellation (a plain sleep, then a side effect)
+    /// is dropped before its lease can lapse: its side effect never happens here, and the
+    /// task is forgotten, so that the instance that takes it over is its only runner.
+    #[tokio::test(start_paused = true)]
+    async fn work_that_ignores_its_cancellation_is_dropped_before_the_lease_lapses() {
+        use std::sync::atomic::AtomicBool;
+        let runtime = runtime();
+        let start = Instant::now();
+        let lease = Duration::from_secs(3);
+        let cancel = held(&runtime, "t1", lease, start);
+        let effect = Arc::new(AtomicBool::new(false));
+        let work = {
+            let effect = Arc::clone(&effect);
+            async move {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                effect.store(true, Ordering::SeqCst);
+                crate::runtime::Ended::Cancelled
+            }
+        };
+        runtime.spawn(
+            Arc::from("t1"),
+            Arc::from("tool"),
+            tracing::Span::none(),
+            work,
+        );
+        let stop = runtime.lifecycle.stop_token().clone();
+        let watchdog = tokio::spawn(fence_loop(Arc::clone(&runtime), Duration::from_millis(600)));
+        cancel.cancelled().await;
+        while runtime.live_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let dropped = Instant::now() - start;
+        assert!(
+            dropped >= Duration::from_millis(2700) && dropped < lease,
+            "dropped {dropped:?} after the grant, for a lease of 3 s and a margin of 600 ms"
+        );
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert!(
+            !effect.load(Ordering::SeqCst),
+            "the side effect never happens here"
+        );
+        stop.cancel();
+        watchdog.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

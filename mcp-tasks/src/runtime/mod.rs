@@ -99,6 +99,10 @@ struct LiveTask {
     lease: Mutex<Option<Lease>>,
     /// The lease was lost: the work is cancelled and writes nothing more.
     fenced: AtomicBool,
+    /// Drops the work's future (`outcome.rs`, [`Runtime::spawn`]): cancelled before the
+    /// lease could lapse anywhere (`cluster.rs`, invariant 6), so that the work runs
+    /// nowhere else at the same time.
+    halt: CancellationToken,
     /// Held (shared) by every step write under way: the drain waits for them (exclusive)
     /// before it hands the task over, so a step that ran is stored, not run again.
     step_writes: Arc<tokio::sync::RwLock<()>>,
@@ -274,10 +278,16 @@ impl Runtime {
 
     /// As [`Runtime::lost`], unless the work here holds a newer lease than the one at
     /// `epoch` that was refused (this instance claimed its own lapsed task meanwhile).
+    /// Another instance holds the lease now (or will soon): the work is also dropped at
+    /// once (invariant 6 of `cluster.rs`), not only cancelled.
     pub(crate) fn lost_at(&self, id: &str, epoch: u64) {
-        let current = self.get_live(id).and_then(|live| live.lease());
+        let live = self.get_live(id);
+        let current = live.as_ref().and_then(|live| live.lease());
         if current.is_none_or(|lease| lease.epoch <= epoch) {
             self.lost(id);
+            if let Some(live) = live {
+                live.halt.cancel();
+            }
         }
     }
 
@@ -361,6 +371,7 @@ impl Runtime {
             _slot: slot,
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
+            halt: CancellationToken::new(),
             step_writes: Arc::default(),
             gauges,
         });

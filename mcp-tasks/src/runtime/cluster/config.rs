@@ -103,9 +103,11 @@ impl ClusterConfig {
 
     /// Sets how long before a lease's local deadline work whose lease could not be renewed
     /// stops here (default: a fifth of the lease, 6 s of the default 30 s). The work is
-    /// cancelled as a `tasks/cancel` cancels it, and writes nothing more, before any other
-    /// instance can claim the task; give it the time the tools' code needs to notice a
-    /// cancellation. Kept below the lease.
+    /// cancelled as a `tasks/cancel` cancels it, and writes nothing more; half the margin
+    /// before the deadline, work still running is dropped (the step in flight ends there,
+    /// and runs again from its start on the instance that takes the task over), all before
+    /// any other instance can claim the task. Give it twice the time the tools' code needs
+    /// to notice a cancellation and end on its own. Kept below the lease.
     ///
     /// ```
     /// use std::time::Duration;
