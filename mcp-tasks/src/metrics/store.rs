@@ -14,9 +14,18 @@ use crate::store::{
     TaskStore, Transition,
 };
 
-/// `store`, timed.
-pub(crate) fn timed(store: Arc<dyn TaskStore>) -> Arc<dyn TaskStore> {
-    Arc::new(Timed(store))
+/// `store`, timed, and its cluster operations, timed too, when it has some
+/// ([`TaskStore::cluster`]): the runtime's placement keeps them apart (`runtime/placement.rs`),
+/// so the timed store itself answers `None` to `cluster()` and every cluster operation goes
+/// through the one timed cluster half.
+pub(crate) fn timed(
+    store: Arc<dyn TaskStore>,
+) -> (Arc<dyn TaskStore>, Option<Arc<dyn ClusterStore>>) {
+    let cluster = store
+        .cluster()
+        .is_some()
+        .then(|| Arc::new(TimedCluster(Arc::clone(&store))) as Arc<dyn ClusterStore>);
+    (Arc::new(Timed(store)), cluster)
 }
 
 /// Runs `call`, recording how long it took under `operation`.
@@ -31,9 +40,13 @@ async fn time<T>(operation: &'static str, call: impl Future<Output = T>) -> T {
 /// A store whose every call is timed.
 struct Timed(Arc<dyn TaskStore>);
 
-impl Timed {
-    fn cluster_store(&self) -> Result<&dyn ClusterStore, StoreError> {
-        // `cluster()` answers `Some(self)` only when the inner store is a cluster store.
+/// The cluster operations of a store that has them, each call timed.
+struct TimedCluster(Arc<dyn TaskStore>);
+
+impl TimedCluster {
+    /// The store's cluster operations: made only for a store that has them ([`timed`]); one
+    /// that stopped offering them since answers [`StoreError::NotFound`].
+    fn inner(&self) -> Result<&dyn ClusterStore, StoreError> {
         self.0.cluster().ok_or(StoreError::NotFound)
     }
 }
@@ -90,19 +103,15 @@ impl TaskStore for Timed {
         time("expire_due", self.0.expire_due()).await
     }
 
-    fn cluster(&self) -> Option<&dyn ClusterStore> {
-        self.0.cluster().map(|_| self as &dyn ClusterStore)
-    }
-
     fn admin(&self) -> Option<&dyn AdminStore> {
         self.0.admin()
     }
 }
 
 #[async_trait]
-impl ClusterStore for Timed {
+impl ClusterStore for TimedCluster {
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        time("renew", self.cluster_store()?.renew(lease)).await
+        time("renew", self.inner()?.renew(lease)).await
     }
 
     async fn claim_lapsed(
@@ -111,7 +120,7 @@ impl ClusterStore for Timed {
         lease: Duration,
         limit: usize,
     ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        let cluster = self.cluster_store()?;
+        let cluster = self.inner()?;
         time("claim_lapsed", cluster.claim_lapsed(instance, lease, limit)).await
     }
 
@@ -121,7 +130,7 @@ impl ClusterStore for Timed {
         lease: Duration,
         limit: usize,
     ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        let cluster = self.cluster_store()?;
+        let cluster = self.inner()?;
         let claimed = time("claim_queued", cluster.claim_queued(instance, lease, limit)).await;
         if let Ok(claimed) = &claimed {
             for (task, _) in claimed {
@@ -132,22 +141,22 @@ impl ClusterStore for Timed {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        time("release", self.cluster_store()?.release(lease)).await
+        time("release", self.inner()?.release(lease)).await
     }
 
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
-        time("answers", self.cluster_store()?.answers(id)).await
+        time("answers", self.inner()?.answers(id)).await
     }
 
     async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
-        time("queue_depth", self.cluster_store()?.queue_depth()).await
+        time("queue_depth", self.inner()?.queue_depth()).await
     }
 
     fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Notice> {
-        match self.0.cluster() {
-            Some(cluster) => cluster.wakeups(),
-            // Never reached: `cluster()` is `None` then. A closed channel.
-            None => tokio::sync::broadcast::channel(1).1,
-        }
+        // A store that stopped offering cluster operations: a closed feed.
+        self.inner().map_or_else(
+            |_| tokio::sync::broadcast::channel(1).1,
+            ClusterStore::wakeups,
+        )
     }
 }

@@ -26,25 +26,35 @@
 //!    ([`ClusterStore::claim_queued`]), at once when a queued wake-up arrives.
 //! 5. **Expiry** runs on every instance (the reaper of [`Runtime`]); the store splits the due
 //!    rows between the sweeping instances.
-//! 6. **Self-fencing.** Each lease held here has a local deadline on this process's
-//!    monotonic clock: the instant the request that granted or last renewed it was *sent*,
-//!    plus the lease length. The store set its own deadline (on the database clock) after
-//!    that request arrived, so the local one is never later. A renewal is given until the
-//!    lease's fence point, [`ClusterConfig::fence_margin`] before the local deadline; work
-//!    whose lease was not renewed by then is cancelled here, as a `tasks/cancel` cancels
-//!    it, and marked as having lost its lease: it writes nothing more, not even its outcome,
-//!    and no new step or input request of it starts. That happens before any other instance
-//!    can claim the task, however the store became unreachable (a partition, an overloaded
-//!    or restarting database). A step *in flight* at that moment is not interrupted (its
-//!    code sees the cancellation only if it waits on it): it may still run to its end, and
-//!    its result is not stored, so the instance that takes the task over runs that step
-//!    again. At most that one step per task runs twice; steps are at-least-once, as in
-//!    every durable-execution system, and belong to code that tolerates a repeat (an
-//!    idempotent write, or one keyed by the task id and step).
+//! 6. **Self-fencing: one runner per task.** Each lease held here has a local deadline on
+//!    this process's monotonic clock: the instant the request that granted or last renewed
+//!    it was *sent*, plus the lease length (never the instant of the reply). The store set
+//!    its own deadline (on the database clock) after that request arrived, so the local one
+//!    is never later, and no other instance can claim the task before it. A renewal is
+//!    given until the lease's *fence point*, [`ClusterConfig::fence_margin`] before the local
+//!    deadline; work whose lease was not renewed by then is cancelled here, as a
+//!    `tasks/cancel` cancels it, and marked as having lost its lease: it writes nothing
+//!    more, not even its outcome, and no new step or input request of it starts. Then, at
+//!    its *halt point*, half the margin before the local deadline, the work's future is
+//!    dropped if it has not ended: the step in flight ends there, whether or not its code
+//!    waits on the cancellation, and its side effects stop. Work whose lease another
+//!    instance took (a renewal or write refused as fenced) is dropped at once. So the
+//!    ordering is: told to stop, dropped, and only then can the lease lapse anywhere and
+//!    another instance start the task; however the store became unreachable (a partition,
+//!    an overloaded or restarting database), a task's code never runs on two instances at
+//!    once. What a tool author must still expect: a step cut mid-way (at the fence point or
+//!    dropped at the halt point) did not store its result, so the instance that takes the
+//!    task over runs that step again, from its start, later and never concurrently; a step
+//!    belongs to code that tolerates being cut at any await and run again (an idempotent
+//!    write, or one keyed by the task id and step). The guarantee assumes this process's
+//!    monotonic clock does not run slower than the database's by more than half the margin
+//!    over one lease, and that this process's tokio runtime is not stalled past the halt
+//!    point (a blocking step that never yields cannot be dropped: keep blocking work in
+//!    `spawn_blocking`, whose thread runs to its end).
 //! 7. **Winding-down work is not taken twice.** A task whose earlier work still runs here
-//!    after it lost its lease (its in-flight step has not ended) is not replayed here when
-//!    this instance claims it again: the claimed lease is left to lapse, and the task is
-//!    taken (here or elsewhere) once that work ended.
+//!    after it lost its lease (between its fence point and its halt point) is not replayed
+//!    here when this instance claims it again: the claimed lease is left to lapse, and the
+//!    task is taken (here or elsewhere) once that work ended or was dropped.
 //! 8. **Owned loops.** The loops start with the runtime and stop with it (`lifecycle.rs`):
 //!    claims at the start of a shutdown (a claim pass under way ends after its batch, and
 //!    what it claimed runs under the grace period), renewals and wake-ups at its end, once
@@ -60,235 +70,43 @@ use tokio::{sync::Notify, time::Instant};
 
 use super::{
     Runtime,
+    placement::Cluster,
     recover::{Cause, take},
 };
 use crate::{
     RecoveryReport,
     store::{ClusterStore, StoreError},
-    toolkit::{StateMap, Toolkit},
 };
 
+pub(crate) mod config;
 mod wakeups;
 
+pub(crate) use config::random_instance_id;
+pub use config::{
+    ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL, DEFAULT_REREAD_INTERVAL,
+};
 use wakeups::wakeup_loop;
-
-/// Default lease length: how long a task whose instance died waits before another instance
-/// takes it over.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-/// Default interval between two renewals of the leases an instance holds (a third of the
-/// lease).
-pub const DEFAULT_RENEWAL: Duration = Duration::from_secs(10);
-/// Default interval between two claims of lapsed (and queued) tasks.
-pub const DEFAULT_CLAIM_INTERVAL: Duration = Duration::from_secs(2);
-/// Default interval between two re-reads of the tasks that run here, which cover a lost
-/// wake-up.
-pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Tasks one claim takes at most; a full claim is repeated at once.
 const CLAIM_BATCH: usize = 32;
 /// Leases renewed at once.
 const RENEW_CONCURRENCY: usize = 8;
 
-/// How an instance shares a task space with others, when its store is a [`ClusterStore`]
-/// (`PostgresStore`); ignored with a single-process store.
-///
-/// | setting | default |
-/// | --- | --- |
-/// | [`with_lease`](Self::with_lease) | [`DEFAULT_LEASE`] (30 s) |
-/// | [`with_renewal`](Self::with_renewal) | [`DEFAULT_RENEWAL`] (10 s) |
-/// | [`with_claim_interval`](Self::with_claim_interval) | [`DEFAULT_CLAIM_INTERVAL`] (2 s) |
-/// | [`with_reread_interval`](Self::with_reread_interval) | [`DEFAULT_REREAD_INTERVAL`] (2 s) |
-/// | [`with_fence_margin`](Self::with_fence_margin) | a fifth of the lease (6 s) |
-/// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
-/// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
-///
-/// ```
-/// use std::time::Duration;
-/// use mcp_tasks::ClusterConfig;
-///
-/// // A front that only records tasks; workers run them.
-/// let front = ClusterConfig::default()
-///     .with_queued_calls(true)
-///     .with_execution(false);
-/// // Faster takeover: a dead instance's tasks move after about 5 s.
-/// let quick = ClusterConfig::default()
-///     .with_lease(Duration::from_secs(5))
-///     .with_renewal(Duration::from_millis(1500));
-/// assert!(quick.lease() > quick.renewal());
-/// # let _ = front;
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[must_use]
-pub struct ClusterConfig {
-    pub(crate) lease: Duration,
-    pub(crate) renewal: Duration,
-    pub(crate) claim_interval: Duration,
-    pub(crate) reread_interval: Duration,
-    pub(crate) fence_margin: Option<Duration>,
-    pub(crate) queued_calls: bool,
-    pub(crate) execution: bool,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        Self {
-            lease: DEFAULT_LEASE,
-            renewal: DEFAULT_RENEWAL,
-            claim_interval: DEFAULT_CLAIM_INTERVAL,
-            reread_interval: DEFAULT_REREAD_INTERVAL,
-            fence_margin: None,
-            queued_calls: false,
-            execution: true,
-        }
-    }
-}
-
-impl ClusterConfig {
-    /// Sets the lease length (default [`DEFAULT_LEASE`]): a task whose instance died or
-    /// stalled is taken over about this long after its last renewal. At least 1 ms.
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets how often the leases are renewed (default [`DEFAULT_RENEWAL`]); keep it well
-    /// within the lease (a third is usual). At least 1 ms.
-    pub fn with_renewal(mut self, renewal: Duration) -> Self {
-        self.renewal = renewal.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets how often the instance claims lapsed and queued tasks (default
-    /// [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
-    pub fn with_claim_interval(mut self, interval: Duration) -> Self {
-        self.claim_interval = interval.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets how often the instance re-reads the tasks whose work runs here, for a cancel
-    /// intent or answers whose wake-up was lost (default [`DEFAULT_REREAD_INTERVAL`]). At
-    /// least 1 ms.
-    pub fn with_reread_interval(mut self, interval: Duration) -> Self {
-        self.reread_interval = interval.max(Duration::from_millis(1));
-        self
-    }
-
-    /// Sets how long before a lease's local deadline work whose lease could not be renewed
-    /// stops here (default: a fifth of the lease, 6 s of the default 30 s). The work is
-    /// cancelled as a `tasks/cancel` cancels it, and writes nothing more, before any other
-    /// instance can claim the task; give it the time the tools' code needs to notice a
-    /// cancellation. Kept below the lease.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use mcp_tasks::ClusterConfig;
-    ///
-    /// let config = ClusterConfig::default().with_lease(Duration::from_secs(10));
-    /// assert_eq!(config.fence_margin(), Duration::from_secs(2));
-    /// let config = config.with_fence_margin(Duration::from_secs(3));
-    /// assert_eq!(config.fence_margin(), Duration::from_secs(3));
-    /// ```
-    pub fn with_fence_margin(mut self, margin: Duration) -> Self {
-        self.fence_margin = Some(margin);
-        self
-    }
-
-    /// With `true`, a `tools/call` that runs as a task only records the task, queued, and
-    /// starts no work here: any executing instance or [`Worker`](crate::Worker) claims it
-    /// and runs it under a lease (default `false`: the receiving instance runs it).
-    ///
-    /// Questions a tool asks before its task exists (`before_task`, answered inline by
-    /// multi round-trip requests) cannot be asked by a front that does not run the work:
-    /// with queued calls they are asked through the task (`input_required`, answered with
-    /// `tasks/update`), like every other question. The inline budget of `optional` tools
-    /// does not apply either: a declaring call always gets a task.
-    pub fn with_queued_calls(mut self, queued: bool) -> Self {
-        self.queued_calls = queued;
-        self
-    }
-
-    /// With `false`, this instance runs no work of other instances' calls: it neither takes
-    /// over lapsed tasks nor claims queued ones (a pure front; default `true`).
-    pub fn with_execution(mut self, execution: bool) -> Self {
-        self.execution = execution;
-        self
-    }
-
-    /// The lease length.
-    #[must_use]
-    pub fn lease(&self) -> Duration {
-        self.lease
-    }
-
-    /// The renewal interval.
-    #[must_use]
-    pub fn renewal(&self) -> Duration {
-        self.renewal
-    }
-
-    /// The claim interval.
-    #[must_use]
-    pub fn claim_interval(&self) -> Duration {
-        self.claim_interval
-    }
-
-    /// The re-read interval.
-    #[must_use]
-    pub fn reread_interval(&self) -> Duration {
-        self.reread_interval
-    }
-
-    /// How long before a lease's local deadline unrenewed work stops here (see
-    /// [`with_fence_margin`](Self::with_fence_margin)); always below the lease.
-    #[must_use]
-    pub fn fence_margin(&self) -> Duration {
-        let margin = self.fence_margin.unwrap_or(self.lease / 5);
-        margin.min(self.lease.saturating_sub(Duration::from_millis(1)))
-    }
-
-    /// Whether calls are only recorded, queued.
-    #[must_use]
-    pub fn queued_calls(&self) -> bool {
-        self.queued_calls
-    }
-
-    /// Whether this instance takes over lapsed tasks and claims queued ones.
-    #[must_use]
-    pub fn execution(&self) -> bool {
-        self.execution
-    }
-}
-
-/// A random instance id: `instance-` and 64 random bits in hex.
-pub(crate) fn random_instance_id() -> Arc<str> {
-    let id = crate::id::new_task_id();
-    Arc::from(format!("instance-{}", &id[id.len() - 16..]))
-}
-
-/// What the cluster loops need besides the runtime.
-#[derive(Clone)]
-pub(crate) struct Tools {
-    pub(crate) toolkit: Arc<Toolkit>,
-    pub(crate) state: Arc<StateMap>,
-}
-
-/// Spawns the cluster loops of `runtime` on its loop tracker (renewals, wake-ups and, on an
-/// executing instance, claims); a no-op for a single-process store. Called once, by
+/// Spawns the cluster loops of `runtime`, instance `instance`, on its loop tracker
+/// (renewals, wake-ups and, on an executing instance, claims). Called once, by
 /// [`Runtime::start`].
-pub(crate) fn start(runtime: &Arc<Runtime>) {
-    let Some((_, instance)) = runtime.cluster() else {
-        return;
-    };
+pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
     let claim_now = Arc::new(Notify::new());
     let wakeups = runtime.subscribe();
     let loops = runtime.lifecycle.loops();
-    loops.spawn(renew_loop(Arc::clone(runtime), instance.config.renewal));
+    loops.spawn(renew_loop(Arc::clone(runtime), Arc::clone(instance)));
     loops.spawn(fence_loop(
         Arc::clone(runtime),
         instance.config.fence_margin(),
     ));
     loops.spawn(wakeup_loop(
         Arc::clone(runtime),
+        Arc::clone(&instance.store),
         wakeups,
         instance.config.reread_interval,
         claim_now.clone(),
@@ -296,24 +114,23 @@ pub(crate) fn start(runtime: &Arc<Runtime>) {
     if instance.config.execution {
         loops.spawn(claim_loop(
             Arc::clone(runtime),
-            instance.config.claim_interval,
+            Arc::clone(instance),
             claim_now,
         ));
     }
 }
 
 /// Renews every lease held here, each [`ClusterConfig::renewal`], until the runtime stops.
-async fn renew_loop(runtime: Arc<Runtime>, every: Duration) {
+async fn renew_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
     let stop = runtime.lifecycle.stop_token().clone();
-    super::lifecycle::periodic(stop, every, true, || renew_all(&runtime)).await;
+    let every = instance.config.renewal;
+    super::lifecycle::periodic(stop, every, true, || renew_all(&runtime, &instance)).await;
 }
 
 /// One renewal of every lease held here. Each is given until its fence point (invariant
 /// 6): one still unanswered then is dropped, and its work stops.
-async fn renew_all(runtime: &Arc<Runtime>) {
-    let Some((cluster, instance)) = runtime.cluster() else {
-        return;
-    };
+async fn renew_all(runtime: &Arc<Runtime>, instance: &Cluster) {
+    let cluster = &*instance.store;
     let margin = instance.config.fence_margin();
     futures::stream::iter(runtime.leases())
         .for_each_concurrent(RENEW_CONCURRENCY, |lease| async move {
@@ -349,15 +166,23 @@ async fn renew_all(runtime: &Arc<Runtime>) {
         .await;
 }
 
-/// The instant work under a lease with local deadline `deadline` stops unless renewed.
+/// The instant work under a lease with local deadline `deadline` is told to stop unless
+/// renewed.
 fn fence_point(deadline: Instant, margin: Duration) -> Instant {
     deadline.checked_sub(margin).unwrap_or(deadline)
 }
 
-/// Stops the work whose lease reached its fence point unrenewed (invariant 6), until the
-/// runtime stops. It wakes at the next fence point, and at least every half margin (for
-/// leases granted meanwhile), so work stops between the margin and half the margin before
-/// its local deadline.
+/// The instant work told to stop at its fence point is dropped, if it is still running:
+/// half the margin before the local deadline.
+fn halt_point(deadline: Instant, margin: Duration) -> Instant {
+    fence_point(deadline, margin / 2)
+}
+
+/// Stops the work whose lease reached its fence point unrenewed, and drops it at its halt
+/// point (invariant 6), until the runtime stops. It wakes at the next of those points, and
+/// at least every half margin (for leases granted meanwhile), so work is told to stop
+/// between the margin and half the margin before its local deadline, and dropped half the
+/// margin before it.
 async fn fence_loop(runtime: Arc<Runtime>, margin: Duration) {
     let stop = runtime.lifecycle.stop_token().clone();
     let most = (margin / 2).max(Duration::from_millis(1));
@@ -374,24 +199,40 @@ async fn fence_loop(runtime: Arc<Runtime>, margin: Duration) {
 }
 
 impl Runtime {
-    /// Stops the work here whose lease reached its fence point at `now` (invariant 6);
-    /// the earliest fence point still ahead, if any.
+    /// Stops the work here whose lease reached its fence point at `now`, and drops the
+    /// work that reached its halt point (invariant 6); the earliest of those points still
+    /// ahead, if any.
     pub(crate) fn fence_overdue(&self, now: Instant, margin: Duration) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut overdue = Vec::new();
         for (id, live) in self.live_map().iter() {
-            if live.fenced.load(Ordering::Acquire) {
-                continue;
-            }
             let Some(deadline) = live.lease().and_then(|lease| lease.deadline) else {
                 continue;
             };
-            let point = fence_point(deadline, margin);
-            if point <= now {
-                overdue.push((Arc::clone(id), Arc::clone(live), deadline));
+            // Told to stop already (or its lease lost): dropped at its halt point, before
+            // the lease can lapse anywhere, unless it ended meanwhile.
+            let point = if live.fenced.load(Ordering::Acquire) {
+                if live.halt.is_cancelled() {
+                    continue;
+                }
+                let point = halt_point(deadline, margin);
+                if point <= now {
+                    tracing::warn!(task_id = %id, "the work did not stop at its lease's fence \
+                        point: dropping it before the lease can lapse");
+                    live.halt.cancel();
+                    continue;
+                }
+                point
             } else {
-                next = Some(next.map_or(point, |next| next.min(point)));
-            }
+                let point = fence_point(deadline, margin);
+                if point <= now {
+                    overdue.push((Arc::clone(id), Arc::clone(live), deadline));
+                    halt_point(deadline, margin)
+                } else {
+                    point
+                }
+            };
+            next = Some(next.map_or(point, |next| next.min(point)));
         }
         for (id, live, deadline) in overdue {
             if !live.fenced.swap(true, Ordering::AcqRel) {
@@ -416,18 +257,18 @@ impl Runtime {
 /// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`] and at once on a
 /// queued wake-up, until intake stops. A pass under way is not cut short: it ends after
 /// its batch (see [`claim`]).
-async fn claim_loop(runtime: Arc<Runtime>, every: Duration, claim_now: Arc<Notify>) {
+async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>, claim_now: Arc<Notify>) {
     let stop = runtime.lifecycle.intake_token().clone();
-    let mut tick = tokio::time::interval(every);
+    let mut tick = tokio::time::interval(instance.config.claim_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            _ = tick.tick() => sample_queue(&runtime).await,
+            _ = tick.tick() => sample_queue(&*instance.store).await,
             () = claim_now.notified() => {}
         }
-        if let Err(error) = claim(&runtime).await {
+        if let Err(error) = claim(&runtime, &instance).await {
             tracing::warn!(%error, "claiming tasks failed; retrying");
         }
     }
@@ -435,11 +276,12 @@ async fn claim_loop(runtime: Arc<Runtime>, every: Duration, claim_now: Arc<Notif
 
 /// One claim pass: every queued task, then every lapsed one, in batches; no further batch
 /// once intake stopped (a shutdown began): what a batch claimed is always taken.
-pub(crate) async fn claim(runtime: &Arc<Runtime>) -> Result<RecoveryReport, StoreError> {
+pub(crate) async fn claim(
+    runtime: &Arc<Runtime>,
+    instance: &Cluster,
+) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
-    let Some((cluster, instance)) = runtime.cluster() else {
-        return Ok(report);
-    };
+    let cluster = &*instance.store;
     for cause in [Cause::Queued, Cause::Lapsed] {
         loop {
             if runtime.lifecycle.intake_token().is_cancelled() {
@@ -526,11 +368,8 @@ async fn claim_batch(
     }
 }
 
-/// Samples the queue depth of `runtime`'s cluster store (a failed count is not recorded).
-async fn sample_queue(runtime: &Runtime) {
-    let Some((cluster, _)) = runtime.cluster() else {
-        return;
-    };
+/// Samples the queue depth of the cluster store (a failed count is not recorded).
+async fn sample_queue(cluster: &dyn ClusterStore) {
     match cluster.queue_depth().await {
         Ok(Some(depth)) => crate::metrics::queue_depth(depth),
         Ok(None) => {}
@@ -543,9 +382,47 @@ mod tests {
     use super::*;
     use crate::{
         runtime::{Settings, Tools},
-        store::{Lease, MemoryStore, Notice},
+        store::{Lease, MemoryStore, Notice, Recovery},
+        toolkit::{StateMap, Toolkit},
     };
+    use rmcp::model::InputResponses;
     use tokio_util::sync::CancellationToken;
+
+    /// The cluster operations of a runtime over a memory store, for the wake-up loop: it
+    /// reads no answers in these tests, and every operation answers `NotFound`.
+    struct Unshared;
+
+    #[async_trait::async_trait]
+    impl ClusterStore for Unshared {
+        async fn renew(&self, _: &Lease) -> Result<Lease, StoreError> {
+            Err(StoreError::NotFound)
+        }
+        async fn claim_lapsed(
+            &self,
+            _: &str,
+            _: Duration,
+            _: usize,
+        ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+            Err(StoreError::NotFound)
+        }
+        async fn claim_queued(
+            &self,
+            _: &str,
+            _: Duration,
+            _: usize,
+        ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+            Err(StoreError::NotFound)
+        }
+        async fn release(&self, _: &Lease) -> Result<(), StoreError> {
+            Err(StoreError::NotFound)
+        }
+        async fn answers(&self, _: &str) -> Result<InputResponses, StoreError> {
+            Err(StoreError::NotFound)
+        }
+        fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Notice> {
+            tokio::sync::broadcast::channel(1).1
+        }
+    }
 
     fn runtime() -> Arc<Runtime> {
         let tools = Tools {
@@ -624,7 +501,78 @@ mod tests {
             "and is no longer renewed"
         );
         assert!(!later.is_cancelled());
+        // Next: t1's halt point, half the margin before its deadline.
+        assert_eq!(next, Some(start + Duration::from_millis(2700)));
+        let halt = runtime.get_live("t1").unwrap().halt.clone();
+        assert!(!halt.is_cancelled(), "told to stop, not dropped yet");
+
+        // At t1's halt point its work is dropped; then t2's fence point is next.
+        let next = runtime.fence_overdue(start + Duration::from_millis(2700), margin);
+        assert!(halt.is_cancelled(), "dropped before the lease can lapse");
         assert_eq!(next, Some(start + Duration::from_millis(3400)));
+    }
+
+    /// A lease taken by another instance (a write or renewal refused as fenced): the work
+    /// is dropped at once, not at its halt point; a refusal under an older epoch than the
+    /// one the work holds now changes nothing.
+    #[tokio::test(start_paused = true)]
+    async fn work_whose_lease_was_taken_is_dropped_at_once() {
+        let runtime = runtime();
+        let cancel = held(&runtime, "t1", Duration::from_secs(30), Instant::now());
+        let halt = runtime.get_live("t1").unwrap().halt.clone();
+        runtime.lost_at("t1", 0);
+        assert!(
+            !cancel.is_cancelled() && !halt.is_cancelled(),
+            "an older epoch"
+        );
+        runtime.lost_at("t1", 1);
+        assert!(cancel.is_cancelled(), "told to stop");
+        assert!(halt.is_cancelled(), "and dropped at once");
+    }
+
+    /// A step that does not wait on its cancellation (a plain sleep, then a side effect)
+    /// is dropped before its lease can lapse: its side effect never happens here, and the
+    /// task is forgotten, so that the instance that takes it over is its only runner.
+    #[tokio::test(start_paused = true)]
+    async fn work_that_ignores_its_cancellation_is_dropped_before_the_lease_lapses() {
+        use std::sync::atomic::AtomicBool;
+        let runtime = runtime();
+        let start = Instant::now();
+        let lease = Duration::from_secs(3);
+        let cancel = held(&runtime, "t1", lease, start);
+        let effect = Arc::new(AtomicBool::new(false));
+        let work = {
+            let effect = Arc::clone(&effect);
+            async move {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                effect.store(true, Ordering::SeqCst);
+                crate::runtime::Ended::Cancelled
+            }
+        };
+        runtime.spawn(
+            Arc::from("t1"),
+            Arc::from("tool"),
+            tracing::Span::none(),
+            work,
+        );
+        let stop = runtime.lifecycle.stop_token().clone();
+        let watchdog = tokio::spawn(fence_loop(Arc::clone(&runtime), Duration::from_millis(600)));
+        cancel.cancelled().await;
+        while runtime.live_count() > 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let dropped = Instant::now() - start;
+        assert!(
+            dropped >= Duration::from_millis(2700) && dropped < lease,
+            "dropped {dropped:?} after the grant, for a lease of 3 s and a margin of 600 ms"
+        );
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert!(
+            !effect.load(Ordering::SeqCst),
+            "the side effect never happens here"
+        );
+        stop.cancel();
+        watchdog.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
@@ -682,6 +630,7 @@ mod tests {
         let reread = Duration::from_secs(3600);
         let wakeups = tokio::spawn(wakeup_loop(
             Arc::clone(&runtime),
+            Arc::new(Unshared),
             receiver,
             reread,
             Arc::new(Notify::new()),
@@ -708,7 +657,13 @@ mod tests {
         let stop = runtime.lifecycle.stop_token().clone();
         let reread = Duration::from_secs(3600);
         let claim_now = Arc::new(Notify::new());
-        let wakeups = tokio::spawn(wakeup_loop(runtime.clone(), receiver, reread, claim_now));
+        let wakeups = tokio::spawn(wakeup_loop(
+            runtime.clone(),
+            Arc::new(Unshared),
+            receiver,
+            reread,
+            claim_now,
+        ));
         sender.send(Notice::Cancel(id.clone())).unwrap();
         let forged = tokio::time::timeout(Duration::from_millis(300), cancel.cancelled());
         assert!(

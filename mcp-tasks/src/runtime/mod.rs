@@ -17,6 +17,11 @@
 //! - `outcome.rs`: how the work of a task ends: its outcome stored, or the work dropped by
 //!   a shutdown and its task handed over;
 //! - `capacity.rs`: the owners' quotas and this instance's slots of running work;
+//! - `placement.rs`: where the work runs, here alone or as one instance of a cluster,
+//!   decided once when the runtime is built, and what that means for a write's fence and a
+//!   new task's runner;
+//! - `start.rs`: starting the loops, and what a starting runtime does with the tasks it
+//!   finds unfinished (recovery, or a first claim);
 //! - this module: the process-local registry of running tasks and the expiry sweep.
 //!
 //! # Writes of running work
@@ -49,7 +54,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     Limits, errors,
-    store::{ClusterStore, Lease, Notice, StoreError, TaskSnapshot, TaskStore},
+    store::{Lease, Notice, StoreError, TaskSnapshot, TaskStore},
+    toolkit::{StateMap, Toolkit},
 };
 
 pub(crate) mod call;
@@ -57,7 +63,9 @@ mod capacity;
 pub(crate) mod cluster;
 pub(crate) mod lifecycle;
 mod outcome;
+pub(crate) mod placement;
 pub(crate) mod recover;
+mod start;
 pub(crate) mod worker;
 mod write;
 
@@ -65,8 +73,8 @@ pub use cluster::ClusterConfig;
 pub use lifecycle::{ShutdownReport, StartError};
 pub use worker::{Worker, WorkerHandle};
 
-use cluster::Tools;
 use lifecycle::Lifecycle;
+use placement::Placement;
 
 use capacity::at_capacity;
 pub(crate) use capacity::{Capacity, OwnerSlot};
@@ -91,6 +99,10 @@ struct LiveTask {
     lease: Mutex<Option<Lease>>,
     /// The lease was lost: the work is cancelled and writes nothing more.
     fenced: AtomicBool,
+    /// Drops the work's future (`outcome.rs`, [`Runtime::spawn`]): cancelled before the
+    /// lease could lapse anywhere (`cluster.rs`, invariant 6), so that the work runs
+    /// nowhere else at the same time.
+    halt: CancellationToken,
     /// Held (shared) by every step write under way: the drain waits for them (exclusive)
     /// before it hands the task over, so a step that ran is stored, not run again.
     step_writes: Arc<tokio::sync::RwLock<()>>,
@@ -108,10 +120,11 @@ impl LiveTask {
     }
 }
 
-/// This instance in a cluster: its id and settings.
-pub(crate) struct Instance {
-    pub(crate) id: Arc<str>,
-    pub(crate) config: ClusterConfig,
+/// The tools of a runtime, for the tasks it takes back or claims.
+#[derive(Clone)]
+pub(crate) struct Tools {
+    pub(crate) toolkit: Arc<Toolkit>,
+    pub(crate) state: Arc<StateMap>,
 }
 
 /// How the engine set the runtime up.
@@ -138,6 +151,8 @@ impl Default for Settings {
 
 /// The process-local side of running tasks.
 pub(crate) struct Runtime {
+    /// The store, timed; its cluster operations are the placement's
+    /// ([`Cluster::store`](placement::Cluster)).
     pub(crate) store: Arc<dyn TaskStore>,
     live: Mutex<HashMap<Arc<str>, Arc<LiveTask>>>,
     reap_interval: Duration,
@@ -151,8 +166,9 @@ pub(crate) struct Runtime {
     owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
     /// This instance's id (the one its leases carry in cluster mode).
     pub(crate) id: Arc<str>,
-    /// `Some` when the store is a [`ClusterStore`].
-    pub(crate) instance: Option<Instance>,
+    /// Where the work runs: here alone, or as one instance of a cluster (decided once, by
+    /// [`Runtime::new`]; `placement.rs`).
+    pub(crate) placement: Placement,
     /// The tools, for the tasks this runtime claims.
     pub(crate) tools: Tools,
     /// Who starts and stops the loops and the work.
@@ -169,7 +185,7 @@ pub(crate) const CHANGE_FEED_CAPACITY: usize = 4096;
 
 impl Runtime {
     /// A built runtime over `store` for `tools`, not started; in cluster mode (the store is a
-    /// [`ClusterStore`]) as instance `instance` with `config`.
+    /// [`ClusterStore`](crate::store::ClusterStore)) as instance `instance` with `config`.
     pub(crate) fn new(
         store: Arc<dyn TaskStore>,
         tools: Tools,
@@ -178,12 +194,9 @@ impl Runtime {
         config: ClusterConfig,
     ) -> Arc<Self> {
         let id = instance;
-        let instance = store.cluster().is_some().then(|| Instance {
-            id: Arc::clone(&id),
-            config,
-        });
+        let (store, placement) = Placement::new(store, &id, config);
         Arc::new(Self {
-            store: crate::metrics::timed(store),
+            store,
             live: Mutex::new(HashMap::new()),
             reap_interval: settings.reap_interval,
             limits: settings.limits,
@@ -192,34 +205,18 @@ impl Runtime {
             capacity: Capacity::new(settings.max_running),
             owners: Arc::default(),
             id,
-            instance,
+            placement,
             tools,
             lifecycle: Lifecycle::new(),
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
         })
     }
 
-    /// The one change feed (the push hub and the wake-up loop subscribe to it): a
-    /// [`ClusterStore`]'s notices, which announce every instance's changes (this one's too),
-    /// or else what this process publishes ([`Runtime::changed`]).
+    /// The one change feed (the push hub and the wake-up loop subscribe to it): in a cluster
+    /// the store's notices, which announce every instance's changes (this one's too), or
+    /// else what this process publishes ([`Runtime::changed`]).
     pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Notice> {
-        match self.store.cluster() {
-            Some(cluster) => cluster.wakeups(),
-            None => self.changes.subscribe(),
-        }
-    }
-
-    /// Starts every background loop, once (`lifecycle.rs`): the expiry sweep and, in cluster
-    /// mode, renewals, wake-ups and (on an executing instance) claims. A running runtime is
-    /// left as it is.
-    pub(crate) fn start(self: &Arc<Self>) -> Result<(), StartError> {
-        if !self.lifecycle.begin()? {
-            return Ok(());
-        }
-        let runtime = Arc::clone(self);
-        self.lifecycle.loops().spawn(reap_loop(runtime));
-        cluster::start(self);
-        Ok(())
+        self.placement.subscribe(&self.changes)
     }
 
     /// Counts one more live task of `owner`, or refuses it at the owner's quota
@@ -245,11 +242,6 @@ impl Runtime {
             owners: self.owners.clone(),
             _running: running,
         })
-    }
-
-    /// The cluster operations, in cluster mode.
-    pub(crate) fn cluster(&self) -> Option<(&dyn ClusterStore, &Instance)> {
-        Some((self.store.cluster()?, self.instance.as_ref()?))
     }
 
     /// The ids of the tasks whose work runs here, with their leases.
@@ -286,10 +278,16 @@ impl Runtime {
 
     /// As [`Runtime::lost`], unless the work here holds a newer lease than the one at
     /// `epoch` that was refused (this instance claimed its own lapsed task meanwhile).
+    /// Another instance holds the lease now (or will soon): the work is also dropped at
+    /// once (invariant 6 of `cluster.rs`), not only cancelled.
     pub(crate) fn lost_at(&self, id: &str, epoch: u64) {
-        let current = self.get_live(id).and_then(|live| live.lease());
+        let live = self.get_live(id);
+        let current = live.as_ref().and_then(|live| live.lease());
         if current.is_none_or(|lease| lease.epoch <= epoch) {
             self.lost(id);
+            if let Some(live) = live {
+                live.halt.cancel();
+            }
         }
     }
 
@@ -359,6 +357,7 @@ impl Runtime {
             _slot: slot,
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
+            halt: CancellationToken::new(),
             step_writes: Arc::default(),
             gauges,
         });
@@ -447,7 +446,7 @@ impl Runtime {
 }
 
 /// The expiry sweep, every reap interval, until intake stops (`lifecycle.rs`, step 1).
-async fn reap_loop(runtime: Arc<Runtime>) {
+pub(crate) async fn reap_loop(runtime: Arc<Runtime>) {
     let stop = runtime.lifecycle.intake_token().clone();
     lifecycle::periodic(stop, runtime.reap_interval, false, || runtime.reap()).await;
 }

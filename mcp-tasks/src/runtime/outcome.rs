@@ -9,7 +9,9 @@ use std::{
 
 use tracing::Instrument;
 
-use super::{Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, result_object};
+use super::{
+    Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, placement::Fence, result_object,
+};
 use crate::{
     errors,
     store::{Outcome, StoreError, Transition},
@@ -19,10 +21,21 @@ use crate::{
 /// How long the drain waits for a step write under way before it hands the task over.
 const STEP_WRITE_WAIT: Duration = Duration::from_secs(5);
 
+/// How a task's work left the race of [`Runtime::spawn`].
+enum Run {
+    /// It ended on its own.
+    Ended(Ended),
+    /// The shutdown's grace period ended first: dropped.
+    Stopped,
+    /// Its lease was about to lapse, or was taken: dropped.
+    Halted,
+}
+
 impl Runtime {
     /// Runs a task's work to its end and stores the outcome, on the work tracker, in the
-    /// run's `task` span ([`trace::task_span`]): at the end of a shutdown's grace period
-    /// work still running is dropped instead ([`Runtime::abandon`]).
+    /// run's `task` span (`trace::task_span`): at the end of a shutdown's grace period
+    /// work still running is dropped instead ([`Runtime::abandon`]), and so is work whose
+    /// lease is about to lapse or was taken ([`Runtime::halted`]).
     pub(crate) fn spawn(
         self: &Arc<Self>,
         id: Arc<str>,
@@ -32,21 +45,38 @@ impl Runtime {
     ) {
         let runtime = Arc::clone(self);
         let stop = self.lifecycle.stop_token().clone();
+        // Registered before it is spawned; work that is not (none is) is never halted.
+        let halt = self
+            .get_live(&id)
+            .map(|live| live.halt.clone())
+            .unwrap_or_default();
         self.lifecycle.work().spawn(
             async move {
-                // The work is dropped before the drain writes anything in its place.
+                // The work is dropped before the drain writes anything in its place, and
+                // before its lease can lapse (`cluster.rs`, invariant 6).
                 let ended = tokio::select! {
                     biased;
-                    ended = work => Some(ended),
-                    () = stop.cancelled() => None,
+                    ended = work => Run::Ended(ended),
+                    () = stop.cancelled() => Run::Stopped,
+                    () = halt.cancelled() => Run::Halted,
                 };
                 match ended {
-                    Some(ended) => runtime.finish(&id, &tool, ended).await,
-                    None => runtime.abandon(&id, &tool).await,
+                    Run::Ended(ended) => runtime.finish(&id, &tool, ended).await,
+                    Run::Stopped => runtime.abandon(&id, &tool).await,
+                    Run::Halted => runtime.halted(&id),
                 }
             }
             .instrument(span),
         );
+    }
+
+    /// Forgets task `id`, whose work was dropped because its lease could not be renewed in
+    /// time or was taken (`cluster.rs`, invariant 6): it wrote nothing since it lost the
+    /// lease, and the instance that claims the task runs the step that was cut again.
+    fn halted(&self, id: &Arc<str>) {
+        tracing::warn!(task_id = %id, "work dropped before its lease could lapse: the step \
+            in flight ends here, and the instance that takes the task over runs it again");
+        self.live_map().remove(id);
     }
 
     /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period
@@ -71,21 +101,21 @@ impl Runtime {
             return;
         }
         self.lifecycle.count_drained(lifecycle::Drained::Stopped);
-        let lease = live.lease();
         let resumable = self
             .tools
             .toolkit
             .get(tool)
             .is_some_and(|registered| registered.definition.restart() == RestartPolicy::Resume);
-        let cluster = self.store.cluster();
+        // In a cluster the work ran under a lease (`Lost` without one).
+        let fence = self.placement.fence(|| live.lease());
         if resumable {
-            let Some((cluster, lease)) = cluster.zip(lease) else {
+            let Fence::Held(cluster, lease) = fence else {
                 tracing::info!(task_id = %id, "work stopped by the shutdown; the next start \
                     resumes the task");
                 self.lifecycle.count_drained(lifecycle::Drained::Left);
                 return;
             };
-            match cluster.release(&lease).await {
+            match cluster.store.release(&lease).await {
                 Ok(()) => {
                     tracing::info!(task_id = %id, epoch = lease.epoch,
                         "work stopped by the shutdown; lease released for another instance");
@@ -99,10 +129,12 @@ impl Runtime {
         let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(
             SHUT_DOWN_MESSAGE.to_owned(),
         )));
-        // Work runs under a lease in cluster mode: without one it lost it.
-        if cluster.is_some() && lease.is_none() {
-            return;
-        }
+        let lease = match fence {
+            Fence::Unfenced => None,
+            Fence::Held(_, lease) => Some(lease),
+            // Work runs under a lease in cluster mode: without one it lost it.
+            Fence::Lost => return,
+        };
         let finish = Transition::Finish(outcome);
         match self.store.apply(id, lease.as_ref(), finish).await {
             Ok(()) => {

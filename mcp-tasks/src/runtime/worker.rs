@@ -5,7 +5,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use tokio_util::sync::DropGuard;
 
-use super::{ClusterConfig, Runtime, Settings, ShutdownReport, StartError, cluster::Tools};
+use super::{ClusterConfig, Runtime, Settings, ShutdownReport, StartError, Tools};
 use crate::{store::TaskStore, toolkit::Toolkit};
 
 /// Runs tasks recorded by other instances, over a store several instances share
@@ -105,11 +105,11 @@ impl Worker {
     /// has no [`TaskStore::cluster`]): there would be nothing to claim;
     /// [`StartError::NoRuntime`] outside a tokio runtime.
     pub fn start(self) -> Result<WorkerHandle, StartError> {
-        if self.store.cluster().is_none() {
-            return Err(StartError::NotShared);
-        }
         let config = self.config.with_execution(true).with_queued_calls(false);
         let runtime = Runtime::new(self.store, self.tools, self.settings, self.instance, config);
+        if runtime.placement.shared().is_none() {
+            return Err(StartError::NotShared);
+        }
         let guard = runtime.lifecycle.drop_guard();
         runtime.start()?;
         Ok(WorkerHandle {
@@ -163,10 +163,7 @@ impl WorkerHandle {
     /// The instance id.
     #[must_use]
     pub fn instance_id(&self) -> &str {
-        self.runtime
-            .instance
-            .as_ref()
-            .map_or("", |instance| &instance.id)
+        &self.runtime.id
     }
 
     /// How many tasks' work runs in this worker now.

@@ -8,7 +8,7 @@ use std::{
 
 use rmcp::model::{ErrorData, InputRequest};
 
-use super::Runtime;
+use super::{Runtime, placement::Fence};
 use crate::{
     errors,
     store::{Notice, Step, StoreError, Transition},
@@ -79,20 +79,24 @@ impl Runtime {
     }
 
     async fn write_once(&self, id: &str, transition: Transition) -> Result<(), WriteError> {
-        // The one place a write asks which mode it runs in: a single-process store has one
-        // runner, its writes go unfenced and are not retried.
-        if self.instance.is_none() {
-            return Ok(self.store.apply(id, None, transition).await?);
-        }
         let mut retried = false;
         let mut pause = TRANSIENT_RETRY_FIRST;
         loop {
-            let live = self.get_live(id);
-            let lease = live
-                .as_ref()
-                .filter(|live| !live.fenced.load(Ordering::Acquire))
-                .and_then(|live| live.lease())
-                .ok_or(WriteError::LeaseLost)?;
+            // Looked up only in a cluster: a single-process write needs nothing of it.
+            let mut live = None;
+            let held = || {
+                live = self.get_live(id);
+                live.as_ref()
+                    .filter(|live| !live.fenced.load(Ordering::Acquire))
+                    .and_then(|live| live.lease())
+            };
+            let lease = match self.placement.fence(held) {
+                // A single-process store has one runner: its writes go unfenced, and are not
+                // retried.
+                Fence::Unfenced => return Ok(self.store.apply(id, None, transition).await?),
+                Fence::Held(_, lease) => lease,
+                Fence::Lost => return Err(WriteError::LeaseLost),
+            };
             let result = self.store.apply(id, Some(&lease), transition.clone()).await;
             // A passing failure (the connection was lost, the server restarts): the same write
             // again, until it is stored or the lease is lost (the work stops at the lease's

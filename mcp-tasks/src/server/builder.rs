@@ -8,10 +8,7 @@ use rmcp::model::{Implementation, MetaObject};
 use super::{DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, RequestStateKey, request_state};
 use crate::{
     Limits,
-    runtime::{
-        ClusterConfig, Runtime, Settings, Worker,
-        cluster::{Tools, random_instance_id},
-    },
+    runtime::{ClusterConfig, Runtime, Settings, Tools, Worker, cluster::random_instance_id},
     store::{MemoryStore, TaskStore},
     toolkit::Toolkit,
 };
@@ -215,7 +212,7 @@ impl EngineBuilder {
         let (tools, store, instance) = self.parts();
         let runtime = Runtime::new(store, tools.clone(), self.settings, instance, self.cluster);
         built_again(&tools.toolkit);
-        if self.request_state_key.is_none() && runtime.instance.is_some() {
+        if self.request_state_key.is_none() && runtime.placement.shared().is_some() {
             tracing::warn!(
                 "an instance on a shared store without a request-state key: each instance seals \
                  multi round-trip state with a random key of its own, so a round answered by \

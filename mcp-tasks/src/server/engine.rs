@@ -29,8 +29,7 @@ use crate::{
     runtime::{
         Runtime, ShutdownReport, StartError,
         call::{Answer, Call, Notifier},
-        cluster,
-        recover::{RecoveryReport, recover},
+        recover::RecoveryReport,
     },
     store::{StoreError, TaskSnapshot, TaskStore},
     tool::Mode,
@@ -407,13 +406,7 @@ impl Engine {
     /// first claim runs at start); the leases of what `recover` claims are renewed once the
     /// engine is started.
     pub async fn recover(&self) -> Result<RecoveryReport, StoreError> {
-        if let Some((_, instance)) = self.runtime.cluster() {
-            if !instance.config.execution {
-                return Ok(RecoveryReport::default());
-            }
-            return cluster::claim(&self.runtime).await;
-        }
-        recover(&self.runtime).await
+        self.runtime.recover().await
     }
 
     /// The task, if the request may see it.

@@ -198,13 +198,8 @@ impl Call<'_> {
             .with_tool_version(Arc::from(definition.version()))
             .with_request_meta(crate::trace::without_context(self.request_meta))
             .with_trace_context(self.trace.clone());
-        if let Some((_, instance)) = self.runtime.cluster() {
-            // The owner's quota holds across the cluster: the store counts it in the create.
-            task = task.with_owner_quota(self.runtime.limits.max_live_tasks_per_owner());
-            if runs {
-                task = task.with_runner(instance.id.clone(), instance.config.lease);
-            }
-        }
+        let quota = self.runtime.limits.max_live_tasks_per_owner();
+        task = self.runtime.placement.place(task, runs, quota);
         if let Some(key) = &self.idempotency_key {
             task = task.with_idempotency_key(key.clone());
         }
@@ -214,11 +209,7 @@ impl Call<'_> {
     /// The `task` span of this call's task, run here: in cluster mode under the first lease
     /// (this instance, epoch 1).
     fn span(&self, id: &str) -> tracing::Span {
-        let instance = self.runtime.cluster().map(|(_, instance)| &*instance.id);
-        let run = trace::Run {
-            instance,
-            epoch: instance.map(|_| 1),
-        };
+        let run = self.runtime.placement.first_run();
         trace::task_span(id, &self.tool, &self.owner, run, self.trace.as_ref())
     }
 
@@ -228,13 +219,8 @@ impl Call<'_> {
     /// (invariant 9): the same key may reach two instances at the same moment, and only the
     /// one whose create wins may run the work.
     pub(crate) fn records_first(&self) -> bool {
-        self.queues() || (self.idempotency_key.is_some() && self.runtime.cluster().is_some())
-    }
-
-    fn queues(&self) -> bool {
-        self.runtime
-            .cluster()
-            .is_some_and(|(_, instance)| instance.config.queued_calls)
+        let keyed = self.idempotency_key.is_some();
+        self.runtime.placement.records_first(keyed)
     }
 
     /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
@@ -244,7 +230,7 @@ impl Call<'_> {
     /// first poll, so input it asks before the task is asked through the task).
     pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {
         let id: Arc<str> = Arc::from(new_task_id());
-        let runs = !self.queues();
+        let runs = !self.runtime.placement.queues_calls();
         // Work that runs here counts against the owner's quota, checked before the record.
         let slot = if runs {
             Some(self.runtime.reserve(&self.owner, true)?)

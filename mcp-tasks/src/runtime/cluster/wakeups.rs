@@ -5,12 +5,16 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::sync::{Notify, broadcast::error::RecvError};
 
-use crate::{runtime::Runtime, store::Notice};
+use crate::{
+    runtime::Runtime,
+    store::{ClusterStore, Notice},
+};
 
 /// Acts on the feed's notices for the work running here, and re-reads that work every
 /// `reread`, until the runtime stops.
 pub(super) async fn wakeup_loop(
     runtime: Arc<Runtime>,
+    cluster: Arc<dyn ClusterStore>,
     mut wakeups: tokio::sync::broadcast::Receiver<Notice>,
     reread: Duration,
     claim_now: Arc<Notify>,
@@ -24,10 +28,11 @@ pub(super) async fn wakeup_loop(
     let reread_now = Arc::new(Notify::new());
     helper(&runtime, {
         let reread_now = Arc::clone(&reread_now);
+        let cluster = Arc::clone(&cluster);
         |runtime| async move {
             loop {
                 reread_now.notified().await;
-                reread_all(Arc::clone(&runtime)).await;
+                reread_all(&runtime, &*cluster).await;
             }
         }
     });
@@ -46,13 +51,15 @@ pub(super) async fn wakeup_loop(
             Ok(notice) => match notice {
                 // A hint: the row says whether the work stops.
                 Notice::Cancel(id) if runtime.runs(&id) => {
+                    let cluster = Arc::clone(&cluster);
                     helper(&runtime, |runtime| async move {
-                        reread_one(&runtime, &id).await;
+                        reread_one(&runtime, &*cluster, &id).await;
                     });
                 }
                 Notice::Answers { task_id: id, .. } if runtime.runs(&id) => {
+                    let cluster = Arc::clone(&cluster);
                     helper(&runtime, |runtime| async move {
-                        deliver_stored(&runtime, &id).await;
+                        deliver_stored(&runtime, &*cluster, &id).await;
                     });
                 }
                 // For a task whose work runs elsewhere (or nowhere): not ours.
@@ -100,10 +107,7 @@ where
 }
 
 /// Hands the answers stored for task `id` to the work waiting here.
-async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
-    let Some((cluster, _)) = runtime.cluster() else {
-        return;
-    };
+async fn deliver_stored(runtime: &Runtime, cluster: &dyn ClusterStore, id: &str) {
     match cluster.answers(id).await {
         Ok(answers) => runtime.deliver(id, answers),
         Err(error) => tracing::warn!(task_id = %id, %error, "stored answers not read"),
@@ -114,20 +118,20 @@ async fn deliver_stored(runtime: &Arc<Runtime>, id: &str) {
 /// ended), hands the stored answers to the ones whose work waits for input (a waiter takes
 /// an answer once; the rest are ignored). Whether the work waits is this instance's
 /// knowledge, not the row's: a stored answer has already moved the row to `working`.
-async fn reread_all(runtime: Arc<Runtime>) {
+async fn reread_all(runtime: &Runtime, cluster: &dyn ClusterStore) {
     for id in runtime.live_ids() {
-        reread_one(&runtime, &id).await;
+        reread_one(runtime, cluster, &id).await;
     }
 }
 
 /// Re-reads task `id`, running here: what [`reread_all`] does for each task, and what a
 /// cancel notice asks (the work stops only when the row holds a cancel intent, or ended).
-async fn reread_one(runtime: &Arc<Runtime>, id: &str) {
+async fn reread_one(runtime: &Runtime, cluster: &dyn ClusterStore, id: &str) {
     match runtime.store.get(id).await {
         Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
             runtime.cancel(id);
         }
-        Ok(Some(_)) if runtime.awaits_input(id) => deliver_stored(runtime, id).await,
+        Ok(Some(_)) if runtime.awaits_input(id) => deliver_stored(runtime, cluster, id).await,
         Ok(_) => {}
         Err(error) => tracing::warn!(task_id = %id, %error, "re-read failed"),
     }

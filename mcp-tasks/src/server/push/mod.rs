@@ -18,7 +18,7 @@
 //!    of its status, status message or input requests and on its terminal state (with its
 //!    `result` or `error`); then nothing more for that task. Each notification's params are
 //!    the `DetailedTask` a `tasks/get` answers at that moment, from the same read
-//!    (`visible_task`), plus `_meta["io.modelcontextprotocol/subscriptionId"]`, the listen
+//!    (`Runtime::visible`), plus `_meta["io.modelcontextprotocol/subscriptionId"]`, the listen
 //!    request's id, as on every message of the stream. No `notifications/progress` or
 //!    `notifications/message` is ever sent on it.
 //! 3. At the engine's stop (the end of a shutdown's grace, or the last handle dropped), what

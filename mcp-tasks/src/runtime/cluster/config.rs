@@ -1,0 +1,196 @@
+//! How an instance shares a task space with others ([`ClusterConfig`]) and its defaults:
+//! plain settings, read by the runtime's [placement](super::super::placement) and the
+//! cluster loops (`runtime/cluster.rs`).
+
+use std::{sync::Arc, time::Duration};
+
+/// Default lease length: how long a task whose instance died waits before another instance
+/// takes it over.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+/// Default interval between two renewals of the leases an instance holds (a third of the
+/// lease).
+pub const DEFAULT_RENEWAL: Duration = Duration::from_secs(10);
+/// Default interval between two claims of lapsed (and queued) tasks.
+pub const DEFAULT_CLAIM_INTERVAL: Duration = Duration::from_secs(2);
+/// Default interval between two re-reads of the tasks that run here, which cover a lost
+/// wake-up.
+pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How an instance shares a task space with others, when its store is a
+/// [`ClusterStore`](crate::store::ClusterStore) (`PostgresStore`); ignored with a
+/// single-process store.
+///
+/// | setting | default |
+/// | --- | --- |
+/// | [`with_lease`](Self::with_lease) | [`DEFAULT_LEASE`] (30 s) |
+/// | [`with_renewal`](Self::with_renewal) | [`DEFAULT_RENEWAL`] (10 s) |
+/// | [`with_claim_interval`](Self::with_claim_interval) | [`DEFAULT_CLAIM_INTERVAL`] (2 s) |
+/// | [`with_reread_interval`](Self::with_reread_interval) | [`DEFAULT_REREAD_INTERVAL`] (2 s) |
+/// | [`with_fence_margin`](Self::with_fence_margin) | a fifth of the lease (6 s) |
+/// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
+/// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_tasks::ClusterConfig;
+///
+/// // A front that only records tasks; workers run them.
+/// let front = ClusterConfig::default()
+///     .with_queued_calls(true)
+///     .with_execution(false);
+/// // Faster takeover: a dead instance's tasks move after about 5 s.
+/// let quick = ClusterConfig::default()
+///     .with_lease(Duration::from_secs(5))
+///     .with_renewal(Duration::from_millis(1500));
+/// assert!(quick.lease() > quick.renewal());
+/// # let _ = front;
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct ClusterConfig {
+    pub(crate) lease: Duration,
+    pub(crate) renewal: Duration,
+    pub(crate) claim_interval: Duration,
+    pub(crate) reread_interval: Duration,
+    pub(crate) fence_margin: Option<Duration>,
+    pub(crate) queued_calls: bool,
+    pub(crate) execution: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            lease: DEFAULT_LEASE,
+            renewal: DEFAULT_RENEWAL,
+            claim_interval: DEFAULT_CLAIM_INTERVAL,
+            reread_interval: DEFAULT_REREAD_INTERVAL,
+            fence_margin: None,
+            queued_calls: false,
+            execution: true,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Sets the lease length (default [`DEFAULT_LEASE`]): a task whose instance died or
+    /// stalled is taken over about this long after its last renewal. At least 1 ms.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how often the leases are renewed (default [`DEFAULT_RENEWAL`]); keep it well
+    /// within the lease (a third is usual). At least 1 ms.
+    pub fn with_renewal(mut self, renewal: Duration) -> Self {
+        self.renewal = renewal.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how often the instance claims lapsed and queued tasks (default
+    /// [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
+    pub fn with_claim_interval(mut self, interval: Duration) -> Self {
+        self.claim_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how often the instance re-reads the tasks whose work runs here, for a cancel
+    /// intent or answers whose wake-up was lost (default [`DEFAULT_REREAD_INTERVAL`]). At
+    /// least 1 ms.
+    pub fn with_reread_interval(mut self, interval: Duration) -> Self {
+        self.reread_interval = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Sets how long before a lease's local deadline work whose lease could not be renewed
+    /// stops here (default: a fifth of the lease, 6 s of the default 30 s). The work is
+    /// cancelled as a `tasks/cancel` cancels it, and writes nothing more; half the margin
+    /// before the deadline, work still running is dropped (the step in flight ends there,
+    /// and runs again from its start on the instance that takes the task over), all before
+    /// any other instance can claim the task. Give it twice the time the tools' code needs
+    /// to notice a cancellation and end on its own. Kept below the lease.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_tasks::ClusterConfig;
+    ///
+    /// let config = ClusterConfig::default().with_lease(Duration::from_secs(10));
+    /// assert_eq!(config.fence_margin(), Duration::from_secs(2));
+    /// let config = config.with_fence_margin(Duration::from_secs(3));
+    /// assert_eq!(config.fence_margin(), Duration::from_secs(3));
+    /// ```
+    pub fn with_fence_margin(mut self, margin: Duration) -> Self {
+        self.fence_margin = Some(margin);
+        self
+    }
+
+    /// With `true`, a `tools/call` that runs as a task only records the task, queued, and
+    /// starts no work here: any executing instance or [`Worker`](crate::Worker) claims it
+    /// and runs it under a lease (default `false`: the receiving instance runs it).
+    ///
+    /// Questions a tool asks before its task exists (`before_task`, answered inline by
+    /// multi round-trip requests) cannot be asked by a front that does not run the work:
+    /// with queued calls they are asked through the task (`input_required`, answered with
+    /// `tasks/update`), like every other question. The inline budget of `optional` tools
+    /// does not apply either: a declaring call always gets a task.
+    pub fn with_queued_calls(mut self, queued: bool) -> Self {
+        self.queued_calls = queued;
+        self
+    }
+
+    /// With `false`, this instance runs no work of other instances' calls: it neither takes
+    /// over lapsed tasks nor claims queued ones (a pure front; default `true`).
+    pub fn with_execution(mut self, execution: bool) -> Self {
+        self.execution = execution;
+        self
+    }
+
+    /// The lease length.
+    #[must_use]
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// The renewal interval.
+    #[must_use]
+    pub fn renewal(&self) -> Duration {
+        self.renewal
+    }
+
+    /// The claim interval.
+    #[must_use]
+    pub fn claim_interval(&self) -> Duration {
+        self.claim_interval
+    }
+
+    /// The re-read interval.
+    #[must_use]
+    pub fn reread_interval(&self) -> Duration {
+        self.reread_interval
+    }
+
+    /// How long before a lease's local deadline unrenewed work stops here (see
+    /// [`with_fence_margin`](Self::with_fence_margin)); always below the lease.
+    #[must_use]
+    pub fn fence_margin(&self) -> Duration {
+        let margin = self.fence_margin.unwrap_or(self.lease / 5);
+        margin.min(self.lease.saturating_sub(Duration::from_millis(1)))
+    }
+
+    /// Whether calls are only recorded, queued.
+    #[must_use]
+    pub fn queued_calls(&self) -> bool {
+        self.queued_calls
+    }
+
+    /// Whether this instance takes over lapsed tasks and claims queued ones.
+    #[must_use]
+    pub fn execution(&self) -> bool {
+        self.execution
+    }
+}
+
+/// A random instance id: `instance-` and 64 random bits in hex.
+pub(crate) fn random_instance_id() -> Arc<str> {
+    let id = crate::id::new_task_id();
+    Arc::from(format!("instance-{}", &id[id.len() - 16..]))
+}
