@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The README's first task tool, in a fresh project outside the workspace, as a new user
 # would make it: `cargo new`, the README's `cargo add` lines (mcp-tasks by path), its
-# `src/main.rs` block copied from README.md (so the two cannot drift), built, served on
-# 127.0.0.1, then one `tools/call` that becomes a task and `tasks/get` until it ends, with
-# curl. Run from anywhere: bash scripts/fresh_project.sh
+# `src/main.rs` block copied from README.md (so the two cannot drift), built with warnings
+# denied, served on 127.0.0.1, then one `tools/call` that becomes a task and `tasks/get`
+# until it ends, with curl. Then each code block of the guide (docs/guide/*.md) as a binary
+# of a second fresh project, built with warnings denied too. Run from anywhere:
+# bash scripts/fresh_project.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -83,9 +85,35 @@ rm install.sh
 
 extract src/main.rs > src/main.rs
 
-echo "building"
-cargo build --quiet --offline 2>/dev/null || cargo build --quiet
+# build_clean [CARGO ARGS]: `cargo build` in the current project, failing on an error or on
+# any warning: the project's own (its files say `#![deny(warnings)]`) or the library's,
+# which cargo shows (and replays when fresh) for a path dependency such as mcp-tasks.
+build_clean() {
+  # The local index first (nothing to download when the workspace built already).
+  cargo fetch --offline >/dev/null 2>&1 || cargo fetch --quiet
+  local log="$WORK/build.log"
+  if ! cargo build --offline --keep-going --message-format short "$@" >"$log" 2>&1; then
+    grep -vE '^\s*(Compiling|Checking|Fresh|Building|Locking|Adding)' "$log" >&2
+    echo "the build failed" >&2
+    return 1
+  fi
+  if grep -qE '^(warning|[^ ]+: warning)' "$log"; then
+    grep -E 'warning' "$log" >&2
+    echo "the build printed warnings; they are denied here" >&2
+    return 1
+  fi
+}
 
+# Warnings denied in the project's own code: the README's block as it is, after this first
+# line (an inner attribute, before the block's `use`s).
+{ echo '#![deny(warnings)]'; cat src/main.rs; } > src/main.rs.new && mv src/main.rs.new src/main.rs
+
+echo "building"
+build_clean
+
+# Created before the server starts: the loop below may read it before the server's shell
+# has opened it.
+: > "$WORK/server.log"
 ADDRESS=127.0.0.1:0 "$CARGO_TARGET_DIR/debug/fresh" > "$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 URL=""
@@ -140,3 +168,78 @@ if [ "$COUNTED" != "3" ]; then
   echo "the task's result is not {\"counted\": 3}" >&2; exit 1
 fi
 echo "fresh project: the README's task tool built, served, and its task completed"
+kill "$SERVER_PID" 2>/dev/null || true
+SERVER_PID=""
+
+# The guide: every `rust` block of docs/guide/*.md that rustdoc compiles (all but `ignore`)
+# as one binary of a second project, with the dependencies the pages name and the features
+# of all the pages (`cargo test --doc` compiles each block with its own page's features, see
+# mcp-tasks/src/guide.rs; scripts/features.sh builds the library with each feature alone,
+# warnings denied). A block becomes the program rustdoc makes of it: hidden lines (`# code`)
+# kept, and a block without `fn main` wrapped in one. A block with its own `fn main` is a
+# whole program a reader copies: every warning in it is denied. A fragment wrapped in
+# `fn main` gets the `#![allow(unused)]` rustdoc gives every doctest (its items are there to
+# be read, not called); every other warning in it is denied.
+echo "guide project in $WORK/guide"
+cd "$WORK"
+cargo new --quiet --bin --vcs none guide
+cd guide
+printf '\n[workspace]\n' >> Cargo.toml
+cp "$ROOT/Cargo.lock" Cargo.lock
+mkdir -p src/bin
+for args in \
+  "mcp-tasks --path $ROOT/mcp-tasks --features http,sqlite,postgres,client,admin,prometheus" \
+  "rmcp@3.11 --features server,macros,transport-streamable-http-server" \
+  "tokio --features macros,rt-multi-thread,net,time,signal" \
+  "serde --features derive" "serde_json" "schemars@1" "axum@0.8" "tracing"; do
+  read -r -a words <<< "$args"
+  cargo add --quiet --offline "${words[@]}" 2>/dev/null || cargo add --quiet "${words[@]}"
+done
+python3 - "$ROOT/docs/guide" src/bin <<'PY'
+import pathlib, re, sys
+pages, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+count = 0
+for page in sorted(pages.glob("[0-9]*.md")):
+    lines = page.read_text(encoding="utf-8").split("\n")
+    i = 0
+    while i < len(lines):
+        fence = lines[i]
+        i += 1
+        if not fence.startswith("```rust"):
+            continue
+        start = i
+        block = []
+        while not lines[i].startswith("```"):
+            line = lines[i]
+            # rustdoc's hidden lines (`# code`) are part of the program.
+            if line == "#" or line.startswith("# "):
+                line = line[2:]
+            block.append(line)
+            i += 1
+        i += 1
+        tags = fence[3:].split(",")
+        if "ignore" in tags or "compile_fail" in tags:
+            continue
+        code = "\n".join(block)
+        head = f"// {page.name}, the block at line {start}\n"
+        if re.search(r"\bfn\s+main\s*\(", code):
+            program = head + "#![deny(warnings)]\n" + code + "\n"
+        elif code.rstrip().endswith("(())"):
+            # rustdoc's wrapping of a fragment that ends `Ok(())`: its `?`s need a Result.
+            program = (head + "#![allow(unused)]\n#![deny(warnings)]\nfn main() {\n"
+                       "fn _inner() -> Result<(), impl std::fmt::Debug> {\n"
+                       + code + "\n}\n_inner().unwrap()\n}\n")
+        else:
+            program = (head + "#![allow(unused)]\n#![deny(warnings)]\nfn main() {\n"
+                       + code + "\n}\n")
+        name = re.sub(r"[^a-z0-9]+", "_", page.stem.lower()) + f"_line{start}"
+        (out / f"{name}.rs").write_text(program, encoding="utf-8")
+        count += 1
+if count == 0:
+    sys.exit("no rust block found in the guide")
+print(f"{count} guide blocks, one binary each")
+PY
+rm src/main.rs
+echo "building the guide's blocks"
+build_clean --bins
+echo "fresh project: every guide block built without a warning"

@@ -1,5 +1,6 @@
-//! The example HTTP server's command line (issue 32): `--help` lists every flag with its
-//! environment variable, and `--admin-bind` serves the admin API (behind
+//! The example HTTP server's command line (issue 32, a `clap` parser): `--help` lists every
+//! flag with its environment variable, usage mistakes (in flags or in the environment) get
+//! clap's usage error and exit code 2, the environment sets what no flag does, and `--admin-bind` serves the admin API (behind
 //! `MCP_TASKS_ADMIN_TOKEN`) and the Prometheus page on a listener apart from MCP's.
 
 use std::{
@@ -13,18 +14,155 @@ const TOKEN: &str = "0123456789abcdef-admin";
 #[test]
 fn help_lists_every_flag_with_its_variable() {
     let output = Command::new(BIN).arg("--help").output().unwrap();
-    assert!(output.status.success());
+    assert_eq!(output.status.code(), Some(0));
     let text = String::from_utf8_lossy(&output.stdout);
-    for (flag, var) in [
-        ("--bind", "MCP_TASKS_BIND"),
-        ("--store", "MCP_TASKS_STORE"),
-        ("--admin-bind", "MCP_TASKS_ADMIN_BIND"),
-    ] {
-        assert!(
-            text.lines().any(|l| l.contains(flag) && l.contains(var)),
-            "{flag} {var}: {text}"
+    let flags: Vec<&str> = text
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("--"))
+        .collect();
+    assert!(flags.len() >= 20, "{text}");
+    // One line per flag, naming the variable that sets it when the flag is not given.
+    for line in flags {
+        let flag = line.split([' ', '<']).next().unwrap();
+        if flag == "--help" || flag == "--version" {
+            continue;
+        }
+        let var = format!(
+            "[env: MCP_TASKS_{}",
+            flag[2..].replace('-', "_").to_uppercase()
         );
+        assert!(line.contains(&var), "{flag} lacks {var}: {line}");
     }
+    assert!(text.contains("MCP_TASKS_ADMIN_TOKEN"), "{text}");
+    // The README's settings table and the operating guide name every variable.
+    for var in text
+        .split("[env: ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['=', ']']).next())
+    {
+        for (doc, page) in [
+            ("README.md", include_str!("../README.md")),
+            (
+                "the operating guide",
+                include_str!("../docs/guide/07-operating.md"),
+            ),
+        ] {
+            assert!(page.contains(&format!("`{var}")), "{doc} lacks {var}");
+        }
+    }
+}
+
+/// Runs the example with `args` and `env` until it exits; its code and stderr.
+fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let output = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn usage_mistakes_get_clap_usage_errors_and_exit_2() {
+    for (args, env, says) in [
+        (&["--bogus"][..], &[][..], "unexpected argument '--bogus'"),
+        (
+            &["--port", "eighty"],
+            &[],
+            "invalid value 'eighty' for '--port <N>'",
+        ),
+        (
+            &["--store", "redis://x"],
+            &[],
+            "use `memory`, `sqlite:PATH` or `postgres://",
+        ),
+        (
+            &["--request-state-key", "short"],
+            &[],
+            "invalid value 'short' for '--request-state-key <SECRET>'",
+        ),
+        (
+            &["--schema", "s"],
+            &[],
+            "--schema is for an instance on a shared store",
+        ),
+        // The environment is read: its mistakes are usage errors too.
+        (
+            &[],
+            &[("MCP_TASKS_PORT", "eighty")],
+            "invalid value 'eighty' for '--port <N>'",
+        ),
+        (
+            &[],
+            &[("MCP_TASKS_WORKER", "yes")],
+            "--worker is for an instance on a shared store",
+        ),
+        (
+            &["--store", "postgres://u@127.0.0.1:1/db"],
+            &[],
+            "needs the request-state key every instance shares",
+        ),
+        (
+            &["--admin-bind", "127.0.0.1:0"],
+            &[],
+            "--admin-bind needs the admin credential in MCP_TASKS_ADMIN_TOKEN",
+        ),
+    ] {
+        let (code, stderr) = run(args, env);
+        assert_eq!(code, Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains("For more information, try '--help'."),
+            "{args:?} {env:?}: {stderr}"
+        );
+        // Display text, not a Debug dump.
+        assert!(!stderr.contains("kind:"), "{args:?} {env:?}: {stderr}");
+    }
+}
+
+/// Starts the example and reads stderr up to the MCP address it serves on.
+fn serving(args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = loop {
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.kill();
+            panic!(
+                "{args:?} {env:?}: exited without serving: {:?}",
+                child.wait()
+            );
+        };
+        if let Some(url) = line.strip_prefix("serving MCP on ") {
+            break url.to_owned();
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    url
+}
+
+#[test]
+fn the_environment_sets_what_a_flag_does_not() {
+    // The default is 127.0.0.1:8080: a free port proves the variable was read.
+    let url = serving(&[], &[("MCP_TASKS_BIND", "127.0.0.1:0")]);
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(!url.starts_with("http://127.0.0.1:8080/"), "{url}");
+    // A flag wins over its variable (which is then not even parsed).
+    let url = serving(&["--port", "0"], &[("MCP_TASKS_PORT", "eighty")]);
+    assert!(!url.starts_with("http://127.0.0.1:8080/"), "{url}");
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ use std::{
     time::Duration,
 };
 
+use clap::builder::BoolishValueParser;
 use mcp_tasks::{State, TaskContext, TaskServer, ToolError, Toolkit, task_tool, toolkit};
 use rmcp::model::{ElicitationAction, ElicitationSchema, ErrorData};
 
@@ -113,7 +114,7 @@ pub fn toolkit(step: Duration) -> Toolkit {
         .with_state(Journal::default())
 }
 
-/// What [`server`] made of the flags: a server to serve, or (`--worker`) a worker that
+/// What [`server`] made of the settings: a server to serve, or (`--worker`) a worker that
 /// serves nothing and runs the cluster's tasks.
 pub enum Served {
     /// Serve this.
@@ -122,217 +123,187 @@ pub enum Served {
     Worker(mcp_tasks::Worker),
 }
 
-fn millis(value: Option<String>, flag: &str) -> std::io::Result<Duration> {
-    value
-        .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .ok_or_else(|| usage(&format!("{flag} takes milliseconds, e.g. {flag} 1000")))
+/// Where tasks are kept: the value of `--store`.
+#[derive(Clone)]
+pub enum Store {
+    /// In this process's memory (the default).
+    Memory,
+    /// A SQLite file.
+    Sqlite(String),
+    /// A Postgres database (a cluster of instances shares it).
+    Postgres(String),
+}
+
+impl Store {
+    /// `--store`'s value parser: `memory`, `sqlite:PATH` or `postgres://...`.
+    fn parse(value: &str) -> Result<Self, String> {
+        match value.split_once(':') {
+            None if value == "memory" => Ok(Self::Memory),
+            Some(("sqlite", path)) if !path.is_empty() => Ok(Self::Sqlite(path.to_owned())),
+            Some(("postgres" | "postgresql", _)) => Ok(Self::Postgres(value.to_owned())),
+            _ => Err("use `memory`, `sqlite:PATH` or `postgres://USER@HOST:PORT/DATABASE`".into()),
+        }
+    }
+}
+
+fn request_state_key(secret: &str) -> Result<mcp_tasks::RequestStateKey, String> {
+    mcp_tasks::RequestStateKey::new(secret.as_bytes().to_vec())
+        .map_err(|e| format!("{e}; make one with `openssl rand -hex 32`"))
+}
+
+/// The settings of a task server, from flags or (a flag wins) `MCP_TASKS_*` environment
+/// variables; `--help` lists both. A switch's variable takes `1`/`true`/`yes` or
+/// `0`/`false`/`no`.
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// Where tasks are kept: `memory`, `sqlite:PATH` (kept across restarts) or
+    /// `postgres://USER@HOST:PORT/DATABASE` (one instance of a cluster)
+    #[arg(long, env = "MCP_TASKS_STORE", hide_env_values = true, value_name = "STORE",
+          default_value = "memory", value_parser = Store::parse)]
+    pub store: Store,
+    /// The key that seals multi round-trip state, at least 32 characters (`openssl rand -hex
+    /// 32`); the same on every instance of a cluster (required there)
+    #[arg(long, env = "MCP_TASKS_REQUEST_STATE_KEY", hide_env_values = true,
+          value_name = "SECRET", value_parser = request_state_key)]
+    pub request_state_key: Option<mcp_tasks::RequestStateKey>,
+    /// How long running work may go on after SIGTERM, in milliseconds [default: 10000]
+    #[arg(long, env = "MCP_TASKS_SHUTDOWN_GRACE_MS", value_name = "MS")]
+    pub shutdown_grace_ms: Option<u64>,
+    /// The tasks that run at once on this instance or worker [default: no limit]
+    #[arg(long, env = "MCP_TASKS_MAX_RUNNING", value_name = "N")]
+    pub max_running: Option<std::num::NonZeroUsize>,
+    /// Postgres: the schema the instances share [default: mcp_tasks]
+    #[arg(long, env = "MCP_TASKS_SCHEMA", value_name = "NAME")]
+    pub schema: Option<String>,
+    /// Postgres: this instance's id, unique among live instances [default: random]
+    #[arg(long, env = "MCP_TASKS_INSTANCE", value_name = "ID")]
+    pub instance: Option<String>,
+    /// Postgres: how long a crashed instance's tasks wait before another takes them, in
+    /// milliseconds [default: 30000]
+    #[arg(long, env = "MCP_TASKS_LEASE_MS", value_name = "MS")]
+    pub lease_ms: Option<u64>,
+    /// Postgres: the lease renewal interval, in milliseconds [default: 10000]
+    #[arg(long, env = "MCP_TASKS_RENEW_MS", value_name = "MS")]
+    pub renew_ms: Option<u64>,
+    /// Postgres: how often queued and lapsed tasks are claimed, in milliseconds
+    /// [default: 2000]
+    #[arg(long, env = "MCP_TASKS_CLAIM_MS", value_name = "MS")]
+    pub claim_ms: Option<u64>,
+    /// Postgres: how often running tasks are re-read for a lost wake-up, in milliseconds
+    /// [default: 2000]
+    #[arg(long, env = "MCP_TASKS_REREAD_MS", value_name = "MS")]
+    pub reread_ms: Option<u64>,
+    /// Postgres: calls only record their task; workers run it
+    #[arg(long, env = "MCP_TASKS_QUEUED_CALLS", value_parser = BoolishValueParser::new())]
+    pub queued_calls: bool,
+    /// Postgres: this instance runs no claimed work (a pure front)
+    #[arg(long, env = "MCP_TASKS_NO_EXECUTION", value_parser = BoolishValueParser::new())]
+    pub no_execution: bool,
+    /// Postgres: serve nothing, only run the cluster's tasks
+    #[arg(long, env = "MCP_TASKS_WORKER", value_parser = BoolishValueParser::new())]
+    pub worker: bool,
+    /// Example only: where `import_rows` records its batches
+    #[arg(long, env = "MCP_TASKS_JOURNAL", value_name = "PATH")]
+    pub journal: Option<String>,
+    /// Example only: each step of `workspace_report`, in milliseconds [default: 1000]
+    #[arg(long, env = "MCP_TASKS_PACE_MS", value_name = "MS")]
+    pub pace_ms: Option<u64>,
+}
+
+impl ServerArgs {
+    /// What the parser cannot see: a flag of a cluster instance without a shared store,
+    /// and (`shared_key`, an HTTP instance behind a balancer) a cluster instance without
+    /// the request-state key. A usage error's message.
+    pub fn check(&self, shared_key: bool) -> Result<(), String> {
+        let postgres = matches!(self.store, Store::Postgres(_));
+        let cluster_flags = [
+            ("--schema", self.schema.is_some()),
+            ("--instance", self.instance.is_some()),
+            ("--lease-ms", self.lease_ms.is_some()),
+            ("--renew-ms", self.renew_ms.is_some()),
+            ("--claim-ms", self.claim_ms.is_some()),
+            ("--reread-ms", self.reread_ms.is_some()),
+            ("--queued-calls", self.queued_calls),
+            ("--no-execution", self.no_execution),
+            ("--worker", self.worker),
+        ];
+        if let (Some((flag, _)), false) = (cluster_flags.iter().find(|(_, set)| *set), postgres) {
+            return Err(format!(
+                "{flag} is for an instance on a shared store: add --store postgres://... \
+                 (the flags {CLUSTER_FLAGS} need one)"
+            ));
+        }
+        // Multi round-trip requests carry state sealed with this key, and a balancer may
+        // send the follow-up to any instance: with a key of its own (random) each instance
+        // would refuse the others' states. The key is a secret, so it is not put in the
+        // shared store (anyone with read access to the database could then forge states):
+        // every instance gets the same one from its deployment.
+        if shared_key && postgres && !self.worker && self.request_state_key.is_none() {
+            return Err(
+                "a cluster instance needs the request-state key every instance \
+                 shares: set MCP_TASKS_REQUEST_STATE_KEY (or --request-state-key) to the same \
+                 secret of at least 32 characters on each of them (e.g. `openssl rand -hex \
+                 32`); without it a multi round-trip call whose retry reaches another instance \
+                 is refused"
+                    .to_owned(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The flags that only an instance on a shared (Postgres) store takes.
 const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --claim-ms, \
     --reread-ms, --queued-calls, --no-execution, --worker";
 
-/// Every setting of the example HTTP server: its flag, the environment variable that sets it
-/// when the flag is not given, and whether it takes a value (else it is a switch, set in
-/// the environment by `1`/`true`/`yes`). The README's "Deploying" section lists them in one
-/// table; a flag wins over its variable.
-pub const SETTINGS: &[(&str, &str, bool)] = &[
-    ("--bind", "MCP_TASKS_BIND", true),
-    ("--port", "MCP_TASKS_PORT", true),
-    ("--allowed-hosts", "MCP_TASKS_ALLOWED_HOSTS", true),
-    ("--allowed-origins", "MCP_TASKS_ALLOWED_ORIGINS", true),
-    ("--tokens", "MCP_TASKS_TOKENS", true),
-    ("--request-state-key", "MCP_TASKS_REQUEST_STATE_KEY", true),
-    ("--store", "MCP_TASKS_STORE", true),
-    ("--schema", "MCP_TASKS_SCHEMA", true),
-    ("--instance", "MCP_TASKS_INSTANCE", true),
-    ("--lease-ms", "MCP_TASKS_LEASE_MS", true),
-    ("--renew-ms", "MCP_TASKS_RENEW_MS", true),
-    ("--claim-ms", "MCP_TASKS_CLAIM_MS", true),
-    ("--reread-ms", "MCP_TASKS_REREAD_MS", true),
-    ("--shutdown-grace-ms", "MCP_TASKS_SHUTDOWN_GRACE_MS", true),
-    ("--max-running", "MCP_TASKS_MAX_RUNNING", true),
-    ("--queued-calls", "MCP_TASKS_QUEUED_CALLS", false),
-    ("--no-execution", "MCP_TASKS_NO_EXECUTION", false),
-    ("--worker", "MCP_TASKS_WORKER", false),
-    ("--journal", "MCP_TASKS_JOURNAL", true),
-    ("--pace-ms", "MCP_TASKS_PACE_MS", true),
-    ("--admin-bind", "MCP_TASKS_ADMIN_BIND", true),
-];
-
-/// The flags the `MCP_TASKS_*` environment sets ([`SETTINGS`]), to be read before the
-/// command line's (so a flag given there wins).
+/// The example server from its settings ([`ServerArgs`], checked by [`ServerArgs::check`]),
+/// `step` pacing `workspace_report` unless `--pace-ms` says otherwise. On a durable store it
+/// deals with the tasks a previous process left unfinished before it serves. On Postgres it
+/// is one instance of a cluster (any number share the store), or with `--worker` a
+/// [`mcp_tasks::Worker`] that serves nothing.
 ///
 /// # Errors
-/// A switch variable set to something other than `1`/`true`/`yes`/`0`/`false`/`no`/empty.
-#[allow(
-    dead_code,
-    reason = "only the HTTP server binaries read the environment"
-)]
-pub fn env_flags() -> std::io::Result<Vec<String>> {
-    let mut flags = Vec::new();
-    for &(flag, var, takes_value) in SETTINGS {
-        let Some(value) = std::env::var_os(var) else {
-            continue;
-        };
-        let value = value
-            .into_string()
-            .map_err(|_| usage(&format!("{var} is not valid UTF-8")))?;
-        if takes_value {
-            flags.push(flag.to_owned());
-            flags.push(value);
-            continue;
-        }
-        match value.to_ascii_lowercase().as_str() {
-            "1" | "true" | "yes" => flags.push(flag.to_owned()),
-            "" | "0" | "false" | "no" => {}
-            _ => return Err(usage(&format!("{var} is a switch: set it to 1 or 0"))),
-        }
-    }
-    Ok(flags)
-}
-
-/// The example server from command-line flags: `--store memory` (the default),
-/// `--store sqlite:PATH` or `--store postgres://USER@HOST:PORT/DATABASE`, `--journal PATH`
-/// for `import_rows`, `--pace-ms N` for each step of `workspace_report` (default `step`).
-/// On a durable store it deals with the tasks a previous process left unfinished before it
-/// serves. On Postgres it is one instance of a cluster (any number share the store):
-/// `--schema NAME` (default `mcp_tasks`), `--instance ID` (default random), `--lease-ms`,
-/// `--renew-ms`, `--claim-ms`, `--reread-ms` (`ClusterConfig`),
-/// `--queued-calls` (calls only record their task), `--no-execution` (runs no work),
-/// `--worker` (serves nothing: a [`mcp_tasks::Worker`]). `--request-state-key SECRET` seals
-/// multi round-trip state; `--shutdown-grace-ms N` is the grace period of a shutdown;
-/// `--max-running N` bounds the tasks that run at once on this instance or worker.
+/// The journal cannot be opened, the store cannot be opened or reached, recovery failed.
 #[allow(dead_code, reason = "the demo example builds its server itself")]
-pub async fn server(
-    flags: impl Iterator<Item = String>,
-    step: Duration,
-) -> std::io::Result<(Served, Vec<String>)> {
-    build(flags, step, false).await
-}
-
-/// [`server`]; `shared_key`: refuse a cluster instance without `--request-state-key` (an
-/// HTTP instance behind a balancer: see the check below).
-async fn build(
-    flags: impl Iterator<Item = String>,
-    step: Duration,
-    shared_key: bool,
-) -> std::io::Result<(Served, Vec<String>)> {
-    let mut store = "memory".to_owned();
-    let (mut journal, mut pace) = (None, step);
-    let (mut schema, mut instance, mut worker) = (None, None, false);
-    let mut config = mcp_tasks::ClusterConfig::default();
-    let mut cluster_flag = None;
-    let (mut key, mut grace, mut max_running) = (None, None, None);
-    let mut rest = Vec::new();
-    let mut flags = flags.peekable();
-    while let Some(flag) = flags.next() {
-        match flag.as_str() {
-            "--store" => {
-                store = flags.next().ok_or_else(|| {
-                    usage("--store takes `memory`, `sqlite:PATH` or `postgres://...`")
-                })?
-            }
-            "--journal" => {
-                journal = Some(
-                    flags
-                        .next()
-                        .ok_or_else(|| usage("--journal takes a file path"))?,
-                );
-            }
-            "--pace-ms" => pace = millis(flags.next(), &flag)?,
-            "--shutdown-grace-ms" => grace = Some(millis(flags.next(), &flag)?),
-            "--max-running" => {
-                max_running = Some(
-                    flags
-                        .next()
-                        .and_then(|n| n.parse::<usize>().ok())
-                        .filter(|&n| n > 0)
-                        .ok_or_else(|| {
-                            usage("--max-running takes a number of tasks, at least 1")
-                        })?,
-                );
-            }
-            "--request-state-key" => {
-                let secret = flags.next().unwrap_or_default();
-                key = Some(
-                    mcp_tasks::RequestStateKey::new(secret.into_bytes()).map_err(|e| {
-                        usage(&format!(
-                            "--request-state-key (MCP_TASKS_REQUEST_STATE_KEY): {e}; make one with \
-                         `openssl rand -hex 32`"
-                        ))
-                    })?,
-                );
-            }
-            "--schema" | "--instance" | "--lease-ms" | "--renew-ms" | "--claim-ms"
-            | "--reread-ms" | "--queued-calls" | "--no-execution" | "--worker" => {
-                match flag.as_str() {
-                    "--schema" => schema = flags.next(),
-                    "--instance" => instance = flags.next(),
-                    "--lease-ms" => config = config.with_lease(millis(flags.next(), &flag)?),
-                    "--renew-ms" => config = config.with_renewal(millis(flags.next(), &flag)?),
-                    "--claim-ms" => {
-                        config = config.with_claim_interval(millis(flags.next(), &flag)?);
-                    }
-                    "--reread-ms" => {
-                        config = config.with_reread_interval(millis(flags.next(), &flag)?);
-                    }
-                    "--queued-calls" => config = config.with_queued_calls(true),
-                    "--no-execution" => config = config.with_execution(false),
-                    _ => worker = true,
-                }
-                cluster_flag = Some(flag);
-            }
-            _ => rest.push(flag),
-        }
+pub async fn server(args: ServerArgs, step: Duration) -> std::io::Result<Served> {
+    let mut toolkit = toolkit(args.pace_ms.map_or(step, Duration::from_millis));
+    if let Some(path) = &args.journal {
+        toolkit = toolkit.with_state(Journal::open(path)?);
     }
-    let mut toolkit = toolkit(pace);
-    if let Some(path) = journal {
-        toolkit = toolkit.with_state(Journal::open(&path)?);
+    let mut config = mcp_tasks::ClusterConfig::default()
+        .with_queued_calls(args.queued_calls)
+        .with_execution(!args.no_execution);
+    if let Some(ms) = args.lease_ms {
+        config = config.with_lease(Duration::from_millis(ms));
     }
-    let postgres = matches!(store.split_once(':'), Some(("postgres" | "postgresql", _)));
-    if let (Some(flag), false) = (&cluster_flag, postgres) {
-        return Err(usage(&format!(
-            "{flag} is for an instance on a shared store: add --store postgres://... \
-             (the flags {CLUSTER_FLAGS} need one)"
-        )));
+    if let Some(ms) = args.renew_ms {
+        config = config.with_renewal(Duration::from_millis(ms));
     }
-    // Multi round-trip requests carry state sealed with this key, and a balancer may send
-    // the follow-up to any instance: with a key of its own (random) each instance would
-    // refuse the others' states. The key is a secret, so it is not put in the shared store
-    // (anyone with read access to the database could then forge states): every instance
-    // gets the same one from its deployment.
-    if shared_key && postgres && !worker && key.is_none() {
-        return Err(usage(
-            "a cluster instance needs the request-state key every instance shares: set \
-             MCP_TASKS_REQUEST_STATE_KEY (or --request-state-key) to the same secret of at \
-             least 32 characters on each of them (e.g. `openssl rand -hex 32`); without it a \
-             multi round-trip call whose retry reaches another instance is refused",
-        ));
+    if let Some(ms) = args.claim_ms {
+        config = config.with_claim_interval(Duration::from_millis(ms));
     }
-    let grace = grace.unwrap_or(mcp_tasks::cluster::DEFAULT_SHUTDOWN_GRACE);
+    if let Some(ms) = args.reread_ms {
+        config = config.with_reread_interval(Duration::from_millis(ms));
+    }
+    let grace = args.shutdown_grace_ms.map_or(
+        mcp_tasks::cluster::DEFAULT_SHUTDOWN_GRACE,
+        Duration::from_millis,
+    );
     let info = rmcp::model::Implementation::new("mcp-tasks-example", env!("CARGO_PKG_VERSION"));
-    let engine = |toolkit| {
-        let mut builder = mcp_tasks::Engine::builder(toolkit)
-            .with_server_info(info)
-            .with_shutdown_grace(grace);
-        if let Some(max) = max_running {
-            builder = builder.with_max_running(max);
-        }
-        match key {
-            Some(key) => builder.with_request_state_key(key),
-            None => builder,
-        }
-    };
-    let server = match store.split_once(':') {
-        None if store == "memory" => TaskServer::from_engine(engine(toolkit).build()),
-        Some(("sqlite", path)) if !path.is_empty() => {
-            let server = TaskServer::from_engine(
-                engine(toolkit)
-                    .with_store(mcp_tasks::SqliteStore::open(path).map_err(std::io::Error::other)?)
-                    .build(),
-            );
+    let mut builder = mcp_tasks::Engine::builder(toolkit)
+        .with_server_info(info)
+        .with_shutdown_grace(grace);
+    if let Some(max) = args.max_running {
+        builder = builder.with_max_running(max.get());
+    }
+    if let Some(key) = args.request_state_key {
+        builder = builder.with_request_state_key(key);
+    }
+    let server = match args.store {
+        Store::Memory => TaskServer::from_engine(builder.build()),
+        Store::Sqlite(path) => {
+            let store = mcp_tasks::SqliteStore::open(&path).map_err(std::io::Error::other)?;
+            let server = TaskServer::from_engine(builder.with_store(store).build());
             let report = server.recover().await.map_err(std::io::Error::other)?;
             eprintln!(
                 "store sqlite:{path}: {} unfinished task(s) resumed, {} failed",
@@ -340,22 +311,22 @@ async fn build(
             );
             server
         }
-        _ if postgres => {
-            let mut builder = mcp_tasks::PostgresStore::builder(store.clone());
-            if let Some(schema) = schema {
-                builder = builder.with_schema(schema);
+        Store::Postgres(url) => {
+            let mut store = mcp_tasks::PostgresStore::builder(url);
+            if let Some(schema) = args.schema {
+                store = store.with_schema(schema);
             }
-            let pg = builder
+            let pg = store
                 .connect()
                 .await
                 .map_err(|e| std::io::Error::other(error_chain(&e)))?;
             let schema = pg.schema().to_owned();
-            let mut builder = engine(toolkit).with_store(pg).with_cluster(config);
-            if let Some(id) = instance {
+            let mut builder = builder.with_store(pg).with_cluster(config);
+            if let Some(id) = args.instance {
                 builder = builder.with_instance_id(id);
             }
-            if worker {
-                return Ok((Served::Worker(builder.build_worker()), rest));
+            if args.worker {
+                return Ok(Served::Worker(builder.build_worker()));
             }
             // One instance of a cluster: its work runs under leases, so any number of
             // instances share the schema and take over each other's tasks.
@@ -369,14 +340,8 @@ async fn build(
             );
             TaskServer::from_engine(engine)
         }
-        _ => {
-            return Err(usage(&format!(
-                "unknown store `{store}`; use `memory`, `sqlite:PATH` or \
-                 `postgres://USER@HOST:PORT/DATABASE`"
-            )));
-        }
     };
-    Ok((Served::Server(server), rest))
+    Ok(Served::Server(server))
 }
 
 /// A store error with its sources, in one line (a Postgres error says what to fix in its
@@ -390,17 +355,6 @@ fn error_chain(error: &mcp_tasks::store::StoreError) -> String {
         source = inner.source();
     }
     text
-}
-
-/// A comma-separated list, without empty items.
-fn list(value: Option<String>, flag: &str) -> std::io::Result<Vec<String>> {
-    let value = value.ok_or_else(|| usage(&format!("{flag} takes a comma-separated list")))?;
-    Ok(value
-        .split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(str::to_owned)
-        .collect())
 }
 
 /// Resolves on SIGTERM (what an orchestrator sends to stop a process) or Ctrl-C.
@@ -427,31 +381,120 @@ pub async fn terminated() {
     }
 }
 
-/// The `server_http` example: the settings of [`SETTINGS`] from the `MCP_TASKS_*`
-/// environment and then from `flags` (a flag wins): `--bind ADDR:PORT` (default
-/// `127.0.0.1:8080`), `--port N` (0 picks a free one; the address is printed on stderr),
-/// `--allowed-hosts`, `--allowed-origins` (comma-separated, `*` for any), `--tokens`, plus
-/// the flags of [`server`]. SIGTERM or Ctrl-C stops it gracefully (drain).
+/// The `server_http` example's command line: [`ServerArgs`] and where and how it serves.
+#[derive(clap::Parser)]
+#[command(
+    version,
+    long_about = None,
+    about = "The example task server on Streamable HTTP: `greet`, `workspace_report` and \
+             `import_rows` on http://ADDR:PORT/mcp. SIGTERM or Ctrl-C drains it.",
+    after_help = "Every flag can be set by the environment variable named beside it (a flag \
+                  wins); give secrets (the request-state key, the tokens, the admin \
+                  credential) through the environment. With --admin-bind the credential of \
+                  the admin API is MCP_TASKS_ADMIN_TOKEN (at least 16 characters), which \
+                  only the environment sets."
+)]
+pub struct HttpArgs {
+    /// Where to listen; `0.0.0.0:8080` in a container
+    #[arg(
+        long,
+        env = "MCP_TASKS_BIND",
+        value_name = "ADDR:PORT",
+        default_value = "127.0.0.1:8080",
+        conflicts_with = "worker"
+    )]
+    pub bind: std::net::SocketAddr,
+    /// The port alone (`0` picks a free one; the address is printed on stderr)
+    #[arg(
+        long,
+        env = "MCP_TASKS_PORT",
+        value_name = "N",
+        conflicts_with = "worker"
+    )]
+    pub port: Option<u16>,
+    /// The `Host` values accepted, comma-separated; `*` for any, only behind a balancer that
+    /// checks it [default: localhost, 127.0.0.1, ::1]
+    #[arg(
+        long,
+        env = "MCP_TASKS_ALLOWED_HOSTS",
+        value_name = "LIST",
+        value_delimiter = ',',
+        conflicts_with = "worker"
+    )]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Browser `Origin`s accepted, comma-separated; `*` for any [default: the localhost
+    /// origins]
+    #[arg(
+        long,
+        env = "MCP_TASKS_ALLOWED_ORIGINS",
+        value_name = "LIST",
+        value_delimiter = ',',
+        conflicts_with = "worker"
+    )]
+    pub allowed_origins: Option<Vec<String>>,
+    /// `owner:token,...`: every request needs `Authorization: Bearer <token>`, and each owner
+    /// sees only its own tasks [default: no authentication]
+    #[arg(long, env = "MCP_TASKS_TOKENS", hide_env_values = true, value_name = "LIST",
+          value_parser = |list: &str| mcp_tasks::StaticTokens::parse(list).map_err(|e| e.to_string()),
+          conflicts_with = "worker")]
+    pub tokens: Option<mcp_tasks::StaticTokens>,
+    /// Serve the admin view and API (`/admin`, credential in MCP_TASKS_ADMIN_TOKEN) and the
+    /// Prometheus page (`/metrics`) on a listener of their own
+    #[arg(
+        long,
+        env = "MCP_TASKS_ADMIN_BIND",
+        value_name = "ADDR:PORT",
+        conflicts_with = "worker"
+    )]
+    pub admin_bind: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// The `server_http` example: [`HttpArgs`] from the command line and the `MCP_TASKS_*`
+/// environment. A usage mistake ends the process with clap's message and exit code 2.
+///
+/// # Errors
+/// The server cannot be built ([`server`]) or cannot listen.
 #[allow(dead_code, reason = "only the HTTP server binaries use it")]
-pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<()> {
-    let flags: Vec<String> = env_flags()?.into_iter().chain(flags).collect();
-    if flags.iter().any(|f| f == "--help" || f == "-h") {
-        print!("{}", help());
-        return Ok(());
+pub async fn main_http() -> std::io::Result<()> {
+    use clap::{CommandFactory, FromArgMatches};
+    // Parsed through the `Command` so that its usage errors below name the binary as
+    // clap's own do.
+    let mut command = HttpArgs::command();
+    let args = HttpArgs::from_arg_matches(&command.get_matches_mut()).unwrap_or_else(|e| e.exit());
+    let mut usage_error = |kind, message: String| -> ! { command.error(kind, message).exit() };
+    if let Err(message) = args.server.check(true) {
+        usage_error(clap::error::ErrorKind::ArgumentConflict, message);
     }
-    // The recorder goes in before the engine is built, which registers every metric at 0.
-    let metrics = if flags.iter().any(|f| f == "--admin-bind") {
-        Some(mcp_tasks::metrics::install_prometheus().map_err(std::io::Error::other)?)
-    } else {
-        None
+    // Checked before anything is built: the credential comes from the environment only.
+    let admin = match args.admin_bind {
+        None => None,
+        Some(bind) => {
+            let credential = std::env::var("MCP_TASKS_ADMIN_TOKEN")
+                .map_err(|_| {
+                    "--admin-bind needs the admin credential in MCP_TASKS_ADMIN_TOKEN".to_owned()
+                })
+                .and_then(|token| {
+                    mcp_tasks::admin::AdminCredential::new(token)
+                        .map_err(|e| format!("MCP_TASKS_ADMIN_TOKEN: {e}"))
+                });
+            match credential {
+                Ok(credential) => Some((bind, credential)),
+                Err(message) => {
+                    usage_error(clap::error::ErrorKind::MissingRequiredArgument, message)
+                }
+            }
+        }
     };
-    let (served, rest) = build(flags.into_iter(), Duration::from_secs(1), true).await?;
-    let server = match served {
+    // The recorder goes in before the engine is built, which registers every metric at 0.
+    let metrics = match admin {
+        Some(_) => Some(mcp_tasks::metrics::install_prometheus().map_err(std::io::Error::other)?),
+        None => None,
+    };
+    let server = match server(args.server, Duration::from_secs(1)).await? {
         Served::Server(server) => server,
         Served::Worker(worker) => {
-            if let Some(flag) = rest.first() {
-                return Err(usage(&format!("{flag}: a worker serves no HTTP")));
-            }
             eprintln!("worker {} running", worker.instance_id());
             let grace = worker.shutdown_grace();
             let handle = worker.start().map_err(std::io::Error::other)?;
@@ -462,67 +505,40 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
             return Ok(());
         }
     };
-    let mut bind: std::net::SocketAddr = ([127, 0, 0, 1], 8080).into();
-    let mut admin_bind: Option<std::net::SocketAddr> = None;
-    let mut options = mcp_tasks::HttpOptions::new();
-    let mut rest = rest.into_iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--admin-bind" => {
-                admin_bind = Some(rest.next().and_then(|a| a.parse().ok()).ok_or_else(|| {
-                    usage(
-                        "--admin-bind takes an address and port, e.g. --admin-bind 127.0.0.1:9090",
-                    )
-                })?);
-            }
-            "--bind" => {
-                bind = rest.next().and_then(|a| a.parse().ok()).ok_or_else(|| {
-                    usage("--bind takes an address and port, e.g. --bind 0.0.0.0:8080")
-                })?;
-            }
-            "--port" => {
-                let port = rest
-                    .next()
-                    .and_then(|p| p.parse().ok())
-                    .ok_or_else(|| usage("--port takes a number, e.g. --port 8080"))?;
-                bind.set_port(port);
-            }
-            "--allowed-hosts" => {
-                let hosts = list(rest.next(), &arg)?;
-                options = if hosts.iter().any(|h| h == "*") {
-                    options.with_any_host()
-                } else {
-                    options.with_allowed_hosts(hosts)
-                };
-            }
-            "--allowed-origins" => {
-                let origins = list(rest.next(), &arg)?;
-                options = if origins.iter().any(|o| o == "*") {
-                    options.with_any_origin()
-                } else {
-                    options.with_allowed_origins(origins)
-                };
-            }
-            // Every request needs `Authorization: Bearer <token>`; the token names its owner.
-            "--tokens" => {
-                let tokens = mcp_tasks::StaticTokens::parse(&rest.next().unwrap_or_default())
-                    .map_err(|e| usage(&format!("--tokens: {e}")))?;
-                options = options.with_static_tokens(tokens);
-            }
-            other => {
-                return Err(usage(&format!(
-                    "unknown argument `{other}`; expected --bind ADDR:PORT, --port N, \
-                     --allowed-hosts LIST, --allowed-origins LIST, --tokens owner:token,..., \
-                     --request-state-key SECRET, --shutdown-grace-ms N, --max-running N, \
-                     --store memory|sqlite:PATH|postgres://..., --journal PATH, --pace-ms N, \
-                     --admin-bind ADDR:PORT, --help, \
-                     or on Postgres {CLUSTER_FLAGS}"
-                )));
-            }
-        }
+    let mut bind = args.bind;
+    if let Some(port) = args.port {
+        bind.set_port(port);
     }
-    if let (Some(admin_bind), Some(metrics)) = (admin_bind, metrics) {
-        serve_admin(admin_bind, &server, metrics).await?;
+    let mut options = mcp_tasks::HttpOptions::new();
+    // Items trimmed, empty ones dropped (`a, b,` is `a` and `b`).
+    let list = |items: Vec<String>| -> Vec<String> {
+        items
+            .iter()
+            .map(|item| item.trim())
+            .filter(|item| !item.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    if let Some(hosts) = args.allowed_hosts.map(list) {
+        options = if hosts.iter().any(|h| h == "*") {
+            options.with_any_host()
+        } else {
+            options.with_allowed_hosts(hosts)
+        };
+    }
+    if let Some(origins) = args.allowed_origins.map(list) {
+        options = if origins.iter().any(|o| o == "*") {
+            options.with_any_origin()
+        } else {
+            options.with_allowed_origins(origins)
+        };
+    }
+    // Every request needs `Authorization: Bearer <token>`; the token names its owner.
+    if let Some(tokens) = args.tokens {
+        options = options.with_static_tokens(tokens);
+    }
+    if let (Some((bind, credential)), Some(metrics)) = (admin, metrics) {
+        serve_admin(bind, credential, &server, metrics).await?;
     }
     let listener = tokio::net::TcpListener::bind(bind).await?;
     eprintln!("serving MCP on http://{}/mcp", listener.local_addr()?);
@@ -535,18 +551,15 @@ pub async fn main_http(flags: impl Iterator<Item = String>) -> std::io::Result<(
     Ok(())
 }
 
-/// The admin router (credential: `MCP_TASKS_ADMIN_TOKEN`) and the Prometheus page
+/// The admin router (its credential from `MCP_TASKS_ADMIN_TOKEN`) and the Prometheus page
 /// (`/metrics`, no credential) on a listener of their own, apart from the MCP one, as the
 /// operating guide recommends.
 async fn serve_admin(
     bind: std::net::SocketAddr,
+    credential: mcp_tasks::admin::AdminCredential,
     server: &TaskServer,
     metrics: mcp_tasks::metrics::PrometheusHandle,
 ) -> std::io::Result<()> {
-    let token = std::env::var("MCP_TASKS_ADMIN_TOKEN")
-        .map_err(|_| usage("--admin-bind needs the admin credential in MCP_TASKS_ADMIN_TOKEN"))?;
-    let credential = mcp_tasks::admin::AdminCredential::new(token)
-        .map_err(|e| usage(&format!("MCP_TASKS_ADMIN_TOKEN: {e}")))?;
     let app = mcp_tasks::admin::router(server.engine(), credential)
         .merge(mcp_tasks::metrics::prometheus_router(metrics));
     let listener = tokio::net::TcpListener::bind(bind).await?;
@@ -556,27 +569,4 @@ async fn serve_admin(
     );
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(())
-}
-
-/// `--help`: every flag, with the environment variable that sets it.
-fn help() -> String {
-    let mut text = String::from(
-        "The example task server on Streamable HTTP.\n\n\
-         Usage: server_http [FLAGS]\n\n\
-         Each flag may be set by its environment variable instead (a flag wins); see the \
-         README's \"Deploying\" table for what each does.\n\n",
-    );
-    for &(flag, var, takes_value) in SETTINGS {
-        let value = if takes_value { " <VALUE>" } else { "" };
-        text.push_str(&format!("  {:<30} {var}\n", format!("{flag}{value}")));
-    }
-    text.push_str(
-        "\n--admin-bind ADDR:PORT serves the admin view (/admin, credential in \
-         MCP_TASKS_ADMIN_TOKEN) and the Prometheus page (/metrics) there.\n",
-    );
-    text
-}
-
-fn usage(message: &str) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidInput, message.to_owned())
 }

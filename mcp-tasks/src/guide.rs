@@ -11,7 +11,8 @@
 //! 8. [Troubleshooting](troubleshooting)
 //!
 //! Every code block of the guide is compiled by `cargo test --doc` with the features its page
-//! needs; a page whose features are off says which to turn on.
+//! needs; a page whose features are off says which to turn on. `scripts/fresh_project.sh`
+//! builds each one again in a project outside the repository, warnings denied.
 //!
 //! The modules are empty: they only carry the pages.
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
+use crate::printable::printable;
+
 /// The environment variable that holds the admin credential.
 pub const TOKEN_ENV: &str = "MCP_TASKS_ADMIN_TOKEN";
 
@@ -307,10 +309,11 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                     .iter()
                     .flat_map(|page| page["tasks"].as_array().into_iter().flatten())
                     .collect();
-                print!("{}", table(&rows));
-                println!("{}", counts_line(&counts));
+                // The server's fields, made printable.
+                print!("{}", printable(&table(&rows)));
+                println!("{}", printable(&counts_line(&counts)));
                 if let Some(cursor) = &cursor {
-                    eprintln!("more tasks: add --cursor {cursor} (or --all)");
+                    eprintln!("more tasks: add --cursor {} (or --all)", printable(cursor));
                 }
             }
             Ok(())
@@ -326,7 +329,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                     serde_json::to_string_pretty(&detail).unwrap_or_default()
                 );
             } else {
-                print!("{}", show(&detail));
+                print!("{}", printable(&show(&detail)));
             }
             Ok(())
         }
@@ -343,7 +346,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             } else if answer["outcome"] == "already_ended" {
                 println!(
                     "task {task_id} had already ended ({}): nothing to cancel",
-                    text(&answer["status"])
+                    printable(&text(&answer["status"]))
                 );
             } else {
                 println!("cancel requested for task {task_id}: its work stops when it honours it");

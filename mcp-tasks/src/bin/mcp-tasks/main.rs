@@ -9,6 +9,7 @@
 
 mod admin;
 mod args;
+mod printable;
 mod prompt;
 
 use std::{io::IsTerminal, io::Write, process::ExitCode, time::Duration};
@@ -21,6 +22,7 @@ use mcp_tasks::{
 use rmcp::model::{CallToolResult, ContentBlock, DetailedTask, TaskStatus};
 
 use args::{Command, Follow};
+use printable::printable;
 
 const COMPLETED: u8 = 0;
 const TOOL_ERROR: u8 = 1;
@@ -55,7 +57,7 @@ async fn main() -> ExitCode {
             Err(error) => {
                 eprintln!(
                     "mcp-tasks admin: {}",
-                    mcp_tasks::__private::error_chain(&error)
+                    printable(&mcp_tasks::__private::error_chain(&error))
                 );
                 ExitCode::from(ERROR)
             }
@@ -69,7 +71,10 @@ async fn main() -> ExitCode {
             CONNECTION
         }
         Err(error) => {
-            eprintln!("mcp-tasks: {}", mcp_tasks::__private::error_chain(&error));
+            eprintln!(
+                "mcp-tasks: {}",
+                printable(&mcp_tasks::__private::error_chain(&error))
+            );
             PROTOCOL
         }
     };
@@ -99,7 +104,8 @@ fn cause(error: &ClientError) -> String {
     if std::ptr::addr_eq(innermost, error as &dyn std::error::Error) {
         what
     } else {
-        format!("{what} ({innermost})")
+        // The innermost error may quote what the server sent.
+        format!("{what} ({})", printable(&innermost.to_string()))
     }
 }
 
@@ -158,7 +164,11 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                 let mode = if tasks { Mode::of(&tool) } else { Mode::Inline };
                 let mode = format!("task: {}", mode.label());
                 let description = tool.description.as_deref().unwrap_or("");
-                println!("{}\t{mode}\t{description}", tool.name);
+                println!(
+                    "{}\t{mode}\t{}",
+                    printable(&tool.name),
+                    printable(description)
+                );
             }
             client.close().await;
             Ok(COMPLETED)
@@ -257,7 +267,7 @@ impl StatusLine {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         let line = match &key.1 {
-            Some(message) => format!("[{status}] {message}"),
+            Some(message) => format!("[{status}] {}", printable(message)),
             None => format!("[{status}]"),
         };
         let mut err = std::io::stderr().lock();
@@ -293,7 +303,11 @@ impl Following<'_> {
         interrupts: &mut Interrupts,
     ) -> Result<u8, ClientError> {
         let id = task.id().to_owned();
-        eprintln!("task {id} (resume: mcp-tasks resume {} {id})", self.target);
+        let shown = printable(&id);
+        eprintln!(
+            "task {shown} (resume: mcp-tasks resume {} {shown})",
+            self.target
+        );
         loop {
             let error = match follow(&mut task, self.follow.raw, interrupts).await {
                 Err(error) if lost(&error) => error,
@@ -312,7 +326,7 @@ impl Following<'_> {
                 Ok(again) => again,
                 Err(code) => return Ok(code),
             };
-            eprintln!("reconnected; following task {id}");
+            eprintln!("reconnected; following task {}", printable(&id));
         }
     }
 
@@ -340,7 +354,10 @@ impl Following<'_> {
                     Ok(again) => return Ok(again),
                     Err(error) if lost(&error) => cause(&error),
                     Err(error) => {
-                        eprintln!("mcp-tasks: {}", mcp_tasks::__private::error_chain(&error));
+                        eprintln!(
+                            "mcp-tasks: {}",
+                            printable(&mcp_tasks::__private::error_chain(&error))
+                        );
                         return Err(PROTOCOL);
                     }
                 },
@@ -349,8 +366,9 @@ impl Following<'_> {
             if last == "interrupted" || tokio::time::Instant::now() >= deadline {
                 eprintln!(
                     "gave up reconnecting: {last}\nthe task may still be running; follow it \
-                     with:\n  mcp-tasks resume {} {id}",
-                    self.target
+                     with:\n  mcp-tasks resume {} {}",
+                    self.target,
+                    printable(id)
                 );
                 return Err(CONNECTION);
             }
@@ -413,12 +431,14 @@ async fn follow(
 }
 
 fn print_outcome(outcome: TaskEnd, task_id: &str, raw: bool) -> u8 {
+    let task_id = printable(task_id);
     match outcome {
         TaskEnd::Completed(result) => print_result(&result, raw),
         TaskEnd::Failed(error) => {
             eprintln!(
                 "task {task_id} failed: error {}: {}",
-                error.code.0, error.message
+                error.code.0,
+                printable(&error.message)
             );
             if let Some(data) = &error.data {
                 eprintln!("  data: {data}");
@@ -437,39 +457,72 @@ fn print_outcome(outcome: TaskEnd, task_id: &str, raw: bool) -> u8 {
 }
 
 fn print_result(result: &CallToolResult, raw: bool) -> u8 {
-    if raw {
-        println!("{}", serde_json::to_string(result).unwrap_or_default());
-    } else {
-        for block in &result.content {
-            match block {
-                ContentBlock::Text(text) => println!("{}", text.text),
-                ContentBlock::Image(image) => {
-                    println!(
-                        "[image {}, {} base64 bytes]",
-                        image.mime_type,
-                        image.data.len()
-                    );
-                }
-                ContentBlock::Audio(audio) => {
-                    println!(
-                        "[audio {}, {} base64 bytes]",
-                        audio.mime_type,
-                        audio.data.len()
-                    );
-                }
-                other => println!("{}", serde_json::to_string(other).unwrap_or_default()),
-            }
-        }
-        if result.content.is_empty()
-            && let Some(structured) = &result.structured_content
-        {
-            println!("{structured}");
-        }
-    }
+    let _ = write_result(&mut std::io::stdout().lock(), result, raw);
     if result.is_error == Some(true) {
         eprintln!("the tool reported an error");
         TOOL_ERROR
     } else {
         COMPLETED
+    }
+}
+
+/// The tool's result on `out`: as JSON (`raw`), or its content for a person, the server's
+/// text made [`printable`] (JSON needs nothing: it escapes control characters).
+fn write_result(out: &mut impl Write, result: &CallToolResult, raw: bool) -> std::io::Result<()> {
+    if raw {
+        return writeln!(out, "{}", serde_json::to_string(result).unwrap_or_default());
+    }
+    for block in &result.content {
+        match block {
+            ContentBlock::Text(text) => writeln!(out, "{}", printable(&text.text))?,
+            ContentBlock::Image(image) => writeln!(
+                out,
+                "[image {}, {} base64 bytes]",
+                printable(&image.mime_type),
+                image.data.len()
+            )?,
+            ContentBlock::Audio(audio) => writeln!(
+                out,
+                "[audio {}, {} base64 bytes]",
+                printable(&audio.mime_type),
+                audio.data.len()
+            )?,
+            other => writeln!(out, "{}", serde_json::to_string(other).unwrap_or_default())?,
+        }
+    }
+    if result.content.is_empty()
+        && let Some(structured) = &result.structured_content
+    {
+        writeln!(out, "{structured}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{CallToolResult, ContentBlock};
+
+    use super::write_result;
+
+    /// What a person sees of a tool's text: no escape sequence reaches the terminal.
+    #[test]
+    fn a_tools_text_is_printed_without_escape_sequences() {
+        let result = CallToolResult::success(vec![
+            ContentBlock::text("\x1b]0;pwned\x07"),
+            ContentBlock::text("\x1b[2J"),
+            ContentBlock::text("done\x1b]0;pwned\x07: 3 rows\x1b[2J\tok"),
+        ]);
+        let mut printed = Vec::new();
+        write_result(&mut printed, &result, false).unwrap();
+        assert_eq!(
+            String::from_utf8(printed).unwrap(),
+            "\n\ndone: 3 rows\tok\n"
+        );
+        // `--raw` is JSON, whose strings escape the controls.
+        let mut printed = Vec::new();
+        write_result(&mut printed, &result, true).unwrap();
+        let printed = String::from_utf8(printed).unwrap();
+        assert!(!printed.contains('\x1b'), "{printed}");
+        assert!(printed.contains(r"\u001b]0;pwned\u0007"), "{printed}");
     }
 }

@@ -3,6 +3,7 @@
 
 use std::{io::Write, sync::Arc};
 
+use crate::printable::printable;
 use mcp_tasks::client::{InputAnswer, InputContext};
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
@@ -24,9 +25,10 @@ enum Field {
     Cancel,
 }
 
+/// Writes a prompt, which quotes the server's question: [`printable`] first.
 fn say(text: &str) {
     let mut err = std::io::stderr().lock();
-    let _ = write!(err, "{text}");
+    let _ = write!(err, "{}", printable(text));
     let _ = err.flush();
 }
 

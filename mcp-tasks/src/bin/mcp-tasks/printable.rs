@@ -1,0 +1,104 @@
+//! Text from a server, made safe to print on a terminal.
+//!
+//! A status message, an error, a tool's text or a field of the admin API is whatever the
+//! server sent. Printed as it is, an escape sequence in it would act on the user's terminal:
+//! retitle the window (`ESC ] 0 ; title BEL`), clear the screen (`ESC [ 2 J`), move the
+//! cursor to overwrite what was printed before, or worse on some terminals. So every string
+//! a server sent goes through [`printable`] before it is printed: escape sequences are
+//! removed whole, and so is every other control character but newline and tab (C0, DEL
+//! and C1). JSON output (`--json`, `--raw`) needs nothing: JSON escapes control characters.
+
+use std::borrow::Cow;
+
+/// `text` without escape sequences and control characters (newline and tab kept).
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| is_control(c) && c != '\n' && c != '\t')
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\x1b' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte `@`..`~`.
+                Some('[') => skip_csi(&mut chars),
+                // OSC, DCS, SOS, PM, APC: a string up to BEL or ST.
+                Some(']' | 'P' | 'X' | '^' | '_') => skip_string(&mut chars),
+                // Any other escape: intermediates (` `..`/`), then one final character.
+                Some(' '..='/') => {
+                    while chars.next_if(|c| matches!(c, ' '..='/')).is_some() {}
+                    chars.next();
+                }
+                Some(_) | None => {}
+            },
+            // The 8-bit forms of CSI and of the string controls.
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            c if is_control(c) => {}
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// C0 (`\0`..`\x1f`), DEL and C1 (`\u{80}`..`\u{9f}`).
+fn is_control(c: char) -> bool {
+    matches!(c, '\0'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')
+}
+
+fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    for c in chars.by_ref() {
+        if matches!(c, '@'..='~') {
+            return;
+        }
+    }
+}
+
+/// Up to BEL, ESC `\` or the 8-bit ST, inclusive.
+fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while let Some(c) = chars.next() {
+        match c {
+            '\x07' | '\u{9c}' => return,
+            '\x1b' => {
+                chars.next_if_eq(&'\\');
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::printable;
+
+    #[test]
+    fn escape_sequences_and_controls_are_removed() {
+        for (sent, shown) in [
+            ("\x1b]0;pwned\x07", ""),
+            ("\x1b[2J", ""),
+            ("a\x1b]0;pwned\x07b\x1b[2Jc", "abc"),
+            ("title\x1b]2;x\x1b\\ end", "title end"),
+            ("\x1b[1;31mred\x1b[0m", "red"),
+            ("\x1bcreset", "reset"),
+            ("\x1b(Bascii", "ascii"),
+            ("over\rwrite\x08\x7f", "overwrite"),
+            ("c1\u{9b}2Jcsi\u{9d}0;t\u{9c}osc\u{85}", "c1csiosc"),
+            ("bell\x07\0", "bell"),
+            ("cut at the end \x1b", "cut at the end "),
+            ("cut in a string \x1b]0;no end", "cut in a string "),
+        ] {
+            assert_eq!(printable(sent), shown, "{sent:?}");
+        }
+    }
+
+    #[test]
+    fn ordinary_text_is_kept_as_it_is() {
+        let text = "line 1\n\tline 2: caf\u{e9} \u{2713} [50%]";
+        assert!(matches!(printable(text), std::borrow::Cow::Borrowed(t) if t == text));
+    }
+}
