@@ -5,8 +5,8 @@
 //! retitle the window (`ESC ] 0 ; title BEL`), clear the screen (`ESC [ 2 J`), move the
 //! cursor to overwrite what was printed before, or worse on some terminals. So every string
 //! a server sent goes through [`printable`] before it is printed: escape sequences are
-//! removed whole, and so is every other control character but newline and tab (C0, DEL
-//! and C1). JSON output (`--json`, `--raw`) needs nothing: JSON escapes control characters.
+//! removed whole, and so is every other control character but newline and tab (the ASCII
+//! controls, DEL and the 8-bit controls). JSON output (`--json`, `--raw`) needs nothing: JSON escapes control characters.
 
 use std::borrow::Cow;
 
@@ -45,7 +45,7 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// C0 (`\0`..`\x1f`), DEL and C1 (`\u{80}`..`\u{9f}`).
+/// The ASCII controls (`\0`..`\x1f`), DEL and the 8-bit controls (`\u{80}`..`\u{9f}`).
 fn is_control(c: char) -> bool {
     matches!(c, '\0'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')
 }
