@@ -109,7 +109,7 @@ impl Record for Entry {
             .origin
             .take()
             .map(|origin| Box::new(origin.ended()))
-            .filter(|origin| **origin != TaskOrigin::default());
+            .filter(|origin| !origin.is_empty());
     }
 }
 

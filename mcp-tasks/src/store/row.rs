@@ -18,7 +18,7 @@
 //! are kept beside the row (their own table and columns), read by the operations that need
 //! them.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use rmcp::model::{
     DetailedTask, InputRequests, InputResponses, JsonObject, Task, TaskPayload, TaskStatus,
@@ -66,17 +66,26 @@ pub(crate) const ORIGIN_COLUMNS: [&str; 4] =
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) type EncodedOrigin = [Option<String>; ORIGIN_COLUMNS.len()];
 
+/// The origin with nothing in it, made once: a task's end compares with it and shares its
+/// empty tool version, so ending a task allocates nothing for its origin.
+static EMPTY: LazyLock<TaskOrigin> = LazyLock::new(TaskOrigin::default);
+
 impl TaskOrigin {
     /// What a task keeps of its origin once it ended: the arguments, the request's `_meta`
     /// and the tool version served only a replay, and go; the rest stays for the operator.
     #[must_use]
     pub(crate) fn ended(self) -> Self {
         Self {
-            tool_version: Arc::from(""),
+            tool_version: Arc::clone(&EMPTY.tool_version),
             arguments: JsonObject::new(),
             request_meta: JsonObject::new(),
             ..self
         }
+    }
+
+    /// Whether it holds nothing (what an ended task without a trace context keeps).
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == *EMPTY
     }
 
     /// Every column, encoded, in [`ORIGIN_COLUMNS`]' order.
