@@ -135,6 +135,8 @@ pub(crate) fn count_query(
 
 /// One task in detail from its stored row and origin, for both SQL stores: what it was
 /// created with as [`TaskOrigin::ended`] keeps it once it ended, as the memory store does.
+/// A task's end clears those columns; a row that ended under an earlier build still holds
+/// them, which the view does not show either.
 pub(crate) fn detail(
     task: TaskRow,
     origin: TaskOrigin,
