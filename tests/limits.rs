@@ -1,12 +1,13 @@
 //! Task-level limits over real HTTP: live tasks per owner, outstanding input requests per
-//! task, `statusMessage` length (docs/protocol.md R22: informative errors).
+//! task, `statusMessage` length, a request's `_meta` (docs/protocol.md R22: informative
+//! errors).
 
 mod common;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use common::{Http, Peer, TASKS, first_input_key};
-use mcp_tasks::{Limits, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{Limits, MemoryStore, TaskContext, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::{Value, json};
 
 /// Waits until cancelled.
@@ -137,4 +138,122 @@ async fn long_status_messages_are_cut_to_the_limit() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(message, format!("{}…", "é".repeat(9)));
+}
+
+/// A `tools/call` whose `_meta` is over the default size (64 KiB) or depth (32 levels) limit
+/// is refused on both transports with `-32602` naming `params._meta`, the limit and the
+/// setter that raises it (HTTP `400`), and no task is created; the same call with a `_meta`
+/// within the limits creates its task.
+#[tokio::test]
+async fn a_call_with_meta_over_its_limits_is_refused_and_creates_no_task() {
+    let store = Arc::new(MemoryStore::new());
+    let server = || {
+        let tools = toolkit![park].expect("toolkit");
+        let engine = mcp_tasks::Engine::builder(tools)
+            .with_shared_store(store.clone())
+            .build();
+        TaskServer::from_engine(engine)
+    };
+    let mut padded = common::meta(TASKS);
+    padded["pad"] = json!("x".repeat(64 * 1024));
+    let mut deep = common::meta(TASKS);
+    let mut nested = json!({});
+    for _ in 0..38 {
+        nested = json!({ "n": nested });
+    }
+    deep["deep"] = nested; // 39 levels, 40 with `_meta` itself
+    let call = json!({ "name": "park", "arguments": {} });
+    let mut http = Http::start(server()).await;
+    let mut stdio = Stdio::serve(server());
+    for (meta, names) in [
+        (
+            &padded,
+            [
+                "more than the limit of 65536 bytes",
+                "Limits::with_max_meta_bytes",
+            ],
+        ),
+        (
+            &deep,
+            [
+                "nests 40 levels deep, more than the limit of 32",
+                "Limits::with_max_meta_depth",
+            ],
+        ),
+    ] {
+        let (status, over_http) = http
+            .rpc_meta("tools/call", call.clone(), meta.clone())
+            .await;
+        assert_eq!(status, 400, "{over_http}");
+        let mut params = call.clone();
+        params["_meta"] = meta.clone();
+        let over_stdio = stdio
+            .request(
+                &json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params }),
+            )
+            .await;
+        for refused in [over_http, over_stdio] {
+            assert_eq!(refused["error"]["code"], -32602, "{refused}");
+            let message = refused["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with("tools/call: params._meta ")
+                    && names.iter().all(|name| message.contains(name)),
+                "{message}"
+            );
+            assert_eq!(refused["error"]["data"]["field"], "params._meta");
+        }
+        assert_eq!(store.len(), 0, "no task is created");
+    }
+    let mut peer = Peer::Http(Http::start(server()).await);
+    let mut within = common::meta(TASKS);
+    within["pad"] = json!("x".repeat(60 * 1024));
+    let created = peer.rpc_meta("tools/call", call, within).await;
+    let id = task_id(&created);
+    assert_eq!(
+        store.len(),
+        1,
+        "within the limits the call creates its task"
+    );
+    peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+        .await;
+}
+
+/// Raw stdio framing over an in-process pipe, served by `mcp_tasks::serve_io` (the guard of
+/// the stdio transport).
+struct Stdio {
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    read: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+}
+
+impl Stdio {
+    fn serve(server: TaskServer) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let (client, server_io) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server_io);
+        tokio::spawn(mcp_tasks::serve_io(server, read, write));
+        let (read, write) = tokio::io::split(client);
+        Self {
+            write,
+            read: tokio::io::BufReader::new(read).lines(),
+        }
+    }
+
+    /// Sends one request line; the response line with its id.
+    async fn request(&mut self, message: &Value) -> Value {
+        use tokio::io::AsyncWriteExt;
+        let line = format!("{message}\n");
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.flush().await.unwrap();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(10), self.read.next_line())
+                .await
+                .expect("an answer within 10 s")
+                .unwrap()
+                .expect("the server closed stdio");
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            if answer["id"] == message["id"] {
+                return answer;
+            }
+        }
+    }
 }

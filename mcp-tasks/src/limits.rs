@@ -5,6 +5,8 @@
 //! | --- | --- | --- | --- |
 //! | request size (one JSON-RPC message: an HTTP body, a stdio line) | 4 MiB ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]) | [`Limits::with_max_request_bytes`] | HTTP `413` with a JSON-RPC `-32600` body; stdio: one `-32600` line (without `id`: the request was not read), the stream goes on |
 //! | `tools/call` `params.arguments`, serialized | 1 MiB ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]) | [`Limits::with_max_arguments_bytes`] | `-32602` naming `params.arguments`, its size and the limit (HTTP `400`); no task is created |
+//! | a request's `params._meta`, serialized (every request: a `tools/call`'s is kept with its task while it runs) | 64 KiB ([`Limits::DEFAULT_MAX_META_BYTES`]) | [`Limits::with_max_meta_bytes`] | `-32602` naming `params._meta`, its size and the limit (`data.maxMetaBytes`; HTTP `400` on the 2026-07-28 wire); no task is created |
+//! | how deep a request's `params._meta` nests (`{}` is one level) | 32 levels ([`Limits::DEFAULT_MAX_META_DEPTH`]) | [`Limits::with_max_meta_depth`] | `-32602` naming `params._meta`, its depth and the limit (`data.maxMetaDepth`); no task is created |
 //! | outstanding input requests of one task | 32 ([`Limits::DEFAULT_MAX_INPUT_REQUESTS`]) | [`Limits::with_max_input_requests`] | the tool's `ctx.elicit(..)` (or `sample`, `roots`) past it fails with `-32603` naming the limit; the task's earlier questions stay outstanding |
 //! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
 //! | live tasks of one owner: per server process, and across the cluster on a shared store | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no task is created; the owner's other tasks and other owners are unaffected |
@@ -46,7 +48,8 @@
 
 /// Limits on what one request may carry and one task or owner may hold.
 /// [`Limits::default()`] is 4 MiB per request ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]), 1 MiB
-/// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 32 outstanding input
+/// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 64 KiB and 32 levels of
+/// a request's `_meta`, 32 outstanding input
 /// requests per task, 4,096 characters of `statusMessage`, 10,000 live tasks per owner, 256
 /// task ids per listen and 64 open listen streams per owner; see the [module docs](self) for
 /// what each limit answers.
@@ -55,6 +58,8 @@
 pub struct Limits {
     max_request_bytes: usize,
     max_arguments_bytes: usize,
+    max_meta_bytes: usize,
+    max_meta_depth: usize,
     max_input_requests: usize,
     max_status_chars: usize,
     max_live_tasks_per_owner: usize,
@@ -67,6 +72,10 @@ impl Limits {
     pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
     /// The default size limit of a `tools/call`'s `arguments`, serialized: 1 MiB.
     pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
+    /// The default size limit of a request's `params._meta`, serialized: 64 KiB.
+    pub const DEFAULT_MAX_META_BYTES: usize = 64 * 1024;
+    /// The default depth limit of a request's `params._meta`: 32 levels.
+    pub const DEFAULT_MAX_META_DEPTH: usize = 32;
     /// The default number of outstanding input requests one task may have: 32.
     pub const DEFAULT_MAX_INPUT_REQUESTS: usize = 32;
     /// The default length of a `statusMessage`, in characters: 4,096.
@@ -84,6 +93,8 @@ impl Limits {
         Self {
             max_request_bytes: Self::DEFAULT_MAX_REQUEST_BYTES,
             max_arguments_bytes: Self::DEFAULT_MAX_ARGUMENTS_BYTES,
+            max_meta_bytes: Self::DEFAULT_MAX_META_BYTES,
+            max_meta_depth: Self::DEFAULT_MAX_META_DEPTH,
             max_input_requests: Self::DEFAULT_MAX_INPUT_REQUESTS,
             max_status_chars: Self::DEFAULT_MAX_STATUS_CHARS,
             max_live_tasks_per_owner: Self::DEFAULT_MAX_LIVE_TASKS_PER_OWNER,
@@ -105,6 +116,23 @@ impl Limits {
     #[must_use]
     pub const fn with_max_arguments_bytes(mut self, bytes: usize) -> Self {
         self.max_arguments_bytes = bytes;
+        self
+    }
+
+    /// Sets the size limit of a request's `params._meta` in bytes, as compact JSON (every
+    /// request; a `tools/call`'s `_meta` is kept with its task while it runs). A larger one is
+    /// answered with `-32602` before anything is created.
+    #[must_use]
+    pub const fn with_max_meta_bytes(mut self, bytes: usize) -> Self {
+        self.max_meta_bytes = bytes;
+        self
+    }
+
+    /// Sets how deep a request's `params._meta` may nest, in levels (`{}` is one, at least
+    /// 1). A deeper one is answered with `-32602` before anything is created.
+    #[must_use]
+    pub const fn with_max_meta_depth(mut self, levels: usize) -> Self {
+        self.max_meta_depth = if levels == 0 { 1 } else { levels };
         self
     }
 
@@ -204,6 +232,18 @@ impl Limits {
     pub const fn max_arguments_bytes(&self) -> usize {
         self.max_arguments_bytes
     }
+
+    /// The size limit of a request's `params._meta` in bytes.
+    #[must_use]
+    pub const fn max_meta_bytes(&self) -> usize {
+        self.max_meta_bytes
+    }
+
+    /// How deep a request's `params._meta` may nest, in levels.
+    #[must_use]
+    pub const fn max_meta_depth(&self) -> usize {
+        self.max_meta_depth
+    }
 }
 
 impl Default for Limits {
@@ -233,6 +273,14 @@ mod tests {
         let limits = Limits::default();
         assert_eq!(limits.max_request_bytes(), 4 * 1024 * 1024);
         assert_eq!(limits.max_arguments_bytes(), 1024 * 1024);
+        assert_eq!(
+            (limits.max_meta_bytes(), limits.max_meta_depth()),
+            (64 * 1024, 32)
+        );
+        let meta = Limits::default()
+            .with_max_meta_bytes(100)
+            .with_max_meta_depth(0);
+        assert_eq!((meta.max_meta_bytes(), meta.max_meta_depth()), (100, 1));
         let limits = limits
             .with_max_request_bytes(10)
             .with_max_arguments_bytes(5);
