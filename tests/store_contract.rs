@@ -239,6 +239,13 @@ async fn create_then_get(store: impl TaskStore) {
     assert_eq!(got.ttl_ms, None, "unlimited ttl is ttlMs: null");
     assert_eq!(got.poll_interval_ms, Some(500));
     assert!(store.get("missing").await.unwrap().is_none());
+    // Several at once: in the order asked, `None` for an unknown id.
+    let ids: [Arc<str>; 3] = [Arc::from("a"), Arc::from("missing"), Arc::from("a")];
+    assert_eq!(
+        store.get_many(&ids).await.unwrap(),
+        [Some(created.clone()), None, Some(created.clone())]
+    );
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
     assert!(matches!(
         store.create(new_task("a", None)).await,
         Err(StoreError::DuplicateId)
@@ -409,6 +416,17 @@ async fn expiry(store: impl TaskStore) {
     );
 
     tokio::time::advance(Duration::from_millis(2)).await;
+    // A read of several applies expiry and purge that are due, as one read does.
+    let many = store
+        .get_many(&[Arc::from("live"), Arc::from("done")])
+        .await
+        .unwrap();
+    assert_eq!(
+        many.iter()
+            .map(|task| task.as_ref().map(|task| task.status))
+            .collect::<Vec<_>>(),
+        [Some(TaskStatus::Failed), None]
+    );
     let live = store.get("live").await.unwrap().unwrap();
     assert_eq!(live.status, TaskStatus::Failed, "expiry applies on read");
     let Some(Outcome::Failed(error)) = &live.outcome else {

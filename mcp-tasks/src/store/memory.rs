@@ -364,6 +364,18 @@ impl TaskStore for MemoryStore {
         }
     }
 
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        ids.iter()
+            .map(
+                |id| match self.with_entry(id, |entry, _| Ok(entry.snapshot())) {
+                    Ok(snapshot) => Ok(Some(snapshot)),
+                    Err(StoreError::NotFound) => Ok(None),
+                    Err(e) => Err(e),
+                },
+            )
+            .collect()
+    }
+
     async fn apply(
         &self,
         id: &str,

@@ -70,6 +70,21 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The task, or `None` when unknown or purged. Applies expiry that is due.
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError>;
 
+    /// The tasks `ids` name, in their order, each `None` when unknown or purged: what
+    /// [`TaskStore::get`] answers for each, expiry that is due applied, in one read of the
+    /// store (one query on SQLite and Postgres) instead of one per task. A task listen reads
+    /// the tasks it names with it.
+    ///
+    /// The default reads them one after the other with [`TaskStore::get`]; stores override
+    /// it.
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.push(self.get(id).await?);
+        }
+        Ok(tasks)
+    }
+
     /// Applies a write of the task's running work ([`Transition`]). Under `fence`, a
     /// [`ClusterStore`] refuses it with [`StoreError::Fenced`], changing nothing, once the
     /// task's epoch is no longer the lease's (module docs of the state machine, invariant

@@ -334,6 +334,23 @@ impl TaskStore for PostgresStore {
         }
     }
 
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let now = self.clock.now_ms();
+        let rows = batch::read_many(&self.pool, ids).await?;
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.push(match rows.get(id) {
+                Some(row) if record::due(&row.task.state, now) == Due::Nothing => {
+                    Some(row.task.clone().into_snapshot())
+                }
+                // Expiry or purge is due: the one-task read applies it (rare).
+                Some(_) => self.get(id).await?,
+                None => None,
+            });
+        }
+        Ok(tasks)
+    }
+
     async fn apply(
         &self,
         id: &str,

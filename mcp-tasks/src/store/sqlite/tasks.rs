@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, insert_task, load, load_live, modify},
+    row::{SqliteRow, insert_task, load, load_live, load_many, modify},
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -78,6 +78,24 @@ impl TaskStore for SqliteStore {
             }
             row => Ok(row.map(codec::TaskRow::into_snapshot)),
         }
+    }
+
+    async fn get_many(
+        &self,
+        ids: &[std::sync::Arc<str>],
+    ) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let now = self.clock.now_ms();
+        let keys = ids.to_vec();
+        let rows = self.read(move |conn| load_many(conn, &keys)).await?;
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.push(match rows.get(id) {
+                // Expiry or purge is due: the one-task read applies it (rare).
+                Some(row) if record::due(&row.state, now) != Due::Nothing => self.get(id).await?,
+                row => row.cloned().map(codec::TaskRow::into_snapshot),
+            });
+        }
+        Ok(tasks)
     }
 
     async fn apply(
