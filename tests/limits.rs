@@ -7,7 +7,9 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use common::{Http, Peer, TASKS, first_input_key};
-use mcp_tasks::{Limits, MemoryStore, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{
+    Limits, MemoryStore, Owner, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+};
 use serde_json::{Value, json};
 
 /// Waits until cancelled.
@@ -27,6 +29,12 @@ async fn ask(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
     let questions = (0..n).map(|i| ctx.elicit_form(format!("question {i}"), schema.clone()));
     let answers = futures::future::try_join_all(questions).await?;
     Ok(format!("{} answered", answers.len()))
+}
+
+/// Returns at once.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn quick() -> Result<String, ToolError> {
+    Ok("done".into())
 }
 
 /// Sets a long status once its task exists, then waits until cancelled.
@@ -256,4 +264,74 @@ impl Stdio {
             }
         }
     }
+}
+
+/// One owner creating far more instant tasks than its bound of finished tasks: the other
+/// owner is still served, and once the sweep ran the first owner keeps exactly its newest
+/// finished tasks, up to the bound (`Limits::with_max_finished_tasks_per_owner`).
+#[tokio::test]
+async fn an_owner_keeps_its_bound_of_finished_tasks_and_others_are_served() {
+    const BOUND: usize = 10;
+    let store = Arc::new(MemoryStore::new());
+    let engine = mcp_tasks::Engine::builder(toolkit![quick].expect("toolkit"))
+        .with_shared_store(store.clone())
+        .with_limits(Limits::default().with_max_finished_tasks_per_owner(BOUND))
+        .build();
+    let router = mcp_tasks::http_router(
+        TaskServer::from_engine(engine),
+        mcp_tasks::HttpOptions::new(),
+    )
+    .layer(axum::middleware::from_fn(
+        |mut request: axum::extract::Request, next: axum::middleware::Next| async move {
+            if let Some(user) = request
+                .headers()
+                .get("x-user")
+                .and_then(|v| v.to_str().ok())
+            {
+                let owner = Owner::new(user);
+                request.extensions_mut().insert(owner);
+            }
+            next.run(request).await
+        },
+    ));
+    let mut mallory = Http::start_router(router).await;
+    mallory.extra = vec![("x-user", "mallory".to_owned())];
+    let mut bob = Http {
+        url: mallory.url.clone(),
+        client: reqwest::Client::new(),
+        extra: vec![("x-user", "bob".to_owned())],
+        next_id: 0,
+    };
+    let call = json!({ "name": "quick", "arguments": {} });
+    let mut ids = Vec::new();
+    for _ in 0..(BOUND * 8) {
+        let (_, created) = mallory.rpc("tools/call", call.clone(), TASKS).await;
+        ids.push(task_id(&created));
+    }
+    let (_, served) = bob.rpc("tools/call", call, TASKS).await;
+    let bobs = task_id(&served);
+
+    // Every task finished and the sweep ran: mallory's newest `BOUND` and bob's one remain.
+    let patience = common::Patience::new("mallory's finished tasks trimmed to the bound");
+    let mut kept = Vec::new();
+    loop {
+        if store.len() == BOUND + 1 {
+            kept.clear();
+            for id in &ids {
+                let (_, task) = mallory
+                    .rpc("tasks/get", json!({ "taskId": id }), TASKS)
+                    .await;
+                if task["result"]["status"] == "completed" {
+                    kept.push(id.clone());
+                }
+            }
+            if kept.len() == BOUND {
+                break;
+            }
+        }
+        patience.wait().await;
+    }
+    assert_eq!(kept, ids[ids.len() - BOUND..], "the newest are kept");
+    let (_, task) = bob.rpc("tasks/get", json!({ "taskId": bobs }), TASKS).await;
+    assert_eq!(task["result"]["status"], "completed", "{task}");
 }

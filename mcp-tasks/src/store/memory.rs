@@ -54,6 +54,11 @@ pub struct MemoryStore {
     max_tasks: usize,
     expired_retention_ms: u64,
     clock: Clock,
+    /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`]).
+    trim: super::trim::Owners,
+    /// The tasks of each owner created with a finished-task bound, oldest first (ids of
+    /// removed tasks go at the owner's next trim).
+    by_owner: Mutex<HashMap<Arc<str>, std::collections::VecDeque<Arc<str>>>>,
 }
 
 type IdempotencyKey = (Arc<str>, Arc<str>, Arc<str>);
@@ -181,6 +186,8 @@ impl MemoryStore {
             max_tasks: DEFAULT_MAX_TASKS,
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             clock: Clock::new(),
+            trim: super::trim::Owners::default(),
+            by_owner: Mutex::default(),
         }
     }
 
@@ -287,6 +294,11 @@ impl MemoryStore {
             });
         }
         let now = self.clock.now_ms();
+        let bounded = task
+            .max_finished_per_owner
+            .is_some()
+            .then(|| (Arc::clone(&task.owner), Arc::clone(&task.id)));
+        self.trim.note(&task);
         let state = record::create(task.status_message, task.ttl, now);
         let entry = Entry {
             id: task.id.clone(),
@@ -313,7 +325,45 @@ impl MemoryStore {
             shard.deadlines.push(Reverse((deadline, task.id.clone())));
         }
         shard.tasks.insert(task.id, entry);
+        drop(shard);
+        if let Some((owner, id)) = bounded {
+            self.by_owner.lock().entry(owner).or_default().push_back(id);
+        }
         Ok(snapshot)
+    }
+
+    /// Keeps `owner`'s `keep` newest finished tasks (by creation) and removes the older
+    /// finished ones; live tasks stay. Forgets the ids of tasks that are gone.
+    fn trim_owner(&self, owner: &Arc<str>, keep: usize) {
+        let ids = std::mem::take(&mut *self.by_owner.lock().entry(Arc::clone(owner)).or_default());
+        let mut kept = std::collections::VecDeque::with_capacity(ids.len());
+        let mut finished = 0;
+        for id in ids.into_iter().rev() {
+            let mut shard = self.shard(&id);
+            let Some(entry) = shard.tasks.get(&id) else {
+                continue;
+            };
+            if entry.state.status.is_terminal() {
+                finished += 1;
+                if finished > keep {
+                    let removed = shard.tasks.remove(&id);
+                    drop(shard);
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    self.forget_keys(removed);
+                    continue;
+                }
+            }
+            drop(shard);
+            kept.push_front(id);
+        }
+        let mut by_owner = self.by_owner.lock();
+        let list = by_owner.entry(Arc::clone(owner)).or_default();
+        // Tasks created while this ran come after the ones it kept.
+        let newer = std::mem::replace(list, kept);
+        list.extend(newer);
+        if list.is_empty() {
+            by_owner.remove(owner);
+        }
     }
 }
 
@@ -480,6 +530,9 @@ impl TaskStore for MemoryStore {
         }
         for entry in purged_keys {
             self.forget_keys(Some(entry));
+        }
+        for (owner, keep) in self.trim.take() {
+            self.trim_owner(&owner, keep);
         }
         Ok(failed)
     }

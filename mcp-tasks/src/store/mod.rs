@@ -44,6 +44,7 @@ pub(crate) mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub(crate) mod status;
+pub(crate) mod trim;
 
 pub use admin::AdminStore;
 pub use cluster::{ClusterStore, Lease, Notice};
@@ -135,6 +136,9 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
+    /// The stores of this crate also remove, for each owner that created a task with
+    /// [`NewTask::max_finished_per_owner`] since the last sweep, that owner's oldest finished
+    /// tasks past the bound.
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;
 
     /// The cluster operations of a store that several instances share; `None` (the default)
