@@ -54,14 +54,21 @@ pub struct MemoryStore {
     max_tasks: usize,
     expired_retention_ms: u64,
     clock: Clock,
-    /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`]).
-    trim: super::trim::Owners,
-    /// The tasks of each owner created with a finished-task bound, oldest first (ids of
-    /// removed tasks go at the owner's next trim).
-    by_owner: Mutex<HashMap<Arc<str>, std::collections::VecDeque<Arc<str>>>>,
+    /// The tasks of each owner created with a finished-task bound
+    /// ([`NewTask::max_finished_per_owner`]), and whether to trim the owner at the next sweep.
+    by_owner: Mutex<HashMap<Arc<str>, Owned>>,
 }
 
 type IdempotencyKey = (Arc<str>, Arc<str>, Arc<str>);
+
+/// One owner's tasks created with a finished-task bound.
+#[derive(Default)]
+struct Owned {
+    /// Oldest first; ids of removed tasks go at the owner's next trim.
+    ids: std::collections::VecDeque<Arc<str>>,
+    /// The bound of the latest create since the last sweep: the next sweep trims the owner.
+    trim: Option<usize>,
+}
 
 #[derive(Default)]
 struct Shard {
@@ -186,7 +193,6 @@ impl MemoryStore {
             max_tasks: DEFAULT_MAX_TASKS,
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             clock: Clock::new(),
-            trim: super::trim::Owners::default(),
             by_owner: Mutex::default(),
         }
     }
@@ -296,9 +302,7 @@ impl MemoryStore {
         let now = self.clock.now_ms();
         let bounded = task
             .max_finished_per_owner
-            .is_some()
-            .then(|| (Arc::clone(&task.owner), Arc::clone(&task.id)));
-        self.trim.note(&task);
+            .map(|keep| (Arc::clone(&task.owner), Arc::clone(&task.id), keep.max(1)));
         let state = record::create(task.status_message, task.ttl, now);
         let entry = Entry {
             id: task.id.clone(),
@@ -326,8 +330,11 @@ impl MemoryStore {
         }
         shard.tasks.insert(task.id, entry);
         drop(shard);
-        if let Some((owner, id)) = bounded {
-            self.by_owner.lock().entry(owner).or_default().push_back(id);
+        if let Some((owner, id, keep)) = bounded {
+            let mut by_owner = self.by_owner.lock();
+            let owned = by_owner.entry(owner).or_default();
+            owned.ids.push_back(id);
+            owned.trim = Some(keep);
         }
         Ok(snapshot)
     }
@@ -335,7 +342,14 @@ impl MemoryStore {
     /// Keeps `owner`'s `keep` newest finished tasks (by creation) and removes the older
     /// finished ones; live tasks stay. Forgets the ids of tasks that are gone.
     fn trim_owner(&self, owner: &Arc<str>, keep: usize) {
-        let ids = std::mem::take(&mut *self.by_owner.lock().entry(Arc::clone(owner)).or_default());
+        let ids = std::mem::take(
+            &mut self
+                .by_owner
+                .lock()
+                .entry(Arc::clone(owner))
+                .or_default()
+                .ids,
+        );
         let mut kept = std::collections::VecDeque::with_capacity(ids.len());
         let mut finished = 0;
         for id in ids.into_iter().rev() {
@@ -357,11 +371,11 @@ impl MemoryStore {
             kept.push_front(id);
         }
         let mut by_owner = self.by_owner.lock();
-        let list = by_owner.entry(Arc::clone(owner)).or_default();
+        let owned = by_owner.entry(Arc::clone(owner)).or_default();
         // Tasks created while this ran come after the ones it kept.
-        let newer = std::mem::replace(list, kept);
-        list.extend(newer);
-        if list.is_empty() {
+        let newer = std::mem::replace(&mut owned.ids, kept);
+        owned.ids.extend(newer);
+        if owned.ids.is_empty() && owned.trim.is_none() {
             by_owner.remove(owner);
         }
     }
@@ -531,7 +545,13 @@ impl TaskStore for MemoryStore {
         for entry in purged_keys {
             self.forget_keys(Some(entry));
         }
-        for (owner, keep) in self.trim.take() {
+        let due: Vec<(Arc<str>, usize)> = self
+            .by_owner
+            .lock()
+            .iter_mut()
+            .filter_map(|(owner, owned)| Some((Arc::clone(owner), owned.trim.take()?)))
+            .collect();
+        for (owner, keep) in due {
             self.trim_owner(&owner, keep);
         }
         Ok(failed)
