@@ -9,6 +9,11 @@
 //! Idempotency keys live in one map of their own, (owner, tool, key) to task id, behind a
 //! mutex that a create with a key holds from its lookup to its insert, so retries racing
 //! each other create one task. Only creates with a key take that lock.
+//!
+//! A create with a bound on its owner's finished tasks ([`NewTask::max_finished_per_owner`])
+//! appends its id to its owner's list, in one map behind one mutex; the sweep
+//! ([`TaskStore::expire_due`]) walks, newest first, the lists of the owners that created
+//! since the last sweep, and removes their finished tasks past the bound.
 
 use std::{
     cmp::Reverse,
