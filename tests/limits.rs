@@ -1,12 +1,15 @@
 //! Task-level limits over real HTTP: live tasks per owner, outstanding input requests per
-//! task, `statusMessage` length (docs/protocol.md R22: informative errors).
+//! task, `statusMessage` length, a request's `_meta` (docs/protocol.md R22: informative
+//! errors).
 
 mod common;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use common::{Http, Peer, TASKS, first_input_key};
-use mcp_tasks::{Limits, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{
+    Limits, MemoryStore, Owner, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+};
 use serde_json::{Value, json};
 
 /// Waits until cancelled.
@@ -26,6 +29,12 @@ async fn ask(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
     let questions = (0..n).map(|i| ctx.elicit_form(format!("question {i}"), schema.clone()));
     let answers = futures::future::try_join_all(questions).await?;
     Ok(format!("{} answered", answers.len()))
+}
+
+/// Returns at once.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn quick() -> Result<String, ToolError> {
+    Ok("done".into())
 }
 
 /// Sets a long status once its task exists, then waits until cancelled.
@@ -137,4 +146,192 @@ async fn long_status_messages_are_cut_to_the_limit() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(message, format!("{}…", "é".repeat(9)));
+}
+
+/// A `tools/call` whose `_meta` is over the default size (64 KiB) or depth (32 levels) limit
+/// is refused on both transports with `-32602` naming `params._meta`, the limit and the
+/// setter that raises it (HTTP `400`), and no task is created; the same call with a `_meta`
+/// within the limits creates its task.
+#[tokio::test]
+async fn a_call_with_meta_over_its_limits_is_refused_and_creates_no_task() {
+    let store = Arc::new(MemoryStore::new());
+    let server = || {
+        let tools = toolkit![park].expect("toolkit");
+        let engine = mcp_tasks::Engine::builder(tools)
+            .with_shared_store(store.clone())
+            .build();
+        TaskServer::from_engine(engine)
+    };
+    let mut padded = common::meta(TASKS);
+    padded["pad"] = json!("x".repeat(64 * 1024));
+    let mut deep = common::meta(TASKS);
+    let mut nested = json!({});
+    for _ in 0..38 {
+        nested = json!({ "n": nested });
+    }
+    deep["deep"] = nested; // 39 levels, 40 with `_meta` itself
+    let call = json!({ "name": "park", "arguments": {} });
+    let mut http = Http::start(server()).await;
+    let mut stdio = Stdio::serve(server());
+    for (meta, names) in [
+        (
+            &padded,
+            [
+                "more than the limit of 65536 bytes",
+                "Limits::with_max_meta_bytes",
+            ],
+        ),
+        (
+            &deep,
+            [
+                "nests 40 levels deep, more than the limit of 32",
+                "Limits::with_max_meta_depth",
+            ],
+        ),
+    ] {
+        let (status, over_http) = http
+            .rpc_meta("tools/call", call.clone(), meta.clone())
+            .await;
+        assert_eq!(status, 400, "{over_http}");
+        let mut params = call.clone();
+        params["_meta"] = meta.clone();
+        let over_stdio = stdio
+            .request(
+                &json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params }),
+            )
+            .await;
+        for refused in [over_http, over_stdio] {
+            assert_eq!(refused["error"]["code"], -32602, "{refused}");
+            let message = refused["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with("tools/call: params._meta ")
+                    && names.iter().all(|name| message.contains(name)),
+                "{message}"
+            );
+            assert_eq!(refused["error"]["data"]["field"], "params._meta");
+        }
+        assert_eq!(store.len(), 0, "no task is created");
+    }
+    let mut peer = Peer::Http(Http::start(server()).await);
+    let mut within = common::meta(TASKS);
+    within["pad"] = json!("x".repeat(60 * 1024));
+    let created = peer.rpc_meta("tools/call", call, within).await;
+    let id = task_id(&created);
+    assert_eq!(
+        store.len(),
+        1,
+        "within the limits the call creates its task"
+    );
+    peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+        .await;
+}
+
+/// Raw stdio framing over an in-process pipe, served by `mcp_tasks::serve_io` (the guard of
+/// the stdio transport).
+struct Stdio {
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    read: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+}
+
+impl Stdio {
+    fn serve(server: TaskServer) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let (client, server_io) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server_io);
+        tokio::spawn(mcp_tasks::serve_io(server, read, write));
+        let (read, write) = tokio::io::split(client);
+        Self {
+            write,
+            read: tokio::io::BufReader::new(read).lines(),
+        }
+    }
+
+    /// Sends one request line; the response line with its id.
+    async fn request(&mut self, message: &Value) -> Value {
+        use tokio::io::AsyncWriteExt;
+        let line = format!("{message}\n");
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.flush().await.unwrap();
+        loop {
+            let line = tokio::time::timeout(Duration::from_secs(10), self.read.next_line())
+                .await
+                .expect("an answer within 10 s")
+                .unwrap()
+                .expect("the server closed stdio");
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            if answer["id"] == message["id"] {
+                return answer;
+            }
+        }
+    }
+}
+
+/// One owner creating far more instant tasks than its bound of finished tasks: the other
+/// owner is still served, and once the sweep ran the first owner keeps exactly its newest
+/// finished tasks, up to the bound (`Limits::with_max_finished_tasks_per_owner`).
+#[tokio::test]
+async fn an_owner_keeps_its_bound_of_finished_tasks_and_others_are_served() {
+    const BOUND: usize = 10;
+    let store = Arc::new(MemoryStore::new());
+    let engine = mcp_tasks::Engine::builder(toolkit![quick].expect("toolkit"))
+        .with_shared_store(store.clone())
+        .with_limits(Limits::default().with_max_finished_tasks_per_owner(BOUND))
+        .build();
+    let router = mcp_tasks::http_router(
+        TaskServer::from_engine(engine),
+        mcp_tasks::HttpOptions::new(),
+    )
+    .layer(axum::middleware::from_fn(
+        |mut request: axum::extract::Request, next: axum::middleware::Next| async move {
+            if let Some(user) = request
+                .headers()
+                .get("x-user")
+                .and_then(|v| v.to_str().ok())
+            {
+                let owner = Owner::new(user);
+                request.extensions_mut().insert(owner);
+            }
+            next.run(request).await
+        },
+    ));
+    let mut mallory = Http::start_router(router).await;
+    mallory.extra = vec![("x-user", "mallory".to_owned())];
+    let mut bob = Http {
+        url: mallory.url.clone(),
+        client: reqwest::Client::new(),
+        extra: vec![("x-user", "bob".to_owned())],
+        next_id: 0,
+    };
+    let call = json!({ "name": "quick", "arguments": {} });
+    let mut ids = Vec::new();
+    for _ in 0..(BOUND * 8) {
+        let (_, created) = mallory.rpc("tools/call", call.clone(), TASKS).await;
+        ids.push(task_id(&created));
+    }
+    let (_, served) = bob.rpc("tools/call", call, TASKS).await;
+    let bobs = task_id(&served);
+
+    // Every task finished and the sweep ran: mallory's newest `BOUND` and bob's one remain.
+    let patience = common::Patience::new("mallory's finished tasks trimmed to the bound");
+    let mut kept = Vec::new();
+    loop {
+        if store.len() == BOUND + 1 {
+            kept.clear();
+            for id in &ids {
+                let (_, task) = mallory
+                    .rpc("tasks/get", json!({ "taskId": id }), TASKS)
+                    .await;
+                if task["result"]["status"] == "completed" {
+                    kept.push(id.clone());
+                }
+            }
+            if kept.len() == BOUND {
+                break;
+            }
+        }
+        patience.wait().await;
+    }
+    assert_eq!(kept, ids[ids.len() - BOUND..], "the newest are kept");
+    let (_, task) = bob.rpc("tasks/get", json!({ "taskId": bobs }), TASKS).await;
+    assert_eq!(task["result"]["status"], "completed", "{task}");
 }

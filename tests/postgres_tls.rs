@@ -355,3 +355,165 @@ async fn each_sslmode_connects_or_fails_as_libpq_does() {
     );
     cluster.stop();
 }
+
+/// The warnings logged in this test binary, by message.
+fn warnings() -> Vec<String> {
+    use std::sync::{Mutex, OnceLock};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    static SEEN: OnceLock<std::sync::Arc<Mutex<Vec<String>>>> = OnceLock::new();
+    struct Record(std::sync::Arc<Mutex<Vec<String>>>);
+    struct Message<'a>(&'a mut String);
+    impl tracing::field::Visit for Message<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                *self.0 = format!("{value:?}");
+            }
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Record {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if *event.metadata().level() == tracing::Level::WARN {
+                let mut message = String::new();
+                event.record(&mut Message(&mut message));
+                self.0.lock().unwrap().push(message);
+            }
+        }
+    }
+    let seen = SEEN.get_or_init(|| {
+        let seen = std::sync::Arc::default();
+        let subscriber = tracing_subscriber::registry().with(Record(std::sync::Arc::clone(&seen)));
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+        seen
+    });
+    seen.lock().unwrap().clone()
+}
+
+/// How many warnings say a `prefer` connection went in the clear.
+fn plaintext_warnings() -> usize {
+    warnings()
+        .iter()
+        .filter(|w| w.contains("did not accept TLS") && w.contains("sslmode=prefer"))
+        .count()
+}
+
+/// A plain connection to `cluster` for the checks (the server's own view of connections).
+async fn checker(cluster: &pg::OwnCluster) -> tokio_postgres::Client {
+    let (raw, connection) = tokio_postgres::connect(&cluster.url(""), tokio_postgres::NoTls)
+        .await
+        .expect("a plain connection for the checks");
+    tokio::spawn(connection);
+    raw
+}
+
+/// `sslmode=prefer` uses TLS when the server offers it, and fails (never retrying in the
+/// clear) when the server offers TLS and the handshake then fails; against a server without
+/// TLS it connects in the clear and logs a warning per connection, while `require`,
+/// `verify-ca` and `verify-full` refuse it with an error saying the server has no TLS and
+/// open no connection. `sslrootcert=system` checks against the operating system's store
+/// (which does not hold the test's CA).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_never_falls_back_to_the_clear_and_required_tls_never_connects_without_it() {
+    let Some(mut cluster) = pg::OwnCluster::init() else {
+        return;
+    };
+    warnings();
+    let dir = cluster.dir().to_path_buf();
+    let ca = make_ca(&dir, "ca").display().to_string();
+    make_server_cert(&dir, "ca");
+    cluster.configure(&format!(
+        "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+        dir.join("server.crt").display(),
+        dir.join("server.key").display()
+    ));
+    cluster.give_to_postgres(&dir);
+    cluster.start();
+    let port = cluster.port();
+    let raw = checker(&cluster).await;
+
+    // A server with TLS: `prefer` encrypts every connection, and warns of nothing.
+    let (prefer, seen) = usable(
+        &raw,
+        PostgresStore::builder(cluster.url("sslmode=prefer")),
+        "tls_prefer",
+    )
+    .await;
+    assert_eq!(seen, [true, true], "prefer: every connection encrypted");
+    assert_eq!(plaintext_warnings(), 0, "{:?}", warnings());
+    drop(prefer);
+
+    // `sslrootcert=system`: the system's CAs, which did not sign the test's certificate.
+    let text = refused(PostgresStore::builder(format!(
+        "host={SERVER_NAME} hostaddr=127.0.0.1 port={port} user=postgres \
+         password={SECRET} dbname=postgres sslmode=verify-full sslrootcert=system"
+    )))
+    .await;
+    assert!(
+        text.contains("is not signed by a CA of sslrootcert=system"),
+        "{text}"
+    );
+
+    // The server offers TLS, and the handshake fails (it speaks no TLS version rustls
+    // does): `prefer` fails, and no connection is made in the clear.
+    cluster.configure("ssl_min_protocol_version = 'TLSv1'\nssl_max_protocol_version = 'TLSv1.1'");
+    cluster.restart();
+    let raw = checker(&cluster).await;
+    let text = refused(
+        PostgresStore::builder(cluster.url("sslmode=prefer&application_name=tls_prefer_failed"))
+            .with_application_name("tls_prefer_failed"),
+    )
+    .await;
+    assert!(text.contains("error performing TLS handshake"), "{text}");
+    assert!(
+        encrypted(&raw, "tls_prefer_failed").await.is_empty(),
+        "no connection in the clear after a failed handshake"
+    );
+
+    // A server without TLS.
+    cluster.configure("ssl = off");
+    cluster.restart();
+    let raw = checker(&cluster).await;
+    let before = plaintext_warnings();
+    let (_plain, seen) = usable(
+        &raw,
+        PostgresStore::builder(cluster.url("sslmode=prefer")),
+        "tls_prefer_plain",
+    )
+    .await;
+    assert_eq!(seen, [false, false], "prefer without TLS: in the clear");
+    assert!(
+        plaintext_warnings() >= before + 2,
+        "a warning for each connection in the clear: {:?}",
+        warnings()
+    );
+    for (mode, name) in [
+        ("sslmode=require".to_owned(), "tls_no_require"),
+        (
+            format!("sslmode=verify-ca&sslrootcert={ca}"),
+            "tls_no_verify_ca",
+        ),
+        (
+            format!("sslmode=verify-full&sslrootcert={ca}"),
+            "tls_no_verify_full",
+        ),
+    ] {
+        let text = refused(
+            PostgresStore::builder(cluster.url(&format!("{mode}&application_name={name}")))
+                .with_application_name(name),
+        )
+        .await;
+        assert!(
+            text.contains("server does not support TLS"),
+            "{mode}: {text}"
+        );
+        assert!(
+            encrypted(&raw, name).await.is_empty(),
+            "{mode}: no connection in the clear"
+        );
+    }
+    cluster.stop();
+}

@@ -43,6 +43,68 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     idempotent_creation(make()).await;
     huge_deadlines(make()).await;
     trace_context(make()).await;
+    finished_per_owner(make()).await;
+}
+
+/// The bound on an owner's finished tasks ([`NewTask::max_finished_per_owner`]): an owner
+/// that creates far more short tasks than its bound keeps, after each sweep, exactly its
+/// newest finished ones (by creation; one without a TTL is no exception); its live task and
+/// another owner's finished tasks are never removed, and the other owner is still served.
+async fn finished_per_owner(store: impl TaskStore) {
+    const BOUND: usize = 5;
+    let task = |id: &str, owner: &str, ttl| {
+        NewTask::new(Arc::from(id), Arc::from(owner), Arc::from("tool"))
+            .with_ttl(ttl)
+            .with_max_finished_per_owner(BOUND)
+    };
+    let hour = Some(Duration::from_secs(3600));
+    store.create(task("bob-0", "bob", hour)).await.unwrap();
+    store.finish("bob-0", Outcome::Cancelled).await.unwrap();
+    store.create(task("m-live", "mallory", hour)).await.unwrap();
+    store
+        .create(task("m-forever", "mallory", None))
+        .await
+        .unwrap();
+    store.finish("m-forever", Outcome::Cancelled).await.unwrap();
+    let ids: Vec<String> = (0..60).map(|i| format!("m-{i:02}")).collect();
+    let present = |ids: Vec<String>| {
+        let store = &store;
+        async move {
+            let mut found = Vec::new();
+            for id in ids {
+                if store.get(&id).await.unwrap().is_some() {
+                    found.push(id);
+                }
+            }
+            found
+        }
+    };
+    for (i, id) in ids.iter().enumerate() {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        store.create(task(id, "mallory", hour)).await.unwrap();
+        store.finish(id, Outcome::Cancelled).await.unwrap();
+        if i % 20 == 19 {
+            store.expire_due().await.unwrap();
+            let kept = present(ids[..=i].to_vec()).await;
+            assert_eq!(kept, ids[i + 1 - BOUND..=i], "after the sweep at {i}");
+        }
+    }
+    assert!(
+        store.get("m-forever").await.unwrap().is_none(),
+        "the oldest finished goes"
+    );
+    assert!(
+        store.get("m-live").await.unwrap().is_some(),
+        "a live task stays"
+    );
+    store.create(task("bob-1", "bob", hour)).await.unwrap();
+    store.expire_due().await.unwrap();
+    assert_eq!(
+        present(vec!["bob-0".into(), "bob-1".into()]).await,
+        ["bob-0", "bob-1"],
+        "another owner is untouched and served"
+    );
+    assert_eq!(present(ids.clone()).await, ids[ids.len() - BOUND..]);
 }
 
 /// The creating call's trace context is stored with the task and comes back with its
@@ -239,6 +301,13 @@ async fn create_then_get(store: impl TaskStore) {
     assert_eq!(got.ttl_ms, None, "unlimited ttl is ttlMs: null");
     assert_eq!(got.poll_interval_ms, Some(500));
     assert!(store.get("missing").await.unwrap().is_none());
+    // Several at once: in the order asked, `None` for an unknown id.
+    let ids: [Arc<str>; 3] = [Arc::from("a"), Arc::from("missing"), Arc::from("a")];
+    assert_eq!(
+        store.get_many(&ids).await.unwrap(),
+        [Some(created.clone()), None, Some(created.clone())]
+    );
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
     assert!(matches!(
         store.create(new_task("a", None)).await,
         Err(StoreError::DuplicateId)
@@ -409,6 +478,17 @@ async fn expiry(store: impl TaskStore) {
     );
 
     tokio::time::advance(Duration::from_millis(2)).await;
+    // A read of several applies expiry and purge that are due, as one read does.
+    let many = store
+        .get_many(&[Arc::from("live"), Arc::from("done")])
+        .await
+        .unwrap();
+    assert_eq!(
+        many.iter()
+            .map(|task| task.as_ref().map(|task| task.status))
+            .collect::<Vec<_>>(),
+        [Some(TaskStatus::Failed), None]
+    );
     let live = store.get("live").await.unwrap().unwrap();
     assert_eq!(live.status, TaskStatus::Failed, "expiry applies on read");
     let Some(Outcome::Failed(error)) = &live.outcome else {
@@ -474,7 +554,7 @@ mod pg;
 #[tokio::test]
 async fn postgres_store_keeps_the_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..11 {
+    for _ in 0..12 {
         let Some(db) = pg::Db::new().await else {
             return;
         };
@@ -760,7 +840,11 @@ async fn sqlite_store_migrates_schema_1() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(indexes, vec!["tasks_purge".to_owned()]);
+    assert_eq!(
+        indexes,
+        ["tasks_purge", "tasks_owner_finished"],
+        "finished tasks by expiry, and by owner for the bound on an owner's finished tasks"
+    );
     // An existing file keeps its page size (SQLite's default when it was made).
     let page_size: i64 = conn
         .pragma_query_value(None, "page_size", |r| r.get(0))

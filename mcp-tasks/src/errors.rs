@@ -413,6 +413,34 @@ pub fn arguments_too_large(size: usize, limit: usize) -> ErrorData {
     )
 }
 
+/// `-32602` for a request's `params._meta` larger than [`Limits::max_meta_bytes`](crate::Limits::max_meta_bytes)
+/// (`size`: its compact serialization).
+#[cfg(any(feature = "http", feature = "stdio"))]
+#[must_use]
+pub fn meta_too_large(method: &str, size: usize, limit: usize) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "{method}: params._meta is {size} bytes, more than the limit of {limit} bytes; \
+             send less, or raise it with Limits::with_max_meta_bytes"
+        ),
+        Some(json!({ "field": "params._meta", "size": size, "maxMetaBytes": limit })),
+    )
+}
+
+/// `-32602` for a request's `params._meta` nesting deeper than
+/// [`Limits::max_meta_depth`](crate::Limits::max_meta_depth) levels.
+#[cfg(any(feature = "http", feature = "stdio"))]
+#[must_use]
+pub fn meta_too_deep(method: &str, depth: usize, limit: usize) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "{method}: params._meta nests {depth} levels deep, more than the limit of {limit} \
+             levels; send a flatter _meta, or raise it with Limits::with_max_meta_depth"
+        ),
+        Some(json!({ "field": "params._meta", "depth": depth, "maxMetaDepth": limit })),
+    )
+}
+
 /// `-32600` for a JSON-RPC envelope field of the wrong type, e.g.
 /// `"Invalid request: id must be a string or an integer, got an object"`.
 #[cfg(any(feature = "http", feature = "stdio"))]

@@ -5,11 +5,22 @@
 //! | --- | --- | --- | --- |
 //! | request size (one JSON-RPC message: an HTTP body, a stdio line) | 4 MiB ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]) | [`Limits::with_max_request_bytes`] | HTTP `413` with a JSON-RPC `-32600` body; stdio: one `-32600` line (without `id`: the request was not read), the stream goes on |
 //! | `tools/call` `params.arguments`, serialized | 1 MiB ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]) | [`Limits::with_max_arguments_bytes`] | `-32602` naming `params.arguments`, its size and the limit (HTTP `400`); no task is created |
+//! | a request's `params._meta`, serialized (every request: a `tools/call`'s is kept with its task while it runs) | 64 KiB ([`Limits::DEFAULT_MAX_META_BYTES`]) | [`Limits::with_max_meta_bytes`] | `-32602` naming `params._meta`, its size and the limit (`data.maxMetaBytes`; HTTP `400` on the 2026-07-28 wire); no task is created |
+//! | how deep a request's `params._meta` nests (`{}` is one level) | 32 levels ([`Limits::DEFAULT_MAX_META_DEPTH`]) | [`Limits::with_max_meta_depth`] | `-32602` naming `params._meta`, its depth and the limit (`data.maxMetaDepth`); no task is created |
 //! | outstanding input requests of one task | 32 ([`Limits::DEFAULT_MAX_INPUT_REQUESTS`]) | [`Limits::with_max_input_requests`] | the tool's `ctx.elicit(..)` (or `sample`, `roots`) past it fails with `-32603` naming the limit; the task's earlier questions stay outstanding |
 //! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
 //! | live tasks of one owner: per server process, and across the cluster on a shared store | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no task is created; the owner's other tasks and other owners are unaffected |
+//! | finished tasks one owner keeps in the store (`completed`, `failed`, `cancelled`, until each is purged at its TTL) | 10,000 ([`Limits::DEFAULT_MAX_FINISHED_TASKS_PER_OWNER`]) | [`Limits::with_max_finished_tasks_per_owner`] | nothing is refused: at the store's next expiry sweep (about once a second) the owner's oldest finished tasks past the limit are removed early (their TTL is cut short; a `tasks/get` of one answers as for a purged task); other owners' tasks and the owner's live tasks are never touched |
 //! | task ids one `subscriptions/listen` may name | 256 ([`Limits::DEFAULT_MAX_LISTEN_TASK_IDS`]) | [`Limits::with_max_listen_task_ids`] | `-32602` naming `params.notifications.taskIds`, how many it named and the limit (`data.maxTaskIds`); no stream is opened |
 //! | task listen streams one owner may hold open on one server | 64 ([`Limits::DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER`]) | [`Limits::with_max_listen_streams_per_owner`] | `-32603` naming the owner and the limit (`data.maxListenStreams`); the owner's open streams go on, and a closed one gives its place back |
+//!
+//! The finished-task limit keeps one owner from filling the store (and a store's capacity,
+//! `with_max_tasks`, shared by every owner) with results nobody reads: an owner that
+//! creates many short tasks keeps its newest finished ones, by creation time. Between two
+//! sweeps an owner may hold more, by the tasks it finished since the last one. Every store
+//! applies it; on a store several instances share (Postgres) it holds across the cluster:
+//! each instance trims, at its sweep, the owners it created tasks for since the last one,
+//! counting their finished tasks in the store by an index (no scan of other owners' tasks).
 //!
 //! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
 //! tasks of one owner cannot take every slot of a shared server); a store's own capacity
@@ -46,8 +57,10 @@
 
 /// Limits on what one request may carry and one task or owner may hold.
 /// [`Limits::default()`] is 4 MiB per request ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]), 1 MiB
-/// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 32 outstanding input
-/// requests per task, 4,096 characters of `statusMessage`, 10,000 live tasks per owner, 256
+/// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 64 KiB and 32 levels of
+/// a request's `_meta`, 32 outstanding input
+/// requests per task, 4,096 characters of `statusMessage`, 10,000 live and 10,000 finished
+/// tasks per owner, 256
 /// task ids per listen and 64 open listen streams per owner; see the [module docs](self) for
 /// what each limit answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,9 +68,12 @@
 pub struct Limits {
     max_request_bytes: usize,
     max_arguments_bytes: usize,
+    max_meta_bytes: usize,
+    max_meta_depth: usize,
     max_input_requests: usize,
     max_status_chars: usize,
     max_live_tasks_per_owner: usize,
+    max_finished_tasks_per_owner: usize,
     max_listen_task_ids: usize,
     max_listen_streams_per_owner: usize,
 }
@@ -67,12 +83,18 @@ impl Limits {
     pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
     /// The default size limit of a `tools/call`'s `arguments`, serialized: 1 MiB.
     pub const DEFAULT_MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
+    /// The default size limit of a request's `params._meta`, serialized: 64 KiB.
+    pub const DEFAULT_MAX_META_BYTES: usize = 64 * 1024;
+    /// The default depth limit of a request's `params._meta`: 32 levels.
+    pub const DEFAULT_MAX_META_DEPTH: usize = 32;
     /// The default number of outstanding input requests one task may have: 32.
     pub const DEFAULT_MAX_INPUT_REQUESTS: usize = 32;
     /// The default length of a `statusMessage`, in characters: 4,096.
     pub const DEFAULT_MAX_STATUS_CHARS: usize = 4096;
     /// The default number of live tasks one owner may have in one server process: 10,000.
     pub const DEFAULT_MAX_LIVE_TASKS_PER_OWNER: usize = 10_000;
+    /// The default number of finished tasks one owner keeps in the store: 10,000.
+    pub const DEFAULT_MAX_FINISHED_TASKS_PER_OWNER: usize = 10_000;
     /// The default number of task ids one `subscriptions/listen` may name: 256.
     pub const DEFAULT_MAX_LISTEN_TASK_IDS: usize = 256;
     /// The default number of task listen streams one owner may hold open on one server: 64.
@@ -84,9 +106,12 @@ impl Limits {
         Self {
             max_request_bytes: Self::DEFAULT_MAX_REQUEST_BYTES,
             max_arguments_bytes: Self::DEFAULT_MAX_ARGUMENTS_BYTES,
+            max_meta_bytes: Self::DEFAULT_MAX_META_BYTES,
+            max_meta_depth: Self::DEFAULT_MAX_META_DEPTH,
             max_input_requests: Self::DEFAULT_MAX_INPUT_REQUESTS,
             max_status_chars: Self::DEFAULT_MAX_STATUS_CHARS,
             max_live_tasks_per_owner: Self::DEFAULT_MAX_LIVE_TASKS_PER_OWNER,
+            max_finished_tasks_per_owner: Self::DEFAULT_MAX_FINISHED_TASKS_PER_OWNER,
             max_listen_task_ids: Self::DEFAULT_MAX_LISTEN_TASK_IDS,
             max_listen_streams_per_owner: Self::DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER,
         }
@@ -105,6 +130,23 @@ impl Limits {
     #[must_use]
     pub const fn with_max_arguments_bytes(mut self, bytes: usize) -> Self {
         self.max_arguments_bytes = bytes;
+        self
+    }
+
+    /// Sets the size limit of a request's `params._meta` in bytes, as compact JSON (every
+    /// request; a `tools/call`'s `_meta` is kept with its task while it runs). A larger one is
+    /// answered with `-32602` before anything is created.
+    #[must_use]
+    pub const fn with_max_meta_bytes(mut self, bytes: usize) -> Self {
+        self.max_meta_bytes = bytes;
+        self
+    }
+
+    /// Sets how deep a request's `params._meta` may nest, in levels (`{}` is one, at least
+    /// 1). A deeper one is answered with `-32602` before anything is created.
+    #[must_use]
+    pub const fn with_max_meta_depth(mut self, levels: usize) -> Self {
+        self.max_meta_depth = if levels == 0 { 1 } else { levels };
         self
     }
 
@@ -128,6 +170,15 @@ impl Limits {
     #[must_use]
     pub const fn with_max_live_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_live_tasks_per_owner = if tasks == 0 { 1 } else { tasks };
+        self
+    }
+
+    /// Sets how many finished tasks one owner keeps in the store (at least 1): past it, the
+    /// store's next expiry sweep removes the owner's oldest finished tasks early, cutting
+    /// their TTL short (see the [module docs](self)). Nothing is refused.
+    #[must_use]
+    pub const fn with_max_finished_tasks_per_owner(mut self, tasks: usize) -> Self {
+        self.max_finished_tasks_per_owner = if tasks == 0 { 1 } else { tasks };
         self
     }
 
@@ -178,6 +229,12 @@ impl Limits {
         self.max_live_tasks_per_owner
     }
 
+    /// How many finished tasks one owner keeps in the store.
+    #[must_use]
+    pub const fn max_finished_tasks_per_owner(&self) -> usize {
+        self.max_finished_tasks_per_owner
+    }
+
     /// `message` within [`Limits::max_status_chars`]: cut, ending with `…`, when longer.
     pub(crate) fn clip_status(&self, message: String) -> String {
         match message
@@ -203,6 +260,18 @@ impl Limits {
     #[must_use]
     pub const fn max_arguments_bytes(&self) -> usize {
         self.max_arguments_bytes
+    }
+
+    /// The size limit of a request's `params._meta` in bytes.
+    #[must_use]
+    pub const fn max_meta_bytes(&self) -> usize {
+        self.max_meta_bytes
+    }
+
+    /// How deep a request's `params._meta` may nest, in levels.
+    #[must_use]
+    pub const fn max_meta_depth(&self) -> usize {
+        self.max_meta_depth
     }
 }
 
@@ -233,6 +302,14 @@ mod tests {
         let limits = Limits::default();
         assert_eq!(limits.max_request_bytes(), 4 * 1024 * 1024);
         assert_eq!(limits.max_arguments_bytes(), 1024 * 1024);
+        assert_eq!(
+            (limits.max_meta_bytes(), limits.max_meta_depth()),
+            (64 * 1024, 32)
+        );
+        let meta = Limits::default()
+            .with_max_meta_bytes(100)
+            .with_max_meta_depth(0);
+        assert_eq!((meta.max_meta_bytes(), meta.max_meta_depth()), (100, 1));
         let limits = limits
             .with_max_request_bytes(10)
             .with_max_arguments_bytes(5);
@@ -246,6 +323,13 @@ mod tests {
     fn listen_limits_default_and_are_at_least_one() {
         let limits = Limits::default();
         assert_eq!(limits.max_listen_task_ids(), 256);
+        assert_eq!(limits.max_finished_tasks_per_owner(), 10_000);
+        assert_eq!(
+            Limits::default()
+                .with_max_finished_tasks_per_owner(0)
+                .max_finished_tasks_per_owner(),
+            1
+        );
         assert_eq!(limits.max_listen_streams_per_owner(), 64);
         let limits = limits
             .with_max_listen_task_ids(3)

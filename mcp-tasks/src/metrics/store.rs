@@ -66,6 +66,10 @@ impl TaskStore for Timed {
         time("get", self.0.get(id)).await
     }
 
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        time("get_many", self.0.get_many(ids)).await
+    }
+
     async fn apply(
         &self,
         id: &str,

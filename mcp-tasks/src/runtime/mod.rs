@@ -337,6 +337,26 @@ impl Runtime {
         Ok(snapshot)
     }
 
+    /// Several tasks as the store has them now, in one read of the store
+    /// ([`TaskStore::get_many`]), each as [`Runtime::read`] reads it.
+    pub(crate) async fn read_many(
+        &self,
+        ids: &[Arc<str>],
+    ) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let snapshots = self.store.get_many(ids).await?;
+        for snapshot in snapshots.iter().flatten() {
+            if snapshot.status.is_terminal()
+                && let Some(live) = self.get_live(&snapshot.id)
+            {
+                // The read applied the task's expiry while its work ran here.
+                live.cancel.cancel();
+                live.gauges.expired(Some(snapshot));
+                self.changed(&snapshot.id);
+            }
+        }
+        Ok(snapshots)
+    }
+
     fn live_map(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<LiveTask>>> {
         self.live.lock()
     }

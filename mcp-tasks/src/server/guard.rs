@@ -115,8 +115,8 @@ mod http {
     /// (`recheck`): a stateless request on the 2026-07-28 wire (`MCP-Protocol-Version`
     /// names it, no `Mcp-Session-Id`), whose body has no escape (so no method name can be
     /// spelled in escapes) and names no `subscriptions/listen` (task listens are served
-    /// here, rmcp has no `taskIds`), and is small enough that its arguments cannot be over
-    /// their limit.
+    /// here, rmcp has no `taskIds`), and is small and flat enough that neither its arguments
+    /// nor its `_meta` can be over their limits.
     ///
     /// On that wire rmcp answers what it cannot decode, and the `-32601` of a method whose
     /// params do not decode as their type, with a status other than 200 or 202, and what
@@ -135,6 +135,7 @@ mod http {
                     version >= rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str()
                 })
             && bytes.len().saturating_mul(MAX_GROWTH) <= limits.max_arguments_bytes()
+            && shape::meta_cannot_exceed(bytes, limits)
             && memchr::memchr(b'\\', bytes).is_none()
             && LISTEN.find(bytes).is_none()
     }
@@ -244,5 +245,16 @@ mod tests {
         assert!(!rmcp_first(&modern, &large, &limits));
         large.truncate(200);
         assert!(rmcp_first(&modern, &large, &limits));
+
+        // Nor a body whose `_meta` might be over its size or depth limit.
+        let small_meta = limits.clone().with_max_meta_bytes(500);
+        assert!(!rmcp_first(&modern, &large, &small_meta));
+        large.truncate(100);
+        assert!(rmcp_first(&modern, &large, &small_meta));
+        let flat = crate::Limits::default().with_max_meta_depth(2);
+        let nested = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"a":{}}}}"#;
+        assert!(rmcp_first(&modern, nested, &flat));
+        let deeper = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"a":[{}]}}}"#;
+        assert!(!rmcp_first(&modern, deeper, &flat));
     }
 }

@@ -39,6 +39,7 @@
 //! | a `tasks/*` request with malformed params that does not declare the extension | `-32021` (checked first, as for well-formed ones) | 400 |
 //! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
 //! | `tools/call` arguments over [`Limits::max_arguments_bytes`](crate::Limits::max_arguments_bytes) | `-32602` | 400 (200 in a legacy session) |
+//! | a request's `params._meta` over [`Limits::max_meta_bytes`](crate::Limits::max_meta_bytes) or nesting deeper than [`Limits::max_meta_depth`](crate::Limits::max_meta_depth) | `-32602` naming `params._meta` and the limit | 400 (200 in a legacy session) |
 //!
 //! | any other request that rmcp's message types do not decode | `-32600` | 400 |
 //!

@@ -32,6 +32,21 @@ pub const DEFAULT_OWNER: &str = "anonymous";
 /// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
 /// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
 /// `notifications/tasks` (`push/`), from this same read.
+/// The tasks `ids` name as `tasks/get` of `owner` reads each ([`visible_task`]), in their
+/// order, in one read of the store.
+pub(super) async fn visible_tasks(
+    runtime: &Runtime,
+    ids: &[Arc<str>],
+    owner: &str,
+) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+    Ok(runtime
+        .read_many(ids)
+        .await?
+        .into_iter()
+        .map(|snapshot| snapshot.filter(|snapshot| &*snapshot.owner == owner))
+        .collect())
+}
+
 pub(super) async fn visible_task(
     runtime: &Runtime,
     id: &str,

@@ -141,6 +141,58 @@ fn parse_value(text: &str) -> Result<Value, Refusal> {
     })
 }
 
+/// Whether the `params._meta` of message `bytes` is within `limits` whatever it holds: its
+/// compact form is at most [`MAX_GROWTH`] times the body, and it nests at most as deep as
+/// the body has brackets, less the message's and the params' own. The authority measures
+/// `_meta` only when this is false, and rmcp decodes a body first only when it is true
+/// (`guard::rmcp_first`): a body rmcp decodes first is never one the authority refuses for
+/// its `_meta`.
+pub(crate) fn meta_cannot_exceed(bytes: &[u8], limits: &Limits) -> bool {
+    bytes.len().saturating_mul(MAX_GROWTH) <= limits.max_meta_bytes()
+        && brackets(bytes) <= limits.max_meta_depth().saturating_add(2)
+}
+
+/// A request's `params._meta` (present) within [`Limits::max_meta_bytes`] and
+/// [`Limits::max_meta_depth`], measured as compact JSON when the body alone does not settle
+/// it ([`meta_cannot_exceed`]); otherwise the `-32602` naming the limit it is over.
+fn meta_within(method: &str, text: &str, limits: &Limits) -> Result<(), ErrorData> {
+    if meta_cannot_exceed(text.as_bytes(), limits) {
+        return Ok(());
+    }
+    let Some(meta) = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|mut message| message.pointer_mut("/params/_meta").map(Value::take))
+    else {
+        return Ok(());
+    };
+    let depth = depth(&meta);
+    if depth > limits.max_meta_depth() {
+        return Err(errors::meta_too_deep(
+            method,
+            depth,
+            limits.max_meta_depth(),
+        ));
+    }
+    let size = serde_json::to_vec(&meta).map_or(0, |compact| compact.len());
+    if size > limits.max_meta_bytes() {
+        return Err(errors::meta_too_large(
+            method,
+            size,
+            limits.max_meta_bytes(),
+        ));
+    }
+    Ok(())
+}
+
+/// How many levels `value` nests: 0 for a scalar, 1 for `{}` or `[]`.
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(fields) => 1 + fields.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// How many `[` and `{` bytes `bytes` has (JSON cannot nest deeper). `b | 0x20` maps `[`
 /// (0x5B) to `{` (0x7B) and no other byte to it; per-chunk `u8` sums vectorize.
 fn brackets(bytes: &[u8]) -> usize {
@@ -371,6 +423,9 @@ impl Message<'_> {
         let (Some(Any::Str(method)), Some(_)) = (&self.method, &self.id) else {
             return Ok(Verdict { checked: None, id });
         };
+        if fields.is_some_and(|p| p.meta.is_some()) {
+            meta_within(method, text, limits).map_err(refuse)?;
+        }
         let checked = match method.as_ref() {
             "tools/call" => {
                 call(params, body_len, text, limits).map_err(refuse)?;
@@ -758,6 +813,57 @@ mod tests {
         assert!(check(&request("tools/call", &params), &limits, false).is_ok());
     }
 
+    /// A request's `_meta` over its size or depth limit is refused with `-32602` naming
+    /// `params._meta`, the limit and the setter that raises it, whatever the method; within
+    /// them it passes.
+    #[test]
+    fn meta_over_the_limits() {
+        let limits = Limits::default()
+            .with_max_meta_bytes(64)
+            .with_max_meta_depth(3);
+        let padded = json!({ "pad": "x".repeat(100) });
+        for method in ["tools/call", "tasks/get", "tools/list"] {
+            let params = json!({ "name": "x", "taskId": "t", "_meta": padded });
+            let error = check(&request(method, &params), &limits, false).unwrap_err();
+            assert_eq!(error.code.0, -32602, "{method}");
+            assert_eq!(
+                error.message,
+                format!(
+                    "{method}: params._meta is 110 bytes, more than the limit of 64 bytes; \
+                     send less, or raise it with Limits::with_max_meta_bytes"
+                )
+            );
+            let data = error.data.unwrap();
+            assert_eq!(data["maxMetaBytes"], 64);
+            assert_eq!(data["field"], "params._meta");
+        }
+        let deep = json!({ "a": { "b": { "c": {} } } });
+        let params = json!({ "name": "x", "_meta": deep });
+        let error = check(&request("tools/call", &params), &limits, false).unwrap_err();
+        assert_eq!(error.code.0, -32602);
+        assert!(
+            error.message.starts_with(
+                "tools/call: params._meta nests 4 levels deep, more than the limit of 3 levels"
+            ) && error.message.contains("Limits::with_max_meta_depth"),
+            "{}",
+            error.message
+        );
+        assert_eq!(error.data.unwrap()["maxMetaDepth"], 3);
+        let within = json!({ "name": "x", "_meta": { "a": { "b": {} }, "p": "x".repeat(40) } });
+        assert!(check(&request("tools/call", &within), &limits, false).is_ok());
+        // Other brackets of the body (arguments, strings) do not count against `_meta`.
+        let flat = json!({ "name": "x", "arguments": { "a": [[[["[{"]]]] }, "_meta": {} });
+        assert!(check(&request("tools/call", &flat), &limits, false).is_ok());
+        // The default limits: 64 KiB and 32 levels.
+        let big = json!({ "name": "x", "_meta": { "pad": "x".repeat(64 * 1024) } });
+        let error = check(&request("tools/call", &big), &Limits::default(), false).unwrap_err();
+        assert!(
+            error.message.contains("limit of 65536 bytes"),
+            "{}",
+            error.message
+        );
+    }
+
     #[test]
     fn parse_errors() {
         assert_eq!(parse(b"{\"a\":\xff}").unwrap_err().code.0, -32700);
@@ -972,6 +1078,69 @@ mod tests {
                 }
                 (method.to_owned(), message.to_string())
             })
+        }
+
+        /// A `_meta` of `depth` levels (0: a string) padded with `pad` bytes, in a request of
+        /// `method` with arguments that add brackets of their own.
+        fn measured_meta() -> impl Strategy<Value = (String, Value)> {
+            let method = prop_oneof![Just("tools/call"), Just("tasks/get"), Just("tools/list")];
+            (method, 0..7usize, 0..160usize, 0..6usize).prop_map(
+                |(method, depth, pad, brackets)| {
+                    let mut meta = json!("x".repeat(pad));
+                    for level in 0..depth {
+                        meta = if level % 2 == 0 {
+                            json!({ "k": meta })
+                        } else {
+                            json!([meta])
+                        };
+                    }
+                    let mut arguments = json!(1);
+                    for _ in 0..brackets {
+                        arguments = json!([arguments]);
+                    }
+                    let params = json!({
+                        "name": "x", "taskId": "t",
+                        "arguments": { "a": arguments },
+                        "_meta": meta,
+                    });
+                    (
+                        method.to_owned(),
+                        json!({ "jsonrpc": "2.0", "id": 1, "method": method, "params": params }),
+                    )
+                },
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+            /// The authority refuses a request for its `_meta` exactly when its `_meta`, as
+            /// compact JSON, is over the size or depth limit; and the fast test
+            /// (`meta_cannot_exceed`, which lets rmcp decode a body first) never passes one
+            /// that is over.
+            #[test]
+            fn meta_limits_are_judged_exactly(
+                (method, message) in measured_meta(),
+                max_bytes in 20..1500usize,
+                max_depth in 1..10usize,
+            ) {
+                let limits = Limits::default()
+                    .with_max_meta_bytes(max_bytes)
+                    .with_max_meta_depth(max_depth);
+                let body = message.to_string();
+                let meta = &message["params"]["_meta"];
+                let size = serde_json::to_vec(meta).unwrap().len();
+                let over = super::super::depth(meta) > max_depth || size > max_bytes;
+                let verdict = judge(body.as_bytes(), &limits, false);
+                let refused_for_meta = verdict.as_ref().err().is_some_and(|refusal| {
+                    refusal.error.code.0 == -32602
+                        && refusal.error.message.starts_with(&format!("{method}: params._meta "))
+                        && refusal.error.message.contains(", more than the limit of ")
+                });
+                prop_assert_eq!(refused_for_meta, over, "{}", body);
+                if super::super::meta_cannot_exceed(body.as_bytes(), &limits) {
+                    prop_assert!(!over, "the fast test passed a _meta over its limits: {}", body);
+                }
+            }
         }
 
         proptest! {

@@ -9,6 +9,11 @@
 //! Idempotency keys live in one map of their own, (owner, tool, key) to task id, behind a
 //! mutex that a create with a key holds from its lookup to its insert, so retries racing
 //! each other create one task. Only creates with a key take that lock.
+//!
+//! A create with a bound on its owner's finished tasks ([`NewTask::max_finished_per_owner`])
+//! appends its id to its owner's list, in one map behind one mutex; the sweep
+//! ([`TaskStore::expire_due`]) walks, newest first, the lists of the owners that created
+//! since the last sweep, and removes their finished tasks past the bound.
 
 use std::{
     cmp::Reverse,
@@ -54,9 +59,21 @@ pub struct MemoryStore {
     max_tasks: usize,
     expired_retention_ms: u64,
     clock: Clock,
+    /// The tasks of each owner created with a finished-task bound
+    /// ([`NewTask::max_finished_per_owner`]), and whether to trim the owner at the next sweep.
+    by_owner: Mutex<HashMap<Arc<str>, Owned>>,
 }
 
 type IdempotencyKey = (Arc<str>, Arc<str>, Arc<str>);
+
+/// One owner's tasks created with a finished-task bound.
+#[derive(Default)]
+struct Owned {
+    /// Oldest first; ids of removed tasks go at the owner's next trim.
+    ids: std::collections::VecDeque<Arc<str>>,
+    /// The bound of the latest create since the last sweep: the next sweep trims the owner.
+    trim: Option<usize>,
+}
 
 #[derive(Default)]
 struct Shard {
@@ -181,6 +198,7 @@ impl MemoryStore {
             max_tasks: DEFAULT_MAX_TASKS,
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             clock: Clock::new(),
+            by_owner: Mutex::default(),
         }
     }
 
@@ -287,6 +305,9 @@ impl MemoryStore {
             });
         }
         let now = self.clock.now_ms();
+        let bounded = task
+            .max_finished_per_owner
+            .map(|keep| (Arc::clone(&task.owner), Arc::clone(&task.id), keep.max(1)));
         let state = record::create(task.status_message, task.ttl, now);
         let entry = Entry {
             id: task.id.clone(),
@@ -313,7 +334,55 @@ impl MemoryStore {
             shard.deadlines.push(Reverse((deadline, task.id.clone())));
         }
         shard.tasks.insert(task.id, entry);
+        drop(shard);
+        if let Some((owner, id, keep)) = bounded {
+            let mut by_owner = self.by_owner.lock();
+            let owned = by_owner.entry(owner).or_default();
+            owned.ids.push_back(id);
+            owned.trim = Some(keep);
+        }
         Ok(snapshot)
+    }
+
+    /// Keeps `owner`'s `keep` newest finished tasks (by creation) and removes the older
+    /// finished ones; live tasks stay. Forgets the ids of tasks that are gone.
+    fn trim_owner(&self, owner: &Arc<str>, keep: usize) {
+        let ids = std::mem::take(
+            &mut self
+                .by_owner
+                .lock()
+                .entry(Arc::clone(owner))
+                .or_default()
+                .ids,
+        );
+        let mut kept = std::collections::VecDeque::with_capacity(ids.len());
+        let mut finished = 0;
+        for id in ids.into_iter().rev() {
+            let mut shard = self.shard(&id);
+            let Some(entry) = shard.tasks.get(&id) else {
+                continue;
+            };
+            if entry.state.status.is_terminal() {
+                finished += 1;
+                if finished > keep {
+                    let removed = shard.tasks.remove(&id);
+                    drop(shard);
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    self.forget_keys(removed);
+                    continue;
+                }
+            }
+            drop(shard);
+            kept.push_front(id);
+        }
+        let mut by_owner = self.by_owner.lock();
+        let owned = by_owner.entry(Arc::clone(owner)).or_default();
+        // Tasks created while this ran come after the ones it kept.
+        let newer = std::mem::replace(&mut owned.ids, kept);
+        owned.ids.extend(newer);
+        if owned.ids.is_empty() && owned.trim.is_none() {
+            by_owner.remove(owner);
+        }
     }
 }
 
@@ -362,6 +431,18 @@ impl TaskStore for MemoryStore {
             Err(StoreError::NotFound) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        ids.iter()
+            .map(
+                |id| match self.with_entry(id, |entry, _| Ok(entry.snapshot())) {
+                    Ok(snapshot) => Ok(Some(snapshot)),
+                    Err(StoreError::NotFound) => Ok(None),
+                    Err(e) => Err(e),
+                },
+            )
+            .collect()
     }
 
     async fn apply(
@@ -468,6 +549,15 @@ impl TaskStore for MemoryStore {
         }
         for entry in purged_keys {
             self.forget_keys(Some(entry));
+        }
+        let due: Vec<(Arc<str>, usize)> = self
+            .by_owner
+            .lock()
+            .iter_mut()
+            .filter_map(|(owner, owned)| Some((Arc::clone(owner), owned.trim.take()?)))
+            .collect();
+        for (owner, keep) in due {
+            self.trim_owner(&owner, keep);
         }
         Ok(failed)
     }

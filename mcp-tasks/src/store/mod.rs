@@ -44,6 +44,7 @@ pub(crate) mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub(crate) mod status;
+pub(crate) mod trim;
 
 pub use admin::AdminStore;
 pub use cluster::{ClusterStore, Lease, Notice};
@@ -69,6 +70,21 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// The task, or `None` when unknown or purged. Applies expiry that is due.
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError>;
+
+    /// The tasks `ids` name, in their order, each `None` when unknown or purged: what
+    /// [`TaskStore::get`] answers for each, expiry that is due applied, in one read of the
+    /// store (one query on SQLite and Postgres) instead of one per task. A task listen reads
+    /// the tasks it names with it.
+    ///
+    /// The default reads them one after the other with [`TaskStore::get`]; stores override
+    /// it.
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.push(self.get(id).await?);
+        }
+        Ok(tasks)
+    }
 
     /// Applies a write of the task's running work ([`Transition`]). Under `fence`, a
     /// [`ClusterStore`] refuses it with [`StoreError::Fenced`], changing nothing, once the
@@ -120,6 +136,9 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
+    /// The stores of this crate also remove, for each owner that created a task with
+    /// [`NewTask::max_finished_per_owner`] since the last sweep, that owner's oldest finished
+    /// tasks past the bound.
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;
 
     /// The cluster operations of a store that several instances share; `None` (the default)

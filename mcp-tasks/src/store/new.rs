@@ -36,6 +36,11 @@ pub struct NewTask {
     /// mode): past it the create answers [`StoreError::OwnerQuota`]. Single-process stores
     /// ignore it (the runtime counts the owner's tasks in the process).
     pub(crate) owner_quota: Option<usize>,
+    /// The most finished tasks the owner keeps in the store (set by the runtime from
+    /// [`Limits::max_finished_tasks_per_owner`](crate::Limits::max_finished_tasks_per_owner)):
+    /// at its next [`TaskStore::expire_due`](super::TaskStore::expire_due) sweep the store
+    /// removes the owner's oldest finished tasks past it. `None`: no bound.
+    pub max_finished_per_owner: Option<usize>,
     /// The client's idempotency key for this call: a retry within the first task's TTL
     /// answers that task ([`Created::Existing`](super::Created::Existing)).
     pub idempotency_key: Option<Arc<str>>,
@@ -68,6 +73,7 @@ impl NewTask {
             origin: TaskOrigin::default(),
             runner: None,
             owner_quota: None,
+            max_finished_per_owner: None,
             idempotency_key: None,
             answers: InputResponses::new(),
         }
@@ -100,6 +106,14 @@ impl NewTask {
     #[must_use]
     pub(crate) fn with_runner(mut self, instance: Arc<str>, lease: Duration) -> Self {
         self.runner = Some(Runner { instance, lease });
+        self
+    }
+
+    /// The owner keeps at most `tasks` finished tasks in the store
+    /// ([`NewTask::max_finished_per_owner`]).
+    #[must_use]
+    pub fn with_max_finished_per_owner(mut self, tasks: usize) -> Self {
+        self.max_finished_per_owner = Some(tasks);
         self
     }
 

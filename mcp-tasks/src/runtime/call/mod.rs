@@ -197,7 +197,8 @@ impl Call<'_> {
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
             .with_request_meta(crate::trace::without_context(self.request_meta))
-            .with_trace_context(self.trace.clone());
+            .with_trace_context(self.trace.clone())
+            .with_max_finished_per_owner(self.runtime.limits.max_finished_tasks_per_owner());
         let quota = self.runtime.limits.max_live_tasks_per_owner();
         task = self.runtime.placement.place(task, runs, quota);
         if let Some(key) = &self.idempotency_key {

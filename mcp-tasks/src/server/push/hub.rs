@@ -14,7 +14,12 @@ use rmcp::model::ErrorData;
 use serde_json::Value;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
-use crate::{errors, runtime::Runtime, server::owner::visible_task, store::Notice};
+use crate::{
+    errors,
+    runtime::Runtime,
+    server::owner::{visible_task, visible_tasks},
+    store::Notice,
+};
 
 /// The listen streams of one engine and the dispatcher that feeds them.
 pub(crate) struct Hub {
@@ -247,15 +252,18 @@ async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, r
         stream,
         reply,
     } = register;
+    // Every task it names in one read: a listen of many ids delays no other owner's push.
+    let snapshots = match visible_tasks(runtime, &ids, &owner).await {
+        Ok(snapshots) => snapshots,
+        Err(error) => {
+            let _ = reply.send(Err(errors::store_failure(&error)));
+            return;
+        }
+    };
     let mut agreed = Vec::new();
-    for id in ids {
-        let snapshot = match visible_task(runtime, &id, &owner).await {
-            Ok(Some(snapshot)) => snapshot,
-            Ok(None) => continue,
-            Err(error) => {
-                let _ = reply.send(Err(errors::store_failure(&error)));
-                return;
-            }
+    for (id, snapshot) in ids.into_iter().zip(snapshots) {
+        let Some(snapshot) = snapshot else {
+            continue;
         };
         let (state, terminal) = state_of(snapshot);
         stream.offer(&id, &state, terminal);
@@ -345,7 +353,7 @@ mod tests {
     use super::*;
     use crate::{
         Engine, Toolkit,
-        store::{NewTask, Outcome, Transition},
+        store::{NewTask, Outcome, StoreError, TaskSnapshot, Transition},
     };
 
     type Agreed = oneshot::Receiver<Result<Vec<Arc<str>>, ErrorData>>;
@@ -365,6 +373,114 @@ mod tests {
     async fn agreed(agreed: Agreed) -> Vec<Arc<str>> {
         let agreed = tokio::time::timeout(Duration::from_secs(5), agreed).await;
         agreed.unwrap().unwrap().unwrap()
+    }
+
+    /// A store that counts its reads.
+    #[derive(Default)]
+    struct Counting {
+        store: crate::MemoryStore,
+        gets: std::sync::atomic::AtomicUsize,
+        batched: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::TaskStore for Counting {
+        async fn create(&self, task: NewTask) -> Result<crate::store::Created, StoreError> {
+            self.store.create(task).await
+        }
+        async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
+            self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.store.get(id).await
+        }
+        async fn get_many(
+            &self,
+            ids: &[Arc<str>],
+        ) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+            self.batched
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.store.get_many(ids).await
+        }
+        async fn apply(
+            &self,
+            id: &str,
+            fence: Option<&crate::store::Lease>,
+            transition: Transition,
+        ) -> Result<(), StoreError> {
+            self.store.apply(id, fence, transition).await
+        }
+        async fn deliver_input(
+            &self,
+            id: &str,
+            responses: rmcp::model::InputResponses,
+        ) -> Result<rmcp::model::InputResponses, StoreError> {
+            self.store.deliver_input(id, responses).await
+        }
+        async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
+            self.store.request_cancel(id).await
+        }
+        async fn recoverable(&self) -> Result<Vec<crate::store::Recovery>, StoreError> {
+            self.store.recoverable().await
+        }
+        async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
+            self.store.expire_due().await
+        }
+    }
+
+    /// A listen naming 256 tasks costs the dispatcher one read of the store, not 256, and
+    /// still follows only the listener's own tasks: another owner's and unknown ids are
+    /// left out, in request order.
+    #[tokio::test]
+    async fn a_listen_of_256_ids_is_one_read_and_sees_only_its_owners_tasks() {
+        use std::sync::atomic::Ordering::SeqCst;
+
+        let store = Arc::new(Counting::default());
+        let engine = Engine::builder(Toolkit::new())
+            .with_shared_store(store.clone())
+            .build();
+        engine.start().unwrap();
+        let mut mine = Vec::new();
+        for i in 0..256 {
+            let id: Arc<str> = Arc::from(format!("t{i:03}"));
+            let owner = match i % 4 {
+                0 => "someone else",
+                1 => continue, // unknown: never created
+                _ => "owner",
+            };
+            let task = NewTask::new(id.clone(), Arc::from(owner), Arc::from("tool"));
+            crate::TaskStore::create(&store.store, task).await.unwrap();
+            if owner == "owner" {
+                mine.push(id);
+            }
+        }
+        let ids: Vec<Arc<str>> = (0..256).map(|i| Arc::from(format!("t{i:03}"))).collect();
+        let (reply, answer) = oneshot::channel();
+        let stream = Arc::new(Shared::default());
+        let register = Register {
+            owner: Arc::from("owner"),
+            ids,
+            stream: Arc::clone(&stream),
+            reply,
+        };
+        let (gets, batched) = (store.gets.load(SeqCst), store.batched.load(SeqCst));
+        engine.push.register(register).unwrap();
+        assert_eq!(
+            agreed(answer).await,
+            mine,
+            "the owner's tasks, in request order"
+        );
+        assert_eq!(
+            (
+                store.gets.load(SeqCst) - gets,
+                store.batched.load(SeqCst) - batched
+            ),
+            (0, 1),
+            "one read of the store for the whole listen"
+        );
+        let offered: Vec<Arc<str>> = std::iter::from_fn(|| stream.take())
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(offered, mine, "only the owner's tasks are offered");
+        engine.shutdown(Duration::ZERO).await;
     }
 
     /// The dispatcher starts with the engine, never from a listen, subscribes to the change

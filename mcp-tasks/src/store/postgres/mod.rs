@@ -360,6 +360,7 @@ impl PostgresBuilder {
             stop: stop.clone(),
             _stop: stop.drop_guard(),
             settings: self,
+            trim: super::trim::Owners::default(),
         })
     }
 }
@@ -389,6 +390,8 @@ pub struct PostgresStore {
     /// Stops the listener when the store is dropped.
     _stop: DropGuard,
     settings: PostgresBuilder,
+    /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`](super::NewTask::max_finished_per_owner)).
+    trim: super::trim::Owners,
 }
 
 impl std::fmt::Debug for PostgresStore {

@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -74,8 +74,13 @@ CREATE INDEX tasks_owner_live ON tasks (owner)
 /// without one, and for every task created before).
 const SCHEMA_V3: &str = "ALTER TABLE tasks ADD COLUMN trace_context TEXT;";
 
+/// Version 4: the finished tasks of an owner by creation time, for the per-owner bound on
+/// finished tasks (`Limits::with_max_finished_tasks_per_owner`) the sweeps keep.
+const SCHEMA_V4: &str = "CREATE INDEX tasks_owner_finished ON tasks (owner, created_at_ms, id) \
+     WHERE purge_at_ms IS NOT NULL;";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 3] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+const MIGRATIONS: [&str; 4] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
 /// transaction. Instances starting together take turns (a transaction-scoped advisory lock

@@ -286,6 +286,7 @@ impl PostgresStore {
 #[async_trait]
 impl TaskStore for PostgresStore {
     async fn create(&self, task: NewTask) -> Result<Created, StoreError> {
+        self.trim.note(&task);
         let now = self.clock.now_ms();
         let snapshot = codec::created_snapshot(&task, now);
         match self.enqueue(task, now).await? {
@@ -332,6 +333,23 @@ impl TaskStore for PostgresStore {
             Err(StoreError::NotFound) => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let now = self.clock.now_ms();
+        let rows = batch::read_many(&self.pool, ids).await?;
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.push(match rows.get(id) {
+                Some(row) if record::due(&row.task.state, now) == Due::Nothing => {
+                    Some(row.task.clone().into_snapshot())
+                }
+                // Expiry or purge is due: the one-task read applies it (rare).
+                Some(_) => self.get(id).await?,
+                None => None,
+            });
+        }
+        Ok(tasks)
     }
 
     async fn apply(
@@ -463,6 +481,23 @@ impl TaskStore for PostgresStore {
             if purged < u64::try_from(SWEEP_BATCH).unwrap_or(u64::MAX) {
                 break;
             }
+        }
+        // The owners this instance created for since the last sweep: each one's finished
+        // tasks past its bound, counted in the store (every instance's), by the index of the
+        // owner's finished tasks.
+        for (owner, keep) in self.trim.take() {
+            let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+            super::pool::write_one(
+                &self.pool,
+                "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE owner = $1 \
+                 AND purge_at_ms IS NOT NULL ORDER BY created_at_ms DESC, id DESC OFFSET $2)",
+                &[
+                    &&*owner as &(dyn tokio_postgres::types::ToSql + Sync),
+                    &keep,
+                ],
+                "could not remove an owner's oldest finished tasks",
+            )
+            .await?;
         }
         Ok(failed)
     }

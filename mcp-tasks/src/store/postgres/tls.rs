@@ -5,7 +5,7 @@
 //! | `sslmode` | encrypted | the server's certificate |
 //! | --- | --- | --- |
 //! | `disable` | never | — |
-//! | `prefer` (the default) | when the server offers TLS (and this build has TLS) | as `require` |
+//! | `prefer` (the default) | when the server offers TLS (and this build has TLS); a server that offers it and then fails the handshake is an error, never a fallback to the clear; a server without TLS is served in the clear, with a warning logged per connection | as `require` |
 //! | `require` | always | not checked; with `sslrootcert`, as `verify-ca` |
 //! | `verify-ca` | always | signed by a CA of `sslrootcert` |
 //! | `verify-full` | always | signed by a CA of `sslrootcert` and issued for the host name |

@@ -84,6 +84,8 @@ pub struct SqliteStore {
     expired_retention_ms: u64,
     max_tasks: usize,
     path: PathBuf,
+    /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`](super::NewTask::max_finished_per_owner)).
+    trim: super::trim::Owners,
     /// A way to run code on the checkpointer's connection, for the tests.
     #[cfg(test)]
     checkpointer: mpsc::Sender<Nudge>,
@@ -170,6 +172,7 @@ impl SqliteStore {
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             max_tasks: DEFAULT_MAX_TASKS,
             path,
+            trim: super::trim::Owners::default(),
             #[cfg(test)]
             checkpointer: checkpointer_probe,
         })

@@ -54,6 +54,29 @@ impl Columns for SqliteRow<'_, '_> {
     }
 }
 
+/// Several tasks (`?1`: a JSON array of ids), each row as [`SELECT_TASK`] reads it.
+const SELECT_TASKS: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks WHERE id IN (SELECT value FROM json_each(?1))"
+);
+
+/// The tasks of `ids` as stored, in one query; an id with no task has no entry.
+pub(super) fn load_many(
+    conn: &Connection,
+    ids: &[std::sync::Arc<str>],
+) -> Result<std::collections::HashMap<std::sync::Arc<str>, TaskRow>, StoreError> {
+    let ids = serde_json::Value::from(ids.iter().map(|id| &**id).collect::<Vec<_>>()).to_string();
+    let mut statement = conn.prepare_cached(SELECT_TASKS).map_err(backend)?;
+    let mut rows = statement.query(params![ids]).map_err(backend)?;
+    let mut found = std::collections::HashMap::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        let task = TaskRow::decode(&SqliteRow(row))?;
+        found.insert(task.id.clone(), task);
+    }
+    Ok(found)
+}
+
 /// Task `id` as stored, `None` when there is none.
 pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<TaskRow>, StoreError> {
     let mut statement = conn.prepare_cached(SELECT_TASK).map_err(backend)?;

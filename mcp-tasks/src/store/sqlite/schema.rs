@@ -6,7 +6,7 @@ use super::{backend, backend_msg};
 use crate::store::{ConfigError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -78,12 +78,18 @@ CREATE INDEX idempotency_task ON idempotency (task_id);
 /// NULL without one, and for every task created before).
 const MIGRATE_V3_TO_V4: &str = "ALTER TABLE tasks ADD COLUMN trace_context TEXT;";
 
+/// Schema 4 → 5: the finished tasks of an owner by creation time, for the per-owner bound on
+/// finished tasks (`Limits::with_max_finished_tasks_per_owner`) the sweep keeps.
+const MIGRATE_V4_TO_V5: &str = "CREATE INDEX tasks_owner_finished ON tasks (owner, created_at_ms, id) \
+     WHERE purge_at_ms IS NOT NULL;";
+
 /// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     SCHEMA_V1,
     MIGRATE_V1_TO_V2,
     MIGRATE_V2_TO_V3,
     MIGRATE_V3_TO_V4,
+    MIGRATE_V4_TO_V5,
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, insert_task, load, load_live, modify},
+    row::{SqliteRow, insert_task, load, load_live, load_many, modify},
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -19,6 +19,7 @@ use crate::store::{
 #[async_trait]
 impl TaskStore for SqliteStore {
     async fn create(&self, mut task: NewTask) -> Result<Created, StoreError> {
+        self.trim.note(&task);
         let max_tasks = self.max_tasks;
         let Some(key) = task.idempotency_key.take() else {
             return self
@@ -78,6 +79,24 @@ impl TaskStore for SqliteStore {
             }
             row => Ok(row.map(codec::TaskRow::into_snapshot)),
         }
+    }
+
+    async fn get_many(
+        &self,
+        ids: &[std::sync::Arc<str>],
+    ) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+        let now = self.clock.now_ms();
+        let keys = ids.to_vec();
+        let rows = self.read(move |conn| load_many(conn, &keys)).await?;
+        let mut tasks = Vec::with_capacity(ids.len());
+        for id in ids {
+            tasks.push(match rows.get(id) {
+                // Expiry or purge is due: the one-task read applies it (rare).
+                Some(row) if record::due(&row.state, now) != Due::Nothing => self.get(id).await?,
+                row => row.cloned().map(codec::TaskRow::into_snapshot),
+            });
+        }
+        Ok(tasks)
     }
 
     async fn apply(
@@ -177,38 +196,79 @@ impl TaskStore for SqliteStore {
     }
 
     async fn expire_due(&self) -> Result<Vec<std::sync::Arc<str>>, StoreError> {
-        self.write(|tx: &mut Tx<'_>| {
-            let (conn, now) = (tx.conn, tx.now);
-            // Live tasks are not indexed in the file: the writer holds their deadlines.
-            let due = tx.live.due(now);
-            let mut failed = Vec::with_capacity(due.len());
-            for id in due {
-                if load_live(tx, &id)?.1 {
-                    failed.push(id);
+        let failed = self
+            .write(|tx: &mut Tx<'_>| {
+                let (conn, now) = (tx.conn, tx.now);
+                // Live tasks are not indexed in the file: the writer holds their deadlines.
+                let due = tx.live.due(now);
+                let mut failed = Vec::with_capacity(due.len());
+                for id in due {
+                    if load_live(tx, &id)?.1 {
+                        failed.push(id);
+                    }
                 }
-            }
-            exec(
+                exec(
                 conn,
                 "DELETE FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
                 params![to_i64(now)],
             )
             .map_err(backend)?;
-            exec(
-                conn,
-                "DELETE FROM idempotency WHERE task_id IN \
+                exec(
+                    conn,
+                    "DELETE FROM idempotency WHERE task_id IN \
                      (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
-                params![to_i64(now)],
-            )
-            .map_err(backend)?;
-            let purged = exec(
-                conn,
-                "DELETE FROM tasks WHERE purge_at_ms <= ?1",
-                params![to_i64(now)],
-            )
-            .map_err(backend)?;
-            tx.effects.push(Effect::Purged(purged));
-            Ok(failed)
-        })
-        .await
+                    params![to_i64(now)],
+                )
+                .map_err(backend)?;
+                let purged = exec(
+                    conn,
+                    "DELETE FROM tasks WHERE purge_at_ms <= ?1",
+                    params![to_i64(now)],
+                )
+                .map_err(backend)?;
+                tx.effects.push(Effect::Purged(purged));
+                Ok(failed)
+            })
+            .await?;
+        let owners = self.trim.take();
+        if !owners.is_empty() {
+            self.write(move |tx: &mut Tx<'_>| trim_owners(tx, &owners))
+                .await?;
+        }
+        Ok(failed)
     }
+}
+
+/// Removes, for each `(owner, keep)`, the owner's finished tasks past its `keep` newest (by
+/// creation), with their steps and keys: one index range per owner
+/// (`tasks_owner_finished`).
+fn trim_owners(tx: &mut Tx<'_>, owners: &[(std::sync::Arc<str>, usize)]) -> Result<(), StoreError> {
+    let mut removed = 0;
+    for (owner, keep) in owners {
+        let old: Vec<String> = tx
+            .conn
+            .prepare_cached(
+                "SELECT id FROM tasks WHERE owner = ?1 AND purge_at_ms IS NOT NULL \
+                 ORDER BY created_at_ms DESC, id DESC LIMIT -1 OFFSET ?2",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map(params![&**owner, to_i64(*keep as u64)], |r| r.get(0))?
+                    .collect()
+            })
+            .map_err(backend)?;
+        for id in old {
+            exec(tx.conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
+            exec(
+                tx.conn,
+                "DELETE FROM idempotency WHERE task_id = ?1",
+                params![id],
+            )
+            .map_err(backend)?;
+            removed +=
+                exec(tx.conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
+        }
+    }
+    tx.effects.push(Effect::Purged(removed));
+    Ok(())
 }

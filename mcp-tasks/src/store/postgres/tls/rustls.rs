@@ -230,16 +230,39 @@ impl MakeTlsConnect<Socket> for MakeRustls {
             name,
             roots: self.roots.clone(),
             mode: self.mode,
+            unused: true,
         })
     }
 }
 
 /// One TLS handshake.
+///
+/// The driver asks the server for TLS first and calls [`TlsConnect::connect`] only when the
+/// server accepts; a handshake that then fails is the connection's error, under `prefer`
+/// too (the driver never retries in the clear: `tokio_postgres`'s `connect_tls`). Under
+/// `prefer` a server that does not accept TLS is served in the clear: this connector is then
+/// dropped unused, and says so with a warning (also when the connection broke before the
+/// server answered, which then fails with its own error).
 pub(super) struct Connect {
     connector: tokio_rustls::TlsConnector,
     name: ServerName<'static>,
     roots: Option<String>,
     mode: SslMode,
+    /// Not (yet) used for a handshake.
+    unused: bool,
+}
+
+impl Drop for Connect {
+    fn drop(&mut self) {
+        if self.unused && self.mode == SslMode::Prefer {
+            tracing::warn!(
+                host = %self.name.to_str(),
+                "the Postgres server did not accept TLS: with sslmode=prefer this connection \
+                 is not encrypted; set sslmode=verify-full (or require) to refuse a server \
+                 without TLS"
+            );
+        }
+    }
 }
 
 impl TlsConnect<Socket> for Connect {
@@ -247,12 +270,15 @@ impl TlsConnect<Socket> for Connect {
     type Error = io::Error;
     type Future = BoxFuture<'static, io::Result<Stream>>;
 
-    fn connect(self, socket: Socket) -> Self::Future {
+    fn connect(mut self, socket: Socket) -> Self::Future {
+        self.unused = false;
+        let (connector, name) = (self.connector.clone(), self.name.clone());
+        let (roots, mode) = (self.roots.take(), self.mode);
         Box::pin(async move {
-            let host = self.name.to_str().into_owned();
-            match self.connector.connect(self.name, socket).await {
+            let host = name.to_str().into_owned();
+            match connector.connect(name, socket).await {
                 Ok(stream) => Ok(Stream(stream)),
-                Err(error) => Err(explain(error, &host, self.roots.as_deref(), self.mode)),
+                Err(error) => Err(explain(error, &host, roots.as_deref(), mode)),
             }
         })
     }
