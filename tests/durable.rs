@@ -608,3 +608,142 @@ async fn before_task_answers_across_a_restart() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Ada, Grace, Lin");
 }
+
+/// Sleeps `ms` durably, then answers.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "50ms")]
+async fn nap(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
+    ctx.status("napping").await;
+    ctx.sleep("nap", Duration::from_millis(ms)).await?;
+    Ok("rested".to_owned())
+}
+
+/// The deadline a `nap` task stored (epoch ms), read from the file; `None` before it is.
+fn stored_deadline(path: &std::path::Path, task: &str) -> Option<u64> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT value FROM steps WHERE task_id = ?1 AND name = 'nap'",
+        [task],
+        |row| row.get::<_, String>(0),
+    )
+    .ok()
+    .map(|value| value.parse().expect("the deadline is a number"))
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// Starts a `nap` of `ms` in a first process that stops `up_for` after the sleep's deadline
+/// is stored; the task id and the stored deadline.
+async fn nap_then_stop(db: &Db, ms: u64, up_for: Duration) -> (String, u64) {
+    let path = db.0.clone();
+    let file = db.0.clone();
+    run_then_stop(
+        move || server_on(&path, toolkit![nap].unwrap()),
+        move |mut before| async move {
+            let called = now_ms();
+            let task = task_id(&before.call("nap", json!({ "ms": ms }), TASKS).await);
+            let patience = Patience::new("the sleep's deadline to be stored");
+            let deadline = loop {
+                if let Some(deadline) = stored_deadline(&file, &task) {
+                    break deadline;
+                }
+                patience.wait().await;
+            };
+            assert!(
+                (called + ms..=now_ms() + ms).contains(&deadline),
+                "the deadline is the call's time plus the sleep: {deadline}"
+            );
+            tokio::time::sleep(up_for).await;
+            (task, deadline)
+        },
+    )
+    .await
+}
+
+/// After a restart a durable sleep waits only for what is left of it: the task completes at
+/// its stored deadline, not a whole sleep after the restart.
+#[tokio::test]
+async fn a_durable_sleep_waits_only_what_is_left_after_a_restart() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("sleep-left");
+    let (task, deadline) = nap_then_stop(&db, 6_000, Duration::from_secs(3)).await;
+    let restarted = db.server(toolkit![nap].unwrap());
+    let recovered_at = now_ms();
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let done = after.wait_terminal(&task).await;
+    let ended = now_ms();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(ended >= deadline, "woke {} ms early", deadline - ended);
+    // A sleep started again would end 6 s after the recovery, at least 3 s past the deadline.
+    assert!(
+        ended < deadline + 2_000 && ended < recovered_at + 6_000,
+        "the sleep started again: ended {} ms after its deadline",
+        ended - deadline
+    );
+}
+
+/// A replay that reaches a sleep whose deadline passed while the server was down goes on at
+/// once.
+#[tokio::test]
+async fn a_replay_past_a_finished_sleep_does_not_sleep_again() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("sleep-past");
+    let (task, deadline) = nap_then_stop(&db, 3_000, Duration::ZERO).await;
+    let patience = Patience::new("the deadline to pass while the server is down");
+    while now_ms() <= deadline {
+        patience.wait().await;
+    }
+    let restarted = db.server(toolkit![nap].unwrap());
+    let recovered_at = now_ms();
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let done = after.wait_terminal(&task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let took = now_ms() - recovered_at;
+    assert!(took < 2_000, "the replay slept again: {took} ms");
+}
+
+/// A cancel ends a sleep at once, and so does the task's expiry: the work is gone, not
+/// asleep until its deadline.
+#[tokio::test]
+async fn cancel_and_expiry_end_a_durable_sleep_at_once() {
+    #[task_tool(
+        name = "brief_nap",
+        mode = "required",
+        ttl = "1s",
+        poll_interval = "50ms"
+    )]
+    async fn brief_nap(ctx: TaskContext) -> Result<String, ToolError> {
+        ctx.status("napping").await;
+        ctx.sleep("nap", Duration::from_secs(600)).await?;
+        Ok("rested".to_owned())
+    }
+    let engine = mcp_tasks::Engine::builder(toolkit![nap, brief_nap].unwrap()).build();
+    let mut peer = Peer::Stdio(Stdio::start(TaskServer::from_engine(engine.clone())));
+
+    let long = task_id(&peer.call("nap", json!({ "ms": 600_000 }), TASKS).await);
+    peer.wait_for(&long, "napping", |t| t["statusMessage"] == "napping")
+        .await;
+    let cancelled = peer
+        .rpc("tasks/cancel", json!({ "taskId": long }), TASKS)
+        .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    let short = task_id(&peer.call("brief_nap", json!({}), TASKS).await);
+    let expired = peer.wait_terminal(&short).await;
+    assert_eq!(expired["status"], "failed", "{expired}");
+    assert_eq!(expired["error"]["message"], "task expired");
+    let patience = Patience::with_bound("both sleeps to end", Duration::from_secs(5));
+    while engine.running_tasks() != 0 {
+        assert!(!patience.expired(), "a sleep outlived its task");
+        patience.wait().await;
+    }
+    assert_eq!(peer.get(&long).await["result"]["status"], "cancelled");
+}

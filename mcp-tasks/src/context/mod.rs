@@ -27,6 +27,7 @@ mod handle;
 mod host;
 mod input;
 mod state;
+mod timer;
 
 pub use failure::{Failure, ProgressError, StepError};
 pub use handle::TaskContext;
