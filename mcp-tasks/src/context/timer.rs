@@ -10,6 +10,11 @@ fn epoch_ms(time: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Milliseconds since the Unix epoch, now.
+pub(super) fn now_ms() -> u64 {
+    epoch_ms(SystemTime::now())
+}
+
 impl TaskContext {
     /// Sleeps for `duration`, durably: the deadline (now plus `duration`, on the wall clock)
     /// is stored as a [step](Self::step) named `name` before the sleep begins. When the task
@@ -65,8 +70,8 @@ impl TaskContext {
     }
 
     /// Waits until the stored deadline (epoch milliseconds), or a cancel.
-    async fn sleep_to(&self, deadline_ms: u64) -> Result<(), Failure> {
-        let left = deadline_ms.saturating_sub(epoch_ms(SystemTime::now()));
+    pub(super) async fn sleep_to(&self, deadline_ms: u64) -> Result<(), Failure> {
+        let left = deadline_ms.saturating_sub(now_ms());
         if left == 0 {
             return if self.is_cancelled() {
                 Err(Failure::Cancelled)
