@@ -608,3 +608,310 @@ async fn before_task_answers_across_a_restart() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Ada, Grace, Lin");
 }
+
+/// Sleeps `ms` durably, then answers.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "50ms")]
+async fn nap(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
+    ctx.status("napping").await;
+    ctx.sleep("nap", Duration::from_millis(ms)).await?;
+    Ok("rested".to_owned())
+}
+
+/// The deadline a `nap` task stored (epoch ms), read from the file; `None` before it is.
+fn stored_deadline(path: &std::path::Path, task: &str) -> Option<u64> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT value FROM steps WHERE task_id = ?1 AND name = 'nap'",
+        [task],
+        |row| row.get::<_, String>(0),
+    )
+    .ok()
+    .map(|value| value.parse().expect("the deadline is a number"))
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// Starts a `nap` of `ms` in a first process that stops `up_for` after the sleep's deadline
+/// is stored; the task id and the stored deadline.
+async fn nap_then_stop(db: &Db, ms: u64, up_for: Duration) -> (String, u64) {
+    let path = db.0.clone();
+    let file = db.0.clone();
+    run_then_stop(
+        move || server_on(&path, toolkit![nap].unwrap()),
+        move |mut before| async move {
+            let called = now_ms();
+            let task = task_id(&before.call("nap", json!({ "ms": ms }), TASKS).await);
+            let patience = Patience::new("the sleep's deadline to be stored");
+            let deadline = loop {
+                if let Some(deadline) = stored_deadline(&file, &task) {
+                    break deadline;
+                }
+                patience.wait().await;
+            };
+            assert!(
+                (called + ms..=now_ms() + ms).contains(&deadline),
+                "the deadline is the call's time plus the sleep: {deadline}"
+            );
+            tokio::time::sleep(up_for).await;
+            (task, deadline)
+        },
+    )
+    .await
+}
+
+/// After a restart a durable sleep waits only for what is left of it: the task completes at
+/// its stored deadline, not a whole sleep after the restart.
+#[tokio::test]
+async fn a_durable_sleep_waits_only_what_is_left_after_a_restart() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("sleep-left");
+    let (task, deadline) = nap_then_stop(&db, 6_000, Duration::from_secs(3)).await;
+    let restarted = db.server(toolkit![nap].unwrap());
+    let recovered_at = now_ms();
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let done = after.wait_terminal(&task).await;
+    let ended = now_ms();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(ended >= deadline, "woke {} ms early", deadline - ended);
+    // A sleep started again would end 6 s after the recovery, at least 3 s past the deadline.
+    assert!(
+        ended < deadline + 2_000 && ended < recovered_at + 6_000,
+        "the sleep started again: ended {} ms after its deadline",
+        ended - deadline
+    );
+}
+
+/// A replay that reaches a sleep whose deadline passed while the server was down goes on at
+/// once.
+#[tokio::test]
+async fn a_replay_past_a_finished_sleep_does_not_sleep_again() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("sleep-past");
+    let (task, deadline) = nap_then_stop(&db, 3_000, Duration::ZERO).await;
+    let patience = Patience::new("the deadline to pass while the server is down");
+    while now_ms() <= deadline {
+        patience.wait().await;
+    }
+    let restarted = db.server(toolkit![nap].unwrap());
+    let recovered_at = now_ms();
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let done = after.wait_terminal(&task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let took = now_ms() - recovered_at;
+    assert!(took < 2_000, "the replay slept again: {took} ms");
+}
+
+/// A cancel ends a sleep at once, and so does the task's expiry: the work is gone, not
+/// asleep until its deadline.
+#[tokio::test]
+async fn cancel_and_expiry_end_a_durable_sleep_at_once() {
+    #[task_tool(
+        name = "brief_nap",
+        mode = "required",
+        ttl = "1s",
+        poll_interval = "50ms"
+    )]
+    async fn brief_nap(ctx: TaskContext) -> Result<String, ToolError> {
+        ctx.status("napping").await;
+        ctx.sleep("nap", Duration::from_secs(600)).await?;
+        Ok("rested".to_owned())
+    }
+    let engine = mcp_tasks::Engine::builder(toolkit![nap, brief_nap].unwrap()).build();
+    let mut peer = Peer::Stdio(Stdio::start(TaskServer::from_engine(engine.clone())));
+
+    let long = task_id(&peer.call("nap", json!({ "ms": 600_000 }), TASKS).await);
+    peer.wait_for(&long, "napping", |t| t["statusMessage"] == "napping")
+        .await;
+    let cancelled = peer
+        .rpc("tasks/cancel", json!({ "taskId": long }), TASKS)
+        .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    let short = task_id(&peer.call("brief_nap", json!({}), TASKS).await);
+    let expired = peer.wait_terminal(&short).await;
+    assert_eq!(expired["status"], "failed", "{expired}");
+    assert_eq!(expired["error"]["message"], "task expired");
+    let patience = Patience::with_bound("both sleeps to end", Duration::from_secs(5));
+    while engine.running_tasks() != 0 {
+        assert!(!patience.expired(), "a sleep outlived its task");
+        patience.wait().await;
+    }
+    assert_eq!(peer.get(&long).await["result"]["status"], "cancelled");
+}
+
+/// How many times `flaky`'s work ran, in this process.
+static FLAKY_RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Fetches with retries (5 attempts, 1.5 s apart): the first `fail_times` runs fail.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "50ms")]
+async fn flaky(ctx: TaskContext, fail_times: u32) -> Result<String, ToolError> {
+    let policy = mcp_tasks::RetryPolicy::attempts(5)
+        .with_backoff(
+            Duration::from_millis(1500),
+            1.0,
+            Duration::from_millis(1500),
+        )
+        .with_jitter(0.0);
+    let run = ctx
+        .retry_step("fetch", &policy, || async move {
+            let run = FLAKY_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if run <= fail_times {
+                Err(format!("upstream said no ({run})"))
+            } else {
+                Ok(run)
+            }
+        })
+        .await?;
+    Ok(format!("fetched on run {run}"))
+}
+
+/// The names and values of a task's stored steps, in order.
+fn stored_steps(path: &std::path::Path, task: &str) -> Vec<(String, Value)> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut statement = conn
+        .prepare("SELECT name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
+        .unwrap();
+    statement
+        .query_map([task], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })
+        .unwrap()
+        .map(|row| {
+            let (name, value) = row.unwrap();
+            (name, serde_json::from_str(&value).unwrap())
+        })
+        .collect()
+}
+
+/// A crash between attempts does not start the count again: the replay goes on with the
+/// next attempt after what is left of the wait, and the status message says which attempt
+/// failed while the task waits.
+#[tokio::test]
+async fn a_retried_step_keeps_its_count_across_a_restart() {
+    let _serial = SERIAL.lock().await;
+    FLAKY_RUNS.store(0, std::sync::atomic::Ordering::SeqCst);
+    let db = Db::new("retry");
+    let (path, file) = (db.0.clone(), db.0.clone());
+    let task = run_then_stop(
+        move || server_on(&path, toolkit![flaky].unwrap()),
+        move |mut before| async move {
+            let task = task_id(
+                &before
+                    .call("flaky", json!({ "fail_times": 2 }), TASKS)
+                    .await,
+            );
+            let waiting = before
+                .wait_for(&task, "the first attempt to fail", |t| {
+                    t["statusMessage"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("fetch: attempt 1 of 5 failed"))
+                })
+                .await;
+            assert!(
+                waiting["statusMessage"]
+                    .as_str()
+                    .unwrap()
+                    .contains("(upstream said no (1)); attempt 2 in 1"),
+                "{waiting}"
+            );
+            assert_eq!(waiting["status"], "working");
+            assert_eq!(stored_steps(&file, &task).len(), 1);
+            task
+        },
+    )
+    .await;
+    assert_eq!(FLAKY_RUNS.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    let restarted = db.server(toolkit![flaky].unwrap());
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    after
+        .wait_for(&task, "the second attempt to fail", |t| {
+            t["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("fetch: attempt 2 of 5 failed"))
+        })
+        .await;
+    // (The steps go with the rest of the replay data when the task ends: read them now.)
+    let steps = stored_steps(&db.0, &task);
+    let names: Vec<&str> = steps.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(names, ["fetch (attempt 1)", "fetch (attempt 2)"]);
+    assert_eq!(steps[0].1["failed"]["error"], "upstream said no (1)");
+    assert_eq!(steps[1].1["failed"]["error"], "upstream said no (2)");
+    let gap = steps[1].1["failed"]["retry_at"].as_u64().unwrap()
+        - steps[0].1["failed"]["retry_at"].as_u64().unwrap();
+    assert!(
+        gap >= 1500,
+        "attempt 2 ran before its wait was over: {gap} ms"
+    );
+    let done = after.wait_terminal(&task).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "fetched on run 3");
+    // Runs 1 (before the restart), 2 and 3: the stored first attempt did not run again.
+    assert_eq!(FLAKY_RUNS.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+/// How many times `doomed`'s work ran.
+static DOOMED_RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Always fails; `permanent` errors are not retried.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn doomed(ctx: TaskContext, permanent: bool) -> Result<String, ToolError> {
+    let policy = mcp_tasks::RetryPolicy::attempts(3).with_backoff(
+        Duration::from_millis(10),
+        2.0,
+        Duration::from_millis(20),
+    );
+    let retryable = |error: &String| !error.starts_with("permanent");
+    let value: u32 = ctx
+        .retry_step_if("call", &policy, retryable, || async move {
+            let run = DOOMED_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            Err(if permanent {
+                format!("permanent failure ({run})")
+            } else {
+                format!("timed out ({run})")
+            })
+        })
+        .await?;
+    Ok(value.to_string())
+}
+
+/// The last attempt's error ends the step, after the policy's attempts; an error the policy
+/// does not retry ends it at once.
+#[tokio::test]
+async fn a_retried_step_gives_up_after_its_attempts_or_on_a_permanent_error() {
+    let _serial = SERIAL.lock().await;
+    let engine = mcp_tasks::Engine::builder(toolkit![doomed].unwrap()).build();
+    let mut peer = Peer::Stdio(Stdio::start(TaskServer::from_engine(engine)));
+    DOOMED_RUNS.store(0, std::sync::atomic::Ordering::SeqCst);
+    let task = task_id(
+        &peer
+            .call("doomed", json!({ "permanent": false }), TASKS)
+            .await,
+    );
+    let ended = peer.wait_terminal(&task).await;
+    assert_eq!(DOOMED_RUNS.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(ended.to_string().contains("timed out (3)"), "{ended}");
+
+    DOOMED_RUNS.store(0, std::sync::atomic::Ordering::SeqCst);
+    let task = task_id(
+        &peer
+            .call("doomed", json!({ "permanent": true }), TASKS)
+            .await,
+    );
+    let ended = peer.wait_terminal(&task).await;
+    assert_eq!(
+        DOOMED_RUNS.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "{ended}"
+    );
+}

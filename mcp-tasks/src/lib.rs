@@ -66,7 +66,7 @@ pub mod tool;
 pub mod toolkit;
 pub mod trace;
 
-pub use context::{Keyed, MAX_INPUT_KEY_LEN, State, StepError, TaskContext};
+pub use context::{Keyed, MAX_INPUT_KEY_LEN, RetryPolicy, State, StepError, TaskContext};
 pub use limits::Limits;
 /// Turns an `async fn` into a task tool.
 ///

@@ -26,12 +26,15 @@ mod failure;
 mod handle;
 mod host;
 mod input;
+mod retry;
 mod state;
+mod timer;
 
 pub use failure::{Failure, ProgressError, StepError};
 pub use handle::TaskContext;
 pub(crate) use host::{Host, InputKind, Progress, StepSlot};
 pub use input::{Keyed, MAX_INPUT_KEY_LEN};
+pub use retry::RetryPolicy;
 pub use state::State;
 
 use failure::decode;
