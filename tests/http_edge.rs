@@ -123,12 +123,17 @@ async fn an_anonymous_bind_beyond_loopback_refuses_to_start() {
     for with_shutdown in [false, true] {
         let listener = TcpListener::bind("0.0.0.0:0").await.unwrap();
         let server = TaskServer::from_engine(engine());
+        // A server that does start never returns from `serve_http`; one with a signal that
+        // is already there stops at once, and `Ok` says it started.
         let refused = if with_shutdown {
             mcp_tasks::serve_http_with_shutdown(listener, server, HttpOptions::new(), async {})
                 .await
                 .map(|_| ())
         } else {
-            mcp_tasks::serve_http(listener, server, HttpOptions::new()).await
+            let serving = mcp_tasks::serve_http(listener, server, HttpOptions::new());
+            tokio::time::timeout(PATIENCE, serving)
+                .await
+                .expect("serve_http answers at once")
         };
         let error = refused.expect_err("0.0.0.0 without authentication must not be served");
         assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput);

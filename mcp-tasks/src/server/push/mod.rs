@@ -228,11 +228,11 @@ impl Subscription {
         }
     }
 
-    /// Ends the stream cleanly from here on: [`next`](Self::next) answers what is pending,
-    /// then the graceful result, then `None` (as at the engine's stop).
+    /// Ends the stream cleanly from here on: [`next`](Self::next) answers the
+    /// acknowledgement if not sent yet and what is pending, then the graceful result, then
+    /// `None` (as at the engine's stop).
     #[cfg(feature = "http")]
     pub(crate) fn finish(&mut self) {
-        self.agreed = None;
         self.stopping = true;
     }
 
