@@ -478,6 +478,18 @@ pub async fn main_http() -> std::io::Result<()> {
     if let Err(message) = args.server.check(true) {
         usage_error(clap::error::ErrorKind::ArgumentConflict, message);
     }
+    // `serve_http` refuses this bind too; said here first, as a usage mistake.
+    if !args.bind.ip().is_loopback() && args.tokens.is_none() && !args.allow_anonymous {
+        usage_error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!(
+                "--bind {} is not a loopback address: give --tokens (MCP_TASKS_TOKENS) so that \
+                 callers authenticate, or --allow-anonymous (MCP_TASKS_ALLOW_ANONYMOUS=1) when \
+                 something else guards the address",
+                args.bind
+            ),
+        );
+    }
     // Checked before anything is built: the credential comes from the environment only.
     let admin = match args.admin_bind {
         None => None,
