@@ -155,6 +155,30 @@ fn serving(args: &[&str], env: &[(&str, &str)]) -> String {
 }
 
 #[test]
+fn an_anonymous_bind_beyond_loopback_needs_the_explicit_flag() {
+    let (code, stderr) = run(&["--bind", "0.0.0.0:0"], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    for says in ["not a loopback address", "--tokens", "--allow-anonymous"] {
+        assert!(stderr.contains(says), "says `{says}`: {stderr}");
+    }
+    let url = serving(&["--bind", "0.0.0.0:0", "--allow-anonymous"], &[]);
+    assert!(url.starts_with("http://0.0.0.0:"), "{url}");
+    let url = serving(
+        &[],
+        &[
+            ("MCP_TASKS_BIND", "0.0.0.0:0"),
+            ("MCP_TASKS_ALLOW_ANONYMOUS", "1"),
+        ],
+    );
+    assert!(url.starts_with("http://0.0.0.0:"), "{url}");
+    let url = serving(
+        &["--bind", "0.0.0.0:0"],
+        &[("MCP_TASKS_TOKENS", "alice:TOKEN_ALICE_0123")],
+    );
+    assert!(url.starts_with("http://0.0.0.0:"), "{url}");
+}
+
+#[test]
 fn the_environment_sets_what_a_flag_does_not() {
     // The default is 127.0.0.1:8080: a free port proves the variable was read.
     let url = serving(&[], &[("MCP_TASKS_BIND", "127.0.0.1:0")]);

@@ -395,7 +395,8 @@ pub async fn terminated() {
                   only the environment sets."
 )]
 pub struct HttpArgs {
-    /// Where to listen; `0.0.0.0:8080` in a container
+    /// Where to listen; `0.0.0.0:8080` in a container (an address other than loopback needs
+    /// --tokens or --allow-anonymous)
     #[arg(
         long,
         env = "MCP_TASKS_BIND",
@@ -438,6 +439,16 @@ pub struct HttpArgs {
           value_parser = |list: &str| mcp_tasks::StaticTokens::parse(list).map_err(|e| e.to_string()),
           conflicts_with = "worker")]
     pub tokens: Option<mcp_tasks::StaticTokens>,
+    /// Serve an address other than loopback without --tokens: every caller is then the one
+    /// anonymous owner and sees every task. Only when something else authenticates (a
+    /// proxy) or no one else can reach the address; without it such a bind refuses to start
+    #[arg(
+        long,
+        env = "MCP_TASKS_ALLOW_ANONYMOUS",
+        value_parser = BoolishValueParser::new(),
+        conflicts_with = "worker"
+    )]
+    pub allow_anonymous: bool,
     /// Serve the admin view and API (`/admin`, credential in MCP_TASKS_ADMIN_TOKEN) and the
     /// Prometheus page (`/metrics`) on a listener of their own
     #[arg(
@@ -466,6 +477,18 @@ pub async fn main_http() -> std::io::Result<()> {
     let mut usage_error = |kind, message: String| -> ! { command.error(kind, message).exit() };
     if let Err(message) = args.server.check(true) {
         usage_error(clap::error::ErrorKind::ArgumentConflict, message);
+    }
+    // `serve_http` refuses this bind too; said here first, as a usage mistake.
+    if !args.bind.ip().is_loopback() && args.tokens.is_none() && !args.allow_anonymous {
+        usage_error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            format!(
+                "--bind {} is not a loopback address: give --tokens (MCP_TASKS_TOKENS) so that \
+                 callers authenticate, or --allow-anonymous (MCP_TASKS_ALLOW_ANONYMOUS=1) when \
+                 something else guards the address",
+                args.bind
+            ),
+        );
     }
     // Checked before anything is built: the credential comes from the environment only.
     let admin = match args.admin_bind {
@@ -537,6 +560,10 @@ pub async fn main_http() -> std::io::Result<()> {
     if let Some(tokens) = args.tokens {
         options = options.with_static_tokens(tokens);
     }
+    // Without tokens, an address other than loopback is served only when asked for.
+    if args.allow_anonymous {
+        options = options.allow_anonymous();
+    }
     if let (Some((bind, credential)), Some(metrics)) = (admin, metrics) {
         serve_admin(bind, credential, &server, metrics).await?;
     }
@@ -567,6 +594,9 @@ async fn serve_admin(
         "serving the admin view on http://{0}/admin and metrics on http://{0}/metrics",
         listener.local_addr()?
     );
+    // With each client's address: the admin router throttles wrong credentials per address
+    // and names it in its audit events.
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(())
 }

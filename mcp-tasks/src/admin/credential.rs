@@ -15,6 +15,9 @@ pub const MIN_CREDENTIAL_LEN: usize = 16;
 #[derive(Clone)]
 pub struct AdminCredential {
     digest: [u8; 32],
+    /// Wrong credentials one client address may present within `failure_window`.
+    pub(super) max_failures: u32,
+    pub(super) failure_window: std::time::Duration,
 }
 
 impl std::fmt::Debug for AdminCredential {
@@ -47,7 +50,25 @@ impl AdminCredential {
         }
         Ok(Self {
             digest: Sha256::digest(secret.as_bytes()).into(),
+            max_failures: Self::DEFAULT_MAX_FAILURES,
+            failure_window: Self::DEFAULT_FAILURE_WINDOW,
         })
+    }
+
+    /// The default `max_failures` of [`with_throttle`](Self::with_throttle).
+    pub const DEFAULT_MAX_FAILURES: u32 = 10;
+    /// The default `window` of [`with_throttle`](Self::with_throttle).
+    pub const DEFAULT_FAILURE_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+    /// After `max_failures` wrong credentials from one client address within `window`
+    /// (counted from the first), the admin router answers that address `429` with
+    /// `Retry-After` until the window is over, the right credential included (default 10
+    /// in 60 s; see [`router`](super::router)). `max_failures` is at least 1.
+    #[must_use]
+    pub fn with_throttle(mut self, max_failures: u32, window: std::time::Duration) -> Self {
+        self.max_failures = max_failures.max(1);
+        self.failure_window = window;
+        self
     }
 
     /// Whether `presented` is the credential, in constant time.

@@ -11,6 +11,17 @@
 //! user's token is never accepted here. Every admin request without it answers `401`; a path
 //! outside [`ADMIN_PATH`] is not the admin router's (merged, it stays a plain `404`).
 //!
+//! Wrong credentials are throttled per client address: after 10 within a minute
+//! ([`AdminCredential::with_throttle`]), that address gets `429` with `Retry-After` until the
+//! minute is over, the right credential included. Every wrong credential, cancel and purge
+//! is logged as a `tracing` event with the target [`AUDIT_TARGET`] (`mcp_tasks::audit`) and
+//! the fields `event`, `who`, `client` (the address), `path`, and `task_id` and `outcome`, or
+//! `before_ms` and `purged`; `failures` for a failed login. The client address is the
+//! connection's peer: [`serve_http`](crate::serve_http) provides it, and `axum::serve`
+//! does with `into_make_service_with_connect_info::<std::net::SocketAddr>()` (as below);
+//! without it every client shares one count. Behind a proxy every client is the proxy's
+//! address, so the count is shared too: throttle at the proxy as well.
+//!
 //! | method and path | answers |
 //! | --- | --- |
 //! | `GET /admin/api/tasks` | a page of tasks, newest first: `{"tasks": [...], "nextCursor": ...}` |
@@ -37,7 +48,11 @@
 //! let app = mcp_tasks::http_router(server.clone(), HttpOptions::default())
 //!     .merge(admin::router(server.engine(), credential));
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! axum::serve(listener, app).await
+//! axum::serve(
+//!     listener,
+//!     app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+//! )
+//! .await
 //! # }
 //! ```
 
@@ -63,12 +78,14 @@ use crate::{
 };
 
 mod credential;
+mod guard;
 mod query;
 mod state;
 mod web;
 
-use credential::presented;
 pub use credential::{AdminCredential, CredentialError, MIN_CREDENTIAL_LEN};
+pub use guard::AUDIT_TARGET;
+use guard::{AUDIT_TARGET as AUDIT, Checked, Client, Throttle};
 use query::LIST_PARAMS;
 use state::{Admin, Failure, json_response};
 
@@ -81,6 +98,10 @@ pub const ADMIN_PATH: &str = "/admin";
 pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
     let state = Admin {
         engine: engine.clone(),
+        throttle: Arc::new(Throttle::new(
+            credential.max_failures,
+            credential.failure_window,
+        )),
         credential: Arc::new(credential),
         clock: Clock::new(),
     };
@@ -106,9 +127,10 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
 /// The JSON API takes the bearer credential only: a browser sends HTTP Basic on its own to
 /// any page of the site, which would let another site's form reach the API.
 async fn bearer_only(State(admin): State<Admin>, request: Request, next: Next) -> Response {
-    match presented(request.headers(), false) {
-        Some(token) if admin.credential.accepts(&token) => next.run(request).await,
-        _ => Failure::Unauthorized.into_response(),
+    match admin.check(&request, false) {
+        Checked::Accepted => next.run(request).await,
+        Checked::Missing | Checked::Wrong => Failure::Unauthorized.into_response(),
+        Checked::Throttled(wait) => Failure::Throttled(wait).into_response(),
     }
 }
 
@@ -210,8 +232,14 @@ async fn detail(State(admin): State<Admin>, Path(id): Path<String>) -> Result<Re
     ok(&detail_json(&detail))
 }
 
-async fn cancel(State(admin): State<Admin>, Path(id): Path<String>) -> Result<Response, Failure> {
-    let cancelled = admin.cancel(&id).await?;
+async fn cancel(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+) -> Result<Response, Failure> {
+    let cancelled = admin
+        .cancel(&id, client, "/admin/api/tasks/{id}/cancel")
+        .await?;
     let outcome = match &cancelled {
         Cancelled::Requested(_) => "cancel_requested",
         Cancelled::AlreadyEnded(_) => "already_ended",
@@ -224,11 +252,30 @@ async fn cancel(State(admin): State<Admin>, Path(id): Path<String>) -> Result<Re
     }))
 }
 
-async fn purge(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
+async fn purge(
+    State(admin): State<Admin>,
+    client: Client,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
     let before = query::purge_before(&pairs, admin.now_ms())?;
-    let purged = admin.admin_store()?.purge_finished(before).await?;
-    ok(&json!({ "purged": purged }))
+    let purged = admin.admin_store()?.purge_finished(before).await;
+    let outcome = match &purged {
+        Ok(_) => "purged".to_owned(),
+        Err(error) => format!("failed: {error}"),
+    };
+    tracing::info!(
+        target: AUDIT,
+        event = "purge",
+        who = "admin",
+        client = %client.describe(),
+        path = "/admin/api/purge",
+        before_ms = before,
+        purged = purged.as_ref().ok(),
+        outcome,
+        "admin purge"
+    );
+    ok(&json!({ "purged": purged? }))
 }
 
 #[cfg(test)]

@@ -8,7 +8,11 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{credential::AdminCredential, query::BadParam};
+use super::{
+    credential::{AdminCredential, presented},
+    guard::{AUDIT_TARGET, Checked, Client, Throttle, retry_after_secs},
+    query::BadParam,
+};
 use crate::{
     Engine,
     clock::Clock,
@@ -23,6 +27,7 @@ use crate::{
 pub(crate) struct Admin {
     pub(super) engine: Engine,
     pub(super) credential: Arc<AdminCredential>,
+    pub(super) throttle: Arc<Throttle>,
     pub(super) clock: Clock,
 }
 
@@ -39,10 +44,45 @@ impl Admin {
         self.clock.now_ms()
     }
 
+    /// Checks the credential `request` presents (HTTP Basic's password too when `basic`),
+    /// through the throttle.
+    pub(super) fn check(&self, request: &axum::extract::Request, basic: bool) -> Checked {
+        let presented = presented(request.headers(), basic);
+        self.throttle.check(
+            &self.credential,
+            presented.as_deref(),
+            Client::of(request.extensions()),
+            request.uri().path(),
+        )
+    }
+
     /// Records a cancel for task `id` and signals its work, wherever it runs (a cluster
-    /// store wakes the instance that runs it).
-    pub(super) async fn cancel(&self, id: &str) -> Result<Cancelled, Failure> {
-        let cancelled = admin::cancel(self.store(), id).await?;
+    /// store wakes the instance that runs it); an audit event says who asked, from where
+    /// (`path`) and how it went.
+    pub(super) async fn cancel(
+        &self,
+        id: &str,
+        client: Client,
+        path: &'static str,
+    ) -> Result<Cancelled, Failure> {
+        let cancelled = admin::cancel(self.store(), id).await.map_err(Failure::from);
+        let outcome = match &cancelled {
+            Ok(Cancelled::Requested(_)) => "cancel_requested".to_owned(),
+            Ok(Cancelled::AlreadyEnded(_)) => "already_ended".to_owned(),
+            Err(Failure::NotFound) => "not_found".to_owned(),
+            Err(failure) => format!("failed: {}", failure.message()),
+        };
+        tracing::info!(
+            target: AUDIT_TARGET,
+            event = "cancel",
+            who = "admin",
+            client = %client.describe(),
+            path,
+            task_id = id,
+            outcome,
+            "admin cancel"
+        );
+        let cancelled = cancelled?;
         if matches!(cancelled, Cancelled::Requested(_)) {
             self.engine.signal_cancel(id);
         }
@@ -58,6 +98,8 @@ pub(crate) enum Failure {
     NotFound,
     Unsupported,
     Forbidden(&'static str),
+    /// Too many wrong credentials from this address: wait this long.
+    Throttled(std::time::Duration),
     Store(StoreError),
 }
 
@@ -84,6 +126,7 @@ impl Failure {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Unsupported => StatusCode::NOT_IMPLEMENTED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Store(error) if error.is_retryable() => StatusCode::SERVICE_UNAVAILABLE,
             Self::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -100,6 +143,10 @@ impl Failure {
                 "this server's task store does not offer the admin operations".to_owned()
             }
             Self::Forbidden(why) => (*why).to_owned(),
+            Self::Throttled(wait) => format!(
+                "too many wrong admin credentials from this address: retry in {} s",
+                retry_after_secs(*wait)
+            ),
             Self::Store(error) => crate::errors::error_chain(error),
         }
     }
@@ -118,7 +165,20 @@ impl IntoResponse for Failure {
                 HeaderValue::from_static("Bearer realm=\"mcp-tasks admin\""),
             );
         }
+        self.add_retry_after(&mut response);
         response
+    }
+}
+
+impl Failure {
+    /// `Retry-After` on a throttled answer.
+    pub(super) fn add_retry_after(&self, response: &mut Response) {
+        if let Self::Throttled(wait) = self {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs(*wait)),
+            );
+        }
     }
 }
 

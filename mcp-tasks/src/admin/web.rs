@@ -20,7 +20,7 @@ use axum::{
 };
 
 use super::{
-    credential::presented,
+    guard::{Checked, Client},
     query,
     state::{Admin, Failure},
 };
@@ -52,8 +52,14 @@ pub(super) async fn basic_or_bearer(
     request: Request,
     next: Next,
 ) -> Response {
-    match presented(request.headers(), true) {
-        Some(secret) if admin.credential.accepts(&secret) => {
+    match admin.check(&request, true) {
+        Checked::Throttled(wait) => {
+            let failure = Failure::Throttled(wait);
+            let mut response = error_page(&failure);
+            failure.add_retry_after(&mut response);
+            response
+        }
+        Checked::Accepted => {
             let mut response = next.run(request).await;
             let headers = response.headers_mut();
             // No script, no frame, nothing from elsewhere; forms only to this origin.
@@ -420,6 +426,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 
 async fn cancel_form(
     State(admin): State<Admin>,
+    client: Client,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -437,7 +444,7 @@ async fn cancel_form(
             "the form's token is missing or wrong: open the task's page again and use its button",
         ));
     }
-    match admin.cancel(&id).await {
+    match admin.cancel(&id, client, "/admin/tasks/{id}/cancel").await {
         Ok(Cancelled::Requested(_) | Cancelled::AlreadyEnded(_)) => (
             StatusCode::SEE_OTHER,
             [(header::LOCATION, format!("/admin/tasks/{}", encode(&id)))],

@@ -45,7 +45,7 @@ impl Owner {
 #[cfg(feature = "http")]
 pub use http::{AuthError, ProtectedResourceError, StaticTokens, TokenListError, TokenValidator};
 #[cfg(feature = "http")]
-pub(crate) use http::{Bearer, ProtectedResource};
+pub(crate) use http::{Bearer, Presented, ProtectedResource};
 
 #[cfg(feature = "http")]
 mod http {
@@ -350,6 +350,30 @@ mod http {
         }
     }
 
+    /// The token a request was let in with, and the validator that accepted it: a long
+    /// task listen stream asks the validator again from time to time
+    /// ([`HttpOptions::with_listen_recheck_interval`](crate::HttpOptions::with_listen_recheck_interval)).
+    #[derive(Clone)]
+    pub(crate) struct Presented {
+        validator: Arc<dyn TokenValidator>,
+        token: Arc<str>,
+    }
+
+    impl Presented {
+        /// Whether the validator still accepts the token: `false` only when it refuses it
+        /// (an error of its own, such as an unreachable issuer, is not a refusal).
+        pub(crate) async fn still_valid(&self) -> bool {
+            match self.validator.validate(&self.token).await {
+                Ok(_) => true,
+                Err(AuthError::InvalidToken | AuthError::InsufficientScope { .. }) => false,
+                Err(error) => {
+                    tracing::warn!(%error, "a listen stream's bearer token could not be checked again");
+                    true
+                }
+            }
+        }
+    }
+
     /// The bearer-token guard in front of `/mcp`.
     #[derive(Clone)]
     pub(crate) struct Bearer {
@@ -452,7 +476,12 @@ mod http {
         };
         match bearer.validator.validate(token).await {
             Ok(owner) => {
+                let presented = Presented {
+                    validator: bearer.validator.clone(),
+                    token: Arc::from(token),
+                };
                 request.extensions_mut().insert(owner);
+                request.extensions_mut().insert(presented);
                 next.run(request).await
             }
             Err(AuthError::InvalidToken) => bearer.refuse(

@@ -44,7 +44,7 @@ pub(crate) fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8>
 }
 
 #[cfg(feature = "http")]
-pub(crate) use http::{admit, is_json, read_body, recheck, rmcp_first};
+pub(crate) use http::{admit, body_timed_out, is_json, read_body, recheck, rmcp_first};
 
 #[cfg(feature = "http")]
 mod http {
@@ -179,6 +179,26 @@ mod http {
                 ErrorData::invalid_request(message, None),
             )
         })
+    }
+
+    /// The answer to a body that did not arrive in full within `timeout`: HTTP 408 with a
+    /// JSON-RPC error, and the connection closed (what is left of the body is not read).
+    pub(crate) fn body_timed_out(timeout: std::time::Duration) -> Response {
+        let message = format!(
+            "Request timeout: the request body did not arrive in full within {} ms; send \
+             the whole body without pausing, then retry",
+            timeout.as_millis()
+        );
+        let mut response = reject(
+            StatusCode::REQUEST_TIMEOUT,
+            None,
+            ErrorData::invalid_request(message, None),
+        );
+        response.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        response
     }
 
     fn reject(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {

@@ -2,7 +2,7 @@
 //! browser origins and hosts, the health endpoints). What one request may carry is the
 //! served engine's [`Limits`](crate::Limits).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 
@@ -27,7 +27,25 @@ pub const LOCALHOST_ORIGINS: [&str; 6] = [
 /// The default authenticates nobody (every request is
 /// [`DEFAULT_OWNER`](crate::DEFAULT_OWNER)), answers 403 to a request whose `Origin` is not
 /// one of [`LOCALHOST_ORIGINS`], and accepts only the hosts `localhost`, `127.0.0.1` and
-/// `::1` in `Host` (rmcp's DNS-rebinding defaults).
+/// `::1` in `Host` (rmcp's DNS-rebinding defaults). Without authentication,
+/// [`serve_http`](crate::serve_http) serves only a loopback address: on any other it refuses
+/// to start unless [`allow_anonymous`](Self::allow_anonymous) says so.
+///
+/// It also bounds what one connection may hold, each with a safe default (the operating
+/// guide's limits table lists them all):
+///
+/// | bound | default | setter |
+/// | --- | --- | --- |
+/// | time to send a request's headers (also how long an idle keep-alive connection stays open) | 30 s | [`with_header_read_timeout`](Self::with_header_read_timeout) |
+/// | time to send a request's body | 30 s | [`with_body_timeout`](Self::with_body_timeout) |
+/// | open connections | 1024 | [`with_max_connections`](Self::with_max_connections) |
+/// | a task listen stream with nothing to send | 10 min | [`with_listen_idle_timeout`](Self::with_listen_idle_timeout) |
+/// | a task listen stream in all | 1 h | [`with_listen_max_lifetime`](Self::with_listen_max_lifetime) |
+/// | how often a listen stream's bearer token is checked again | 60 s | [`with_listen_recheck_interval`](Self::with_listen_recheck_interval) |
+///
+/// The header deadline and the connection cap are [`serve_http`](crate::serve_http)'s own
+/// (it accepts the connections); an application that serves [`http_router`](crate::http_router)
+/// itself sets its server's. The body deadline and the listen bounds hold on both.
 ///
 /// ```
 /// use mcp_tasks::{HttpOptions, StaticTokens};
@@ -51,6 +69,35 @@ pub struct HttpOptions {
     any_host: bool,
     /// [`LIVENESS_PATH`](crate::LIVENESS_PATH) and [`READINESS_PATH`](crate::READINESS_PATH) are served.
     pub(super) health: bool,
+    /// Serving a non-loopback address without authentication was asked for.
+    pub(super) anonymous: bool,
+    pub(super) header_read_timeout: Duration,
+    pub(super) body_timeout: Duration,
+    pub(super) max_connections: usize,
+    pub(super) listen: ListenBounds,
+}
+
+/// How long a task listen stream may stay open, and how often its token is checked again.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ListenBounds {
+    pub(crate) idle: Duration,
+    pub(crate) max_lifetime: Duration,
+    pub(crate) recheck: Duration,
+}
+
+impl HttpOptions {
+    /// The default of [`with_header_read_timeout`](Self::with_header_read_timeout).
+    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default of [`with_body_timeout`](Self::with_body_timeout).
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The default of [`with_max_connections`](Self::with_max_connections).
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+    /// The default of [`with_listen_idle_timeout`](Self::with_listen_idle_timeout).
+    pub const DEFAULT_LISTEN_IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+    /// The default of [`with_listen_max_lifetime`](Self::with_listen_max_lifetime).
+    pub const DEFAULT_LISTEN_MAX_LIFETIME: Duration = Duration::from_secs(60 * 60);
+    /// The default of [`with_listen_recheck_interval`](Self::with_listen_recheck_interval).
+    pub const DEFAULT_LISTEN_RECHECK_INTERVAL: Duration = Duration::from_secs(60);
 }
 
 impl Default for HttpOptions {
@@ -63,6 +110,15 @@ impl Default for HttpOptions {
             hosts: None,
             any_host: false,
             health: true,
+            anonymous: false,
+            header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            listen: ListenBounds {
+                idle: Self::DEFAULT_LISTEN_IDLE_TIMEOUT,
+                max_lifetime: Self::DEFAULT_LISTEN_MAX_LIFETIME,
+                recheck: Self::DEFAULT_LISTEN_RECHECK_INTERVAL,
+            },
         }
     }
 }
@@ -174,6 +230,81 @@ impl HttpOptions {
         self.hosts = None;
         self.any_host = true;
         self
+    }
+
+    /// Lets [`serve_http`](crate::serve_http) serve an address other than loopback without
+    /// authentication: every caller is then [`DEFAULT_OWNER`](crate::DEFAULT_OWNER), sees
+    /// every task and shares one owner's quotas. Only for a server that something else
+    /// guards (a private network, a proxy that authenticates); without this, and without
+    /// [`with_bearer`](Self::with_bearer) or [`with_static_tokens`](Self::with_static_tokens),
+    /// such a bind refuses to start. A loopback address never needs it.
+    pub fn allow_anonymous(mut self) -> Self {
+        self.anonymous = true;
+        self
+    }
+
+    /// How long a client has to send a request's headers, from the first byte it is
+    /// awaited (default [`DEFAULT_HEADER_READ_TIMEOUT`](Self::DEFAULT_HEADER_READ_TIMEOUT)):
+    /// after it the connection is closed. It also closes a keep-alive connection that sends
+    /// no new request for that long. [`serve_http`](crate::serve_http) only (it accepts the
+    /// connections). A zero duration is raised to 1 ms.
+    pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a client has to send a whole request body to `/mcp` once its headers are in
+    /// (default [`DEFAULT_BODY_TIMEOUT`](Self::DEFAULT_BODY_TIMEOUT)): a body still
+    /// incomplete then is answered HTTP 408 with a JSON-RPC error, and nothing of it runs
+    /// (no task is created). A zero duration is raised to 1 ms.
+    pub fn with_body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How many connections [`serve_http`](crate::serve_http) holds open at once (default
+    /// [`DEFAULT_MAX_CONNECTIONS`](Self::DEFAULT_MAX_CONNECTIONS)); open listen streams
+    /// count. A connection beyond it is closed as soon as it is accepted, before anything is
+    /// read from it (the client sees the connection closed and may retry; a balancer tries
+    /// another instance), and a warning is logged. At least 1.
+    pub fn with_max_connections(mut self, max: usize) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+
+    /// How long a task listen stream stays open with nothing to send (default
+    /// [`DEFAULT_LISTEN_IDLE_TIMEOUT`](Self::DEFAULT_LISTEN_IDLE_TIMEOUT)); the keep-alive
+    /// comments do not count. It then ends cleanly (its graceful result), and a client
+    /// still following a task listens again. A zero duration is raised to 1 ms.
+    pub fn with_listen_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.listen.idle = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How long a task listen stream stays open in all, busy or not (default
+    /// [`DEFAULT_LISTEN_MAX_LIFETIME`](Self::DEFAULT_LISTEN_MAX_LIFETIME)); it then ends
+    /// cleanly as on [`with_listen_idle_timeout`](Self::with_listen_idle_timeout). A zero
+    /// duration is raised to 1 ms.
+    pub fn with_listen_max_lifetime(mut self, lifetime: Duration) -> Self {
+        self.listen.max_lifetime = lifetime.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How often the bearer token of an open task listen stream is checked again with the
+    /// validator (default
+    /// [`DEFAULT_LISTEN_RECHECK_INTERVAL`](Self::DEFAULT_LISTEN_RECHECK_INTERVAL)): a token it
+    /// no longer accepts (expired, revoked) ends the stream cleanly at that check, and the
+    /// client's next listen is refused with 401. A validator that cannot answer right now
+    /// keeps the stream open until the next check. Without a bearer validator nothing is
+    /// checked. A zero duration is raised to 1 ms.
+    pub fn with_listen_recheck_interval(mut self, interval: Duration) -> Self {
+        self.listen.recheck = interval.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Whether a caller is authenticated (a bearer validator is set).
+    pub(super) fn authenticates(&self) -> bool {
+        self.bearer.is_some()
     }
 
     /// `config` with these checks.

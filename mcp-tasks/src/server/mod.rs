@@ -81,6 +81,8 @@
 
 mod auth;
 mod builder;
+#[cfg(feature = "http")]
+mod connections;
 mod engine;
 #[cfg(any(feature = "http", feature = "stdio"))]
 mod guard;

@@ -1,7 +1,7 @@
 //! Serving over Streamable HTTP.
 
 use std::{
-    future::{Future, IntoFuture},
+    future::Future,
     io,
     sync::{
         Arc,
@@ -15,7 +15,6 @@ use axum::{
     extract::Request,
     http::{HeaderValue, Method, StatusCode, header},
     response::{IntoResponse, Response},
-    serve::ListenerExt,
 };
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -25,7 +24,10 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::ServerHandler;
 
-use super::{Engine, guard, http_options::HttpOptions};
+use super::{
+    Engine, connections, guard,
+    http_options::{HttpOptions, ListenBounds},
+};
 use crate::{Limits, ShutdownReport, errors};
 
 /// The path [`serve_http`] and [`http_router`] answer on.
@@ -71,7 +73,15 @@ const DRAIN_RETRY_AFTER_SECS: &str = "1";
 /// may call (a bearer token) and from which browser origins and hosts.
 ///
 /// Every accepted connection gets `TCP_NODELAY`: without it, SSE responses on keep-alive
-/// connections stall about 40 ms each (Nagle against delayed ACK).
+/// connections stall about 40 ms each (Nagle against delayed ACK). A client has
+/// [`HttpOptions::with_header_read_timeout`] to send a request's headers (30 s by default)
+/// and is disconnected after it; at most [`HttpOptions::with_max_connections`] connections
+/// are open at once (1024 by default), and one beyond is closed as soon as it is accepted.
+///
+/// Without authentication ([`HttpOptions::with_bearer`],
+/// [`HttpOptions::with_static_tokens`]) it serves only a loopback listener (`127.0.0.1`,
+/// `::1`): on any other address it refuses to start, unless
+/// [`HttpOptions::allow_anonymous`] says that something else guards it.
 ///
 /// ```no_run
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
@@ -84,19 +94,45 @@ const DRAIN_RETRY_AFTER_SECS: &str = "1";
 /// ```
 ///
 /// # Errors
-/// An I/O error of the listener; an engine that was shut down
+/// An I/O error of the listener; a listener on an address other than loopback without
+/// authentication nor [`HttpOptions::allow_anonymous`] as [`io::ErrorKind::InvalidInput`],
+/// before anything starts; an engine that was shut down
 /// ([`StartError::Stopped`](crate::StartError)) as [`io::ErrorKind::Other`].
 pub async fn serve_http<S>(listener: TcpListener, server: S, options: HttpOptions) -> io::Result<()>
 where
     S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
 {
+    refuse_anonymous_bind(&listener, &options)?;
     server.as_ref().start().map_err(io::Error::other)?;
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    axum::serve(listener, router(server, options, Draining::default())).await
+    let bounds = bounds(&options);
+    let app = router(server, options, Draining::default());
+    connections::serve(listener, app, bounds, CancellationToken::new()).await
+}
+
+/// Refuses to serve an address other than loopback without authentication, unless
+/// [`HttpOptions::allow_anonymous`] says so.
+fn refuse_anonymous_bind(listener: &TcpListener, options: &HttpOptions) -> io::Result<()> {
+    let addr = listener.local_addr()?;
+    if options.authenticates() || options.anonymous || connections::is_loopback(addr) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "refusing to serve {addr} without authentication: every caller would be \
+             anonymous and share one owner's tasks and quotas. Set a bearer validator \
+             (HttpOptions::with_bearer or HttpOptions::with_static_tokens), bind a loopback \
+             address (127.0.0.1 or ::1), or, when something else guards this address, say so \
+             with HttpOptions::allow_anonymous()"
+        ),
+    ))
+}
+
+fn bounds(options: &HttpOptions) -> connections::Bounds {
+    connections::Bounds {
+        header_read_timeout: options.header_read_timeout,
+        max: options.max_connections,
+    }
 }
 
 /// [`serve_http`] until `signal` resolves, then a graceful stop, in this order:
@@ -124,11 +160,12 @@ where
 ///
 /// ```no_run
 /// # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
-/// use mcp_tasks::{HttpOptions, TaskServer};
+/// use mcp_tasks::{HttpOptions, StaticTokens, TaskServer};
+/// let tokens = StaticTokens::parse("alice:TOKEN_A").map_err(std::io::Error::other)?;
 /// let listener = tokio::net::TcpListener::bind("0.0.0.0:8080").await?;
 /// let ctrl_c = async { tokio::signal::ctrl_c().await.ok(); };
 /// let report = mcp_tasks::serve_http_with_shutdown(
-///     listener, TaskServer::new(toolkit), HttpOptions::new(), ctrl_c,
+///     listener, TaskServer::new(toolkit), HttpOptions::new().with_static_tokens(tokens), ctrl_c,
 /// ).await?;
 /// eprintln!("released {} tasks to other instances", report.released);
 /// # Ok(())
@@ -147,21 +184,14 @@ where
     S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
     F: Future<Output = ()> + Send,
 {
+    refuse_anonymous_bind(&listener, &options)?;
     let engine = server.as_ref().clone();
     engine.start().map_err(io::Error::other)?;
     let draining = Draining::default();
+    let bounds = bounds(&options);
     let app = router(server, options, draining.clone());
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::warn!(%error, "could not set TCP_NODELAY");
-        }
-    });
     let stop_http = CancellationToken::new();
-    let mut serving = tokio::spawn(
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop_http.clone().cancelled_owned())
-            .into_future(),
-    );
+    let mut serving = tokio::spawn(connections::serve(listener, app, bounds, stop_http.clone()));
     let joined = |joined: Result<io::Result<()>, tokio::task::JoinError>| {
         joined.unwrap_or_else(|error| Err(io::Error::other(error)))
     };
@@ -286,6 +316,12 @@ async fn readiness(draining: Draining, engine: Engine) -> Response {
 /// [the server module](crate::server#malformed-requests)).
 /// A modern request's answer is one `application/json` body unless the handler sends
 /// something before it (then SSE); legacy `initialize` clients get sessions.
+///
+/// The router cannot see the address it is served on, so what [`serve_http`] checks there
+/// is the caller's to check: serve it without authentication only on a loopback address,
+/// or behind something that authenticates. It also cannot see connections: the header-read
+/// deadline and the connection cap of [`HttpOptions`] are [`serve_http`]'s, and a server of
+/// your own needs its own (the body deadline and the listen stream bounds hold here).
 pub fn http_router<S>(server: S, options: HttpOptions) -> axum::Router
 where
     S: ServerHandler + AsRef<Engine> + Clone + Send + Sync + 'static,
@@ -309,6 +345,8 @@ where
         engine: engine.clone(),
         limits,
         draining: draining.clone(),
+        body_timeout: options.body_timeout,
+        listen: options.listen,
     }));
     let router = axum::Router::new().route_service(MCP_PATH, mcp);
     let router = match &options.bearer {
@@ -352,6 +390,9 @@ struct McpInner<S> {
     engine: Engine,
     limits: Limits,
     draining: Draining,
+    /// How long a body may take to arrive ([`HttpOptions::with_body_timeout`]).
+    body_timeout: Duration,
+    listen: ListenBounds,
 }
 
 impl<S> tower_service::Service<Request> for Mcp<S>
@@ -389,11 +430,13 @@ where
             return self.service.handle(request).await.into_response();
         }
         let (parts, body) = request.into_parts();
-        let bytes = match guard::read_body(body, self.limits.max_request_bytes()).await {
-            Ok(bytes) => bytes,
+        let read = guard::read_body(body, self.limits.max_request_bytes());
+        let bytes = match tokio::time::timeout(self.body_timeout, read).await {
+            Ok(Ok(bytes)) => bytes,
             // Unreadable or over the limit: nothing to serve it with while draining.
-            Err(_) if draining => return drain_refusal(None),
-            Err(response) => return response,
+            Ok(Err(_)) | Err(_) if draining => return drain_refusal(None),
+            Ok(Err(response)) => return response,
+            Err(_) => return guard::body_timed_out(self.body_timeout),
         };
         if draining && let Some(refusal) = drain_refusal_of(&bytes) {
             return refusal;
@@ -417,7 +460,13 @@ where
             .get::<super::negotiation::Checked>()
             .is_some_and(|checked| checked.task_listen);
         if task_listen {
-            return super::push::serve_http_listen(&self.engine, &self.service, request).await;
+            return super::push::serve_http_listen(
+                &self.engine,
+                &self.service,
+                request,
+                self.listen,
+            )
+            .await;
         }
         self.service.handle(request).await.into_response()
     }

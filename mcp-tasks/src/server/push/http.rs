@@ -3,6 +3,8 @@
 
 use std::{convert::Infallible, time::Duration};
 
+use tokio::time::Instant;
+
 use axum::{
     body::{Body, Bytes},
     extract::Request,
@@ -15,18 +17,21 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::Value;
 
 use super::{Refusal, Subscription, open};
-use crate::server::{Engine, Owner, guard, negotiation::Checked};
+use crate::server::{
+    Engine, Owner, auth::Presented, guard, http_options::ListenBounds, negotiation::Checked,
+};
 
 /// An SSE comment this often keeps an idle stream open through proxies.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Serves one task listen over Streamable HTTP: the `Host` and `Origin` checks rmcp's
 /// service makes, then the stream as `text/event-stream` (or the refusal as one JSON
-/// error, HTTP 400).
+/// error, HTTP 400), within `bounds`.
 pub(crate) async fn serve<S>(
     engine: &Engine,
     service: &StreamableHttpService<S, LocalSessionManager>,
     request: Request,
+    bounds: ListenBounds,
 ) -> Response
 where
     S: rmcp::ServerHandler + Clone + Send + Sync + 'static,
@@ -59,8 +64,9 @@ where
         return refuse(refusal);
     }
     let owner = parts.extensions.get::<Owner>();
+    let presented = parts.extensions.get::<Presented>().cloned();
     match open(engine, &message, &checked, owner).await {
-        Ok(subscription) => sse(subscription),
+        Ok(subscription) => sse(subscription, bounds, presented),
         Err(refusal) => refuse(refusal),
     }
 }
@@ -115,21 +121,25 @@ fn refuse((id, error): Refusal) -> Response {
 }
 
 /// The stream as server-sent events, one JSON-RPC message per event. Dropped when the
-/// client closes the connection, which ends the subscription.
-fn sse(subscription: Subscription) -> Response {
-    let events = futures::stream::unfold(Some(subscription), |subscription| async move {
-        let mut subscription = subscription?;
-        let event = match tokio::time::timeout(KEEP_ALIVE, subscription.next()).await {
-            Ok(Some(message)) => {
-                let mut event = b"data: ".to_vec();
-                event.extend_from_slice(&serde_json::to_vec(&message).unwrap_or_default());
-                event.extend_from_slice(b"\n\n");
-                event
-            }
-            Ok(None) => return None,
-            Err(_) => b":\n\n".to_vec(),
-        };
-        Some((Ok::<_, Infallible>(Bytes::from(event)), Some(subscription)))
+/// client closes the connection, which ends the subscription. It ends cleanly (what is
+/// pending, then the graceful result) after `bounds.idle` with nothing to send, at
+/// `bounds.max_lifetime`, or at a check (every `bounds.recheck`) that finds the token it
+/// was opened with (`presented`) no longer accepted.
+fn sse(subscription: Subscription, bounds: ListenBounds, presented: Option<Presented>) -> Response {
+    let opened = Instant::now();
+    let stream = Stream {
+        subscription,
+        presented,
+        bounds,
+        ends_at: opened + bounds.max_lifetime,
+        idle_since: opened,
+        next_check: opened + bounds.recheck,
+        finishing: false,
+    };
+    let events = futures::stream::unfold(Some(stream), |stream| async move {
+        let mut stream = stream?;
+        let event = stream.next_event().await?;
+        Some((Ok::<_, Infallible>(Bytes::from(event)), Some(stream)))
     });
     let mut response = Response::new(Body::from_stream(events));
     let headers = response.headers_mut();
@@ -139,4 +149,69 @@ fn sse(subscription: Subscription) -> Response {
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
+}
+
+/// A listen stream within its bounds.
+struct Stream {
+    subscription: Subscription,
+    presented: Option<Presented>,
+    bounds: ListenBounds,
+    ends_at: Instant,
+    /// When the last message was sent (keep-alive comments do not count).
+    idle_since: Instant,
+    next_check: Instant,
+    /// Ending: no bound is watched any more.
+    finishing: bool,
+}
+
+impl Stream {
+    /// The next SSE event: a message, or a keep-alive comment; `None` at the end.
+    async fn next_event(&mut self) -> Option<Vec<u8>> {
+        loop {
+            let keep_alive = Instant::now() + KEEP_ALIVE;
+            let expires = self.ends_at.min(self.idle_since + self.bounds.idle);
+            let check = self.presented.is_some().then_some(self.next_check);
+            tokio::select! {
+                biased;
+                message = self.subscription.next() => {
+                    let message = message?;
+                    self.idle_since = Instant::now();
+                    let mut event = b"data: ".to_vec();
+                    event.extend_from_slice(&serde_json::to_vec(&message).unwrap_or_default());
+                    event.extend_from_slice(b"\n\n");
+                    return Some(event);
+                }
+                () = tokio::time::sleep_until(expires), if !self.finishing => {
+                    tracing::debug!("a listen stream ends: idle or at its maximum lifetime");
+                    self.end();
+                }
+                () = sleep_until_some(check), if !self.finishing => {
+                    let still_valid = match &self.presented {
+                        Some(presented) => presented.still_valid().await,
+                        None => true,
+                    };
+                    if still_valid {
+                        self.next_check = Instant::now() + self.bounds.recheck;
+                    } else {
+                        tracing::info!("a listen stream ends: its bearer token is no longer accepted");
+                        self.end();
+                    }
+                }
+                () = tokio::time::sleep_until(keep_alive) => return Some(b":\n\n".to_vec()),
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        self.finishing = true;
+        self.subscription.finish();
+    }
+}
+
+/// Sleeps until `at`, or forever when `None`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }

@@ -24,7 +24,12 @@
 //! 3. At the engine's stop (the end of a shutdown's grace, or the last handle dropped), what
 //!    is pending and then the graceful result (`resultType: "complete"` with the
 //!    subscription id); a client that closes the stream (HTTP) or sends
-//!    `notifications/cancelled` for it (stdio) ends it with nothing more sent.
+//!    `notifications/cancelled` for it (stdio) ends it with nothing more sent. Over HTTP a
+//!    stream also ends so, cleanly, when it had nothing to send for its idle timeout, at
+//!    its maximum lifetime, or when its bearer token is no longer accepted at a check
+//!    ([`HttpOptions`](crate::HttpOptions)'s listen bounds). The crate's client
+//!    ([`TaskHandle::wait`](crate::client::TaskHandle::wait)) follows a task across such an
+//!    end: it polls, then listens again.
 //!
 //! # One feed, one read per change
 //!
@@ -221,6 +226,14 @@ impl Subscription {
                 () = self.stop.cancelled() => self.stopping = true,
             }
         }
+    }
+
+    /// Ends the stream cleanly from here on: [`next`](Self::next) answers the
+    /// acknowledgement if not sent yet and what is pending, then the graceful result, then
+    /// `None` (as at the engine's stop).
+    #[cfg(feature = "http")]
+    pub(crate) fn finish(&mut self) {
+        self.stopping = true;
     }
 
     fn subscription_meta(&self) -> Map<String, Value> {

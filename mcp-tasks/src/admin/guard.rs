@@ -1,0 +1,164 @@
+//! Who may use the admin router: the credential check with its throttle, and the audit
+//! events of what it lets through.
+//!
+//! # The throttle
+//!
+//! A wrong credential counts against the client's address (the peer address of the
+//! connection, `ConnectInfo<SocketAddr>`: [`serve_http`](crate::serve_http) provides it, and
+//! so does `axum::serve` over `into_make_service_with_connect_info::<SocketAddr>()`; without
+//! it, or behind a proxy, every client shares one count). After
+//! [`AdminCredential::with_throttle`]'s `max_failures` wrong credentials within its window,
+//! counted from the first, every admin request from that address answers `429` with
+//! `Retry-After` until the window is over, **the right credential included**: otherwise a
+//! throttled guesser would still learn which guess is right. A right credential before that
+//! clears the address's count. A request without any credential is not a failure (it
+//! answers `401`, which makes a browser ask for it). The count of at most 10,000 addresses is
+//! kept; beyond, the others share one.
+//!
+//! # Audit events
+//!
+//! Every wrong credential, every cancel and every purge is a `tracing` event with the target
+//! [`AUDIT_TARGET`] and the fields `event` (`login_failed`, `cancel`, `purge`), `who` (`admin`
+//! for the credential's holder, `unknown` for a failed login), `client` (the address, or
+//! `unknown`), `path`, and by event `failures`, `task_id` and `outcome`, or `before_ms` and
+//! `purged`.
+
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    time::Duration,
+};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::credential::AdminCredential;
+
+/// The `tracing` target of the admin router's audit events (see [`router`](super::router)).
+pub const AUDIT_TARGET: &str = "mcp_tasks::audit";
+
+/// How many addresses the throttle counts apart; the others share one count.
+const MAX_ADDRESSES: usize = 10_000;
+
+/// The client's address, when the server provides it (`ConnectInfo<SocketAddr>`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Client(pub(crate) Option<SocketAddr>);
+
+impl Client {
+    pub(crate) fn of(extensions: &axum::http::Extensions) -> Self {
+        Self(
+            extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| *addr),
+        )
+    }
+
+    pub(crate) fn describe(self) -> String {
+        self.0
+            .map_or_else(|| "unknown".to_owned(), |addr| addr.to_string())
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Client {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::of(&parts.extensions))
+    }
+}
+
+/// The failed-credential counts, per client address.
+pub(crate) struct Throttle {
+    max_failures: u32,
+    window: Duration,
+    counts: Mutex<HashMap<Option<IpAddr>, Count>>,
+}
+
+#[derive(Clone, Copy)]
+struct Count {
+    since: Instant,
+    failures: u32,
+}
+
+/// What the credential check decided.
+pub(crate) enum Checked {
+    Accepted,
+    /// No credential at all.
+    Missing,
+    /// A wrong credential (counted).
+    Wrong,
+    /// Too many wrong ones from this address: wait this long.
+    Throttled(Duration),
+}
+
+impl Throttle {
+    pub(crate) fn new(max_failures: u32, window: Duration) -> Self {
+        Self {
+            max_failures,
+            window,
+            counts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Checks `presented` against `credential` for a request from `client` to `path`.
+    pub(crate) fn check(
+        &self,
+        credential: &AdminCredential,
+        presented: Option<&str>,
+        client: Client,
+        path: &str,
+    ) -> Checked {
+        let now = Instant::now();
+        let key = client.0.map(|addr| addr.ip());
+        let mut counts = self.counts.lock();
+        let key = if counts.contains_key(&key) || counts.len() < MAX_ADDRESSES {
+            key
+        } else {
+            counts.retain(|_, count| now < count.since + self.window);
+            if counts.len() < MAX_ADDRESSES {
+                key
+            } else {
+                None
+            }
+        };
+        if let Some(count) = counts.get(&key).copied() {
+            let until = count.since + self.window;
+            if now >= until {
+                counts.remove(&key);
+            } else if count.failures >= self.max_failures {
+                return Checked::Throttled(until - now);
+            }
+        }
+        let Some(presented) = presented else {
+            return Checked::Missing;
+        };
+        if credential.accepts(presented) {
+            counts.remove(&key);
+            return Checked::Accepted;
+        }
+        let count = counts.entry(key).or_insert(Count {
+            since: now,
+            failures: 0,
+        });
+        count.failures += 1;
+        let failures = count.failures;
+        drop(counts);
+        tracing::warn!(
+            target: AUDIT_TARGET,
+            event = "login_failed",
+            who = "unknown",
+            client = %client.describe(),
+            path,
+            failures,
+            "a wrong admin credential"
+        );
+        Checked::Wrong
+    }
+}
+
+/// Whole seconds to wait, rounded up (what `Retry-After` says).
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}

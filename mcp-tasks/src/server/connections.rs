@@ -1,0 +1,155 @@
+//! The connections of [`serve_http`](super::serve_http): accepted here rather than by
+//! `axum::serve`, which arms no deadline on a request's headers and holds any number of
+//! connections.
+//!
+//! Each accepted connection gets `TCP_NODELAY` (without it, SSE responses on keep-alive
+//! connections stall about 40 ms each: Nagle against delayed ACK) and the client's address
+//! in every request's extensions (`ConnectInfo<SocketAddr>`, what the admin router's
+//! throttle keys on), then is served as HTTP/1.1 by hyper with a header-read deadline: a
+//! client that has not sent a request's headers in full within it (nor a new request on an
+//! idle keep-alive connection) is disconnected. At most `max` connections are open at once;
+//! one beyond is closed as soon as it is accepted, before anything is read from it.
+//!
+//! The graceful stop is `axum::serve`'s: no new connection is accepted, each open one
+//! finishes the request it serves and then closes, and the stop resolves when all are
+//! closed.
+
+use std::{convert::Infallible, io, net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{body::Body, extract::ConnectInfo};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{net::TcpListener, sync::Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// How [`serve`] holds its connections.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Bounds {
+    pub(super) header_read_timeout: Duration,
+    pub(super) max: usize,
+}
+
+/// Serves `app` on `listener` until `stop` is cancelled, then stops gracefully (see the
+/// module docs).
+pub(super) async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    bounds: Bounds,
+    stop: CancellationToken,
+) -> io::Result<()> {
+    let open = Arc::new(Semaphore::new(bounds.max));
+    // Every connection task holds a receiver: the stop waits until all are dropped.
+    let (closed_tx, closed_rx) = tokio::sync::watch::channel(());
+    loop {
+        let (tcp, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    accept_failed(error).await;
+                    continue;
+                }
+            },
+            () = stop.cancelled() => break,
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            tracing::warn!(
+                %remote,
+                max_connections = bounds.max,
+                "connection closed at once: the server holds its maximum of open connections"
+            );
+            drop(tcp);
+            continue;
+        };
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::warn!(%error, "could not set TCP_NODELAY");
+        }
+        let app = app.clone();
+        let stop = stop.clone();
+        let closed_rx = closed_rx.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                let mut request = request.map(Body::new);
+                request.extensions_mut().insert(ConnectInfo(remote));
+                let mut app = app.clone();
+                async move {
+                    let response: Result<_, Infallible> =
+                        tower_service::Service::call(&mut app, request).await;
+                    response
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(bounds.header_read_timeout);
+            let connection = builder
+                .serve_connection(TokioIo::new(tcp), service)
+                .with_upgrades();
+            let mut connection = std::pin::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = served {
+                tracing::debug!(%remote, %error, "connection ended with an error");
+            }
+            drop(permit);
+            drop(closed_rx);
+        });
+    }
+    drop(closed_rx);
+    drop(listener);
+    closed_tx.closed().await;
+    Ok(())
+}
+
+/// An accept that failed: a connection that went away before it was accepted is nothing;
+/// anything else (out of file descriptors, most often) is logged and the loop pauses a
+/// second, as `axum::serve` does.
+async fn accept_failed(error: io::Error) {
+    if matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(%error, "accepting a connection failed; retrying in a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// Whether `addr` is a loopback address (`127.0.0.0/8`, `::1`, or `127.x` mapped in IPv6).
+pub(super) fn is_loopback(addr: SocketAddr) -> bool {
+    match addr.ip() {
+        std::net::IpAddr::V4(ip) => ip.is_loopback(),
+        std::net::IpAddr::V6(ip) => ip
+            .to_ipv4_mapped()
+            .map_or(ip.is_loopback(), |ip| ip.is_loopback()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_addresses_are_told_apart() {
+        for (addr, loopback) in [
+            ("127.0.0.1:80", true),
+            ("127.9.9.9:80", true),
+            ("[::1]:80", true),
+            ("[::ffff:127.0.0.1]:80", true),
+            ("0.0.0.0:80", false),
+            ("[::]:80", false),
+            ("10.0.0.1:80", false),
+            ("[::ffff:10.0.0.1]:80", false),
+        ] {
+            assert_eq!(
+                super::is_loopback(addr.parse().unwrap()),
+                loopback,
+                "{addr}"
+            );
+        }
+    }
+}
