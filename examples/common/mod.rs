@@ -449,6 +449,19 @@ pub struct HttpArgs {
         conflicts_with = "worker"
     )]
     pub allow_anonymous: bool,
+    /// How long a client may take to send a request's headers, in milliseconds; a slower one
+    /// is disconnected [default: 30000]
+    #[arg(long, env = "MCP_TASKS_HEADER_TIMEOUT_MS", value_name = "MS",
+          value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "worker")]
+    pub header_timeout_ms: Option<u64>,
+    /// The HTTP connections open at once; more are closed as they arrive [default: 1024]
+    #[arg(
+        long,
+        env = "MCP_TASKS_MAX_CONNECTIONS",
+        value_name = "N",
+        conflicts_with = "worker"
+    )]
+    pub max_connections: Option<std::num::NonZeroUsize>,
     /// Serve the admin view and API (`/admin`, credential in MCP_TASKS_ADMIN_TOKEN) and the
     /// Prometheus page (`/metrics`) on a listener of their own
     #[arg(
@@ -563,6 +576,12 @@ pub async fn main_http() -> std::io::Result<()> {
     // Without tokens, an address other than loopback is served only when asked for.
     if args.allow_anonymous {
         options = options.allow_anonymous();
+    }
+    if let Some(ms) = args.header_timeout_ms {
+        options = options.with_header_read_timeout(Duration::from_millis(ms));
+    }
+    if let Some(n) = args.max_connections {
+        options = options.with_max_connections(n.get());
     }
     if let (Some((bind, credential)), Some(metrics)) = (admin, metrics) {
         serve_admin(bind, credential, &server, metrics).await?;

@@ -402,9 +402,10 @@ mod http {
             self
         }
 
-        /// `router` behind the guard: every request needs a token the validator accepts.
+        /// `router` behind the guard: every request to one of its routes needs a token the
+        /// validator accepts (a path it does not serve is `404`, with no challenge).
         pub(crate) fn protect(&self, router: axum::Router) -> axum::Router {
-            router.layer(axum::middleware::from_fn_with_state(self.clone(), guard))
+            router.route_layer(axum::middleware::from_fn_with_state(self.clone(), guard))
         }
 
         /// The refusal: `status`, `WWW-Authenticate` with `resource_metadata` (when set)
