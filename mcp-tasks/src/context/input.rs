@@ -8,7 +8,7 @@ use rmcp::model::{
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::{Failure, InputKind, TaskContext, failure::decode};
+use super::{Ask, Failure, InputKind, TaskContext, failure::decode};
 use crate::errors;
 
 /// A form elicitation of `message` with `schema`.
@@ -64,8 +64,14 @@ impl TaskContext {
         key: Option<String>,
     ) -> Result<ElicitResult, Failure> {
         let request = InputRequest::Elicitation(Request::new(params));
+        let kind = InputKind::Elicitation;
         let value = self
-            .input(InputKind::Elicitation, request, before_task, key)
+            .input(Ask {
+                kind,
+                request,
+                before_task,
+                key,
+            })
             .await?;
         decode(value, "ElicitResult")
     }
@@ -76,7 +82,15 @@ impl TaskContext {
         key: Option<String>,
     ) -> Result<CreateMessageResult, Failure> {
         let request = InputRequest::CreateMessage(Request::new(params));
-        let value = self.input(InputKind::Sampling, request, false, key).await?;
+        let (kind, before_task) = (InputKind::Sampling, false);
+        let value = self
+            .input(Ask {
+                kind,
+                request,
+                before_task,
+                key,
+            })
+            .await?;
         decode(value, "CreateMessageResult")
     }
 
@@ -85,30 +99,29 @@ impl TaskContext {
             method: Default::default(),
             extensions: Default::default(),
         });
-        let value = self.input(InputKind::Roots, request, false, key).await?;
+        let (kind, before_task) = (InputKind::Roots, false);
+        let value = self
+            .input(Ask {
+                kind,
+                request,
+                before_task,
+                key,
+            })
+            .await?;
         decode(value, "ListRootsResult")
     }
 
-    pub(super) async fn input(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> Result<Value, Failure> {
-        if let Some(key) = &key {
+    pub(super) async fn input(&self, ask: Ask) -> Result<Value, Failure> {
+        if let Some(key) = &ask.key {
             check_key(key)?;
         }
-        if !kind.declared(self.host.client_capabilities()) {
+        if !ask.kind.declared(self.host.client_capabilities()) {
             return Err(Failure::Error(errors::client_capability_required(
-                kind.capability(),
+                ask.kind.capability(),
             )));
         }
-        let span = tracing::info_span!("input", key = key.as_deref());
-        self.host
-            .input(kind, request, before_task, key)
-            .instrument(span)
-            .await
+        let span = tracing::info_span!("input", key = ask.key.as_deref());
+        self.host.input(ask).instrument(span).await
     }
 }
 

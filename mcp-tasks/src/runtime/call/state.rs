@@ -31,7 +31,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    context::{Failure, Host, InputKind, Progress, ProgressError, StepSlot, TaskContext},
+    context::{Ask, Failure, Host, Progress, ProgressError, StepSlot, TaskContext},
     errors,
     runtime::Runtime,
     store::{Step, StoreError},
@@ -304,13 +304,13 @@ impl CallState {
         }
     }
 
-    async fn ask(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> Result<Value, Failure> {
+    async fn ask(&self, ask: Ask) -> Result<Value, Failure> {
+        let Ask {
+            kind,
+            request,
+            before_task,
+            key,
+        } = ask;
         if let Some(key) = &key {
             let fresh = self.chosen_keys.lock().insert(key.clone());
             if !fresh {
@@ -474,14 +474,8 @@ impl Host for CallState {
         Box::pin(self.write_status(Some(message)))
     }
 
-    fn input(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> BoxFuture<'_, Result<Value, Failure>> {
-        Box::pin(self.ask(kind, request, before_task, key))
+    fn input(&self, ask: Ask) -> BoxFuture<'_, Result<Value, Failure>> {
+        Box::pin(self.ask(ask))
     }
 
     fn progress(&self, progress: Progress) -> BoxFuture<'_, Result<(), ProgressError>> {
