@@ -46,7 +46,7 @@ pub mod sqlite;
 pub(crate) mod status;
 
 pub use admin::AdminStore;
-pub use cluster::{ClusterStore, Lease, Notice};
+pub use cluster::{Claim, ClusterStore, Lease, Notice};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 pub use new::NewTask;
