@@ -60,6 +60,22 @@ pub(crate) struct Ask {
     pub(crate) key: Option<String>,
 }
 
+impl Ask {
+    pub(crate) fn new(
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+        key: Option<String>,
+    ) -> Self {
+        Self {
+            kind,
+            request,
+            before_task,
+            key,
+        }
+    }
+}
+
 /// A step's place in a run: its number, and what a replay already has for it.
 pub(crate) enum StepSlot {
     /// The step ran before a restart: its stored name and result.

@@ -5,7 +5,6 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ElicitationSchema, ErrorData, InputRequest, ListRootsResult, Request, RequestNoParam,
 };
-use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::{Ask, Failure, InputKind, TaskContext, failure::decode};
@@ -64,16 +63,8 @@ impl TaskContext {
         key: Option<String>,
     ) -> Result<ElicitResult, Failure> {
         let request = InputRequest::Elicitation(Request::new(params));
-        let kind = InputKind::Elicitation;
-        let value = self
-            .input(Ask {
-                kind,
-                request,
-                before_task,
-                key,
-            })
-            .await?;
-        decode(value, "ElicitResult")
+        let ask = Ask::new(InputKind::Elicitation, request, before_task, key);
+        self.input(ask, "ElicitResult").await
     }
 
     pub(super) async fn ask_sample(
@@ -82,16 +73,8 @@ impl TaskContext {
         key: Option<String>,
     ) -> Result<CreateMessageResult, Failure> {
         let request = InputRequest::CreateMessage(Request::new(params));
-        let (kind, before_task) = (InputKind::Sampling, false);
-        let value = self
-            .input(Ask {
-                kind,
-                request,
-                before_task,
-                key,
-            })
-            .await?;
-        decode(value, "CreateMessageResult")
+        let ask = Ask::new(InputKind::Sampling, request, false, key);
+        self.input(ask, "CreateMessageResult").await
     }
 
     pub(super) async fn ask_roots(&self, key: Option<String>) -> Result<ListRootsResult, Failure> {
@@ -99,19 +82,17 @@ impl TaskContext {
             method: Default::default(),
             extensions: Default::default(),
         });
-        let (kind, before_task) = (InputKind::Roots, false);
-        let value = self
-            .input(Ask {
-                kind,
-                request,
-                before_task,
-                key,
-            })
-            .await?;
-        decode(value, "ListRootsResult")
+        let ask = Ask::new(InputKind::Roots, request, false, key);
+        self.input(ask, "ListRootsResult").await
     }
 
-    pub(super) async fn input(&self, ask: Ask) -> Result<Value, Failure> {
+    /// Asks, once the key and the client's capability are checked; the answer decoded as
+    /// `what`.
+    async fn input<T: serde::de::DeserializeOwned>(
+        &self,
+        ask: Ask,
+        what: &str,
+    ) -> Result<T, Failure> {
         if let Some(key) = &ask.key {
             check_key(key)?;
         }
@@ -121,7 +102,8 @@ impl TaskContext {
             )));
         }
         let span = tracing::info_span!("input", key = ask.key.as_deref());
-        self.host.input(ask).instrument(span).await
+        let value = self.host.input(ask).instrument(span).await?;
+        decode(value, what)
     }
 }
 
