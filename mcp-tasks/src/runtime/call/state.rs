@@ -89,20 +89,6 @@ pub(crate) struct Notifier {
     pub(crate) log_level: Option<LoggingLevel>,
 }
 
-/// How severe a level is: `debug` 0 to `emergency` 7 (RFC 5424 order, as MCP has it).
-fn severity(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
-}
-
 /// Who is calling what: the parts of a call that do not change while it runs.
 pub(crate) struct CallParts {
     pub(crate) id: Arc<str>,
@@ -411,7 +397,8 @@ impl CallState {
     async fn send_log(&self, level: LoggingLevel, logger: Option<String>, data: Value) {
         let notifier = self.open_request().and_then(|n| {
             n.log_level
-                .is_some_and(|wanted| severity(level) >= severity(wanted))
+                // Declared from `debug` to `emergency`: RFC 5424 order, least severe first.
+                .is_some_and(|wanted| level as u8 >= wanted as u8)
                 .then(|| n.clone())
         });
         let Some(notifier) = notifier else {
