@@ -180,6 +180,11 @@ async fn filters_and_counts(store: impl TaskStore) {
     for (status, n) in expected {
         assert_eq!(counts.get(status), n, "{status:?} in {counts:?}");
     }
+    assert_eq!(
+        (counts.failed, counts.cancelled),
+        (2, 1),
+        "each status in its own field"
+    );
     assert_eq!(counts.total(), 6);
     let beta = admin
         .count(&TaskFilter::new().with_tool("beta"))

@@ -380,31 +380,31 @@ pub struct StatusCounts {
 }
 
 impl StatusCounts {
-    /// Counts `n` more tasks of `status`.
-    pub fn add(&mut self, status: TaskStatus, n: u64) {
-        let slot = match status {
+    /// The counter of `status`; `None` for a status of a newer protocol revision (no store
+    /// of this crate holds one).
+    fn slot(&mut self, status: TaskStatus) -> Option<&mut u64> {
+        Some(match status {
             TaskStatus::Working => &mut self.working,
             TaskStatus::InputRequired => &mut self.input_required,
             TaskStatus::Completed => &mut self.completed,
             TaskStatus::Failed => &mut self.failed,
             TaskStatus::Cancelled => &mut self.cancelled,
-            // No store of this crate holds a status it does not know.
-            _ => return,
-        };
-        *slot += n;
+            _ => return None,
+        })
+    }
+
+    /// Counts `n` more tasks of `status`.
+    pub fn add(&mut self, status: TaskStatus, n: u64) {
+        if let Some(slot) = self.slot(status) {
+            *slot += n;
+        }
     }
 
     /// The count of `status`.
     #[must_use]
     pub fn get(&self, status: TaskStatus) -> u64 {
-        match status {
-            TaskStatus::Working => self.working,
-            TaskStatus::InputRequired => self.input_required,
-            TaskStatus::Completed => self.completed,
-            TaskStatus::Failed => self.failed,
-            TaskStatus::Cancelled => self.cancelled,
-            _ => 0,
-        }
+        let mut counts = *self;
+        counts.slot(status).map_or(0, |n| *n)
     }
 
     /// Every task counted.
