@@ -179,13 +179,10 @@ impl WorkerHandle {
         self.runtime.lifecycle.is_stopped()
     }
 
-    /// Stops the worker, in three steps: it claims nothing more and stops sweeping expiry
-    /// at once; the work it runs has `grace` to end on its own (its leases are still
-    /// renewed, its outcome written); then the work still running is dropped and drained:
-    /// a `resume` task's lease is released, so another instance or worker claims it at once,
-    /// and a `fail` task ends `failed` saying the server was shut down (see
-    /// [`Engine::shutdown`](crate::Engine::shutdown)); renewals and wake-ups end. Returns
-    /// once every loop and every work has ended.
+    /// Stops the worker in the three steps of [`Engine::shutdown`](crate::Engine::shutdown):
+    /// no more claims or expiry sweeps at once, `grace` for the work to end on its own, then
+    /// what still runs is dropped and handed over by its tool's restart policy. Returns once
+    /// every loop and every work has ended.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         self.runtime.lifecycle.shutdown(grace).await
     }

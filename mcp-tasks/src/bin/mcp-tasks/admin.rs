@@ -367,7 +367,10 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
 }
 
 fn print_json(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
 }
 
 fn text(value: &Value) -> String {
