@@ -39,11 +39,11 @@ use crate::{store::TaskStore, toolkit::Toolkit};
 /// ```
 #[must_use]
 pub struct Worker {
-    store: Arc<dyn TaskStore>,
-    tools: Tools,
-    settings: Settings,
-    instance: Arc<str>,
-    config: ClusterConfig,
+    pub(crate) store: Arc<dyn TaskStore>,
+    pub(crate) tools: Tools,
+    pub(crate) settings: Settings,
+    pub(crate) instance: Arc<str>,
+    pub(crate) config: ClusterConfig,
 }
 
 impl std::fmt::Debug for Worker {
@@ -63,23 +63,6 @@ impl Worker {
         crate::Engine::builder(toolkit)
             .with_store(store)
             .build_worker()
-    }
-
-    /// What [`EngineBuilder::build_worker`](crate::EngineBuilder::build_worker) makes.
-    pub(crate) fn from_parts(
-        store: Arc<dyn TaskStore>,
-        tools: Tools,
-        settings: Settings,
-        instance: Arc<str>,
-        config: ClusterConfig,
-    ) -> Self {
-        Self {
-            store,
-            tools,
-            settings,
-            instance,
-            config,
-        }
     }
 
     /// The instance id.
