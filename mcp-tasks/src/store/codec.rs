@@ -565,4 +565,19 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn an_outcome_is_stored_as_earlier_builds_wrote_it() {
+        // Rows written by earlier builds hold these texts: they must read back, and an
+        // outcome must be written the same way.
+        for stored in [
+            r#"{"completed":{"content":[],"isError":false}}"#,
+            r#"{"failed":{"code":-32603,"message":"task expired"}}"#,
+            r#""cancelled""#,
+        ] {
+            let outcome: Outcome = json(stored).unwrap();
+            assert_eq!(encode_outcome(&outcome).unwrap(), stored);
+        }
+        assert!(json::<Outcome>(r#""completed""#).is_err());
+    }
 }
