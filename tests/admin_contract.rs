@@ -11,7 +11,7 @@ use mcp_tasks::trace::TraceContext;
 use mcp_tasks::{
     MemoryStore, SqliteStore, TaskStore,
     store::{
-        AdminStore, Created, NewTask, Outcome, Step, StoreError,
+        AdminStore, Claim, Created, NewTask, Outcome, Step, StoreError,
         admin::{self, Cancelled, CursorError, TaskFilter, TaskQuery},
     },
 };
@@ -47,7 +47,7 @@ async fn ids(store: &impl TaskStore, filter: TaskFilter) -> Vec<String> {
         .await
         .unwrap();
     assert!(page.next_cursor.is_none(), "one page holds them all");
-    page.tasks.iter().map(|t| t.id.to_string()).collect()
+    page.tasks.iter().map(|t| t.task.id.to_string()).collect()
 }
 
 /// Runs every check against stores made by `make`. Time must be paused.
@@ -180,6 +180,11 @@ async fn filters_and_counts(store: impl TaskStore) {
     for (status, n) in expected {
         assert_eq!(counts.get(status), n, "{status:?} in {counts:?}");
     }
+    assert_eq!(
+        (counts.failed, counts.cancelled),
+        (2, 1),
+        "each status in its own field"
+    );
     assert_eq!(counts.total(), 6);
     let beta = admin
         .count(&TaskFilter::new().with_tool("beta"))
@@ -193,7 +198,7 @@ async fn filters_and_counts(store: impl TaskStore) {
         .list(&TaskQuery::new(TaskFilter::new().with_owner("bob")))
         .await
         .unwrap();
-    let a2 = &page.tasks[1];
+    let a2 = &page.tasks[1].task;
     assert_eq!(
         (
             &*a2.id,
@@ -239,7 +244,7 @@ async fn pages(store: impl TaskStore) {
     loop {
         let page = admin.list(&query).await.unwrap();
         sizes.push(page.tasks.len());
-        seen.extend(page.tasks.iter().map(|t| t.id.to_string()));
+        seen.extend(page.tasks.iter().map(|t| t.task.id.to_string()));
         let Some(cursor) = page.next_cursor else {
             break;
         };
@@ -281,7 +286,7 @@ async fn pages(store: impl TaskStore) {
         )
         .await
         .unwrap();
-    let ids: Vec<_> = second.tasks.iter().map(|t| t.id.to_string()).collect();
+    let ids: Vec<_> = second.tasks.iter().map(|t| t.task.id.to_string()).collect();
     assert_eq!(ids, expected[2..4]);
 }
 
@@ -442,7 +447,7 @@ async fn instances(store: impl TaskStore) {
         return;
     };
     let claimed = cluster
-        .claim_queued("node-1", Duration::from_secs(30), 1)
+        .claim(Claim::queued("node-1", Duration::from_secs(30), 1))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
@@ -457,7 +462,7 @@ async fn instances(store: impl TaskStore) {
         .await
         .unwrap();
     for summary in &page.tasks {
-        let expected = (summary.id == held.id).then_some("node-1");
+        let expected = (summary.task.id == held.id).then_some("node-1");
         assert_eq!(summary.instance.as_deref(), expected);
     }
     let detail = admin.detail(&held.id).await.unwrap().unwrap();

@@ -12,8 +12,8 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use mcp_tasks::{
     MemoryStore, PostgresStore, TaskStore,
     store::{
-        ClusterStore, Created, Lease, NewTask, Notice, Outcome, Step, StoreError, Transition,
-        postgres::SCHEMA_VERSION,
+        Claim, ClusterStore, Created, Lease, NewTask, Notice, Outcome, Step, StoreError,
+        Transition, postgres::SCHEMA_VERSION,
     },
 };
 use rmcp::model::{InputRequest, InputResponses, JsonObject, ListRootsRequest, TaskStatus};
@@ -764,7 +764,7 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
     let mut held = 0;
     while held < 5000 {
         let claimed = cluster(&store)
-            .claim_queued("other", Duration::from_secs(300), 1000)
+            .claim(Claim::queued("other", Duration::from_secs(300), 1000))
             .await
             .unwrap();
         assert!(
@@ -840,7 +840,7 @@ async fn create_leased(
     // Created queued (no runner), then claimed: the one way a task gets its first lease
     // through the public API.
     let claimed = cluster(store)
-        .claim_queued(instance, length, 1)
+        .claim(Claim::queued(instance, length, 1))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1, "{claimed:?}");
@@ -871,7 +871,7 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
         .unwrap();
     assert!(
         cluster(&stores[1])
-            .claim_lapsed("b", SHORT, 10)
+            .claim(Claim::lapsed("b", SHORT, 10))
             .await
             .unwrap()
             .is_empty(),
@@ -884,7 +884,11 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
         let store = Arc::clone(store);
         claims.push(tokio::spawn(async move {
             cluster(&store)
-                .claim_lapsed(&format!("claimer-{i}"), Duration::from_secs(30), 10)
+                .claim(Claim::lapsed(
+                    &format!("claimer-{i}"),
+                    Duration::from_secs(30),
+                    10,
+                ))
                 .await
                 .unwrap()
         }));
@@ -984,7 +988,7 @@ async fn claims_and_sweeps_skip_locked_rows() {
 
     let claimed = tokio::time::timeout(
         Duration::from_secs(3),
-        cluster(&store).claim_lapsed("b", Duration::from_secs(30), 10),
+        cluster(&store).claim(Claim::lapsed("b", Duration::from_secs(30), 10)),
     )
     .await
     .expect("the claim does not wait for the locked row")
@@ -1001,7 +1005,7 @@ async fn claims_and_sweeps_skip_locked_rows() {
     );
     let queued = tokio::time::timeout(
         Duration::from_secs(3),
-        cluster(&store).claim_queued("w", Duration::from_secs(30), 10),
+        cluster(&store).claim(Claim::queued("w", Duration::from_secs(30), 10)),
     )
     .await
     .expect("the worker's claim does not wait for the locked row")
@@ -1013,7 +1017,7 @@ async fn claims_and_sweeps_skip_locked_rows() {
 
     raw.batch_execute("ROLLBACK").await.unwrap();
     let claimed = cluster(&store)
-        .claim_lapsed("b", Duration::from_secs(30), 10)
+        .claim(Claim::lapsed("b", Duration::from_secs(30), 10))
         .await
         .unwrap();
     assert_eq!(
@@ -1115,8 +1119,8 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         .unwrap();
     assert_eq!(wakeup, Notice::Queued("queued".into()));
     let (x, y) = tokio::join!(
-        cluster(&a).claim_queued("a", Duration::from_secs(30), 10),
-        cluster(&b).claim_queued("b", Duration::from_secs(30), 10),
+        cluster(&a).claim(Claim::queued("a", Duration::from_secs(30), 10)),
+        cluster(&b).claim(Claim::queued("b", Duration::from_secs(30), 10)),
     );
     let claimed: Vec<_> = x.unwrap().into_iter().chain(y.unwrap()).collect();
     assert_eq!(claimed.len(), 1, "{claimed:?}");

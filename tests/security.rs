@@ -649,7 +649,7 @@ async fn expired_request_state_is_refused() {
         reply.error(),
         (
             -32602,
-            "requestState has expired (a state is accepted for 200 ms after it is issued); retry \
+            "requestState has expired (a state is accepted for 200ms after it is issued); retry \
              the call without requestState and inputResponses"
                 .to_owned()
         )

@@ -5,7 +5,7 @@
 //! `#[task_tool]` implements [`TaskTool`] for a generated struct; a hand-written
 //! implementation is just as valid.
 
-use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+use std::{borrow::Cow, sync::Arc, time::Duration};
 
 mod digest;
 mod error;
@@ -246,7 +246,8 @@ impl ToolDefinition {
 
 /// Arguments that do not decode. The caller gets an immediate result with `isError: true`
 /// whose text is [`ArgumentError::message`]; no task is created.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct ArgumentError {
     message: String,
 }
@@ -274,14 +275,6 @@ impl ArgumentError {
         ))])
     }
 }
-
-impl fmt::Display for ArgumentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ArgumentError {}
 
 /// The running work of one call: a `'static` future that ends in the tool's result or a
 /// [`Failure`].

@@ -72,8 +72,8 @@ use crate::{
     Engine,
     clock::{Clock, rfc3339},
     store::{
-        Outcome,
-        admin::{self, Cancelled, StatusCounts, TaskDetail, TaskSummary, status_word},
+        Outcome, TaskSnapshot,
+        admin::{self, Cancelled, StatusCounts, TaskDetail, status_word},
     },
 };
 
@@ -139,7 +139,7 @@ fn ok(body: &Value) -> Result<Response, Failure> {
 }
 
 /// A task of a list, as JSON.
-pub(crate) fn summary_json(task: &TaskSummary) -> Value {
+pub(crate) fn summary_json(task: &TaskSnapshot, instance: Option<&str>) -> Value {
     json!({
         "taskId": &*task.id,
         "owner": &*task.owner,
@@ -152,7 +152,7 @@ pub(crate) fn summary_json(task: &TaskSummary) -> Value {
         "lastUpdatedAtMs": task.last_updated_at_ms,
         "ttlMs": task.ttl_ms,
         "cancelRequested": task.cancel_requested,
-        "instance": task.instance.as_deref(),
+        "instance": instance,
     })
 }
 
@@ -165,10 +165,7 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
         _ => (None, None),
     };
     json!({
-        "task": summary_json(&TaskSummary::of(
-            task,
-            detail.lease.as_ref().and_then(|l| l.instance.clone()),
-        )),
+        "task": summary_json(task, detail.lease.as_ref().and_then(|l| l.instance.as_deref())),
         "pollIntervalMs": task.poll_interval_ms,
         "toolVersion": &*detail.origin.tool_version,
         "arguments": detail.origin.arguments,
@@ -210,7 +207,7 @@ async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Res
     let query = query::list(&pairs, admin.now_ms())?;
     let page = admin.admin_store()?.list(&query).await?;
     ok(&json!({
-        "tasks": page.tasks.iter().map(summary_json).collect::<Vec<_>>(),
+        "tasks": page.tasks.iter().map(|t| summary_json(&t.task, t.instance.as_deref())).collect::<Vec<_>>(),
         "nextCursor": page.next_cursor.as_ref().map(admin::Cursor::as_str),
     }))
 }

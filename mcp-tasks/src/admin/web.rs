@@ -210,7 +210,8 @@ fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
     )
 }
 
-fn task_row(task: &TaskSummary) -> String {
+fn task_row(summary: &TaskSummary) -> String {
+    let task = &summary.task;
     let word = status_word(task.status);
     format!(
         "<tr class=\"task\" data-task-id=\"{id}\" data-tool=\"{tool}\" data-status=\"{word}\">\
@@ -221,7 +222,7 @@ fn task_row(task: &TaskSummary) -> String {
         link = encode(&task.id),
         tool = escape(&task.tool),
         owner = escape(&task.owner),
-        instance = escape(task.instance.as_deref().unwrap_or("")),
+        instance = escape(summary.instance.as_deref().unwrap_or("")),
         updated = rfc3339(task.last_updated_at_ms),
         message = escape(task.status_message.as_deref().unwrap_or("")),
         cancel = if task.cancel_requested && !task.status.is_terminal() {

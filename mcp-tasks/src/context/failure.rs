@@ -2,8 +2,6 @@
 //! that wait on the client or the task, [`ProgressError`] for a refused progress report,
 //! [`StepError`] for a fallible step.
 
-use std::fmt;
-
 use rmcp::model::ErrorData;
 use serde_json::Value;
 
@@ -11,25 +9,16 @@ use crate::errors;
 
 /// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
 /// and how the [`TaskContext`](super::TaskContext) calls that wait on the client fail.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Failure {
     /// The tool honoured a cancellation: the task ends `cancelled`.
+    #[error("cancelled")]
     Cancelled,
     /// A JSON-RPC error during execution: the task ends `failed` with it.
+    #[error("JSON-RPC error {}: {}", .0.code.0, .0.message)]
     Error(ErrorData),
 }
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Cancelled => f.write_str("cancelled"),
-            Self::Error(e) => write!(f, "JSON-RPC error {}: {}", e.code.0, e.message),
-        }
-    }
-}
-
-impl std::error::Error for Failure {}
 
 impl From<ErrorData> for Failure {
     fn from(error: ErrorData) -> Self {
@@ -62,26 +51,17 @@ pub enum ProgressError {
 }
 
 /// Why a [`TaskContext::try_step`](super::TaskContext::try_step) did not return a value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StepError<E> {
     /// The work returned this error; nothing was stored.
+    #[error("{0}")]
     Work(E),
     /// The step itself failed or the task was cancelled, as for
     /// [`TaskContext::step`](super::TaskContext::step).
+    #[error("{0}")]
     Failure(Failure),
 }
-
-impl<E: fmt::Display> fmt::Display for StepError<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Work(error) => error.fmt(f),
-            Self::Failure(failure) => failure.fmt(f),
-        }
-    }
-}
-
-impl<E: fmt::Debug + fmt::Display> std::error::Error for StepError<E> {}
 
 /// A client's answer (or a stored step result) decoded as `T`; a `-32603` error naming
 /// `what` when it does not fit.

@@ -50,6 +50,32 @@ impl InputKind {
     }
 }
 
+/// One input request of a tool, as [`Host::input`] takes it.
+pub(crate) struct Ask {
+    pub(crate) kind: InputKind,
+    pub(crate) request: InputRequest,
+    /// Whether it may go by round trip while the call has no task yet.
+    pub(crate) before_task: bool,
+    /// The key the tool chose; `None`: a generated one.
+    pub(crate) key: Option<String>,
+}
+
+impl Ask {
+    pub(crate) fn new(
+        kind: InputKind,
+        request: InputRequest,
+        before_task: bool,
+        key: Option<String>,
+    ) -> Self {
+        Self {
+            kind,
+            request,
+            before_task,
+            key,
+        }
+    }
+}
+
 /// A step's place in a run: its number, and what a replay already has for it.
 pub(crate) enum StepSlot {
     /// The step ran before a restart: its stored name and result.
@@ -90,13 +116,7 @@ pub(crate) trait Host: Send + Sync + 'static {
     /// Asks the client for input, by the route the call's phase allows, and waits: under
     /// `key` when the tool chose one (already checked by [`check_key`](super::input::check_key)), else under a
     /// generated key.
-    fn input(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> BoxFuture<'_, Result<Value, Failure>>;
+    fn input(&self, ask: Ask) -> BoxFuture<'_, Result<Value, Failure>>;
     /// Reports progress: refused unless it is finite and greater than the last value; sent as
     /// `notifications/progress` only while the creating request is open and has a
     /// `progressToken`.

@@ -5,10 +5,9 @@ use rmcp::model::{
     CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
     ElicitationSchema, ErrorData, InputRequest, ListRootsResult, Request, RequestNoParam,
 };
-use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::{Failure, InputKind, TaskContext, failure::decode};
+use super::{Ask, Failure, InputKind, TaskContext, failure::decode};
 use crate::errors;
 
 /// A form elicitation of `message` with `schema`.
@@ -64,10 +63,8 @@ impl TaskContext {
         key: Option<String>,
     ) -> Result<ElicitResult, Failure> {
         let request = InputRequest::Elicitation(Request::new(params));
-        let value = self
-            .input(InputKind::Elicitation, request, before_task, key)
-            .await?;
-        decode(value, "ElicitResult")
+        let ask = Ask::new(InputKind::Elicitation, request, before_task, key);
+        self.input(ask, "ElicitResult").await
     }
 
     pub(super) async fn ask_sample(
@@ -76,8 +73,8 @@ impl TaskContext {
         key: Option<String>,
     ) -> Result<CreateMessageResult, Failure> {
         let request = InputRequest::CreateMessage(Request::new(params));
-        let value = self.input(InputKind::Sampling, request, false, key).await?;
-        decode(value, "CreateMessageResult")
+        let ask = Ask::new(InputKind::Sampling, request, false, key);
+        self.input(ask, "CreateMessageResult").await
     }
 
     pub(super) async fn ask_roots(&self, key: Option<String>) -> Result<ListRootsResult, Failure> {
@@ -85,30 +82,28 @@ impl TaskContext {
             method: Default::default(),
             extensions: Default::default(),
         });
-        let value = self.input(InputKind::Roots, request, false, key).await?;
-        decode(value, "ListRootsResult")
+        let ask = Ask::new(InputKind::Roots, request, false, key);
+        self.input(ask, "ListRootsResult").await
     }
 
-    pub(super) async fn input(
+    /// Asks, once the key and the client's capability are checked; the answer decoded as
+    /// `what`.
+    async fn input<T: serde::de::DeserializeOwned>(
         &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> Result<Value, Failure> {
-        if let Some(key) = &key {
+        ask: Ask,
+        what: &str,
+    ) -> Result<T, Failure> {
+        if let Some(key) = &ask.key {
             check_key(key)?;
         }
-        if !kind.declared(self.host.client_capabilities()) {
+        if !ask.kind.declared(self.host.client_capabilities()) {
             return Err(Failure::Error(errors::client_capability_required(
-                kind.capability(),
+                ask.kind.capability(),
             )));
         }
-        let span = tracing::info_span!("input", key = key.as_deref());
-        self.host
-            .input(kind, request, before_task, key)
-            .instrument(span)
-            .await
+        let span = tracing::info_span!("input", key = ask.key.as_deref());
+        let value = self.host.input(ask).instrument(span).await?;
+        decode(value, what)
     }
 }
 

@@ -32,7 +32,7 @@ mod timer;
 
 pub use failure::{Failure, ProgressError, StepError};
 pub use handle::TaskContext;
-pub(crate) use host::{Host, InputKind, Progress, StepSlot};
+pub(crate) use host::{Ask, Host, InputKind, Progress, StepSlot};
 pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use retry::RetryPolicy;
 pub use state::State;

@@ -195,11 +195,6 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
     }
 }
 
-/// The word of a final status, as the `status` label has it.
-fn status_label(status: TaskStatus) -> &'static str {
-    crate::store::admin::status_word(status)
-}
-
 /// Seconds from the creation time in task id `id` (its millisecond prefix) to now, on this
 /// machine's clock; `None` for an id without one.
 fn age(id: &str) -> Option<f64> {
@@ -219,7 +214,7 @@ pub(crate) fn task_created(tool: &Arc<str>) {
 
 /// The outcome of task `id` of `tool` was stored with final `status`.
 pub(crate) fn task_finished(id: &str, tool: &str, status: TaskStatus) {
-    let status = status_label(status);
+    let status = crate::store::admin::status_word(status);
     let tool = tool.to_owned();
     counter!(TASKS_FINISHED, "tool" => tool.clone(), "status" => status).increment(1);
     if let Some(age) = age(id) {
@@ -287,9 +282,7 @@ impl Live {
             ::metrics::histogram!(TASK_FIRST_STATUS, "tool" => Arc::clone(&self.tool)).record(age);
         }
     }
-}
 
-impl Live {
     /// The task expired (`None`: the sweep says so), or was read ended (`Some`: counted
     /// when that is its expiry), while its work ran here; counted once.
     pub(crate) fn expired(&self, read: Option<&crate::store::TaskSnapshot>) {

@@ -1,17 +1,14 @@
 //! The task store as the runtime sees it: every call timed into
 //! `mcp_tasks_store_operation_seconds{operation}`, and every task created counted.
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{sync::Arc, time::Instant};
 
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
 
 use crate::store::{
-    AdminStore, ClusterStore, Created, Lease, NewTask, Notice, Recovery, StoreError, TaskSnapshot,
-    TaskStore, Transition,
+    AdminStore, Claim, ClusterStore, Created, Lease, NewTask, Notice, Recovery, StoreError,
+    TaskSnapshot, TaskStore, Transition,
 };
 
 /// `store`, timed, and its cluster operations, timed too, when it has some
@@ -118,25 +115,16 @@ impl ClusterStore for TimedCluster {
         time("renew", self.inner()?.renew(lease)).await
     }
 
-    async fn claim_lapsed(
-        &self,
-        instance: &str,
-        lease: Duration,
-        limit: usize,
-    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        let cluster = self.inner()?;
-        time("claim_lapsed", cluster.claim_lapsed(instance, lease, limit)).await
-    }
-
-    async fn claim_queued(
-        &self,
-        instance: &str,
-        lease: Duration,
-        limit: usize,
-    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        let cluster = self.inner()?;
-        let claimed = time("claim_queued", cluster.claim_queued(instance, lease, limit)).await;
-        if let Ok(claimed) = &claimed {
+    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        let operation = if claim.queued {
+            "claim_queued"
+        } else {
+            "claim_lapsed"
+        };
+        let claimed = time(operation, self.inner()?.claim(claim)).await;
+        if claim.queued
+            && let Ok(claimed) = &claimed
+        {
             for (task, _) in claimed {
                 super::claimed_queued(&task.id);
             }

@@ -19,11 +19,11 @@
 //!    [`ClusterConfig::reread_interval`] (and at once when it falls behind the
 //!    notifications) to cover a lost one.
 //! 4. **Takeover.** Every [`ClusterConfig::claim_interval`] an executing instance claims
-//!    tasks whose lease lapsed ([`ClusterStore::claim_lapsed`]: one claimer per task) and
+//!    tasks whose lease lapsed ([`Claim::lapsed`]: one claimer per task) and
 //!    applies the tool's restart policy (`runtime/recover.rs`): `resume` replays with the
 //!    stored steps and answers, `fail` ends the task `failed` with a `statusMessage` saying
 //!    that its server stopped. It also claims queued tasks
-//!    ([`ClusterStore::claim_queued`]), at once when a queued wake-up arrives.
+//!    ([`Claim::queued`]), at once when a queued wake-up arrives.
 //! 5. **Expiry** runs on every instance (the reaper of [`Runtime`]); the store splits the due
 //!    rows between the sweeping instances.
 //! 6. **Self-fencing: one runner per task.** Each lease held here has a local deadline on
@@ -75,7 +75,7 @@ use super::{
 };
 use crate::{
     RecoveryReport,
-    store::{ClusterStore, StoreError},
+    store::{Claim, ClusterStore, StoreError},
 };
 
 pub(crate) mod config;
@@ -294,8 +294,12 @@ pub(crate) async fn claim(
                 return Ok(report);
             }
             let sent = Instant::now();
-            let claimed =
-                claim_batch(cluster, &instance.id, instance.config.lease, cause, slots).await;
+            let (id, lease) = (&*instance.id, instance.config.lease);
+            let claimed = cluster.claim(match cause {
+                Cause::Queued => Claim::queued(id, lease, slots),
+                _ => Claim::lapsed(id, lease, slots),
+            });
+            let claimed = claimed.await;
             let claimed = match claimed {
                 Ok(claimed) => claimed,
                 Err(error) => {
@@ -323,7 +327,6 @@ async fn take_claimed(
     cause: Cause,
     report: &mut RecoveryReport,
 ) -> Result<(), StoreError> {
-    let tools = &runtime.tools;
     for (task, lease) in claimed {
         // The lease's local deadline counts from when the claim was sent.
         let lease = lease.sent_at(sent);
@@ -341,31 +344,9 @@ async fn take_claimed(
             report.resumed += 1;
             continue;
         }
-        take(
-            runtime,
-            &tools.toolkit,
-            &tools.state,
-            task,
-            Some(lease),
-            cause,
-            report,
-        )
-        .await?;
+        take(runtime, task, Some(lease), cause, report).await?;
     }
     Ok(())
-}
-
-async fn claim_batch(
-    cluster: &dyn ClusterStore,
-    instance: &str,
-    lease: Duration,
-    cause: Cause,
-    limit: usize,
-) -> Result<Vec<(crate::store::Recovery, crate::store::Lease)>, StoreError> {
-    match cause {
-        Cause::Queued => cluster.claim_queued(instance, lease, limit).await,
-        _ => cluster.claim_lapsed(instance, lease, limit).await,
-    }
 }
 
 /// Samples the queue depth of the cluster store (a failed count is not recorded).
@@ -397,20 +378,7 @@ mod tests {
         async fn renew(&self, _: &Lease) -> Result<Lease, StoreError> {
             Err(StoreError::NotFound)
         }
-        async fn claim_lapsed(
-            &self,
-            _: &str,
-            _: Duration,
-            _: usize,
-        ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-            Err(StoreError::NotFound)
-        }
-        async fn claim_queued(
-            &self,
-            _: &str,
-            _: Duration,
-            _: usize,
-        ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        async fn claim(&self, _: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
             Err(StoreError::NotFound)
         }
         async fn release(&self, _: &Lease) -> Result<(), StoreError> {

@@ -39,7 +39,7 @@ use crate::{
     errors,
     store::{Lease, Outcome, Recovery, StoreError, Transition},
     tool::RestartPolicy,
-    toolkit::{Registered, StateMap, Toolkit},
+    toolkit::Registered,
 };
 
 /// What [`Engine::recover`](crate::Engine::recover) did.
@@ -97,18 +97,8 @@ impl Cause {
 /// Deals with every task the store reports as left running (see the module docs).
 pub(crate) async fn recover(runtime: &Arc<Runtime>) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
-    let tools = &runtime.tools;
     for task in runtime.store.recoverable().await? {
-        take(
-            runtime,
-            &tools.toolkit,
-            &tools.state,
-            task,
-            None,
-            Cause::Restart,
-            &mut report,
-        )
-        .await?;
+        take(runtime, task, None, Cause::Restart, &mut report).await?;
     }
     Ok(report)
 }
@@ -117,14 +107,12 @@ pub(crate) async fn recover(runtime: &Arc<Runtime>) -> Result<RecoveryReport, St
 /// module docs); in cluster mode under `lease`, the lease this instance claimed it with.
 pub(crate) async fn take(
     runtime: &Arc<Runtime>,
-    toolkit: &Toolkit,
-    state: &Arc<StateMap>,
     task: Recovery,
     lease: Option<Lease>,
     cause: Cause,
     report: &mut RecoveryReport,
 ) -> Result<(), StoreError> {
-    let failure = match toolkit.get(&task.tool) {
+    let failure = match runtime.tools.toolkit.get(&task.tool) {
         None => Some(format!(
             "{} no longer offers tool `{}`",
             cause.what(),
@@ -144,16 +132,9 @@ pub(crate) async fn take(
         {
             Some(cause.failure().to_owned())
         }
-        Some(registered) => resume(
-            runtime,
-            registered,
-            state,
-            task.clone(),
-            lease.clone(),
-            cause,
-        )
-        .await
-        .err(),
+        Some(registered) => resume(runtime, registered, task.clone(), lease.clone(), cause)
+            .await
+            .err(),
     };
     let Some(message) = failure else {
         report.resumed += 1;
@@ -178,7 +159,6 @@ pub(crate) async fn take(
 async fn resume(
     runtime: &Arc<Runtime>,
     registered: &Registered,
-    state: &Arc<StateMap>,
     task: Recovery,
     lease: Option<Lease>,
     cause: Cause,
@@ -194,7 +174,7 @@ async fn resume(
         owner: task.owner.clone(),
         cancel: cancel.clone(),
         client_capabilities: meta.client_capabilities().unwrap_or_default(),
-        state: state.clone(),
+        state: runtime.tools.state.clone(),
         runtime: runtime.clone(),
         mrtr: None,
         notifier: None,

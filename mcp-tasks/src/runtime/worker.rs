@@ -39,11 +39,11 @@ use crate::{store::TaskStore, toolkit::Toolkit};
 /// ```
 #[must_use]
 pub struct Worker {
-    store: Arc<dyn TaskStore>,
-    tools: Tools,
-    settings: Settings,
-    instance: Arc<str>,
-    config: ClusterConfig,
+    pub(crate) store: Arc<dyn TaskStore>,
+    pub(crate) tools: Tools,
+    pub(crate) settings: Settings,
+    pub(crate) instance: Arc<str>,
+    pub(crate) config: ClusterConfig,
 }
 
 impl std::fmt::Debug for Worker {
@@ -63,23 +63,6 @@ impl Worker {
         crate::Engine::builder(toolkit)
             .with_store(store)
             .build_worker()
-    }
-
-    /// What [`EngineBuilder::build_worker`](crate::EngineBuilder::build_worker) makes.
-    pub(crate) fn from_parts(
-        store: Arc<dyn TaskStore>,
-        tools: Tools,
-        settings: Settings,
-        instance: Arc<str>,
-        config: ClusterConfig,
-    ) -> Self {
-        Self {
-            store,
-            tools,
-            settings,
-            instance,
-            config,
-        }
     }
 
     /// The instance id.
@@ -179,13 +162,10 @@ impl WorkerHandle {
         self.runtime.lifecycle.is_stopped()
     }
 
-    /// Stops the worker, in three steps: it claims nothing more and stops sweeping expiry
-    /// at once; the work it runs has `grace` to end on its own (its leases are still
-    /// renewed, its outcome written); then the work still running is dropped and drained:
-    /// a `resume` task's lease is released, so another instance or worker claims it at once,
-    /// and a `fail` task ends `failed` saying the server was shut down (see
-    /// [`Engine::shutdown`](crate::Engine::shutdown)); renewals and wake-ups end. Returns
-    /// once every loop and every work has ended.
+    /// Stops the worker in the three steps of [`Engine::shutdown`](crate::Engine::shutdown):
+    /// no more claims or expiry sweeps at once, `grace` for the work to end on its own, then
+    /// what still runs is dropped and handed over by its tool's restart policy. Returns once
+    /// every loop and every work has ended.
     pub async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         self.runtime.lifecycle.shutdown(grace).await
     }

@@ -186,7 +186,14 @@ impl EngineBuilder {
     /// worker does not), not started.
     pub fn build_worker(mut self) -> Worker {
         let (tools, store, instance) = self.parts();
-        Worker::from_parts(store, tools, self.settings, instance, self.cluster)
+        let (settings, config) = (self.settings, self.cluster);
+        Worker {
+            store,
+            tools,
+            settings,
+            instance,
+            config,
+        }
     }
 
     /// The tools, the store (a new [`MemoryStore`] by default) and the instance id.

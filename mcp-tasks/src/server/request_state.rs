@@ -185,7 +185,7 @@ impl Sealer {
             Err(RequestStateError::Expired) => {
                 return Err(errors::bad_request_state(&format!(
                     "has expired (a state is accepted for {} after it is issued)",
-                    human(self.ttl)
+                    crate::duration::format(crate::clock::millis(self.ttl))
                 )));
             }
             Err(error) => {
@@ -216,15 +216,6 @@ impl Sealer {
             }
         }
         Ok(answers)
-    }
-}
-
-/// `250 ms`, `90 s`, `15 min`.
-fn human(duration: Duration) -> String {
-    match duration.as_millis() {
-        ms if ms < 1000 => format!("{ms} ms"),
-        ms if ms < 120_000 => format!("{} s", ms / 1000),
-        ms => format!("{} min", ms / 60_000),
     }
 }
 

@@ -53,10 +53,9 @@ pub async fn serve_stdio(mut server: TaskServer) -> io::Result<()> {
 /// Serves `server` on a newline-delimited JSON stream (the stdio framing) until `read`
 /// ends: a pipe, a socket, a child's stdio. Malformed lines and lines over the server's
 /// [`Limits::max_request_bytes`](crate::Limits::max_request_bytes) are answered with one
-/// JSON-RPC error line each and the stream goes on. In front of rmcp's reader sits a line
-/// filter, the [request guard](crate::server#malformed-requests); rmcp's output and the filter's error
-/// lines reach `write` through one writer, a whole line at a time, so they never interleave.
-/// Starts the server's engine ([`Engine::start`](super::Engine::start)) first.
+/// JSON-RPC error line each by the [request guard](crate::server#malformed-requests) in
+/// front of rmcp, and the stream goes on. Starts the server's engine
+/// ([`Engine::start`](super::Engine::start)) first.
 ///
 /// # Errors
 /// An I/O or protocol error that ends the connection; the engine's

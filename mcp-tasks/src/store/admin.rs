@@ -134,7 +134,8 @@ impl TaskFilter {
 
     /// Whether a task with these fields passes the filter at `now_ms`.
     #[must_use]
-    pub fn matches(&self, task: &TaskSummary, now_ms: u64) -> bool {
+    pub fn matches(&self, summary: &TaskSummary, now_ms: u64) -> bool {
+        let task = &summary.task;
         (self.statuses.is_empty() || self.statuses.contains(&task.status))
             && self.tool.as_deref().is_none_or(|tool| *task.tool == *tool)
             && self
@@ -144,7 +145,7 @@ impl TaskFilter {
             && self
                 .instance
                 .as_deref()
-                .is_none_or(|instance| task.instance.as_deref() == Some(instance))
+                .is_none_or(|instance| summary.instance.as_deref() == Some(instance))
             && self
                 .created_after_ms
                 .is_none_or(|after| task.created_at_ms >= after)
@@ -321,8 +322,8 @@ impl TaskQuery {
             Some(last) if more => Some(Cursor::new(
                 &self.filter,
                 &Position {
-                    created_at_ms: last.created_at_ms,
-                    id: Arc::clone(&last.id),
+                    created_at_ms: last.task.created_at_ms,
+                    id: Arc::clone(&last.task.id),
                 },
             )),
             _ => None,
@@ -334,28 +335,12 @@ impl TaskQuery {
     }
 }
 
-/// A task as a list shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A task as a list shows it: as `tasks/get` reads it, and who runs it.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TaskSummary {
-    /// The id.
-    pub id: Arc<str>,
-    /// The owner.
-    pub owner: Arc<str>,
-    /// The tool's wire name.
-    pub tool: Arc<str>,
-    /// The status.
-    pub status: TaskStatus,
-    /// The `statusMessage`.
-    pub status_message: Option<String>,
-    /// `createdAt`, epoch milliseconds.
-    pub created_at_ms: u64,
-    /// `lastUpdatedAt`, epoch milliseconds.
-    pub last_updated_at_ms: u64,
-    /// `ttlMs`.
-    pub ttl_ms: Option<u64>,
-    /// Whether a cancel was asked for.
-    pub cancel_requested: bool,
+    /// The task, with its owner and cancel intent.
+    pub task: TaskSnapshot,
     /// The instance holding the task's lease (cluster stores only).
     pub instance: Option<Arc<str>>,
 }
@@ -363,24 +348,13 @@ pub struct TaskSummary {
 impl TaskSummary {
     /// The summary of `task`, run by `instance`.
     #[must_use]
-    pub fn of(task: &TaskSnapshot, instance: Option<Arc<str>>) -> Self {
-        Self {
-            id: Arc::clone(&task.id),
-            owner: Arc::clone(&task.owner),
-            tool: Arc::clone(&task.tool),
-            status: task.status,
-            status_message: task.status_message.clone(),
-            created_at_ms: task.created_at_ms,
-            last_updated_at_ms: task.last_updated_at_ms,
-            ttl_ms: task.ttl_ms,
-            cancel_requested: task.cancel_requested,
-            instance,
-        }
+    pub fn of(task: TaskSnapshot, instance: Option<Arc<str>>) -> Self {
+        Self { task, instance }
     }
 }
 
 /// One page of a list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct TaskPage {
     /// The tasks, newest first.
@@ -406,31 +380,31 @@ pub struct StatusCounts {
 }
 
 impl StatusCounts {
-    /// Counts `n` more tasks of `status`.
-    pub fn add(&mut self, status: TaskStatus, n: u64) {
-        let slot = match status {
+    /// The counter of `status`; `None` for a status of a newer protocol revision (no store
+    /// of this crate holds one).
+    fn slot(&mut self, status: TaskStatus) -> Option<&mut u64> {
+        Some(match status {
             TaskStatus::Working => &mut self.working,
             TaskStatus::InputRequired => &mut self.input_required,
             TaskStatus::Completed => &mut self.completed,
             TaskStatus::Failed => &mut self.failed,
             TaskStatus::Cancelled => &mut self.cancelled,
-            // No store of this crate holds a status it does not know.
-            _ => return,
-        };
-        *slot += n;
+            _ => return None,
+        })
+    }
+
+    /// Counts `n` more tasks of `status`.
+    pub fn add(&mut self, status: TaskStatus, n: u64) {
+        if let Some(slot) = self.slot(status) {
+            *slot += n;
+        }
     }
 
     /// The count of `status`.
     #[must_use]
     pub fn get(&self, status: TaskStatus) -> u64 {
-        match status {
-            TaskStatus::Working => self.working,
-            TaskStatus::InputRequired => self.input_required,
-            TaskStatus::Completed => self.completed,
-            TaskStatus::Failed => self.failed,
-            TaskStatus::Cancelled => self.cancelled,
-            _ => 0,
-        }
+        let mut counts = *self;
+        counts.slot(status).map_or(0, |n| *n)
     }
 
     /// Every task counted.

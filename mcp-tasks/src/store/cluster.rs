@@ -75,6 +75,45 @@ impl Lease {
     }
 }
 
+/// What a [`ClusterStore::claim`] takes: up to `limit` tasks of one kind, for `instance`,
+/// each under a lease of length `lease`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Claim<'a> {
+    /// Tasks recorded with no runner; otherwise live tasks whose lease lapsed.
+    pub queued: bool,
+    /// The instance claiming.
+    pub instance: &'a str,
+    /// The length of the leases granted.
+    pub lease: Duration,
+    /// The most tasks taken.
+    pub limit: usize,
+}
+
+impl<'a> Claim<'a> {
+    /// Live tasks whose lease lapsed (their instance died or stalled).
+    #[must_use]
+    pub fn lapsed(instance: &'a str, lease: Duration, limit: usize) -> Self {
+        Self {
+            queued: false,
+            instance,
+            lease,
+            limit,
+        }
+    }
+
+    /// Tasks recorded with no runner (worker mode), oldest first.
+    #[must_use]
+    pub fn queued(instance: &'a str, lease: Duration, limit: usize) -> Self {
+        Self {
+            queued: true,
+            instance,
+            lease,
+            limit,
+        }
+    }
+}
+
 /// A change in the task space, as the runtime's one change feed carries it (in cluster mode,
 /// from [`ClusterStore::wakeups`]). A hint: its reader re-reads the task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,28 +146,16 @@ pub trait ClusterStore: Send + Sync {
     /// Extends the lease by its length from now. [`StoreError::Fenced`] when it was lost.
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
 
-    /// Claims up to `limit` live tasks whose lease lapsed, each for exactly one of the
-    /// instances asking, at the next epoch, with what a replay needs.
-    async fn claim_lapsed(
-        &self,
-        instance: &str,
-        lease: Duration,
-        limit: usize,
-    ) -> Result<Vec<(Recovery, Lease)>, StoreError>;
-
-    /// Claims up to `limit` tasks recorded with no runner (worker mode), oldest first, the
-    /// same way.
-    async fn claim_queued(
-        &self,
-        instance: &str,
-        lease: Duration,
-        limit: usize,
-    ) -> Result<Vec<(Recovery, Lease)>, StoreError>;
+    /// Claims up to [`Claim::limit`] tasks of its kind, each for exactly one of the instances
+    /// asking, at the next epoch, with what a replay needs: live tasks whose lease lapsed
+    /// ([`Claim::lapsed`]), or tasks recorded with no runner (worker mode), oldest first
+    /// ([`Claim::queued`]).
+    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError>;
 
     /// Gives up `lease` while its task is still live: the lease lapses at once (and the
     /// epoch moves on, so nothing more is written under it), and the task space is woken
     /// as for a queued task, so that an instance claims the task now, as a lapsed one
-    /// ([`claim_lapsed`](Self::claim_lapsed)), rather than when the lease would have run
+    /// ([`Claim::lapsed`]), rather than when the lease would have run
     /// out. What a draining instance does with the work it stops at the end of its grace
     /// period. [`StoreError::Fenced`] when the lease was lost already,
     /// [`StoreError::Terminal`] or [`StoreError::NotFound`] when the task ended.

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use rmcp::model::{InputRequests, TaskStatus};
-use serde_json::Value;
 
 pub(crate) use super::row::TaskRow;
 use super::{
@@ -71,7 +70,7 @@ impl TaskRow {
     pub(crate) fn decode(row: &impl Columns) -> Result<Self, StoreError> {
         let outcome = row
             .opt_text(12)?
-            .map(|text| json::<Value>(&text).and_then(parse_outcome))
+            .map(|text| json::<Outcome>(&text))
             .transpose()?;
         let used_keys: Vec<String> = json(&row.text(10)?)?;
         Ok(Self {
@@ -311,26 +310,9 @@ pub(crate) fn parse_status(name: &str) -> Result<TaskStatus, StoreError> {
         .ok_or_else(|| corrupt(format!("unknown task status `{name}` in the database")))
 }
 
-/// The outcome as stored.
+/// The outcome as stored (its serde form).
 pub(crate) fn encode_outcome(outcome: &Outcome) -> Result<String, StoreError> {
-    to_json(&match outcome {
-        Outcome::Completed(result) => serde_json::json!({ "completed": result }),
-        Outcome::Failed(error) => serde_json::json!({ "failed": error }),
-        Outcome::Cancelled => serde_json::json!("cancelled"),
-    })
-}
-
-fn parse_outcome(value: Value) -> Result<Outcome, StoreError> {
-    let unreadable = || corrupt("an unreadable task outcome in the database".into());
-    match value {
-        Value::String(s) if s == "cancelled" => Ok(Outcome::Cancelled),
-        Value::Object(mut map) => match (map.remove("completed"), map.remove("failed")) {
-            (Some(Value::Object(result)), _) => Ok(Outcome::Completed(result)),
-            (_, Some(Value::Object(error))) => Ok(Outcome::Failed(error)),
-            _ => Err(unreadable()),
-        },
-        _ => Err(unreadable()),
-    }
+    to_json(outcome)
 }
 
 #[cfg(test)]
@@ -582,5 +564,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_outcome_is_stored_as_earlier_builds_wrote_it() {
+        // Rows written by earlier builds hold these texts: they must read back, and an
+        // outcome must be written the same way.
+        for stored in [
+            r#"{"completed":{"content":[],"isError":false}}"#,
+            r#"{"failed":{"code":-32603,"message":"task expired"}}"#,
+            r#""cancelled""#,
+        ] {
+            let outcome: Outcome = json(stored).unwrap();
+            assert_eq!(encode_outcome(&outcome).unwrap(), stored);
+        }
+        assert!(json::<Outcome>(r#""completed""#).is_err());
     }
 }

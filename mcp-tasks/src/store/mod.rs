@@ -47,7 +47,7 @@ pub(crate) mod status;
 pub(crate) mod trim;
 
 pub use admin::AdminStore;
-pub use cluster::{ClusterStore, Lease, Notice};
+pub use cluster::{Claim, ClusterStore, Lease, Notice};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 pub use new::NewTask;

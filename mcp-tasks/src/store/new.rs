@@ -29,7 +29,7 @@ pub struct NewTask {
     /// request's `_meta`, trace context): replay data, and what the operator's detail shows.
     pub origin: TaskOrigin,
     /// Who runs the work (set by the runtime); `None`: queued for any instance or worker to
-    /// claim ([`ClusterStore::claim_queued`]). Single-process stores ignore it.
+    /// claim ([`Claim::queued`](super::Claim::queued)). Single-process stores ignore it.
     pub(crate) runner: Option<Runner>,
     /// The most live tasks (`working`, `input_required`) the owner may have in the whole
     /// task space, counted by a cluster store in the create (set by the runtime in cluster

@@ -58,9 +58,9 @@
 //!     [`Lease`](super::Lease): (instance id, lease deadline, epoch). The deadline is kept in the store on the
 //!     store's own clock (not the instances' clocks), and the holder extends it with
 //!     [`ClusterStore::renew`](super::ClusterStore::renew). Every change of holder increments the epoch.
-//! 11. **One claimer.** When a lease lapses, [`ClusterStore::claim_lapsed`](super::ClusterStore::claim_lapsed) gives the task to
+//! 11. **One claimer.** When a lease lapses, [`ClusterStore::claim`](super::ClusterStore::claim) gives the task to
 //!     exactly one of the instances asking at that moment, at the next epoch, with the
-//!     [`Recovery`](super::Recovery) data to replay or fail it; [`ClusterStore::claim_queued`](super::ClusterStore::claim_queued) does the same for
+//!     [`Recovery`](super::Recovery) data to replay or fail it; a claim of queued tasks does the same for
 //!     tasks created with no runner (worker mode). Claimers skip each other's locked rows, so
 //!     they never wait on each other.
 //! 12. **Fencing.** The fenced writes of the running work ([`TaskStore::apply`](super::TaskStore::apply)

@@ -178,8 +178,10 @@ pub(crate) struct Pending {
     pub(crate) answers: InputResponses,
 }
 
-/// How a task ended.
-#[derive(Debug, Clone, PartialEq)]
+/// How a task ended. Its serde form is how the SQL stores keep it: `{"completed": result}`,
+/// `{"failed": error}` or `"cancelled"`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Outcome {
     /// `completed` with this `CallToolResult`, whether its `isError` is set or not.

@@ -100,12 +100,15 @@ pub enum DefinitionError {
 /// - [`ToolError::rpc`]: a JSON-RPC error; the task ends `failed` with it.
 /// - [`ToolError::cancelled`] (also what `?` makes of a [`Failure::Cancelled`] from a
 ///   [`TaskContext`](crate::TaskContext) call): the task ends `cancelled`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(transparent)]
 pub struct ToolError(Repr);
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 enum Repr {
+    #[error("{0}")]
     Message(String),
+    #[error(transparent)]
     Failure(Failure),
 }
 
@@ -147,17 +150,6 @@ impl ToolError {
         }
     }
 }
-
-impl fmt::Display for ToolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Repr::Message(m) => f.write_str(m),
-            Repr::Failure(failure) => failure.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for ToolError {}
 
 impl From<Failure> for ToolError {
     fn from(failure: Failure) -> Self {

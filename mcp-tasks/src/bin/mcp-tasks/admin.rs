@@ -198,22 +198,17 @@ impl Api {
         } else {
             self.http.get(&url)
         };
+        let unreachable = |source| AdminError::Unreachable {
+            url: url.clone(),
+            source,
+        };
         let response = request
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|source| AdminError::Unreachable {
-                url: url.clone(),
-                source,
-            })?;
+            .map_err(unreachable)?;
         let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|source| AdminError::Unreachable {
-                url: url.clone(),
-                source,
-            })?;
+        let text = response.text().await.map_err(unreachable)?;
         let body: Value = serde_json::from_str(&text).map_err(|_| AdminError::NotJson {
             url,
             status,
@@ -303,7 +298,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                     "nextCursor": cursor,
                     "counts": counts,
                 });
-                println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+                print_json(&out);
             } else {
                 let rows: Vec<&Value> = pages
                     .iter()
@@ -324,10 +319,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 .send(false, &format!("tasks/{}", encode(&task_id)), &[])
                 .await?;
             if target.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&detail).unwrap_or_default()
-                );
+                print_json(&detail);
             } else {
                 print!("{}", printable(&show(&detail)));
             }
@@ -339,10 +331,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 .send(true, &format!("tasks/{}/cancel", encode(&task_id)), &[])
                 .await?;
             if target.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&answer).unwrap_or_default()
-                );
+                print_json(&answer);
             } else if answer["outcome"] == "already_ended" {
                 println!(
                     "task {task_id} had already ended ({}): nothing to cancel",
@@ -368,16 +357,20 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
             let answer = api.send(true, "purge", &query).await?;
             if target.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&answer).unwrap_or_default()
-                );
+                print_json(&answer);
             } else {
                 println!("purged {} finished tasks", answer["purged"]);
             }
             Ok(())
         }
     }
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_default()
+    );
 }
 
 fn text(value: &Value) -> String {

@@ -207,6 +207,13 @@ impl Call<'_> {
         task
     }
 
+    /// The tool's work for `call`; the result it answers when it refuses the arguments.
+    fn work(&self, call: &Arc<CallState>) -> Result<ToolFuture, CallToolResult> {
+        let tool = &self.registered.tool;
+        tool.call(call.context(), self.arguments.clone())
+            .map_err(|error| error.into_result(&self.tool))
+    }
+
     /// The `task` span of this call's task, run here: in cluster mode under the first lease
     /// (this instance, epoch 1).
     fn span(&self, id: &str) -> tracing::Span {
@@ -265,17 +272,13 @@ impl Call<'_> {
         };
         let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
         runtime.register(id.clone(), cancel, lease, slot, gauges);
-        match self
-            .registered
-            .tool
-            .call(call.context(), self.arguments.clone())
-        {
+        match self.work(&call) {
             Ok(work) => {
                 let span = self.span(&id);
                 runtime.spawn(id, self.tool.clone(), span, run_caught(work));
             }
-            Err(error) => {
-                let ended = Ended::Completed(error.into_result(&self.tool));
+            Err(refused) => {
+                let ended = Ended::Completed(refused);
                 runtime.finish(&id, &self.tool, ended).await;
             }
         }
@@ -289,13 +292,9 @@ impl Call<'_> {
         // An inline call has no task id: one shared empty id, not an allocation a call.
         static NO_ID: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| Arc::from(""));
         let call = CallState::inline(self.parts(NO_ID.clone(), cancel.clone()));
-        let work = match self
-            .registered
-            .tool
-            .call(call.context(), self.arguments.clone())
-        {
+        let work = match self.work(&call) {
             Ok(work) => work,
-            Err(error) => return Ok(Answer::Result(error.into_result(&self.tool))),
+            Err(refused) => return Ok(Answer::Result(refused)),
         };
         let mut work = std::pin::pin!(run_caught(work));
         tokio::select! {
@@ -320,13 +319,9 @@ impl Call<'_> {
         let id: Arc<str> = Arc::from(new_task_id());
         let cancel = CancellationToken::new();
         let (call, mut promote) = CallState::pending(self.parts(id.clone(), cancel.clone()));
-        let work = match self
-            .registered
-            .tool
-            .call(call.context(), self.arguments.clone())
-        {
+        let work = match self.work(&call) {
             Ok(work) => work,
-            Err(error) => return Ok(Answer::Result(error.into_result(&self.tool))),
+            Err(refused) => return Ok(Answer::Result(refused)),
         };
         let span = self.span(&id);
         let mut work: Pin<Box<dyn Future<Output = Ended> + Send>> =

@@ -31,7 +31,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    context::{Failure, Host, InputKind, Progress, ProgressError, StepSlot, TaskContext},
+    context::{Ask, Failure, Host, Progress, ProgressError, StepSlot, TaskContext},
     errors,
     runtime::Runtime,
     store::{Step, StoreError},
@@ -87,20 +87,6 @@ pub(crate) struct Notifier {
     pub(crate) peer: Peer<RoleServer>,
     pub(crate) progress_token: Option<ProgressToken>,
     pub(crate) log_level: Option<LoggingLevel>,
-}
-
-/// How severe a level is: `debug` 0 to `emergency` 7 (RFC 5424 order, as MCP has it).
-fn severity(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
 }
 
 /// Who is calling what: the parts of a call that do not change while it runs.
@@ -304,13 +290,13 @@ impl CallState {
         }
     }
 
-    async fn ask(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> Result<Value, Failure> {
+    async fn ask(&self, ask: Ask) -> Result<Value, Failure> {
+        let Ask {
+            kind,
+            request,
+            before_task,
+            key,
+        } = ask;
         if let Some(key) = &key {
             let fresh = self.chosen_keys.lock().insert(key.clone());
             if !fresh {
@@ -411,7 +397,8 @@ impl CallState {
     async fn send_log(&self, level: LoggingLevel, logger: Option<String>, data: Value) {
         let notifier = self.open_request().and_then(|n| {
             n.log_level
-                .is_some_and(|wanted| severity(level) >= severity(wanted))
+                // Declared from `debug` to `emergency`: RFC 5424 order, least severe first.
+                .is_some_and(|wanted| level as u8 >= wanted as u8)
                 .then(|| n.clone())
         });
         let Some(notifier) = notifier else {
@@ -474,14 +461,8 @@ impl Host for CallState {
         Box::pin(self.write_status(Some(message)))
     }
 
-    fn input(
-        &self,
-        kind: InputKind,
-        request: InputRequest,
-        before_task: bool,
-        key: Option<String>,
-    ) -> BoxFuture<'_, Result<Value, Failure>> {
-        Box::pin(self.ask(kind, request, before_task, key))
+    fn input(&self, ask: Ask) -> BoxFuture<'_, Result<Value, Failure>> {
+        Box::pin(self.ask(ask))
     }
 
     fn progress(&self, progress: Progress) -> BoxFuture<'_, Result<(), ProgressError>> {

@@ -23,7 +23,7 @@ impl MemoryStore {
         for shard in &self.shards {
             let shard = shard.lock();
             for entry in shard.tasks.values() {
-                let summary = TaskSummary::of(&entry.snapshot(), None);
+                let summary = TaskSummary::of(entry.snapshot(), None);
                 if filter.matches(&summary, now) {
                     each(entry, summary);
                 }
@@ -41,13 +41,14 @@ impl AdminStore for MemoryStore {
             if query
                 .after
                 .as_ref()
-                .is_none_or(|after| after.is_before(summary.created_at_ms, &summary.id))
+                .is_none_or(|after| after.is_before(summary.task.created_at_ms, &summary.task.id))
             {
                 found.push(summary);
             }
         })
         .await?;
         found.sort_unstable_by(|a, b| {
+            let (a, b) = (&a.task, &b.task);
             (b.created_at_ms, b.id.as_bytes()).cmp(&(a.created_at_ms, a.id.as_bytes()))
         });
         found.truncate(query.limit + 1);
@@ -56,7 +57,7 @@ impl AdminStore for MemoryStore {
 
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
         let mut counts = StatusCounts::default();
-        self.scan(filter, |_, summary| counts.add(summary.status, 1))
+        self.scan(filter, |_, summary| counts.add(summary.task.status, 1))
             .await?;
         Ok(counts)
     }

@@ -70,7 +70,7 @@ impl AdminStore for PostgresStore {
         for raw in &rows {
             let row = Row::decode(raw)?;
             let instance = row.runner.map(Arc::from);
-            found.push(TaskSummary::of(&row.task.into_snapshot(), instance));
+            found.push(TaskSummary::of(row.task.into_snapshot(), instance));
         }
         Ok(query.page(found))
     }

@@ -14,7 +14,7 @@ use super::{
 use crate::{
     clock::millis,
     store::{
-        ClusterStore, Lease, Notice, Recovery, StoreError,
+        Claim, ClusterStore, Lease, Notice, Recovery, StoreError,
         codec::{self, to_i64, to_u64},
     },
 };
@@ -22,7 +22,7 @@ use crate::{
 impl PostgresStore {
     /// A claim (lapsed or queued): one statement that picks and takes the rows, then their
     /// steps, in one transaction.
-    async fn claim(
+    async fn claim_by(
         &self,
         pick: &str,
         instance: &str,
@@ -72,7 +72,7 @@ impl PostgresStore {
     }
 }
 
-/// The columns a claim returns, in the order [`PostgresStore::claim`] reads them: the
+/// The columns a claim returns, in the order [`PostgresStore::claim_by`] reads them: the
 /// codec's recovery columns (of `t`), then the lease's.
 macro_rules! claimed_columns {
     () => {
@@ -164,22 +164,14 @@ impl ClusterStore for PostgresStore {
         Ok(())
     }
 
-    async fn claim_lapsed(
-        &self,
-        instance: &str,
-        lease: Duration,
-        limit: usize,
-    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        self.claim(CLAIM_LAPSED, instance, lease, limit).await
-    }
-
-    async fn claim_queued(
-        &self,
-        instance: &str,
-        lease: Duration,
-        limit: usize,
-    ) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        self.claim(CLAIM_QUEUED, instance, lease, limit).await
+    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        let pick = if claim.queued {
+            CLAIM_QUEUED
+        } else {
+            CLAIM_LAPSED
+        };
+        self.claim_by(pick, claim.instance, claim.lease, claim.limit)
+            .await
     }
 
     async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {

@@ -34,8 +34,7 @@
 //!   still agree on when a task expires. The correction is off by at most half the round
 //!   trip of that measurement, plus what the instance's monotonic clock drifts from the
 //!   server's clock afterwards.
-//! - **Claims skip locked rows.** [`claim_lapsed`](super::ClusterStore::claim_lapsed),
-//!   [`claim_queued`](super::ClusterStore::claim_queued) and
+//! - **Claims skip locked rows.** [`claim`](super::ClusterStore::claim) and
 //!   [`expire_due`](super::TaskStore::expire_due) select their rows
 //!   `FOR UPDATE SKIP LOCKED` in small batches: instances running them at once split the
 //!   rows between them, never wait on each other, and never process a row twice (a claim

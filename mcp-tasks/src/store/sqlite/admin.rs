@@ -49,7 +49,7 @@ impl AdminStore for SqliteStore {
                 let mut found = Vec::new();
                 while let Some(row) = rows.next().map_err(backend)? {
                     let task = TaskRow::decode(&SqliteRow(row))?.into_snapshot();
-                    found.push(TaskSummary::of(&task, None));
+                    found.push(TaskSummary::of(task, None));
                 }
                 Ok(found)
             })
