@@ -762,14 +762,19 @@ async fn flaky(ctx: TaskContext, fail_times: u32) -> Result<String, ToolError> {
         )
         .with_jitter(0.0);
     let run = ctx
-        .retry_step("fetch", &policy, || async move {
-            let run = FLAKY_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            if run <= fail_times {
-                Err(format!("upstream said no ({run})"))
-            } else {
-                Ok(run)
-            }
-        })
+        .retry_step(
+            "fetch",
+            &policy,
+            |_| true,
+            || async move {
+                let run = FLAKY_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                if run <= fail_times {
+                    Err(format!("upstream said no ({run})"))
+                } else {
+                    Ok(run)
+                }
+            },
+        )
         .await?;
     Ok(format!("fetched on run {run}"))
 }
@@ -873,7 +878,7 @@ async fn doomed(ctx: TaskContext, permanent: bool) -> Result<String, ToolError> 
     );
     let retryable = |error: &String| !error.starts_with("permanent");
     let value: u32 = ctx
-        .retry_step_if("call", &policy, retryable, || async move {
+        .retry_step("call", &policy, retryable, || async move {
             let run = DOOMED_RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             Err(if permanent {
                 format!("permanent failure ({run})")

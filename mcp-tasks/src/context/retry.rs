@@ -112,45 +112,8 @@ enum Attempt<T> {
 }
 
 impl TaskContext {
-    /// A fallible [step](Self::try_step) that tries again after an `Err`, as `policy` says:
-    /// [`retry_step_if`](Self::retry_step_if) with every error retried.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use mcp_tasks::{RetryPolicy, TaskContext, ToolError, task_tool};
-    ///
-    /// /// Fetches a quote from a flaky upstream, up to 4 times.
-    /// #[task_tool(restart = "resume")]
-    /// async fn quote(ctx: TaskContext, symbol: String) -> Result<String, ToolError> {
-    ///     let policy = RetryPolicy::attempts(4)
-    ///         .with_backoff(Duration::from_millis(1), 2.0, Duration::from_millis(10));
-    ///     let price: u64 = ctx
-    ///         .retry_step("fetch quote", &policy, || async { Ok::<_, String>(42) })
-    ///         .await?;
-    ///     Ok(format!("{symbol}: {price}"))
-    /// }
-    /// # let _ = mcp_tasks::toolkit![quote];
-    /// ```
-    ///
-    /// # Errors
-    /// As [`retry_step_if`](Self::retry_step_if).
-    pub async fn retry_step<T, E, F, Fut>(
-        &self,
-        name: &str,
-        policy: &RetryPolicy,
-        work: F,
-    ) -> Result<T, StepError<E>>
-    where
-        T: Serialize + serde::de::DeserializeOwned,
-        E: Display,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.retry_step_if(name, policy, |_| true, work).await
-    }
-
     /// A fallible [step](Self::try_step) that tries again, up to `policy`'s attempts, after
-    /// an `Err` that `retryable` accepts. Each failed attempt is stored with its error's text
+    /// an `Err` that `retryable` accepts (`|_| true` retries every error). Each failed attempt is stored with its error's text
     /// and the time of the next attempt, and the wait before it is a
     /// [durable sleep](Self::sleep): a task replayed after a restart or a takeover goes on
     /// with the attempt it was at and the wait that is left, not from the first attempt.
@@ -162,12 +125,29 @@ impl TaskContext {
     /// `retryable` refuses are not stored: as with [`try_step`](Self::try_step), a replay runs
     /// that attempt again.
     ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_tasks::{RetryPolicy, TaskContext, ToolError, task_tool};
+    ///
+    /// /// Fetches a quote from a flaky upstream, up to 4 times.
+    /// #[task_tool(restart = "resume")]
+    /// async fn quote(ctx: TaskContext, symbol: String) -> Result<String, ToolError> {
+    ///     let policy = RetryPolicy::attempts(4)
+    ///         .with_backoff(Duration::from_millis(1), 2.0, Duration::from_millis(10));
+    ///     let price: u64 = ctx
+    ///         .retry_step("fetch quote", &policy, |_| true, || async { Ok::<_, String>(42) })
+    ///         .await?;
+    ///     Ok(format!("{symbol}: {price}"))
+    /// }
+    /// # let _ = mcp_tasks::toolkit![quote];
+    /// ```
+    ///
     /// # Errors
     /// [`StepError::Work`] with the error of the last attempt, or the first error that
     /// `retryable` refuses; [`StepError::Failure`] as for [`step`](Self::step), and
     /// [`Failure::Cancelled`](super::Failure::Cancelled) when the task is cancelled or expires
     /// while it waits for the next attempt.
-    pub async fn retry_step_if<T, E, F, Fut>(
+    pub async fn retry_step<T, E, F, Fut>(
         &self,
         name: &str,
         policy: &RetryPolicy,

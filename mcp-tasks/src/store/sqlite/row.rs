@@ -87,6 +87,18 @@ pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<TaskRow>, Store
     }
 }
 
+/// Removes task `id` with its steps and idempotency key; how many task rows went (0 or 1).
+pub(super) fn delete_task(conn: &Connection, id: &str) -> Result<usize, StoreError> {
+    exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
+    exec(
+        conn,
+        "DELETE FROM idempotency WHERE task_id = ?1",
+        params![id],
+    )
+    .map_err(backend)?;
+    exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)
+}
+
 /// Applies what is due to task `id` at the change's time; returns the row as it then is
 /// (`None` when purged), and whether it just expired.
 pub(super) fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<TaskRow>, bool), StoreError> {
@@ -96,15 +108,7 @@ pub(super) fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<TaskRow>, b
     match record::apply_due(&mut task, tx.now, tx.retention) {
         Due::Nothing => Ok((Some(task), false)),
         Due::Purge => {
-            exec(tx.conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
-            exec(
-                tx.conn,
-                "DELETE FROM idempotency WHERE task_id = ?1",
-                params![id],
-            )
-            .map_err(backend)?;
-            let purged =
-                exec(tx.conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
+            let purged = delete_task(tx.conn, id)?;
             tx.effects.push(Effect::Purged(purged));
             Ok((None, false))
         }

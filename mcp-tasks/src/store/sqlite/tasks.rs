@@ -258,15 +258,7 @@ fn trim_owners(tx: &mut Tx<'_>, owners: &[(std::sync::Arc<str>, usize)]) -> Resu
             })
             .map_err(backend)?;
         for id in old {
-            exec(tx.conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
-            exec(
-                tx.conn,
-                "DELETE FROM idempotency WHERE task_id = ?1",
-                params![id],
-            )
-            .map_err(backend)?;
-            removed +=
-                exec(tx.conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)?;
+            removed += super::row::delete_task(tx.conn, &id)?;
         }
     }
     tx.effects.push(Effect::Purged(removed));
