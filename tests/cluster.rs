@@ -22,8 +22,9 @@
 //!   complete, and killing a worker mid-task hands its tasks to the other.
 //!
 //! - In process, on Postgres: `a_stalled_instance_that_lost_its_lease_writes_nothing` (the
-//!   runtime's fencing, deterministic: A stops renewing, B takes over, A's step and outcome
-//!   are refused) and `another_owner_finds_nothing_on_any_instance` (owner scoping).
+//!   runtime's fencing, deterministic: A stops renewing, B takes over, A's work stops or its
+//!   step and outcome are refused; every wait is on the exact event, B's step started, A's
+//!   stop counted by this process's recorder, none a sleep) and `another_owner_finds_nothing_on_any_instance` (owner scoping).
 //! - Idempotency over HTTP on one in-process server (memory store), and `TaskClient`
 //!   retrying a lost `tools/call` answer with the same key.
 //!
@@ -39,7 +40,7 @@ use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
-        Arc,
+        Arc, OnceLock,
         atomic::{AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
@@ -1108,14 +1109,46 @@ async fn gated_instance(
     common::Http::start(TaskServer::from_engine(engine)).await
 }
 
+/// The process's Prometheus recorder, installed once: the in-process engines' counters.
+fn recorder() -> &'static mcp_tasks::metrics::PrometheusHandle {
+    static HANDLE: OnceLock<mcp_tasks::metrics::PrometheusHandle> = OnceLock::new();
+    HANDLE.get_or_init(|| mcp_tasks::metrics::install_prometheus().expect("the recorder"))
+}
+
+/// A counter of this process's recorder (`name` with its labels, as the page shows it). (Under
+/// `cargo test` the in-process tests share the process and its counters; nextest runs each
+/// test in a process of its own.)
+fn counter(recorder: &mcp_tasks::metrics::PrometheusHandle, name: &str) -> f64 {
+    recorder
+        .render()
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .map_or(0.0, |value| value.trim().parse().unwrap())
+}
+
+/// Writes of running work the store refused as fenced, and work dropped because its lease
+/// was not renewed in time: the two ways an instance that lost its lease stops.
+fn stopped(recorder: &mcp_tasks::metrics::PrometheusHandle) -> (f64, f64) {
+    (
+        counter(recorder, "mcp_tasks_fenced_writes_total"),
+        counter(
+            recorder,
+            "mcp_tasks_leases_lost_total{reason=\"unrenewed\"}",
+        ),
+    )
+}
+
 /// Fencing in the runtime: instance A runs a task and stalls (it stops renewing, a
 /// stand-in for a paused process), its lease lapses, B takes the task over; when A's work
 /// goes on, its step and its outcome are refused (fenced): the task ends as B ran it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
+    // Installed before the engines start (a recording before it is lost).
+    let recorder = recorder();
     let Some(db) = pg::Db::new().await else {
         return;
     };
+    let before = stopped(recorder);
     let (gate_a, gate_b) = (Gated::new("a"), Gated::new("b"));
     // A never renews within the test and never claims; B claims every 50 ms.
     let a = gated_instance(
@@ -1152,12 +1185,39 @@ async fn a_stalled_instance_that_lost_its_lease_writes_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // B's takeover writes its status message; let it land.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // B runs the task once its step started: its takeover's writes landed before that, and
+    // it writes nothing more until its gate opens.
+    let started = Instant::now();
+    while gate_b.runs.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B never started the task's step"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let taken_over = rows(&db, std::slice::from_ref(&id)).await;
-    // A's work goes on: its step's write is refused, so is its outcome.
+    // A's work goes on, or was dropped already: it stops before its lease could lapse
+    // (unrenewed), or its step's write is refused (fenced), and so is its outcome. Waited
+    // for on that exact event, counted by A, or, in a build that lets a write through, on
+    // the write itself (a stored step, the row changed).
     gate_a.open.send_replace(true);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    loop {
+        let (fenced, unrenewed) = stopped(recorder);
+        if fenced > before.0
+            || unrenewed > before.1
+            || !stored_steps(&db).await.is_empty()
+            || rows(&db, std::slice::from_ref(&id)).await != taken_over
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "A's work neither stopped nor wrote: {}",
+            recorder.render()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(
         taken_over,
         rows(&db, std::slice::from_ref(&id)).await,

@@ -20,10 +20,15 @@
 //! - the answer is one JSON-RPC response: `jsonrpc: "2.0"`, the request's `id`, exactly one
 //!   of `result` / `error`, and an error code from the JSON-RPC and MCP sets; over HTTP,
 //!   a JSON-RPC body (a plain-text 400 is not an answer);
-//! - a request answered with an error created no task (the store's size) and, unless the
-//!   error came from the tool's own input (`-32021`, `-32603`), ran no tool (a run counter),
-//!   counted once the server is quiet (the counts unchanged for [`QUIET`]), so that a late
-//!   run is seen;
+//! - a request answered with an error created no task (the store's size), changed no task
+//!   (every task's full state as the store holds it: status, message, `lastUpdatedAt`, open
+//!   questions, outcome, cancel intent, answers kept) and, unless the error came from the
+//!   tool's own input (`-32021`, `-32603`), ran no tool (a run counter), all read once the
+//!   server is quiet (unchanged for [`QUIET`]), so that a late run or write is seen. Every
+//!   case starts with the tasks settled (none `working`, no cancel pending), the test knows
+//!   every task in the store (the ids its answers named), and live `confirm` tasks waiting
+//!   for an answer are always there to be hit: `tasks/update` and `tasks/cancel` cases aim
+//!   at them (a task that ends is replaced after its case);
 //! - the server still answers afterwards (`tools/list`).
 //!
 //! `cargo test --test fuzz` runs 2,500 cases per transport (`MCP_TASKS_FUZZ_CASES` sets
@@ -34,8 +39,9 @@ mod common;
 
 use std::{
     cell::RefCell,
+    collections::{BTreeMap, BTreeSet},
     sync::{
-        Arc, OnceLock,
+        Arc, Mutex, OnceLock,
         atomic::{AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
@@ -43,13 +49,15 @@ use std::{
 
 use common::{Http, PLAIN, TASKS, V2026, meta, parse_body};
 use mcp_tasks::{
-    Engine, MemoryStore, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+    Engine, MemoryStore, State, TaskContext, TaskServer, ToolError,
+    store::{TaskSnapshot, TaskStore},
+    task_tool, toolkit,
 };
 use proptest::{
     prelude::*,
     test_runner::{Config, TestCaseError, TestRunner},
 };
-use rmcp::model::ElicitationSchema;
+use rmcp::model::{ElicitationSchema, InputResponses, TaskStatus};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -176,6 +184,48 @@ impl Fixture {
     fn counts(&self) -> (usize, usize) {
         (self.store.len(), self.runs.0.load(Ordering::SeqCst))
     }
+
+    /// The full state of every task in `ids`, as the store holds it: status, message,
+    /// `lastUpdatedAt`, open questions, outcome, cancel intent, and the answers kept.
+    async fn tasks(&self, ids: &BTreeSet<String>) -> Tasks {
+        let mut tasks = Tasks::new();
+        for id in ids {
+            let snapshot = self.store.get(id).await.unwrap();
+            let answers = self.store.stored_answers(id).await.unwrap_or_default();
+            tasks.insert(id.clone(), (snapshot, answers));
+        }
+        tasks
+    }
+}
+
+/// Every task's state, by id (`None`: gone).
+type Tasks = BTreeMap<String, (Option<TaskSnapshot>, InputResponses)>;
+
+/// Whether no task is about to change by itself: none is `working`, and none that has not
+/// ended holds a cancel its work has not honoured yet.
+fn settled(tasks: &Tasks) -> bool {
+    tasks.values().all(|(task, _)| {
+        task.as_ref().is_none_or(|task| {
+            task.status != TaskStatus::Working
+                && (!task.cancel_requested || is_terminal(task.status))
+        })
+    })
+}
+
+fn is_terminal(status: TaskStatus) -> bool {
+    matches!(
+        status,
+        TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+    )
+}
+
+/// The tasks whose state differs between two reads, with both states.
+fn changed(before: &Tasks, after: &Tasks) -> Vec<String> {
+    after
+        .iter()
+        .filter(|(id, state)| before.get(*id) != Some(*state))
+        .map(|(id, state)| format!("{id}: {:?}\n  -> {state:?}", before.get(id)))
+        .collect()
 }
 
 /// One thing to send.
@@ -250,17 +300,17 @@ fn valid_call(pools: &Pools) -> BoxedStrategy<(Value, String)> {
             format!("{count} {label} None None"),
         )
     });
-    let get = (
-        1_u32..1_000_000,
+    let known = prop_oneof![
         prop::sample::select(pools.task_ids.clone()),
-    )
-        .prop_map(|(id, task)| {
-            (
-                json!({ "jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {
+        pools.live.task(),
+    ];
+    let get = (1_u32..1_000_000, known).prop_map(|(id, task)| {
+        (
+            json!({ "jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {
                     "taskId": task, "_meta": meta(TASKS) } }),
-                task,
-            )
-        });
+            task,
+        )
+    });
     prop_oneof![3 => scalars, 1 => get].boxed()
 }
 
@@ -504,8 +554,46 @@ fn object_from_schema(schema: &Value, defs: &Value, depth: u32) -> BoxedStrategy
 struct Pools {
     /// (tool name, input schema)
     tools: Vec<(String, Value)>,
+    /// Ids of the tasks seeded at the start (ended or live by now).
     task_ids: Vec<String>,
     input_keys: Vec<String>,
+    /// `confirm` tasks waiting for their note, each with the key of that question: a task
+    /// that ends (answered or cancelled) is replaced by a new one after its case, so refused
+    /// `tasks/update` and `tasks/cancel` requests keep meeting tasks they could change.
+    live: Live,
+}
+
+/// A live task and the key of the question it waits on.
+#[derive(Clone, Debug)]
+struct Slot {
+    task: String,
+    key: String,
+}
+
+/// The live slots, read when a case is generated.
+#[derive(Clone, Debug, Default)]
+struct Live(Arc<Mutex<Vec<Slot>>>);
+
+impl Live {
+    fn slot(&self, index: prop::sample::Index) -> Slot {
+        index.get(&self.0.lock().unwrap()).clone()
+    }
+
+    /// The id of a live task.
+    fn task(&self) -> BoxedStrategy<String> {
+        let live = self.clone();
+        any::<prop::sample::Index>()
+            .prop_map(move |index| live.slot(index).task)
+            .boxed()
+    }
+
+    /// The key of a live task's question.
+    fn key(&self) -> BoxedStrategy<String> {
+        let live = self.clone();
+        any::<prop::sample::Index>()
+            .prop_map(move |index| live.slot(index).key)
+            .boxed()
+    }
 }
 
 fn request_meta() -> impl Strategy<Value = Option<Value>> {
@@ -525,7 +613,8 @@ fn request_meta() -> impl Strategy<Value = Option<Value>> {
 
 fn task_id(pools: &Pools) -> BoxedStrategy<Value> {
     prop_oneof![
-        4 => prop::sample::select(pools.task_ids.clone()).prop_map(Value::from),
+        2 => prop::sample::select(pools.task_ids.clone()).prop_map(Value::from),
+        3 => pools.live.task().prop_map(Value::from),
         2 => any::<String>().prop_map(Value::from),
         2 => any_json(),
     ]
@@ -535,9 +624,20 @@ fn task_id(pools: &Pools) -> BoxedStrategy<Value> {
 fn input_responses(pools: &Pools) -> BoxedStrategy<Value> {
     let key = prop_oneof![
         prop::sample::select(pools.input_keys.clone()),
+        pools.live.key(),
         "[a-z0-9-]{1,12}",
     ];
-    let answer = prop_oneof![
+    prop_oneof![
+        6 => prop::collection::btree_map(key, answer(), 0..3)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        1 => any_json(),
+    ]
+    .boxed()
+}
+
+/// One answer to a question: valid or not.
+fn answer() -> BoxedStrategy<Value> {
+    prop_oneof![
         3 => (
             prop_oneof![Just("accept"), Just("decline"), Just("cancel"), Just("maybe")],
             prop::option::of(any_json()),
@@ -550,11 +650,6 @@ fn input_responses(pools: &Pools) -> BoxedStrategy<Value> {
                 answer
             }),
         1 => Just(json!({ "action": "accept", "content": { "ok": true } })),
-        1 => any_json(),
-    ];
-    prop_oneof![
-        6 => prop::collection::btree_map(key, answer, 0..3)
-            .prop_map(|m| Value::Object(m.into_iter().collect())),
         1 => any_json(),
     ]
     .boxed()
@@ -643,6 +738,36 @@ fn task_params(pools: &Pools, update: bool) -> BoxedStrategy<Value> {
         .boxed()
 }
 
+/// `tasks/update` params that answer the question a live task waits on (valid or not), with
+/// any `_meta`: an answer the server refuses must not reach the task.
+fn targeted_update(pools: &Pools) -> BoxedStrategy<Value> {
+    let live = pools.live.clone();
+    (any::<prop::sample::Index>(), answer(), request_meta())
+        .prop_map(move |(index, answer, meta)| {
+            let slot = live.slot(index);
+            let mut params = json!({ "taskId": slot.task, "inputResponses": { slot.key: answer } });
+            if let Some(meta) = meta {
+                params["_meta"] = meta;
+            }
+            params
+        })
+        .boxed()
+}
+
+/// `tasks/cancel` params for a live task, with any `_meta`: a cancel the server refuses must
+/// not reach the task.
+fn targeted_cancel(pools: &Pools) -> BoxedStrategy<Value> {
+    (pools.live.task(), request_meta())
+        .prop_map(|(task, meta)| {
+            let mut params = json!({ "taskId": task });
+            if let Some(meta) = meta {
+                params["_meta"] = meta;
+            }
+            params
+        })
+        .boxed()
+}
+
 fn fuzz_cases(pools: &Pools) -> BoxedStrategy<Case> {
     let id = prop_oneof![
         5 => (1_u32..1_000_000).prop_map(Value::from),
@@ -652,7 +777,9 @@ fn fuzz_cases(pools: &Pools) -> BoxedStrategy<Case> {
         6 => call_params(pools).prop_map(|p| ("tools/call".to_owned(), Some(p))),
         3 => task_params(pools, false).prop_map(|p| ("tasks/get".to_owned(), Some(p))),
         3 => task_params(pools, true).prop_map(|p| ("tasks/update".to_owned(), Some(p))),
+        2 => targeted_update(pools).prop_map(|p| ("tasks/update".to_owned(), Some(p))),
         2 => task_params(pools, false).prop_map(|p| ("tasks/cancel".to_owned(), Some(p))),
+        2 => targeted_cancel(pools).prop_map(|p| ("tasks/cancel".to_owned(), Some(p))),
         1 => (
             prop_oneof![Just("tools/call"), Just("tasks/get"), Just("tasks/update"), Just("tasks/cancel"), Just("tasks/result"), Just("tasks/list"), Just("nope/nope")],
             prop::option::of(any_json()),
@@ -797,19 +924,20 @@ fn check_expect(expect: &Expect, answer: Option<&Answer>, code: Option<i64>) -> 
     }
 }
 
-/// How long the counts must stay unchanged before the server is taken as quiet.
+/// How long the counts and tasks must stay unchanged before the server is taken as quiet.
 const QUIET: Duration = Duration::from_millis(20);
 
-/// The counts once they stayed unchanged for [`QUIET`] (at most 2 s): a run started late
-/// (a task spawned after the answer) is counted.
-async fn quiet_counts(fixture: &Fixture) -> (usize, usize) {
+/// The counts and the known tasks' states once they stayed unchanged for [`QUIET`] (at most
+/// 2 s): a run started late (a task spawned after the answer), or a change applied after
+/// the answer, is seen.
+async fn quiet(fixture: &Fixture, known: &BTreeSet<String>) -> ((usize, usize), Tasks) {
     let step = Duration::from_millis(5);
-    let mut last = fixture.counts();
+    let mut last = (fixture.counts(), fixture.tasks(known).await);
     let mut still = Duration::ZERO;
     let started = Instant::now();
     while still < QUIET && started.elapsed() < Duration::from_secs(2) {
         tokio::time::sleep(step).await;
-        let now = fixture.counts();
+        let now = (fixture.counts(), fixture.tasks(known).await);
         if now == last {
             still += step;
         } else {
@@ -973,9 +1101,57 @@ impl Peer {
     }
 }
 
+/// How many live `confirm` tasks the cases draw from.
+const SLOTS: usize = 3;
+
+/// Starts a `confirm` task (its first question answered before the task exists) and waits
+/// until it asks for its note; returns it and the key of the first question.
+async fn new_slot(
+    peer: &mut Peer,
+    fixture: &Fixture,
+    known: &mut BTreeSet<String>,
+    n: usize,
+) -> (Slot, String) {
+    let first = peer
+        .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
+            "params": { "name": "confirm", "arguments": { "name": format!("f{n}") }, "_meta": meta(TASKS) } })))
+        .await;
+    let first_key = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let created = peer
+        .request(Message::Json(
+            json!({ "jsonrpc": "2.0", "id": 20, "method": "tools/call",
+            "params": { "name": "confirm", "arguments": { "name": format!("f{n}") },
+                "inputResponses": { first_key.clone(): { "action": "accept", "content": { "ok": true } } },
+                "requestState": first["result"]["requestState"],
+                "_meta": meta(TASKS) } }),
+        ))
+        .await;
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    known.insert(task.clone());
+    let started = Instant::now();
+    let key = loop {
+        let snapshot = fixture.store.get(&task).await.unwrap().unwrap();
+        if let Some(key) = snapshot.input_requests.keys().next() {
+            break key.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "confirm task {task} asked for no note within 5 s: {snapshot:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    (Slot { task, key }, first_key)
+}
+
 /// Creates tasks to draw ids and input keys from: `confirm` tasks waiting for their note,
 /// and a finished `search` task.
-async fn seed(peer: &mut Peer) -> Pools {
+async fn seed(peer: &mut Peer, fixture: &Fixture, known: &mut BTreeSet<String>) -> Pools {
     let tools = peer
         .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": { "_meta": meta(PLAIN) } })))
         .await;
@@ -992,53 +1168,67 @@ async fn seed(peer: &mut Peer) -> Pools {
         .collect();
     let mut task_ids = Vec::new();
     let mut input_keys = Vec::new();
-    for i in 0..3 {
-        let first = peer
-            .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
-                "params": { "name": "confirm", "arguments": { "name": format!("f{i}") }, "_meta": meta(TASKS) } })))
-        .await;
-        let key = first["result"]["inputRequests"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .next()
-            .unwrap()
-            .clone();
-        input_keys.push(key.clone());
-        let created = peer
-            .request(Message::Json(
-                json!({ "jsonrpc": "2.0", "id": 20 + i, "method": "tools/call",
-                "params": { "name": "confirm", "arguments": { "name": format!("f{i}") },
-                    "inputResponses": { key: { "action": "accept", "content": { "ok": true } } },
-                    "requestState": first["result"]["requestState"],
-                    "_meta": meta(TASKS) } }),
-            ))
-            .await;
-        task_ids.push(created["result"]["taskId"].as_str().unwrap().to_owned());
+    let mut slots = Vec::new();
+    for n in 0..SLOTS {
+        let (slot, first_key) = new_slot(peer, fixture, known, n).await;
+        task_ids.push(slot.task.clone());
+        input_keys.push(first_key);
+        input_keys.push(slot.key.clone());
+        slots.push(slot);
     }
     let search = peer
         .request(Message::Json(json!({ "jsonrpc": "2.0", "id": 30, "method": "tools/call",
             "params": { "name": "search", "arguments": { "query": "q", "filters": [] }, "_meta": meta(TASKS) } })))
         .await;
-    if let Some(id) = search["result"]["taskId"].as_str() {
-        task_ids.push(id.to_owned());
-    }
-    for id in task_ids.clone() {
-        let task = peer
-            .request(Message::Json(
-                json!({ "jsonrpc": "2.0", "id": 40, "method": "tasks/get",
-                "params": { "taskId": id, "_meta": meta(TASKS) } }),
-            ))
-            .await;
-        if let Some(requests) = task["result"]["inputRequests"].as_object() {
-            input_keys.extend(requests.keys().cloned());
-        }
-    }
+    let search = search["result"]["taskId"].as_str().unwrap().to_owned();
+    known.insert(search.clone());
+    task_ids.push(search);
     Pools {
         tools,
         task_ids,
         input_keys,
+        live: Live(Arc::new(Mutex::new(slots))),
     }
+}
+
+/// Waits (at most 5 s) until no task is about to change by itself; checks that the tasks the
+/// test knows of are every task in the store; then replaces each live slot whose task ended
+/// with a new `confirm` task.
+async fn settle_and_refill(
+    peer: &mut Peer,
+    fixture: &Fixture,
+    known: &mut BTreeSet<String>,
+    live: &Live,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let tasks = loop {
+        let tasks = fixture.tasks(known).await;
+        if settled(&tasks) {
+            break tasks;
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            return Err(format!("tasks still changing after 5 s: {tasks:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    if known.len() != fixture.store.len() {
+        return Err(format!(
+            "the store holds {} tasks, the answers named {}",
+            fixture.store.len(),
+            known.len()
+        ));
+    }
+    let slots = live.0.lock().unwrap().clone();
+    for (n, slot) in slots.into_iter().enumerate() {
+        let waiting = tasks[&slot.task].0.as_ref().is_some_and(|task| {
+            task.status == TaskStatus::InputRequired && task.input_requests.contains_key(&slot.key)
+        });
+        if !waiting {
+            let (slot, _) = new_slot(peer, fixture, known, n).await;
+            live.0.lock().unwrap()[n] = slot;
+        }
+    }
+    Ok(())
 }
 
 /// Runs `cases` fuzz cases against one transport; returns how many ran.
@@ -1056,8 +1246,10 @@ fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
             _ => Peer::stdio(fixture.server()),
         }
     });
-    let pools = runtime.block_on(seed(&mut peer));
+    let mut known = BTreeSet::new();
+    let pools = runtime.block_on(seed(&mut peer, &fixture, &mut known));
     let peer = RefCell::new(peer);
+    let known = RefCell::new(known);
     let outcomes = RefCell::new(std::collections::BTreeMap::<String, u64>::new());
     let strategy = fuzz_cases(&pools);
     let panics_before = PANICS.load(Ordering::SeqCst);
@@ -1068,11 +1260,17 @@ fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
             cases,
             failure_persistence: None,
             max_shrink_iters: 200,
+            // A failing case may wait out its bounds (a task that never settles: 5 s) on
+            // every shrink step: the shrinking stops after 30 s.
+            max_shrink_time: 30_000,
             ..Config::default()
         });
         let result = runner.run(&strategy, |case| {
             let mut peer = peer.borrow_mut();
+            let mut known = known.borrow_mut();
             let outcome: Result<(), String> = runtime.block_on(async {
+                // Every case starts with the tasks settled (the previous one ended so).
+                let tasks_before = fixture.tasks(&known).await;
                 let before = fixture.counts();
                 let answer = peer.send(&case).await?;
                 let expect = if transport == "http" {
@@ -1094,17 +1292,30 @@ fn fuzz(transport: &str, cases: u32, seconds: Option<u64>) -> u64 {
                     (Some(_), Some(code)) => format!("error {code}"),
                 };
                 *outcomes.borrow_mut().entry(outcome).or_default() += 1;
+                if let Some(id) = answer
+                    .as_ref()
+                    .and_then(|answer| answer.value["result"]["taskId"].as_str())
+                {
+                    known.insert(id.to_owned());
+                }
                 // A refused request's effects are counted once the server is quiet.
                 let refused = code.or(answer.is_none().then_some(-32600));
-                if refused.is_some() {
-                    let after = quiet_counts(&fixture).await;
+                if let Some(code) = refused {
+                    let (after, tasks_after) = quiet(&fixture, &known).await;
                     check_effects(refused, before, after)?;
+                    let changed = changed(&tasks_before, &tasks_after);
+                    if !changed.is_empty() {
+                        return Err(format!(
+                            "a request answered {code} changed tasks:\n{}",
+                            changed.join("\n")
+                        ));
+                    }
                 }
                 peer.alive().await?;
                 if PANICS.load(Ordering::SeqCst) != panics_before {
                     return Err("the server panicked".to_owned());
                 }
-                Ok(())
+                settle_and_refill(&mut peer, &fixture, &mut known, &pools.live).await
             });
             outcome.map_err(|e| TestCaseError::fail(format!("{transport}: {e}")))
         });
