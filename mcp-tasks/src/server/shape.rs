@@ -22,7 +22,7 @@ mod meta;
 
 #[cfg(test)]
 use meta::depth;
-pub(crate) use meta::meta_cannot_exceed;
+pub(crate) use meta::{MAX_GROWTH, meta_cannot_exceed};
 use meta::{brackets, meta_within};
 
 use super::negotiation::{Checked, Negotiation};
@@ -30,11 +30,6 @@ use crate::{Limits, errors};
 
 /// How deep JSON may nest: serde_json's recursion limit.
 pub(crate) const MAX_DEPTH: usize = 128;
-
-/// A compact re-serialization of parsed JSON is at most this many times longer than the
-/// text it was parsed from (a float written `1e15` comes back as `1000000000000000.0`;
-/// everything else keeps or loses length).
-pub(crate) const MAX_GROWTH: usize = 5;
 
 /// What the authority lets through: how a request of a method this crate owns negotiated.
 #[derive(Debug)]

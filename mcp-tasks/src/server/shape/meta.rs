@@ -5,8 +5,12 @@
 use rmcp::model::ErrorData;
 use serde_json::Value;
 
-use super::MAX_GROWTH;
 use crate::{Limits, errors};
+
+/// A compact re-serialization of parsed JSON is at most this many times longer than the
+/// text it was parsed from (a float written `1e15` comes back as `1000000000000000.0`;
+/// everything else keeps or loses length).
+pub(crate) const MAX_GROWTH: usize = 5;
 
 /// Whether the `params._meta` of message `bytes` is within `limits` whatever it holds: its
 /// compact form is at most [`MAX_GROWTH`] times the body, and it nests at most as deep as
