@@ -339,6 +339,7 @@ impl Runtime {
 
     /// Several tasks as the store has them now, in one read of the store
     /// ([`TaskStore::get_many`]), each as [`Runtime::read`] reads it.
+    #[cfg(any(feature = "http", feature = "stdio"))]
     pub(crate) async fn read_many(
         &self,
         ids: &[Arc<str>],

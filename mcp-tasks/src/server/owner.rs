@@ -29,11 +29,9 @@ impl Owner {
 /// The default owner of requests that carry no [`Owner`].
 pub const DEFAULT_OWNER: &str = "anonymous";
 
-/// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
-/// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
-/// `notifications/tasks` (`push/`), from this same read.
 /// The tasks `ids` name as `tasks/get` of `owner` reads each ([`visible_task`]), in their
 /// order, in one read of the store.
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub(super) async fn visible_tasks(
     runtime: &Runtime,
     ids: &[Arc<str>],
@@ -47,6 +45,9 @@ pub(super) async fn visible_tasks(
         .collect())
 }
 
+/// Task `id` as `tasks/get` of `owner` reads it: `None` when it is unknown, purged or
+/// another owner's. `tasks/get` answers its [`TaskSnapshot::into_detailed`]; so does every
+/// `notifications/tasks` (`push/`), from this same read.
 pub(super) async fn visible_task(
     runtime: &Runtime,
     id: &str,

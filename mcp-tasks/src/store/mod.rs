@@ -44,6 +44,7 @@ pub(crate) mod row;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub(crate) mod status;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod trim;
 
 pub use admin::AdminStore;
