@@ -374,6 +374,24 @@ impl Client {
         }
     }
 
+    /// The messages of `stream` before the notification of task `mark` whose status message
+    /// is `message`, which must come soon (`mark`'s other notifications are skipped). The
+    /// test makes that change after the ones whose messages it forbids, so a forbidden
+    /// message had its chance to come first: the check is a sync point, not a pause.
+    async fn until_mark(&mut self, stream: &mut Stream, mark: &str, message: &str) -> Vec<Value> {
+        let mut before = Vec::new();
+        loop {
+            let next = self.expect(stream).await;
+            if next["params"]["taskId"] == mark {
+                if next["params"]["statusMessage"] == message {
+                    return before;
+                }
+            } else {
+                before.push(next);
+            }
+        }
+    }
+
     /// Ends `stream` as a client does: closes it (HTTP) or sends `notifications/cancelled`.
     async fn close(&mut self, stream: Stream) {
         match stream {
@@ -492,11 +510,16 @@ async fn every_change_of_a_task(client: &mut Client) {
         let task = client
             .call("stepper", json!({ "gate": gate, "steps": 2 }))
             .await;
+        // A second task on the stream: its change, made last, marks the end of the check.
+        let mark_gate = fresh_gate("mark");
+        let mark = client
+            .call("stepper", json!({ "gate": mark_gate, "steps": 1 }))
+            .await;
         let sub = json!("listen-7");
         let mut stream = client
             .listen(
                 sub.clone(),
-                json!({ "taskIds": [task, "no-such-task"] }),
+                json!({ "taskIds": [task, mark, "no-such-task"] }),
                 TASKS,
             )
             .await
@@ -507,7 +530,10 @@ async fn every_change_of_a_task(client: &mut Client) {
             "{ack}"
         );
         assert_eq!(ack["params"]["_meta"][SUBSCRIPTION_ID], sub);
-        assert_eq!(ack["params"]["notifications"], json!({ "taskIds": [task] }));
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({ "taskIds": [task, mark] })
+        );
 
         let mut seen = Vec::new();
         let first = client.expect_task(&mut stream, &task).await;
@@ -548,15 +574,17 @@ async fn every_change_of_a_task(client: &mut Client) {
             );
             assert!(message.get("id").is_none(), "a notification: {message}");
         }
-        // Nothing after the terminal state, while the stream stays open and reads are made.
+        // Nothing after the terminal state, while the stream stays open and reads are made:
+        // nothing of the task before the mark's change, made after them.
         client.get(&task).await;
         let _ = client
             .rpc("tasks/cancel", json!({ "taskId": task }), TASKS)
             .await;
-        assert_eq!(
-            client.next(&mut stream, Duration::from_millis(400)).await,
-            None,
-            "nothing after the terminal notification"
+        step(&mark_gate);
+        let after = client.until_mark(&mut stream, &mark, "step 1").await;
+        assert!(
+            after.is_empty(),
+            "nothing after the terminal notification: {after:?}"
         );
     }
 }
@@ -617,8 +645,13 @@ async fn no_progress_or_log_messages_on_the_stream() {
         let task = client
             .call("stepper", json!({ "gate": gate, "steps": 3 }))
             .await;
+        // A second task on the stream: its change, made last, marks the end of the check.
+        let mark_gate = fresh_gate("quiet-mark");
+        let mark = client
+            .call("stepper", json!({ "gate": mark_gate, "steps": 1 }))
+            .await;
         let mut stream = client
-            .listen(json!("q"), json!({ "taskIds": [task] }), TASKS)
+            .listen(json!("q"), json!({ "taskIds": [task, mark] }), TASKS)
             .await
             .expect("a stream");
         let mut methods = Vec::new();
@@ -637,10 +670,9 @@ async fn no_progress_or_log_messages_on_the_stream() {
                 break;
             }
         }
-        assert_eq!(
-            client.next(&mut stream, Duration::from_millis(300)).await,
-            None
-        );
+        step(&mark_gate);
+        let late = client.until_mark(&mut stream, &mark, "step 1").await;
+        assert!(late.is_empty(), "nothing after the end: {late:?}");
         assert_eq!(methods[0], "notifications/subscriptions/acknowledged");
         assert!(
             methods[1..].iter().all(|m| m == "notifications/tasks"),
@@ -718,6 +750,7 @@ async fn the_client_ends_the_stream() {
         // The task changes: what the server writes to a closed HTTP stream fails, which
         // drops it; stdio dropped it at the cancel.
         step(&gate);
+        let mut permits = 1;
         let patience = Patience::new("a slot given back by the closed stream");
         let mut again = loop {
             match client
@@ -727,6 +760,7 @@ async fn the_client_ends_the_stream() {
                 Ok(stream) => break stream,
                 Err(_) => {
                     step(&gate);
+                    permits += 1;
                     patience.wait().await;
                 }
             }
@@ -745,13 +779,29 @@ async fn the_client_ends_the_stream() {
             for _ in 0..4 {
                 step(&gate);
             }
-            let late = stdio
+            permits += 4;
+            // The new stream hears of the last of those changes: what the cancelled one
+            // would have been sent of them came before it.
+            let last = format!("step {permits}");
+            stdio
                 .find(
-                    |m| m["params"]["_meta"][SUBSCRIPTION_ID] == "s0" || m["id"] == "s0",
-                    Duration::from_millis(400),
+                    |m| {
+                        m["params"]["_meta"][SUBSCRIPTION_ID] == "again"
+                            && m["params"]["statusMessage"] == last.as_str()
+                    },
+                    common::PATIENCE,
                 )
-                .await;
-            assert_eq!(late, None, "a message for the cancelled subscription");
+                .await
+                .unwrap_or_else(|| panic!("the new stream hears of {last}"));
+            let late: Vec<&Value> = stdio
+                .seen
+                .iter()
+                .filter(|m| m["params"]["_meta"][SUBSCRIPTION_ID] == "s0" || m["id"] == "s0")
+                .collect();
+            assert!(
+                late.is_empty(),
+                "a message for the cancelled subscription: {late:?}"
+            );
         }
     }
 }

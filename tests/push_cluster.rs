@@ -173,19 +173,25 @@ async fn every_listener_on_every_instance_sees_every_change_in_order() {
         tasks.push(call(&mut servers[i], &gate, *steps).await);
         gates.push(gate);
     }
+    // One more task on every stream, changed once after every other task ended: the end
+    // of the check that nothing more comes of them.
+    let mark_gate = format!("cluster-mark-{}", std::process::id());
+    let mark = call(&mut servers[0], &mark_gate, 1).await;
     // Listeners: on each instance, one stream following every task and one following only
     // the task whose work runs on the next instance.
     let mut listeners: Vec<(String, Heard, Vec<usize>)> = Vec::new();
     for (n, server) in servers.iter().enumerate() {
         let all = format!("all-{n}");
+        let mut followed = tasks.clone();
+        followed.push(mark.clone());
         listeners.push((
             all.clone(),
-            listen(server, &all, &tasks).await,
+            listen(server, &all, &followed).await,
             vec![0, 1, 2],
         ));
         let other = (n + 1) % 3;
         let one = format!("one-{n}");
-        let heard = listen(server, &one, std::slice::from_ref(&tasks[other])).await;
+        let heard = listen(server, &one, &[tasks[other].clone(), mark.clone()]).await;
         listeners.push((one, heard, vec![other]));
     }
     // The acknowledgement and each task's state at once.
@@ -260,8 +266,22 @@ async fn every_listener_on_every_instance_sees_every_change_in_order() {
             "the end carries the result"
         );
     }
-    // Nothing more once every task ended.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Nothing more once every task ended: the mark's change, made after every end, reaches
+    // every listener, and nothing of the ended tasks came before it.
+    gate(&mark_gate).add_permits(1);
+    let started = Instant::now();
+    while !listeners.iter().all(|(_, heard, _)| {
+        heard
+            .of(&mark)
+            .iter()
+            .any(|state| state["statusMessage"] == "step 1")
+    }) {
+        assert!(
+            started.elapsed() < BOUND,
+            "every listener hears of the mark's change"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert_heard_exactly(&listeners, &tasks, &expected);
     for engine in engines {
         engine.shutdown(Duration::from_secs(1)).await;

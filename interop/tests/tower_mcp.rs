@@ -39,6 +39,20 @@ async fn stepper(ctx: TaskContext, steps: u32) -> Result<String, ToolError> {
     Ok(format!("done after {steps} steps"))
 }
 
+/// The one step of `marker`.
+static MARK: LazyLock<Arc<Semaphore>> = LazyLock::new(|| Arc::new(Semaphore::new(0)));
+
+/// Sets its status message to "mark" after one permit of [`MARK`], then ends after one
+/// more: a change the test makes after the ones it forbids, so that what is forbidden had
+/// its chance to come first.
+#[task_tool(mode = "required", poll_interval = "10s", ttl = "10m")]
+async fn marker(ctx: TaskContext) -> Result<String, ToolError> {
+    MARK.acquire().await.expect("mark").forget();
+    ctx.status("mark").await;
+    MARK.acquire().await.expect("mark").forget();
+    Ok("marked".to_owned())
+}
+
 /// Every notification their client hands its handler, with the subscription it came on.
 struct Recorder(Mutex<mpsc::UnboundedSender<(Option<RequestId>, ServerNotification)>>);
 
@@ -57,7 +71,7 @@ impl ClientHandler for Recorder {
 }
 
 async fn our_server() -> String {
-    let engine = Engine::new(toolkit![stepper].expect("a toolkit"));
+    let engine = Engine::new(toolkit![stepper, marker].expect("a toolkit"));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let server = TaskServer::from_engine(engine);
@@ -97,10 +111,22 @@ async fn tower_mcp_client_follows_our_task_by_listening() {
         panic!("our server creates a task for a task-required tool: {created:?}");
     };
     let task_id = created.task.metadata.task_id.clone();
+    let marked = client
+        .call_tool_once_task_aware("marker", json!({}), None, None)
+        .await
+        .expect("tools/call");
+    let TaskAwareCallToolOutcome::Task(marked) = marked else {
+        panic!("our server creates a task for a task-required tool: {marked:?}");
+    };
+    let mark_id = marked.task.metadata.task_id.clone();
 
     let mut listen = client
         .listen_subscriptions(SubscriptionFilter {
-            task_ids: Some(vec![task_id.clone(), "no-such-task".to_owned()]),
+            task_ids: Some(vec![
+                task_id.clone(),
+                mark_id.clone(),
+                "no-such-task".to_owned(),
+            ]),
             ..Default::default()
         })
         .await
@@ -111,8 +137,8 @@ async fn tower_mcp_client_follows_our_task_by_listening() {
         .expect("the acknowledgement");
     assert_eq!(
         agreed.task_ids,
-        Some(vec![task_id.clone()]),
-        "only the caller's own task is agreed, not an unknown id"
+        Some(vec![task_id.clone(), mark_id.clone()]),
+        "only the caller's own tasks are agreed, not an unknown id"
     );
     let subscription = listen.id().clone();
 
@@ -125,6 +151,10 @@ async fn tower_mcp_client_follows_our_task_by_listening() {
             loop {
                 match notifications.recv().await.expect("the client runs") {
                     (_, ServerNotification::SubscriptionAcknowledged { .. }) => {}
+                    // The mark's own state, before its change.
+                    (_, ServerNotification::FinalTaskStatusChanged(params))
+                        if serde_json::to_value(&params.task).unwrap()["taskId"]
+                            == json!(mark_id) => {}
                     other => break other,
                 }
             }
@@ -174,10 +204,29 @@ async fn tower_mcp_client_follows_our_task_by_listening() {
         "the pushed terminal state is what tasks/get reads"
     );
 
-    // Nothing after the terminal state.
-    let after = tokio::time::timeout(Duration::from_millis(500), notifications.recv()).await;
+    // Nothing after the terminal state: nothing of the task before the mark's change, made
+    // after it.
+    MARK.add_permits(1);
+    let after = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut after = Vec::new();
+        loop {
+            let (on, notification) = notifications.recv().await.expect("the client runs");
+            if let ServerNotification::FinalTaskStatusChanged(params) = &notification {
+                let state = serde_json::to_value(&params.task).unwrap();
+                if state["taskId"] == json!(mark_id) {
+                    if state["statusMessage"] == "mark" {
+                        break after;
+                    }
+                    continue;
+                }
+            }
+            after.push((on, notification));
+        }
+    })
+    .await
+    .expect("the mark's change in time");
     assert!(
-        after.is_err(),
+        after.is_empty(),
         "nothing after the terminal state: {after:?}"
     );
     listen.cancel().await.expect("their client ends the stream");

@@ -14,7 +14,6 @@ mod support;
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    time::Duration,
 };
 
 use rmcp::model::TaskStatus;
@@ -197,7 +196,7 @@ async fn the_web_view_in_headless_chromium() {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let submit = |origin: &str, body: String| {
+    let submit_to = |action: &str, origin: &str, body: String| {
         http.post(format!("{}{action}", served.base))
             .basic_auth("admin", Some(ADMIN_SECRET))
             .header("origin", origin)
@@ -205,6 +204,7 @@ async fn the_web_view_in_headless_chromium() {
             .body(body)
             .send()
     };
+    let submit = |origin: &str, body: String| submit_to(&action, origin, body);
     // Forged: from another site, or without the token. Nothing is cancelled.
     let cross = submit("http://evil.example", format!("csrf={token}"))
         .await
@@ -216,7 +216,29 @@ async fn the_web_view_in_headless_chromium() {
         .await
         .unwrap();
     assert_eq!(other_task.status().as_u16(), 403);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Then a genuine form, of the other running task: once its cancel took effect, a
+    // forged one, sent before it the same way, would have too.
+    let other = &ids.spin[1];
+    let other_page = http
+        .get(format!("{}/admin/tasks/{other}", served.base))
+        .basic_auth("admin", Some(ADMIN_SECRET))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let other_action = between(&other_page, "<form method=\"post\" action=\"", "\"")
+        .expect("the other task's cancel form")
+        .to_owned();
+    let other_token = between(&other_page, "name=\"csrf\" value=\"", "\"")
+        .expect("the other form's token")
+        .to_owned();
+    let genuine = submit_to(&other_action, &served.base, format!("csrf={other_token}"))
+        .await
+        .unwrap();
+    assert_eq!(genuine.status().as_u16(), 303);
+    until_status(&served.client, other, TaskStatus::Cancelled).await;
     let still = served.client.task(target).await.unwrap();
     assert_eq!(
         still.status(),
@@ -234,8 +256,8 @@ async fn the_web_view_in_headless_chromium() {
         "no button on an ended task"
     );
     let list = browser.dom(&page("/admin/")).await;
-    assert_eq!(count(&list, "cancelled"), Some(1));
-    assert_eq!(count(&list, "working"), Some(1));
+    assert_eq!(count(&list, "cancelled"), Some(2));
+    assert_eq!(count(&list, "working"), Some(0));
 
     // Without the credential the browser gets the sign-in challenge, not the page.
     let anonymous = browser.dom(&format!("{}/admin/", served.base)).await;
