@@ -135,7 +135,7 @@ mod http {
                     version >= rmcp::model::ProtocolVersion::NO_INITIALIZE.as_str()
                 })
             && bytes.len().saturating_mul(MAX_GROWTH) <= limits.max_arguments_bytes()
-            && shape::meta_cannot_exceed(bytes, limits)
+            && shape::meta::meta_cannot_exceed(bytes, limits)
             && memchr::memchr(b'\\', bytes).is_none()
             && LISTEN.find(bytes).is_none()
     }

@@ -18,11 +18,11 @@ use serde::{
 };
 use serde_json::Value;
 
-mod meta;
+pub(crate) mod meta;
 
+pub(crate) use meta::MAX_GROWTH;
 #[cfg(test)]
 use meta::depth;
-pub(crate) use meta::{MAX_GROWTH, meta_cannot_exceed};
 use meta::{brackets, meta_within};
 
 use super::negotiation::{Checked, Negotiation};
@@ -1074,7 +1074,7 @@ mod tests {
                         && refusal.error.message.contains(", more than the limit of ")
                 });
                 prop_assert_eq!(refused_for_meta, over, "{}", body);
-                if super::super::meta_cannot_exceed(body.as_bytes(), &limits) {
+                if super::super::meta::meta_cannot_exceed(body.as_bytes(), &limits) {
                     prop_assert!(!over, "the fast test passed a _meta over its limits: {}", body);
                 }
             }
