@@ -159,22 +159,6 @@ fn total(counts: &Value) -> u64 {
         .unwrap_or_else(|| panic!("counts: {counts}"))
 }
 
-/// Calls `import_rows` as a task; its id.
-async fn start_import(peer: &mut Http, arguments: Value) -> String {
-    let (status, response) = peer
-        .rpc(
-            "tools/call",
-            json!({ "name": "import_rows", "arguments": arguments }),
-            TASKS,
-        )
-        .await;
-    assert_eq!(status, 200, "{response}");
-    response["result"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no task: {response}"))
-        .to_owned()
-}
-
 /// Polls `tasks/get` until `done` holds for the task object.
 async fn wait_for(peer: &mut Http, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let patience = Patience::new(format!("task {id}: {what}"));
@@ -225,8 +209,12 @@ async fn forged_notices_move_nothing() {
         &[],
     );
     let mut alice = server.peer(ALICE);
-    let long = start_import(&mut alice, json!({ "batches": 1, "batch_ms": 600_000 })).await;
-    let asking = start_import(&mut alice, json!({ "batches": 1, "confirm": true })).await;
+    let long = alice
+        .call_task("import_rows", json!({ "batches": 1, "batch_ms": 600_000 }))
+        .await;
+    let asking = alice
+        .call_task("import_rows", json!({ "batches": 1, "confirm": true }))
+        .await;
     wait_for(&mut alice, &long, "importing", |t| {
         t["statusMessage"]
             .as_str()
@@ -257,7 +245,9 @@ async fn forged_notices_move_nothing() {
     }
     // The sync point: a real cancel of a third task, announced on the same channel.
     // (A question: the work waits on it and sees the cancel at once.)
-    let third = start_import(&mut alice, json!({ "batches": 1, "confirm": true })).await;
+    let third = alice
+        .call_task("import_rows", json!({ "batches": 1, "confirm": true }))
+        .await;
     wait_for(&mut alice, &third, "input_required", |t| {
         t["status"] == "input_required"
     })
@@ -355,7 +345,9 @@ async fn a_huge_or_deep_meta_is_refused_and_kept_nowhere() {
         "a refused call made a task"
     );
     // The same call with an ordinary `_meta` is served.
-    let id = start_import(&mut alice, json!({ "batches": 0 })).await;
+    let id = alice
+        .call_task("import_rows", json!({ "batches": 0 }))
+        .await;
     wait_for(&mut alice, &id, "completed", |t| t["status"] == "completed").await;
 }
 
@@ -413,7 +405,7 @@ async fn one_owner_flooding_instant_tasks_leaves_the_others_served() {
     let mut served = 0;
     while !flood.is_finished() || served < 5 {
         let started = Instant::now();
-        let id = start_import(&mut bob, json!({ "batches": 0 })).await;
+        let id = bob.call_task("import_rows", json!({ "batches": 0 })).await;
         wait_for(&mut bob, &id, "completed", |t| t["status"] == "completed").await;
         slowest = slowest.max(started.elapsed());
         served += 1;
@@ -498,7 +490,7 @@ async fn slow_clients_are_cut_off_and_others_served() {
     let slow: Vec<TcpStream> = (0..40).map(|_| slow_client(addr)).collect();
     // Served while 40 slow clients hold their connections.
     let mut bob = server.peer(BOB);
-    let id = start_import(&mut bob, json!({ "batches": 0 })).await;
+    let id = bob.call_task("import_rows", json!({ "batches": 0 })).await;
     wait_for(&mut bob, &id, "completed", |t| t["status"] == "completed").await;
     assert!(
         opened.elapsed() < Duration::from_millis(1500),

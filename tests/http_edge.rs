@@ -68,21 +68,6 @@ fn http(addr: SocketAddr) -> Http {
     }
 }
 
-async fn call_idle(server: &mut Http) -> String {
-    let (_, created) = server
-        .rpc(
-            "tools/call",
-            json!({ "name": "idle", "arguments": {} }),
-            TASKS,
-        )
-        .await;
-    created["result"]["task"]["taskId"]
-        .as_str()
-        .or(created["result"]["taskId"].as_str())
-        .unwrap_or_else(|| panic!("a task: {created}"))
-        .to_owned()
-}
-
 async fn task_count(engine: &Engine) -> u64 {
     let admin = engine.store().admin().expect("the memory store has admin");
     admin.count(&TaskFilter::default()).await.unwrap().total()
@@ -227,7 +212,7 @@ async fn a_body_that_does_not_arrive_in_time_is_answered_408_and_creates_no_task
     );
     assert_eq!(task_count(&engine).await, 0, "no task was created");
     // The same request sent whole creates its task (the count does see one).
-    call_idle(&mut http(addr)).await;
+    http(addr).call_task("idle", json!({})).await;
     assert_eq!(task_count(&engine).await, 1);
 }
 
@@ -289,7 +274,7 @@ async fn an_idle_listen_stream_ends_cleanly() {
     let engine = engine();
     let options = HttpOptions::new().with_listen_idle_timeout(Duration::from_millis(300));
     let mut server = http(serve(&engine, options).await);
-    let task = call_idle(&mut server).await;
+    let task = server.call_task("idle", json!({})).await;
     let stream = server.open_listen(json!(7), &[task]).await;
     let messages = messages_until_end(stream, Duration::from_secs(10)).await;
     ended_cleanly(&messages, 7);
@@ -300,7 +285,7 @@ async fn a_listen_stream_ends_at_its_maximum_lifetime() {
     let engine = engine();
     let options = HttpOptions::new().with_listen_max_lifetime(Duration::from_millis(300));
     let mut server = http(serve(&engine, options).await);
-    let task = call_idle(&mut server).await;
+    let task = server.call_task("idle", json!({})).await;
     let stream = server.open_listen(json!(8), &[task]).await;
     let messages = messages_until_end(stream, Duration::from_secs(10)).await;
     ended_cleanly(&messages, 8);
@@ -330,7 +315,7 @@ async fn a_listen_stream_ends_when_its_token_is_no_longer_accepted() {
     server
         .extra
         .push(("authorization", "Bearer TOKEN_ALICE".to_owned()));
-    let task = call_idle(&mut server).await;
+    let task = server.call_task("idle", json!({})).await;
     let body = json!({ "jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
         "params": { "_meta": common::meta(TASKS), "notifications": { "taskIds": [task] } } });
     let listen = || {

@@ -39,21 +39,6 @@ async fn server(limits: Limits) -> Http {
     Http::start(TaskServer::from_engine(engine)).await
 }
 
-async fn call(server: &mut Http) -> String {
-    let (_, created) = server
-        .rpc(
-            "tools/call",
-            json!({ "name": "idle", "arguments": {} }),
-            TASKS,
-        )
-        .await;
-    created["result"]["task"]["taskId"]
-        .as_str()
-        .or(created["result"]["taskId"].as_str())
-        .unwrap_or_else(|| panic!("a task: {created}"))
-        .to_owned()
-}
-
 /// A listen for `ids`: `Ok` with the open response (an SSE stream), or `Err` with the
 /// JSON-RPC error body.
 async fn listen(server: &Http, id: u64, ids: &[String]) -> Result<reqwest::Response, Value> {
@@ -99,7 +84,10 @@ async fn opened(response: reqwest::Response) -> Result<reqwest::Response, Value>
 #[tokio::test]
 async fn the_task_ids_per_listen_limit_is_set_and_hit() {
     let mut server = server(Limits::default().with_max_listen_task_ids(2)).await;
-    let ids = vec![call(&mut server).await, call(&mut server).await];
+    let ids = vec![
+        server.call_task("idle", json!({})).await,
+        server.call_task("idle", json!({})).await,
+    ];
     listen(&server, 1, &ids)
         .await
         .expect("two ids are within the limit");
@@ -123,7 +111,7 @@ async fn the_task_ids_per_listen_limit_is_set_and_hit() {
 #[tokio::test]
 async fn the_streams_per_owner_limit_is_set_and_hit() {
     let mut server = server(Limits::default().with_max_listen_streams_per_owner(2)).await;
-    let task = vec![call(&mut server).await];
+    let task = vec![server.call_task("idle", json!({})).await];
     let first = listen(&server, 1, &task).await.expect("stream 1");
     let _second = listen(&server, 2, &task).await.expect("stream 2");
     let refused = listen(&server, 3, &task).await.expect_err("a third stream");
@@ -171,9 +159,9 @@ async fn the_streams_per_owner_limit_is_per_owner() {
     ))
     .await;
     server.extra = vec![("authorization", "Bearer TOKEN_A".to_owned())];
-    let alice_task = vec![call(&mut server).await];
+    let alice_task = vec![server.call_task("idle", json!({})).await];
     server.extra = vec![("authorization", "Bearer TOKEN_B".to_owned())];
-    let bob_task = vec![call(&mut server).await];
+    let bob_task = vec![server.call_task("idle", json!({})).await];
 
     let mut open = Vec::new();
     for id in 1..=2 {
@@ -284,7 +272,10 @@ async fn a_delegating_handler_gets_push_and_its_engines_limits() {
         engine.is_running(),
         "serving the handler started its engine"
     );
-    let ids = vec![call(&mut server).await, call(&mut server).await];
+    let ids = vec![
+        server.call_task("idle", json!({})).await,
+        server.call_task("idle", json!({})).await,
+    ];
     let mut stream = listen(&server, 1, &ids)
         .await
         .expect("a task listen is served");

@@ -323,6 +323,18 @@ impl Http {
         self.rpc_meta(method, params, meta(caps)).await
     }
 
+    /// Calls `tool` with `arguments`, declaring the extension, and expects a task: its id.
+    pub async fn call_task(&mut self, tool: &str, arguments: Value) -> String {
+        let params = json!({ "name": tool, "arguments": arguments });
+        let (status, created) = self.rpc("tools/call", params, TASKS).await;
+        assert_eq!(status, 200, "{created}");
+        created["result"]["taskId"]
+            .as_str()
+            .or(created["result"]["task"]["taskId"].as_str())
+            .unwrap_or_else(|| panic!("a task: {created}"))
+            .to_owned()
+    }
+
     /// [`Http::rpc`] with this `_meta`.
     pub async fn rpc_meta(&mut self, method: &str, params: Value, meta: Value) -> (u16, Value) {
         self.next_id += 1;
