@@ -40,6 +40,22 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// Starts `cluster` serving TLS with a server certificate signed by a CA `ca` made in its
+/// folder; the CA certificate's path.
+fn start_with_tls(cluster: &mut pg::OwnCluster) -> PathBuf {
+    let dir = cluster.dir().to_path_buf();
+    let ca = make_ca(&dir, "ca");
+    make_server_cert(&dir, "ca");
+    cluster.configure(&format!(
+        "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
+        dir.join("server.crt").display(),
+        dir.join("server.key").display()
+    ));
+    cluster.give_to_postgres(&dir);
+    cluster.start();
+    ca
+}
+
 /// A CA (`<name>.crt`, `<name>.key`) in `dir`.
 fn make_ca(dir: &Path, name: &str) -> PathBuf {
     openssl(
@@ -206,17 +222,8 @@ async fn each_sslmode_connects_or_fails_as_libpq_does() {
     let Some(mut cluster) = pg::OwnCluster::init() else {
         return;
     };
-    let dir = cluster.dir().to_path_buf();
-    let ca = make_ca(&dir, "ca");
-    let other_ca = make_ca(&dir, "other-ca");
-    make_server_cert(&dir, "ca");
-    cluster.configure(&format!(
-        "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
-        dir.join("server.crt").display(),
-        dir.join("server.key").display()
-    ));
-    cluster.give_to_postgres(&dir);
-    cluster.start();
+    let other_ca = make_ca(cluster.dir(), "other-ca");
+    let ca = start_with_tls(&mut cluster);
     let port = cluster.port();
     let (raw, connection) = tokio_postgres::connect(&cluster.url(""), tokio_postgres::NoTls)
         .await
@@ -422,16 +429,7 @@ async fn prefer_never_falls_back_to_the_clear_and_required_tls_never_connects_wi
         return;
     };
     warnings();
-    let dir = cluster.dir().to_path_buf();
-    let ca = make_ca(&dir, "ca").display().to_string();
-    make_server_cert(&dir, "ca");
-    cluster.configure(&format!(
-        "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'\n",
-        dir.join("server.crt").display(),
-        dir.join("server.key").display()
-    ));
-    cluster.give_to_postgres(&dir);
-    cluster.start();
+    let ca = start_with_tls(&mut cluster).display().to_string();
     let port = cluster.port();
     let raw = checker(&cluster).await;
 
