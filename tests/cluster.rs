@@ -632,7 +632,10 @@ async fn three_instances_one_task_space() {
     //    while b still runs them: c runs the step it was inside to its end, its writes are
     //    refused, and it starts nothing more.
     let (b, c) = (0usize, 1usize); // indexes into `survivors`
-    const BATCHES: u32 = 12;
+    // Long enough that the first task b takes over is still running when the last one's
+    // lease runs out: the takeovers spread over up to a lease length, and c's first tasks
+    // are several steps ahead of its last when it stops (24 x 500 ms leaves b >= 8 s).
+    const BATCHES: u32 = 24;
     let mut stopped_ids = Vec::new();
     for _ in 0..8 {
         stopped_ids.push(

@@ -9,7 +9,10 @@ use std::{sync::Arc, time::Duration};
 
 use mcp_tasks::{
     MemoryStore, SqliteStore, TaskStore,
-    store::{Created, NewTask, Outcome, Step, StoreError},
+    store::{
+        Created, NewTask, Outcome, PARKED_FOR_ANSWER, Step, StoreError, Transition, Wait,
+        admin::{TaskFilter, TaskQuery},
+    },
 };
 use rmcp::model::{InputRequest, InputResponses, JsonObject, ListRootsRequest, TaskStatus};
 use serde_json::json;
@@ -44,6 +47,123 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     huge_deadlines(make()).await;
     trace_context(make()).await;
     finished_per_owner(make()).await;
+    parking(make()).await;
+}
+
+/// Parked tasks: a park is refused once what the task waits for came (its answer, a
+/// cancel); it changes nothing `tasks/get` shows but its park; a parked task is not
+/// recoverable (it runs nowhere by design) and the admin filter finds it. An answer, a cancel
+/// or its timer wakes it: a single-process store hands it over once, unparked, with its
+/// replay data (a cluster store wakes it through its claims: `tests/parking.rs`).
+async fn parking(store: impl TaskStore) {
+    assert!(
+        store.parks(),
+        "every store of this crate keeps parked tasks"
+    );
+    let hour = Some(Duration::from_secs(3600));
+    let park = |id: &'static str, wait: Wait| {
+        let store = &store;
+        async move { store.apply(id, None, Transition::Park(wait)).await }
+    };
+    store.create(new_task("asks", hour)).await.unwrap();
+    store
+        .request_input("asks", "k", roots_request())
+        .await
+        .unwrap();
+    assert!(matches!(
+        park("asks", Wait::answer("other")).await,
+        Err(StoreError::Woken)
+    ));
+    let before = store.get("asks").await.unwrap().unwrap();
+    park("asks", Wait::answer("k")).await.unwrap();
+    let parked = store.get("asks").await.unwrap().unwrap();
+    assert_eq!(parked.parked_until_ms, Some(PARKED_FOR_ANSWER));
+    assert_eq!(parked.waits_for(), Some("answer"));
+    let mut shown = parked.clone();
+    shown.parked_until_ms = None;
+    assert_eq!(shown, before, "a park changes nothing tasks/get shows");
+    store.create(new_task("runs", hour)).await.unwrap();
+    store.create(new_task("naps", hour)).await.unwrap();
+    let created = store.get("naps").await.unwrap().unwrap().created_at_ms;
+    park("naps", Wait::until(created + 60_000)).await.unwrap();
+    store.create(new_task("cancelled", hour)).await.unwrap();
+    store.request_cancel("cancelled").await.unwrap();
+    assert!(matches!(
+        park("cancelled", Wait::until(created + 1)).await,
+        Err(StoreError::Woken)
+    ));
+    store.finish("runs", Outcome::Cancelled).await.unwrap();
+    assert!(matches!(
+        park("runs", Wait::answer("k")).await,
+        Err(StoreError::Terminal(_))
+    ));
+
+    let recoverable: Vec<String> = store
+        .recoverable()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.id.to_string())
+        .collect();
+    assert_eq!(
+        recoverable,
+        ["cancelled"],
+        "parked tasks are not recoverable"
+    );
+    if let Some(admin) = store.admin() {
+        let page = admin
+            .list(&TaskQuery::new(TaskFilter::new().parked_only()))
+            .await
+            .unwrap();
+        let mut listed: Vec<&str> = page.tasks.iter().map(|t| &*t.task.id).collect();
+        listed.sort_unstable();
+        assert_eq!(listed, ["asks", "naps"]);
+    }
+    if store.cluster().is_some() {
+        return;
+    }
+    assert_eq!(store.next_wake().await.unwrap(), Some(created + 60_000));
+    assert!(
+        store.wake(None, 10).await.unwrap().is_empty(),
+        "nothing is due"
+    );
+    let mut answer = InputResponses::new();
+    answer.insert("k".into(), json!({ "roots": [] }));
+    store.deliver_input("asks", answer.clone()).await.unwrap();
+    assert_eq!(
+        store.get("asks").await.unwrap().unwrap().waits_for(),
+        Some("wake-up")
+    );
+    let woken = store.wake(Some("asks"), 1).await.unwrap();
+    assert_eq!(woken.len(), 1);
+    assert!(woken[0].woken && !woken[0].cancel_requested);
+    assert_eq!(woken[0].answers, answer);
+    assert!(
+        store.wake(None, 10).await.unwrap().is_empty(),
+        "a task is woken once"
+    );
+    assert_eq!(
+        store.get("asks").await.unwrap().unwrap().parked_until_ms,
+        None
+    );
+
+    tokio::time::advance(Duration::from_secs(61)).await;
+    let woken = store.wake(None, 10).await.unwrap();
+    assert_eq!(
+        woken.iter().map(|t| &*t.id).collect::<Vec<_>>(),
+        ["naps"],
+        "its timer"
+    );
+    assert_eq!(store.next_wake().await.unwrap(), None);
+
+    store.create(new_task("waits", hour)).await.unwrap();
+    park("waits", Wait::until(u64::MAX / 4)).await.unwrap();
+    store.request_cancel("waits").await.unwrap();
+    let woken = store.wake(Some("waits"), 1).await.unwrap();
+    assert!(
+        woken.len() == 1 && woken[0].cancel_requested,
+        "a cancel wakes it"
+    );
 }
 
 /// The bound on an owner's finished tasks ([`NewTask::max_finished_per_owner`]): an owner
@@ -554,7 +674,7 @@ mod pg;
 #[tokio::test]
 async fn postgres_store_keeps_the_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..12 {
+    for _ in 0..13 {
         let Some(db) = pg::Db::new().await else {
             return;
         };
@@ -842,8 +962,9 @@ async fn sqlite_store_migrates_schema_1() {
         .unwrap();
     assert_eq!(
         indexes,
-        ["tasks_purge", "tasks_owner_finished"],
-        "finished tasks by expiry, and by owner for the bound on an owner's finished tasks"
+        ["tasks_purge", "tasks_owner_finished", "tasks_parked"],
+        "finished tasks by expiry, by owner for the bound on an owner's finished tasks, and \
+         parked tasks by wake-up time (none of them written by a create)"
     );
     // An existing file keeps its page size (SQLite's default when it was made).
     let page_size: i64 = conn

@@ -18,7 +18,7 @@ use crate::{
     suggest::unknown,
 };
 
-pub const TOOL_ARGS: [&str; 14] = [
+pub const TOOL_ARGS: [&str; 15] = [
     "ttl",
     "poll_interval",
     "mode",
@@ -31,6 +31,7 @@ pub const TOOL_ARGS: [&str; 14] = [
     "idempotent",
     "open_world",
     "restart",
+    "park_after",
     "version",
     "crate",
 ];
@@ -194,6 +195,23 @@ fn tool_arg(args: &mut ToolArgs, name: &str, key: &Ident, value: Option<&Expr>) 
         }
         "poll_interval" => args.poll_interval = Some(duration(key, value)?),
         "inline_budget" => args.inline_budget = Some(duration(key, value)?),
+        "park_after" => {
+            let lit = string(key, value, "\"30s\"")?;
+            let after = if lit.value() == "never" {
+                None
+            } else {
+                Some(duration::parse(&lit.value()).map_err(|m| {
+                    syn::Error::new(
+                        lit.span(),
+                        format!(
+                            "{m}; `park_after` also takes `\"never\"` for tasks that keep \
+                             waiting in memory"
+                        ),
+                    )
+                })?)
+            };
+            args.park_after = Some(Spanned::new(after, lit.span()));
+        }
         "mode" => {
             let lit = string(key, value, "\"optional\"")?;
             let mode = match lit.value().as_str() {
@@ -583,7 +601,7 @@ mod tests {
             [
                 "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
-              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `version`, \
+              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, \
               `crate`"
             ]
         );
@@ -625,7 +643,7 @@ mod tests {
                  `optional`, `inline`",
                 "unknown `task_tool` argument `poll`, expected one of `ttl`, `poll_interval`, \
                  `mode`, `inline_budget`, `name`, `title`, `description`, `read_only`, \
-                 `destructive`, `idempotent`, `open_world`, `restart`, `version`, `crate`",
+                 `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `crate`",
             ]
         );
     }

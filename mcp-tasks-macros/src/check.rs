@@ -14,7 +14,7 @@ use syn::{FnArg, GenericParam, visit::Visit};
 use crate::{
     attr::check_tool_name,
     duration,
-    model::{Mode, ParamKind, Tool, Ttl},
+    model::{Mode, ParamKind, Restart, Tool, Ttl},
     sink::Sink,
 };
 
@@ -234,6 +234,21 @@ fn timing(tool: &Tool, errors: &Sink) {
             ),
         );
     }
+    if let Some(after) = &args.park_after
+        && after.value.is_some()
+        && !args.unknown("restart")
+        && args
+            .restart
+            .as_ref()
+            .is_none_or(|r| r.value != Restart::Resume)
+    {
+        errors.at(
+            after.span,
+            "`park_after` applies only to a tool whose tasks resume: a parked task goes on by \
+             replay, and this tool's tasks fail on a restart; add `restart = \"resume\"` (its \
+             work must be safe to replay) or remove `park_after`",
+        );
+    }
     if let Some(budget) = &args.inline_budget
         && !args.unknown("mode")
     {
@@ -322,6 +337,27 @@ mod tests {
         assert!(check_errors(quote! { poll_interval = "2h" }, item.clone()).is_empty());
         assert!(check_errors(quote! { ttl = "500ms" }, item.clone()).is_empty());
         assert!(check_errors(quote! { ttl = "unlimited", poll_interval = "2h" }, item).is_empty());
+    }
+
+    #[test]
+    fn park_after_needs_a_tool_that_resumes() {
+        let item: ItemFn = syn::parse_quote! { async fn f() {} };
+        assert_eq!(
+            check_errors(quote! { park_after = "1m" }, item.clone()),
+            [
+                "`park_after` applies only to a tool whose tasks resume: a parked task goes on by \
+                 replay, and this tool's tasks fail on a restart; add `restart = \"resume\"` (its \
+                 work must be safe to replay) or remove `park_after`"
+            ]
+        );
+        assert!(
+            check_errors(
+                quote! { park_after = "1m", restart = "resume" },
+                item.clone()
+            )
+            .is_empty()
+        );
+        assert!(check_errors(quote! { park_after = "never" }, item).is_empty());
     }
 
     #[test]

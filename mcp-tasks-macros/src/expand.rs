@@ -326,6 +326,12 @@ fn generate(tool: &Tool) -> TokenStream {
         };
         builder.push(quote!(.with_restart(#p::RestartPolicy::#variant)));
     }
+    if let Some(after) = &args.park_after {
+        builder.push(match after.value {
+            Some(ms) => quote!(.with_park_after(#p::Duration::from_millis(#ms))),
+            None => quote!(.without_parking()),
+        });
+    }
     let version = match &args.version {
         Some(version) => {
             let version = &version.value;

@@ -65,6 +65,8 @@ pub struct ToolArgs {
     pub idempotent: Option<Spanned<bool>>,
     pub open_world: Option<Spanned<bool>>,
     pub restart: Option<Spanned<Restart>>,
+    /// `park_after = ".."`: milliseconds, `None` for `"never"`.
+    pub park_after: Option<Spanned<Option<u64>>>,
     pub version: Option<Spanned<String>>,
     pub krate: Option<syn::Path>,
     /// Arguments that were written but whose value was reported as wrong: a check that

@@ -16,8 +16,8 @@ use digest::{Fnv1a, canonical_json};
 pub use error::{DefinitionError, ToolError};
 use settings::name_problem;
 pub use settings::{
-    DEFAULT_POLL_INTERVAL, DEFAULT_TTL, MAX_TOOL_NAME_LEN, Mode, RestartPolicy, TASK_SUPPORT_KEY,
-    Ttl,
+    DEFAULT_PARK_AFTER, DEFAULT_POLL_INTERVAL, DEFAULT_TTL, MAX_TOOL_NAME_LEN, Mode, RestartPolicy,
+    TASK_SUPPORT_KEY, Ttl,
 };
 
 use futures::future::BoxFuture;
@@ -35,6 +35,7 @@ pub struct ToolDefinition {
     poll_interval: Duration,
     inline_budget: Option<Duration>,
     restart: RestartPolicy,
+    park_after: Option<Duration>,
     version: Cow<'static, str>,
 }
 
@@ -53,6 +54,7 @@ impl ToolDefinition {
             poll_interval: DEFAULT_POLL_INTERVAL,
             inline_budget: None,
             restart: RestartPolicy::default(),
+            park_after: Some(DEFAULT_PARK_AFTER),
             version: Cow::Borrowed(""),
         }
         .with_mode(Mode::default())
@@ -62,6 +64,27 @@ impl ToolDefinition {
     #[must_use]
     pub fn with_restart(mut self, restart: RestartPolicy) -> Self {
         self.restart = restart;
+        self
+    }
+
+    /// Sets how long a task of this tool waits (for an answer to an input request, or in a
+    /// durable [`sleep`](crate::TaskContext::sleep)) before it is parked: its work is
+    /// dropped, its memory and (in a cluster) its lease given back, and only its row waits;
+    /// the answer, the timer, a cancel or the task's expiry wakes it, on any instance, and
+    /// it goes on by replay. Only a tool that resumes ([`RestartPolicy::Resume`]) is ever
+    /// parked, and only over a store that keeps parked tasks (every store of this crate
+    /// does). [`DEFAULT_PARK_AFTER`] unless set; `#[task_tool(park_after = "..")]` sets it.
+    #[must_use]
+    pub fn with_park_after(mut self, after: Duration) -> Self {
+        self.park_after = Some(after);
+        self
+    }
+
+    /// Never parks this tool's tasks: a waiting task keeps its work in memory (and, in a
+    /// cluster, its lease) for as long as it waits. `#[task_tool(park_after = "never")]`.
+    #[must_use]
+    pub fn without_parking(mut self) -> Self {
+        self.park_after = None;
         self
     }
 
@@ -204,6 +227,15 @@ impl ToolDefinition {
     #[must_use]
     pub fn restart(&self) -> RestartPolicy {
         self.restart
+    }
+
+    /// How long a task of this tool waits before it is parked
+    /// ([`with_park_after`](Self::with_park_after)); `None` when it never is (its tool does
+    /// not resume, or [`without_parking`](Self::without_parking)).
+    #[must_use]
+    pub fn park_after(&self) -> Option<Duration> {
+        self.park_after
+            .filter(|_| self.restart == RestartPolicy::Resume)
     }
 
     /// The tool's version.

@@ -7,6 +7,7 @@
     reason = "each test binary uses a different part of the harness"
 )]
 
+pub mod restart;
 pub mod scripted;
 
 use std::time::Duration;

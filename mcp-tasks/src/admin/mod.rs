@@ -34,7 +34,8 @@
 //! comma-separated), `tool`, `owner`, `instance`, `created_after`, `created_before` (epoch
 //! milliseconds, an RFC 3339 time, or a duration ago such as `2h`), `stalled` (a duration:
 //! live and unchanged for longer; durations as `#[task_tool]` takes them, [`crate::duration`]:
-//! `90s`, `1h30m`, `7d`), and for lists `limit` (1 to 500) and `cursor` (a page's
+//! `90s`, `1h30m`, `7d`), `parked` (`true`: only tasks parked while they wait, each listed
+//! with `parked: {waitsFor, untilMs, until}`), and for lists `limit` (1 to 500) and `cursor` (a page's
 //! `nextCursor`, with the same filters). A bad or unknown parameter answers `400` with
 //! `{"error": {"parameter": ..., "message": ...}}`.
 //!
@@ -153,6 +154,11 @@ pub(crate) fn summary_json(task: &TaskSnapshot, instance: Option<&str>) -> Value
         "ttlMs": task.ttl_ms,
         "cancelRequested": task.cancel_requested,
         "instance": instance,
+        "parked": task.waits_for().map(|waits_for| json!({
+            "waitsFor": waits_for,
+            "untilMs": task.parked_until_ms.filter(|_| waits_for == "timer"),
+            "until": task.parked_until_ms.filter(|_| waits_for == "timer").map(rfc3339),
+        })),
     })
 }
 
@@ -214,7 +220,7 @@ async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Res
 
 async fn counts(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, &LIST_PARAMS[..7])?;
+    query::only(&pairs, &LIST_PARAMS[..8])?;
     let filter = query::filter(&pairs, admin.now_ms())?;
     let counts = admin.admin_store()?.count(&filter).await?;
     ok(&counts_json(&counts))

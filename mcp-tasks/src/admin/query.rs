@@ -24,7 +24,7 @@ impl BadParam {
 }
 
 /// The parameters of a list (and of a count, which ignores `cursor` and `limit`).
-pub(crate) const LIST_PARAMS: [&str; 9] = [
+pub(crate) const LIST_PARAMS: [&str; 10] = [
     "status",
     "tool",
     "owner",
@@ -32,6 +32,7 @@ pub(crate) const LIST_PARAMS: [&str; 9] = [
     "created_after",
     "created_before",
     "stalled",
+    "parked",
     "cursor",
     "limit",
 ];
@@ -104,6 +105,16 @@ pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilt
     }
     if let Some(stalled) = single(pairs, "stalled")? {
         filter = filter.with_stalled_for(duration("stalled", stalled)?);
+    }
+    match single(pairs, "parked")? {
+        None | Some("false" | "0" | "no") => {}
+        Some("true" | "1" | "yes") => filter = filter.parked_only(),
+        Some(other) => {
+            return Err(BadParam::new(
+                "parked",
+                format!("`parked` is `{other}`: give `true` (only parked tasks) or `false`"),
+            ));
+        }
     }
     Ok(filter)
 }

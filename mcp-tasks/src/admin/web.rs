@@ -199,7 +199,7 @@ fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
     };
     format!(
         "<form class=\"filters\" method=\"get\" action=\"/admin/\">\
-         <label>status <select name=\"status\">{options}</select></label>{}{}{}{}{}{}\
+         <label>status <select name=\"status\">{options}</select></label>{}{}{}{}{}{}{}\
          <button type=\"submit\">Filter</button> <a href=\"/admin/\">clear</a></form>",
         field("tool", "tool", "name"),
         field("owner", "owner", "principal"),
@@ -207,6 +207,16 @@ fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
         field("stalled", "stalled for", "1h"),
         field("created_after", "created after", "2h or RFC 3339"),
         field("created_before", "created before", ""),
+        parked_field(filter.parked),
+    )
+}
+
+/// The `parked` filter: any task, or only the parked ones.
+fn parked_field(parked: bool) -> String {
+    let selected = if parked { " selected" } else { "" };
+    format!(
+        "<label>parked <select name=\"parked\"><option value=\"\">any</option>\
+         <option value=\"true\"{selected}>only parked</option></select></label>"
     )
 }
 
@@ -215,7 +225,7 @@ fn task_row(summary: &TaskSummary) -> String {
     let word = status_word(task.status);
     format!(
         "<tr class=\"task\" data-task-id=\"{id}\" data-tool=\"{tool}\" data-status=\"{word}\">\
-         <td><a href=\"/admin/tasks/{link}\">{id}</a></td><td class=\"{word}\">{word}{cancel}</td>\
+         <td><a href=\"/admin/tasks/{link}\">{id}</a></td><td class=\"{word}\">{word}{cancel}{parked}</td>\
          <td>{tool}</td><td>{owner}</td><td>{instance}</td><td class=\"t\">{updated}</td>\
          <td class=\"message\">{message}</td></tr>",
         id = escape(&task.id),
@@ -229,6 +239,11 @@ fn task_row(summary: &TaskSummary) -> String {
             " (cancel asked)"
         } else {
             ""
+        },
+        parked = match (task.waits_for(), task.parked_until_ms) {
+            (Some("timer"), Some(until)) => format!(" (parked until {})", rfc3339(until)),
+            (Some(waits_for), _) => format!(" (parked: {waits_for})"),
+            (None, _) => String::new(),
         },
     )
 }

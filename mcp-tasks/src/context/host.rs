@@ -132,4 +132,9 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn ensure_task(&self) -> BoxFuture<'_, Result<(), Failure>>;
     /// Stores a completed step durably.
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>>;
+    /// Parks the task once it waited its tool's park time (`runtime/park.rs`): waits the
+    /// time, stores the park, and never resolves (the work is dropped once the park is
+    /// stored). Never resolves without parking either: for a call that cannot park, a wait
+    /// too short to be worth it, or a park the store refused (what it waits for came).
+    fn park(&self, wait: crate::store::Wait) -> BoxFuture<'_, ()>;
 }

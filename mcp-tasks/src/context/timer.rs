@@ -79,8 +79,16 @@ impl TaskContext {
                 Ok(())
             };
         }
-        self.until_cancelled(tokio::time::sleep(Duration::from_millis(left)))
-            .await
+        // A long sleep parks the task (`runtime/park.rs`): its work is dropped, and its timer
+        // wakes it to a replay that finds the deadline passed.
+        let park = self.host.park(crate::store::Wait::until(deadline_ms));
+        self.until_cancelled(async {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(left)) => {}
+                () = park => {}
+            }
+        })
+        .await
     }
 }
 

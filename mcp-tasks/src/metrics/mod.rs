@@ -67,6 +67,10 @@ pub const WAKEUPS_RECEIVED: &str = "mcp_tasks_wakeups_received_total";
 pub const WAKEUPS_MISSED: &str = "mcp_tasks_wakeups_missed_total";
 /// `mcp_tasks_requests_refused_total`.
 pub const REQUESTS_REFUSED: &str = "mcp_tasks_requests_refused_total";
+/// Counter: tasks parked (their work dropped while they wait for an answer or a timer).
+pub const TASKS_PARKED: &str = "mcp_tasks_tasks_parked_total";
+/// Counter: parked tasks woken and run again, by this instance.
+pub const TASKS_WOKEN: &str = "mcp_tasks_tasks_woken_total";
 
 /// The histograms, each with its unit (all in seconds).
 pub const HISTOGRAMS: [&str; 4] = [TASK_DURATION, TASK_FIRST_STATUS, STORE_OPERATION, CLAIM_LAG];
@@ -130,6 +134,11 @@ pub fn describe() {
         REQUESTS_REFUSED,
         "Requests the request guard refused, by JSON-RPC error code."
     );
+    describe_counter!(
+        TASKS_PARKED,
+        "Tasks parked: their work dropped while they wait for an answer or a timer."
+    );
+    describe_counter!(TASKS_WOKEN, "Parked tasks woken and run again here.");
 }
 
 /// The JSON-RPC codes the request guard refuses with (`code` of [`REQUESTS_REFUSED`]): parse
@@ -137,7 +146,7 @@ pub fn describe() {
 const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
 
 /// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
-const STORE_OPERATIONS: [&str; 17] = [
+const STORE_OPERATIONS: [&str; 20] = [
     "create",
     "get",
     "set_status_message",
@@ -155,6 +164,9 @@ const STORE_OPERATIONS: [&str; 17] = [
     "release",
     "answers",
     "queue_depth",
+    "park",
+    "wake",
+    "next_wake",
 ];
 
 /// Registers every metric of this crate at zero (a histogram by taking its handle; an engine's task tools, every status,
@@ -190,6 +202,8 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
         counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(0);
     }
     counter!(WAKEUPS_MISSED).increment(0);
+    counter!(TASKS_PARKED).increment(0);
+    counter!(TASKS_WOKEN).increment(0);
     for code in REFUSAL_CODES {
         counter!(REQUESTS_REFUSED, "code" => code.to_string()).increment(0);
     }
@@ -332,6 +346,16 @@ pub(crate) fn lease_lost(reason: LeaseLoss) {
         LeaseLoss::Unrenewed => "unrenewed",
     };
     counter!(LEASES_LOST, "reason" => reason).increment(1);
+}
+
+/// A task was parked here.
+pub(crate) fn parked() {
+    counter!(TASKS_PARKED).increment(1);
+}
+
+/// A parked task was woken and runs again here.
+pub(crate) fn woken() {
+    counter!(TASKS_WOKEN).increment(1);
 }
 
 /// The store refused a write of running work as fenced.

@@ -104,6 +104,18 @@ impl TaskStore for Timed {
         time("expire_due", self.0.expire_due()).await
     }
 
+    fn parks(&self) -> bool {
+        self.0.parks()
+    }
+
+    async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
+        time("wake", self.0.wake(only, limit)).await
+    }
+
+    async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
+        time("next_wake", self.0.next_wake()).await
+    }
+
     fn admin(&self) -> Option<&dyn AdminStore> {
         self.0.admin()
     }

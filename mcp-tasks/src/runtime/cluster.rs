@@ -96,7 +96,7 @@ const RENEW_CONCURRENCY: usize = 8;
 /// (renewals, wake-ups and, on an executing instance, claims). Called once, by
 /// [`Runtime::start`].
 pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
-    let claim_now = Arc::new(Notify::new());
+    let claim_now = Arc::clone(&runtime.parking.claim_now);
     let wakeups = runtime.subscribe();
     let loops = runtime.lifecycle.loops();
     loops.spawn(renew_loop(Arc::clone(runtime), Arc::clone(instance)));

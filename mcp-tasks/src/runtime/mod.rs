@@ -20,6 +20,7 @@
 //! - `placement.rs`: where the work runs, here alone or as one instance of a cluster,
 //!   decided once when the runtime is built, and what that means for a write's fence and a
 //!   new task's runner;
+//! - `park.rs`: parked tasks, whose work is dropped while they wait, and their wake-ups;
 //! - `start.rs`: starting the loops, and what a starting runtime does with the tasks it
 //!   finds unfinished (recovery, or a first claim);
 //! - this module: the process-local registry of running tasks and the expiry sweep.
@@ -63,6 +64,7 @@ mod capacity;
 pub(crate) mod cluster;
 pub(crate) mod lifecycle;
 mod outcome;
+mod park;
 pub(crate) mod placement;
 pub(crate) mod recover;
 mod start;
@@ -103,6 +105,9 @@ struct LiveTask {
     /// lease could lapse anywhere (`cluster.rs`, invariant 6), so that the work runs
     /// nowhere else at the same time.
     halt: CancellationToken,
+    /// Drops the work's future once its task is parked (`park.rs`): the task waits in its
+    /// row, and a wake-up runs it again.
+    park: CancellationToken,
     /// Held (shared) by every step write under way: the drain waits for them (exclusive)
     /// before it hands the task over, so a step that ran is stored, not run again.
     step_writes: Arc<tokio::sync::RwLock<()>>,
@@ -177,6 +182,8 @@ pub(crate) struct Runtime {
     /// [`Notice::Changed`] for every task whose status, status message, input requests or
     /// outcome this process changed. Nothing is sent while no one subscribes.
     pub(crate) changes: tokio::sync::broadcast::Sender<Notice>,
+    /// The wake-ups of parked tasks (`park.rs`).
+    pub(crate) parking: park::Parking,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -209,6 +216,7 @@ impl Runtime {
             tools,
             lifecycle: Lifecycle::new(),
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
+            parking: park::Parking::default(),
         })
     }
 
@@ -379,6 +387,7 @@ impl Runtime {
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
             halt: CancellationToken::new(),
+            park: CancellationToken::new(),
             step_writes: Arc::default(),
             gauges,
         });

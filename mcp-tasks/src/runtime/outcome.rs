@@ -29,6 +29,8 @@ enum Run {
     Stopped,
     /// Its lease was about to lapse, or was taken: dropped.
     Halted,
+    /// Its task was parked (`park.rs`): dropped.
+    Parked,
 }
 
 impl Runtime {
@@ -46,9 +48,9 @@ impl Runtime {
         let runtime = Arc::clone(self);
         let stop = self.lifecycle.stop_token().clone();
         // Registered before it is spawned; work that is not (none is) is never halted.
-        let halt = self
+        let (halt, park) = self
             .get_live(&id)
-            .map(|live| live.halt.clone())
+            .map(|live| (live.halt.clone(), live.park.clone()))
             .unwrap_or_default();
         self.lifecycle.work().spawn(
             async move {
@@ -59,11 +61,13 @@ impl Runtime {
                     ended = work => Run::Ended(ended),
                     () = stop.cancelled() => Run::Stopped,
                     () = halt.cancelled() => Run::Halted,
+                    () = park.cancelled() => Run::Parked,
                 };
                 match ended {
                     Run::Ended(ended) => runtime.finish(&id, &tool, ended).await,
                     Run::Stopped => runtime.abandon(&id, &tool).await,
                     Run::Halted => runtime.halted(&id),
+                    Run::Parked => runtime.parked(&id).await,
                 }
             }
             .instrument(span),

@@ -63,6 +63,9 @@ pub(crate) enum Cause {
     /// In a cluster: the task was recorded with no runner (queued), and this instance or
     /// worker claimed it. Not a restart: its tool's restart policy does not apply.
     Queued,
+    /// The task was parked (`park.rs`) and is woken: its work goes on, by replay. Not a
+    /// restart: no status message of its own.
+    Woken,
 }
 
 impl Cause {
@@ -74,6 +77,10 @@ impl Cause {
                 "the server instance running the task stopped (its lease lapsed); the task is not \
                  resumed"
             }
+            Self::Woken => {
+                "the task waited parked, and its tool no longer resumes (restart policy `fail`); \
+                 call the tool again"
+            }
         }
     }
 
@@ -82,14 +89,14 @@ impl Cause {
         match self {
             Self::Restart => Some("resumed after a server restart"),
             Self::Lapsed => Some("resumed on another server instance after its server stopped"),
-            Self::Queued => None,
+            Self::Queued | Self::Woken => None,
         }
     }
 
     fn what(self) -> &'static str {
         match self {
             Self::Restart => "the server restarted and",
-            Self::Lapsed | Self::Queued => "this server instance",
+            Self::Lapsed | Self::Queued | Self::Woken => "this server instance",
         }
     }
 }
@@ -112,6 +119,8 @@ pub(crate) async fn take(
     cause: Cause,
     report: &mut RecoveryReport,
 ) -> Result<(), StoreError> {
+    // A claim in a cluster takes woken parked tasks with the lapsed ones.
+    let cause = if task.woken { Cause::Woken } else { cause };
     let failure = match runtime.tools.toolkit.get(&task.tool) {
         None => Some(format!(
             "{} no longer offers tool `{}`",
@@ -168,6 +177,10 @@ async fn resume(
         serde_json::from_value(serde_json::Value::Object(task.origin.request_meta))
             .unwrap_or_default();
     let cancel = CancellationToken::new();
+    if task.cancel_requested {
+        // Cancelled before this run: the replay ends at its first wait.
+        cancel.cancel();
+    }
     let call = CallState::task(CallParts {
         id: task.id.clone(),
         tool: tool.clone(),

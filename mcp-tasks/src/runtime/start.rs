@@ -22,6 +22,11 @@ impl Runtime {
         self.lifecycle
             .loops()
             .spawn(super::reap_loop(Arc::clone(self)));
+        if self.store.parks() {
+            self.lifecycle
+                .loops()
+                .spawn(super::park::wake_loop(Arc::clone(self)));
+        }
         if let Placement::Cluster(instance) = &self.placement {
             cluster::start(self, instance);
         }

@@ -354,7 +354,12 @@ impl Engine {
             Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/update")),
             Err(error) => return Err(errors::store_failure(&error)),
         };
+        let woke = !accepted.is_empty();
         self.runtime.deliver(&params.task_id, accepted);
+        if woke {
+            // A parked task runs again (over a single-process store, here).
+            self.runtime.wake_soon(&params.task_id);
+        }
         // Answers may have moved the task back to `working`.
         self.runtime.changed(&params.task_id);
         Ok(())
@@ -379,6 +384,7 @@ impl Engine {
             Err(error) => return Err(errors::store_failure(&error)),
         }
         self.runtime.cancel(&params.task_id);
+        self.runtime.wake_soon(&params.task_id);
         Ok(())
     }
 
@@ -387,6 +393,7 @@ impl Engine {
     #[cfg(feature = "admin")]
     pub(crate) fn signal_cancel(&self, id: &str) {
         self.runtime.cancel(id);
+        self.runtime.wake_soon(id);
     }
 
     /// Deals with the tasks a previous process left unfinished in a durable store; call it

@@ -65,6 +65,8 @@ pub struct TaskFilter {
     pub created_before_ms: Option<u64>,
     /// Not terminal, and unchanged for longer than this.
     pub stalled_for: Option<Duration>,
+    /// Only parked tasks (live, their work dropped while they wait for an answer or a timer).
+    pub parked: bool,
 }
 
 impl TaskFilter {
@@ -125,6 +127,13 @@ impl TaskFilter {
         self
     }
 
+    /// Only parked tasks.
+    #[must_use]
+    pub fn parked_only(mut self) -> Self {
+        self.parked = true;
+        self
+    }
+
     /// The instant before which a task's last change makes it stalled, if the filter asks.
     #[must_use]
     pub fn stalled_before_ms(&self, now_ms: u64) -> Option<u64> {
@@ -155,6 +164,7 @@ impl TaskFilter {
             && self
                 .stalled_before_ms(now_ms)
                 .is_none_or(|before| !task.status.is_terminal() && task.last_updated_at_ms < before)
+            && (!self.parked || (!task.status.is_terminal() && task.parked_until_ms.is_some()))
     }
 
     /// A digest of the filter, which a cursor carries: the same filter, the same digest.
@@ -171,6 +181,7 @@ impl TaskFilter {
             self.created_after_ms,
             self.created_before_ms,
             self.stalled_for.map(crate::clock::millis),
+            self.parked,
         ])
         .to_string();
         let mut hasher = fnv::FnvHasher::default();

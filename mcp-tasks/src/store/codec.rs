@@ -23,21 +23,21 @@ macro_rules! task_columns {
     () => {
         "id, owner, tool, status, status_message, created_at_ms, last_updated_at_ms, ttl_ms, \
          poll_interval_ms, input_requests, used_keys, answers, outcome, cancel_requested, \
-         purge_at_ms"
+         purge_at_ms, parked_until_ms"
     };
 }
 pub(crate) use task_columns;
 
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
-#[cfg(feature = "postgres")]
-pub(crate) const TASK_COLUMNS: usize = 15;
+#[cfg(any(test, feature = "postgres"))]
+pub(crate) const TASK_COLUMNS: usize = 16;
 
 /// The columns of a live task that [`recovery`] reads, in its order: the task's, then its
 /// [`origin_columns`].
 macro_rules! recovery_columns {
     () => {
         concat!(
-            "id, owner, tool, answers, ",
+            "id, owner, tool, answers, cancel_requested, ",
             $crate::store::row::origin_columns!()
         )
     };
@@ -46,7 +46,7 @@ pub(crate) use recovery_columns;
 
 /// How many columns [`recovery_columns`] lists: a statement's own columns start at this index.
 #[cfg(feature = "postgres")]
-pub(crate) const RECOVERY_COLUMNS: usize = 4 + row::ORIGIN_COLUMNS.len();
+pub(crate) const RECOVERY_COLUMNS: usize = 5 + row::ORIGIN_COLUMNS.len();
 
 /// `purge_at_ms` of a finished task that is never purged (no TTL). NULL means "live".
 pub(crate) const NEVER: i64 = i64::MAX;
@@ -63,6 +63,8 @@ pub(crate) struct Encoded {
     pub(crate) cancel_requested: bool,
     /// NULL while live; [`NEVER`] for a finished task that is never purged.
     pub(crate) purge_at_ms: Option<i64>,
+    /// NULL unless parked ([`State::parked_until_ms`]).
+    pub(crate) parked_until_ms: Option<i64>,
 }
 
 impl TaskRow {
@@ -85,6 +87,7 @@ impl TaskRow {
                 ttl_ms: row.opt_int(7)?.map(to_u64),
                 cancel_requested: row.flag(13)?,
                 purge_at_ms: row.opt_int(14)?.map(to_u64),
+                parked_until_ms: row.opt_int(15)?.map(to_u64),
             },
             poll_interval_ms: row.opt_int(8)?.map(to_u64),
             pending: Pending {
@@ -112,6 +115,7 @@ impl TaskRow {
                 .status
                 .is_terminal()
                 .then(|| state.purge_at_ms.map_or(NEVER, to_i64)),
+            parked_until_ms: state.parked_until_ms.map(to_i64),
         })
     }
 }
@@ -195,8 +199,10 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
         owner: Arc::from(row.text(1)?),
         tool: Arc::from(row.text(2)?),
         answers: json(&row.text(3)?)?,
-        origin: TaskOrigin::decode(row, 4)?,
+        cancel_requested: row.flag(4)?,
+        origin: TaskOrigin::decode(row, 5)?,
         steps,
+        woken: false,
     })
 }
 
@@ -261,6 +267,7 @@ pub(crate) mod end_sql {
         format!(
             "status = {status}, outcome = {outcome}, status_message = {message}, \
              purge_at_ms = {purge}, input_requests = '{}', used_keys = '{}', answers = '{}', \
+             parked_until_ms = NULL, \
              last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
              ELSE t.last_updated_at_ms + 1 END{}",
             json(to_json(&dropped.input_requests)),
@@ -374,7 +381,7 @@ mod tests {
              status_message TEXT, created_at_ms INTEGER, last_updated_at_ms INTEGER, \
              ttl_ms INTEGER, poll_interval_ms INTEGER, input_requests TEXT, used_keys TEXT, \
              answers TEXT, outcome TEXT, cancel_requested INTEGER, purge_at_ms INTEGER, \
-             deadline_ms INTEGER, {})",
+             parked_until_ms INTEGER, deadline_ms INTEGER, {})",
             row::ORIGIN_COLUMNS.join(" TEXT, ") + " TEXT"
         ))
         .unwrap();
@@ -395,6 +402,7 @@ mod tests {
             row.outcome,
             row.cancel_requested,
             row.purge_at_ms,
+            row.parked_until_ms,
             state.deadline_ms().map(to_i64),
         ];
         let origin = origin.encode().unwrap();
@@ -423,7 +431,7 @@ mod tests {
             let row = Sql(row);
             Ok((
                 TaskRow::decode(&row).unwrap(),
-                TaskOrigin::decode(&row, 15).unwrap(),
+                TaskOrigin::decode(&row, TASK_COLUMNS).unwrap(),
             ))
         })
         .unwrap()

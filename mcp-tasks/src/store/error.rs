@@ -42,6 +42,11 @@ pub enum StoreError {
         "input request key `{0}` was already used in this task: give each input request a key of its own"
     )]
     KeyReused(String),
+    /// A park ([`Transition::Park`](super::Transition::Park)) was refused: what the task
+    /// waits for has come (its answer was taken, or a cancel recorded). Nothing changed; the
+    /// work goes on where it runs.
+    #[error("the task was not parked: the answer it waits for or a cancel has come")]
+    Woken,
     /// The store cannot be used as configured (a bad URL or schema name, a database written
     /// by a newer build, a store that lacks what the caller needs). Retrying does not help;
     /// the configuration has to change.

@@ -148,6 +148,21 @@ impl Entry {
     fn origin(&self) -> TaskOrigin {
         self.origin.as_deref().cloned().unwrap_or_default()
     }
+
+    /// What a replay of the live task needs.
+    fn recovery(&self, woken: bool) -> Recovery {
+        let live = self.live.as_deref();
+        Recovery {
+            id: self.id.clone(),
+            owner: self.owner.clone(),
+            tool: self.tool.clone(),
+            origin: self.origin(),
+            answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
+            steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
+            cancel_requested: self.state.cancel_requested,
+            woken,
+        }
+    }
 }
 
 /// A finished task's outcome as compact JSON text: a few hundred bytes where a parsed JSON
@@ -481,21 +496,66 @@ impl TaskStore for MemoryStore {
         for shard in &self.shards {
             let shard = shard.lock();
             for entry in shard.tasks.values() {
-                if entry.state.status.is_terminal() {
+                // A parked task's work runs nowhere by design: its wake-up replays it.
+                if entry.state.status.is_terminal() || entry.state.parked_until_ms.is_some() {
                     continue;
                 }
-                let live = entry.live.as_deref();
-                found.push(Recovery {
-                    id: entry.id.clone(),
-                    owner: entry.owner.clone(),
-                    tool: entry.tool.clone(),
-                    origin: entry.origin(),
-                    answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
-                    steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
-                });
+                found.push(entry.recovery(false));
             }
         }
         Ok(found)
+    }
+
+    fn parks(&self) -> bool {
+        true
+    }
+
+    async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
+        let take = |entry: &mut Entry, now| {
+            if !record::woken(&entry.state, now) {
+                return None;
+            }
+            record::unpark(&mut entry.state);
+            Some(entry.recovery(true))
+        };
+        if let Some(id) = only {
+            return match self.with_entry(id, |entry, now| Ok(take(entry, now))) {
+                Ok(woken) => Ok(woken.into_iter().collect()),
+                Err(StoreError::NotFound) => Ok(Vec::new()),
+                Err(error) => Err(error),
+            };
+        }
+        // The parked tasks are not indexed in memory: a scan (the memory store is for one
+        // process and modest numbers of tasks).
+        let now = self.clock.now_ms();
+        let mut found = Vec::new();
+        for shard in &self.shards {
+            let mut shard = shard.lock();
+            for entry in shard.tasks.values_mut() {
+                if found.len() >= limit {
+                    return Ok(found);
+                }
+                found.extend(take(entry, now));
+            }
+        }
+        Ok(found)
+    }
+
+    async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .shards
+            .iter()
+            .filter_map(|shard| {
+                shard
+                    .lock()
+                    .tasks
+                    .values()
+                    .filter(|entry| !entry.state.status.is_terminal())
+                    .filter_map(|entry| entry.state.parked_until_ms)
+                    .filter(|until| *until < row::PARKED_FOR_ANSWER)
+                    .min()
+            })
+            .min())
     }
 
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {

@@ -52,8 +52,8 @@ pub use cluster::{Claim, ClusterStore, Lease, Notice};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 pub use new::NewTask;
-pub use record::Transition;
-pub use row::{Created, Outcome, Recovery, Step, TaskOrigin, TaskSnapshot};
+pub use record::{Transition, Wait};
+pub use row::{Created, Outcome, PARKED_FOR_ANSWER, Recovery, Step, TaskOrigin, TaskSnapshot};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 #[cfg(feature = "postgres")]
@@ -113,8 +113,8 @@ pub trait TaskStore: Send + Sync + 'static {
     // docs/protocol.md R35, R37.
     async fn request_cancel(&self, id: &str) -> Result<(), StoreError>;
 
-    /// Every task that is not terminal, with what a replay needs. A process calls it once,
-    /// at start-up, before serving.
+    /// Every task that is not terminal and not parked, with what a replay needs. A process
+    /// calls it once, at start-up, before serving.
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError>;
 
     /// Every answer stored for task `id`'s input requests, by key (the replay data); empty for a
@@ -133,6 +133,30 @@ pub trait TaskStore: Send + Sync + 'static {
             Some(_) => Ok(InputResponses::new()),
             None => Err(StoreError::NotFound),
         }
+    }
+
+    /// Whether the store keeps parked tasks ([`Transition::Park`]) and wakes them
+    /// ([`TaskStore::wake`], or a [`ClusterStore`]'s claims). The runtime parks no task over
+    /// a store that does not (the default): their waits stay in memory.
+    fn parks(&self) -> bool {
+        false
+    }
+
+    /// Takes up to `limit` parked tasks that are woken now (an answer taken, a cancel
+    /// recorded, a timer due; `only`: that task alone, if it is): each leaves its park and
+    /// comes with what its replay needs ([`Recovery::woken`]). A task is taken by one call
+    /// only. What a single-process runtime runs after a wake-up; a [`ClusterStore`] wakes
+    /// through its claims instead. The default (a store that does not park) takes none.
+    async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
+        let _ = (only, limit);
+        Ok(Vec::new())
+    }
+
+    /// The earliest instant (milliseconds since the Unix epoch) a parked task is due to be
+    /// woken, `None` when no live task is parked with a timer (or woken already). The default (a store that does not park)
+    /// answers `None`.
+    async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
     }
 
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`

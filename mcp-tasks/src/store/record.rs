@@ -81,7 +81,7 @@ use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
 use super::{
     StoreError,
-    row::{Outcome, Pending, State, Step, TaskRow},
+    row::{Outcome, PARKED_FOR_ANSWER, Pending, State, Step, TaskRow},
 };
 use crate::{clock::millis, errors};
 
@@ -160,12 +160,12 @@ pub(crate) struct Change {
 }
 
 impl Change {
-    const NONE: Self = Self {
+    pub(crate) const NONE: Self = Self {
         changed: false,
         ended: false,
         wake: None,
     };
-    const CHANGED: Self = Self {
+    pub(crate) const CHANGED: Self = Self {
         changed: true,
         ended: false,
         wake: None,
@@ -184,6 +184,8 @@ pub(crate) enum Refusal {
     Terminal(TaskStatus),
     /// The input key was used before in this task (invariant 4).
     KeyReused(String),
+    /// A park, but what the task waits for has come.
+    Woken,
 }
 
 impl From<Refusal> for StoreError {
@@ -191,6 +193,7 @@ impl From<Refusal> for StoreError {
         match refusal {
             Refusal::Terminal(status) => Self::Terminal(status),
             Refusal::KeyReused(key) => Self::KeyReused(key),
+            Refusal::Woken => Self::Woken,
         }
     }
 }
@@ -221,6 +224,7 @@ pub(crate) fn create(status_message: Option<String>, ttl: Option<Duration>, now:
         ttl_ms: ttl.map(millis),
         cancel_requested: false,
         purge_at_ms: None,
+        parked_until_ms: None,
     }
 }
 
@@ -313,6 +317,42 @@ pub enum Transition {
     SaveStep(Step),
     /// Moves the task to its terminal state.
     Finish(Outcome),
+    /// Parks the live task: its work stops wherever it runs, and nothing runs it until it is
+    /// woken (an answer is taken, its timer is due, a cancel intent is recorded). Refused
+    /// with [`StoreError::Woken`] when what it waits for has come already; a cluster store
+    /// also gives up the lease (the epoch moves on).
+    Park(Wait),
+}
+
+/// What a parked task waits for ([`Transition::Park`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Wait {
+    /// The input request whose answer it waits for: already answered, the park is refused.
+    pub key: Option<String>,
+    /// Its timer: woken at this instant (milliseconds since the Unix epoch). `None`: only an
+    /// answer or a cancel wakes it.
+    pub until_ms: Option<u64>,
+}
+
+impl Wait {
+    /// Waits for the answer to input request `key`.
+    #[must_use]
+    pub fn answer(key: impl Into<String>) -> Self {
+        Self {
+            key: Some(key.into()),
+            until_ms: None,
+        }
+    }
+
+    /// Waits until `until_ms` (milliseconds since the Unix epoch).
+    #[must_use]
+    pub fn until(until_ms: u64) -> Self {
+        Self {
+            key: None,
+            until_ms: Some(until_ms),
+        }
+    }
 }
 
 impl Transition {
@@ -323,12 +363,13 @@ impl Transition {
             Self::RequestInput { .. } => "request_input",
             Self::SaveStep(_) => "save_step",
             Self::Finish(_) => "finish",
+            Self::Park(_) => "park",
         }
     }
 
-    /// Whether `tasks/get` shows what it changes (a step is not visible).
+    /// Whether `tasks/get` shows what it changes (neither a step nor a park is visible).
     pub(crate) const fn visible(&self) -> bool {
-        !matches!(self, Self::SaveStep(_))
+        !matches!(self, Self::SaveStep(_) | Self::Park(_))
     }
 }
 
@@ -346,7 +387,41 @@ pub(crate) fn apply(
         }
         Transition::SaveStep(step) => (save_step(record, now)?, Some(step)),
         Transition::Finish(outcome) => (finish(record, now, outcome)?, None),
+        Transition::Park(wait) => (park(record, wait)?, None),
     })
+}
+
+/// Parks a live task until `wait` is over (see [`Transition::Park`]). Not a visible change:
+/// `lastUpdatedAt` stays.
+pub(crate) fn park(record: &mut impl Record, wait: Wait) -> Result<Change, Refusal> {
+    record.state().check_live()?;
+    let answered = wait
+        .key
+        .as_ref()
+        .is_some_and(|key| !record.pending_mut().input_requests.contains_key(key));
+    let state = record.state_mut();
+    if state.cancel_requested || answered {
+        return Err(Refusal::Woken);
+    }
+    state.parked_until_ms = Some(wait.until_ms.unwrap_or(PARKED_FOR_ANSWER));
+    Ok(Change::CHANGED)
+}
+
+/// Wakes a parked task now (an answer was taken, a cancel recorded): it is due at once.
+fn wake_now(state: &mut State) {
+    if state.parked_until_ms.is_some() {
+        state.parked_until_ms = Some(0);
+    }
+}
+
+/// Whether the parked task is due to be woken at `now` (a task that is not parked is not).
+pub(crate) fn woken(state: &State, now: u64) -> bool {
+    !state.status.is_terminal() && state.parked_until_ms.is_some_and(|until| until <= now)
+}
+
+/// Takes a woken task out of its park (see [`woken`]): its work is about to go on.
+pub(crate) fn unpark(state: &mut State) {
+    state.parked_until_ms = None;
 }
 
 /// Sets or clears `statusMessage` of a live task (a change only when it differs).
@@ -418,6 +493,7 @@ pub(crate) fn deliver_input(
     if idle {
         state.status = TaskStatus::Working;
     }
+    wake_now(state);
     state.touch(now);
     let change = Change {
         wake: Some(WakeupKind::Answers),
@@ -454,6 +530,7 @@ pub(crate) fn request_cancel(record: &mut impl Record, now: u64) -> Change {
         return Change::NONE;
     }
     state.cancel_requested = true;
+    wake_now(state);
     state.touch(now);
     Change {
         wake: Some(WakeupKind::Cancel),
@@ -480,6 +557,7 @@ fn end(
     state.status = outcome.status();
     state.status_message = message;
     state.purge_at_ms = purge_at_ms;
+    state.parked_until_ms = None;
     state.touch(now);
     record.end_with(outcome);
     Change::ENDED

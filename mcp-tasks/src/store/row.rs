@@ -157,7 +157,15 @@ pub(crate) struct State {
     /// When the terminal task is purged; `None` while it is live, and for a terminal task
     /// that has no TTL (never purged).
     pub(crate) purge_at_ms: Option<u64>,
+    /// Set while the task is parked ([`Transition::Park`](super::Transition::Park)): its
+    /// work runs nowhere until this instant, [`PARKED_FOR_ANSWER`] while it waits for an
+    /// answer alone. An answer taken or a cancel intent makes it 0 (due now); a wake-up takes
+    /// it back to `None`, and so does the task's end.
+    pub(crate) parked_until_ms: Option<u64>,
 }
+
+/// [`TaskSnapshot::parked_until_ms`] of a task parked until an answer (or a cancel) wakes it.
+pub const PARKED_FOR_ANSWER: u64 = i64::MAX as u64;
 
 impl State {
     /// `createdAt + ttlMs`, saturating; `None` without a TTL.
@@ -265,6 +273,11 @@ pub struct Recovery {
     pub answers: InputResponses,
     /// The completed steps, in order.
     pub steps: Vec<Step>,
+    /// A cancel intent was recorded: the replay starts cancelled.
+    pub cancel_requested: bool,
+    /// It was parked, and is woken (an answer, its timer, a cancel): its work goes on, by
+    /// replay; not a restart.
+    pub woken: bool,
 }
 
 /// A task as the store holds it at one instant.
@@ -296,9 +309,24 @@ pub struct TaskSnapshot {
     pub outcome: Option<Outcome>,
     /// Whether a `tasks/cancel` was received.
     pub cancel_requested: bool,
+    /// Set while the task is parked: its work runs nowhere until it is woken, at this instant
+    /// (milliseconds since the Unix epoch); [`PARKED_FOR_ANSWER`] while only an answer or a
+    /// cancel wakes it, 0 once woken and not running yet. The wire does not show it.
+    pub parked_until_ms: Option<u64>,
 }
 
 impl TaskSnapshot {
+    /// What a parked task waits for ([`TaskSnapshot::parked_until_ms`]): `"answer"`,
+    /// `"timer"` or `"wake-up"` (woken, about to run); `None` when it is not parked.
+    #[must_use]
+    pub fn waits_for(&self) -> Option<&'static str> {
+        match self.parked_until_ms? {
+            PARKED_FOR_ANSWER => Some("answer"),
+            0 => Some("wake-up"),
+            _ => Some("timer"),
+        }
+    }
+
     /// The base `Task` fields, as `CreateTaskResult` carries them.
     #[must_use]
     pub fn to_task(&self) -> Task {
@@ -422,6 +450,7 @@ pub(crate) fn snapshot(
         input_requests,
         outcome,
         cancel_requested: state.cancel_requested,
+        parked_until_ms: state.parked_until_ms,
     }
 }
 

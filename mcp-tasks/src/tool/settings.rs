@@ -102,6 +102,14 @@ pub const DEFAULT_TTL: Ttl = Ttl::After(Duration::from_secs(3600));
 /// `poll_interval` against it.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a task of a tool that resumes waits (for an answer, or in a durable sleep)
+/// before it is parked, thirty seconds, unless the tool sets its own
+/// ([`ToolDefinition::with_park_after`](super::ToolDefinition::with_park_after),
+/// `#[task_tool(park_after = "..")]`): long enough that a question answered while the person
+/// is at the screen, or a short pause, costs no replay; short enough that a task waiting for
+/// a person or a clock for hours holds only its row.
+pub const DEFAULT_PARK_AFTER: Duration = Duration::from_secs(30);
+
 /// The longest tool name, in characters (the MCP tool-name rule).
 pub const MAX_TOOL_NAME_LEN: usize = 128;
 

@@ -63,6 +63,9 @@ pub struct Filters {
     /// Only live tasks unchanged for longer than this (e.g. 1h, 30m).
     #[arg(long, value_name = "DURATION")]
     pub stalled: Option<String>,
+    /// Only parked tasks (their work dropped while they wait for an answer or a timer).
+    #[arg(long)]
+    pub parked: bool,
 }
 
 /// The admin commands.
@@ -255,6 +258,9 @@ fn filter_query(filters: &Filters) -> Vec<(&'static str, String)> {
             query.push((key, value.clone()));
         }
     }
+    if filters.parked {
+        query.push(("parked", "true".to_owned()));
+    }
     query
 }
 
@@ -405,7 +411,10 @@ fn table(tasks: &[&Value]) -> String {
         .map(|task| {
             [
                 text(&task["taskId"]),
-                text(&task["status"]),
+                match task["parked"]["waitsFor"].as_str() {
+                    Some(waits_for) => format!("{} (parked: {waits_for})", text(&task["status"])),
+                    None => text(&task["status"]),
+                },
                 cell(&text(&task["tool"]), 24),
                 cell(&text(&task["owner"]), 16),
                 cell(&text(&task["instance"]), 16),
@@ -465,6 +474,13 @@ fn show(detail: &Value) -> String {
     field("updated", text(&task["lastUpdatedAt"]));
     field("ttl ms", text(&task["ttlMs"]));
     field("cancel asked", text(&task["cancelRequested"]));
+    if let Some(waits_for) = task["parked"]["waitsFor"].as_str() {
+        let until = task["parked"]["until"]
+            .as_str()
+            .map(|at| format!(" until {at}"))
+            .unwrap_or_default();
+        field("parked", format!("waits for {waits_for}{until}"));
+    }
     if let Some(lease) = detail["lease"].as_object() {
         field(
             "lease",

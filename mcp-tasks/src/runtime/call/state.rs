@@ -34,7 +34,7 @@ use crate::{
     context::{Ask, Failure, Host, Progress, ProgressError, StepSlot, TaskContext},
     errors,
     runtime::Runtime,
-    store::{Step, StoreError},
+    store::{Step, StoreError, Wait},
     toolkit::StateMap,
 };
 
@@ -351,7 +351,33 @@ impl CallState {
             biased;
             () = self.parts.cancel.cancelled() => Err(Failure::Cancelled),
             value = answer => value.map_err(|_| Failure::Cancelled),
+            () = self.wait_then_park(Wait::answer(key)) => Err(Failure::Cancelled),
         }
+    }
+
+    /// Waits the tool's park time, then parks the task (`runtime/park.rs`); never resolves.
+    async fn wait_then_park(&self, wait: Wait) {
+        let runtime = &self.parts.runtime;
+        let task = matches!(*self.phase(), Phase::Task);
+        if let Some(after) = runtime.park_after(&self.parts.tool).filter(|_| task) {
+            let now = crate::clock::millis(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default(),
+            );
+            // A timer due within the park time is waited for here.
+            let worth = wait
+                .until_ms
+                .is_none_or(|until| until.saturating_sub(now) > crate::clock::millis(after));
+            if worth {
+                tokio::time::sleep(after).await;
+                if let Err(error) = runtime.park(&self.parts.id, wait).await {
+                    tracing::warn!(task_id = %self.parts.id, %error,
+                        "the task was not parked; its work waits here");
+                }
+            }
+        }
+        std::future::pending::<()>().await;
     }
 }
 
@@ -491,6 +517,10 @@ impl Host for CallState {
 
     fn ensure_task(&self) -> BoxFuture<'_, Result<(), Failure>> {
         Box::pin(self.become_task())
+    }
+
+    fn park(&self, wait: Wait) -> BoxFuture<'_, ()> {
+        Box::pin(self.wait_then_park(wait))
     }
 
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {

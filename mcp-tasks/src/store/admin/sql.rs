@@ -87,6 +87,9 @@ fn conditions(
             push(Param::Int(to_i64(before)), &mut params)
         ));
     }
+    if filter.parked {
+        parts.push("purge_at_ms IS NULL AND parked_until_ms IS NOT NULL".to_owned());
+    }
     if let Some(position) = after {
         let created = push(Param::Int(to_i64(position.created_at_ms)), &mut params);
         let id = push(Param::Text(position.id.to_string()), &mut params);

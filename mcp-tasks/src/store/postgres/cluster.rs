@@ -59,7 +59,10 @@ impl PostgresStore {
         let instance: Arc<str> = Arc::from(instance);
         let recoveries = Self::recoveries(&rows, &step_rows)?;
         let mut claimed = Vec::with_capacity(rows.len());
-        for (r, recovery) in rows.iter().zip(recoveries) {
+        for (r, mut recovery) in rows.iter().zip(recoveries) {
+            recovery.woken = r
+                .try_get::<_, bool>(codec::RECOVERY_COLUMNS + 1)
+                .map_err(|e| super::PgError::owned("an unreadable claimed row", e))?;
             let granted = Lease::granted(
                 Arc::clone(&recovery.id),
                 Arc::clone(&instance),
@@ -77,21 +80,24 @@ impl PostgresStore {
 macro_rules! claimed_columns {
     () => {
         concat!(
-            " RETURNING t.id, t.owner, t.tool, t.answers, ",
+            " RETURNING t.id, t.owner, t.tool, t.answers, t.cancel_requested, ",
             crate::store::row::origin_columns!(),
-            ", t.epoch"
+            ", t.epoch, c.parked"
         )
     };
 }
 
-/// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`.
+/// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`: also
+/// the parked tasks that are woken (their lease deadline is their wake-up time), taken out
+/// of their park.
 const CLAIM_LAPSED: &str = concat!(
-    "WITH c AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL AND runner IS NOT NULL \
-     AND lease_until_ms < ",
+    "WITH c AS (SELECT id, parked_until_ms IS NOT NULL AS parked FROM tasks \
+     WHERE purge_at_ms IS NULL AND runner IS NOT NULL AND lease_until_ms < ",
     db_now_ms!(),
     " AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY lease_until_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, parked_until_ms = NULL, \
+     lease_until_ms = ",
     db_now_ms!(),
     " + $2 FROM c WHERE t.id = c.id",
     claimed_columns!()
@@ -99,7 +105,7 @@ const CLAIM_LAPSED: &str = concat!(
 
 /// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`.
 const CLAIM_QUEUED: &str = concat!(
-    "WITH c AS (SELECT id FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+    "WITH c AS (SELECT id, false AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
      AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY created_at_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
      UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",

@@ -34,12 +34,18 @@ pub(super) const SELECT_FOR_UPDATE: &str = concat!(
     " FROM tasks WHERE id = $1 FOR UPDATE"
 );
 
-/// Writes back every field a change can touch ([`codec::Encoded`]).
+/// Writes back every field a change can touch ([`codec::Encoded`]). A parked task's lease
+/// deadline follows its park (`$12`): a park gives the lease up until the task's timer (the
+/// epoch moves on, so the work that parked writes nothing more), and a wake-up (0) lapses
+/// it, so the lapsed-lease claims take the task.
 pub(super) static WRITE_BACK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "UPDATE tasks SET status = $2, status_message = $3, last_updated_at_ms = $4, \
          input_requests = $5, used_keys = $6, answers = $7, answer_seq = $8, outcome = $9, \
-         cancel_requested = $10, purge_at_ms = $11{} WHERE id = $1",
+         cancel_requested = $10, purge_at_ms = $11, parked_until_ms = $12, \
+         lease_until_ms = COALESCE($12, lease_until_ms), \
+         epoch = epoch + CASE WHEN $12::bigint IS NOT NULL AND parked_until_ms IS NULL \
+         THEN 1 ELSE 0 END{} WHERE id = $1",
         codec::clear_origin(Some("$11::bigint IS NOT NULL")),
     )
 });
@@ -128,6 +134,7 @@ impl Row {
                 &row.outcome,
                 &row.cancel_requested,
                 &row.purge_at_ms,
+                &row.parked_until_ms,
             ],
             "could not update the task",
         )

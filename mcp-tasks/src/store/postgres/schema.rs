@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -79,8 +79,15 @@ const SCHEMA_V3: &str = "ALTER TABLE tasks ADD COLUMN trace_context TEXT;";
 const SCHEMA_V4: &str = "CREATE INDEX tasks_owner_finished ON tasks (owner, created_at_ms, id) \
      WHERE purge_at_ms IS NOT NULL;";
 
+/// Version 5: parked tasks (`TaskContext` parks a task that waits long): until when each
+/// waits, NULL for every task that is not parked. A parked task's lease deadline is the same
+/// instant (0 once an answer or a cancel wakes it), so the lapsed-lease claims, by
+/// `tasks_lease`, are its wake-ups; the partial index serves the operator's filter.
+const SCHEMA_V5: &str = "ALTER TABLE tasks ADD COLUMN parked_until_ms BIGINT; \
+     CREATE INDEX tasks_parked ON tasks (parked_until_ms) WHERE parked_until_ms IS NOT NULL;";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 4] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+const MIGRATIONS: [&str; 5] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
 /// transaction. Instances starting together take turns (a transaction-scoped advisory lock

@@ -45,6 +45,7 @@ impl PostgresStore {
             return Err(StoreError::NotFound);
         };
         let mut row = Row::decode(raw)?;
+        let parked = row.task.state.parked_until_ms;
         let mut change = Change::default();
         match record::apply_due(&mut row.task, now, self.retention_ms()) {
             Due::Purge => {
@@ -74,6 +75,9 @@ impl PostgresStore {
             }
             _ => transition(&mut row.task, now),
         };
+        // An answer or a cancel that wakes a parked task: the claimers hear of it.
+        let woke =
+            parked.is_some_and(|until| until > 0) && row.task.state.parked_until_ms == Some(0);
         // A refusal keeps only the expiry (if any).
         let (result, step) = match result {
             Ok((value, done, step)) => {
@@ -122,7 +126,8 @@ impl PostgresStore {
             )
             .await?;
         }
-        if let Some(notice) = &notify {
+        let queued = woke.then(|| Notice::Queued(row.task.id.clone()));
+        for notice in notify.iter().chain(&queued) {
             tx.execute(
                 "SELECT pg_notify($1, $2)",
                 &[&&*self.channel, &notice::encode(notice)],
@@ -396,7 +401,7 @@ impl TaskStore for PostgresStore {
             concat!(
                 "SELECT ",
                 recovery_columns!(),
-                " FROM tasks WHERE purge_at_ms IS NULL ORDER BY id"
+                " FROM tasks WHERE purge_at_ms IS NULL AND parked_until_ms IS NULL ORDER BY id"
             ),
             &[],
             "could not list the live tasks",
@@ -405,7 +410,8 @@ impl TaskStore for PostgresStore {
         let step_rows = read(
             &self.pool,
             "SELECT s.task_id, s.seq, s.name, s.value FROM steps s JOIN tasks t \
-             ON t.id = s.task_id WHERE t.purge_at_ms IS NULL ORDER BY s.task_id, s.seq",
+             ON t.id = s.task_id WHERE t.purge_at_ms IS NULL AND t.parked_until_ms IS NULL \
+             ORDER BY s.task_id, s.seq",
             &[],
             "could not list the live tasks' steps",
         )
@@ -512,6 +518,12 @@ impl TaskStore for PostgresStore {
 
     fn cluster(&self) -> Option<&dyn ClusterStore> {
         Some(self)
+    }
+
+    /// Parked tasks wake through the claims of lapsed leases (a parked task's lease deadline
+    /// is its wake-up time), not [`TaskStore::wake`].
+    fn parks(&self) -> bool {
+        true
     }
 }
 

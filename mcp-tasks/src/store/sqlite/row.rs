@@ -24,7 +24,7 @@ static WRITE_BACK: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE tasks SET status = ?2, status_message = ?3, last_updated_at_ms = ?4, \
          input_requests = ?5, used_keys = ?6, answers = ?7, outcome = ?8, \
-         cancel_requested = ?9, purge_at_ms = ?10{} WHERE id = ?1",
+         cancel_requested = ?9, purge_at_ms = ?10, parked_until_ms = ?11{} WHERE id = ?1",
         codec::clear_origin(Some("?10 IS NOT NULL")),
     )
 });
@@ -161,6 +161,7 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
             row.outcome,
             row.cancel_requested,
             row.purge_at_ms,
+            row.parked_until_ms,
         ],
     )
     .map_err(backend)?;

@@ -6,7 +6,7 @@ use super::{backend, backend_msg};
 use crate::store::{ConfigError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -83,13 +83,20 @@ const MIGRATE_V3_TO_V4: &str = "ALTER TABLE tasks ADD COLUMN trace_context TEXT;
 const MIGRATE_V4_TO_V5: &str = "CREATE INDEX tasks_owner_finished ON tasks (owner, created_at_ms, id) \
      WHERE purge_at_ms IS NOT NULL;";
 
+/// Schema 5 → 6: parked tasks (`TaskContext` parks a task that waits long): until when
+/// each waits, NULL for every task that is not parked, and the parked ones by that time, for
+/// the wake-ups that are due (a create writes nothing to the index).
+const MIGRATE_V5_TO_V6: &str = "ALTER TABLE tasks ADD COLUMN parked_until_ms INTEGER; \
+     CREATE INDEX tasks_parked ON tasks (parked_until_ms) WHERE parked_until_ms IS NOT NULL;";
+
 /// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     SCHEMA_V1,
     MIGRATE_V1_TO_V2,
     MIGRATE_V2_TO_V3,
     MIGRATE_V3_TO_V4,
     MIGRATE_V4_TO_V5,
+    MIGRATE_V5_TO_V6,
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {

@@ -161,7 +161,7 @@ impl TaskStore for SqliteStore {
                     "SELECT ",
                     recovery_columns!(),
                     " FROM tasks WHERE id >= (SELECT value FROM meta WHERE name = 'live_from') \
-                     AND purge_at_ms IS NULL"
+                     AND purge_at_ms IS NULL AND parked_until_ms IS NULL"
                 ))
                 .map_err(backend)?;
             let mut found = Vec::new();
@@ -179,6 +179,57 @@ impl TaskStore for SqliteStore {
                 }
             }
             Ok(found)
+        })
+        .await
+    }
+
+    fn parks(&self) -> bool {
+        true
+    }
+
+    async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
+        let only = only.map(str::to_owned);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.write(move |tx: &mut Tx<'_>| {
+            let due: Vec<String> = tx
+                .conn
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE parked_until_ms <= ?1 \
+                     AND (?2 IS NULL OR id = ?2) ORDER BY parked_until_ms LIMIT ?3",
+                )
+                .and_then(|mut select| {
+                    select
+                        .query_map(params![to_i64(tx.now), only, limit], |r| r.get(0))?
+                        .collect()
+                })
+                .map_err(backend)?;
+            let mut woken = Vec::with_capacity(due.len());
+            for id in due {
+                let taken = modify(tx, &id, |task, now| {
+                    if !record::woken(&task.state, now) {
+                        return Ok((false, record::Change::NONE));
+                    }
+                    record::unpark(&mut task.state);
+                    Ok((true, record::Change::CHANGED))
+                })?;
+                if taken && let Some(recovery) = recovery_of(tx.conn, &id)? {
+                    woken.push(recovery);
+                }
+            }
+            Ok(woken)
+        })
+        .await
+    }
+
+    async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT min(parked_until_ms) FROM tasks WHERE parked_until_ms < ?1",
+                params![to_i64(crate::store::row::PARKED_FOR_ANSWER)],
+                |r| r.get::<_, Option<i64>>(0),
+            )
+            .map(|min| min.map(codec::to_u64))
+            .map_err(backend)
         })
         .await
     }
@@ -263,4 +314,35 @@ fn trim_owners(tx: &mut Tx<'_>, owners: &[(std::sync::Arc<str>, usize)]) -> Resu
     }
     tx.effects.push(Effect::Purged(removed));
     Ok(())
+}
+
+/// What a replay of live task `id` needs, with its steps, marked woken.
+fn recovery_of(conn: &rusqlite::Connection, id: &str) -> Result<Option<Recovery>, StoreError> {
+    let found = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            recovery_columns!(),
+            " FROM tasks WHERE id = ?1"
+        ))
+        .and_then(|mut select| {
+            select
+                .query_row(params![id], |row| {
+                    Ok(codec::recovery(&SqliteRow(row), Vec::new()))
+                })
+                .optional()
+        })
+        .map_err(backend)?
+        .transpose()?;
+    let Some(mut recovery) = found else {
+        return Ok(None);
+    };
+    let mut steps_of = conn
+        .prepare_cached("SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
+        .map_err(backend)?;
+    let mut rows = steps_of.query(params![id]).map_err(backend)?;
+    while let Some(row) = rows.next().map_err(backend)? {
+        recovery.steps.push(codec::step(&SqliteRow(row), 0)?);
+    }
+    recovery.woken = true;
+    Ok(Some(recovery))
 }

@@ -1,0 +1,239 @@
+//! Parked tasks: a task whose work waits long (for an answer, or in a durable sleep) gives
+//! back everything it holds here, and only its row waits.
+//!
+//! # Invariants
+//!
+//! 1. **Who parks.** Only the task of a tool that resumes, over a store that keeps parked
+//!    tasks ([`TaskStore::parks`](crate::TaskStore::parks)), once it waited its tool's
+//!    [`park_after`](crate::ToolDefinition::park_after), and only as a task (a call whose
+//!    creating request is still open does not park).
+//! 2. **A park is a write** ([`Transition::Park`]), fenced in a cluster (the store gives the
+//!    lease up with it). The store refuses it ([`StoreError::Woken`]) when what the task
+//!    waits for came first; the work then goes on here as if nothing happened.
+//! 3. **Nothing stays.** Once the park is stored, the work's future is dropped
+//!    ([`Runtime::spawn`]'s parked branch) and its entry in the registry of running tasks
+//!    goes, with its owner's slot: a parked task costs this process no memory.
+//! 4. **Wake-ups.** An answer taken or a cancel recorded makes the parked row due at once; a
+//!    timer makes it due at its instant; an expiry ends it (nothing to wake). Over a
+//!    single-process store this process wakes it: right after the `tasks/update` or
+//!    `tasks/cancel` that woke it, and at its timer ([`wake_loop`]). In a cluster the
+//!    lapsed-lease claims take it (the store announces an answer's or a cancel's wake-up as
+//!    queued work, and a parked task's lease deadline is its timer), on whichever instance
+//!    claims first.
+//! 5. **Woken work is a replay** ([`Cause::Woken`]): stored steps return their results and
+//!    answered questions their answers; no status message of its own, so a client sees no
+//!    difference but speed. A task woken by a cancel replays cancelled.
+//! 6. **One waker.** The store hands a woken task to one waker only; an answer stored
+//!    between the park and the drop is found by the parked branch's own wake-up.
+
+use std::{
+    sync::{Arc, atomic::Ordering},
+    time::Duration,
+};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::{
+    Runtime, WriteError,
+    placement::Placement,
+    recover::{Cause, RecoveryReport, take},
+};
+use crate::{
+    clock::millis,
+    store::{StoreError, Transition, Wait},
+};
+
+/// How many woken tasks one store call takes.
+const WAKE_BATCH: usize = 256;
+
+/// The wake-ups of the tasks parked here ([`wake_loop`]).
+#[derive(Default)]
+pub(crate) struct Parking {
+    /// The earliest timer known to this process (milliseconds since the Unix epoch).
+    next: Mutex<Option<u64>>,
+    /// Tells the wake loop of an earlier timer.
+    armed: Notify,
+    /// In a cluster, runs a claim pass at once (the claim loop's).
+    pub(crate) claim_now: Arc<Notify>,
+}
+
+/// Milliseconds since the Unix epoch, now.
+fn now_ms() -> u64 {
+    millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default(),
+    )
+}
+
+impl Runtime {
+    /// How long a task of `tool` waits before it parks here; `None`: it never does
+    /// (invariant 1).
+    pub(crate) fn park_after(&self, tool: &str) -> Option<Duration> {
+        if !self.store.parks() {
+            return None;
+        }
+        self.tools.toolkit.get(tool)?.definition.park_after()
+    }
+
+    /// Parks task `id` (invariant 2): `Ok(true)` once stored, and its work is being dropped;
+    /// `Ok(false)` when the store found it woken already (the work goes on).
+    pub(crate) async fn park(&self, id: &str, wait: Wait) -> Result<bool, WriteError> {
+        let until = wait.until_ms;
+        match self.write(id, Transition::Park(wait)).await {
+            Ok(()) => {}
+            Err(WriteError::Store(StoreError::Woken)) => return Ok(false),
+            Err(error) => return Err(error),
+        }
+        tracing::debug!(task_id = %id, ?until, "task parked");
+        crate::metrics::parked();
+        if let Some(until) = until {
+            self.arm(until);
+        }
+        if let Some(live) = self.get_live(id) {
+            // Its lease went with the park: no renewal, no fenced write after it.
+            live.fenced.store(true, Ordering::Release);
+            live.park.cancel();
+        }
+        Ok(true)
+    }
+
+    /// The work of task `id` was dropped for its park (invariant 3): its entry goes, unless
+    /// a wake-up registered the task's next run meanwhile; then a wake-up of its own
+    /// (invariant 6).
+    pub(super) async fn parked(self: &Arc<Self>, id: &Arc<str>) {
+        {
+            let mut live = self.live_map();
+            if live.get(id).is_some_and(|live| live.park.is_cancelled()) {
+                live.remove(id);
+            }
+        }
+        self.wake_one(id).await;
+    }
+
+    /// Notes a timer of a task parked here, for the wake loop.
+    fn arm(&self, until: u64) {
+        let mut next = self.parking.next.lock();
+        if next.is_none_or(|next| until < next) {
+            *next = Some(until);
+            self.parking.armed.notify_one();
+        }
+    }
+
+    /// Wakes task `id` if it is parked and woken (an answer was taken, a cancel recorded):
+    /// over a single-process store it runs again here at once; in a cluster the store's
+    /// notice has the claimers take it. Nothing for a task that runs here.
+    pub(crate) fn wake_soon(self: &Arc<Self>, id: &str) {
+        if !self.store.parks() || self.runs(id) {
+            return;
+        }
+        if let Placement::Cluster(instance) = &self.placement {
+            // The store announces the wake-up to every instance; this one, which took the
+            // answer or the cancel, claims at once (the first claimer takes the task).
+            if instance.config.execution {
+                self.parking.claim_now.notify_one();
+            }
+            return;
+        }
+        if self
+            .get_live(id)
+            .is_some_and(|live| !live.park.is_cancelled())
+        {
+            return;
+        }
+        let runtime = Arc::clone(self);
+        let id: Arc<str> = Arc::from(id);
+        self.lifecycle
+            .work()
+            .spawn(async move { runtime.wake_one(&id).await });
+    }
+
+    /// Over a single-process store, runs task `id` again if the store hands it over woken.
+    async fn wake_one(self: &Arc<Self>, id: &str) {
+        if !matches!(self.placement, Placement::Local) {
+            return;
+        }
+        match self.store.wake(Some(id), 1).await {
+            Ok(woken) => self.run_woken(woken).await,
+            Err(error) => tracing::warn!(task_id = %id, %error, "parked task not woken"),
+        }
+    }
+
+    /// Runs the woken tasks again, by replay (invariant 5).
+    async fn run_woken(self: &Arc<Self>, woken: Vec<crate::store::Recovery>) {
+        let mut report = RecoveryReport::default();
+        for task in woken {
+            let id = task.id.clone();
+            crate::metrics::woken();
+            if let Err(error) = take(self, task, None, Cause::Woken, &mut report).await {
+                tracing::warn!(task_id = %id, %error, "woken task not run");
+            }
+        }
+    }
+
+    /// Over a single-process store, every parked task that is due: run again, in batches;
+    /// then the next timer the store holds is armed.
+    async fn wake_due(self: &Arc<Self>) {
+        loop {
+            match self.store.wake(None, WAKE_BATCH).await {
+                Ok(woken) => {
+                    let full = woken.len() == WAKE_BATCH;
+                    self.run_woken(woken).await;
+                    if !full {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "parked tasks not woken; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    self.arm(now_ms());
+                    return;
+                }
+            }
+        }
+        self.arm_from_store().await;
+    }
+
+    /// Arms the earliest timer the store holds (a previous process's parked tasks too).
+    async fn arm_from_store(&self) {
+        match self.store.next_wake().await {
+            Ok(Some(next)) => self.arm(next),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "the next timer of the parked tasks not read"),
+        }
+    }
+}
+
+/// Wakes the parked tasks at their timers, until intake stops: over a single-process store
+/// runs them here; in a cluster, a claim pass takes them (the timers of the tasks parked
+/// here; another instance's claim passes cover the rest).
+pub(crate) async fn wake_loop(runtime: Arc<Runtime>) {
+    let stop = runtime.lifecycle.intake_token().clone();
+    if matches!(runtime.placement, Placement::Local) {
+        runtime.arm_from_store().await;
+    }
+    loop {
+        let next = *runtime.parking.next.lock();
+        let wait = next.map_or(Duration::from_secs(3600), |next| {
+            Duration::from_millis(next.saturating_sub(now_ms()))
+        });
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => return,
+            () = runtime.parking.armed.notified() => continue,
+            () = tokio::time::sleep(wait) => {}
+        }
+        let Some(due) = next else { continue };
+        {
+            let mut next = runtime.parking.next.lock();
+            if *next == Some(due) {
+                *next = None;
+            }
+        }
+        match runtime.placement {
+            Placement::Local => runtime.wake_due().await,
+            Placement::Cluster(_) => runtime.parking.claim_now.notify_one(),
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Parked tasks: a task that waits past its tool's `park_after` gives its process back its
+//! work, and only its row waits; an answer, its timer, a cancel or its expiry wakes (or
+//! ends) it, and it goes on by replay. Real SQLite files and a real restart (the first
+//! server's runtime and store threads gone before the second opens the file), a real
+//! Postgres for the cluster case.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use common::{Http, Patience, Peer, Stdio, TASKS, first_input_key, restart::run_then_stop};
+use mcp_tasks::{
+    Engine, SqliteStore, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+};
+use serde_json::{Value, json};
+
+/// How many times each (task, step) ran in this test process: a replay must run none twice.
+static RUNS: std::sync::LazyLock<Mutex<HashMap<(String, &'static str), u32>>> =
+    std::sync::LazyLock::new(Default::default);
+
+fn ran(ctx: &TaskContext, step: &'static str) {
+    let id = ctx.task_id().unwrap_or("inline").to_owned();
+    *RUNS.lock().unwrap().entry((id, step)).or_default() += 1;
+}
+
+fn runs(id: &str, step: &'static str) -> u32 {
+    RUNS.lock()
+        .unwrap()
+        .get(&(id.to_owned(), step))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Where a tool runs (one per engine).
+#[derive(Clone)]
+struct Here(&'static str);
+
+/// A step, a question, a step: parked while the question waits.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "200ms",
+    ttl = "10m",
+    poll_interval = "50ms"
+)]
+async fn approve(ctx: TaskContext, State(here): State<Here>, n: u32) -> Result<String, ToolError> {
+    let step_ctx = ctx.clone();
+    ctx.step("prepare", || async move { ran(&step_ctx, "prepare") })
+        .await?;
+    let name = common::ask_name(&ctx).await?;
+    let step_ctx = ctx.clone();
+    ctx.step("apply", || async move { ran(&step_ctx, "apply") })
+        .await?;
+    Ok(format!("{n} approved by {name} on {}", here.0))
+}
+
+/// Sleeps `ms` durably, parked after 200 ms; expires after its `ttl`.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "200ms",
+    ttl = "3s",
+    poll_interval = "50ms"
+)]
+async fn nap(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
+    ctx.status("napping").await;
+    ctx.sleep("nap", Duration::from_millis(ms)).await?;
+    let step_ctx = ctx.clone();
+    ctx.step("woke", || async move { ran(&step_ctx, "woke") })
+        .await?;
+    Ok(format!("slept {ms} ms"))
+}
+
+fn tools(here: &'static str) -> mcp_tasks::Toolkit {
+    toolkit![approve, nap].unwrap().with_state(Here(here))
+}
+
+struct Db(std::path::PathBuf);
+
+impl Db {
+    fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "mcp-tasks-parking-{name}-{}.db",
+            std::process::id()
+        ));
+        let db = Self(path);
+        db.clean();
+        db
+    }
+
+    fn clean(&self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
+        }
+    }
+
+    fn engine(&self) -> Engine {
+        Engine::builder(tools("sqlite"))
+            .with_store(SqliteStore::open(&self.0).expect("open the database"))
+            .build()
+    }
+
+    fn parked(&self) -> i64 {
+        parked_in(&self.0)
+    }
+}
+
+/// How many live tasks the file holds parked (read by a connection of the test's own).
+fn parked_in(path: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).expect("open the file");
+    conn.query_row(
+        "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL",
+        [],
+        |r| r.get(0),
+    )
+    .expect("count the parked tasks")
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        self.clean();
+    }
+}
+
+fn task_id(response: &Value) -> String {
+    response["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {response}"))
+        .to_owned()
+}
+
+/// Waits until `done` holds ([`Patience`]).
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let patience = Patience::new(what);
+    while !done() {
+        patience.wait().await;
+    }
+}
+
+/// 1,000 tasks park on their question; the server is stopped (its runtime and store threads
+/// gone) and another opens the file: none is "recovered" (parked tasks run nowhere by
+/// design), each is answered, wakes, and completes with each of its steps run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_parked_tasks_are_answered_after_a_restart() {
+    const TASKS_N: u32 = 1_000;
+    let db = Db::new("thousand");
+    let (path, file) = (db.0.clone(), db.0.clone());
+    let ids = run_then_stop(
+        move || {
+            TaskServer::from_engine(
+                Engine::builder(tools("first"))
+                    .with_store(SqliteStore::open(&path).expect("open"))
+                    .build(),
+            )
+        },
+        move |mut before| async move {
+            let mut ids = Vec::new();
+            for n in 0..TASKS_N {
+                ids.push(task_id(
+                    &before.call("approve", json!({ "n": n }), TASKS).await,
+                ));
+            }
+            let patience = Patience::new("every task parked");
+            while parked_in(&file) != i64::from(TASKS_N) {
+                patience.wait().await;
+            }
+            ids
+        },
+    )
+    .await;
+    // Parked tasks run nowhere by design: a restart has nothing to recover.
+    let engine = db.engine();
+    let recovered = engine.recover().await.unwrap();
+    assert_eq!(
+        (recovered.resumed, recovered.failed),
+        (0, 0),
+        "{recovered:?}"
+    );
+    engine.start().unwrap();
+    let server = TaskServer::from_engine(engine.clone());
+    let mut peer = Peer::Stdio(Stdio::start(server));
+    assert_eq!(engine.running_tasks(), 0);
+    // Parked, each reads as it did: input_required, its question outstanding.
+    let mut keys = Vec::new();
+    for id in &ids {
+        let task = peer.get(id).await["result"].clone();
+        assert_eq!(task["status"], "input_required", "{task}");
+        keys.push(first_input_key(&task));
+    }
+    let started = Instant::now();
+    for (id, key) in ids.iter().zip(&keys) {
+        let answer = json!({ "action": "accept", "content": { "name": "ada" } });
+        let updated = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { key: answer } }),
+                TASKS,
+            )
+            .await;
+        assert!(updated.get("error").is_none(), "{updated}");
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let done = peer.wait_terminal(id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(
+            common::first_text(&done["result"]),
+            format!("{n} approved by ada on sqlite")
+        );
+        assert_eq!(runs(id, "prepare"), 1, "{id}: prepare ran once");
+        assert_eq!(runs(id, "apply"), 1, "{id}: apply ran once");
+    }
+    eprintln!(
+        "{TASKS_N} parked tasks answered and completed in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(db.parked(), 0);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// A parked question and a parked sleep hold no work in memory; a cancel ends the first at
+/// once, the task's expiry ends the second, and a sleep's timer wakes a third, which then
+/// completes after its deadline, not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_expiry_and_timers_end_or_wake_parked_tasks() {
+    let db = Db::new("ends");
+    let engine = db.engine();
+    engine.start().unwrap();
+    let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine.clone())).await);
+    let asked = task_id(&peer.call("approve", json!({ "n": 1 }), TASKS).await);
+    let sleeper = task_id(&peer.call("nap", json!({ "ms": 3_600_000 }), TASKS).await);
+    let started = Instant::now();
+    let timed = task_id(&peer.call("nap", json!({ "ms": 1_200 }), TASKS).await);
+    until("three tasks parked", || db.parked() == 3).await;
+    until("no work left in memory", || engine.running_tasks() == 0).await;
+    let sleeping = peer.get(&sleeper).await["result"].clone();
+    assert_eq!(
+        (&sleeping["status"], &sleeping["statusMessage"]),
+        (&json!("working"), &json!("napping")),
+        "a parked sleep reads as before: {sleeping}"
+    );
+
+    let cancel = peer
+        .rpc("tasks/cancel", json!({ "taskId": asked }), TASKS)
+        .await;
+    assert!(cancel.get("error").is_none(), "{cancel}");
+    let cancelled = peer.wait_terminal(&asked).await;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(runs(&asked, "apply"), 0);
+
+    let woke = peer.wait_terminal(&timed).await;
+    let took = started.elapsed();
+    assert_eq!(woke["status"], "completed", "{woke}");
+    assert_eq!(common::first_text(&woke["result"]), "slept 1200 ms");
+    assert!(took >= Duration::from_millis(1_200), "woke early: {took:?}");
+    assert_eq!(runs(&timed, "woke"), 1);
+
+    let expired = peer.wait_terminal(&sleeper).await;
+    assert_eq!(expired["status"], "failed", "{expired}");
+    assert_eq!(expired["error"]["message"], "task expired");
+    assert_eq!(runs(&sleeper, "woke"), 0);
+    assert_eq!(db.parked(), 0);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
+/// In a cluster: a task parks on instance A, A stops, and the answer sent to instance B
+/// wakes the task there, where it completes (its first step not run again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_parked_on_one_instance_is_answered_and_runs_on_another() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let instance = |here: &'static str| {
+        let db = &db;
+        async move {
+            let engine = Engine::builder(tools(here))
+                .with_store(db.store().await.expect("connect"))
+                .with_instance_id(here)
+                .with_cluster(
+                    mcp_tasks::ClusterConfig::default()
+                        .with_claim_interval(Duration::from_secs(60)),
+                )
+                .build();
+            engine.start().expect("start");
+            let http = Http::start(TaskServer::from_engine(engine.clone())).await;
+            (engine, Peer::Http(http))
+        }
+    };
+    let (a, mut on_a) = instance("a").await;
+    let (b, mut on_b) = instance("b").await;
+    let id = task_id(&on_a.call("approve", json!({ "n": 7 }), TASKS).await);
+    let raw = db.raw().await;
+    let patience = Patience::new("the task parked on a");
+    loop {
+        let parked: Option<i64> = raw
+            .query_one("SELECT parked_until_ms FROM tasks WHERE id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0);
+        if parked.is_some() && a.running_tasks() == 0 {
+            break;
+        }
+        patience.wait().await;
+    }
+    a.shutdown(Duration::from_secs(1)).await;
+    let task = on_b.get(&id).await["result"].clone();
+    assert_eq!(task["status"], "input_required", "{task}");
+    let key = first_input_key(&task);
+    let answered = Instant::now();
+    let answer = json!({ "action": "accept", "content": { "name": "grace" } });
+    let updated = on_b
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { key: answer } }),
+            TASKS,
+        )
+        .await;
+    assert!(updated.get("error").is_none(), "{updated}");
+    let done = on_b.wait_terminal(&id).await;
+    eprintln!(
+        "answered on b, completed there {:?} later",
+        answered.elapsed()
+    );
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        common::first_text(&done["result"]),
+        "7 approved by grace on b"
+    );
+    assert_eq!(runs(&id, "prepare"), 1);
+    assert_eq!(runs(&id, "apply"), 1);
+    drop(on_a);
+    b.shutdown(Duration::from_secs(1)).await;
+}
