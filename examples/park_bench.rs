@@ -181,6 +181,11 @@ fn db_file(name: &str) -> PathBuf {
     path
 }
 
+/// Room for every task of the run under one owner.
+fn limits() -> mcp_tasks::Limits {
+    mcp_tasks::Limits::default().with_max_live_tasks_per_owner(2_000_000)
+}
+
 fn tools() -> mcp_tasks::Toolkit {
     toolkit![ask_parked, ask_live, nap_until].unwrap()
 }
@@ -206,7 +211,9 @@ async fn postgres(schema: &str) -> mcp_tasks::PostgresStore {
 }
 
 async fn engine(args: &Args, instance: &str) -> Engine {
-    let builder = Engine::builder(tools()).with_instance_id(instance);
+    let builder = Engine::builder(tools())
+        .with_instance_id(instance)
+        .with_limits(limits());
     let engine = if args.postgres {
         builder
             .with_store(postgres("park_bench").await)
@@ -367,6 +374,7 @@ async fn wake(args: &Args) {
         // A stops; B (same schema) takes the answers, and the tasks run where claimed.
         a.shutdown(Duration::from_secs(1)).await;
         let b = Engine::builder(tools())
+            .with_limits(limits())
             .with_store(postgres_existing("park_bench").await)
             .with_instance_id("b")
             .with_cluster(mcp_tasks::ClusterConfig::default())
@@ -517,6 +525,7 @@ async fn million(args: &Args) {
     let before = rss();
     let started = Instant::now();
     let engine = Engine::builder(tools())
+        .with_limits(limits())
         .with_store(SqliteStore::open(&path).expect("reopen"))
         .build();
     let report = engine.recover().await.expect("recover");

@@ -268,6 +268,38 @@ async fn cancel_expiry_and_timers_end_or_wake_parked_tasks() {
     engine.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A parked task still counts against its owner's live tasks: with a quota of two, two
+/// parked tasks refuse a third call; once one is answered and completes, the third goes in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_task_still_counts_against_its_owners_quota() {
+    let db = Db::new("quota");
+    let engine = Engine::builder(tools("sqlite"))
+        .with_store(SqliteStore::open(&db.0).expect("open the database"))
+        .with_limits(mcp_tasks::Limits::default().with_max_live_tasks_per_owner(2))
+        .build();
+    engine.start().unwrap();
+    let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine.clone())).await);
+    let first = task_id(&peer.call("approve", json!({ "n": 1 }), TASKS).await);
+    task_id(&peer.call("approve", json!({ "n": 2 }), TASKS).await);
+    until("two tasks parked", || db.parked() == 2).await;
+    until("no work left in memory", || engine.running_tasks() == 0).await;
+    let refused = peer.call("approve", json!({ "n": 3 }), TASKS).await;
+    assert_eq!(refused["error"]["data"]["quota"], 2, "{refused}");
+    let key = first_input_key(&peer.get(&first).await["result"]);
+    let answer = json!({ "action": "accept", "content": { "name": "ada" } });
+    let updated = peer
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": first, "inputResponses": { key: answer } }),
+            TASKS,
+        )
+        .await;
+    assert!(updated.get("error").is_none(), "{updated}");
+    assert_eq!(peer.wait_terminal(&first).await["status"], "completed");
+    task_id(&peer.call("approve", json!({ "n": 3 }), TASKS).await);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// In a cluster: a task parks on instance A, A stops, and the answer sent to instance B
 /// wakes the task there, where it completes (its first step not run again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

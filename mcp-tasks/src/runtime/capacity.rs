@@ -17,8 +17,18 @@ use rmcp::model::ErrorData;
 pub(crate) struct OwnerSlot {
     pub(super) owner: Arc<str>,
     pub(super) owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
-    /// The task's slot of this instance's [`Capacity`].
-    pub(super) _running: RunSlot,
+    /// The task's slot of this instance's [`Capacity`]; `None` once its work stopped for a
+    /// park (the owner's count is held, the running slot given back).
+    pub(super) running: Option<RunSlot>,
+}
+
+impl OwnerSlot {
+    /// The owner's count alone, kept while the task is parked: its work no longer takes a
+    /// slot of this instance.
+    pub(super) fn parked(mut self) -> Self {
+        self.running = None;
+        self
+    }
 }
 
 /// How many tasks' work may run here at once ([`Settings::max_running`](super::Settings::max_running)), and how many

@@ -95,8 +95,9 @@ pub(crate) const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(1);
 struct LiveTask {
     cancel: CancellationToken,
     waiters: Mutex<HashMap<String, oneshot::Sender<Value>>>,
-    /// The owner's quota slot, given back when the task's work ends.
-    _slot: OwnerSlot,
+    /// The owner's quota slot, given back when the task's work ends (or held by the park of
+    /// its task over a single-process store, `park.rs`).
+    slot: Mutex<Option<OwnerSlot>>,
     /// The lease the work runs under (cluster mode), renewed by the cluster driver.
     lease: Mutex<Option<Lease>>,
     /// The lease was lost: the work is cancelled and writes nothing more.
@@ -248,7 +249,7 @@ impl Runtime {
         Ok(OwnerSlot {
             owner: owner.clone(),
             owners: self.owners.clone(),
-            _running: running,
+            running: Some(running),
         })
     }
 
@@ -383,7 +384,7 @@ impl Runtime {
         let live = Arc::new(LiveTask {
             cancel,
             waiters: Mutex::default(),
-            _slot: slot,
+            slot: Mutex::new(Some(slot)),
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
             halt: CancellationToken::new(),
@@ -461,6 +462,7 @@ impl Runtime {
         match self.store.expire_due().await {
             Ok(expired) => {
                 for id in expired {
+                    self.parking.release(&id);
                     match self.get_live(&id) {
                         Some(live) => live.gauges.expired(None),
                         None => crate::metrics::tasks_expired(1),

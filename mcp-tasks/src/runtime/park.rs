@@ -25,8 +25,14 @@
 //!    difference but speed. A task woken by a cancel replays cancelled.
 //! 6. **One waker.** The store hands a woken task to one waker only; an answer stored
 //!    between the park and the drop is found by the parked branch's own wake-up.
+//! 7. **Quotas.** A parked task still counts against its owner's live tasks
+//!    ([`Limits::max_live_tasks_per_owner`](crate::Limits::max_live_tasks_per_owner)): a
+//!    cluster store counts every live row; over a single-process store this process holds
+//!    the count (a few dozen bytes a task) until the task is woken or expires. Known gap: a
+//!    task parked before a restart counts again only once it is woken.
 
 use std::{
+    collections::HashMap,
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
@@ -35,7 +41,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::{
-    Runtime, WriteError,
+    OwnerSlot, Runtime, WriteError,
     placement::Placement,
     recover::{Cause, RecoveryReport, take},
 };
@@ -56,6 +62,18 @@ pub(crate) struct Parking {
     armed: Notify,
     /// In a cluster, runs a claim pass at once (the claim loop's).
     pub(crate) claim_now: Arc<Notify>,
+    /// Over a single-process store, the owner's quota count of each task parked here, held
+    /// until it is woken or expires (invariant 7); a cluster store counts an owner's live
+    /// tasks, parked ones included, itself.
+    holds: Mutex<HashMap<Arc<str>, OwnerSlot>>,
+}
+
+impl Parking {
+    /// Gives back the owner's count held for parked task `id`, if any.
+    pub(crate) fn release(&self, id: &str) {
+        let hold = self.holds.lock().remove(id);
+        drop(hold);
+    }
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -81,7 +99,25 @@ impl Runtime {
     /// `Ok(false)` when the store found it woken already (the work goes on).
     pub(crate) async fn park(&self, id: &str, wait: Wait) -> Result<bool, WriteError> {
         let until = wait.until_ms;
-        match self.write(id, Transition::Park(wait)).await {
+        // This work's entry: a wake-up right after the write registers the next run's.
+        let live = self.get_live(id);
+        // The owner's count moves to the hold before the park is stored, so that a wake-up
+        // right after it finds the hold to give back (invariant 7).
+        let key: Arc<str> = Arc::from(id);
+        if matches!(self.placement, Placement::Local)
+            && let Some(slot) = live.as_ref().and_then(|live| live.slot.lock().take())
+        {
+            self.parking.holds.lock().insert(Arc::clone(&key), slot);
+        }
+        let written = self.write(id, Transition::Park(wait)).await;
+        if written.is_err() {
+            // Not parked: the work keeps its count.
+            let slot = self.parking.holds.lock().remove(&key);
+            if let (Some(live), Some(slot)) = (&live, slot) {
+                *live.slot.lock() = Some(slot);
+            }
+        }
+        match written {
             Ok(()) => {}
             Err(WriteError::Store(StoreError::Woken)) => return Ok(false),
             Err(error) => return Err(error),
@@ -91,7 +127,14 @@ impl Runtime {
         if let Some(until) = until {
             self.arm(until);
         }
-        if let Some(live) = self.get_live(id) {
+        {
+            // Parked: the hold keeps the owner's count, not this instance's running slot.
+            let mut holds = self.parking.holds.lock();
+            if let Some(hold) = holds.remove(&key) {
+                holds.insert(key, hold.parked());
+            }
+        }
+        if let Some(live) = live {
             // Its lease went with the park: no renewal, no fenced write after it.
             live.fenced.store(true, Ordering::Release);
             live.park.cancel();
@@ -165,6 +208,8 @@ impl Runtime {
         let mut report = RecoveryReport::default();
         for task in woken {
             let id = task.id.clone();
+            // Its run counts against its owner's quota from here, as its hold did.
+            self.parking.release(&id);
             crate::metrics::woken();
             if let Err(error) = take(self, task, None, Cause::Woken, &mut report).await {
                 tracing::warn!(task_id = %id, %error, "woken task not run");
