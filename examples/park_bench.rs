@@ -37,6 +37,41 @@ use mcp_tasks::{
 use rmcp::model::{ElicitRequestParams, ElicitationSchema, InputRequest, Request};
 use serde_json::{Value, json};
 
+/// The heap bytes this process holds now: every allocation counted, so that what the
+/// tasks keep is told apart from what the allocator keeps of freed memory (VmRSS).
+struct Counting;
+
+static HELD: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+// SAFETY: every call goes to the system allocator unchanged; the counter only adds.
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        HELD.fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        HELD.fetch_add(
+            new as isize - layout.size() as isize,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        // SAFETY: the caller's contract, passed on.
+        unsafe { std::alloc::System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn heap() -> i64 {
+    HELD.load(std::sync::atomic::Ordering::Relaxed) as i64
+}
+
 /// When each task's code went on after its wait (the answer, or the timer): a task id to
 /// an instant, and the lateness of each timer.
 static WENT_ON: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Default::default);
@@ -272,7 +307,8 @@ async fn until(what: &str, bound: Duration, mut done: impl AsyncFnMut() -> bool)
     let started = Instant::now();
     while !done().await {
         assert!(started.elapsed() < bound, "{what}: not within {bound:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // A count of every task is a scan: not too often.
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 
@@ -297,7 +333,7 @@ async fn input_required(engine: &Engine) -> usize {
 async fn memory(args: &Args) {
     let engine = engine(args, "a").await;
     let http = Http::start(TaskServer::from_engine(engine.clone())).await;
-    let before = rss();
+    let (before, heap_before) = (rss(), heap());
     let tool = if args.parked {
         "ask_parked"
     } else {
@@ -316,14 +352,19 @@ async fn memory(args: &Args) {
         })
         .await;
     }
-    let after = rss();
+    // Settled: the last parks' writes and the work they dropped are gone.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (after, heap_after) = (rss(), heap());
     println!(
-        "memory {} {}: {} tasks waiting for an answer in {:?}; RSS {} -> {} bytes: {:.0} bytes a \
-         task; work in memory: {} tasks",
+        "memory {} {}: {} tasks waiting for an answer in {:?}; heap {} -> {} bytes: {:.0} bytes \
+         a task; RSS {} -> {} bytes: {:.0} bytes a task; work in memory: {} tasks",
         if args.postgres { "postgres" } else { "sqlite" },
         if args.parked { "parked" } else { "live" },
         args.tasks,
         started.elapsed(),
+        heap_before,
+        heap_after,
+        (heap_after - heap_before) as f64 / args.tasks as f64,
         before,
         after,
         (after.saturating_sub(before)) as f64 / args.tasks as f64,
@@ -475,7 +516,7 @@ async fn million(args: &Args) {
                         let id: Arc<str> = Arc::from(format!("parked-{i:08}"));
                         let task = NewTask::new(
                             Arc::clone(&id),
-                            Arc::from("bench"),
+                            Arc::from("anonymous"),
                             Arc::from("ask_parked"),
                         )
                         .with_ttl(Some(Duration::from_secs(7200)));

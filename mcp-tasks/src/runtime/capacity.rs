@@ -17,17 +17,31 @@ use rmcp::model::ErrorData;
 pub(crate) struct OwnerSlot {
     pub(super) owner: Arc<str>,
     pub(super) owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
-    /// The task's slot of this instance's [`Capacity`]; `None` once its work stopped for a
-    /// park (the owner's count is held, the running slot given back).
+    /// The task's slot of this instance's [`Capacity`].
     pub(super) running: Option<RunSlot>,
+    /// Whether dropping it gives the owner's count back (not once [`OwnerSlot::hold`] kept
+    /// it).
+    pub(super) counted: bool,
 }
 
 impl OwnerSlot {
-    /// The owner's count alone, kept while the task is parked: its work no longer takes a
-    /// slot of this instance.
-    pub(super) fn parked(mut self) -> Self {
+    /// Gives back the running slot and keeps the owner's count (the task parked): the owner,
+    /// whose count [`unhold`] gives back later.
+    pub(super) fn hold(mut self) -> Arc<str> {
+        self.counted = false;
         self.running = None;
-        self
+        Arc::clone(&self.owner)
+    }
+}
+
+/// Gives back one count of `owner`, kept by [`OwnerSlot::hold`].
+pub(super) fn unhold(owners: &Mutex<HashMap<Arc<str>, usize>>, owner: &str) {
+    let mut owners = owners.lock();
+    if let Some(count) = owners.get_mut(owner) {
+        *count -= 1;
+        if *count == 0 {
+            owners.remove(owner);
+        }
     }
 }
 
@@ -108,12 +122,8 @@ impl Drop for RunSlot {
 
 impl Drop for OwnerSlot {
     fn drop(&mut self) {
-        let mut owners = self.owners.lock();
-        if let Some(count) = owners.get_mut(&self.owner) {
-            *count -= 1;
-            if *count == 0 {
-                owners.remove(&self.owner);
-            }
+        if self.counted {
+            unhold(&self.owners, &self.owner);
         }
     }
 }

@@ -78,8 +78,8 @@ pub use worker::{Worker, WorkerHandle};
 use lifecycle::Lifecycle;
 use placement::Placement;
 
-use capacity::at_capacity;
 pub(crate) use capacity::{Capacity, OwnerSlot};
+use capacity::{at_capacity, unhold};
 pub(crate) use write::WriteError;
 
 pub(crate) use call::Ended;
@@ -250,6 +250,7 @@ impl Runtime {
             owner: owner.clone(),
             owners: self.owners.clone(),
             running: Some(running),
+            counted: true,
         })
     }
 
@@ -462,7 +463,7 @@ impl Runtime {
         match self.store.expire_due().await {
             Ok(expired) => {
                 for id in expired {
-                    self.parking.release(&id);
+                    self.release_hold(&id);
                     match self.get_live(&id) {
                         Some(live) => live.gauges.expired(None),
                         None => crate::metrics::tasks_expired(1),

@@ -33,6 +33,7 @@
 
 use std::{
     collections::HashMap,
+    hash::BuildHasher as _,
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
@@ -62,17 +63,50 @@ pub(crate) struct Parking {
     armed: Notify,
     /// In a cluster, runs a claim pass at once (the claim loop's).
     pub(crate) claim_now: Arc<Notify>,
-    /// Over a single-process store, the owner's quota count of each task parked here, held
-    /// until it is woken or expires (invariant 7); a cluster store counts an owner's live
-    /// tasks, parked ones included, itself.
-    holds: Mutex<HashMap<Arc<str>, OwnerSlot>>,
+    /// Over a single-process store, the owner of each task parked here, whose quota count
+    /// is held until the task is woken or expires (invariant 7); a cluster store counts an
+    /// owner's live tasks, parked ones included, itself.
+    holds: Mutex<Holds>,
 }
 
-impl Parking {
-    /// Gives back the owner's count held for parked task `id`, if any.
-    pub(crate) fn release(&self, id: &str) {
-        let hold = self.holds.lock().remove(id);
-        drop(hold);
+/// The owners whose counts parked tasks hold, by task: compact, since it is all a parked
+/// task costs this process (a hash of the id and the index of an owner, about 20 bytes a
+/// task; the rare ids whose hashes collide are kept whole).
+#[derive(Default)]
+struct Holds {
+    hasher: std::collections::hash_map::RandomState,
+    by_hash: HashMap<u64, u32>,
+    collided: HashMap<Arc<str>, u32>,
+    owners: Vec<Arc<str>>,
+    owner_index: HashMap<Arc<str>, u32>,
+}
+
+impl Holds {
+    fn insert(&mut self, id: &str, owner: Arc<str>) {
+        let index = match self.owner_index.get(&owner) {
+            Some(index) => *index,
+            None => {
+                let index = u32::try_from(self.owners.len()).unwrap_or(u32::MAX);
+                self.owners.push(Arc::clone(&owner));
+                self.owner_index.insert(owner, index);
+                index
+            }
+        };
+        let hash = self.hasher.hash_one(id);
+        if self.by_hash.contains_key(&hash) {
+            self.collided.insert(Arc::from(id), index);
+        } else {
+            self.by_hash.insert(hash, index);
+        }
+    }
+
+    /// The owner held for `id`, no longer held.
+    fn remove(&mut self, id: &str) -> Option<Arc<str>> {
+        let index = match self.collided.remove(id) {
+            Some(index) => index,
+            None => self.by_hash.remove(&self.hasher.hash_one(id))?,
+        };
+        self.owners.get(index as usize).cloned()
     }
 }
 
@@ -103,18 +137,22 @@ impl Runtime {
         let live = self.get_live(id);
         // The owner's count moves to the hold before the park is stored, so that a wake-up
         // right after it finds the hold to give back (invariant 7).
-        let key: Arc<str> = Arc::from(id);
         if matches!(self.placement, Placement::Local)
             && let Some(slot) = live.as_ref().and_then(|live| live.slot.lock().take())
         {
-            self.parking.holds.lock().insert(Arc::clone(&key), slot);
+            self.parking.holds.lock().insert(id, slot.hold());
         }
         let written = self.write(id, Transition::Park(wait)).await;
         if written.is_err() {
-            // Not parked: the work keeps its count.
-            let slot = self.parking.holds.lock().remove(&key);
-            if let (Some(live), Some(slot)) = (&live, slot) {
-                *live.slot.lock() = Some(slot);
+            // Not parked: the work keeps its count (and takes a running slot again).
+            let owner = self.parking.holds.lock().remove(id);
+            if let (Some(live), Some(owner)) = (&live, owner) {
+                *live.slot.lock() = Some(OwnerSlot {
+                    owner,
+                    owners: Arc::clone(&self.owners),
+                    running: self.capacity.take(false),
+                    counted: true,
+                });
             }
         }
         match written {
@@ -126,13 +164,6 @@ impl Runtime {
         crate::metrics::parked();
         if let Some(until) = until {
             self.arm(until);
-        }
-        {
-            // Parked: the hold keeps the owner's count, not this instance's running slot.
-            let mut holds = self.parking.holds.lock();
-            if let Some(hold) = holds.remove(&key) {
-                holds.insert(key, hold.parked());
-            }
         }
         if let Some(live) = live {
             // Its lease went with the park: no renewal, no fenced write after it.
@@ -153,6 +184,15 @@ impl Runtime {
             }
         }
         self.wake_one(id).await;
+    }
+
+    /// Gives back the owner's count held for parked task `id`, if any (it was woken, or it
+    /// expired).
+    pub(crate) fn release_hold(&self, id: &str) {
+        let owner = self.parking.holds.lock().remove(id);
+        if let Some(owner) = owner {
+            super::unhold(&self.owners, &owner);
+        }
     }
 
     /// Notes a timer of a task parked here, for the wake loop.
@@ -209,7 +249,7 @@ impl Runtime {
         for task in woken {
             let id = task.id.clone();
             // Its run counts against its owner's quota from here, as its hold did.
-            self.parking.release(&id);
+            self.release_hold(&id);
             crate::metrics::woken();
             if let Err(error) = take(self, task, None, Cause::Woken, &mut report).await {
                 tracing::warn!(task_id = %id, %error, "woken task not run");
