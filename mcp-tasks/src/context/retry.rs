@@ -170,6 +170,8 @@ impl TaskContext {
                     match work().await {
                         Ok(value) => Ok(Attempt::Done(value)),
                         Err(error) if attempt < last && retryable(&error) => {
+                            // Counted where it ran, not again by a replay.
+                            crate::metrics::step_retried(self.host.tool());
                             let wait = policy.jittered(attempt);
                             let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
                             Ok(Attempt::Failed {

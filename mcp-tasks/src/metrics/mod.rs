@@ -69,6 +69,8 @@ pub const WAKEUPS_MISSED: &str = "mcp_tasks_wakeups_missed_total";
 pub const REQUESTS_REFUSED: &str = "mcp_tasks_requests_refused_total";
 /// Counter: tasks parked (their work dropped while they wait for an answer or a timer).
 pub const TASKS_PARKED: &str = "mcp_tasks_tasks_parked_total";
+/// Counter: attempts of retried steps that failed and are tried again, by tool.
+pub const STEP_RETRIES: &str = "mcp_tasks_step_retries_total";
 /// Counter: parked tasks woken and run again, by this instance.
 pub const TASKS_WOKEN: &str = "mcp_tasks_tasks_woken_total";
 
@@ -139,6 +141,10 @@ pub fn describe() {
         "Tasks parked: their work dropped while they wait for an answer or a timer."
     );
     describe_counter!(TASKS_WOKEN, "Parked tasks woken and run again here.");
+    describe_counter!(
+        STEP_RETRIES,
+        "Failed attempts of retried steps (TaskContext::retry_step) that are tried again, by tool."
+    );
 }
 
 /// The JSON-RPC codes the request guard refuses with (`code` of [`REQUESTS_REFUSED`]): parse
@@ -187,6 +193,7 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
         gauge!(TASKS_RUNNING, "tool" => tool()).increment(0.0);
         gauge!(TASKS_INPUT_REQUIRED, "tool" => tool()).increment(0.0);
         drop(::metrics::histogram!(TASK_FIRST_STATUS, "tool" => tool()));
+        counter!(STEP_RETRIES, "tool" => tool()).increment(0);
     }
     counter!(TASKS_EXPIRED).increment(0);
     for operation in STORE_OPERATIONS {
@@ -351,6 +358,11 @@ pub(crate) fn lease_lost(reason: LeaseLoss) {
 /// A task was parked here.
 pub(crate) fn parked() {
     counter!(TASKS_PARKED).increment(1);
+}
+
+/// A failed attempt of a retried step of `tool` is tried again.
+pub(crate) fn step_retried(tool: &str) {
+    counter!(STEP_RETRIES, "tool" => tool.to_owned()).increment(1);
 }
 
 /// A parked task was woken and runs again here.
