@@ -93,10 +93,13 @@ impl Holds {
             }
         };
         let hash = self.hasher.hash_one(id);
-        if self.by_hash.contains_key(&hash) {
-            self.collided.insert(Arc::from(id), index);
-        } else {
-            self.by_hash.insert(hash, index);
+        match self.by_hash.entry(hash) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(Arc::from(id), index);
+            }
+            std::collections::hash_map::Entry::Vacant(vacant) => {
+                vacant.insert(index);
+            }
         }
     }
 
