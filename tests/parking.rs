@@ -26,8 +26,24 @@ static RUNS: std::sync::LazyLock<Mutex<HashMap<(String, &'static str), u32>>> =
 
 fn ran(ctx: &TaskContext, step: &'static str) {
     let id = ctx.task_id().unwrap_or("inline").to_owned();
+    // A server process of `parked_tasks_and_a_parked_sleep_survive_kill_9` also appends
+    // `<task id> <step>` to its journal, one write a line, for the test process to count.
+    if let Ok(journal) = std::env::var(CHILD_JOURNAL) {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(journal)
+            .expect("open the journal");
+        file.write_all(format!("{id} {step}\n").as_bytes())
+            .expect("append to the journal");
+    }
     *RUNS.lock().unwrap().entry((id, step)).or_default() += 1;
 }
+
+/// The environment of a server process this test binary runs ([`child_server`]).
+const CHILD_DB: &str = "MCP_TASKS_PARKING_CHILD_DB";
+const CHILD_JOURNAL: &str = "MCP_TASKS_PARKING_CHILD_JOURNAL";
 
 fn runs(id: &str, step: &'static str) -> u32 {
     RUNS.lock()
@@ -69,6 +85,22 @@ async fn approve(ctx: TaskContext, State(here): State<Here>, n: u32) -> Result<S
     poll_interval = "50ms"
 )]
 async fn nap(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
+    napping(ctx, ms).await
+}
+
+/// [`nap`] with a TTL of a minute.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "200ms",
+    ttl = "1m",
+    poll_interval = "50ms"
+)]
+async fn long_nap(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
+    napping(ctx, ms).await
+}
+
+async fn napping(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
     ctx.status("napping").await;
     ctx.sleep("nap", Duration::from_millis(ms)).await?;
     let step_ctx = ctx.clone();
@@ -78,7 +110,9 @@ async fn nap(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
 }
 
 fn tools(here: &'static str) -> mcp_tasks::Toolkit {
-    toolkit![approve, nap].unwrap().with_state(Here(here))
+    toolkit![approve, nap, long_nap]
+        .unwrap()
+        .with_state(Here(here))
 }
 
 struct Db(std::path::PathBuf);
@@ -367,4 +401,180 @@ async fn a_task_parked_on_one_instance_is_answered_and_runs_on_another() {
     assert_eq!(runs(&id, "apply"), 1);
     drop(on_a);
     b.shutdown(Duration::from_secs(1)).await;
+}
+
+/// Not a test of its own: the server process of `parked_tasks_and_a_parked_sleep_survive_kill_9`,
+/// which runs this test binary again with [`CHILD_DB`] set. Serves the file over HTTP on
+/// 127.0.0.1 and prints `serving <url>`, until it is killed.
+#[test]
+#[ignore = "the server process of parked_tasks_and_a_parked_sleep_survive_kill_9"]
+fn child_server() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let engine = Engine::builder(tools("child"))
+            .with_store(SqliteStore::open(&path).expect("open the database"))
+            .build();
+        let report = engine.recover().await.expect("recover");
+        engine.start().expect("start");
+        let http = Http::start(TaskServer::from_engine(engine)).await;
+        println!("recovered {} {}", report.resumed, report.failed);
+        println!("serving {}", http.url);
+        std::future::pending::<()>().await;
+    });
+}
+
+/// A server process of this test binary ([`child_server`]) on `db`.
+struct Child {
+    child: std::process::Child,
+    url: String,
+    recovered: String,
+}
+
+impl Child {
+    fn start(db: &std::path::Path, journal: &std::path::Path) -> Self {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "child_server",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DB, db)
+            .env(CHILD_JOURNAL, journal)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the server process");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut recovered = String::new();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("the server process printed its address")
+                .unwrap();
+            // libtest writes `test child_server ... ` before the test's first line.
+            if let Some((_, counts)) = line.split_once("recovered ") {
+                recovered = counts.to_owned();
+            }
+            if let Some((_, url)) = line.split_once("serving ") {
+                break url.to_owned();
+            }
+        };
+        std::thread::spawn(move || lines.for_each(drop));
+        Self {
+            child,
+            url,
+            recovered,
+        }
+    }
+
+    async fn peer(&self) -> Peer {
+        let mut http = Http::start_router(axum::Router::new()).await;
+        http.url = self.url.clone();
+        Peer::Http(http)
+    }
+
+    fn kill9(mut self) {
+        // SIGKILL: no destructor, no flush, no shutdown.
+        self.child.kill().expect("kill -9");
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Real processes: 50 questions and a 5 s sleep park in a server process, which is killed
+/// (`kill -9`) two seconds into the sleep; a second process on the file recovers nothing (the
+/// parked tasks run nowhere by design), wakes the sleep at its deadline (not 5 s after the
+/// restart), and runs each answered question to its end; the journal shows every step of
+/// every task run once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
+    const QUESTIONS: u32 = 50;
+    let db = Db::new("kill9");
+    let journal = db.0.with_extension("journal");
+    let _ = std::fs::remove_file(&journal);
+    let first = Child::start(&db.0, &journal);
+    let mut peer = first.peer().await;
+    let mut ids = Vec::new();
+    for n in 0..QUESTIONS {
+        ids.push(task_id(
+            &peer.call("approve", json!({ "n": n }), TASKS).await,
+        ));
+    }
+    let slept = Instant::now();
+    let sleeper = task_id(&peer.call("long_nap", json!({ "ms": 5_000 }), TASKS).await);
+    until("every task parked", || {
+        db.parked() == i64::from(QUESTIONS) + 1
+    })
+    .await;
+    // The kill comes two seconds into the sleep: a restart that slept again would end it
+    // seven seconds after it began.
+    until("two seconds into the sleep", || {
+        slept.elapsed() >= Duration::from_secs(2)
+    })
+    .await;
+    first.kill9();
+
+    let second = Child::start(&db.0, &journal);
+    assert_eq!(second.recovered, "0 0", "parked tasks are not recovered");
+    let mut peer = second.peer().await;
+    let woke = peer.wait_terminal(&sleeper).await;
+    let took = slept.elapsed();
+    assert_eq!(woke["status"], "completed", "{woke}");
+    assert!(
+        took >= Duration::from_secs(5) && took < Duration::from_millis(6_900),
+        "the sleep ends at its deadline, not 5 s after the restart: {took:?}"
+    );
+    for id in &ids {
+        let task = peer.get(id).await["result"].clone();
+        assert_eq!(task["status"], "input_required", "{task}");
+        let key = first_input_key(&task);
+        let answer = json!({ "action": "accept", "content": { "name": "ada" } });
+        let updated = peer
+            .rpc(
+                "tasks/update",
+                json!({ "taskId": id, "inputResponses": { key: answer } }),
+                TASKS,
+            )
+            .await;
+        assert!(updated.get("error").is_none(), "{updated}");
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let done = peer.wait_terminal(id).await;
+        assert_eq!(
+            common::first_text(&done["result"]),
+            format!("{n} approved by ada on child")
+        );
+    }
+    let lines = std::fs::read_to_string(&journal).expect("the journal");
+    let mut counts: HashMap<&str, u32> = HashMap::new();
+    for line in lines.lines() {
+        *counts.entry(line).or_default() += 1;
+    }
+    for id in &ids {
+        for step in ["prepare", "apply"] {
+            assert_eq!(
+                counts.get(format!("{id} {step}").as_str()),
+                Some(&1),
+                "{id} {step}"
+            );
+        }
+    }
+    assert_eq!(counts.get(format!("{sleeper} woke").as_str()), Some(&1));
+    let _ = std::fs::remove_file(&journal);
 }
