@@ -345,6 +345,22 @@ impl CallState {
             // The task ended under the work (it expired), or another instance took it over:
             // stop the work.
             Err(error) if error.stops_work() => return Err(Failure::Cancelled),
+            // A replay asks again a question that was open when it read the store; an answer
+            // taken between that read and this request used the key up. The store keeps the
+            // answer (invariant 13): it is this question's.
+            Err(crate::runtime::WriteError::Store(StoreError::KeyReused(_)))
+                if self.parts.replay.is_some() =>
+            {
+                match runtime.store.stored_answers(&self.parts.id).await {
+                    Ok(mut stored) if stored.contains_key(&key) => {
+                        runtime.forget_input(&self.parts.id, &key);
+                        return Ok(stored.remove(&key).unwrap_or_default());
+                    }
+                    Ok(_) => return Err(Failure::Error(errors::input_key_reused(&key))),
+                    Err(StoreError::NotFound) => return Err(Failure::Cancelled),
+                    Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
+                }
+            }
             Err(error) => return Err(Failure::Error(error.to_error_data())),
         }
         tokio::select! {
