@@ -7,6 +7,8 @@
 mod common;
 #[path = "support/postgres.rs"]
 mod pg;
+#[path = "support/temp_db.rs"]
+mod temp_db;
 
 use std::{
     collections::HashMap,
@@ -19,6 +21,7 @@ use mcp_tasks::{
     Engine, SqliteStore, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
 use serde_json::{Value, json};
+use temp_db::TempDb;
 
 /// How many times each (task, step) ran in this test process: a replay must run none twice.
 static RUNS: std::sync::LazyLock<Mutex<HashMap<(String, &'static str), u32>>> =
@@ -115,33 +118,26 @@ fn tools(here: &'static str) -> mcp_tasks::Toolkit {
         .with_state(Here(here))
 }
 
-struct Db(std::path::PathBuf);
+/// A SQLite file of one test ([`TempDb`]), with what the tests read of it.
+struct Db(TempDb);
 
 impl Db {
     fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "mcp-tasks-parking-{name}-{}.db",
-            std::process::id()
-        ));
-        let db = Self(path);
-        db.clean();
-        db
+        Self(TempDb::new(&format!("parking-{name}")))
     }
 
-    fn clean(&self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", self.0.display()));
-        }
+    fn path(&self) -> &std::path::Path {
+        &self.0.0
     }
 
     fn engine(&self) -> Engine {
         Engine::builder(tools("sqlite"))
-            .with_store(SqliteStore::open(&self.0).expect("open the database"))
+            .with_store(SqliteStore::open(self.path()).expect("open the database"))
             .build()
     }
 
     fn parked(&self) -> i64 {
-        parked_in(&self.0)
+        parked_in(self.path())
     }
 }
 
@@ -156,10 +152,17 @@ fn parked_in(path: &std::path::Path) -> i64 {
     .expect("count the parked tasks")
 }
 
-impl Drop for Db {
-    fn drop(&mut self) {
-        self.clean();
-    }
+/// Answers the question `key` of task `id` with the name `name`; the update is accepted.
+async fn answer(peer: &mut Peer, id: &str, key: &str, name: &str) {
+    let answer = json!({ "action": "accept", "content": { "name": name } });
+    let updated = peer
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { key: answer } }),
+            TASKS,
+        )
+        .await;
+    assert!(updated.get("error").is_none(), "{updated}");
 }
 
 fn task_id(response: &Value) -> String {
@@ -184,7 +187,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 async fn a_thousand_parked_tasks_are_answered_after_a_restart() {
     const TASKS_N: u32 = 1_000;
     let db = Db::new("thousand");
-    let (path, file) = (db.0.clone(), db.0.clone());
+    let (path, file) = (db.path().to_owned(), db.path().to_owned());
     let ids = run_then_stop(
         move || {
             TaskServer::from_engine(
@@ -229,15 +232,7 @@ async fn a_thousand_parked_tasks_are_answered_after_a_restart() {
     }
     let started = Instant::now();
     for (id, key) in ids.iter().zip(&keys) {
-        let answer = json!({ "action": "accept", "content": { "name": "ada" } });
-        let updated = peer
-            .rpc(
-                "tasks/update",
-                json!({ "taskId": id, "inputResponses": { key: answer } }),
-                TASKS,
-            )
-            .await;
-        assert!(updated.get("error").is_none(), "{updated}");
+        answer(&mut peer, id, key, "ada").await;
     }
     for (n, id) in ids.iter().enumerate() {
         let done = peer.wait_terminal(id).await;
@@ -308,7 +303,7 @@ async fn cancel_expiry_and_timers_end_or_wake_parked_tasks() {
 async fn a_parked_task_still_counts_against_its_owners_quota() {
     let db = Db::new("quota");
     let engine = Engine::builder(tools("sqlite"))
-        .with_store(SqliteStore::open(&db.0).expect("open the database"))
+        .with_store(SqliteStore::open(db.path()).expect("open the database"))
         .with_limits(mcp_tasks::Limits::default().with_max_live_tasks_per_owner(2))
         .build();
     engine.start().unwrap();
@@ -320,15 +315,7 @@ async fn a_parked_task_still_counts_against_its_owners_quota() {
     let refused = peer.call("approve", json!({ "n": 3 }), TASKS).await;
     assert_eq!(refused["error"]["data"]["quota"], 2, "{refused}");
     let key = first_input_key(&peer.get(&first).await["result"]);
-    let answer = json!({ "action": "accept", "content": { "name": "ada" } });
-    let updated = peer
-        .rpc(
-            "tasks/update",
-            json!({ "taskId": first, "inputResponses": { key: answer } }),
-            TASKS,
-        )
-        .await;
-    assert!(updated.get("error").is_none(), "{updated}");
+    answer(&mut peer, &first, &key, "ada").await;
     assert_eq!(peer.wait_terminal(&first).await["status"], "completed");
     task_id(&peer.call("approve", json!({ "n": 3 }), TASKS).await);
     engine.shutdown(Duration::from_secs(1)).await;
@@ -378,15 +365,7 @@ async fn a_task_parked_on_one_instance_is_answered_and_runs_on_another() {
     assert_eq!(task["status"], "input_required", "{task}");
     let key = first_input_key(&task);
     let answered = Instant::now();
-    let answer = json!({ "action": "accept", "content": { "name": "grace" } });
-    let updated = on_b
-        .rpc(
-            "tasks/update",
-            json!({ "taskId": id, "inputResponses": { key: answer } }),
-            TASKS,
-        )
-        .await;
-    assert!(updated.get("error").is_none(), "{updated}");
+    answer(&mut on_b, &id, &key, "grace").await;
     let done = on_b.wait_terminal(&id).await;
     eprintln!(
         "answered on b, completed there {:?} later",
@@ -506,9 +485,9 @@ impl Drop for Child {
 async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
     const QUESTIONS: u32 = 50;
     let db = Db::new("kill9");
-    let journal = db.0.with_extension("journal");
+    let journal = db.path().with_extension("journal");
     let _ = std::fs::remove_file(&journal);
-    let first = Child::start(&db.0, &journal);
+    let first = Child::start(db.path(), &journal);
     let mut peer = first.peer().await;
     let mut ids = Vec::new();
     for n in 0..QUESTIONS {
@@ -530,7 +509,7 @@ async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
     .await;
     first.kill9();
 
-    let second = Child::start(&db.0, &journal);
+    let second = Child::start(db.path(), &journal);
     assert_eq!(second.recovered, "0 0", "parked tasks are not recovered");
     let mut peer = second.peer().await;
     let woke = peer.wait_terminal(&sleeper).await;
@@ -544,15 +523,7 @@ async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
         let task = peer.get(id).await["result"].clone();
         assert_eq!(task["status"], "input_required", "{task}");
         let key = first_input_key(&task);
-        let answer = json!({ "action": "accept", "content": { "name": "ada" } });
-        let updated = peer
-            .rpc(
-                "tasks/update",
-                json!({ "taskId": id, "inputResponses": { key: answer } }),
-                TASKS,
-            )
-            .await;
-        assert!(updated.get("error").is_none(), "{updated}");
+        answer(&mut peer, id, &key, "ada").await;
     }
     for (n, id) in ids.iter().enumerate() {
         let done = peer.wait_terminal(id).await;

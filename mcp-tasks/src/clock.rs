@@ -26,9 +26,7 @@ impl Clock {
     /// A clock anchored at the current system time.
     #[must_use]
     pub fn new() -> Self {
-        let anchor_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let anchor_ms = system_now_ms();
         Self {
             anchor_ms,
             anchor: Instant::now(),
@@ -62,6 +60,18 @@ impl Default for Clock {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// Milliseconds since the Unix epoch of `time` (0 before the epoch, saturated far after it).
+pub(crate) fn epoch_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Milliseconds since the Unix epoch on the system clock, now: the wall clock of durable
+/// timers and parked tasks' wake-ups (a [`Clock`] keeps task timestamps instead).
+pub(crate) fn system_now_ms() -> u64 {
+    epoch_ms(SystemTime::now())
 }
 
 /// Whole milliseconds of a duration, saturating at `u64::MAX`.

@@ -4,7 +4,8 @@ use std::{fmt::Display, future::Future, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use super::{StepError, TaskContext, timer::now_ms};
+use super::{StepError, TaskContext};
+use crate::clock::system_now_ms as now_ms;
 
 /// How a [retried step](TaskContext::retry_step) tries again: how many attempts in all, and
 /// the wait before each new one (exponential backoff from `initial` to `max`, less a random

@@ -1,19 +1,9 @@
 //! Durable timers: [`TaskContext::sleep`] and [`TaskContext::sleep_until`].
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use super::{Failure, TaskContext};
-
-/// Milliseconds since the Unix epoch of `time` (0 before the epoch, saturated far after it).
-fn epoch_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub(super) fn now_ms() -> u64 {
-    epoch_ms(SystemTime::now())
-}
+use crate::clock::{epoch_ms, system_now_ms as now_ms};
 
 impl TaskContext {
     /// Sleeps for `duration`, durably: the deadline (now plus `duration`, on the wall clock)
@@ -94,6 +84,8 @@ impl TaskContext {
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
 
     #[test]

@@ -47,7 +47,7 @@ use super::{
     recover::{Cause, RecoveryReport, take},
 };
 use crate::{
-    clock::millis,
+    clock::system_now_ms as now_ms,
     store::{StoreError, Transition, Wait},
 };
 
@@ -111,15 +111,6 @@ impl Holds {
         };
         self.owners.get(index as usize).cloned()
     }
-}
-
-/// Milliseconds since the Unix epoch, now.
-fn now_ms() -> u64 {
-    millis(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default(),
-    )
 }
 
 impl Runtime {

@@ -376,11 +376,7 @@ impl CallState {
         let runtime = &self.parts.runtime;
         let task = matches!(*self.phase(), Phase::Task);
         if let Some(after) = runtime.park_after(&self.parts.tool).filter(|_| task) {
-            let now = crate::clock::millis(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap_or_default(),
-            );
+            let now = crate::clock::system_now_ms();
             // A timer due within the park time is waited for here.
             let worth = wait
                 .until_ms
