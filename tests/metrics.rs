@@ -69,6 +69,18 @@ async fn lingering(ctx: TaskContext) -> Result<String, ToolError> {
     Err(ToolError::cancelled())
 }
 
+/// Sleeps `ms` durably; parked once it has slept 100 ms.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "100ms",
+    poll_interval = "20ms"
+)]
+async fn dozing(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
+    ctx.sleep("doze", Duration::from_millis(ms)).await?;
+    Ok(format!("dozed {ms} ms"))
+}
+
 /// Answers inline (the caller does not declare the extension).
 #[task_tool]
 async fn echo(text: String) -> String {
@@ -214,6 +226,7 @@ async fn the_scrape_page_counts_what_the_tasks_did() {
     );
     let scrape_router = mcp_tasks::metrics::prometheus_router(handle);
     memory_part(scrape_router.clone()).await;
+    parking_part(scrape_router.clone()).await;
     if !cluster_part(scrape_router).await {
         eprintln!("the cluster part did not run (no Postgres here)");
     }
@@ -475,6 +488,53 @@ async fn memory_part(scrape_router: axum::Router) {
             assert!(after.has(&name), "{name} is documented but not on the page");
         }
     }
+}
+
+/// Parked tasks and durable timers on the memory store: a short sleep ends in memory, a
+/// longer one parks and its timer wakes it, an hour's sleep stays parked; the timer lag is
+/// recorded once for each timer that went off, the parked gauge counts the one left.
+async fn parking_part(scrape_router: axum::Router) {
+    let engine = Engine::builder(toolkit![dozing].expect("valid tools")).build();
+    let router = mcp_tasks::http_router(TaskServer::from_engine(engine), HttpOptions::new())
+        .merge(scrape_router);
+    let http = Http::start_router(router).await;
+    let base = http.url.trim_end_matches("/mcp").to_owned();
+    let mut peer = peer(http);
+    let awake = task_id(&peer.call("dozing", json!({ "ms": 50 }), TASKS).await);
+    let parked = task_id(&peer.call("dozing", json!({ "ms": 600 }), TASKS).await);
+    let asleep = task_id(&peer.call("dozing", json!({ "ms": 3_600_000 }), TASKS).await);
+    for id in [&awake, &parked] {
+        let done = peer.wait_terminal(id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+    // Sampled after the timer's wake-up: the hour's sleep is the one parked task left.
+    let patience = Patience::new("one parked task counted");
+    let page = loop {
+        let page = scrape(&base).await;
+        if page.value("mcp_tasks_parked_tasks", &[]) == 1.0 {
+            break page;
+        }
+        patience.wait().await;
+    };
+    assert_eq!(page.value("mcp_tasks_tasks_parked_total", &[]), 2.0);
+    assert_eq!(page.value("mcp_tasks_tasks_woken_total", &[]), 1.0);
+    // Two timers went off: the short sleep's in memory, the parked one's at its wake-up.
+    assert_eq!(page.value("mcp_tasks_timer_lag_seconds_count", &[]), 2.0);
+    // Both well within a second of their deadlines on a quiet machine; a lag of 0.6 s would
+    // be a timer measured from the sleep's start.
+    assert!(
+        page.value("mcp_tasks_timer_lag_seconds_bucket", &[("le", "0.5")]) == 2.0,
+        "{page:?}"
+    );
+    let cancelled = peer
+        .rpc("tasks/cancel", json!({ "taskId": asleep }), TASKS)
+        .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    assert_eq!(peer.wait_terminal(&asleep).await["status"], "cancelled");
+    let page = scrape(&base).await;
+    // The cancel woke it (a replay, which ends cancelled); no timer went off.
+    assert_eq!(page.value("mcp_tasks_tasks_woken_total", &[]), 2.0);
+    assert_eq!(page.value("mcp_tasks_timer_lag_seconds_count", &[]), 2.0);
 }
 
 /// Waits behind a gate, then says something (a write of running work).

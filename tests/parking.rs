@@ -1,7 +1,7 @@
 //! Parked tasks: a task that waits past its tool's `park_after` gives its process back its
 //! work, and only its row waits; an answer, its timer, a cancel or its expiry wakes (or
-//! ends) it, and it goes on by replay. Real SQLite files and a real restart (the first
-//! server's runtime and store threads gone before the second opens the file), a real
+//! ends) it, and it goes on by replay. Real SQLite files, a real restart (a server process
+//! of this test binary killed with SIGKILL, and another started on the file), a real
 //! Postgres for the cluster case.
 
 mod common;
@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Http, Patience, Peer, Stdio, TASKS, first_input_key, restart::run_then_stop};
+use common::{Http, Patience, Peer, TASKS, first_input_key};
 use mcp_tasks::{
     Engine, SqliteStore, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
@@ -27,21 +27,29 @@ use temp_db::TempDb;
 static RUNS: std::sync::LazyLock<Mutex<HashMap<(String, &'static str), u32>>> =
     std::sync::LazyLock::new(Default::default);
 
-fn ran(ctx: &TaskContext, step: &'static str) {
+/// Notes a run of `step` of the task; answers how many times it ran, this one included (in
+/// every server process, for a server process of this binary).
+fn ran(ctx: &TaskContext, step: &'static str) -> u32 {
     let id = ctx.task_id().unwrap_or("inline").to_owned();
-    // A server process of `parked_tasks_and_a_parked_sleep_survive_kill_9` also appends
-    // `<task id> <step>` to its journal, one write a line, for the test process to count.
+    // A server process of `parked_tasks_survive_kill_9` also appends `<task id> <step>` to
+    // its journal, one write a line, for the test process (and the next server) to count.
     if let Ok(journal) = std::env::var(CHILD_JOURNAL) {
         use std::io::Write as _;
+        let line = format!("{id} {step}");
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(journal)
+            .open(&journal)
             .expect("open the journal");
-        file.write_all(format!("{id} {step}\n").as_bytes())
+        file.write_all(format!("{line}\n").as_bytes())
             .expect("append to the journal");
+        let all = std::fs::read_to_string(&journal).expect("read the journal");
+        return u32::try_from(all.lines().filter(|l| *l == line).count()).unwrap();
     }
-    *RUNS.lock().unwrap().entry((id, step)).or_default() += 1;
+    let mut runs = RUNS.lock().unwrap();
+    let count = runs.entry((id, step)).or_default();
+    *count += 1;
+    *count
 }
 
 /// The environment of a server process this test binary runs ([`child_server`]).
@@ -112,8 +120,38 @@ async fn napping(ctx: TaskContext, ms: u64) -> Result<String, ToolError> {
     Ok(format!("slept {ms} ms"))
 }
 
+/// A step that always fails, retried 3 times in all, 4 s apart: parked while it waits.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "200ms",
+    ttl = "1m",
+    poll_interval = "50ms"
+)]
+async fn flaky(ctx: TaskContext) -> Result<String, ToolError> {
+    let policy = mcp_tasks::RetryPolicy::attempts(3)
+        .with_backoff(Duration::from_secs(4), 1.0, Duration::from_secs(4))
+        .with_jitter(0.0);
+    let step_ctx = ctx.clone();
+    let value: u32 = ctx
+        .retry_step(
+            "fetch",
+            &policy,
+            |_| true,
+            move || {
+                let step_ctx = step_ctx.clone();
+                async move {
+                    let tries = ran(&step_ctx, "try");
+                    Err::<u32, _>(format!("upstream said no (try {tries})"))
+                }
+            },
+        )
+        .await?;
+    Ok(value.to_string())
+}
+
 fn tools(here: &'static str) -> mcp_tasks::Toolkit {
-    toolkit![approve, nap, long_nap]
+    toolkit![approve, nap, long_nap, flaky]
         .unwrap()
         .with_state(Here(here))
 }
@@ -178,78 +216,6 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
     while !done() {
         patience.wait().await;
     }
-}
-
-/// 1,000 tasks park on their question; the server is stopped (its runtime and store threads
-/// gone) and another opens the file: none is "recovered" (parked tasks run nowhere by
-/// design), each is answered, wakes, and completes with each of its steps run once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thousand_parked_tasks_are_answered_after_a_restart() {
-    const TASKS_N: u32 = 1_000;
-    let db = Db::new("thousand");
-    let (path, file) = (db.path().to_owned(), db.path().to_owned());
-    let ids = run_then_stop(
-        move || {
-            TaskServer::from_engine(
-                Engine::builder(tools("first"))
-                    .with_store(SqliteStore::open(&path).expect("open"))
-                    .build(),
-            )
-        },
-        move |mut before| async move {
-            let mut ids = Vec::new();
-            for n in 0..TASKS_N {
-                ids.push(task_id(
-                    &before.call("approve", json!({ "n": n }), TASKS).await,
-                ));
-            }
-            let patience = Patience::new("every task parked");
-            while parked_in(&file) != i64::from(TASKS_N) {
-                patience.wait().await;
-            }
-            ids
-        },
-    )
-    .await;
-    // Parked tasks run nowhere by design: a restart has nothing to recover.
-    let engine = db.engine();
-    let recovered = engine.recover().await.unwrap();
-    assert_eq!(
-        (recovered.resumed, recovered.failed),
-        (0, 0),
-        "{recovered:?}"
-    );
-    engine.start().unwrap();
-    let server = TaskServer::from_engine(engine.clone());
-    let mut peer = Peer::Stdio(Stdio::start(server));
-    assert_eq!(engine.running_tasks(), 0);
-    // Parked, each reads as it did: input_required, its question outstanding.
-    let mut keys = Vec::new();
-    for id in &ids {
-        let task = peer.get(id).await["result"].clone();
-        assert_eq!(task["status"], "input_required", "{task}");
-        keys.push(first_input_key(&task));
-    }
-    let started = Instant::now();
-    for (id, key) in ids.iter().zip(&keys) {
-        answer(&mut peer, id, key, "ada").await;
-    }
-    for (n, id) in ids.iter().enumerate() {
-        let done = peer.wait_terminal(id).await;
-        assert_eq!(done["status"], "completed", "{done}");
-        assert_eq!(
-            common::first_text(&done["result"]),
-            format!("{n} approved by ada on sqlite")
-        );
-        assert_eq!(runs(id, "prepare"), 1, "{id}: prepare ran once");
-        assert_eq!(runs(id, "apply"), 1, "{id}: apply ran once");
-    }
-    eprintln!(
-        "{TASKS_N} parked tasks answered and completed in {:?}",
-        started.elapsed()
-    );
-    assert_eq!(db.parked(), 0);
-    engine.shutdown(Duration::from_secs(1)).await;
 }
 
 /// A parked question and a parked sleep hold no work in memory; a cancel ends the first at
@@ -382,11 +348,11 @@ async fn a_task_parked_on_one_instance_is_answered_and_runs_on_another() {
     b.shutdown(Duration::from_secs(1)).await;
 }
 
-/// Not a test of its own: the server process of `parked_tasks_and_a_parked_sleep_survive_kill_9`,
+/// Not a test of its own: the server process of `parked_tasks_survive_kill_9`,
 /// which runs this test binary again with [`CHILD_DB`] set. Serves the file over HTTP on
 /// 127.0.0.1 and prints `serving <url>`, until it is killed.
 #[test]
-#[ignore = "the server process of parked_tasks_and_a_parked_sleep_survive_kill_9"]
+#[ignore = "the server process of parked_tasks_survive_kill_9"]
 fn child_server() {
     let Ok(path) = std::env::var(CHILD_DB) else {
         return;
@@ -476,14 +442,17 @@ impl Drop for Child {
     }
 }
 
-/// Real processes: 50 questions and a 5 s sleep park in a server process, which is killed
-/// (`kill -9`) two seconds into the sleep; a second process on the file recovers nothing (the
-/// parked tasks run nowhere by design), wakes the sleep at its deadline (not 5 s after the
-/// restart), and runs each answered question to its end; the journal shows every step of
-/// every task run once.
+/// Real processes, a real SQLite file. In a first server process 1,000 tasks park on their
+/// question, an 8 s durable sleep parks, and a retried step that always fails parks in its
+/// 4 s wait after its first attempt. The process is killed (`kill -9`) two seconds in. A
+/// second process on the file recovers nothing (parked tasks run nowhere by design); the
+/// retried step goes on with its second attempt at its stored time (the count survived),
+/// and fails after its third; the sleep ends at its deadline, not 8 s after the restart; all
+/// 1,000 questions are answered and their tasks complete. The journal both processes append
+/// to shows every step of every task run once, and the retried step run 3 times in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
-    const QUESTIONS: u32 = 50;
+async fn parked_tasks_survive_kill_9() {
+    const QUESTIONS: u32 = 1_000;
     let db = Db::new("kill9");
     let journal = db.path().with_extension("journal");
     let _ = std::fs::remove_file(&journal);
@@ -495,30 +464,69 @@ async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
             &peer.call("approve", json!({ "n": n }), TASKS).await,
         ));
     }
-    let slept = Instant::now();
-    let sleeper = task_id(&peer.call("long_nap", json!({ "ms": 5_000 }), TASKS).await);
+    until("the questions parked", || {
+        db.parked() == i64::from(QUESTIONS)
+    })
+    .await;
+    let began = Instant::now();
+    let retried = task_id(&peer.call("flaky", json!({}), TASKS).await);
+    let sleeper = task_id(&peer.call("long_nap", json!({ "ms": 8_000 }), TASKS).await);
     until("every task parked", || {
-        db.parked() == i64::from(QUESTIONS) + 1
+        db.parked() == i64::from(QUESTIONS) + 2
     })
     .await;
-    // The kill comes two seconds into the sleep: a restart that slept again would end it
-    // seven seconds after it began.
-    until("two seconds into the sleep", || {
-        slept.elapsed() >= Duration::from_secs(2)
+    // Two seconds in: before the retried step's second attempt (at 4 s) and half way
+    // through its wait, a quarter of the way through the sleep.
+    until("two seconds in", || {
+        began.elapsed() >= Duration::from_secs(2)
     })
     .await;
+    assert!(
+        began.elapsed() < Duration::from_millis(3_500),
+        "too slow to kill the first process before the second attempt: {:?}",
+        began.elapsed()
+    );
     first.kill9();
 
     let second = Child::start(db.path(), &journal);
     assert_eq!(second.recovered, "0 0", "parked tasks are not recovered");
     let mut peer = second.peer().await;
+    // The count goes on: the second attempt (not a first one again) fails in this process.
+    let waiting = peer
+        .wait_for(&retried, "the second attempt to fail", |t| {
+            t["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("fetch: attempt 2 of 3 failed"))
+        })
+        .await;
+    assert!(
+        waiting["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("(upstream said no (try 2))"),
+        "{waiting}"
+    );
+    assert!(
+        began.elapsed() >= Duration::from_secs(4),
+        "the second attempt ran before its stored time: {:?}",
+        began.elapsed()
+    );
     let woke = peer.wait_terminal(&sleeper).await;
-    let took = slept.elapsed();
+    let took = began.elapsed();
     assert_eq!(woke["status"], "completed", "{woke}");
     assert!(
-        took >= Duration::from_secs(5) && took < Duration::from_millis(6_900),
-        "the sleep ends at its deadline, not 5 s after the restart: {took:?}"
+        took >= Duration::from_secs(8) && took < Duration::from_millis(9_900),
+        "the sleep ends at its deadline, not 8 s after the restart: {took:?}"
     );
+    // The tool's error: a completed task whose result is an error.
+    let failed = peer.wait_terminal(&retried).await;
+    assert_eq!(failed["result"]["isError"], true, "{failed}");
+    assert_eq!(
+        common::first_text(&failed["result"]),
+        "upstream said no (try 3)",
+        "the third attempt is the last"
+    );
+    let answering = Instant::now();
     for id in &ids {
         let task = peer.get(id).await["result"].clone();
         assert_eq!(task["status"], "input_required", "{task}");
@@ -532,6 +540,11 @@ async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
             format!("{n} approved by ada on child")
         );
     }
+    eprintln!(
+        "{QUESTIONS} parked tasks answered and completed in {:?}",
+        answering.elapsed()
+    );
+    assert_eq!(db.parked(), 0);
     let lines = std::fs::read_to_string(&journal).expect("the journal");
     let mut counts: HashMap<&str, u32> = HashMap::new();
     for line in lines.lines() {
@@ -547,5 +560,6 @@ async fn parked_tasks_and_a_parked_sleep_survive_kill_9() {
         }
     }
     assert_eq!(counts.get(format!("{sleeper} woke").as_str()), Some(&1));
+    assert_eq!(counts.get(format!("{retried} try").as_str()), Some(&3));
     let _ = std::fs::remove_file(&journal);
 }

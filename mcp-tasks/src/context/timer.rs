@@ -74,7 +74,9 @@ impl TaskContext {
         let park = self.host.park(crate::store::Wait::until(deadline_ms));
         self.until_cancelled(async {
             tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(left)) => {}
+                () = tokio::time::sleep(Duration::from_millis(left)) => {
+                    crate::metrics::timer_fired(deadline_ms);
+                }
                 () = park => {}
             }
         })

@@ -73,9 +73,19 @@ pub const TASKS_PARKED: &str = "mcp_tasks_tasks_parked_total";
 pub const STEP_RETRIES: &str = "mcp_tasks_step_retries_total";
 /// Counter: parked tasks woken and run again, by this instance.
 pub const TASKS_WOKEN: &str = "mcp_tasks_tasks_woken_total";
+/// Gauge: tasks parked in the task space (the store's count, sampled).
+pub const PARKED_TASKS: &str = "mcp_tasks_parked_tasks";
+/// Histogram: how late durable timers fire, in seconds.
+pub const TIMER_LAG: &str = "mcp_tasks_timer_lag_seconds";
 
 /// The histograms, each with its unit (all in seconds).
-pub const HISTOGRAMS: [&str; 4] = [TASK_DURATION, TASK_FIRST_STATUS, STORE_OPERATION, CLAIM_LAG];
+pub const HISTOGRAMS: [&str; 5] = [
+    TASK_DURATION,
+    TASK_FIRST_STATUS,
+    STORE_OPERATION,
+    CLAIM_LAG,
+    TIMER_LAG,
+];
 
 /// Describes every metric of this crate to the installed recorder (its `# HELP` lines in
 /// Prometheus). [`install_prometheus`] calls it; call it after installing another
@@ -141,6 +151,15 @@ pub fn describe() {
         "Tasks parked: their work dropped while they wait for an answer or a timer."
     );
     describe_counter!(TASKS_WOKEN, "Parked tasks woken and run again here.");
+    describe_gauge!(
+        PARKED_TASKS,
+        "Tasks parked in the task space (live, their work dropped while they wait), as last sampled from the store."
+    );
+    describe_histogram!(
+        TIMER_LAG,
+        Unit::Seconds,
+        "How late a durable timer (a sleep, a retry's wait) went off: from its deadline to the task's wake-up or the end of its sleep."
+    );
     describe_counter!(
         STEP_RETRIES,
         "Failed attempts of retried steps (TaskContext::retry_step) that are tried again, by tool."
@@ -201,6 +220,8 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
     }
     gauge!(QUEUE_DEPTH).increment(0.0);
     drop(::metrics::histogram!(CLAIM_LAG));
+    gauge!(PARKED_TASKS).increment(0.0);
+    drop(::metrics::histogram!(TIMER_LAG));
     for reason in ["refused", "unrenewed"] {
         counter!(LEASES_LOST, "reason" => reason).increment(0);
     }
@@ -365,9 +386,26 @@ pub(crate) fn step_retried(tool: &str) {
     counter!(STEP_RETRIES, "tool" => tool.to_owned()).increment(1);
 }
 
-/// A parked task was woken and runs again here.
-pub(crate) fn woken() {
+/// A parked task was woken and runs again here; `timer_ms`: the instant of the timer that
+/// woke it, if its timer did.
+pub(crate) fn woken(timer_ms: Option<u64>) {
     counter!(TASKS_WOKEN).increment(1);
+    if let Some(timer_ms) = timer_ms {
+        timer_fired(timer_ms);
+    }
+}
+
+/// A durable timer set for `deadline_ms` (epoch milliseconds) went off now.
+pub(crate) fn timer_fired(deadline_ms: u64) {
+    let late = crate::clock::system_now_ms().saturating_sub(deadline_ms);
+    #[allow(clippy::cast_precision_loss)]
+    ::metrics::histogram!(TIMER_LAG).record(late as f64 / 1000.0);
+}
+
+/// The number of tasks parked in the task space, as sampled now.
+pub(crate) fn parked_tasks(count: u64) {
+    #[allow(clippy::cast_precision_loss)]
+    gauge!(PARKED_TASKS).set(count as f64);
 }
 
 /// The store refused a write of running work as fenced.

@@ -54,6 +54,10 @@ use crate::{
 /// How many woken tasks one store call takes.
 const WAKE_BATCH: usize = 256;
 
+/// How often the wake loop samples the number of parked tasks for
+/// [`PARKED_TASKS`](crate::metrics::PARKED_TASKS) (a count of the store's rows).
+const SAMPLE_PARKED_EVERY: Duration = Duration::from_secs(15);
+
 /// The wake-ups of the tasks parked here ([`wake_loop`]).
 #[derive(Default)]
 pub(crate) struct Parking {
@@ -244,7 +248,6 @@ impl Runtime {
             let id = task.id.clone();
             // Its run counts against its owner's quota from here, as its hold did.
             self.release_hold(&id);
-            crate::metrics::woken();
             if let Err(error) = take(self, task, None, Cause::Woken, &mut report).await {
                 tracing::warn!(task_id = %id, %error, "woken task not run");
             }
@@ -274,6 +277,22 @@ impl Runtime {
         self.arm_from_store().await;
     }
 
+    /// Samples how many tasks the store holds parked, for the metrics (a failed count is not
+    /// recorded).
+    async fn sample_parked(&self) {
+        let Some(admin) = self.store.admin() else {
+            return;
+        };
+        let filter = crate::store::admin::TaskFilter {
+            parked: true,
+            ..Default::default()
+        };
+        match admin.count(&filter).await {
+            Ok(counts) => crate::metrics::parked_tasks(counts.working + counts.input_required),
+            Err(error) => tracing::debug!(%error, "parked tasks not counted"),
+        }
+    }
+
     /// Arms the earliest timer the store holds (a previous process's parked tasks too).
     async fn arm_from_store(&self) {
         match self.store.next_wake().await {
@@ -292,6 +311,8 @@ pub(crate) async fn wake_loop(runtime: Arc<Runtime>) {
     if matches!(runtime.placement, Placement::Local) {
         runtime.arm_from_store().await;
     }
+    let mut sample = tokio::time::interval(SAMPLE_PARKED_EVERY);
+    sample.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let next = *runtime.parking.next.lock();
         let wait = next.map_or(Duration::from_secs(3600), |next| {
@@ -301,6 +322,10 @@ pub(crate) async fn wake_loop(runtime: Arc<Runtime>) {
             biased;
             () = stop.cancelled() => return,
             () = runtime.parking.armed.notified() => continue,
+            _ = sample.tick() => {
+                runtime.sample_parked().await;
+                continue;
+            }
             () = tokio::time::sleep(wait) => {}
         }
         let Some(due) = next else { continue };
@@ -314,5 +339,6 @@ pub(crate) async fn wake_loop(runtime: Arc<Runtime>) {
             Placement::Local => runtime.wake_due().await,
             Placement::Cluster(_) => runtime.parking.claim_now.notify_one(),
         }
+        runtime.sample_parked().await;
     }
 }

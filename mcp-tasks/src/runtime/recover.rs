@@ -120,7 +120,12 @@ pub(crate) async fn take(
     report: &mut RecoveryReport,
 ) -> Result<(), StoreError> {
     // A claim in a cluster takes woken parked tasks with the lapsed ones.
-    let cause = if task.woken { Cause::Woken } else { cause };
+    let cause = if task.woken {
+        crate::metrics::woken(task.woken_by_timer_ms);
+        Cause::Woken
+    } else {
+        cause
+    };
     let failure = match runtime.tools.toolkit.get(&task.tool) {
         None => Some(format!(
             "{} no longer offers tool `{}`",

@@ -203,6 +203,7 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
         origin: TaskOrigin::decode(row, 5)?,
         steps,
         woken: false,
+        woken_by_timer_ms: None,
     })
 }
 

@@ -161,6 +161,7 @@ impl Entry {
             steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
             cancel_requested: self.state.cancel_requested,
             woken,
+            woken_by_timer_ms: None,
         }
     }
 }
@@ -515,8 +516,10 @@ impl TaskStore for MemoryStore {
             if !record::woken(&entry.state, now) {
                 return None;
             }
-            record::unpark(&mut entry.state);
-            Some(entry.recovery(true))
+            let timer = record::unpark(&mut entry.state);
+            let mut recovery = entry.recovery(true);
+            recovery.woken_by_timer_ms = timer;
+            Some(recovery)
         };
         if let Some(id) = only {
             return match self.with_entry(id, |entry, now| Ok(take(entry, now))) {

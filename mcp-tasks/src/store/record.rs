@@ -419,9 +419,13 @@ pub(crate) fn woken(state: &State, now: u64) -> bool {
     !state.status.is_terminal() && state.parked_until_ms.is_some_and(|until| until <= now)
 }
 
-/// Takes a woken task out of its park (see [`woken`]): its work is about to go on.
-pub(crate) fn unpark(state: &mut State) {
-    state.parked_until_ms = None;
+/// Takes a woken task out of its park (see [`woken`]): its work is about to go on. Returns
+/// the instant of the timer that woke it, when its timer did (not an answer or a cancel).
+pub(crate) fn unpark(state: &mut State) -> Option<u64> {
+    state
+        .parked_until_ms
+        .take()
+        .and_then(super::row::woken_by_timer)
 }
 
 /// Sets or clears `statusMessage` of a live task (a change only when it differs).

@@ -167,6 +167,12 @@ pub(crate) struct State {
 /// [`TaskSnapshot::parked_until_ms`] of a task parked until an answer (or a cancel) wakes it.
 pub const PARKED_FOR_ANSWER: u64 = i64::MAX as u64;
 
+/// The timer's instant of a task woken from its park at `parked_until_ms`, when its timer
+/// woke it: 0 is an answer's or a cancel's wake-up, [`PARKED_FOR_ANSWER`] no timer at all.
+pub(crate) fn woken_by_timer(parked_until_ms: u64) -> Option<u64> {
+    (parked_until_ms > 0 && parked_until_ms < PARKED_FOR_ANSWER).then_some(parked_until_ms)
+}
+
 impl State {
     /// `createdAt + ttlMs`, saturating; `None` without a TTL.
     pub(crate) fn deadline_ms(&self) -> Option<u64> {
@@ -278,6 +284,9 @@ pub struct Recovery {
     /// It was parked, and is woken (an answer, its timer, a cancel): its work goes on, by
     /// replay; not a restart.
     pub woken: bool,
+    /// When its timer woke it (a durable sleep's deadline, or a retry's next attempt): that
+    /// instant, epoch milliseconds, from which its lateness is measured.
+    pub woken_by_timer_ms: Option<u64>,
 }
 
 /// A task as the store holds it at one instant.

@@ -60,9 +60,13 @@ impl PostgresStore {
         let recoveries = Self::recoveries(&rows, &step_rows)?;
         let mut claimed = Vec::with_capacity(rows.len());
         for (r, mut recovery) in rows.iter().zip(recoveries) {
-            recovery.woken = r
-                .try_get::<_, bool>(codec::RECOVERY_COLUMNS + 1)
+            // The park it was woken from, if any (`c.parked`).
+            let parked = r
+                .try_get::<_, Option<i64>>(codec::RECOVERY_COLUMNS + 1)
                 .map_err(|e| super::PgError::owned("an unreadable claimed row", e))?;
+            recovery.woken = parked.is_some();
+            recovery.woken_by_timer_ms =
+                parked.and_then(|until| crate::store::row::woken_by_timer(to_u64(until)));
             let granted = Lease::granted(
                 Arc::clone(&recovery.id),
                 Arc::clone(&instance),
@@ -91,7 +95,7 @@ macro_rules! claimed_columns {
 /// the parked tasks that are woken (their lease deadline is their wake-up time), taken out
 /// of their park.
 const CLAIM_LAPSED: &str = concat!(
-    "WITH c AS (SELECT id, parked_until_ms IS NOT NULL AS parked FROM tasks \
+    "WITH c AS (SELECT id, parked_until_ms AS parked FROM tasks \
      WHERE purge_at_ms IS NULL AND runner IS NOT NULL AND lease_until_ms < ",
     db_now_ms!(),
     " AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY lease_until_ms LIMIT $4 \
@@ -105,7 +109,7 @@ const CLAIM_LAPSED: &str = concat!(
 
 /// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`.
 const CLAIM_QUEUED: &str = concat!(
-    "WITH c AS (SELECT id, false AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+    "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
      AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY created_at_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
      UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",

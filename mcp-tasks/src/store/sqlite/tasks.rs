@@ -207,12 +207,15 @@ impl TaskStore for SqliteStore {
             for id in due {
                 let taken = modify(tx, &id, |task, now| {
                     if !record::woken(&task.state, now) {
-                        return Ok((false, record::Change::NONE));
+                        return Ok((None, record::Change::NONE));
                     }
-                    record::unpark(&mut task.state);
-                    Ok((true, record::Change::CHANGED))
+                    let timer = record::unpark(&mut task.state);
+                    Ok((Some(timer), record::Change::CHANGED))
                 })?;
-                if taken && let Some(recovery) = recovery_of(tx.conn, &id)? {
+                if let Some(timer) = taken
+                    && let Some(mut recovery) = recovery_of(tx.conn, &id)?
+                {
+                    recovery.woken_by_timer_ms = timer;
                     woken.push(recovery);
                 }
             }
