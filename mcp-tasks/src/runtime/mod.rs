@@ -65,6 +65,7 @@ pub(crate) mod cluster;
 pub(crate) mod lifecycle;
 mod outcome;
 mod park;
+mod parking;
 pub(crate) mod placement;
 pub(crate) mod recover;
 mod start;
@@ -184,7 +185,7 @@ pub(crate) struct Runtime {
     /// outcome this process changed. Nothing is sent while no one subscribes.
     pub(crate) changes: tokio::sync::broadcast::Sender<Notice>,
     /// The wake-ups of parked tasks (`park.rs`).
-    pub(crate) parking: park::Parking,
+    pub(crate) parking: parking::Parking,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -217,7 +218,7 @@ impl Runtime {
             tools,
             lifecycle: Lifecycle::new(),
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
-            parking: park::Parking::default(),
+            parking: parking::Parking::default(),
         })
     }
 

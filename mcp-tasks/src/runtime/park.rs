@@ -32,14 +32,9 @@
 //!    task parked before a restart counts again only once it is woken.
 
 use std::{
-    collections::HashMap,
-    hash::BuildHasher as _,
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
-
-use parking_lot::Mutex;
-use tokio::sync::Notify;
 
 use super::{
     OwnerSlot, Runtime, WriteError,
@@ -57,65 +52,6 @@ const WAKE_BATCH: usize = 256;
 /// How often the wake loop samples the number of parked tasks for
 /// [`PARKED_TASKS`](crate::metrics::PARKED_TASKS) (a count of the store's rows).
 const SAMPLE_PARKED_EVERY: Duration = Duration::from_secs(15);
-
-/// The wake-ups of the tasks parked here ([`wake_loop`]).
-#[derive(Default)]
-pub(crate) struct Parking {
-    /// The earliest timer known to this process (milliseconds since the Unix epoch).
-    next: Mutex<Option<u64>>,
-    /// Tells the wake loop of an earlier timer.
-    armed: Notify,
-    /// In a cluster, runs a claim pass at once (the claim loop's).
-    pub(crate) claim_now: Arc<Notify>,
-    /// Over a single-process store, the owner of each task parked here, whose quota count
-    /// is held until the task is woken or expires (invariant 7); a cluster store counts an
-    /// owner's live tasks, parked ones included, itself.
-    holds: Mutex<Holds>,
-}
-
-/// The owners whose counts parked tasks hold, by task: compact, since it is all a parked
-/// task costs this process (a hash of the id and the index of an owner, about 20 bytes a
-/// task; the rare ids whose hashes collide are kept whole).
-#[derive(Default)]
-struct Holds {
-    hasher: std::collections::hash_map::RandomState,
-    by_hash: HashMap<u64, u32>,
-    collided: HashMap<Arc<str>, u32>,
-    owners: Vec<Arc<str>>,
-    owner_index: HashMap<Arc<str>, u32>,
-}
-
-impl Holds {
-    fn insert(&mut self, id: &str, owner: Arc<str>) {
-        let index = match self.owner_index.get(&owner) {
-            Some(index) => *index,
-            None => {
-                let index = u32::try_from(self.owners.len()).unwrap_or(u32::MAX);
-                self.owners.push(Arc::clone(&owner));
-                self.owner_index.insert(owner, index);
-                index
-            }
-        };
-        let hash = self.hasher.hash_one(id);
-        match self.by_hash.entry(hash) {
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.collided.insert(Arc::from(id), index);
-            }
-            std::collections::hash_map::Entry::Vacant(vacant) => {
-                vacant.insert(index);
-            }
-        }
-    }
-
-    /// The owner held for `id`, no longer held.
-    fn remove(&mut self, id: &str) -> Option<Arc<str>> {
-        let index = match self.collided.remove(id) {
-            Some(index) => index,
-            None => self.by_hash.remove(&self.hasher.hash_one(id))?,
-        };
-        self.owners.get(index as usize).cloned()
-    }
-}
 
 impl Runtime {
     /// How long a task of `tool` waits before it parks here; `None`: it never does

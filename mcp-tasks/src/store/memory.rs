@@ -41,6 +41,7 @@ use super::{
 use crate::clock::Clock;
 
 mod admin;
+mod parked;
 
 const SHARDS: usize = 64;
 
@@ -493,18 +494,7 @@ impl TaskStore for MemoryStore {
     }
 
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
-        let mut found = Vec::new();
-        for shard in &self.shards {
-            let shard = shard.lock();
-            for entry in shard.tasks.values() {
-                // A parked task's work runs nowhere by design: its wake-up replays it.
-                if entry.state.status.is_terminal() || entry.state.parked_until_ms.is_some() {
-                    continue;
-                }
-                found.push(entry.recovery(false));
-            }
-        }
-        Ok(found)
+        Ok(self.unparked_live())
     }
 
     fn parks(&self) -> bool {
@@ -512,53 +502,11 @@ impl TaskStore for MemoryStore {
     }
 
     async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
-        let take = |entry: &mut Entry, now| {
-            if !record::woken(&entry.state, now) {
-                return None;
-            }
-            let timer = record::unpark(&mut entry.state);
-            let mut recovery = entry.recovery(true);
-            recovery.woken_by_timer_ms = timer;
-            Some(recovery)
-        };
-        if let Some(id) = only {
-            return match self.with_entry(id, |entry, now| Ok(take(entry, now))) {
-                Ok(woken) => Ok(woken.into_iter().collect()),
-                Err(StoreError::NotFound) => Ok(Vec::new()),
-                Err(error) => Err(error),
-            };
-        }
-        // The parked tasks are not indexed in memory: a scan (the memory store is for one
-        // process and modest numbers of tasks).
-        let now = self.clock.now_ms();
-        let mut found = Vec::new();
-        for shard in &self.shards {
-            let mut shard = shard.lock();
-            for entry in shard.tasks.values_mut() {
-                if found.len() >= limit {
-                    return Ok(found);
-                }
-                found.extend(take(entry, now));
-            }
-        }
-        Ok(found)
+        self.take_woken(only, limit)
     }
 
     async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
-        Ok(self
-            .shards
-            .iter()
-            .filter_map(|shard| {
-                shard
-                    .lock()
-                    .tasks
-                    .values()
-                    .filter(|entry| !entry.state.status.is_terminal())
-                    .filter_map(|entry| entry.state.parked_until_ms)
-                    .filter(|until| *until < row::PARKED_FOR_ANSWER)
-                    .min()
-            })
-            .min())
+        Ok(self.earliest_timer())
     }
 
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {

@@ -1,0 +1,67 @@
+//! What this process keeps of the tasks parked here (`park.rs`): the earliest timer it
+//! knows, and the owners whose quota counts parked tasks hold. A leaf: the parking itself
+//! is `park.rs`.
+
+use std::{collections::HashMap, hash::BuildHasher as _, sync::Arc};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+/// The wake-ups of the tasks parked here ([`wake_loop`](super::park::wake_loop)).
+#[derive(Default)]
+pub(crate) struct Parking {
+    /// The earliest timer known to this process (milliseconds since the Unix epoch).
+    pub(super) next: Mutex<Option<u64>>,
+    /// Tells the wake loop of an earlier timer.
+    pub(super) armed: Notify,
+    /// In a cluster, runs a claim pass at once (the claim loop's).
+    pub(crate) claim_now: Arc<Notify>,
+    /// Over a single-process store, the owner of each task parked here, whose quota count
+    /// is held until the task is woken or expires (invariant 7); a cluster store counts an
+    /// owner's live tasks, parked ones included, itself.
+    pub(super) holds: Mutex<Holds>,
+}
+
+/// The owners whose counts parked tasks hold, by task: compact, since it is all a parked
+/// task costs this process (a hash of the id and the index of an owner, about 20 bytes a
+/// task; the rare ids whose hashes collide are kept whole).
+#[derive(Default)]
+pub(super) struct Holds {
+    hasher: std::collections::hash_map::RandomState,
+    by_hash: HashMap<u64, u32>,
+    collided: HashMap<Arc<str>, u32>,
+    owners: Vec<Arc<str>>,
+    owner_index: HashMap<Arc<str>, u32>,
+}
+
+impl Holds {
+    pub(super) fn insert(&mut self, id: &str, owner: Arc<str>) {
+        let index = match self.owner_index.get(&owner) {
+            Some(index) => *index,
+            None => {
+                let index = u32::try_from(self.owners.len()).unwrap_or(u32::MAX);
+                self.owners.push(Arc::clone(&owner));
+                self.owner_index.insert(owner, index);
+                index
+            }
+        };
+        let hash = self.hasher.hash_one(id);
+        match self.by_hash.entry(hash) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(Arc::from(id), index);
+            }
+            std::collections::hash_map::Entry::Vacant(vacant) => {
+                vacant.insert(index);
+            }
+        }
+    }
+
+    /// The owner held for `id`, no longer held.
+    pub(super) fn remove(&mut self, id: &str) -> Option<Arc<str>> {
+        let index = match self.collided.remove(id) {
+            Some(index) => index,
+            None => self.by_hash.remove(&self.hasher.hash_one(id))?,
+        };
+        self.owners.get(index as usize).cloned()
+    }
+}

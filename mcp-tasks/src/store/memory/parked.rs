@@ -1,0 +1,80 @@
+//! The memory store's scans of live tasks for [`TaskStore`](crate::store::TaskStore)'s
+//! restarts and parked tasks: what a restart replays, the parked tasks due to be woken, the
+//! earliest timer. The parked tasks are not indexed in memory: each is a scan of every
+//! shard, one lock at a time (the memory store is for one process and modest numbers of
+//! tasks).
+
+use super::{Entry, MemoryStore};
+use crate::store::{Recovery, StoreError, record, row};
+
+impl MemoryStore {
+    /// Every live task whose work runs nowhere after a restart: not the parked ones, whose
+    /// wake-up replays them.
+    pub(super) fn unparked_live(&self) -> Vec<Recovery> {
+        let mut found = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock();
+            for entry in shard.tasks.values() {
+                if entry.state.status.is_terminal() || entry.state.parked_until_ms.is_some() {
+                    continue;
+                }
+                found.push(entry.recovery(false));
+            }
+        }
+        found
+    }
+
+    /// Up to `limit` parked tasks that are due (only task `only`, if given), taken out of
+    /// their park.
+    pub(super) fn take_woken(
+        &self,
+        only: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Recovery>, StoreError> {
+        let take = |entry: &mut Entry, now| {
+            if !record::woken(&entry.state, now) {
+                return None;
+            }
+            let timer = record::unpark(&mut entry.state);
+            let mut recovery = entry.recovery(true);
+            recovery.woken_by_timer_ms = timer;
+            Some(recovery)
+        };
+        if let Some(id) = only {
+            return match self.with_entry(id, |entry, now| Ok(take(entry, now))) {
+                Ok(woken) => Ok(woken.into_iter().collect()),
+                Err(StoreError::NotFound) => Ok(Vec::new()),
+                Err(error) => Err(error),
+            };
+        }
+        let now = self.clock.now_ms();
+        let mut found = Vec::new();
+        for shard in &self.shards {
+            let mut shard = shard.lock();
+            for entry in shard.tasks.values_mut() {
+                if found.len() >= limit {
+                    return Ok(found);
+                }
+                found.extend(take(entry, now));
+            }
+        }
+        Ok(found)
+    }
+
+    /// The earliest timer of a parked task.
+    pub(super) fn earliest_timer(&self) -> Option<u64> {
+        self.shards
+            .iter()
+            .filter_map(|shard| {
+                shard
+                    .lock()
+                    .tasks
+                    .values()
+                    .filter(|entry| !entry.state.status.is_terminal())
+                    .filter_map(|entry| entry.state.parked_until_ms)
+                    .filter(|until| *until < row::PARKED_FOR_ANSWER)
+                    .min()
+            })
+            .min()
+    }
+}
