@@ -264,27 +264,44 @@ async fn cancel_expiry_and_timers_end_or_wake_parked_tasks() {
 }
 
 /// A parked task still counts against its owner's live tasks: with a quota of two, two
-/// parked tasks refuse a third call; once one is answered and completes, the third goes in.
+/// parked tasks refuse a third call, in the server they parked in and in the next one on the
+/// file (after `recover`); once one is answered and completes, the third goes in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_task_still_counts_against_its_owners_quota() {
     let db = Db::new("quota");
-    let engine = Engine::builder(tools("sqlite"))
-        .with_store(SqliteStore::open(db.path()).expect("open the database"))
-        .with_limits(mcp_tasks::Limits::default().with_max_live_tasks_per_owner(2))
-        .build();
-    engine.start().unwrap();
-    let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine.clone())).await);
-    let first = task_id(&peer.call("approve", json!({ "n": 1 }), TASKS).await);
+    let engine = || {
+        Engine::builder(tools("sqlite"))
+            .with_store(SqliteStore::open(db.path()).expect("open the database"))
+            .with_limits(mcp_tasks::Limits::default().with_max_live_tasks_per_owner(2))
+            .build()
+    };
+    let first = engine();
+    first.start().unwrap();
+    let mut peer = Peer::Http(Http::start(TaskServer::from_engine(first.clone())).await);
+    let parked = task_id(&peer.call("approve", json!({ "n": 1 }), TASKS).await);
     task_id(&peer.call("approve", json!({ "n": 2 }), TASKS).await);
     until("two tasks parked", || db.parked() == 2).await;
-    until("no work left in memory", || engine.running_tasks() == 0).await;
+    until("no work left in memory", || first.running_tasks() == 0).await;
     let refused = peer.call("approve", json!({ "n": 3 }), TASKS).await;
     assert_eq!(refused["error"]["data"]["quota"], 2, "{refused}");
-    let key = first_input_key(&peer.get(&first).await["result"]);
-    answer(&mut peer, &first, &key, "ada").await;
-    assert_eq!(peer.wait_terminal(&first).await["status"], "completed");
+    first.shutdown(Duration::from_secs(1)).await;
+
+    // The next server on the file: the two parked tasks still count.
+    let second = engine();
+    let recovered = second.recover().await.unwrap();
+    assert_eq!((recovered.resumed, recovered.failed), (0, 0));
+    second.start().unwrap();
+    let mut peer = Peer::Http(Http::start(TaskServer::from_engine(second.clone())).await);
+    let refused = peer.call("approve", json!({ "n": 3 }), TASKS).await;
+    assert_eq!(
+        refused["error"]["data"]["quota"], 2,
+        "tasks parked before the restart count: {refused}"
+    );
+    let key = first_input_key(&peer.get(&parked).await["result"]);
+    answer(&mut peer, &parked, &key, "ada").await;
+    assert_eq!(peer.wait_terminal(&parked).await["status"], "completed");
     task_id(&peer.call("approve", json!({ "n": 3 }), TASKS).await);
-    engine.shutdown(Duration::from_secs(1)).await;
+    second.shutdown(Duration::from_secs(1)).await;
 }
 
 /// In a cluster: a task parks on instance A, A stops, and the answer sent to instance B

@@ -122,6 +122,16 @@ async fn parking(store: impl TaskStore) {
     if store.cluster().is_some() {
         return;
     }
+    // The parked tasks' owners, by id, a page at a time (what a restart holds for quotas).
+    let first = store.parked_owners(None, 1).await.unwrap();
+    let rest = store.parked_owners(Some(&first[0].0), 10).await.unwrap();
+    let owners: Vec<(&str, &str)> = first
+        .iter()
+        .chain(&rest)
+        .map(|(id, owner)| (&**id, &**owner))
+        .collect();
+    let owner = &*store.get("asks").await.unwrap().unwrap().owner;
+    assert_eq!(owners, [("asks", owner), ("naps", owner)]);
     assert_eq!(store.next_wake().await.unwrap(), Some(created + 60_000));
     assert!(
         store.wake(None, 10).await.unwrap().is_empty(),
@@ -137,6 +147,7 @@ async fn parking(store: impl TaskStore) {
     let woken = store.wake(Some("asks"), 1).await.unwrap();
     assert_eq!(woken.len(), 1);
     assert!(woken[0].woken && !woken[0].cancel_requested);
+    assert_eq!(woken[0].woken_by_timer_ms, None, "an answer woke it");
     assert_eq!(woken[0].answers, answer);
     assert!(
         store.wake(None, 10).await.unwrap().is_empty(),
@@ -154,6 +165,8 @@ async fn parking(store: impl TaskStore) {
         ["naps"],
         "its timer"
     );
+    assert_eq!(woken[0].woken_by_timer_ms, Some(created + 60_000));
+    assert!(store.parked_owners(None, 10).await.unwrap().is_empty());
     assert_eq!(store.next_wake().await.unwrap(), None);
 
     store.create(new_task("waits", hour)).await.unwrap();

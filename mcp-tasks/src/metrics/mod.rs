@@ -171,7 +171,7 @@ pub fn describe() {
 const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
 
 /// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
-const STORE_OPERATIONS: [&str; 20] = [
+const STORE_OPERATIONS: [&str; 21] = [
     "create",
     "get",
     "set_status_message",
@@ -192,6 +192,7 @@ const STORE_OPERATIONS: [&str; 20] = [
     "park",
     "wake",
     "next_wake",
+    "parked_owners",
 ];
 
 /// Registers every metric of this crate at zero (a histogram by taking its handle; an engine's task tools, every status,

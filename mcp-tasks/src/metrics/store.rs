@@ -116,6 +116,14 @@ impl TaskStore for Timed {
         time("next_wake", self.0.next_wake()).await
     }
 
+    async fn parked_owners(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(Arc<str>, Arc<str>)>, StoreError> {
+        time("parked_owners", self.0.parked_owners(after, limit)).await
+    }
+
     fn admin(&self) -> Option<&dyn AdminStore> {
         self.0.admin()
     }

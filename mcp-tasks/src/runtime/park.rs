@@ -28,8 +28,9 @@
 //! 7. **Quotas.** A parked task still counts against its owner's live tasks
 //!    ([`Limits::max_live_tasks_per_owner`](crate::Limits::max_live_tasks_per_owner)): a
 //!    cluster store counts every live row; over a single-process store this process holds
-//!    the count (a few dozen bytes a task) until the task is woken or expires. Known gap: a
-//!    task parked before a restart counts again only once it is woken.
+//!    the count (a few dozen bytes a task) until the task is woken or expires. The tasks an
+//!    earlier process parked are held again at start-up ([`Runtime::hold_parked`], from
+//!    [`Engine::recover`](crate::Engine::recover)).
 
 use std::{
     sync::{Arc, atomic::Ordering},
@@ -48,6 +49,9 @@ use crate::{
 
 /// How many woken tasks one store call takes.
 const WAKE_BATCH: usize = 256;
+
+/// How many parked tasks one store call reads at start-up ([`Runtime::hold_parked`]).
+const HOLD_PAGE: usize = 4096;
 
 /// How often the wake loop samples the number of parked tasks for
 /// [`PARKED_TASKS`](crate::metrics::PARKED_TASKS) (a count of the store's rows).
@@ -126,6 +130,37 @@ impl Runtime {
         let owner = self.parking.holds.lock().remove(id);
         if let Some(owner) = owner {
             super::unhold(&self.owners, &owner);
+        }
+    }
+
+    /// Over a single-process store, at start-up: the tasks an earlier process parked count
+    /// against their owners' quotas again, each held as if it had parked here (invariant 7).
+    pub(crate) async fn hold_parked(&self) -> Result<(), StoreError> {
+        if !matches!(self.placement, Placement::Local)
+            || !self.store.parks()
+            || self.parking.held_at_start.swap(true, Ordering::AcqRel)
+        {
+            return Ok(());
+        }
+        let mut after: Option<Arc<str>> = None;
+        loop {
+            let page = self
+                .store
+                .parked_owners(after.as_deref(), HOLD_PAGE)
+                .await?;
+            let full = page.len() == HOLD_PAGE;
+            {
+                let mut holds = self.parking.holds.lock();
+                let mut owners = self.owners.lock();
+                for (id, owner) in &page {
+                    holds.insert(id, Arc::clone(owner));
+                    *owners.entry(Arc::clone(owner)).or_insert(0) += 1;
+                }
+            }
+            after = page.into_iter().next_back().map(|(id, _)| id);
+            if !full {
+                return Ok(());
+            }
         }
     }
 

@@ -20,6 +20,8 @@ pub(crate) struct Parking {
     /// is held until the task is woken or expires (invariant 7); a cluster store counts an
     /// owner's live tasks, parked ones included, itself.
     pub(super) holds: Mutex<Holds>,
+    /// The tasks parked before this process started are held (once: `Runtime::hold_parked`).
+    pub(super) held_at_start: std::sync::atomic::AtomicBool,
 }
 
 /// The owners whose counts parked tasks hold, by task: compact, since it is all a parked

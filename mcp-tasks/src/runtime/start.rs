@@ -39,7 +39,11 @@ impl Runtime {
     /// (an instance without execution claims nothing): other live instances run the rest.
     pub(crate) async fn recover(self: &Arc<Self>) -> Result<RecoveryReport, StoreError> {
         match &self.placement {
-            Placement::Local => recover(self).await,
+            Placement::Local => {
+                let report = recover(self).await?;
+                self.hold_parked().await?;
+                Ok(report)
+            }
             Placement::Cluster(instance) if instance.config.execution => {
                 cluster::claim(self, instance).await
             }

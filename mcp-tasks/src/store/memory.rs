@@ -509,6 +509,14 @@ impl TaskStore for MemoryStore {
         Ok(self.earliest_timer())
     }
 
+    async fn parked_owners(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(Arc<str>, Arc<str>)>, StoreError> {
+        Ok(self.parked_page(after, limit))
+    }
+
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
         self.with_entry(id, |entry, _| {
             Ok(entry

@@ -159,6 +159,19 @@ pub trait TaskStore: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// Up to `limit` parked tasks, by id, after `after` (`None`: from the first): each one's
+    /// id and owner. A single-process runtime reads them at start-up, so that a task parked
+    /// by an earlier process still counts against its owner's quota. A store that parks
+    /// answers every one; the default (a store that does not park) none.
+    async fn parked_owners(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(Arc<str>, Arc<str>)>, StoreError> {
+        let _ = (after, limit);
+        Ok(Vec::new())
+    }
+
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
     /// The stores of this crate also remove, for each owner that created a task with

@@ -4,6 +4,8 @@
 //! shard, one lock at a time (the memory store is for one process and modest numbers of
 //! tasks).
 
+use std::sync::Arc;
+
 use super::{Entry, MemoryStore};
 use crate::store::{Recovery, StoreError, record, row};
 
@@ -59,6 +61,29 @@ impl MemoryStore {
             }
         }
         Ok(found)
+    }
+
+    /// Up to `limit` parked tasks after `after`, by id: id and owner.
+    pub(super) fn parked_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Vec<(Arc<str>, Arc<str>)> {
+        let mut found: Vec<(Arc<str>, Arc<str>)> = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock();
+            for entry in shard.tasks.values() {
+                if entry.state.parked_until_ms.is_some()
+                    && !entry.state.status.is_terminal()
+                    && after.is_none_or(|after| &*entry.id > after)
+                {
+                    found.push((entry.id.clone(), entry.owner.clone()));
+                }
+            }
+        }
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        found.truncate(limit);
+        found
     }
 
     /// The earliest timer of a parked task.

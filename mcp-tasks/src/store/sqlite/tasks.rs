@@ -237,6 +237,33 @@ impl TaskStore for SqliteStore {
         .await
     }
 
+    async fn parked_owners(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(std::sync::Arc<str>, std::sync::Arc<str>)>, StoreError> {
+        let after = after.map(str::to_owned);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT id, owner FROM tasks WHERE parked_until_ms IS NOT NULL \
+                 AND (?1 IS NULL OR id > ?1) ORDER BY id LIMIT ?2",
+            )
+            .and_then(|mut select| {
+                select
+                    .query_map(params![after, limit], |r| {
+                        Ok((
+                            std::sync::Arc::from(r.get::<_, String>(0)?),
+                            std::sync::Arc::from(r.get::<_, String>(1)?),
+                        ))
+                    })?
+                    .collect()
+            })
+            .map_err(backend)
+        })
+        .await
+    }
+
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
         let key = id.to_owned();
         match self.read(move |conn| load(conn, &key)).await? {
