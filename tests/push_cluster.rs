@@ -7,6 +7,10 @@
 //! periodic re-read runs, and cannot stand in for a lost announcement: it re-reads only the
 //! work running here and tells no listen stream).
 //!
+//! `owners_hear_only_their_own_tasks_on_every_instance`: under real tokens, a listener never
+//! hears of another owner's task, whether its work runs on the listener's instance or on
+//! another.
+//!
 //! `one_read_per_change_per_instance`: thirty streams on one instance following one task whose
 //! work runs on another cost that instance one store read per change, not thirty.
 //!
@@ -23,7 +27,9 @@ use std::{
 };
 
 use common::{Http, TASKS, first_input_key, gate, pass};
-use mcp_tasks::{Engine, TaskContext, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{
+    Engine, HttpOptions, StaticTokens, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -146,6 +152,140 @@ async fn get(server: &mut Http, task: &str) -> Value {
         .await;
     assert!(got.get("result").is_some(), "tasks/get: {got}");
     detailed(got["result"].clone())
+}
+
+/// One owner's view of an instance: its HTTP server, under the owner's bearer token.
+fn as_owner(server: &Http, token: &str) -> Http {
+    Http {
+        url: server.url.clone(),
+        client: reqwest::Client::new(),
+        extra: vec![("authorization", format!("Bearer {token}"))],
+        next_id: 0,
+    }
+}
+
+/// Waits until `heard` has the end (`completed`) of `task`.
+async fn until_completed(heard: &Heard, task: &str, who: &str) {
+    let patience = common::Patience::new(format!("{who} hears {task} complete"));
+    while !heard
+        .of(task)
+        .iter()
+        .any(|change| change["status"] == "completed")
+    {
+        patience.wait().await;
+    }
+}
+
+/// Drives `paced` task `task` (1 step) to its end: its status, its question, its answer by
+/// its owner (`server`), its end.
+async fn run_to_the_end(server: &mut Http, gate_name: &str, task: &str) {
+    gate(gate_name).add_permits(2);
+    let patience = common::Patience::new(format!("{task} asks"));
+    let asking = loop {
+        let now = get(server, task).await;
+        if now["status"] == "input_required" {
+            break now;
+        }
+        patience.wait().await;
+    };
+    let key = first_input_key(&asking);
+    let (_, answered) = server
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": task, "inputResponses": {
+                key: { "action": "accept", "content": { "name": "Ada" } } } }),
+            TASKS,
+        )
+        .await;
+    assert!(answered.get("result").is_some(), "{answered}");
+    gate(gate_name).add_permits(1);
+}
+
+/// Owner isolation across instances, under real tokens: alice's task runs on instance a,
+/// bob's on instance b; bob listens for both tasks on a and on b, alice for both on b. Each
+/// acknowledgement names only the listener's own task, and each stream carries only its own
+/// task's changes, to the end: alice's task ends first, and bob's streams, which hear bob's
+/// end after it, never heard of alice's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_hear_only_their_own_tasks_on_every_instance() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let tokens = StaticTokens::parse("alice:TOKEN_A,bob:TOKEN_B").expect("tokens");
+    let mut servers = Vec::new();
+    let mut engines = Vec::new();
+    for name in ["a", "b"] {
+        let engine = Engine::builder(toolkit![paced].expect("a toolkit"))
+            .with_store(db.store().await.expect("connect"))
+            .with_instance_id(format!("owners-{name}"))
+            .build();
+        engine.start().expect("start");
+        let router = mcp_tasks::http_router(
+            TaskServer::from_engine(engine.clone()),
+            HttpOptions::new().with_static_tokens(tokens.clone()),
+        );
+        servers.push(Http::start_router(router).await);
+        engines.push(engine);
+    }
+    let mut alice_a = as_owner(&servers[0], "TOKEN_A");
+    let mut bob_b = as_owner(&servers[1], "TOKEN_B");
+    let (gate_alice, gate_bob) = (
+        format!("owners-alice-{}", std::process::id()),
+        format!("owners-bob-{}", std::process::id()),
+    );
+    let alices = call(&mut alice_a, &gate_alice, 1).await;
+    let bobs = call(&mut bob_b, &gate_bob, 1).await;
+    let both = [alices.clone(), bobs.clone()];
+    let bob_on_a = listen(&as_owner(&servers[0], "TOKEN_B"), "bob-a", &both).await;
+    let bob_on_b = listen(&bob_b, "bob-b", &both).await;
+    let alice_on_b = listen(&as_owner(&servers[1], "TOKEN_A"), "alice-b", &both).await;
+    let patience = common::Patience::new("every listen acknowledged");
+    while [&bob_on_a, &bob_on_b, &alice_on_b]
+        .iter()
+        .any(|heard| heard.messages().is_empty())
+    {
+        patience.wait().await;
+    }
+    for (heard, own, who) in [
+        (&bob_on_a, &bobs, "bob on a"),
+        (&bob_on_b, &bobs, "bob on b"),
+        (&alice_on_b, &alices, "alice on b"),
+    ] {
+        let ack = &heard.messages()[0];
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{who}"
+        );
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({ "taskIds": [own] }),
+            "{who}: only the owner's own task is followed"
+        );
+    }
+
+    run_to_the_end(&mut alice_a, &gate_alice, &alices).await;
+    until_completed(&alice_on_b, &alices, "alice on b").await;
+    run_to_the_end(&mut bob_b, &gate_bob, &bobs).await;
+    until_completed(&bob_on_a, &bobs, "bob on a").await;
+    until_completed(&bob_on_b, &bobs, "bob on b").await;
+    for (heard, own, other, who) in [
+        (&bob_on_a, &bobs, &alices, "bob on a"),
+        (&bob_on_b, &bobs, &alices, "bob on b"),
+        (&alice_on_b, &alices, &bobs, "alice on b"),
+    ] {
+        let messages = heard.messages();
+        assert!(
+            messages
+                .iter()
+                .all(|m| m.to_string().find(other.as_str()).is_none()),
+            "{who} heard of another owner's task: {messages:?}"
+        );
+        // Its own task's status, question, answer and end.
+        assert!(heard.of(own).len() >= 3, "{who}: {messages:?}");
+    }
+    for engine in engines {
+        engine.shutdown(Duration::from_secs(1)).await;
+    }
 }
 
 /// How long every listener has, after a change is stored, to receive it.

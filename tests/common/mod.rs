@@ -308,8 +308,11 @@ impl Http {
     pub async fn open_listen(&self, id: Value, task_ids: &[String]) -> reqwest::Response {
         let body = json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
             "params": { "_meta": meta(TASKS), "notifications": { "taskIds": task_ids } } });
-        self.client
-            .post(&self.url)
+        let mut request = self.client.post(&self.url);
+        for (name, value) in &self.extra {
+            request = request.header(*name, value);
+        }
+        request
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", V2026)
