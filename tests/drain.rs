@@ -6,6 +6,11 @@
 //!   still served, and once the grace period ends the `resume` task runs on the other
 //!   instance within 2 s (its lease is 30 s: no lease wait), without a step running twice,
 //!   and the `fail` task is failed saying the server was shut down.
+//! - Questions outstanding at a drain and at a kill, in a cluster (real processes, real
+//!   Postgres): an answer and a cancel sent to the draining instance during its grace take
+//!   effect; a `resume` task still waiting for its answer moves to another instance, which
+//!   asks the same question, and its answer there completes it; the same after `kill -9`
+//!   once the lease lapsed. Every batch runs once.
 //! - One example server on SQLite: SIGTERM, then the next start resumes the same task.
 //! - In process on real sockets: `serve_http_with_shutdown`'s order (readiness false, new
 //!   calls refused, other requests served, in-flight requests finish), health endpoints
@@ -78,6 +83,12 @@ impl Process {
             base,
             lines,
         }
+    }
+
+    /// SIGKILL: no drain, no release; its leases lapse.
+    fn kill9(&mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("wait");
     }
 
     fn sigterm(&self) {
@@ -366,6 +377,167 @@ async fn sigterm_hands_running_work_to_another_instance_at_once() {
         );
     }
     eprintln!("{done_on_a} batches ran on a, {} on b", 40 - done_on_a);
+}
+
+/// `import_rows` asking before it imports (3 batches of 50 ms), on `url`: its id, once its
+/// question is outstanding.
+async fn asking_import(url: &str) -> String {
+    let id = call(
+        url,
+        "import_rows",
+        json!({ "batches": 3, "batch_ms": 50, "confirm": true }),
+    )
+    .await;
+    until_asking(url, &id, "the import asks").await;
+    id
+}
+
+/// Task `id` on `url` once it is `input_required`.
+async fn until_asking(url: &str, id: &str, what: &str) -> Value {
+    let patience = common::Patience::new(what);
+    loop {
+        let snapshot = get(url, id).await;
+        if snapshot["status"] == "input_required" {
+            return snapshot;
+        }
+        patience.wait().await;
+    }
+}
+
+/// Answers "go" to the outstanding question of `asking` (a `tasks/get` result) on `url`.
+async fn answer_go(url: &str, asking: &Value) {
+    let id = asking["taskId"].as_str().unwrap();
+    let key = common::first_input_key(asking);
+    let (status, _, answered) = rpc(
+        url,
+        "tasks/update",
+        json!({ "taskId": id, "inputResponses": {
+            key: { "action": "accept", "content": { "go": true } } } }),
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+    assert!(answered.get("error").is_none(), "{answered}");
+}
+
+/// Waits until instance `runner` holds task `id`'s lease (read from the row).
+async fn until_runner(raw: &tokio_postgres::Client, id: &str, runner: &str) {
+    let patience = common::Patience::new(format!("{runner} runs {id}"));
+    loop {
+        let row = raw
+            .query_one("SELECT runner FROM tasks WHERE id = $1", &[&id])
+            .await
+            .expect("read the task's row");
+        if row.get::<_, Option<String>>(0).as_deref() == Some(runner) {
+            return;
+        }
+        patience.wait().await;
+    }
+}
+
+/// Each of `tasks` ran each of its 3 batches exactly once, across `journals`.
+fn each_batch_once(journals: &[&Path], tasks: &[&String]) {
+    let seen = batches(journals);
+    for task in tasks {
+        for batch in 1..=3 {
+            assert_eq!(
+                seen.get(&((*task).clone(), batch)),
+                Some(&1),
+                "{task}: batch {batch} ran exactly once"
+            );
+        }
+    }
+}
+
+/// Questions outstanding at a drain and at a kill, in a cluster (see the module docs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_outstanding_at_a_drain_or_a_kill_are_answered_on_another_instance() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let dir = temp_dir("drain-questions");
+    let journals = [dir.join("a.txt"), dir.join("b.txt"), dir.join("c.txt")];
+    let instance = |name: &str, journal: &Path| {
+        Process::start(&[
+            "--store",
+            &db.url,
+            "--schema",
+            &db.schema,
+            "--instance",
+            name,
+            "--lease-ms",
+            "3000",
+            "--renew-ms",
+            "1000",
+            "--claim-ms",
+            "250",
+            "--shutdown-grace-ms",
+            "800",
+            "--journal",
+            journal.to_str().unwrap(),
+        ])
+    };
+    let mut a = instance("a", &journals[0]);
+    let mut b = instance("b", &journals[1]);
+    let waiting = asking_import(&a.url).await;
+    let answered = asking_import(&a.url).await;
+    let cancelled = asking_import(&a.url).await;
+
+    // The drain: answers and cancels sent to a during its grace take effect.
+    a.sigterm();
+    let patience = common::Patience::with_bound("a draining", Duration::from_secs(5));
+    while health(&a.base, "/readyz").await.0 != 503 {
+        patience.wait().await;
+    }
+    answer_go(&a.url, &get(&a.url, &answered).await).await;
+    let (status, _, cancel) = rpc(&a.url, "tasks/cancel", json!({ "taskId": cancelled })).await;
+    assert_eq!(status, 200, "{cancel}");
+    assert!(cancel.get("error").is_none(), "{cancel}");
+    let (status, lines) = a.exited(Duration::from_secs(20));
+    assert!(status.success(), "{lines:?}");
+    let done = until_ended(&b.url, &answered, "the answered import completes").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let done = until_ended(&b.url, &cancelled, "the cancelled import ends").await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    // The task still waiting moved to b, which asks the same question; b's answer ends it.
+    let raw = db.raw().await;
+    let asked_on_a = get(&b.url, &waiting).await;
+    until_runner(&raw, &waiting, "b").await;
+    let asking = until_asking(&b.url, &waiting, "b asks the moved task's question").await;
+    assert_eq!(
+        common::first_input_key(&asking),
+        common::first_input_key(&asked_on_a),
+        "the same question"
+    );
+    answer_go(&b.url, &asking).await;
+    let done = until_ended(&b.url, &waiting, "the moved import completes on b").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        ran(&journals[1], &waiting) == 3,
+        "the moved task imported on b"
+    );
+
+    // The kill: c takes b's waiting task over once b's lease lapsed, and asks it again.
+    let c = instance("c", &journals[2]);
+    let killed = asking_import(&b.url).await;
+    let asked_on_b = get(&b.url, &killed).await;
+    b.kill9();
+    until_runner(&raw, &killed, "c").await;
+    let asking = until_asking(&c.url, &killed, "c asks the killed task's question").await;
+    answer_go(&c.url, &asking).await;
+    assert_eq!(
+        common::first_input_key(&asking),
+        common::first_input_key(&asked_on_b),
+        "the same question"
+    );
+    let done = until_ended(&c.url, &killed, "the killed instance's task completes on c").await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(ran(&journals[2], &killed), 3, "it imported on c");
+    let paths: Vec<&Path> = journals.iter().map(PathBuf::as_path).collect();
+    each_batch_once(&paths, &[&waiting, &answered, &killed]);
+    assert_eq!(
+        ran(&journals[0], &cancelled) + ran(&journals[1], &cancelled),
+        0
+    );
 }
 
 /// One instance with a durable (SQLite) store: SIGTERM drains it within its grace period,
