@@ -11,6 +11,11 @@
 //! hears of another owner's task, whether its work runs on the listener's instance or on
 //! another.
 //!
+//! `a_stream_hears_what_changed_while_its_instance_was_cut_off`: an instance whose store
+//! connections are cut (a proxy closes them and holds new ones) misses the announcement of a
+//! change; once they are back, its listen streams get the change (the store's listener
+//! reports the gap, and the dispatcher reads every followed task again).
+//!
 //! `one_read_per_change_per_instance`: thirty streams on one instance following one task whose
 //! work runs on another cost that instance one store read per change, not thirty.
 //!
@@ -20,6 +25,8 @@
 mod common;
 #[path = "support/postgres.rs"]
 mod pg;
+#[path = "support/proxy.rs"]
+mod proxy;
 
 use std::{
     sync::{Arc, Mutex},
@@ -283,6 +290,99 @@ async fn owners_hear_only_their_own_tasks_on_every_instance() {
         // Its own task's status, question, answer and end.
         assert!(heard.of(own).len() >= 3, "{who}: {messages:?}");
     }
+    for engine in engines {
+        engine.shutdown(Duration::from_secs(1)).await;
+    }
+}
+
+/// See the module docs. The re-read interval is far above the test's bounds: only the
+/// announcement, or the catch-up after the listener's reconnect, can deliver the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_hears_what_changed_while_its_instance_was_cut_off() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let proxy = proxy::Proxy::to_url(&db.url).await;
+    let config = mcp_tasks::ClusterConfig::default().with_reread_interval(Duration::from_secs(120));
+    let mut servers = Vec::new();
+    let mut engines = Vec::new();
+    for (name, store) in [
+        ("a", db.store().await.expect("a connects")),
+        (
+            "b",
+            db.builder_via(proxy.url(&db.url))
+                .connect()
+                .await
+                .expect("b connects through the proxy"),
+        ),
+    ] {
+        let engine = Engine::builder(toolkit![paced].expect("a toolkit"))
+            .with_store(store)
+            .with_instance_id(format!("cut-{name}"))
+            .with_cluster(config.clone())
+            .build();
+        engine.start().expect("start");
+        servers.push(Http::start(TaskServer::from_engine(engine.clone())).await);
+        engines.push(engine);
+    }
+    let gate_name = format!("cut-{}", std::process::id());
+    let task = call(&mut servers[0], &gate_name, 2).await;
+    let heard = listen(&servers[1], "cut", std::slice::from_ref(&task)).await;
+    let raw = db.raw().await;
+    let listening = || async {
+        raw.query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' \
+             AND application_name = $1",
+            &[&db.schema],
+        )
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+    };
+    let patience = common::Patience::new("two listeners and the acknowledgement");
+    while listening().await < 2 || heard.messages().is_empty() {
+        patience.wait().await;
+    }
+    // b cut off: every connection closed, new ones held.
+    let accepted = proxy.accepted();
+    proxy.blackhole();
+    proxy.sever();
+    let patience = common::Patience::new("b's listener gone");
+    while listening().await > 1 {
+        patience.wait().await;
+    }
+    gate(&gate_name).add_permits(1);
+    let patience = common::Patience::new("the change stored");
+    while get(&mut servers[0], &task).await["statusMessage"] != "step 1" {
+        patience.wait().await;
+    }
+    let patience = common::Patience::new("b to reconnect");
+    while proxy.accepted() == accepted {
+        patience.wait().await;
+    }
+    assert!(
+        heard
+            .of(&task)
+            .iter()
+            .all(|change| change["statusMessage"] != "step 1"),
+        "not heard while b was cut off"
+    );
+    let healed = Instant::now();
+    proxy.heal();
+    let patience = common::Patience::new("the stream on b hears the change");
+    while !heard
+        .of(&task)
+        .iter()
+        .any(|change| change["statusMessage"] == "step 1")
+    {
+        patience.wait().await;
+    }
+    eprintln!(
+        "the change made while b was cut off reached its stream {} ms after the connection \
+         came back",
+        healed.elapsed().as_millis()
+    );
+    gate(&gate_name).add_permits(8);
     for engine in engines {
         engine.shutdown(Duration::from_secs(1)).await;
     }
