@@ -9,6 +9,7 @@
 //! 6. [Security](security)
 //! 7. [Operating](operating)
 //! 8. [Troubleshooting](troubleshooting)
+//! 9. [Changing a tool while tasks run](changing_tools)
 //!
 //! Every code block of the guide is compiled by `cargo test --doc` with the features its page
 //! needs; a page whose features are off says which to turn on. `scripts/fresh_project.sh`
@@ -29,7 +30,8 @@ macro_rules! page_links {
          [several-instances]: crate::guide::several_instances\n\
          [security]: crate::guide::security\n\
          [operating]: crate::guide::operating\n\
-         [troubleshooting]: crate::guide::troubleshooting\n\n"
+         [troubleshooting]: crate::guide::troubleshooting\n\
+         [changing-tools]: crate::guide::changing_tools\n\n"
     };
 }
 
@@ -119,3 +121,9 @@ pub mod operating {}
 #[doc = page_links!()]
 #[doc = include_str!("../guide/08-troubleshooting.md")]
 pub mod troubleshooting {}
+
+/// Changing a tool while tasks run.
+///
+#[doc = page_links!()]
+#[doc = include_str!("../guide/09-changing-tools.md")]
+pub mod changing_tools {}

@@ -126,6 +126,8 @@ pub(crate) trait Host: Send + Sync + 'static {
     fn log(&self, level: LoggingLevel, logger: Option<String>, data: Value) -> BoxFuture<'_, ()>;
     /// Numbers the next step and says whether a replay has it.
     fn next_step(&self) -> StepSlot;
+    /// The stored name of the next step, when a replay has it, without taking its number.
+    fn peek_step(&self) -> Option<String>;
     /// Whether the call is inline for good (no task, none to come): steps just run.
     fn is_inline(&self) -> bool;
     /// Makes sure a task record exists before a step's side effects.

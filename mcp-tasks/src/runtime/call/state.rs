@@ -523,6 +523,12 @@ impl Host for CallState {
         }
     }
 
+    fn peek_step(&self) -> Option<String> {
+        let seq = self.step_seq.load(Ordering::Relaxed) + 1;
+        let replay = self.parts.replay.as_ref()?;
+        replay.steps.get(&seq).map(|stored| stored.name.clone())
+    }
+
     fn is_inline(&self) -> bool {
         matches!(*self.phase(), Phase::Inline)
     }
