@@ -179,6 +179,8 @@ struct Args {
     postgres: bool,
     across: bool,
     spread_s: u64,
+    /// `million`: start on the file an earlier run wrote, without writing it again.
+    reuse: bool,
 }
 
 fn args() -> Args {
@@ -191,6 +193,7 @@ fn args() -> Args {
         postgres: false,
         across: false,
         spread_s: 60,
+        reuse: false,
     };
     while let Some(flag) = argv.next() {
         let mut value = || argv.next().expect("a value after the flag");
@@ -199,6 +202,7 @@ fn args() -> Args {
             "--park" => args.parked = value() == "parked",
             "--store" => args.postgres = value() == "postgres",
             "--across" => args.across = true,
+            "--reuse" => args.reuse = true,
             "--spread-s" => args.spread_s = value().parse().expect("--spread-s S"),
             other => panic!("unknown flag {other}"),
         }
@@ -503,8 +507,12 @@ async fn timers(args: &Args) {
 }
 
 async fn million(args: &Args) {
-    let path = db_file("million.db");
-    {
+    let path = if args.reuse {
+        PathBuf::from("target/park-bench/million.db")
+    } else {
+        db_file("million.db")
+    };
+    if !args.reuse {
         let store = Arc::new(SqliteStore::open(&path).expect("open"));
         let started = Instant::now();
         let mut next = 0;

@@ -242,12 +242,14 @@ impl TaskStore for SqliteStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(std::sync::Arc<str>, std::sync::Arc<str>)>, StoreError> {
-        let after = after.map(str::to_owned);
+        // Every id sorts after the empty string; `id > ?1` alone lets the primary key lead
+        // (an `?1 IS NULL OR` would scan the table for every page).
+        let after = after.unwrap_or_default().to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
             conn.prepare_cached(
                 "SELECT id, owner FROM tasks WHERE parked_until_ms IS NOT NULL \
-                 AND (?1 IS NULL OR id > ?1) ORDER BY id LIMIT ?2",
+                 AND id > ?1 ORDER BY id LIMIT ?2",
             )
             .and_then(|mut select| {
                 select
