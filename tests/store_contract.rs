@@ -119,6 +119,7 @@ async fn parking(store: impl TaskStore) {
         listed.sort_unstable();
         assert_eq!(listed, ["asks", "naps"]);
     }
+    assert_eq!(store.parked_count().await.unwrap(), Some(2));
     if store.cluster().is_some() {
         return;
     }

@@ -171,7 +171,7 @@ pub fn describe() {
 const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
 
 /// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
-const STORE_OPERATIONS: [&str; 21] = [
+const STORE_OPERATIONS: [&str; 22] = [
     "create",
     "get",
     "set_status_message",
@@ -193,6 +193,7 @@ const STORE_OPERATIONS: [&str; 21] = [
     "wake",
     "next_wake",
     "parked_owners",
+    "parked_count",
 ];
 
 /// Registers every metric of this crate at zero (a histogram by taking its handle; an engine's task tools, every status,

@@ -116,6 +116,10 @@ impl TaskStore for Timed {
         time("next_wake", self.0.next_wake()).await
     }
 
+    async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
+        time("parked_count", self.0.parked_count()).await
+    }
+
     async fn parked_owners(
         &self,
         after: Option<&str>,

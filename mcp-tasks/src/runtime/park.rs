@@ -249,17 +249,12 @@ impl Runtime {
     }
 
     /// Samples how many tasks the store holds parked, for the metrics (a failed count is not
-    /// recorded).
+    /// recorded). A plain count: the operator's counts apply due expiry first, which would
+    /// take expired tasks from under the expiry sweep here.
     async fn sample_parked(&self) {
-        let Some(admin) = self.store.admin() else {
-            return;
-        };
-        let filter = crate::store::admin::TaskFilter {
-            parked: true,
-            ..Default::default()
-        };
-        match admin.count(&filter).await {
-            Ok(counts) => crate::metrics::parked_tasks(counts.working + counts.input_required),
+        match self.store.parked_count().await {
+            Ok(Some(count)) => crate::metrics::parked_tasks(count),
+            Ok(None) => {}
             Err(error) => tracing::debug!(%error, "parked tasks not counted"),
         }
     }

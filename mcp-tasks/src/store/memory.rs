@@ -509,6 +509,10 @@ impl TaskStore for MemoryStore {
         Ok(self.earliest_timer())
     }
 
+    async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
+        Ok(Some(self.parked_now()))
+    }
+
     async fn parked_owners(
         &self,
         after: Option<&str>,

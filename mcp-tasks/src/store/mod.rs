@@ -159,6 +159,13 @@ pub trait TaskStore: Send + Sync + 'static {
         Ok(None)
     }
 
+    /// How many live tasks are parked now (what the `mcp_tasks_parked_tasks` gauge shows);
+    /// `None` (the default, a store that does not park) when the store does not count them.
+    /// A read only: unlike the operator's counts, it applies no expiry.
+    async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     /// Up to `limit` parked tasks, by id, after `after` (`None`: from the first): each one's
     /// id and owner. A single-process runtime reads them at start-up, so that a task parked
     /// by an earlier process still counts against its owner's quota. A store that parks

@@ -86,6 +86,20 @@ impl MemoryStore {
         found
     }
 
+    /// How many live tasks are parked.
+    pub(super) fn parked_now(&self) -> u64 {
+        let mut count = 0u64;
+        for shard in &self.shards {
+            let shard = shard.lock();
+            for entry in shard.tasks.values() {
+                if entry.state.parked_until_ms.is_some() && !entry.state.status.is_terminal() {
+                    count += 1;
+                }
+            }
+        }
+        count
+    }
+
     /// The earliest timer of a parked task.
     pub(super) fn earliest_timer(&self) -> Option<u64> {
         self.shards

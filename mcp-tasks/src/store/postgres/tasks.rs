@@ -525,6 +525,20 @@ impl TaskStore for PostgresStore {
     fn parks(&self) -> bool {
         true
     }
+
+    async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
+        let rows = read(
+            &self.pool,
+            "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL",
+            &[],
+            "could not count the parked tasks",
+        )
+        .await?;
+        match rows.first() {
+            Some(row) => Ok(Some(codec::to_u64(row::int(row, 0)?))),
+            None => Ok(Some(0)),
+        }
+    }
 }
 
 /// The expiry of up to `$5` live tasks past their TTL at `$1` (record::apply_due, from the

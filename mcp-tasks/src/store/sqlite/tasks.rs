@@ -237,6 +237,19 @@ impl TaskStore for SqliteStore {
         .await
     }
 
+    async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
+        self.read(|conn| {
+            conn.query_row(
+                "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|count| Some(codec::to_u64(count)))
+            .map_err(backend)
+        })
+        .await
+    }
+
     async fn parked_owners(
         &self,
         after: Option<&str>,
