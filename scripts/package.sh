@@ -40,7 +40,7 @@ done
 VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
 UNPACKED="$(mktemp -d /tmp/mcp-tasks-package.XXXXXX)"
 trap 'rm -rf "$UNPACKED"' EXIT
-tar -xzf "target/package/mcp-tasks-$VERSION.crate" -C "$UNPACKED"
+tar -xzf "${CARGO_TARGET_DIR:-$ROOT/target}/package/mcp-tasks-$VERSION.crate" -C "$UNPACKED"
 # A .crate stores one fixed mtime for every file, and the copy's build is fingerprinted as the
 # last one's (same relative paths, same target dir): without a fresh mtime, cargo would take
 # the files as unchanged since that build and compile nothing.

@@ -58,6 +58,39 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     cancel(make()).await;
     purge(make()).await;
     instances(make()).await;
+    reads_report_their_expiries(make()).await;
+}
+
+/// A task that an operator's read expired (reads apply due expiry first) is reported by the
+/// store's next expiry sweep, once, so that the runtime stops its work. Single-process
+/// stores: a cluster's instances learn of an expiry from the store's notices.
+async fn reads_report_their_expiries(store: impl TaskStore) {
+    if store.cluster().is_some() {
+        return;
+    }
+    store
+        .create(task("short", "alice", "t").with_ttl(Some(Duration::from_secs(1))))
+        .await
+        .unwrap();
+    assert!(store.expire_due().await.unwrap().is_empty());
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let counts = admin_of(&store).count(&TaskFilter::new()).await.unwrap();
+    assert_eq!(counts.failed, 1, "the read applied the expiry");
+    let listed = ids(&store, TaskFilter::new()).await;
+    assert_eq!(listed, ["short"]);
+    let reported: Vec<String> = store
+        .expire_due()
+        .await
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        reported,
+        ["short"],
+        "the next sweep reports the task the read expired"
+    );
+    assert!(store.expire_due().await.unwrap().is_empty(), "once");
 }
 
 /// Tasks in every state, newest first; each filter alone; the expiry that is due applies
@@ -505,7 +538,8 @@ mod pg;
 #[tokio::test]
 async fn postgres_store_keeps_the_admin_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..6 {
+    // One store for each check of `contract`.
+    for _ in 0..7 {
         let Some(db) = pg::Db::new().await else {
             return;
         };

@@ -63,6 +63,8 @@ pub struct MemoryStore {
     /// The tasks of each owner created with a finished-task bound
     /// ([`NewTask::max_finished_per_owner`]), and whether to trim the owner at the next sweep.
     by_owner: Mutex<HashMap<Arc<str>, Owned>>,
+    /// Expiries an operator's read applied, for the next sweep to report.
+    unreported: super::unreported::Unreported,
 }
 
 type IdempotencyKey = (Arc<str>, Arc<str>, Arc<str>);
@@ -216,6 +218,7 @@ impl MemoryStore {
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             clock: Clock::new(),
             by_owner: Mutex::default(),
+            unreported: super::unreported::Unreported::default(),
         }
     }
 
@@ -537,7 +540,7 @@ impl TaskStore for MemoryStore {
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let now = self.clock.now_ms();
-        let mut failed = Vec::new();
+        let mut failed = self.unreported.take();
         let mut purged_keys = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();

@@ -46,6 +46,7 @@ pub mod sqlite;
 pub(crate) mod status;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod trim;
+pub(crate) mod unreported;
 
 pub use admin::AdminStore;
 pub use cluster::{Claim, ClusterStore, Lease, Notice};

@@ -18,7 +18,8 @@ impl MemoryStore {
         filter: &TaskFilter,
         mut each: impl FnMut(&Entry, TaskSummary),
     ) -> Result<(), StoreError> {
-        self.expire_due().await?;
+        let expired = self.expire_due().await?;
+        self.unreported.keep(expired);
         let now = self.clock.now_ms();
         for shard in &self.shards {
             let shard = shard.lock();
@@ -84,7 +85,8 @@ impl AdminStore for MemoryStore {
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
-        self.expire_due().await?;
+        let expired = self.expire_due().await?;
+        self.unreported.keep(expired);
         let mut purged = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();

@@ -38,7 +38,8 @@ fn values(params: Vec<Param>) -> Vec<SqlValue> {
 #[async_trait]
 impl AdminStore for SqliteStore {
     async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
-        self.expire_due().await?;
+        let expired = self.expire_due().await?;
+        self.unreported.keep(expired);
         let (sql, params) = list_query(&DIALECT, task_columns!(), query, self.clock.now_ms());
         let found = self
             .read(move |conn| {
@@ -58,7 +59,8 @@ impl AdminStore for SqliteStore {
     }
 
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
-        self.expire_due().await?;
+        let expired = self.expire_due().await?;
+        self.unreported.keep(expired);
         let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
         self.read(move |conn| {
             let mut statement = conn.prepare(&sql).map_err(backend)?;
@@ -114,7 +116,8 @@ impl AdminStore for SqliteStore {
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
-        self.expire_due().await?;
+        let expired = self.expire_due().await?;
+        self.unreported.keep(expired);
         let before = before_ms.map_or(i64::MAX, to_i64);
         self.write(move |tx: &mut Tx<'_>| {
             let finished = "SELECT id FROM tasks WHERE purge_at_ms IS NOT NULL \

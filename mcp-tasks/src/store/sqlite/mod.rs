@@ -86,6 +86,8 @@ pub struct SqliteStore {
     path: PathBuf,
     /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`](super::NewTask::max_finished_per_owner)).
     trim: super::trim::Owners,
+    /// Expiries an operator's read applied, for the next sweep to report.
+    unreported: super::unreported::Unreported,
     /// A way to run code on the checkpointer's connection, for the tests.
     #[cfg(test)]
     checkpointer: mpsc::Sender<Nudge>,
@@ -173,6 +175,7 @@ impl SqliteStore {
             max_tasks: DEFAULT_MAX_TASKS,
             path,
             trim: super::trim::Owners::default(),
+            unreported: super::unreported::Unreported::default(),
             #[cfg(test)]
             checkpointer: checkpointer_probe,
         })

@@ -292,6 +292,7 @@ impl TaskStore for SqliteStore {
     }
 
     async fn expire_due(&self) -> Result<Vec<std::sync::Arc<str>>, StoreError> {
+        let mut reported = self.unreported.take();
         let failed = self
             .write(|tx: &mut Tx<'_>| {
                 let (conn, now) = (tx.conn, tx.now);
@@ -325,13 +326,27 @@ impl TaskStore for SqliteStore {
                 tx.effects.push(Effect::Purged(purged));
                 Ok(failed)
             })
-            .await?;
+            .await;
+        let failed = match failed {
+            Ok(failed) => failed,
+            Err(error) => {
+                // Reported by the next sweep instead.
+                self.unreported.keep(reported);
+                return Err(error);
+            }
+        };
+        reported.extend(failed);
         let owners = self.trim.take();
-        if !owners.is_empty() {
-            self.write(move |tx: &mut Tx<'_>| trim_owners(tx, &owners))
-                .await?;
+        if !owners.is_empty()
+            && let Err(error) = self
+                .write(move |tx: &mut Tx<'_>| trim_owners(tx, &owners))
+                .await
+        {
+            // The expiries are committed: the next sweep reports them.
+            self.unreported.keep(reported);
+            return Err(error);
         }
-        Ok(failed)
+        Ok(reported)
     }
 }
 
