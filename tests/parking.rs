@@ -304,6 +304,33 @@ async fn a_parked_task_still_counts_against_its_owners_quota() {
     second.shutdown(Duration::from_secs(1)).await;
 }
 
+/// A parked task that expires gives its owner's count back, also when a `tasks/get` is the
+/// first to apply the expiry (the expiry sweep here runs once an hour): with a quota of two,
+/// two parked sleeps refuse a third call until they expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_parked_task_gives_back_its_owners_count() {
+    let db = Db::new("quota-expiry");
+    let engine = Engine::builder(tools("sqlite"))
+        .with_store(SqliteStore::open(db.path()).expect("open the database"))
+        .with_limits(mcp_tasks::Limits::default().with_max_live_tasks_per_owner(2))
+        .with_expiry_sweep(Duration::from_secs(3600))
+        .build();
+    engine.start().unwrap();
+    let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine.clone())).await);
+    // `nap` expires after 3 s.
+    let first = task_id(&peer.call("nap", json!({ "ms": 3_600_000 }), TASKS).await);
+    let second = task_id(&peer.call("nap", json!({ "ms": 3_600_000 }), TASKS).await);
+    until("two tasks parked", || db.parked() == 2).await;
+    let refused = peer.call("approve", json!({ "n": 3 }), TASKS).await;
+    assert_eq!(refused["error"]["data"]["quota"], 2, "{refused}");
+    for id in [&first, &second] {
+        let ended = peer.wait_terminal(id).await;
+        assert_eq!(ended["error"]["message"], "task expired", "{ended}");
+    }
+    task_id(&peer.call("approve", json!({ "n": 3 }), TASKS).await);
+    engine.shutdown(Duration::from_secs(1)).await;
+}
+
 /// In a cluster: a task parks on instance A, A stops, and the answer sent to instance B
 /// wakes the task there, where it completes (its first step not run again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

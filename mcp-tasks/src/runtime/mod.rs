@@ -336,16 +336,25 @@ impl Runtime {
     /// the work, exactly as the reaper would.
     pub(crate) async fn read(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
         let snapshot = self.store.get(id).await?;
-        if let Some(snapshot) = &snapshot
-            && snapshot.status.is_terminal()
-            && let Some(live) = self.get_live(id)
-        {
-            // The read applied the task's expiry while its work ran here.
-            live.cancel.cancel();
-            live.gauges.expired(Some(snapshot));
-            self.changed(id);
+        if let Some(snapshot) = &snapshot {
+            self.read_ended(snapshot);
         }
         Ok(snapshot)
+    }
+
+    /// A read found `snapshot`: when it has ended, the read may have been the first to apply
+    /// its expiry, before the reaper. A parked task's quota hold goes, and work that still
+    /// runs here stops, exactly as the reaper would do.
+    fn read_ended(&self, snapshot: &TaskSnapshot) {
+        if !snapshot.status.is_terminal() {
+            return;
+        }
+        self.release_hold(&snapshot.id);
+        if let Some(live) = self.get_live(&snapshot.id) {
+            live.cancel.cancel();
+            live.gauges.expired(Some(snapshot));
+            self.changed(&snapshot.id);
+        }
     }
 
     /// Several tasks as the store has them now, in one read of the store
@@ -357,14 +366,7 @@ impl Runtime {
     ) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
         let snapshots = self.store.get_many(ids).await?;
         for snapshot in snapshots.iter().flatten() {
-            if snapshot.status.is_terminal()
-                && let Some(live) = self.get_live(&snapshot.id)
-            {
-                // The read applied the task's expiry while its work ran here.
-                live.cancel.cancel();
-                live.gauges.expired(Some(snapshot));
-                self.changed(&snapshot.id);
-            }
+            self.read_ended(snapshot);
         }
         Ok(snapshots)
     }
