@@ -452,16 +452,7 @@ async fn a_cancel_sent_while_the_listener_reconnects_reaches_the_work() {
     let mut a = instance_with(store_a, &record("a"), config.clone()).await;
     let mut b = instance_with(store_b, &record("b"), config).await;
     let raw = db.raw().await;
-    let listening = || async {
-        raw.query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' \
-             AND application_name = $1",
-            &[&db.schema],
-        )
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
-    };
+    let listening = || db.listeners(&raw);
     let id = call(&mut a, 1, 600_000, true).await;
     // Both instances listen (B's own listener, and A's through the proxy).
     let patience = common::Patience::with_bound("two listeners", Duration::from_secs(10));

@@ -40,72 +40,62 @@ fn runs(id: &str, step: &'static str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Version 1: fetch, export, approval, publish.
-#[task_tool(name = "export", mode = "required", restart = "resume", version = "1")]
-async fn export_v1(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
+/// The steps the versions share: `fetch` first, and the approval and `publish` last.
+async fn fetch(ctx: &TaskContext) -> Result<(), mcp_tasks::Failure> {
     let c = ctx.clone();
-    ctx.step("fetch", || async move { ran(&c, "fetch") })
-        .await?;
-    let c = ctx.clone();
-    let how: String = ctx
-        .step("export", || async move {
-            ran(&c, "export");
-            "the old way".to_owned()
-        })
-        .await?;
-    let name = common::ask_name(&ctx).await?;
+    ctx.step("fetch", || async move { ran(&c, "fetch") }).await
+}
+
+async fn approve_and_publish(ctx: &TaskContext, n: u32, how: &str) -> Result<String, ToolError> {
+    let name = common::ask_name(ctx).await?;
     let c = ctx.clone();
     ctx.step("publish", || async move { ran(&c, "publish") })
         .await?;
     Ok(format!("{n} exported {how}, approved by {name}"))
+}
+
+/// The export step named `step` (`export`: the old way, `export-v2`: the new way).
+async fn export_step(ctx: &TaskContext, step: &'static str) -> Result<String, mcp_tasks::Failure> {
+    let c = ctx.clone();
+    ctx.step(step, || async move {
+        ran(&c, step);
+        if step == "export" {
+            "the old way"
+        } else {
+            "the new way"
+        }
+        .to_owned()
+    })
+    .await
+}
+
+/// Version 1: fetch, export, approval, publish.
+#[task_tool(name = "export", mode = "required", restart = "resume", version = "1")]
+async fn export_v1(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
+    fetch(&ctx).await?;
+    let how = export_step(&ctx, "export").await?;
+    approve_and_publish(&ctx, n, &how).await
 }
 
 /// Version 2 of the same tool: the export changed behind a patch.
 #[task_tool(name = "export", mode = "required", restart = "resume", version = "1")]
 async fn export_v2(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
-    let c = ctx.clone();
-    ctx.step("fetch", || async move { ran(&c, "fetch") })
-        .await?;
-    let c = ctx.clone();
-    let how: String = if ctx.patched("export-v2").await? {
-        ctx.step("export-v2", || async move {
-            ran(&c, "export-v2");
-            "the new way".to_owned()
-        })
-        .await?
+    fetch(&ctx).await?;
+    let how = if ctx.patched("export-v2").await? {
+        export_step(&ctx, "export-v2").await?
     } else {
-        ctx.step("export", || async move {
-            ran(&c, "export");
-            "the old way".to_owned()
-        })
-        .await?
+        export_step(&ctx, "export").await?
     };
-    let name = common::ask_name(&ctx).await?;
-    let c = ctx.clone();
-    ctx.step("publish", || async move { ran(&c, "publish") })
-        .await?;
-    Ok(format!("{n} exported {how}, approved by {name}"))
+    approve_and_publish(&ctx, n, &how).await
 }
 
 /// Version 3, once no version-1 task is left: only the new export, the patch deprecated.
 #[task_tool(name = "export", mode = "required", restart = "resume", version = "1")]
 async fn export_v3(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
-    let c = ctx.clone();
-    ctx.step("fetch", || async move { ran(&c, "fetch") })
-        .await?;
+    fetch(&ctx).await?;
     ctx.deprecate_patch("export-v2");
-    let c = ctx.clone();
-    let how: String = ctx
-        .step("export-v2", || async move {
-            ran(&c, "export-v2");
-            "the new way".to_owned()
-        })
-        .await?;
-    let name = common::ask_name(&ctx).await?;
-    let c = ctx.clone();
-    ctx.step("publish", || async move { ran(&c, "publish") })
-        .await?;
-    Ok(format!("{n} exported {how}, approved by {name}"))
+    let how = export_step(&ctx, "export-v2").await?;
+    approve_and_publish(&ctx, n, &how).await
 }
 
 /// An engine of `toolkit` on the file, its earlier tasks recovered, served over stdio.

@@ -329,16 +329,7 @@ async fn a_stream_hears_what_changed_while_its_instance_was_cut_off() {
     let task = call(&mut servers[0], &gate_name, 2).await;
     let heard = listen(&servers[1], "cut", std::slice::from_ref(&task)).await;
     let raw = db.raw().await;
-    let listening = || async {
-        raw.query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' \
-             AND application_name = $1",
-            &[&db.schema],
-        )
-        .await
-        .unwrap()
-        .get::<_, i64>(0)
-    };
+    let listening = || db.listeners(&raw);
     let patience = common::Patience::new("two listeners and the acknowledgement");
     while listening().await < 2 || heard.messages().is_empty() {
         patience.wait().await;

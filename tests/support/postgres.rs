@@ -200,6 +200,19 @@ impl Db {
         self.builder().connect().await
     }
 
+    /// How many of this schema's store connections are listening for notices now (one per
+    /// instance that listens), read over `raw` (a connection of [`Db::raw`]).
+    pub async fn listeners(&self, raw: &tokio_postgres::Client) -> i64 {
+        raw.query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' \
+             AND application_name = $1",
+            &[&self.schema],
+        )
+        .await
+        .expect("count the listening connections")
+        .get::<_, i64>(0)
+    }
+
     /// A plain connection for what the test does behind the store's back.
     pub async fn raw(&self) -> tokio_postgres::Client {
         let (client, connection) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
