@@ -6,7 +6,8 @@
 //! answers at that moment (R40), the terminal one with the result and nothing after it; no
 //! progress or log messages on the stream (R42, C26); the stream ended by the client (C25,
 //! C27) and by the server's stop (the graceful result first); a core filter beside `taskIds`
-//! (C22); two owners on one server (R49); the limits.
+//! (C22); two owners on one server (R49); the limits; a dispatcher that falls behind the
+//! change feed, which still pushes every end.
 
 #![allow(
     deprecated,
@@ -14,6 +15,8 @@
 )]
 
 mod common;
+#[path = "support/read_hook.rs"]
+mod read_hook;
 
 use std::{sync::Arc, time::Duration};
 
@@ -65,8 +68,28 @@ async fn slow_asker(ctx: TaskContext, gate: String) -> Result<String, ToolError>
     asker(ctx, gate).await
 }
 
+/// Status changes made by [`flood`]s, in this process.
+static FLOODED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets its status message as fast as it can ("change 1", "change 2", ...) until its gate
+/// has a permit, then ends with the count.
+#[task_tool(mode = "required", poll_interval = "20ms", ttl = "10m")]
+async fn flood(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
+    let gate = common::gate(&gate);
+    let mut changes: u64 = 0;
+    while gate.available_permits() == 0 {
+        changes += 1;
+        ctx.status(format!("change {changes}")).await;
+        FLOODED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if changes.is_multiple_of(64) {
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(format!("{changes} changes"))
+}
+
 fn engine() -> Engine {
-    Engine::new(toolkit![stepper, asker, slow_asker].expect("a toolkit"))
+    Engine::new(toolkit![stepper, asker, slow_asker, flood].expect("a toolkit"))
 }
 
 /// A gate name of its own for each use.
@@ -1009,4 +1032,128 @@ async fn the_client_follows_by_listening() {
         0,
         "no tasks/get: the tasks were pushed"
     );
+}
+
+/// The value of counter `name` on a Prometheus page (the sum of its series).
+fn counter(page: &str, name: &str) -> u64 {
+    page.lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .map(|value| value.trim().parse::<f64>().expect("a counter's value"))
+        .map(|value| value as u64)
+        .sum()
+}
+
+/// Held reads: while a task id is set here, every read of that task waits for the release.
+#[derive(Default)]
+struct Stall {
+    task: std::sync::Mutex<Option<String>>,
+    /// A read is waiting.
+    held: std::sync::atomic::AtomicBool,
+    release: tokio::sync::Notify,
+}
+
+impl Stall {
+    /// A read hook that holds the reads of the task named here.
+    fn hook(self: &Arc<Self>) -> read_hook::Hook {
+        let stall = self.clone();
+        Arc::new(move |id: &str| {
+            let stall = stall.clone();
+            let held = stall.task.lock().unwrap().as_deref() == Some(id);
+            Box::pin(async move {
+                let released = stall.release.notified();
+                if held {
+                    stall.held.store(true, std::sync::atomic::Ordering::SeqCst);
+                    released.await;
+                }
+            })
+        })
+    }
+}
+
+/// Waits, at most 30 s, until `done` holds; `what` names it in the failure.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let started = tokio::time::Instant::now();
+    while !done() {
+        assert!(started.elapsed() < common::PATIENCE, "{what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A dispatcher that falls behind the change feed (more changes than the feed holds while it
+/// pushes an earlier one) misses changes; it then reads every followed task again, so each
+/// stream still gets its tasks' ends. The dispatcher is held in its read of a flooding task
+/// (the store holds that read) while a quiet task ends and the flood makes twice the feed's
+/// length of changes after that end: the end's change is certainly dropped, and only the
+/// re-read can push it. That the dispatcher fell behind is checked
+/// (`mcp_tasks_push_changes_missed_total`), not assumed. Each task's last notification is
+/// what `tasks/get` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatcher_that_falls_behind_still_pushes_every_end() {
+    use std::sync::atomic::Ordering;
+    const FEED: u64 = 4_096;
+    let metrics = mcp_tasks::metrics::install_prometheus().expect("the process's recorder");
+    let missed = || counter(&metrics.render(), mcp_tasks::metrics::PUSH_CHANGES_MISSED);
+    let stall = Arc::new(Stall::default());
+    let engine = Engine::builder(toolkit![stepper, flood].expect("a toolkit"))
+        .with_store(read_hook::ReadHook {
+            inner: mcp_tasks::MemoryStore::new(),
+            before_get: stall.hook(),
+        })
+        .build();
+    let mut client = Client::http(TaskServer::from_engine(engine)).await;
+
+    let quiet_gate = fresh_gate("lag-quiet");
+    let quiet = client
+        .call("stepper", json!({ "gate": quiet_gate, "steps": 0 }))
+        .await;
+    let flood_gate = fresh_gate("lag-flood");
+    let flooding = client.call("flood", json!({ "gate": flood_gate })).await;
+    let ids = [quiet.clone(), flooding.clone()];
+    let mut stream = client
+        .listen(json!("lag"), json!({ "taskIds": ids }), TASKS)
+        .await
+        .expect("a stream");
+    let ack = client.expect(&mut stream).await;
+    assert_eq!(ack["params"]["notifications"], json!({ "taskIds": ids }));
+    assert_eq!(missed(), 0);
+
+    *stall.task.lock().unwrap() = Some(flooding.clone());
+    until("the dispatcher reads the flooding task", || {
+        stall.held.load(Ordering::SeqCst)
+    })
+    .await;
+    step(&quiet_gate);
+    let started = tokio::time::Instant::now();
+    while client.get(&quiet).await["status"] != "completed" {
+        assert!(started.elapsed() < common::PATIENCE, "the quiet task ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let after_end = FLOODED.load(Ordering::SeqCst);
+    until("the flood goes on", || {
+        FLOODED.load(Ordering::SeqCst) >= after_end + 2 * FEED
+    })
+    .await;
+    *stall.task.lock().unwrap() = None;
+    stall.release.notify_waiters();
+    until("the dispatcher misses changes", || missed() >= FEED).await;
+    gate(&flood_gate).add_permits(1);
+
+    // Every followed task's end reaches the stream, as tasks/get has it.
+    let mut ends = std::collections::HashMap::new();
+    while ends.len() < ids.len() {
+        let message = client.expect(&mut stream).await;
+        assert_eq!(message["method"], "notifications/tasks", "{message}");
+        let params = &message["params"];
+        if params["status"] != "working" {
+            let id = params["taskId"].as_str().expect("a task id").to_owned();
+            assert!(
+                ends.insert(id, detailed(params.clone())).is_none(),
+                "a second end: {message}"
+            );
+        }
+    }
+    for id in &ids {
+        assert_eq!(ends[id], detailed(client.get(id).await), "task {id}");
+    }
+    assert_eq!(ends[&quiet]["status"], "completed");
 }

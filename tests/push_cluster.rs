@@ -27,6 +27,8 @@ mod common;
 mod pg;
 #[path = "support/proxy.rs"]
 mod proxy;
+#[path = "support/read_hook.rs"]
+mod read_hook;
 
 use std::{
     sync::{Arc, Mutex},
@@ -572,64 +574,6 @@ fn assert_heard_exactly(
     }
 }
 
-/// A store that counts its reads (`get`), around the Postgres store.
-struct Counting {
-    inner: mcp_tasks::PostgresStore,
-    gets: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-#[async_trait::async_trait]
-impl mcp_tasks::store::TaskStore for Counting {
-    async fn create(
-        &self,
-        task: mcp_tasks::store::NewTask,
-    ) -> Result<mcp_tasks::store::Created, mcp_tasks::store::StoreError> {
-        self.inner.create(task).await
-    }
-    async fn get(
-        &self,
-        id: &str,
-    ) -> Result<Option<mcp_tasks::store::TaskSnapshot>, mcp_tasks::store::StoreError> {
-        self.gets.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.inner.get(id).await
-    }
-    async fn apply(
-        &self,
-        id: &str,
-        fence: Option<&mcp_tasks::store::Lease>,
-        transition: mcp_tasks::store::Transition,
-    ) -> Result<(), mcp_tasks::store::StoreError> {
-        self.inner.apply(id, fence, transition).await
-    }
-    async fn deliver_input(
-        &self,
-        id: &str,
-        responses: rmcp::model::InputResponses,
-    ) -> Result<rmcp::model::InputResponses, mcp_tasks::store::StoreError> {
-        self.inner.deliver_input(id, responses).await
-    }
-    async fn request_cancel(&self, id: &str) -> Result<(), mcp_tasks::store::StoreError> {
-        self.inner.request_cancel(id).await
-    }
-    async fn recoverable(
-        &self,
-    ) -> Result<Vec<mcp_tasks::store::Recovery>, mcp_tasks::store::StoreError> {
-        self.inner.recoverable().await
-    }
-    async fn stored_answers(
-        &self,
-        id: &str,
-    ) -> Result<rmcp::model::InputResponses, mcp_tasks::store::StoreError> {
-        self.inner.stored_answers(id).await
-    }
-    async fn expire_due(&self) -> Result<Vec<Arc<str>>, mcp_tasks::store::StoreError> {
-        self.inner.expire_due().await
-    }
-    fn cluster(&self) -> Option<&dyn mcp_tasks::store::ClusterStore> {
-        self.inner.cluster()
-    }
-}
-
 /// No read storm: instance A runs a task's work; instance B holds thirty listen streams
 /// following it (and runs nothing). Each of ten status changes reaches all thirty streams,
 /// and costs B one store read: the dispatcher reads a changed task once for every stream.
@@ -640,9 +584,13 @@ async fn one_read_per_change_per_instance() {
     };
     let (engines, mut servers) = three_instances(&db).await;
     let gets = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counting = Counting {
+    let counted = gets.clone();
+    let counting = read_hook::ReadHook {
         inner: db.store().await.expect("connect"),
-        gets: gets.clone(),
+        before_get: Arc::new(move |_: &str| {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(std::future::ready(()))
+        }),
     };
     let listening = Engine::builder(toolkit![paced].expect("a toolkit"))
         .with_store(counting)

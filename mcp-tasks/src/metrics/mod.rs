@@ -77,6 +77,9 @@ pub const TASKS_WOKEN: &str = "mcp_tasks_tasks_woken_total";
 pub const PARKED_TASKS: &str = "mcp_tasks_parked_tasks";
 /// Histogram: how late durable timers fire, in seconds.
 pub const TIMER_LAG: &str = "mcp_tasks_timer_lag_seconds";
+/// Counter: changes the listen streams' dispatcher missed because it fell behind the change
+/// feed (each time, it reads every task it follows again).
+pub const PUSH_CHANGES_MISSED: &str = "mcp_tasks_push_changes_missed_total";
 
 /// The histograms, each with its unit (all in seconds).
 pub const HISTOGRAMS: [&str; 5] = [
@@ -142,6 +145,10 @@ pub fn describe() {
         "Wake-ups received from the store, by kind (cluster mode)."
     );
     describe_counter!(WAKEUPS_MISSED, "Wake-ups missed (cluster mode).");
+    describe_counter!(
+        PUSH_CHANGES_MISSED,
+        "Task changes the listen streams' dispatcher fell behind on (it then reads every followed task again)."
+    );
     describe_counter!(
         REQUESTS_REFUSED,
         "Requests the request guard refused, by JSON-RPC error code."
@@ -232,6 +239,7 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
         counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(0);
     }
     counter!(WAKEUPS_MISSED).increment(0);
+    counter!(PUSH_CHANGES_MISSED).increment(0);
     counter!(TASKS_PARKED).increment(0);
     counter!(TASKS_WOKEN).increment(0);
     for code in REFUSAL_CODES {
@@ -423,6 +431,11 @@ fn wakeup_received(kind: &'static str) {
 /// `n` wake-ups were missed.
 fn wakeups_missed(n: u64) {
     counter!(WAKEUPS_MISSED).increment(n);
+}
+
+/// The listen streams' dispatcher fell `n` changes behind the runtime's change feed.
+pub(crate) fn push_changes_missed(n: u64) {
+    counter!(PUSH_CHANGES_MISSED).increment(n);
 }
 
 /// A wake-up (or a failure to receive one) came from the store's feed.

@@ -186,6 +186,7 @@ impl Feed {
                 Err(RecvError::Lagged(missed)) => missed,
                 Err(RecvError::Closed) => return Heard::Closed,
             };
+            crate::metrics::push_changes_missed(missed);
             tracing::warn!(
                 missed,
                 "task listen dispatcher fell behind; reading every followed task"
