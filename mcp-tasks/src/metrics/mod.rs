@@ -434,6 +434,7 @@ fn wakeups_missed(n: u64) {
 }
 
 /// The listen streams' dispatcher fell `n` changes behind the runtime's change feed.
+#[cfg(any(feature = "http", feature = "stdio"))]
 pub(crate) fn push_changes_missed(n: u64) {
     counter!(PUSH_CHANGES_MISSED).increment(n);
 }
