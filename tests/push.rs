@@ -89,7 +89,7 @@ async fn flood(ctx: TaskContext, gate: String) -> Result<String, ToolError> {
 }
 
 fn engine() -> Engine {
-    Engine::new(toolkit![stepper, asker, slow_asker, flood].expect("a toolkit"))
+    Engine::new(toolkit![stepper, asker, slow_asker].expect("a toolkit"))
 }
 
 /// A gate name of its own for each use.
@@ -1034,15 +1034,6 @@ async fn the_client_follows_by_listening() {
     );
 }
 
-/// The value of counter `name` on a Prometheus page (the sum of its series).
-fn counter(page: &str, name: &str) -> u64 {
-    page.lines()
-        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .map(|value| value.trim().parse::<f64>().expect("a counter's value"))
-        .map(|value| value as u64)
-        .sum()
-}
-
 /// Held reads: while a task id is set here, every read of that task waits for the release.
 #[derive(Default)]
 struct Stall {
@@ -1070,15 +1061,6 @@ impl Stall {
     }
 }
 
-/// Waits, at most 30 s, until `done` holds; `what` names it in the failure.
-async fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let started = tokio::time::Instant::now();
-    while !done() {
-        assert!(started.elapsed() < common::PATIENCE, "{what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
 /// A dispatcher that falls behind the change feed (more changes than the feed holds while it
 /// pushes an earlier one) misses changes; it then reads every followed task again, so each
 /// stream still gets its tasks' ends. The dispatcher is held in its read of a flooding task
@@ -1092,7 +1074,7 @@ async fn a_dispatcher_that_falls_behind_still_pushes_every_end() {
     use std::sync::atomic::Ordering;
     const FEED: u64 = 4_096;
     let metrics = mcp_tasks::metrics::install_prometheus().expect("the process's recorder");
-    let missed = || counter(&metrics.render(), mcp_tasks::metrics::PUSH_CHANGES_MISSED);
+    let missed = || common::counter(&metrics.render(), mcp_tasks::metrics::PUSH_CHANGES_MISSED);
     let stall = Arc::new(Stall::default());
     let engine = Engine::builder(toolkit![stepper, flood].expect("a toolkit"))
         .with_store(read_hook::ReadHook {
@@ -1118,24 +1100,26 @@ async fn a_dispatcher_that_falls_behind_still_pushes_every_end() {
     assert_eq!(missed(), 0);
 
     *stall.task.lock().unwrap() = Some(flooding.clone());
-    until("the dispatcher reads the flooding task", || {
-        stall.held.load(Ordering::SeqCst)
-    })
-    .await;
+    let patience = Patience::new("the dispatcher reads the flooding task");
+    while !stall.held.load(Ordering::SeqCst) {
+        patience.wait().await;
+    }
     step(&quiet_gate);
-    let started = tokio::time::Instant::now();
+    let patience = Patience::new("the quiet task ended");
     while client.get(&quiet).await["status"] != "completed" {
-        assert!(started.elapsed() < common::PATIENCE, "the quiet task ended");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        patience.wait().await;
     }
     let after_end = FLOODED.load(Ordering::SeqCst);
-    until("the flood goes on", || {
-        FLOODED.load(Ordering::SeqCst) >= after_end + 2 * FEED
-    })
-    .await;
+    let patience = Patience::new("the flood goes on");
+    while FLOODED.load(Ordering::SeqCst) < after_end + 2 * FEED {
+        patience.wait().await;
+    }
     *stall.task.lock().unwrap() = None;
     stall.release.notify_waiters();
-    until("the dispatcher misses changes", || missed() >= FEED).await;
+    let patience = Patience::new("the dispatcher misses changes");
+    while missed() < FEED {
+        patience.wait().await;
+    }
     gate(&flood_gate).add_permits(1);
 
     // Every followed task's end reaches the stream, as tasks/get has it.

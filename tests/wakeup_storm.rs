@@ -106,16 +106,6 @@ async fn all_within(what: &str, done: &Mutex<HashSet<String>>, ids: &[String]) -
     }
 }
 
-/// The value of the unlabelled counter `name` in a Prometheus scrape (0 when absent).
-fn counter(scrape: &str, name: &str) -> u64 {
-    scrape
-        .lines()
-        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .map(|value| value.trim().parse::<f64>().expect("a counter's value"))
-        .map(|value| value as u64)
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lagging_wakeups_lose_no_answer_and_no_cancel() {
     let Some(db) = pg::Db::new().await else {
@@ -221,7 +211,7 @@ async fn lagging_wakeups_lose_no_answer_and_no_cancel() {
     }
     // The storm overflowed A's buffer: without a lag, the re-read path never ran and the
     // answers came by their wake-ups, which proves nothing here.
-    let missed = counter(&metrics.render(), mcp_tasks::metrics::WAKEUPS_MISSED);
+    let missed = common::counter(&metrics.render(), mcp_tasks::metrics::WAKEUPS_MISSED);
     assert!(
         missed > 0,
         "no wake-up was missed: the storm did not make A lag, so its re-read went untested"

@@ -107,6 +107,16 @@ impl Patience {
     }
 }
 
+/// The value of counter `name` (with its labels, if any, as the page shows them) on a
+/// Prometheus page: the sum of the series whose name is exactly that.
+pub fn counter(page: &str, name: &str) -> u64 {
+    page.lines()
+        .filter_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .map(|value| value.trim().parse::<f64>().expect("a counter's value"))
+        .map(|value| value as u64)
+        .sum()
+}
+
 /// The one duplex-server helper: serves `service` (our `TaskServer`, or any rmcp server) on
 /// an in-process pipe, newline-delimited JSON as on stdio, and returns the client's end.
 pub fn serve_duplex<S>(service: S) -> tokio::io::DuplexStream
