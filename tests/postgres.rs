@@ -1198,3 +1198,42 @@ async fn the_listener_reconnects() {
         .unwrap();
     assert!(matches!(wakeup, Notice::Answers { task_id, .. } if &*task_id == "t"));
 }
+
+/// Owners take turns at the queued tasks (the default claim order): each claim serves the
+/// owners after the one this store served last, in owner order, their oldest task each,
+/// with further turns while slots are left; an owner with a weight of 2 takes two a turn;
+/// the turns carry over from claim to claim, and each instance keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owners_take_turns_at_the_queued_tasks() {
+    let db = db!();
+    let (a, b) = (db.store().await.unwrap(), db.store().await.unwrap());
+    for (owner, n) in [("ann", 6), ("bea", 6), ("cy", 2)] {
+        for i in 0..n {
+            let task = NewTask::new(format!("{owner}{i}").into(), owner.into(), "tool".into());
+            a.create(task).await.unwrap();
+        }
+    }
+    let bea_two: [(Arc<str>, u32); 1] = [(Arc::from("bea"), 2)];
+    async fn claim(store: &PostgresStore, n: usize, weights: &[(Arc<str>, u32)]) -> Vec<String> {
+        let claim = Claim::queued("x", Duration::from_secs(30), n)
+            .with_order(mcp_tasks::ClaimOrder::OwnersTakeTurns, weights);
+        let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
+            .map(|(task, _)| task.id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    }
+    // A turn each, then Ann's second turn.
+    assert_eq!(claim(&a, 4, &[]).await, ["ann0", "ann1", "bea0", "cy0"]);
+    // The turns go on after Ann.
+    assert_eq!(claim(&a, 2, &[]).await, ["bea1", "cy1"]);
+    // Cy has nothing left: after Cy, the turns start again from Ann, twice around.
+    assert_eq!(claim(&a, 3, &[]).await, ["ann2", "ann3", "bea2"]);
+    // Another instance starts its own turns, from the first owner.
+    assert_eq!(claim(&b, 1, &[]).await, ["ann4"]);
+    // Here, after Ann comes Bea, who takes two a turn with a weight of 2 (Ann's turn would
+    // come second).
+    assert_eq!(claim(&a, 2, &bea_two).await, ["bea3", "bea4"]);
+    assert_eq!(claim(&a, 10, &[]).await, ["ann5", "bea5"]);
+    assert!(claim(&a, 10, &[]).await.is_empty());
+}

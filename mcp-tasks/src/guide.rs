@@ -10,6 +10,7 @@
 //! 7. [Operating](operating)
 //! 8. [Troubleshooting](troubleshooting)
 //! 9. [Changing a tool while tasks run](changing_tools)
+//! 10. [Sharing a server between many callers](many_callers)
 //!
 //! Every code block of the guide is compiled by `cargo test --doc` with the features its page
 //! needs; a page whose features are off says which to turn on. `scripts/fresh_project.sh`
@@ -31,7 +32,8 @@ macro_rules! page_links {
          [security]: crate::guide::security\n\
          [operating]: crate::guide::operating\n\
          [troubleshooting]: crate::guide::troubleshooting\n\
-         [changing-tools]: crate::guide::changing_tools\n\n"
+         [changing-tools]: crate::guide::changing_tools\n\
+         [many-callers]: crate::guide::many_callers\n\n"
     };
 }
 
@@ -127,3 +129,9 @@ pub mod troubleshooting {}
 #[doc = page_links!()]
 #[doc = include_str!("../guide/09-changing-tools.md")]
 pub mod changing_tools {}
+
+/// Sharing a server between many callers.
+///
+#[doc = page_links!()]
+#[doc = include_str!("../guide/10-many-callers.md")]
+pub mod many_callers {}

@@ -209,7 +209,7 @@ pub use server::{
 pub use store::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use store::SqliteStore;
-pub use store::{MemoryStore, TaskStore};
+pub use store::{ClaimOrder, MemoryStore, TaskStore};
 pub use tool::{
     ArgumentError, Failure, Mode, ProgressError, RestartPolicy, TaskTool, ToolDefinition,
     ToolError, ToolFuture, Ttl,

@@ -296,7 +296,8 @@ pub(crate) async fn claim(
             let sent = Instant::now();
             let (id, lease) = (&*instance.id, instance.config.lease);
             let claimed = cluster.claim(match cause {
-                Cause::Queued => Claim::queued(id, lease, slots),
+                Cause::Queued => Claim::queued(id, lease, slots)
+                    .with_order(instance.config.claim_order, &instance.config.weights),
                 _ => Claim::lapsed(id, lease, slots),
             });
             let claimed = claimed.await;

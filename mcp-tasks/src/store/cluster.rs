@@ -75,6 +75,22 @@ impl Lease {
     }
 }
 
+/// The order in which queued tasks are claimed ([`Claim::order`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClaimOrder {
+    /// Owners take turns (the default): each claim gives the next owners in turn (in owner
+    /// order, after the one the claiming store served last) their oldest queued task, so an
+    /// owner who queued thousands of tasks does not make the others wait behind them. An owner with a weight of `w` ([`Claim::weights`]) takes up to `w`
+    /// tasks a turn. Within an owner, oldest first. When the claim has more slots than
+    /// owners are waiting, the owners take further turns, then the oldest tasks fill what is
+    /// left.
+    #[default]
+    OwnersTakeTurns,
+    /// Oldest first, whoever queued it (the order before owners took turns).
+    OldestFirst,
+}
+
 /// What a [`ClusterStore::claim`] takes: up to `limit` tasks of one kind, for `instance`,
 /// each under a lease of length `lease`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +104,11 @@ pub struct Claim<'a> {
     pub lease: Duration,
     /// The most tasks taken.
     pub limit: usize,
+    /// The order of a claim of queued tasks (lapsed tasks are taken by lease deadline).
+    pub order: ClaimOrder,
+    /// The owners with a weight other than 1 (at least 1 each), for
+    /// [`ClaimOrder::OwnersTakeTurns`].
+    pub weights: &'a [(Arc<str>, u32)],
 }
 
 impl<'a> Claim<'a> {
@@ -99,10 +120,13 @@ impl<'a> Claim<'a> {
             instance,
             lease,
             limit,
+            order: ClaimOrder::OldestFirst,
+            weights: &[],
         }
     }
 
-    /// Tasks recorded with no runner (worker mode), oldest first.
+    /// Tasks recorded with no runner (worker mode), owners taking turns
+    /// ([`ClaimOrder::OwnersTakeTurns`]; see [`Claim::with_order`]).
     #[must_use]
     pub fn queued(instance: &'a str, lease: Duration, limit: usize) -> Self {
         Self {
@@ -110,7 +134,17 @@ impl<'a> Claim<'a> {
             instance,
             lease,
             limit,
+            order: ClaimOrder::OwnersTakeTurns,
+            weights: &[],
         }
+    }
+
+    /// The claim with queued tasks taken in `order`, owners weighted by `weights`.
+    #[must_use]
+    pub fn with_order(mut self, order: ClaimOrder, weights: &'a [(Arc<str>, u32)]) -> Self {
+        self.order = order;
+        self.weights = weights;
+        self
     }
 }
 

@@ -4,6 +4,8 @@
 
 use std::{sync::Arc, time::Duration};
 
+use crate::store::ClaimOrder;
+
 /// Default lease length: how long a task whose instance died waits before another instance
 /// takes it over.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
@@ -29,6 +31,8 @@ pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 /// | [`with_fence_margin`](Self::with_fence_margin) | a fifth of the lease (6 s) |
 /// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
 /// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
+/// | [`with_claim_order`](Self::with_claim_order) | [`ClaimOrder::OwnersTakeTurns`]: owners share the free slots |
+/// | [`with_owner_weight`](Self::with_owner_weight) | every owner 1 |
 ///
 /// ```
 /// use std::time::Duration;
@@ -55,6 +59,9 @@ pub struct ClusterConfig {
     pub(crate) fence_margin: Option<Duration>,
     pub(crate) queued_calls: bool,
     pub(crate) execution: bool,
+    pub(crate) claim_order: ClaimOrder,
+    /// The owners whose weight is not 1, sorted by owner.
+    pub(crate) weights: Vec<(Arc<str>, u32)>,
 }
 
 impl Default for ClusterConfig {
@@ -67,6 +74,8 @@ impl Default for ClusterConfig {
             fence_margin: None,
             queued_calls: false,
             execution: true,
+            claim_order: ClaimOrder::OwnersTakeTurns,
+            weights: Vec::new(),
         }
     }
 }
@@ -142,6 +151,53 @@ impl ClusterConfig {
     pub fn with_execution(mut self, execution: bool) -> Self {
         self.execution = execution;
         self
+    }
+
+    /// Sets the order in which this instance claims queued tasks (default
+    /// [`ClaimOrder::OwnersTakeTurns`]: owners share the free slots, so one caller's
+    /// thousands of queued tasks do not hold back everyone else's).
+    /// [`ClaimOrder::OldestFirst`] ignores owners. Give every instance of a cluster the same
+    /// order.
+    pub fn with_claim_order(mut self, order: ClaimOrder) -> Self {
+        self.claim_order = order;
+        self
+    }
+
+    /// Gives `owner` a weight (default 1 for every owner; at least 1): when owners take
+    /// turns at the free slots, this owner takes up to `weight` tasks a turn. Give every
+    /// instance of a cluster the same weights.
+    ///
+    /// ```
+    /// use mcp_tasks::ClusterConfig;
+    ///
+    /// // The interactive front end's owner gets four slots for every one of a batch owner.
+    /// let config = ClusterConfig::default().with_owner_weight("web-ui", 4);
+    /// assert_eq!(config.owner_weight("web-ui"), 4);
+    /// assert_eq!(config.owner_weight("nightly-batch"), 1);
+    /// ```
+    pub fn with_owner_weight(mut self, owner: impl Into<Arc<str>>, weight: u32) -> Self {
+        let owner = owner.into();
+        let weight = weight.max(1);
+        match self.weights.binary_search_by(|(o, _)| o.cmp(&owner)) {
+            Ok(at) => self.weights[at].1 = weight,
+            Err(at) => self.weights.insert(at, (owner, weight)),
+        }
+        self.weights.retain(|(_, w)| *w != 1);
+        self
+    }
+
+    /// The weight of `owner` (see [`with_owner_weight`](Self::with_owner_weight)).
+    #[must_use]
+    pub fn owner_weight(&self, owner: &str) -> u32 {
+        self.weights
+            .binary_search_by(|(o, _)| (**o).cmp(owner))
+            .map_or(1, |at| self.weights[at].1)
+    }
+
+    /// The order of claims of queued tasks.
+    #[must_use]
+    pub fn claim_order(&self) -> ClaimOrder {
+        self.claim_order
     }
 
     /// The lease length.

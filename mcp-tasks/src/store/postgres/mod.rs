@@ -360,6 +360,7 @@ impl PostgresBuilder {
             _stop: stop.drop_guard(),
             settings: self,
             trim: super::trim::Owners::default(),
+            turn: parking_lot::Mutex::default(),
         })
     }
 }
@@ -389,6 +390,9 @@ pub struct PostgresStore {
     /// Stops the listener when the store is dropped.
     _stop: DropGuard,
     settings: PostgresBuilder,
+    /// The owner whose queued task this store claimed last, owners taking turns
+    /// ([`ClaimOrder::OwnersTakeTurns`](super::ClaimOrder)): the next claim starts after it.
+    turn: parking_lot::Mutex<String>,
     /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`](super::NewTask::max_finished_per_owner)).
     trim: super::trim::Owners,
 }

@@ -355,12 +355,18 @@ impl Tx {
     /// the pool instead, it would carry the transaction that `BEGIN` opens to its next user,
     /// whose autocommit writes would then never be committed.
     pub(super) async fn begin(pool: &Pool) -> Result<Self, StoreError> {
+        Self::begin_with(pool, "BEGIN").await
+    }
+
+    /// [`Tx::begin`] with `begin`: `BEGIN` and, in the same round trip, `SET LOCAL`s for the
+    /// transaction.
+    pub(super) async fn begin_with(pool: &Pool, begin: &str) -> Result<Self, StoreError> {
         let mut retried = false;
         loop {
             let tx = Self {
                 client: Some(get(pool).await?),
             };
-            let begun = tx.client()?.batch_execute("BEGIN").await;
+            let begun = tx.client()?.batch_execute(begin).await;
             match begun {
                 Ok(()) => return Ok(tx),
                 Err(error) => {

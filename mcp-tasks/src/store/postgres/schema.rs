@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -86,8 +86,16 @@ const SCHEMA_V4: &str = "CREATE INDEX tasks_owner_finished ON tasks (owner, crea
 const SCHEMA_V5: &str = "ALTER TABLE tasks ADD COLUMN parked_until_ms BIGINT; \
      CREATE INDEX tasks_parked ON tasks (parked_until_ms) WHERE parked_until_ms IS NOT NULL;";
 
+/// Version 6: owners take turns at the queued tasks (`ClaimOrder::OwnersTakeTurns`): the
+/// queued tasks by owner and age, for a claim's skip scan over the owners waiting and for
+/// each owner's oldest.
+const SCHEMA_V6: &str = "CREATE INDEX tasks_queued_owner ON tasks (owner, created_at_ms, id) \
+     WHERE purge_at_ms IS NULL AND runner IS NULL;";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 5] = [SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+const MIGRATIONS: [&str; 6] = [
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
 /// transaction. Instances starting together take turns (a transaction-scoped advisory lock

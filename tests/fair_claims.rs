@@ -1,0 +1,161 @@
+//! Owners take turns at the free slots of a cluster (`ClaimOrder::OwnersTakeTurns`, the
+//! default): a front over one Postgres task space records calls queued, two workers with two
+//! slots each run them. Alice queues 500 tasks, then Bob queues 5; Bob's tasks all start
+//! before Alice's 40th, where oldest first would start them after all 500 of hers. The
+//! order is read from the tools' own journal of starts.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{Http, Patience};
+use mcp_tasks::{
+    ClaimOrder, ClusterConfig, Engine, HttpOptions, StaticTokens, TaskServer, ToolError,
+    WorkerHandle, task_tool, toolkit,
+};
+use serde_json::json;
+
+/// The owner of each task, in the order the tasks started (on any worker).
+#[derive(Clone, Default)]
+struct Starts(Arc<Mutex<Vec<String>>>);
+
+/// Notes its start, then works for a while.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn job(
+    who: String,
+    mcp_tasks::State(starts): mcp_tasks::State<Starts>,
+) -> Result<String, ToolError> {
+    starts.0.lock().expect("journal").push(who.clone());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    Ok(who)
+}
+
+const TOKENS: &str = "alice:TOKEN_A,bob:TOKEN_B";
+
+/// A front that records calls queued (and runs nothing): its URL.
+async fn front(db: &pg::Db, starts: &Starts) -> String {
+    let store = Arc::new(db.store().await.expect("connect"));
+    let engine = Engine::builder(toolkit![job].expect("toolkit").with_state(starts.clone()))
+        .with_shared_store(store)
+        .with_instance_id("front")
+        .with_cluster(
+            ClusterConfig::default()
+                .with_queued_calls(true)
+                .with_execution(false),
+        )
+        .build();
+    let options =
+        HttpOptions::new().with_static_tokens(StaticTokens::parse(TOKENS).expect("tokens"));
+    Http::start_router(mcp_tasks::http_router(
+        TaskServer::from_engine(engine),
+        options,
+    ))
+    .await
+    .url
+}
+
+/// A worker with two slots, claiming in `order`.
+async fn worker(db: &pg::Db, starts: &Starts, id: &str, order: ClaimOrder) -> WorkerHandle {
+    let store = Arc::new(db.store().await.expect("connect"));
+    Engine::builder(toolkit![job].expect("toolkit").with_state(starts.clone()))
+        .with_shared_store(store)
+        .with_instance_id(id)
+        .with_max_running(2)
+        .with_cluster(
+            ClusterConfig::default()
+                .with_claim_interval(Duration::from_millis(20))
+                .with_claim_order(order),
+        )
+        .build_worker()
+        .start()
+        .expect("the worker starts")
+}
+
+/// `n` calls of `who`'s, eight at a time.
+async fn queue(url: &str, token: &str, who: &str, n: usize) {
+    let calls = (0..8).map(|lane| {
+        let mut http = Http {
+            url: url.to_owned(),
+            client: reqwest::Client::new(),
+            extra: vec![("authorization", format!("Bearer {token}"))],
+            next_id: 0,
+        };
+        async move {
+            for _ in (lane..n).step_by(8) {
+                http.call_task("job", json!({ "who": who })).await;
+            }
+        }
+    });
+    futures::future::join_all(calls).await;
+}
+
+/// Alice queues 500, then Bob 5, with four slots in the cluster: how many of Alice's tasks
+/// started before Bob's last one did (`None`: Bob's did not all start while 50 of
+/// Alice's did).
+async fn alices_before_bobs_last(order: ClaimOrder) -> Option<usize> {
+    let db = pg::Db::new().await?;
+    let starts = Starts::default();
+    let url = front(&db, &starts).await;
+    let _workers = [
+        worker(&db, &starts, "w1", order).await,
+        worker(&db, &starts, "w2", order).await,
+    ];
+    queue(&url, "TOKEN_A", "alice", 500).await;
+    let alice_queued = starts.0.lock().expect("journal").len();
+    queue(&url, "TOKEN_B", "bob", 5).await;
+    let patience = Patience::new("Bob's tasks start, or 50 of Alice's");
+    loop {
+        let (alice, bob) = {
+            let starts = starts.0.lock().expect("journal");
+            let bob_last = starts
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| *w == "bob")
+                .nth(4);
+            let alice = |n: usize| starts[..n].iter().filter(|w| *w == "alice").count();
+            (bob_last.map(|(at, _)| alice(at)), alice(starts.len()))
+        };
+        if let Some(before) = alice {
+            eprintln!(
+                "{order:?}: {alice_queued} of Alice's started while she queued; \
+                 {before} before Bob's last"
+            );
+            return Some(before);
+        }
+        if bob >= 50 {
+            eprintln!("{order:?}: 50 of Alice's started, Bob's had not");
+            return None;
+        }
+        patience.wait().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_owner_is_not_held_back_by_a_big_one() {
+    if pg::url().await.is_none() {
+        return;
+    }
+    let before = alices_before_bobs_last(ClaimOrder::OwnersTakeTurns).await;
+    assert!(
+        before.is_some_and(|n| n < 40),
+        "Bob's 5 tasks all start before Alice's 40th: {before:?} of hers started first"
+    );
+}
+
+/// The baseline the turns are measured against: oldest first, Bob waits behind Alice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oldest_first_holds_a_small_owner_back() {
+    if pg::url().await.is_none() {
+        return;
+    }
+    let before = alices_before_bobs_last(ClaimOrder::OldestFirst).await;
+    assert_eq!(
+        before, None,
+        "oldest first, Bob's tasks wait behind Alice's"
+    );
+}
