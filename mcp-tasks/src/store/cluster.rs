@@ -182,8 +182,8 @@ pub trait ClusterStore: Send + Sync {
 
     /// Claims up to [`Claim::limit`] tasks of its kind, each for exactly one of the instances
     /// asking, at the next epoch, with what a replay needs: live tasks whose lease lapsed
-    /// ([`Claim::lapsed`]), or tasks recorded with no runner (worker mode), oldest first
-    /// ([`Claim::queued`]).
+    /// ([`Claim::lapsed`]), or tasks recorded with no runner (worker mode), in the claim's
+    /// [`order`](Claim::order) ([`Claim::queued`]).
     async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError>;
 
     /// Gives up `lease` while its task is still live: the lease lapses at once (and the
