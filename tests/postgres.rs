@@ -1237,3 +1237,52 @@ async fn owners_take_turns_at_the_queued_tasks() {
     assert_eq!(claim(&a, 10, &[]).await, ["ann5", "bea5"]);
     assert!(claim(&a, 10, &[]).await.is_empty());
 }
+
+/// A claim keeps the tools' concurrency limits across instances: with 2 of tool `scarce`'s
+/// tasks already held (by another instance), a claim with a limit of 3 for it takes one more
+/// of them, and every task of the other tool; the next claim takes none of `scarce` until
+/// one of its tasks ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_keep_the_tools_concurrency_limits() {
+    let db = db!();
+    let (a, b) = (db.store().await.unwrap(), db.store().await.unwrap());
+    let task = |id: &str, tool: &str| NewTask::new(id.into(), "ann".into(), tool.into());
+    for i in 0..6 {
+        a.create(task(&format!("s{i}"), "scarce")).await.unwrap();
+    }
+    for i in 0..3 {
+        a.create(task(&format!("p{i}"), "plenty")).await.unwrap();
+    }
+    let limits: [(Arc<str>, u32); 1] = [(Arc::from("scarce"), 3)];
+    let claim = |n| Claim::queued("x", Duration::from_secs(30), n).with_limits(&limits);
+    async fn ids(store: &PostgresStore, claim: Claim<'_>) -> Vec<String> {
+        let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
+            .map(|(task, _)| task.id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    }
+    // Another instance, knowing no limit, holds two of them.
+    assert_eq!(
+        ids(
+            &b,
+            Claim::queued("y", Duration::from_secs(30), 2)
+                .with_order(mcp_tasks::ClaimOrder::OldestFirst, &[])
+        )
+        .await,
+        ["s0", "s1"]
+    );
+    assert_eq!(ids(&a, claim(10)).await, ["p0", "p1", "p2", "s2"]);
+    assert!(
+        ids(&a, claim(10)).await.is_empty(),
+        "scarce is at its limit"
+    );
+    let raw = db.raw().await;
+    raw.execute(
+        "UPDATE tasks SET purge_at_ms = 1, status = 'completed' WHERE id = 's0'",
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&b, claim(10)).await, ["s3"], "one ended, one more runs");
+}

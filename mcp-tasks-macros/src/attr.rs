@@ -18,7 +18,7 @@ use crate::{
     suggest::unknown,
 };
 
-pub const TOOL_ARGS: [&str; 15] = [
+pub const TOOL_ARGS: [&str; 16] = [
     "ttl",
     "poll_interval",
     "mode",
@@ -33,6 +33,7 @@ pub const TOOL_ARGS: [&str; 15] = [
     "restart",
     "park_after",
     "version",
+    "concurrency",
     "crate",
 ];
 
@@ -111,6 +112,29 @@ fn string(key: &Ident, value: Option<&Expr>, example: &str) -> syn::Result<LitSt
         None => Err(syn::Error::new(
             key.span(),
             format!("`{key}` needs a value, e.g. `{key} = {example}`"),
+        )),
+    }
+}
+
+/// A count above zero that fits in a `u32`, e.g. `concurrency = 3`.
+fn count(key: &Ident, value: Option<&Expr>) -> syn::Result<Spanned<u32>> {
+    let wrong = |span| {
+        syn::Error::new(
+            span,
+            format!("`{key}` takes a whole number above zero, e.g. `{key} = 3`"),
+        )
+    };
+    match value {
+        Some(Expr::Lit(ExprLit {
+            lit: Lit::Int(lit), ..
+        })) => match lit.base10_parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Spanned::new(n, lit.span())),
+            _ => Err(wrong(lit.span())),
+        },
+        Some(other) => Err(wrong(other.span())),
+        None => Err(syn::Error::new(
+            key.span(),
+            format!("`{key}` needs a value, e.g. `{key} = 3`"),
         )),
     }
 }
@@ -257,6 +281,7 @@ fn tool_arg(args: &mut ToolArgs, name: &str, key: &Ident, value: Option<&Expr>) 
             };
             args.restart = Some(Spanned::new(restart, lit.span()));
         }
+        "concurrency" => args.concurrency = Some(count(key, value)?),
         "version" => {
             let lit = string(key, value, "\"2\"")?;
             if lit.value().is_empty() {
@@ -601,7 +626,7 @@ mod tests {
             [
                 "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
-              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, \
+              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `concurrency`, \
               `crate`"
             ]
         );
@@ -643,7 +668,8 @@ mod tests {
                  `optional`, `inline`",
                 "unknown `task_tool` argument `poll`, expected one of `ttl`, `poll_interval`, \
                  `mode`, `inline_budget`, `name`, `title`, `description`, `read_only`, \
-                 `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `crate`",
+                 `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, \
+                 `concurrency`, `crate`",
             ]
         );
     }

@@ -249,6 +249,22 @@ fn timing(tool: &Tool, errors: &Sink) {
              work must be safe to replay) or remove `park_after`",
         );
     }
+    if let Some(limit) = &args.concurrency
+        && !args.unknown("mode")
+    {
+        let mode = args.mode.as_ref().map_or(Mode::Optional, |m| m.value);
+        if mode != Mode::Required {
+            errors.at(
+                limit.span,
+                format!(
+                    "`concurrency` applies only to `mode = \"required\"` tools, and this one is \
+                     `mode = \"{}\"`: a call over the limit waits as a queued task, and only a \
+                     task can wait; add `mode = \"required\"` or remove `concurrency`",
+                    mode.as_str()
+                ),
+            );
+        }
+    }
     if let Some(budget) = &args.inline_budget
         && !args.unknown("mode")
     {

@@ -326,6 +326,10 @@ fn generate(tool: &Tool) -> TokenStream {
         };
         builder.push(quote!(.with_restart(#p::RestartPolicy::#variant)));
     }
+    if let Some(limit) = &args.concurrency {
+        let n = limit.value;
+        builder.push(quote!(.with_concurrency(#n)));
+    }
     if let Some(after) = &args.park_after {
         builder.push(match after.value {
             Some(ms) => quote!(.with_park_after(#p::Duration::from_millis(#ms))),

@@ -68,6 +68,8 @@ pub struct ToolArgs {
     /// `park_after = ".."`: milliseconds, `None` for `"never"`.
     pub park_after: Option<Spanned<Option<u64>>>,
     pub version: Option<Spanned<String>>,
+    /// `concurrency = N`: at most N of the tool's tasks run at once.
+    pub concurrency: Option<Spanned<u32>>,
     pub krate: Option<syn::Path>,
     /// Arguments that were written but whose value was reported as wrong: a check that
     /// depends on one skips it rather than assume the default.

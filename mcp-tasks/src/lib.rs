@@ -118,6 +118,7 @@ pub use limits::Limits;
 /// | `read_only`, `destructive`, `idempotent`, `open_world` (`= false` to deny) | unset | the annotations' hints |
 /// | `restart = "fail" \| "resume"` | `"fail"` | after a restart on a durable store, see [`RestartPolicy`] |
 /// | `version = ".."` | a digest of the tool | a task is only replayed by the version that started it; see [Versions](#versions) |
+/// | `concurrency = 3` | none | at most this many of the tool's tasks run at once, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_concurrency`] |
 /// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
 ///
 /// Durations are whole numbers of `d`, `h`, `m`, `s`, `ms`, largest first, without spaces:

@@ -37,6 +37,7 @@ pub struct ToolDefinition {
     restart: RestartPolicy,
     park_after: Option<Duration>,
     version: Cow<'static, str>,
+    concurrency: Option<u32>,
 }
 
 impl ToolDefinition {
@@ -56,6 +57,7 @@ impl ToolDefinition {
             restart: RestartPolicy::default(),
             park_after: Some(DEFAULT_PARK_AFTER),
             version: Cow::Borrowed(""),
+            concurrency: None,
         }
         .with_mode(Mode::default())
     }
@@ -77,6 +79,22 @@ impl ToolDefinition {
     #[must_use]
     pub fn with_park_after(mut self, after: Duration) -> Self {
         self.park_after = Some(after);
+        self
+    }
+
+    /// Runs at most `limit` of this tool's tasks at once (at least 1): in the process over a
+    /// single-process store, across every instance and worker over a shared store. A call
+    /// over the limit still gets its task at once; the task waits until one of the tool's
+    /// tasks ends. On a shared store every call of the tool is recorded queued and claimed
+    /// by an instance or worker with a free slot (the claim counts the tool's tasks under a
+    /// lock, so the limit holds whichever instance claims); a waiting task holds only its
+    /// row, and a task parked on an answer or a timer keeps its place. In one process the
+    /// waiting task's work waits in memory for a place, and a parked task gives its place
+    /// back until it goes on. Only for [`Mode::Required`] tools (the toolkit refuses it on
+    /// others). `#[task_tool(concurrency = 3)]`.
+    #[must_use]
+    pub fn with_concurrency(mut self, limit: u32) -> Self {
+        self.concurrency = Some(limit.max(1));
         self
     }
 
@@ -238,6 +256,13 @@ impl ToolDefinition {
             .filter(|_| self.restart == RestartPolicy::Resume)
     }
 
+    /// How many of this tool's tasks may run at once
+    /// ([`with_concurrency`](Self::with_concurrency)); `None`: no limit of its own.
+    #[must_use]
+    pub fn concurrency(&self) -> Option<u32> {
+        self.concurrency
+    }
+
     /// The tool's version.
     #[must_use]
     pub fn version(&self) -> &str {
@@ -257,6 +282,9 @@ impl ToolDefinition {
         headers::check(&self.tool.input_schema)?;
         if self.inline_budget.is_some() && self.mode != Mode::Optional {
             return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
+        }
+        if self.concurrency.is_some() && self.mode != Mode::Required {
+            return Err(DefinitionError::ConcurrencyNotRequired { mode: self.mode });
         }
         if self.poll_interval.is_zero() {
             return Err(DefinitionError::ZeroPollInterval);

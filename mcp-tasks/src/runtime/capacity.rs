@@ -139,3 +139,60 @@ pub(super) fn at_capacity(max: usize) -> ErrorData {
         Some(serde_json::json!({ "retryable": true })),
     )
 }
+
+/// The tools with a concurrency limit of their own
+/// ([`ToolDefinition::with_concurrency`](crate::ToolDefinition::with_concurrency)): over a
+/// shared store, the claims count their running tasks across the cluster; over a
+/// single-process store, each has a gate of that many permits here.
+#[derive(Default)]
+pub(crate) struct ToolLimits {
+    /// `(tool, limit)`, sorted by tool.
+    pub(crate) limits: Vec<(Arc<str>, u32)>,
+    gates: HashMap<Arc<str>, Arc<tokio::sync::Semaphore>>,
+}
+
+impl ToolLimits {
+    pub(crate) fn of(toolkit: &crate::Toolkit) -> Self {
+        let mut limits: Vec<(Arc<str>, u32)> = toolkit
+            .definitions()
+            .filter_map(|d| d.concurrency().map(|n| (Arc::from(d.name()), n)))
+            .collect();
+        limits.sort();
+        let gates = limits
+            .iter()
+            .map(|(tool, n)| {
+                let permits = usize::try_from(*n).unwrap_or(usize::MAX);
+                (
+                    Arc::clone(tool),
+                    Arc::new(tokio::sync::Semaphore::new(permits)),
+                )
+            })
+            .collect();
+        Self { limits, gates }
+    }
+
+    /// Whether `tool` has a limit of its own.
+    pub(crate) fn limits(&self, tool: &str) -> bool {
+        self.gates.contains_key(tool)
+    }
+
+    /// `work` of `tool` behind the tool's gate (over a single-process store): it starts once
+    /// one of the tool's permits is free, and gives it back when it ends or is dropped.
+    pub(crate) fn gated(
+        &self,
+        tool: &str,
+        work: crate::tool::ToolFuture,
+    ) -> crate::tool::ToolFuture {
+        match self.gates.get(tool) {
+            None => work,
+            Some(gate) => {
+                let gate = Arc::clone(gate);
+                Box::pin(async move {
+                    // The gate is never closed: a permit always comes.
+                    let _permit = gate.acquire_owned().await;
+                    work.await
+                })
+            }
+        }
+    }
+}

@@ -297,7 +297,8 @@ pub(crate) async fn claim(
             let (id, lease) = (&*instance.id, instance.config.lease);
             let claimed = cluster.claim(match cause {
                 Cause::Queued => Claim::queued(id, lease, slots)
-                    .with_order(instance.config.claim_order, &instance.config.weights),
+                    .with_order(instance.config.claim_order, &instance.config.weights)
+                    .with_limits(&instance.limits),
                 _ => Claim::lapsed(id, lease, slots),
             });
             let claimed = claimed.await;

@@ -80,7 +80,7 @@ use lifecycle::Lifecycle;
 use placement::Placement;
 
 pub(crate) use capacity::{Capacity, OwnerSlot};
-use capacity::{at_capacity, unhold};
+use capacity::{ToolLimits, at_capacity, unhold};
 pub(crate) use write::WriteError;
 
 pub(crate) use call::Ended;
@@ -186,6 +186,8 @@ pub(crate) struct Runtime {
     pub(crate) changes: tokio::sync::broadcast::Sender<Notice>,
     /// The wake-ups of parked tasks (`park.rs`).
     pub(crate) parking: parking::Parking,
+    /// The tools with a concurrency limit of their own.
+    pub(crate) limited: ToolLimits,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -203,7 +205,8 @@ impl Runtime {
         config: ClusterConfig,
     ) -> Arc<Self> {
         let id = instance;
-        let (store, placement) = Placement::new(store, &id, config);
+        let limited = ToolLimits::of(&tools.toolkit);
+        let (store, placement) = Placement::new(store, &id, config, &limited);
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
@@ -219,7 +222,21 @@ impl Runtime {
             lifecycle: Lifecycle::new(),
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
             parking: parking::Parking::default(),
+            limited,
         })
+    }
+
+    /// `work` of `tool` as it runs here: over a single-process store behind the tool's
+    /// concurrency gate, if it has a limit; over a shared store the claims keep the limit.
+    pub(crate) fn gated(
+        &self,
+        tool: &str,
+        work: crate::tool::ToolFuture,
+    ) -> crate::tool::ToolFuture {
+        match self.placement {
+            Placement::Local => self.limited.gated(tool, work),
+            Placement::Cluster(_) => work,
+        }
     }
 
     /// The one change feed (the push hub and the wake-up loop subscribe to it): in a cluster

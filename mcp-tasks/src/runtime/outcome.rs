@@ -69,6 +69,11 @@ impl Runtime {
                     Run::Halted => runtime.halted(&id),
                     Run::Parked => runtime.parked(&id).await,
                 }
+                // In a cluster, a limited tool's place is free now: its queued tasks are
+                // claimed at once, not at the next claim interval.
+                if runtime.placement.shared().is_some() && runtime.limited.limits(&tool) {
+                    runtime.parking.claim_now.notify_one();
+                }
             }
             .instrument(span),
         );

@@ -205,6 +205,7 @@ async fn resume(
         .tool
         .call(call.context(), task.origin.arguments)
         .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
+    let work = runtime.gated(&tool, work);
     // A task taken back counts against its owner's quota but is never refused by it.
     let slot = runtime
         .reserve(&task.owner, false)

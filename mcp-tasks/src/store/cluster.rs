@@ -109,6 +109,10 @@ pub struct Claim<'a> {
     /// The owners with a weight other than 1 (at least 1 each), for
     /// [`ClaimOrder::OwnersTakeTurns`].
     pub weights: &'a [(Arc<str>, u32)],
+    /// The tools with a concurrency limit, `(tool, limit)` sorted by tool: a claim of queued
+    /// tasks takes a task of one only while fewer than `limit` of its tasks hold a runner
+    /// (running, or parked in their wait) across every instance.
+    pub limits: &'a [(Arc<str>, u32)],
 }
 
 impl<'a> Claim<'a> {
@@ -122,6 +126,7 @@ impl<'a> Claim<'a> {
             limit,
             order: ClaimOrder::OldestFirst,
             weights: &[],
+            limits: &[],
         }
     }
 
@@ -136,6 +141,7 @@ impl<'a> Claim<'a> {
             limit,
             order: ClaimOrder::OwnersTakeTurns,
             weights: &[],
+            limits: &[],
         }
     }
 
@@ -144,6 +150,13 @@ impl<'a> Claim<'a> {
     pub fn with_order(mut self, order: ClaimOrder, weights: &'a [(Arc<str>, u32)]) -> Self {
         self.order = order;
         self.weights = weights;
+        self
+    }
+
+    /// The claim keeping the tools' concurrency `limits` (`(tool, limit)`, sorted by tool).
+    #[must_use]
+    pub fn with_limits(mut self, limits: &'a [(Arc<str>, u32)]) -> Self {
+        self.limits = limits;
         self
     }
 }

@@ -33,6 +33,15 @@ pub enum DefinitionError {
         /// The tool's mode.
         mode: Mode,
     },
+    /// A concurrency limit on a tool that is not [`Mode::Required`]: a call over the limit
+    /// waits as a queued task, and only a task can wait.
+    #[error(
+        "a concurrency limit only applies to `Mode::Required` tools (a call over the limit waits as a queued task), and this one is `{mode:?}`"
+    )]
+    ConcurrencyNotRequired {
+        /// The tool's mode.
+        mode: Mode,
+    },
     /// An `x-mcp-header` annotation that is not on a property reached through `properties`
     /// from the root ([`tool::headers`](super::headers) rule 1).
     #[error(

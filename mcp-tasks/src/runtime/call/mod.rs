@@ -211,6 +211,7 @@ impl Call<'_> {
     fn work(&self, call: &Arc<CallState>) -> Result<ToolFuture, CallToolResult> {
         let tool = &self.registered.tool;
         tool.call(call.context(), self.arguments.clone())
+            .map(|work| self.runtime.gated(&self.tool, work))
             .map_err(|error| error.into_result(&self.tool))
     }
 
@@ -225,10 +226,18 @@ impl Call<'_> {
     /// other instances and workers ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)),
     /// and none starts here; or, in cluster mode, the call carries an idempotency key
     /// (invariant 9): the same key may reach two instances at the same moment, and only the
-    /// one whose create wins may run the work.
+    /// one whose create wins may run the work; or, in cluster mode, its tool has a
+    /// concurrency limit ([`Call::queued_for_its_limit`]).
     pub(crate) fn records_first(&self) -> bool {
         let keyed = self.idempotency_key.is_some();
-        self.runtime.placement.records_first(keyed)
+        self.runtime.placement.records_first(keyed) || self.queued_for_its_limit()
+    }
+
+    /// Whether the call is only recorded, queued, because its tool has a concurrency limit
+    /// and the store is shared: the claims, which count the tool's running tasks across the
+    /// cluster, start it.
+    fn queued_for_its_limit(&self) -> bool {
+        self.runtime.placement.shared().is_some() && self.runtime.limited.limits(&self.tool)
     }
 
     /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
@@ -238,7 +247,7 @@ impl Call<'_> {
     /// first poll, so input it asks before the task is asked through the task).
     pub(crate) async fn recorded(mut self) -> Result<Answer, ErrorData> {
         let id: Arc<str> = Arc::from(new_task_id());
-        let runs = !self.runtime.placement.queues_calls();
+        let runs = !self.runtime.placement.queues_calls() && !self.queued_for_its_limit();
         // Work that runs here counts against the owner's quota, checked before the record.
         let slot = if runs {
             Some(self.runtime.reserve(&self.owner, true)?)

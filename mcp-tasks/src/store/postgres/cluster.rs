@@ -7,7 +7,7 @@ use rmcp::model::InputResponses;
 use tokio::sync::broadcast;
 
 use super::{
-    PostgresStore, listener, notice,
+    PostgresStore, claim, listener, notice,
     pool::{Tx, read},
     row::{db_now_ms, int, text},
 };
@@ -20,9 +20,8 @@ use crate::{
 };
 
 impl PostgresStore {
-    /// A claim (lapsed or queued): one statement that picks and takes the rows, then their
-    /// steps, in one transaction. Owners taking turns, the owner served last is kept for the
-    /// next claim.
+    /// A claim (lapsed or queued): the statements that pick and take the rows
+    /// (`claim.rs`), then their steps, in one transaction.
     async fn claim_by(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
         let (instance, lease) = (claim.instance, claim.lease);
         let now = to_i64(self.clock.now_ms());
@@ -40,28 +39,18 @@ impl PostgresStore {
         } else {
             Tx::begin(&self.pool).await?
         };
-        let first: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-            [&instance, &lease_ms, &now, &limit];
-        let rows = match (claim.queued, claim.order) {
-            (false, _) => {
-                tx.query(CLAIM_LAPSED, &first, "could not claim tasks")
-                    .await?
-            }
-            (true, ClaimOrder::OldestFirst) => {
-                tx.query(CLAIM_OLDEST, &first, "could not claim queued tasks")
-                    .await?
-            }
-            (true, _) => {
-                let turn = self.turn.lock().clone();
-                let owners: Vec<&str> = claim.weights.iter().map(|(o, _)| &**o).collect();
-                let weights: Vec<i32> = (claim.weights.iter())
-                    .map(|(_, w)| i32::try_from(*w).unwrap_or(i32::MAX))
-                    .collect();
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
-                    [&instance, &lease_ms, &now, &limit, &turn, &owners, &weights];
-                tx.query(CLAIM_BY_TURNS, &params, "could not claim queued tasks")
-                    .await?
-            }
+        let rows = if claim.queued {
+            let bound = claim::Bound {
+                instance,
+                lease_ms,
+                now,
+            };
+            self.claim_queued(&tx, &claim, &bound).await?
+        } else {
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                [&instance, &lease_ms, &now, &limit];
+            tx.query(claim::CLAIM_LAPSED, &params, "could not claim tasks")
+                .await?
         };
         let ids = rows
             .iter()
@@ -79,17 +68,6 @@ impl PostgresStore {
             .await?
         };
         tx.commit().await?;
-        if let (true, ClaimOrder::OwnersTakeTurns, Some(row)) =
-            (claim.queued, claim.order, rows.first())
-        {
-            // The owner served last (`CLAIM_BY_TURNS`'s last column, the same on every row).
-            let last = row
-                .try_get::<_, Option<String>>(codec::RECOVERY_COLUMNS + 2)
-                .map_err(|e| super::PgError::owned("an unreadable claimed row", e))?;
-            if let Some(last) = last {
-                *self.turn.lock() = last;
-            }
-        }
         let instance: Arc<str> = Arc::from(instance);
         let recoveries = Self::recoveries(&rows, &step_rows)?;
         let mut claimed = Vec::with_capacity(rows.len());
@@ -112,103 +90,6 @@ impl PostgresStore {
         Ok(claimed)
     }
 }
-
-/// The columns a claim returns, in the order [`PostgresStore::claim_by`] reads them: the
-/// codec's recovery columns (of `t`), then the lease's.
-macro_rules! claimed_columns {
-    () => {
-        concat!(
-            " RETURNING t.id, t.owner, t.tool, t.answers, t.cancel_requested, ",
-            crate::store::row::origin_columns!(),
-            ", t.epoch, c.parked"
-        )
-    };
-}
-
-/// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`: also
-/// the parked tasks that are woken (their lease deadline is their wake-up time), taken out
-/// of their park.
-const CLAIM_LAPSED: &str = concat!(
-    "WITH c AS (SELECT id, parked_until_ms AS parked FROM tasks \
-     WHERE purge_at_ms IS NULL AND runner IS NOT NULL AND lease_until_ms < ",
-    db_now_ms!(),
-    " AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY lease_until_ms LIMIT $4 \
-     FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, parked_until_ms = NULL, \
-     lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!()
-);
-
-/// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`
-/// ([`ClaimOrder::OldestFirst`]).
-const CLAIM_OLDEST: &str = concat!(
-    "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
-     AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY created_at_ms LIMIT $4 \
-     FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!()
-);
-
-/// Takes up to `$4` live tasks that have no runner, for `$1`, owners taking turns
-/// ([`ClaimOrder::OwnersTakeTurns`]): the owners with queued tasks after `$5` (the owner this
-/// store served last), then from the first owner up to `$5`, at most `$4` of them, are
-/// visited in that order (a skip scan of `tasks_queued_owner`, one index probe per owner);
-/// each takes its oldest task, or up to its weight (`$6`, `$7`), a turn. With fewer owners
-/// than slots, the owners take further turns, and the `$4` oldest tasks (whoever's) are
-/// the last candidates, so a claim fills whenever enough is queued. Candidates are locked as
-/// they are read, skipping rows another claim holds, so claims on several instances run at
-/// once and never pick the same task. The last column is the owner served last (in the
-/// last turn): the next claim's `$5`.
-const CLAIM_BY_TURNS: &str = concat!(
-    "WITH RECURSIVE after_turn(owner, pos) AS ( \
-       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > $5 ORDER BY q.owner LIMIT 1), 1::bigint \
-       UNION ALL \
-       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > a.owner ORDER BY q.owner LIMIT 1), a.pos + 1 \
-       FROM after_turn a WHERE a.owner IS NOT NULL AND a.pos < $4), \
-     up_to_turn(owner, pos) AS ( \
-       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner <= $5 ORDER BY q.owner LIMIT 1), \
-              (SELECT count(owner) FROM after_turn) + 1 \
-       UNION ALL \
-       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > u.owner AND q.owner <= $5 ORDER BY q.owner LIMIT 1), u.pos + 1 \
-       FROM up_to_turn u WHERE u.owner IS NOT NULL AND u.pos < $4), \
-     visited AS ( \
-       SELECT v.owner, v.pos, coalesce(w.weight, 1) AS weight \
-       FROM (SELECT owner, pos FROM after_turn UNION ALL SELECT owner, pos FROM up_to_turn) v \
-       LEFT JOIN unnest($6::text[], $7::int4[]) AS w(owner, weight) ON w.owner = v.owner \
-       WHERE v.owner IS NOT NULL AND v.pos <= $4), \
-     share AS (SELECT ceil($4::bigint::float8 / greatest(count(*), 1))::bigint AS turns FROM visited), \
-     candidates AS ( \
-       SELECT h.id, h.owner, h.created_at_ms FROM visited v CROSS JOIN share s \
-       CROSS JOIN LATERAL (SELECT q.id, q.owner, q.created_at_ms FROM tasks q \
-         WHERE q.owner = v.owner AND q.purge_at_ms IS NULL AND q.runner IS NULL \
-         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3) \
-         ORDER BY q.created_at_ms, q.id LIMIT s.turns * v.weight FOR UPDATE SKIP LOCKED) h \
-       UNION \
-       SELECT o.id, o.owner, o.created_at_ms FROM (SELECT q.id, q.owner, q.created_at_ms \
-         FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3) ORDER BY q.created_at_ms LIMIT $4 \
-         FOR UPDATE SKIP LOCKED) o), \
-     picked AS ( \
-       SELECT c.id, v.owner, v.pos, ceil(row_number() OVER (PARTITION BY c.owner \
-         ORDER BY c.created_at_ms, c.id)::float8 / coalesce(v.weight, 1)) AS turn \
-       FROM candidates c LEFT JOIN visited v ON v.owner = c.owner \
-       ORDER BY turn, v.pos NULLS LAST, c.created_at_ms, c.id LIMIT $4), \
-     c AS (SELECT id, NULL::bigint AS parked FROM tasks \
-       WHERE id = ANY(ARRAY(SELECT id FROM picked))) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!(),
-    ", (SELECT owner FROM picked WHERE pos IS NOT NULL ORDER BY turn DESC, pos DESC LIMIT 1)"
-);
 
 #[async_trait]
 impl ClusterStore for PostgresStore {

@@ -81,6 +81,7 @@ use crate::clock::{Clock, millis};
 
 mod admin;
 mod batch;
+mod claim;
 mod clock;
 mod cluster;
 mod listener;

@@ -1,0 +1,239 @@
+//! The claim statements of [`PostgresStore`](super::PostgresStore): lapsed leases, and
+//! queued tasks in either [`ClaimOrder`], keeping the tools' concurrency limits.
+
+use std::collections::HashMap;
+
+use super::{
+    PostgresStore,
+    pool::Tx,
+    row::{db_now_ms, int, text},
+};
+use crate::store::{Claim, ClaimOrder, StoreError};
+
+type Params<'a> = Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>;
+
+/// The columns a claim returns, in the order [`PostgresStore::claim_by`] reads them: the
+/// codec's recovery columns (of `t`), then the lease's.
+macro_rules! claimed_columns {
+    () => {
+        concat!(
+            " RETURNING t.id, t.owner, t.tool, t.answers, t.cancel_requested, ",
+            crate::store::row::origin_columns!(),
+            ", t.epoch, c.parked"
+        )
+    };
+}
+
+/// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`: also
+/// the parked tasks that are woken (their lease deadline is their wake-up time), taken out
+/// of their park.
+pub(super) const CLAIM_LAPSED: &str = concat!(
+    "WITH c AS (SELECT id, parked_until_ms AS parked FROM tasks \
+     WHERE purge_at_ms IS NULL AND runner IS NOT NULL AND lease_until_ms < ",
+    db_now_ms!(),
+    " AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY lease_until_ms LIMIT $4 \
+     FOR UPDATE SKIP LOCKED) \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, parked_until_ms = NULL, \
+     lease_until_ms = ",
+    db_now_ms!(),
+    " + $2 FROM c WHERE t.id = c.id",
+    claimed_columns!()
+);
+
+/// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`
+/// ([`ClaimOrder::OldestFirst`]).
+macro_rules! claim_oldest {
+    ($tools:expr) => { concat!(
+    "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+     AND (deadline_ms IS NULL OR deadline_ms > $3)", $tools, " ORDER BY created_at_ms LIMIT $4 \
+     FOR UPDATE SKIP LOCKED) \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+    db_now_ms!(),
+    " + $2 FROM c WHERE t.id = c.id",
+    claimed_columns!()
+) };
+}
+
+/// Takes up to `$4` live tasks that have no runner, for `$1`, owners taking turns
+/// ([`ClaimOrder::OwnersTakeTurns`]): the owners with queued tasks after `$5` (the owner this
+/// store served last), then from the first owner up to `$5`, at most `$4` of them, are
+/// visited in that order (a skip scan of `tasks_queued_owner`, one index probe per owner);
+/// each takes its oldest task, or up to its weight (`$6`, `$7`), a turn. With fewer owners
+/// than slots, the owners take further turns, and the `$4` oldest tasks (whoever's) are
+/// the last candidates, so a claim fills whenever enough is queued. Candidates are locked as
+/// they are read, skipping rows another claim holds, so claims on several instances run at
+/// once and never pick the same task. The last column is the owner served last (in the
+/// last turn): the next claim's `$5`.
+macro_rules! claim_by_turns {
+    ($tools:expr) => { concat!(
+    "WITH RECURSIVE after_turn(owner, pos) AS ( \
+       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
+               AND q.owner > $5", $tools, " ORDER BY q.owner LIMIT 1), 1::bigint \
+       UNION ALL \
+       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
+               AND q.owner > a.owner", $tools, " ORDER BY q.owner LIMIT 1), a.pos + 1 \
+       FROM after_turn a WHERE a.owner IS NOT NULL AND a.pos < $4), \
+     up_to_turn(owner, pos) AS ( \
+       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
+               AND q.owner <= $5", $tools, " ORDER BY q.owner LIMIT 1), \
+              (SELECT count(owner) FROM after_turn) + 1 \
+       UNION ALL \
+       SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
+               AND q.owner > u.owner AND q.owner <= $5", $tools, " ORDER BY q.owner LIMIT 1), u.pos + 1 \
+       FROM up_to_turn u WHERE u.owner IS NOT NULL AND u.pos < $4), \
+     visited AS ( \
+       SELECT v.owner, v.pos, coalesce(w.weight, 1) AS weight \
+       FROM (SELECT owner, pos FROM after_turn UNION ALL SELECT owner, pos FROM up_to_turn) v \
+       LEFT JOIN unnest($6::text[], $7::int4[]) AS w(owner, weight) ON w.owner = v.owner \
+       WHERE v.owner IS NOT NULL AND v.pos <= $4), \
+     share AS (SELECT ceil($4::bigint::float8 / greatest(count(*), 1))::bigint AS turns FROM visited), \
+     candidates AS ( \
+       SELECT h.id, h.owner, h.created_at_ms FROM visited v CROSS JOIN share s \
+       CROSS JOIN LATERAL (SELECT q.id, q.owner, q.created_at_ms FROM tasks q \
+         WHERE q.owner = v.owner AND q.purge_at_ms IS NULL AND q.runner IS NULL \
+         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", $tools, " \
+         ORDER BY q.created_at_ms, q.id LIMIT s.turns * v.weight FOR UPDATE SKIP LOCKED) h \
+       UNION \
+       SELECT o.id, o.owner, o.created_at_ms FROM (SELECT q.id, q.owner, q.created_at_ms \
+         FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
+         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", $tools, " ORDER BY q.created_at_ms LIMIT $4 \
+         FOR UPDATE SKIP LOCKED) o), \
+     picked AS ( \
+       SELECT c.id, v.owner, v.pos, ceil(row_number() OVER (PARTITION BY c.owner \
+         ORDER BY c.created_at_ms, c.id)::float8 / coalesce(v.weight, 1)) AS turn \
+       FROM candidates c LEFT JOIN visited v ON v.owner = c.owner \
+       ORDER BY turn, v.pos NULLS LAST, c.created_at_ms, c.id LIMIT $4), \
+     c AS (SELECT id, NULL::bigint AS parked FROM tasks \
+       WHERE id = ANY(ARRAY(SELECT id FROM picked))) \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+    db_now_ms!(),
+    " + $2 FROM c WHERE t.id = c.id",
+    claimed_columns!(),
+    ", (SELECT owner FROM picked WHERE pos IS NOT NULL ORDER BY turn DESC, pos DESC LIMIT 1)"
+) };
+}
+
+/// The claim statements of queued tasks, by order: for every tool, or with the tools kept to
+/// a claim's share (`(excluded, only)` below).
+const CLAIM_OLDEST: &str = claim_oldest!("");
+const CLAIM_OLDEST_TOOLS: &str =
+    claim_oldest!(" AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6)");
+const CLAIM_BY_TURNS: &str = claim_by_turns!("");
+const CLAIM_BY_TURNS_TOOLS: &str =
+    claim_by_turns!(" AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9)");
+
+/// Locks the limited tools `$2` (sorted, so every claim takes the locks in one order) until
+/// the claim commits: claims that take tasks of a limited tool run one at a time across the
+/// cluster, each counting what the last one committed.
+const LOCK_TOOLS: &str =
+    "SELECT pg_advisory_xact_lock(hashtext($1 || ' ' || t)) FROM unnest($2::text[]) AS t";
+
+/// The tasks of each tool `$1` that hold a runner (running, or parked in their wait).
+const RUNNING: &str = "SELECT tool, count(*) FROM tasks WHERE tool = ANY($1) \
+     AND purge_at_ms IS NULL AND runner IS NOT NULL GROUP BY tool";
+
+/// What every statement of one claim binds first: `$1` to `$3`.
+pub(super) struct Bound<'a> {
+    pub(super) instance: &'a str,
+    pub(super) lease_ms: i64,
+    pub(super) now: i64,
+}
+
+impl PostgresStore {
+    /// Takes up to `claim.limit` queued tasks in `claim`'s order, inside `tx`: the rows of
+    /// [`claimed_columns`]. With limited tools ([`Claim::limits`]), first the tasks of every
+    /// other tool, then, for each limited tool, as many of its tasks as it has free places
+    /// across the cluster (counted under the tool's lock).
+    pub(super) async fn claim_queued(
+        &self,
+        tx: &Tx,
+        claim: &Claim<'_>,
+        bound: &Bound<'_>,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let wanted = i64::try_from(claim.limit).unwrap_or(i64::MAX);
+        if claim.limits.is_empty() {
+            return self.pick(tx, claim, bound, wanted, None).await;
+        }
+        let tools: Vec<&str> = claim.limits.iter().map(|(tool, _)| &**tool).collect();
+        tx.query(
+            LOCK_TOOLS,
+            &[&&*self.channel, &tools],
+            "could not lock the limited tools for a claim",
+        )
+        .await?;
+        let running: HashMap<String, i64> = tx
+            .query(
+                RUNNING,
+                &[&tools],
+                "could not count the limited tools' tasks",
+            )
+            .await?
+            .iter()
+            .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
+            .collect::<Result<_, StoreError>>()?;
+        let mut rows = self
+            .pick(tx, claim, bound, wanted, Some((&tools, None)))
+            .await?;
+        for (tool, limit) in claim.limits {
+            let left = wanted - i64::try_from(rows.len()).unwrap_or(i64::MAX);
+            let free = i64::from(*limit) - running.get(&**tool).copied().unwrap_or(0);
+            if left <= 0 || free <= 0 {
+                continue;
+            }
+            let more = self
+                .pick(tx, claim, bound, left.min(free), Some((&[], Some(tool))))
+                .await?;
+            rows.extend(more);
+        }
+        Ok(rows)
+    }
+
+    /// One claim statement of [`PostgresStore::claim_queued`]: up to `limit` tasks, of the
+    /// tools `tools` allows (`(excluded, only)`; `None`: every tool). Owners taking turns,
+    /// the owner served last is kept for the next statement.
+    async fn pick(
+        &self,
+        tx: &Tx,
+        claim: &Claim<'_>,
+        bound: &Bound<'_>,
+        limit: i64,
+        tools: Option<(&[&str], Option<&str>)>,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let turns = claim.order != ClaimOrder::OldestFirst;
+        let turn = self.turn.lock().clone();
+        let owners: Vec<&str> = claim.weights.iter().map(|(o, _)| &**o).collect();
+        let weights: Vec<i32> = (claim.weights.iter())
+            .map(|(_, w)| i32::try_from(*w).unwrap_or(i32::MAX))
+            .collect();
+        let (excluded, only) = tools.unwrap_or((&[], None));
+        let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
+        if turns {
+            params.push(&turn);
+            params.push(&owners);
+            params.push(&weights);
+        }
+        if tools.is_some() {
+            params.push(&excluded);
+            params.push(&only);
+        }
+        let sql = match (turns, tools.is_some()) {
+            (false, false) => CLAIM_OLDEST,
+            (false, true) => CLAIM_OLDEST_TOOLS,
+            (true, false) => CLAIM_BY_TURNS,
+            (true, true) => CLAIM_BY_TURNS_TOOLS,
+        };
+        let rows = tx
+            .query(sql, &params, "could not claim queued tasks")
+            .await?;
+        if turns && let Some(row) = rows.first() {
+            // The owner served last (`claim_by_turns`' last column, the same on every row).
+            let last = row
+                .try_get::<_, Option<String>>(crate::store::codec::RECOVERY_COLUMNS + 2)
+                .map_err(|e| super::PgError::owned("an unreadable claimed row", e))?;
+            if let Some(last) = last {
+                *self.turn.lock() = last;
+            }
+        }
+        Ok(rows)
+    }
+}

@@ -1,0 +1,119 @@
+//! A tool's concurrency limit (`#[task_tool(concurrency = 3)]`): never more than 3 of its
+//! tasks run at once, in one process over the memory store, and across three instances
+//! over one Postgres task space, each instance with more free slots than that; the limit is
+//! read from the tool's own count of its running tasks. Every call still gets its task at
+//! once, and every task completes.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use common::{Http, Patience};
+use mcp_tasks::{ClusterConfig, Engine, State, TaskServer, ToolError, task_tool, toolkit};
+use serde_json::json;
+
+/// The tool's own journal: how many of its tasks run now, the most that ever ran at once,
+/// and how many ended.
+#[derive(Clone, Default)]
+struct Journal {
+    now: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    ended: Arc<AtomicUsize>,
+}
+
+/// Exports something scarce: at most 3 at once.
+#[task_tool(mode = "required", concurrency = 3, poll_interval = "50ms")]
+async fn export(State(journal): State<Journal>) -> Result<String, ToolError> {
+    let running = journal.now.fetch_add(1, Ordering::SeqCst) + 1;
+    journal.most.fetch_max(running, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    journal.now.fetch_sub(1, Ordering::SeqCst);
+    journal.ended.fetch_add(1, Ordering::SeqCst);
+    Ok("exported".to_owned())
+}
+
+/// `n` calls spread over `urls`, eight at a time; every one answers with a task at once.
+async fn call(urls: &[String], n: usize) {
+    let calls = (0..8).map(|lane| {
+        let urls = urls.to_vec();
+        async move {
+            for i in (lane..n).step_by(8) {
+                let mut http = Http {
+                    url: urls[i % urls.len()].clone(),
+                    client: reqwest::Client::new(),
+                    extra: Vec::new(),
+                    next_id: 0,
+                };
+                http.call_task("export", json!({})).await;
+            }
+        }
+    });
+    futures::future::join_all(calls).await;
+}
+
+/// Waits until `n` exports ended; the most that ran at once.
+async fn most_at_once(journal: &Journal, n: usize) -> usize {
+    let patience = Patience::new(format!("{n} exports end"));
+    while journal.ended.load(Ordering::SeqCst) < n {
+        patience.wait().await;
+    }
+    journal.most.load(Ordering::SeqCst)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_runs_at_most_its_limit_in_one_process() {
+    let journal = Journal::default();
+    let server = TaskServer::new(
+        toolkit![export]
+            .expect("toolkit")
+            .with_state(journal.clone()),
+    );
+    let http = Http::start(server).await;
+    call(std::slice::from_ref(&http.url), 12).await;
+    let most = most_at_once(&journal, 12).await;
+    assert_eq!(most, 3, "at most 3 exports at once, and the limit is used");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_runs_at_most_its_limit_across_instances() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let journal = Journal::default();
+    let mut urls = Vec::new();
+    for id in ["a", "b", "c"] {
+        let store = Arc::new(db.store().await.expect("connect"));
+        let engine = Engine::builder(
+            toolkit![export]
+                .expect("toolkit")
+                .with_state(journal.clone()),
+        )
+        .with_shared_store(store)
+        .with_instance_id(id)
+        .with_max_running(4)
+        .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(50)))
+        .build();
+        urls.push(
+            Http::start_router(mcp_tasks::http_router(
+                TaskServer::from_engine(engine),
+                mcp_tasks::HttpOptions::new(),
+            ))
+            .await
+            .url,
+        );
+    }
+    call(&urls, 30).await;
+    let most = most_at_once(&journal, 30).await;
+    assert_eq!(
+        most, 3,
+        "at most 3 exports at once across 3 instances of 4 slots each, and the limit is used"
+    );
+}
