@@ -159,3 +159,50 @@ async fn oldest_first_holds_a_small_owner_back() {
         "oldest first, Bob's tasks wait behind Alice's"
     );
 }
+
+/// A queued task says so in its status message until an instance claims it; the claim clears
+/// the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_task_says_so_until_it_is_claimed() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let starts = Starts::default();
+    let url = front(&db, &starts).await;
+    let mut alice = Http {
+        url: url.clone(),
+        client: reqwest::Client::new(),
+        extra: vec![("authorization", "Bearer TOKEN_A".to_owned())],
+        next_id: 0,
+    };
+    let id = alice.call_task("job", json!({ "who": "alice" })).await;
+    let queued = task(&mut alice, &id).await;
+    assert_eq!(queued["result"]["status"], "working", "{queued}");
+    assert_eq!(
+        queued["result"]["statusMessage"],
+        "queued: waiting for an instance with a free slot to start it",
+        "{queued}"
+    );
+    let _worker = worker(&db, &starts, "w", ClaimOrder::OwnersTakeTurns).await;
+    let patience = Patience::new("the task is claimed and ends");
+    loop {
+        let got = task(&mut alice, &id).await;
+        if got["result"]["status"] == "completed" {
+            assert!(
+                got["result"]
+                    .get("statusMessage")
+                    .is_none_or(|m| !m.as_str().unwrap_or_default().starts_with("queued")),
+                "the claim cleared the queued message: {got}"
+            );
+            break;
+        }
+        patience.wait().await;
+    }
+}
+
+/// What `tasks/get` answers for task `id`.
+async fn task(http: &mut Http, id: &str) -> serde_json::Value {
+    http.rpc("tasks/get", json!({ "taskId": id }), common::TASKS)
+        .await
+        .1
+}

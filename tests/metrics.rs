@@ -731,9 +731,10 @@ async fn cluster_part(scrape_router: axum::Router) -> bool {
         }
         patience.wait().await;
     };
-    // Queued: three claims, each with its lag; the queue drained.
-    assert_eq!(page.value("mcp_tasks_claim_lag_seconds_count", &[]), 3.0);
-    assert!(page.value("mcp_tasks_claim_lag_seconds_sum", &[]) < 30.0);
+    // Queued: three claims, each with its lag, by tool; the queue drained.
+    let quick = [("tool", "quick_pg")];
+    assert_eq!(page.value("mcp_tasks_claim_lag_seconds_count", &quick), 3.0);
+    assert!(page.value("mcp_tasks_claim_lag_seconds_sum", &quick) < 30.0);
     assert!(page.has("mcp_tasks_queue_depth"));
     let patience = Patience::new("the queue depth sampled at zero");
     while scrape(&base).await.value("mcp_tasks_queue_depth", &[]) != 0.0 {

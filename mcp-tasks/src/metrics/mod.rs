@@ -130,7 +130,7 @@ pub fn describe() {
     describe_histogram!(
         CLAIM_LAG,
         Unit::Seconds,
-        "From a queued task's creation to its claim (cluster mode)."
+        "From a queued task's creation to its claim, by tool (cluster mode)."
     );
     describe_counter!(
         LEASES_LOST,
@@ -361,10 +361,10 @@ pub(crate) fn queue_depth(depth: u64) {
     gauge!(QUEUE_DEPTH).set(depth as f64);
 }
 
-/// A queued task `id` was claimed.
-pub(crate) fn claimed_queued(id: &str) {
+/// A queued task `id` of `tool` was claimed.
+pub(crate) fn claimed_queued(id: &str, tool: &str) {
     if let Some(age) = age(id) {
-        ::metrics::histogram!(CLAIM_LAG).record(age);
+        ::metrics::histogram!(CLAIM_LAG, "tool" => tool.to_owned()).record(age);
     }
 }
 

@@ -150,7 +150,7 @@ impl ClusterStore for TimedCluster {
             && let Ok(claimed) = &claimed
         {
             for (task, _) in claimed {
-                super::claimed_queued(&task.id);
+                super::claimed_queued(&task.id, &task.tool);
             }
         }
         claimed

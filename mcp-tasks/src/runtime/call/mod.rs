@@ -240,6 +240,17 @@ impl Call<'_> {
         self.runtime.placement.shared().is_some() && self.runtime.limited.limits(&self.tool)
     }
 
+    /// The status message of a task recorded queued, until an instance claims it (the claim
+    /// clears it): what it waits for.
+    fn queued_message(&self) -> String {
+        match self.registered.definition.concurrency() {
+            Some(limit) if self.queued_for_its_limit() => {
+                format!("queued: waiting to start (the tool runs at most {limit} tasks at once)")
+            }
+            _ => "queued: waiting for an instance with a free slot to start it".to_owned(),
+        }
+    }
+
     /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
     /// a retry with the same idempotency key answers the existing task and starts nothing
     /// (the work starts only after this create won); a queued call
@@ -254,7 +265,8 @@ impl Call<'_> {
         } else {
             None
         };
-        let record = self.new_task(id.clone(), None, runs);
+        let message = (!runs).then(|| self.queued_message());
+        let record = self.new_task(id.clone(), message, runs);
         let lease = Lease::first(&record);
         let snapshot = match self.runtime.store.create(record).await {
             Ok(Created::New(snapshot)) => snapshot,

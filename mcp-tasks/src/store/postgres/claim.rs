@@ -47,7 +47,8 @@ macro_rules! claim_oldest {
     "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
      AND (deadline_ms IS NULL OR deadline_ms > $3)", $tools, " ORDER BY created_at_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, \
+     lease_until_ms = ",
     db_now_ms!(),
     " + $2 FROM c WHERE t.id = c.id",
     claimed_columns!()
@@ -105,7 +106,8 @@ macro_rules! claim_by_turns {
        ORDER BY turn, v.pos NULLS LAST, c.created_at_ms, c.id LIMIT $4), \
      c AS (SELECT id, NULL::bigint AS parked FROM tasks \
        WHERE id = ANY(ARRAY(SELECT id FROM picked))) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, lease_until_ms = ",
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, \
+     lease_until_ms = ",
     db_now_ms!(),
     " + $2 FROM c WHERE t.id = c.id",
     claimed_columns!(),

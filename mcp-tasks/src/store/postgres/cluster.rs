@@ -56,6 +56,19 @@ impl PostgresStore {
             .iter()
             .map(|r| text(r, 0))
             .collect::<Result<Vec<_>, _>>()?;
+        if claim.queued && !ids.is_empty() {
+            // The claim cleared each task's "queued" status message: the listen streams
+            // that follow one read it again.
+            let changed: Vec<String> = (ids.iter())
+                .map(|id| notice::encode(&Notice::Changed(Arc::from(id.as_str()))))
+                .collect();
+            tx.execute(
+                "SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n",
+                &[&&*self.channel, &changed],
+                "could not announce the claimed tasks",
+            )
+            .await?;
+        }
         let step_rows = if ids.is_empty() {
             Vec::new()
         } else {
