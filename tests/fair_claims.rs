@@ -15,8 +15,8 @@ use std::{
 
 use common::{Http, Patience};
 use mcp_tasks::{
-    ClaimOrder, ClusterConfig, Engine, HttpOptions, StaticTokens, TaskServer, ToolError,
-    WorkerHandle, task_tool, toolkit,
+    ClaimOrder, ClusterConfig, Engine, HttpOptions, PriorityInput, StaticTokens, TaskServer,
+    ToolError, WorkerHandle, task_tool, toolkit,
 };
 use serde_json::json;
 
@@ -39,8 +39,18 @@ const TOKENS: &str = "alice:TOKEN_A,bob:TOKEN_B";
 
 /// A front that records calls queued (and runs nothing): its URL.
 async fn front(db: &pg::Db, starts: &Starts) -> String {
+    front_with(db, starts, |_| 0).await
+}
+
+/// [`front`], deriving each task's priority with `priority`.
+async fn front_with(
+    db: &pg::Db,
+    starts: &Starts,
+    priority: impl Fn(&PriorityInput<'_>) -> i16 + Send + Sync + 'static,
+) -> String {
     let store = Arc::new(db.store().await.expect("connect"));
     let engine = Engine::builder(toolkit![job].expect("toolkit").with_state(starts.clone()))
+        .with_priority(priority)
         .with_shared_store(store)
         .with_instance_id("front")
         .with_cluster(
@@ -61,16 +71,26 @@ async fn front(db: &pg::Db, starts: &Starts) -> String {
 
 /// A worker with two slots, claiming in `order`.
 async fn worker(db: &pg::Db, starts: &Starts, id: &str, order: ClaimOrder) -> WorkerHandle {
+    let config = ClusterConfig::default()
+        .with_claim_interval(Duration::from_millis(20))
+        .with_claim_order(order);
+    worker_with(db, starts, id, 2, config).await
+}
+
+/// A worker with `slots` slots and `config`.
+async fn worker_with(
+    db: &pg::Db,
+    starts: &Starts,
+    id: &str,
+    slots: usize,
+    config: ClusterConfig,
+) -> WorkerHandle {
     let store = Arc::new(db.store().await.expect("connect"));
     Engine::builder(toolkit![job].expect("toolkit").with_state(starts.clone()))
         .with_shared_store(store)
         .with_instance_id(id)
-        .with_max_running(2)
-        .with_cluster(
-            ClusterConfig::default()
-                .with_claim_interval(Duration::from_millis(20))
-                .with_claim_order(order),
-        )
+        .with_max_running(slots)
+        .with_cluster(config)
         .build_worker()
         .start()
         .expect("the worker starts")
@@ -184,20 +204,57 @@ async fn a_queued_task_says_so_until_it_is_claimed() {
         "{queued}"
     );
     let _worker = worker(&db, &starts, "w", ClaimOrder::OwnersTakeTurns).await;
-    let patience = Patience::new("the task is claimed and ends");
-    loop {
-        let got = task(&mut alice, &id).await;
-        if got["result"]["status"] == "completed" {
-            assert!(
-                got["result"]
-                    .get("statusMessage")
-                    .is_none_or(|m| !m.as_str().unwrap_or_default().starts_with("queued")),
-                "the claim cleared the queued message: {got}"
-            );
-            break;
-        }
+    let patience = Patience::new("the task is claimed and starts");
+    while starts.0.lock().expect("journal").is_empty() {
         patience.wait().await;
     }
+    // Running now (the tool works 400 ms and sets no message of its own).
+    let running = task(&mut alice, &id).await;
+    assert_eq!(running["result"]["status"], "working", "{running}");
+    assert!(
+        running["result"].get("statusMessage").is_none(),
+        "the claim cleared the queued message: {running}"
+    );
+    assert!(
+        running["result"]["lastUpdatedAt"].as_str() > queued["result"]["lastUpdatedAt"].as_str(),
+        "the claim is a change: {queued} then {running}"
+    );
+}
+
+/// Bob's calls have a higher priority (the application's choice, by owner): queued behind
+/// 100 of Alice's, his 5 tasks are the next 5 to start, not one in two as the owners' turns
+/// alone would give him.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_higher_priority_goes_first() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let starts = Starts::default();
+    let url = front_with(&db, &starts, |call| if call.owner == "bob" { 5 } else { 0 }).await;
+    let config = ClusterConfig::default()
+        .with_claim_interval(Duration::from_millis(20))
+        .with_priorities(Duration::from_secs(3600));
+    let _worker = worker_with(&db, &starts, "w", 4, config).await;
+    queue(&url, "TOKEN_A", "alice", 100).await;
+    queue(&url, "TOKEN_B", "bob", 5).await;
+    let patience = Patience::new("Bob's 5 tasks start");
+    let order = loop {
+        let order = starts.0.lock().expect("journal").clone();
+        if order.iter().filter(|w| *w == "bob").count() == 5 {
+            break order;
+        }
+        patience.wait().await;
+    };
+    let first = order.iter().position(|w| w == "bob").expect("bob started");
+    eprintln!(
+        "{first} of Alice's started before Bob's first: {:?}",
+        &order[first..]
+    );
+    assert!(
+        order[first..first + 5].iter().all(|w| w == "bob"),
+        "once Bob's first starts, his 5 are the next to start: {:?}",
+        &order[first..]
+    );
 }
 
 /// What `tasks/get` answers for task `id`.

@@ -1286,3 +1286,44 @@ async fn claims_keep_the_tools_concurrency_limits() {
     .unwrap();
     assert_eq!(ids(&b, claim(10)).await, ["s3"], "one ended, one more runs");
 }
+
+/// Claims by priority take the highest priority waiting first, and a task that waited gains
+/// a level for each `aging` it waited, so a low priority does not starve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_by_priority_age_the_waiting_tasks() {
+    let db = db!();
+    let store = db.store().await.unwrap();
+    let create = |id: &str, priority: i16| {
+        NewTask::new(id.into(), "ann".into(), "tool".into()).with_priority(priority)
+    };
+    async fn claim(store: &PostgresStore, n: usize, aging: Duration) -> Vec<String> {
+        let claim = Claim::queued("x", Duration::from_secs(30), n).with_priorities(Some(aging));
+        let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
+            .map(|(task, _)| task.id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    }
+    let hour = Duration::from_secs(3600);
+    for (id, priority) in [("low0", 0), ("high0", 5), ("high1", 5)] {
+        store.create(create(id, priority)).await.unwrap();
+    }
+    // The highest priority first, whatever the age.
+    assert_eq!(claim(&store, 2, hour).await, ["high0", "high1"]);
+    assert_eq!(claim(&store, 2, hour).await, ["low0"]);
+
+    for id in ["old0", "old1"] {
+        store.create(create(id, 0)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for id in ["urgent0", "urgent1"] {
+        store.create(create(id, 3)).await.unwrap();
+    }
+    // Waiting an hour for a level, the urgent task goes first...
+    assert_eq!(claim(&store, 1, hour).await, ["urgent0"]);
+    // ... and at a level per 100 ms, the old ones have gained 6 levels and go first.
+    assert_eq!(
+        claim(&store, 2, Duration::from_millis(100)).await,
+        ["old0", "old1"]
+    );
+}

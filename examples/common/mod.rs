@@ -119,8 +119,8 @@ pub fn toolkit(step: Duration) -> Toolkit {
 pub enum Served {
     /// Serve this.
     Server(TaskServer),
-    /// Run this ([`mcp_tasks::Worker::run`]).
-    Worker(mcp_tasks::Worker),
+    /// Run this ([`mcp_tasks::Worker::run`]); boxed, as it carries every engine setting.
+    Worker(Box<mcp_tasks::Worker>),
 }
 
 /// Where tasks are kept: the value of `--store`.
@@ -326,7 +326,7 @@ pub async fn server(args: ServerArgs, step: Duration) -> std::io::Result<Served>
                 builder = builder.with_instance_id(id);
             }
             if args.worker {
-                return Ok(Served::Worker(builder.build_worker()));
+                return Ok(Served::Worker(Box::new(builder.build_worker())));
             }
             // One instance of a cluster: its work runs under leases, so any number of
             // instances share the schema and take over each other's tasks.

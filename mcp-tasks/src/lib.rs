@@ -190,7 +190,7 @@ pub use limits::Limits;
 ///   outside the fn.
 pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
-pub use runtime::{ClusterConfig, ShutdownReport, StartError, Worker, WorkerHandle};
+pub use runtime::{ClusterConfig, PriorityInput, ShutdownReport, StartError, Worker, WorkerHandle};
 pub use server::IDEMPOTENCY_KEY;
 #[cfg(feature = "stdio")]
 pub use server::serve_io;

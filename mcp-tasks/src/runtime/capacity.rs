@@ -196,3 +196,27 @@ impl ToolLimits {
         }
     }
 }
+
+/// What a task's priority is derived from
+/// ([`EngineBuilder::with_priority`](crate::EngineBuilder::with_priority)): the call that
+/// creates it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PriorityInput<'a> {
+    /// Who calls (the authenticated owner).
+    pub owner: &'a str,
+    /// The tool's wire name.
+    pub tool: &'a str,
+    /// The call's arguments.
+    pub arguments: &'a rmcp::model::JsonObject,
+}
+
+/// The application's function from a call to its task's priority.
+#[derive(Clone)]
+pub(crate) struct Priority(pub(crate) Arc<dyn Fn(&PriorityInput<'_>) -> i16 + Send + Sync>);
+
+impl std::fmt::Debug for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Priority(..)")
+    }
+}

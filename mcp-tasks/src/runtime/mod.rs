@@ -79,7 +79,8 @@ pub use worker::{Worker, WorkerHandle};
 use lifecycle::Lifecycle;
 use placement::Placement;
 
-pub(crate) use capacity::{Capacity, OwnerSlot};
+pub use capacity::PriorityInput;
+pub(crate) use capacity::{Capacity, OwnerSlot, Priority};
 use capacity::{ToolLimits, at_capacity, unhold};
 pub(crate) use write::WriteError;
 
@@ -143,6 +144,8 @@ pub(crate) struct Settings {
     pub(crate) shutdown_grace: Duration,
     /// How many tasks' work may run here at once (`None`: no limit).
     pub(crate) max_running: Option<usize>,
+    /// The priority of each task a call records ([`EngineBuilder::with_priority`](crate::EngineBuilder::with_priority)).
+    pub(crate) priority: Option<Priority>,
 }
 
 impl Default for Settings {
@@ -152,6 +155,7 @@ impl Default for Settings {
             limits: Limits::default(),
             shutdown_grace: lifecycle::DEFAULT_SHUTDOWN_GRACE,
             max_running: None,
+            priority: None,
         }
     }
 }
@@ -188,6 +192,8 @@ pub(crate) struct Runtime {
     pub(crate) parking: parking::Parking,
     /// The tools with a concurrency limit of their own.
     pub(crate) limited: ToolLimits,
+    /// The priority of each task a call records.
+    pub(crate) priority: Option<Priority>,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -223,6 +229,7 @@ impl Runtime {
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
             parking: parking::Parking::default(),
             limited,
+            priority: settings.priority,
         })
     }
 

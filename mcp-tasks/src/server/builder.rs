@@ -151,6 +151,36 @@ impl EngineBuilder {
         self
     }
 
+    /// Derives each task's priority from the call that creates it (default: 0 for every
+    /// task). Over a shared store whose claims read priorities
+    /// ([`ClusterConfig::with_priorities`]), queued tasks of a higher priority are claimed
+    /// first, and a task waiting long enough gains levels, so none starves. A task that the
+    /// receiving instance runs at once does not wait in the queue, so its priority changes
+    /// nothing; single-process stores keep no priority.
+    ///
+    /// ```
+    /// use mcp_tasks::{Engine, PriorityInput, TaskContext, ToolError, task_tool, toolkit};
+    ///
+    /// #[task_tool(mode = "required")]
+    /// async fn report(ctx: TaskContext) -> Result<String, ToolError> {
+    ///     Ok("done".to_owned())
+    /// }
+    ///
+    /// // The interactive app's calls before the nightly batch's.
+    /// let engine = Engine::builder(toolkit![report]?)
+    ///     .with_priority(|call: &PriorityInput<'_>| if call.owner == "web-app" { 10 } else { 0 })
+    ///     .build();
+    /// # drop(engine);
+    /// # Ok::<(), mcp_tasks::ToolkitError>(())
+    /// ```
+    pub fn with_priority(
+        mut self,
+        priority: impl Fn(&crate::PriorityInput<'_>) -> i16 + Send + Sync + 'static,
+    ) -> Self {
+        self.settings.priority = Some(crate::runtime::Priority(Arc::new(priority)));
+        self
+    }
+
     /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
     /// every result the engine builds, and reported by a [`TaskServer`](super::TaskServer)
     /// over it. Default: `mcp-tasks` and this crate's version.

@@ -113,6 +113,9 @@ pub struct Claim<'a> {
     /// tasks takes a task of one only while fewer than `limit` of its tasks hold a runner
     /// (running, or parked in their wait) across every instance.
     pub limits: &'a [(Arc<str>, u32)],
+    /// Claims by priority ([`NewTask::priority`]), a task gaining one level for each of
+    /// this long it waited; `None`: priorities are not read.
+    pub priority_aging: Option<Duration>,
 }
 
 impl<'a> Claim<'a> {
@@ -127,6 +130,7 @@ impl<'a> Claim<'a> {
             order: ClaimOrder::OldestFirst,
             weights: &[],
             limits: &[],
+            priority_aging: None,
         }
     }
 
@@ -142,6 +146,7 @@ impl<'a> Claim<'a> {
             order: ClaimOrder::OwnersTakeTurns,
             weights: &[],
             limits: &[],
+            priority_aging: None,
         }
     }
 
@@ -150,6 +155,14 @@ impl<'a> Claim<'a> {
     pub fn with_order(mut self, order: ClaimOrder, weights: &'a [(Arc<str>, u32)]) -> Self {
         self.order = order;
         self.weights = weights;
+        self
+    }
+
+    /// The claim taking the highest priorities first, a task gaining one level for each
+    /// `aging` it waited ([`Claim::priority_aging`]).
+    #[must_use]
+    pub fn with_priorities(mut self, aging: Option<Duration>) -> Self {
+        self.priority_aging = aging;
         self
     }
 

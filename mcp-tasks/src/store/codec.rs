@@ -146,6 +146,9 @@ pub(crate) struct NewRow<'a> {
     pub(crate) runner: Option<&'a str>,
     #[cfg(feature = "postgres")]
     pub(crate) lease_ms: Option<i64>,
+    /// The priority while queued ([`NewTask::priority`]).
+    #[cfg(feature = "postgres")]
+    pub(crate) priority: i16,
 }
 
 impl<'a> NewRow<'a> {
@@ -172,6 +175,8 @@ impl<'a> NewRow<'a> {
             runner: task.runner.as_ref().map(|r| &*r.instance),
             #[cfg(feature = "postgres")]
             lease_ms: task.runner.as_ref().map(|r| to_i64(millis(r.lease))),
+            #[cfg(feature = "postgres")]
+            priority: task.priority,
         })
     }
 }

@@ -48,6 +48,10 @@ pub struct NewTask {
     /// kept as replay data from the create on, their keys used, so a replay does not ask
     /// those questions again.
     pub answers: InputResponses,
+    /// The priority of a queued task (default 0; higher is claimed first, see
+    /// [`ClusterConfig::with_priorities`](crate::ClusterConfig::with_priorities)). Only a
+    /// cluster store keeps it: single-process stores have no queue.
+    pub priority: i16,
 }
 
 /// The instance that runs a new task's work, and for how long its first lease lasts.
@@ -76,7 +80,15 @@ impl NewTask {
             max_finished_per_owner: None,
             idempotency_key: None,
             answers: InputResponses::new(),
+            priority: 0,
         }
+    }
+
+    /// Sets the priority of the task while it is queued ([`NewTask::priority`]).
+    #[must_use]
+    pub fn with_priority(mut self, priority: i16) -> Self {
+        self.priority = priority;
+        self
     }
 
     /// Sets the creating call's trace context ([`TaskOrigin::trace_context`]).

@@ -199,6 +199,13 @@ impl Call<'_> {
             .with_request_meta(crate::trace::without_context(self.request_meta))
             .with_trace_context(self.trace.clone())
             .with_max_finished_per_owner(self.runtime.limits.max_finished_tasks_per_owner());
+        if let Some(priority) = &self.runtime.priority {
+            task = task.with_priority((priority.0)(&crate::PriorityInput {
+                owner: &self.owner,
+                tool: &self.tool,
+                arguments: self.arguments,
+            }));
+        }
         let quota = self.runtime.limits.max_live_tasks_per_owner();
         task = self.runtime.placement.place(task, runs, quota);
         if let Some(key) = &self.idempotency_key {

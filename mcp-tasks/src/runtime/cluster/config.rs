@@ -33,6 +33,7 @@ pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 /// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
 /// | [`with_claim_order`](Self::with_claim_order) | [`ClaimOrder::OwnersTakeTurns`]: owners share the free slots |
 /// | [`with_owner_weight`](Self::with_owner_weight) | every owner 1 |
+/// | [`with_priorities`](Self::with_priorities) | off: queued tasks' priorities are not read |
 ///
 /// ```
 /// use std::time::Duration;
@@ -62,6 +63,8 @@ pub struct ClusterConfig {
     pub(crate) claim_order: ClaimOrder,
     /// The owners whose weight is not 1, sorted by owner.
     pub(crate) weights: Vec<(Arc<str>, u32)>,
+    /// Claims by priority, and how long a task waits to gain one level.
+    pub(crate) priority_aging: Option<Duration>,
 }
 
 impl Default for ClusterConfig {
@@ -76,6 +79,7 @@ impl Default for ClusterConfig {
             execution: true,
             claim_order: ClaimOrder::OwnersTakeTurns,
             weights: Vec::new(),
+            priority_aging: None,
         }
     }
 }
@@ -184,6 +188,32 @@ impl ClusterConfig {
         }
         self.weights.retain(|(_, w)| *w != 1);
         self
+    }
+
+    /// Claims queued tasks by priority (set on each call by
+    /// [`EngineBuilder::with_priority`](crate::EngineBuilder::with_priority)): the tasks of
+    /// the highest priority waiting first, in the claim order within a priority. No task
+    /// starves: a task gains one level of priority for every `aging` it has waited, so a
+    /// task of priority 0 goes before new tasks of priority 5 once it has waited five times
+    /// `aging`. At least 1 ms. Give every instance and worker the same setting.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_tasks::ClusterConfig;
+    ///
+    /// let config = ClusterConfig::default().with_priorities(Duration::from_secs(30));
+    /// assert_eq!(config.priority_aging(), Some(Duration::from_secs(30)));
+    /// ```
+    pub fn with_priorities(mut self, aging: Duration) -> Self {
+        self.priority_aging = Some(aging.max(Duration::from_millis(1)));
+        self
+    }
+
+    /// How long a queued task waits to gain one level of priority; `None`: claims do not
+    /// read priorities (see [`with_priorities`](Self::with_priorities)).
+    #[must_use]
+    pub fn priority_aging(&self) -> Option<Duration> {
+        self.priority_aging
     }
 
     /// The weight of `owner` (see [`with_owner_weight`](Self::with_owner_weight)).

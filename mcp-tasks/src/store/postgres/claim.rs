@@ -47,7 +47,7 @@ macro_rules! claim_oldest {
     "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
      AND (deadline_ms IS NULL OR deadline_ms > $3)", $tools, " ORDER BY created_at_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, last_updated_at_ms = $3, \
      lease_until_ms = ",
     db_now_ms!(),
     " + $2 FROM c WHERE t.id = c.id",
@@ -106,7 +106,7 @@ macro_rules! claim_by_turns {
        ORDER BY turn, v.pos NULLS LAST, c.created_at_ms, c.id LIMIT $4), \
      c AS (SELECT id, NULL::bigint AS parked FROM tasks \
        WHERE id = ANY(ARRAY(SELECT id FROM picked))) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, last_updated_at_ms = $3, \
      lease_until_ms = ",
     db_now_ms!(),
     " + $2 FROM c WHERE t.id = c.id",
@@ -118,11 +118,26 @@ macro_rules! claim_by_turns {
 /// The claim statements of queued tasks, by order: for every tool, or with the tools kept to
 /// a claim's share (`(excluded, only)` below).
 const CLAIM_OLDEST: &str = claim_oldest!("");
-const CLAIM_OLDEST_TOOLS: &str =
-    claim_oldest!(" AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6)");
+const CLAIM_OLDEST_FILTERED: &str = claim_oldest!(
+    " AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6) \
+     AND ($7::int2 IS NULL OR priority = $7)"
+);
 const CLAIM_BY_TURNS: &str = claim_by_turns!("");
-const CLAIM_BY_TURNS_TOOLS: &str =
-    claim_by_turns!(" AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9)");
+const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
+    " AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9) \
+     AND ($10::int2 IS NULL OR priority = $10)"
+);
+
+/// The priorities of the queued tasks, highest first (a skip scan of
+/// `tasks_queued_priority`, one probe per priority), each with its oldest task's creation.
+const LEVELS: &str = "WITH RECURSIVE l(p) AS ( \
+       SELECT (SELECT priority FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+               ORDER BY priority DESC LIMIT 1) \
+       UNION ALL \
+       SELECT (SELECT priority FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+               AND priority < l.p ORDER BY priority DESC LIMIT 1) FROM l WHERE l.p IS NOT NULL) \
+     SELECT l.p, (SELECT min(created_at_ms) FROM tasks WHERE purge_at_ms IS NULL \
+       AND runner IS NULL AND priority = l.p) FROM l WHERE l.p IS NOT NULL";
 
 /// Locks the limited tools `$2` (sorted, so every claim takes the locks in one order) until
 /// the claim commits: claims that take tasks of a limited tool run one at a time across the
@@ -141,11 +156,32 @@ pub(super) struct Bound<'a> {
     pub(super) now: i64,
 }
 
+/// Which queued tasks one claim statement may take.
+#[derive(Clone, Copy)]
+struct Filter<'a> {
+    /// Not these tools (the limited ones, in the claim of every other tool).
+    excluded: &'a [&'a str],
+    /// Only this tool (one limited tool's free places).
+    only: Option<&'a str>,
+    /// Only this priority.
+    level: Option<i16>,
+}
+
+impl Filter<'_> {
+    /// Whether it allows every queued task (the statement without a filter serves it).
+    fn is_all(&self) -> bool {
+        self.excluded.is_empty() && self.only.is_none() && self.level.is_none()
+    }
+}
+
 impl PostgresStore {
     /// Takes up to `claim.limit` queued tasks in `claim`'s order, inside `tx`: the rows of
-    /// [`claimed_columns`]. With limited tools ([`Claim::limits`]), first the tasks of every
-    /// other tool, then, for each limited tool, as many of its tasks as it has free places
-    /// across the cluster (counted under the tool's lock).
+    /// [`claimed_columns`]. By priority ([`Claim::priority_aging`]): each priority waiting,
+    /// the one whose oldest task has waited longest for its level first (a task gains one
+    /// level for each `aging` it waited). With limited tools ([`Claim::limits`]), within
+    /// each priority first the tasks of every other tool, then, for each limited tool, as
+    /// many of its tasks as it has free places across the cluster (counted under the tool's
+    /// lock).
     pub(super) async fn claim_queued(
         &self,
         tx: &Tx,
@@ -153,53 +189,99 @@ impl PostgresStore {
         bound: &Bound<'_>,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let wanted = i64::try_from(claim.limit).unwrap_or(i64::MAX);
-        if claim.limits.is_empty() {
-            return self.pick(tx, claim, bound, wanted, None).await;
-        }
+        let levels = match claim.priority_aging {
+            None => vec![None],
+            Some(aging) => self.levels(tx, bound.now, aging).await?,
+        };
         let tools: Vec<&str> = claim.limits.iter().map(|(tool, _)| &**tool).collect();
-        tx.query(
-            LOCK_TOOLS,
-            &[&&*self.channel, &tools],
-            "could not lock the limited tools for a claim",
-        )
-        .await?;
-        let running: HashMap<String, i64> = tx
-            .query(
-                RUNNING,
-                &[&tools],
-                "could not count the limited tools' tasks",
+        let mut running: HashMap<String, i64> = HashMap::new();
+        if !tools.is_empty() {
+            tx.query(
+                LOCK_TOOLS,
+                &[&&*self.channel, &tools],
+                "could not lock the limited tools for a claim",
             )
-            .await?
-            .iter()
-            .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
-            .collect::<Result<_, StoreError>>()?;
-        let mut rows = self
-            .pick(tx, claim, bound, wanted, Some((&tools, None)))
             .await?;
-        for (tool, limit) in claim.limits {
-            let left = wanted - i64::try_from(rows.len()).unwrap_or(i64::MAX);
-            let free = i64::from(*limit) - running.get(&**tool).copied().unwrap_or(0);
-            if left <= 0 || free <= 0 {
-                continue;
+            running = tx
+                .query(
+                    RUNNING,
+                    &[&tools],
+                    "could not count the limited tools' tasks",
+                )
+                .await?
+                .iter()
+                .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
+                .collect::<Result<_, StoreError>>()?;
+        }
+        let mut rows = Vec::new();
+        let left = |rows: &Vec<_>| wanted - i64::try_from(rows.len()).unwrap_or(i64::MAX);
+        for level in levels {
+            if left(&rows) <= 0 {
+                break;
             }
-            let more = self
-                .pick(tx, claim, bound, left.min(free), Some((&[], Some(tool))))
-                .await?;
-            rows.extend(more);
+            let filter = Filter {
+                excluded: &tools,
+                only: None,
+                level,
+            };
+            let picked = self.pick(tx, claim, bound, left(&rows), filter).await?;
+            rows.extend(picked);
+            for (tool, limit) in claim.limits {
+                let held = running.entry(tool.to_string()).or_insert(0);
+                let free = i64::from(*limit) - *held;
+                if left(&rows) <= 0 || free <= 0 {
+                    continue;
+                }
+                let filter = Filter {
+                    excluded: &[],
+                    only: Some(tool),
+                    level,
+                };
+                let more = self
+                    .pick(tx, claim, bound, left(&rows).min(free), filter)
+                    .await?;
+                *held += i64::try_from(more.len()).unwrap_or(i64::MAX);
+                rows.extend(more);
+            }
         }
         Ok(rows)
     }
 
-    /// One claim statement of [`PostgresStore::claim_queued`]: up to `limit` tasks, of the
-    /// tools `tools` allows (`(excluded, only)`; `None`: every tool). Owners taking turns,
-    /// the owner served last is kept for the next statement.
+    /// The priorities of the queued tasks, in the order a claim by priority takes them: by
+    /// level plus one for each `aging` the level's oldest task waited, highest first.
+    async fn levels(
+        &self,
+        tx: &Tx,
+        now: i64,
+        aging: std::time::Duration,
+    ) -> Result<Vec<Option<i16>>, StoreError> {
+        let aging_ms = crate::clock::millis(aging).max(1);
+        let mut levels = Vec::new();
+        for row in tx
+            .query(LEVELS, &[], "could not read the queued tasks' priorities")
+            .await?
+        {
+            let level: i16 = row
+                .try_get(0)
+                .map_err(|e| super::PgError::owned("an unreadable priority", e))?;
+            let oldest = int(&row, 1).unwrap_or(now);
+            let waited = u64::try_from(now.saturating_sub(oldest)).unwrap_or(0);
+            let gained = i64::try_from(waited / aging_ms).unwrap_or(i64::MAX);
+            levels.push((i64::from(level).saturating_add(gained), level));
+        }
+        levels.sort_by(|a, b| b.cmp(a));
+        Ok(levels.into_iter().map(|(_, level)| Some(level)).collect())
+    }
+    /// One claim statement of [`PostgresStore::claim_queued`]: up to `limit` tasks that
+    /// `filter` allows. Owners taking turns, the owner served last is kept for the next
+    /// statement.
     async fn pick(
         &self,
         tx: &Tx,
         claim: &Claim<'_>,
         bound: &Bound<'_>,
         limit: i64,
-        tools: Option<(&[&str], Option<&str>)>,
+        filter: Filter<'_>,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let turns = claim.order != ClaimOrder::OldestFirst;
         let turn = self.turn.lock().clone();
@@ -207,22 +289,28 @@ impl PostgresStore {
         let weights: Vec<i32> = (claim.weights.iter())
             .map(|(_, w)| i32::try_from(*w).unwrap_or(i32::MAX))
             .collect();
-        let (excluded, only) = tools.unwrap_or((&[], None));
+        let Filter {
+            excluded,
+            only,
+            level,
+        } = filter;
+        let filtered = !filter.is_all();
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
         if turns {
             params.push(&turn);
             params.push(&owners);
             params.push(&weights);
         }
-        if tools.is_some() {
+        if filtered {
             params.push(&excluded);
             params.push(&only);
+            params.push(&level);
         }
-        let sql = match (turns, tools.is_some()) {
+        let sql = match (turns, filtered) {
             (false, false) => CLAIM_OLDEST,
-            (false, true) => CLAIM_OLDEST_TOOLS,
+            (false, true) => CLAIM_OLDEST_FILTERED,
             (true, false) => CLAIM_BY_TURNS,
-            (true, true) => CLAIM_BY_TURNS_TOOLS,
+            (true, true) => CLAIM_BY_TURNS_FILTERED,
         };
         let rows = tx
             .query(sql, &params, "could not claim queued tasks")

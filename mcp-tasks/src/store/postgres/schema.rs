@@ -88,12 +88,17 @@ const SCHEMA_V5: &str = "ALTER TABLE tasks ADD COLUMN parked_until_ms BIGINT; \
 
 /// Version 6: owners take turns at the queued tasks (`ClaimOrder::OwnersTakeTurns`): the
 /// queued tasks by owner and age, for a claim's skip scan over the owners waiting and for
-/// each owner's oldest; and the tasks of a tool that hold a runner, which a claim counts
-/// against the tool's concurrency limit.
+/// each owner's oldest; the tasks of a tool that hold a runner, which a claim counts
+/// against the tool's concurrency limit; and each task's priority while queued (0 for every
+/// task created before), with the queued tasks by priority and age, for the claims' scan of
+/// the priorities waiting.
 const SCHEMA_V6: &str = "CREATE INDEX tasks_queued_owner ON tasks (owner, created_at_ms, id) \
      WHERE purge_at_ms IS NULL AND runner IS NULL; \
      CREATE INDEX tasks_tool_running ON tasks (tool) \
-     WHERE purge_at_ms IS NULL AND runner IS NOT NULL;";
+     WHERE purge_at_ms IS NULL AND runner IS NOT NULL; \
+     ALTER TABLE tasks ADD COLUMN priority SMALLINT NOT NULL DEFAULT 0; \
+     CREATE INDEX tasks_queued_priority ON tasks (priority, created_at_ms) \
+     WHERE purge_at_ms IS NULL AND runner IS NULL;";
 
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
 const MIGRATIONS: [&str; 6] = [
