@@ -60,8 +60,9 @@ macro_rules! claim_oldest {
 /// store served last), then from the first owner up to `$5`, at most `$4` of them, are
 /// visited in that order (a skip scan of `tasks_queued_owner`, one index probe per owner);
 /// each takes its oldest task, or up to its weight (`$6`, `$7`), a turn. With fewer owners
-/// than slots, the owners take further turns, and the `$4` oldest tasks (whoever's) are
-/// the last candidates, so a claim fills whenever enough is queued. Candidates are locked as
+/// than slots, the owners take further turns, and when the owners' candidates are fewer than
+/// `$4`, the `$4` oldest tasks (whoever's) are the last candidates, so a claim fills whenever
+/// enough is queued. Candidates are locked as
 /// they are read, skipping rows another claim holds, so claims on several instances run at
 /// once and never pick the same task. The last column is the owner served last (in the
 /// last turn): the next claim's `$5`.
@@ -88,17 +89,19 @@ macro_rules! claim_by_turns {
        LEFT JOIN unnest($6::text[], $7::int4[]) AS w(owner, weight) ON w.owner = v.owner \
        WHERE v.owner IS NOT NULL AND v.pos <= $4), \
      share AS (SELECT ceil($4::bigint::float8 / greatest(count(*), 1))::bigint AS turns FROM visited), \
-     candidates AS ( \
+     heads AS ( \
        SELECT h.id, h.owner, h.created_at_ms FROM visited v CROSS JOIN share s \
        CROSS JOIN LATERAL (SELECT q.id, q.owner, q.created_at_ms FROM tasks q \
          WHERE q.owner = v.owner AND q.purge_at_ms IS NULL AND q.runner IS NULL \
          AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", $tools, " \
-         ORDER BY q.created_at_ms, q.id LIMIT s.turns * v.weight FOR UPDATE SKIP LOCKED) h \
+         ORDER BY q.created_at_ms, q.id LIMIT s.turns * v.weight FOR UPDATE SKIP LOCKED) h), \
+     candidates AS ( \
+       SELECT id, owner, created_at_ms FROM heads \
        UNION \
        SELECT o.id, o.owner, o.created_at_ms FROM (SELECT q.id, q.owner, q.created_at_ms \
          FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
          AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", $tools, " ORDER BY q.created_at_ms LIMIT $4 \
-         FOR UPDATE SKIP LOCKED) o), \
+         FOR UPDATE SKIP LOCKED) o WHERE (SELECT count(*) FROM heads) < $4), \
      picked AS ( \
        SELECT c.id, v.owner, v.pos, ceil(row_number() OVER (PARTITION BY c.owner \
          ORDER BY c.created_at_ms, c.id)::float8 / coalesce(v.weight, 1)) AS turn \
