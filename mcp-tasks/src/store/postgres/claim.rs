@@ -62,10 +62,9 @@ macro_rules! claim_oldest {
 /// each takes its oldest task, or up to its weight (`$6`, `$7`), a turn. With fewer owners
 /// than slots, the owners take further turns, and when the owners' candidates are fewer than
 /// `$4`, the `$4` oldest tasks (whoever's) are the last candidates, so a claim fills whenever
-/// enough is queued. Candidates are locked as
-/// they are read, skipping rows another claim holds, so claims on several instances run at
-/// once and never pick the same task. The last column is the owner served last (in the
-/// last turn): the next claim's `$5`.
+/// enough is queued. Candidates are locked as they are read, skipping rows another claim
+/// holds, so claims on several instances run at once and never pick the same task. The last
+/// column is the owner served last (in the last turn): the next claim's `$5`.
 macro_rules! claim_by_turns {
     ($tools:expr) => { concat!(
     "WITH RECURSIVE after_turn(owner, pos) AS ( \
@@ -118,8 +117,8 @@ macro_rules! claim_by_turns {
 ) };
 }
 
-/// The claim statements of queued tasks, by order: for every tool, or with the tools kept to
-/// a claim's share (`(excluded, only)` below).
+/// The claim statements of queued tasks, by order: of every queued task, or of those a
+/// [`Filter`] allows (its tools and priority bound from `$5` or `$8` on).
 const CLAIM_OLDEST: &str = claim_oldest!("");
 const CLAIM_OLDEST_FILTERED: &str = claim_oldest!(
     " AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6) \
