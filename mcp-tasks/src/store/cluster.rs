@@ -81,10 +81,10 @@ impl Lease {
 pub enum ClaimOrder {
     /// Owners take turns (the default): each claim gives the next owners in turn (in owner
     /// order, after the one the claiming store served last) their oldest queued task, so an
-    /// owner who queued thousands of tasks does not make the others wait behind them. An owner with a weight of `w` ([`Claim::weights`]) takes up to `w`
-    /// tasks a turn. Within an owner, oldest first. When the claim has more slots than
-    /// owners are waiting, the owners take further turns, then the oldest tasks fill what is
-    /// left.
+    /// owner who queued thousands of tasks does not make the others wait behind them. An
+    /// owner with a weight of `w` ([`Claim::weights`]) takes up to `w` tasks a turn. Within
+    /// an owner, oldest first. When the claim has more slots than owners are waiting, the
+    /// owners take further turns, then the oldest tasks fill what is left.
     #[default]
     OwnersTakeTurns,
     /// Oldest first, whoever queued it (the order before owners took turns).
