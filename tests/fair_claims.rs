@@ -99,12 +99,7 @@ async fn worker_with(
 /// `n` calls of `who`'s, eight at a time.
 async fn queue(url: &str, token: &str, who: &str, n: usize) {
     let calls = (0..8).map(|lane| {
-        let mut http = Http {
-            url: url.to_owned(),
-            client: reqwest::Client::new(),
-            extra: vec![("authorization", format!("Bearer {token}"))],
-            next_id: 0,
-        };
+        let mut http = Http::to(url).bearing(token);
         async move {
             for _ in (lane..n).step_by(8) {
                 http.call_task("job", json!({ "who": who })).await;
@@ -189,12 +184,7 @@ async fn a_queued_task_says_so_until_it_is_claimed() {
     };
     let starts = Starts::default();
     let url = front(&db, &starts).await;
-    let mut alice = Http {
-        url: url.clone(),
-        client: reqwest::Client::new(),
-        extra: vec![("authorization", "Bearer TOKEN_A".to_owned())],
-        next_id: 0,
-    };
+    let mut alice = Http::to(&url).bearing("TOKEN_A");
     let id = alice.call_task("job", json!({ "who": "alice" })).await;
     let queued = task(&mut alice, &id).await;
     assert_eq!(queued["result"]["status"], "working", "{queued}");

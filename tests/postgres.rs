@@ -827,6 +827,15 @@ fn cluster(store: &PostgresStore) -> &dyn ClusterStore {
     store.cluster().expect("PostgresStore is a cluster store")
 }
 
+/// The ids of the tasks `claim` takes on `store`, sorted.
+async fn claimed_ids(store: &PostgresStore, claim: Claim<'_>) -> Vec<String> {
+    let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
+        .map(|(task, _)| task.id.to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
 /// Creates `task` and takes its lease for `instance`: the lease a task created by the
 /// instance that runs it starts with (epoch 1).
 async fn create_leased(
@@ -1217,11 +1226,7 @@ async fn owners_take_turns_at_the_queued_tasks() {
     async fn claim(store: &PostgresStore, n: usize, weights: &[(Arc<str>, u32)]) -> Vec<String> {
         let claim = Claim::queued("x", Duration::from_secs(30), n)
             .with_order(mcp_tasks::ClaimOrder::OwnersTakeTurns, weights);
-        let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
-            .map(|(task, _)| task.id.to_string())
-            .collect();
-        ids.sort();
-        ids
+        claimed_ids(store, claim).await
     }
     // A turn each, then Ann's second turn.
     assert_eq!(claim(&a, 4, &[]).await, ["ann0", "ann1", "bea0", "cy0"]);
@@ -1255,16 +1260,9 @@ async fn claims_keep_the_tools_concurrency_limits() {
     }
     let limits: [(Arc<str>, u32); 1] = [(Arc::from("scarce"), 3)];
     let claim = |n| Claim::queued("x", Duration::from_secs(30), n).with_limits(&limits);
-    async fn ids(store: &PostgresStore, claim: Claim<'_>) -> Vec<String> {
-        let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
-            .map(|(task, _)| task.id.to_string())
-            .collect();
-        ids.sort();
-        ids
-    }
     // Another instance, knowing no limit, holds two of them.
     assert_eq!(
-        ids(
+        claimed_ids(
             &b,
             Claim::queued("y", Duration::from_secs(30), 2)
                 .with_order(mcp_tasks::ClaimOrder::OldestFirst, &[])
@@ -1272,9 +1270,9 @@ async fn claims_keep_the_tools_concurrency_limits() {
         .await,
         ["s0", "s1"]
     );
-    assert_eq!(ids(&a, claim(10)).await, ["p0", "p1", "p2", "s2"]);
+    assert_eq!(claimed_ids(&a, claim(10)).await, ["p0", "p1", "p2", "s2"]);
     assert!(
-        ids(&a, claim(10)).await.is_empty(),
+        claimed_ids(&a, claim(10)).await.is_empty(),
         "scarce is at its limit"
     );
     let raw = db.raw().await;
@@ -1284,7 +1282,11 @@ async fn claims_keep_the_tools_concurrency_limits() {
     )
     .await
     .unwrap();
-    assert_eq!(ids(&b, claim(10)).await, ["s3"], "one ended, one more runs");
+    assert_eq!(
+        claimed_ids(&b, claim(10)).await,
+        ["s3"],
+        "one ended, one more runs"
+    );
 }
 
 /// Claims by priority take the highest priority waiting first, and a task that waited gains
@@ -1298,11 +1300,7 @@ async fn claims_by_priority_age_the_waiting_tasks() {
     };
     async fn claim(store: &PostgresStore, n: usize, aging: Duration) -> Vec<String> {
         let claim = Claim::queued("x", Duration::from_secs(30), n).with_priorities(Some(aging));
-        let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
-            .map(|(task, _)| task.id.to_string())
-            .collect();
-        ids.sort();
-        ids
+        claimed_ids(store, claim).await
     }
     let hour = Duration::from_secs(3600);
     for (id, priority) in [("low0", 0), ("high0", 5), ("high1", 5)] {

@@ -52,16 +52,6 @@ async fn instance(db: &pg::Db, id: &str, cluster: ClusterConfig) -> String {
     Http::start_router(router).await.url
 }
 
-/// A caller of the instance at `url` with `token`.
-fn caller(url: &str, token: &str) -> Http {
-    Http {
-        url: url.to_owned(),
-        client: reqwest::Client::new(),
-        extra: vec![("authorization", format!("Bearer {token}"))],
-        next_id: 0,
-    }
-}
-
 async fn call(http: &mut Http) -> Value {
     http.rpc(
         "tools/call",
@@ -121,7 +111,10 @@ async fn quota_holds_across(db: &pg::Db, cluster: ClusterConfig, queued: bool) {
     let a = instance(db, "a", cluster.clone()).await;
     let b = instance(db, "b", cluster).await;
     let raw = db.raw().await;
-    let (mut alice_a, mut alice_b) = (caller(&a, "TOKEN_A"), caller(&b, "TOKEN_A"));
+    let (mut alice_a, mut alice_b) = (
+        Http::to(&a).bearing("TOKEN_A"),
+        Http::to(&b).bearing("TOKEN_A"),
+    );
 
     let first = created(&mut alice_a, "alice's first, on a").await;
     let second = call_keyed(&mut alice_b, "alice-2").await;
@@ -146,7 +139,7 @@ async fn quota_holds_across(db: &pg::Db, cluster: ClusterConfig, queued: bool) {
     // The other owners are unaffected, on either instance. Bob calls six times at once,
     // three on each instance: exactly his quota of tasks is created.
     let bobs = (0..6).map(|i| {
-        let mut bob = caller(if i % 2 == 0 { &a } else { &b }, "TOKEN_B");
+        let mut bob = Http::to(if i % 2 == 0 { &a } else { &b }).bearing("TOKEN_B");
         async move { call(&mut bob).await }
     });
     let answers = futures::future::join_all(bobs).await;
@@ -158,7 +151,7 @@ async fn quota_holds_across(db: &pg::Db, cluster: ClusterConfig, queued: bool) {
     for answer in answers.iter().filter(|a| a.get("error").is_some()) {
         assert_eq!(answer["error"]["data"]["quota"], QUOTA, "{answer}");
     }
-    let mut carol_b = caller(&b, "TOKEN_C");
+    let mut carol_b = Http::to(&b).bearing("TOKEN_C");
     created(&mut carol_b, "carol's first, on b").await;
     created(&mut carol_b, "carol's second, on b").await;
     assert_refused(&call(&mut alice_b).await, "alice, still at her quota");

@@ -46,12 +46,7 @@ async fn call(urls: &[String], n: usize) {
         let urls = urls.to_vec();
         async move {
             for i in (lane..n).step_by(8) {
-                let mut http = Http {
-                    url: urls[i % urls.len()].clone(),
-                    client: reqwest::Client::new(),
-                    extra: Vec::new(),
-                    next_id: 0,
-                };
+                let mut http = Http::to(&urls[i % urls.len()]);
                 http.call_task("export", json!({})).await;
             }
         }

@@ -271,6 +271,23 @@ pub struct Http {
 }
 
 impl Http {
+    /// A client of the server at `url` (started elsewhere).
+    pub fn to(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            client: reqwest::Client::new(),
+            extra: Vec::new(),
+            next_id: 0,
+        }
+    }
+
+    /// The client, authenticated with the bearer token `token` on every request.
+    pub fn bearing(mut self, token: &str) -> Self {
+        self.extra
+            .push(("authorization", format!("Bearer {token}")));
+        self
+    }
+
     pub async fn start(server: TaskServer) -> Self {
         Self::start_router(mcp_tasks::http_router(
             server,
@@ -283,12 +300,7 @@ impl Http {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, router).await });
-        Self {
-            url: format!("http://{addr}/mcp"),
-            client: reqwest::Client::new(),
-            extra: Vec::new(),
-            next_id: 0,
-        }
+        Self::to(&format!("http://{addr}/mcp"))
     }
 
     /// Posts a raw JSON-RPC message; returns the HTTP status, the JSON-RPC response (from a

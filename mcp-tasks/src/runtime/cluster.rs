@@ -298,7 +298,7 @@ pub(crate) async fn claim(
             let claimed = cluster.claim(match cause {
                 Cause::Queued => Claim::queued(id, lease, slots)
                     .with_order(instance.config.claim_order, &instance.config.weights)
-                    .with_limits(&instance.limits)
+                    .with_limits(&runtime.limited.limits)
                     .with_priorities(instance.config.priority_aging),
                 _ => Claim::lapsed(id, lease, slots),
             });

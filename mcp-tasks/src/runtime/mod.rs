@@ -212,7 +212,7 @@ impl Runtime {
     ) -> Arc<Self> {
         let id = instance;
         let limited = ToolLimits::of(&tools.toolkit);
-        let (store, placement) = Placement::new(store, &id, config, &limited);
+        let (store, placement) = Placement::new(store, &id, config);
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),

@@ -30,9 +30,6 @@ pub(crate) struct Cluster {
     /// This instance's id, the one its leases carry.
     pub(crate) id: Arc<str>,
     pub(crate) config: ClusterConfig,
-    /// The tools with a concurrency limit, `(tool, limit)` sorted by tool: every claim of
-    /// queued tasks keeps them.
-    pub(crate) limits: Vec<(Arc<str>, u32)>,
 }
 
 /// The fence of one write of running work ([`Placement::fence`]).
@@ -48,13 +45,12 @@ pub(crate) enum Fence<'a> {
 impl Placement {
     /// The placement of a runtime over `store`, with `store` as the runtime uses it (every
     /// call timed, `metrics/store.rs`): a cluster when the store has cluster operations
-    /// ([`TaskStore::cluster`]), as instance `id` with `config` and the tools' concurrency
-    /// limits; both are ignored otherwise.
+    /// ([`TaskStore::cluster`]), as instance `id` with `config`; `config` is ignored
+    /// otherwise.
     pub(crate) fn new(
         store: Arc<dyn TaskStore>,
         id: &Arc<str>,
         config: ClusterConfig,
-        limited: &super::capacity::ToolLimits,
     ) -> (Arc<dyn TaskStore>, Self) {
         let (store, cluster) = crate::metrics::timed(store);
         let placement = match cluster {
@@ -62,7 +58,6 @@ impl Placement {
                 store: cluster,
                 id: Arc::clone(id),
                 config,
-                limits: limited.limits.clone(),
             })),
             None => Self::Local,
         };

@@ -140,13 +140,8 @@ impl<'a> Claim<'a> {
     pub fn queued(instance: &'a str, lease: Duration, limit: usize) -> Self {
         Self {
             queued: true,
-            instance,
-            lease,
-            limit,
             order: ClaimOrder::OwnersTakeTurns,
-            weights: &[],
-            limits: &[],
-            priority_aging: None,
+            ..Self::lapsed(instance, lease, limit)
         }
     }
 
