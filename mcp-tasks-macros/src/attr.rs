@@ -18,7 +18,7 @@ use crate::{
     suggest::unknown,
 };
 
-pub const TOOL_ARGS: [&str; 16] = [
+pub const TOOL_ARGS: [&str; 17] = [
     "ttl",
     "poll_interval",
     "mode",
@@ -34,6 +34,7 @@ pub const TOOL_ARGS: [&str; 16] = [
     "park_after",
     "version",
     "concurrency",
+    "rate",
     "crate",
 ];
 
@@ -114,6 +115,28 @@ fn string(key: &Ident, value: Option<&Expr>, example: &str) -> syn::Result<LitSt
             format!("`{key}` needs a value, e.g. `{key} = {example}`"),
         )),
     }
+}
+
+/// A rate, `"<count>/<duration>"` (e.g. `"10/1m"`): the count and the window in
+/// milliseconds. The messages are the runtime's (`mcp_tasks::rate::Rate::parse`).
+fn rate(text: &str) -> Result<(u32, u64), String> {
+    let Some((count, per)) = text.split_once('/') else {
+        return Err(format!(
+            "invalid rate `{text}`: write a count, a slash and a window, e.g. `\"10/1m\"` \
+             (at most 10 starts in any minute)"
+        ));
+    };
+    let count = match count.parse::<u32>() {
+        Ok(n) if n > 0 => n,
+        _ => {
+            return Err(format!(
+                "invalid rate `{text}`: the count before the slash must be a whole number \
+                 above zero, e.g. `\"10/1m\"`"
+            ));
+        }
+    };
+    let ms = duration::parse(per).map_err(|e| format!("invalid rate `{text}`: {e}"))?;
+    Ok((count, ms))
 }
 
 /// A count above zero that fits in a `u32`, e.g. `concurrency = 3`.
@@ -282,6 +305,11 @@ fn tool_arg(args: &mut ToolArgs, name: &str, key: &Ident, value: Option<&Expr>) 
             args.restart = Some(Spanned::new(restart, lit.span()));
         }
         "concurrency" => args.concurrency = Some(count(key, value)?),
+        "rate" => {
+            let lit = string(key, value, "\"10/1m\"")?;
+            let rate = rate(&lit.value()).map_err(|m| syn::Error::new(lit.span(), m))?;
+            args.rate = Some(Spanned::new(rate, lit.span()));
+        }
         "version" => {
             let lit = string(key, value, "\"2\"")?;
             if lit.value().is_empty() {
@@ -626,7 +654,7 @@ mod tests {
             [
                 "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
-              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `concurrency`, \
+              `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `concurrency`, `rate`, \
               `crate`"
             ]
         );
@@ -669,7 +697,7 @@ mod tests {
                 "unknown `task_tool` argument `poll`, expected one of `ttl`, `poll_interval`, \
                  `mode`, `inline_budget`, `name`, `title`, `description`, `read_only`, \
                  `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, \
-                 `concurrency`, `crate`",
+                 `concurrency`, `rate`, `crate`",
             ]
         );
     }

@@ -249,17 +249,22 @@ fn timing(tool: &Tool, errors: &Sink) {
              work must be safe to replay) or remove `park_after`",
         );
     }
-    if let Some(limit) = &args.concurrency
-        && !args.unknown("mode")
-    {
+    let limits = [
+        ("concurrency", args.concurrency.as_ref().map(|l| l.span)),
+        ("rate", args.rate.as_ref().map(|r| r.span)),
+    ];
+    for (key, span) in limits {
         let mode = args.mode.as_ref().map_or(Mode::Optional, |m| m.value);
-        if mode != Mode::Required {
+        if let Some(span) = span
+            && !args.unknown("mode")
+            && mode != Mode::Required
+        {
             errors.at(
-                limit.span,
+                span,
                 format!(
-                    "`concurrency` applies only to `mode = \"required\"` tools, and this one is \
+                    "`{key}` applies only to `mode = \"required\"` tools, and this one is \
                      `mode = \"{}\"`: a call over the limit waits as a queued task, and only a \
-                     task can wait; add `mode = \"required\"` or remove `concurrency`",
+                     task can wait; add `mode = \"required\"` or remove `{key}`",
                     mode.as_str()
                 ),
             );

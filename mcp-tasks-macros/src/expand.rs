@@ -330,6 +330,10 @@ fn generate(tool: &Tool) -> TokenStream {
         let n = limit.value;
         builder.push(quote!(.with_concurrency(#n)));
     }
+    if let Some(rate) = &args.rate {
+        let (count, ms) = rate.value;
+        builder.push(quote!(.with_rate(#p::Rate::new(#count, #p::Duration::from_millis(#ms)))));
+    }
     if let Some(after) = &args.park_after {
         builder.push(match after.value {
             Some(ms) => quote!(.with_park_after(#p::Duration::from_millis(#ms))),

@@ -70,6 +70,9 @@ pub struct ToolArgs {
     pub version: Option<Spanned<String>>,
     /// `concurrency = N`: at most N of the tool's tasks run at once.
     pub concurrency: Option<Spanned<u32>>,
+    /// `rate = "10/1m"`: at most this many starts (the count) in any window of this many
+    /// milliseconds.
+    pub rate: Option<Spanned<(u32, u64)>>,
     pub krate: Option<syn::Path>,
     /// Arguments that were written but whose value was reported as wrong: a check that
     /// depends on one skips it rather than assume the default.

@@ -59,6 +59,7 @@ pub mod guide;
 mod id;
 pub mod limits;
 pub mod metrics;
+pub mod rate;
 mod runtime;
 pub mod server;
 pub mod store;
@@ -119,6 +120,7 @@ pub use limits::Limits;
 /// | `restart = "fail" \| "resume"` | `"fail"` | after a restart on a durable store, see [`RestartPolicy`] |
 /// | `version = ".."` | a digest of the tool | a task is only replayed by the version that started it; see [Versions](#versions) |
 /// | `concurrency = 3` | none | at most this many of the tool's tasks run at once, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_concurrency`] |
+/// | `rate = "10/1m"` | none | at most this many starts of the tool's tasks in any window of this length, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_rate`] |
 /// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
 ///
 /// Durations are whole numbers of `d`, `h`, `m`, `s`, `ms`, largest first, without spaces:
@@ -297,6 +299,7 @@ pub mod __private {
             registry::{NamedTool, add_tool, assert_unique_names},
             returns,
         },
+        rate::Rate,
         tool::{ArgumentError, Mode, RestartPolicy, TaskTool, ToolDefinition, ToolFuture, Ttl},
         toolkit::{Toolkit, ToolkitError},
     };

@@ -38,6 +38,7 @@ pub struct ToolDefinition {
     park_after: Option<Duration>,
     version: Cow<'static, str>,
     concurrency: Option<u32>,
+    rate: Option<crate::rate::Rate>,
 }
 
 impl ToolDefinition {
@@ -58,6 +59,7 @@ impl ToolDefinition {
             park_after: Some(DEFAULT_PARK_AFTER),
             version: Cow::Borrowed(""),
             concurrency: None,
+            rate: None,
         }
         .with_mode(Mode::default())
     }
@@ -95,6 +97,24 @@ impl ToolDefinition {
     #[must_use]
     pub fn with_concurrency(mut self, limit: u32) -> Self {
         self.concurrency = Some(limit.max(1));
+        self
+    }
+
+    /// Starts at most `rate` of this tool's tasks: no window of [`Rate::per`](crate::rate::Rate::per)
+    /// holds more than [`Rate::count`](crate::rate::Rate::count) starts (a sliding window), in
+    /// the process over a single-process store, across every instance and worker over a
+    /// shared store. A call over the rate still gets its task at once; the task waits
+    /// until the window has room. On a shared store every call of the tool is recorded
+    /// queued, and a claim starts only as many of its tasks as the window has room for
+    /// (each start is logged in the store under the tool's lock, by the database's clock);
+    /// the waiting task holds only its row, and an instance's claims (at its
+    /// [claim interval](crate::ClusterConfig::with_claim_interval)) start it once the window
+    /// has room. In one process the waiting task's work waits in memory. A replay after a
+    /// restart or a takeover is not a new start. Only for [`Mode::Required`] tools (the
+    /// toolkit refuses it on others). `#[task_tool(rate = "10/1m")]`.
+    #[must_use]
+    pub fn with_rate(mut self, rate: crate::rate::Rate) -> Self {
+        self.rate = Some(rate);
         self
     }
 
@@ -263,6 +283,13 @@ impl ToolDefinition {
         self.concurrency
     }
 
+    /// How fast this tool's tasks may start ([`with_rate`](Self::with_rate)); `None`: no
+    /// rate limit of its own.
+    #[must_use]
+    pub fn rate(&self) -> Option<crate::rate::Rate> {
+        self.rate
+    }
+
     /// The tool's version.
     #[must_use]
     pub fn version(&self) -> &str {
@@ -283,8 +310,18 @@ impl ToolDefinition {
         if self.inline_budget.is_some() && self.mode != Mode::Optional {
             return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
         }
-        if self.concurrency.is_some() && self.mode != Mode::Required {
-            return Err(DefinitionError::ConcurrencyNotRequired { mode: self.mode });
+        if self.mode != Mode::Required {
+            let limit = match (self.concurrency, self.rate) {
+                (Some(_), _) => Some("a concurrency limit"),
+                (None, Some(_)) => Some("a rate limit"),
+                (None, None) => None,
+            };
+            if let Some(limit) = limit {
+                return Err(DefinitionError::LimitNotRequired {
+                    limit,
+                    mode: self.mode,
+                });
+            }
         }
         if self.poll_interval.is_zero() {
             return Err(DefinitionError::ZeroPollInterval);

@@ -139,4 +139,10 @@ pub(crate) trait Host: Send + Sync + 'static {
     /// stored). Never resolves without parking either: for a call that cannot park, a wait
     /// too short to be worth it, or a park the store refused (what it waits for came).
     fn park(&self, wait: crate::store::Wait) -> BoxFuture<'_, ()>;
+    /// Takes one start of `limiter` (`runtime/mod.rs`, `Runtime::take_rate`): `None` when
+    /// taken, else how long until its window has room.
+    fn take_rate<'a>(
+        &'a self,
+        limiter: &'a crate::rate::Limiter,
+    ) -> BoxFuture<'a, Result<Option<std::time::Duration>, Failure>>;
 }

@@ -26,6 +26,7 @@ mod failure;
 mod handle;
 mod host;
 mod input;
+mod limited;
 mod patch;
 mod retry;
 mod state;

@@ -178,7 +178,7 @@ pub fn describe() {
 const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
 
 /// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
-const STORE_OPERATIONS: [&str; 22] = [
+const STORE_OPERATIONS: [&str; 23] = [
     "create",
     "get",
     "set_status_message",
@@ -196,6 +196,7 @@ const STORE_OPERATIONS: [&str; 22] = [
     "release",
     "answers",
     "queue_depth",
+    "take_rate",
     "park",
     "wake",
     "next_wake",

@@ -168,6 +168,14 @@ impl ClusterStore for TimedCluster {
         time("queue_depth", self.inner()?.queue_depth()).await
     }
 
+    async fn take_rate(
+        &self,
+        limiter: &str,
+        rate: crate::rate::Rate,
+    ) -> Result<Option<std::time::Duration>, StoreError> {
+        time("take_rate", self.inner()?.take_rate(limiter, rate)).await
+    }
+
     fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Notice> {
         // A store that stopped offering cluster operations: a closed feed.
         self.inner().map_or_else(

@@ -11,6 +11,8 @@ use std::{
 
 use parking_lot::Mutex;
 
+use crate::rate::{LocalRates, Rate};
+
 use rmcp::model::ErrorData;
 
 /// One live task of an owner, counted against the owner's quota until dropped.
@@ -51,32 +53,83 @@ pub(super) fn unhold(owners: &Mutex<HashMap<Arc<str>, usize>>, owner: &str) {
 pub(crate) struct Capacity {
     max: Option<usize>,
     taken: AtomicUsize,
+    /// Of `taken`, the slots that claims in flight hold ([`Capacity::hold_for_claim`]).
+    claiming: AtomicUsize,
+    /// Told when a claim gives its slots back: a call that found every slot taken while a
+    /// claim held some tries again.
+    claim_ended: tokio::sync::Notify,
 }
+
+/// How long a call waits for the claims in flight to give their slots back before it is
+/// refused at `max_running`: a claim takes milliseconds.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Capacity {
     pub(super) fn new(max: Option<usize>) -> Arc<Self> {
         Arc::new(Self {
             max: max.map(|max| max.max(1)),
             taken: AtomicUsize::new(0),
+            claiming: AtomicUsize::new(0),
+            claim_ended: tokio::sync::Notify::new(),
         })
     }
 
-    /// Takes one slot; `enforce`: only when one is free (else it is counted even over the
-    /// limit: a task a restarted server takes back).
-    pub(super) fn take(self: &Arc<Self>, enforce: bool) -> Option<RunSlot> {
+    /// Takes one slot when one is free.
+    fn take_free(self: &Arc<Self>) -> Option<RunSlot> {
+        (self.take_up_to(1) == 1).then(|| RunSlot(Arc::clone(self)))
+    }
+
+    /// Takes one slot, counted even over the limit (a task a restarted server takes back, or
+    /// one a claim took with the slots it held).
+    pub(super) fn take_over(self: &Arc<Self>) -> RunSlot {
         if self.max.is_some() {
-            if !enforce {
-                self.taken.fetch_add(1, Ordering::AcqRel);
-            } else if self.take_up_to(1) == 0 {
+            self.taken.fetch_add(1, Ordering::AcqRel);
+        }
+        RunSlot(Arc::clone(self))
+    }
+
+    /// Takes one free slot; when every slot is taken while a
+    /// claim holds some, waits (up to [`CLAIM_WAIT`]) for the claims to give theirs back
+    /// and tries again, so a call is not refused for slots a claim held for a moment.
+    pub(super) async fn take_waiting(self: &Arc<Self>) -> Option<RunSlot> {
+        let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+        loop {
+            let ended = self.claim_ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if let Some(slot) = self.take_free() {
+                return Some(slot);
+            }
+            if self.claiming.load(Ordering::Acquire) == 0 {
                 return None;
             }
+            tokio::time::timeout_at(deadline, ended).await.ok()?;
         }
-        Some(RunSlot(Arc::clone(self)))
+    }
+
+    /// Takes up to `wanted` free slots for a claim about to take tasks; how many it took.
+    /// Give them back with [`Capacity::end_claim`].
+    pub(crate) fn hold_for_claim(&self, wanted: usize) -> usize {
+        let n = self.take_up_to(wanted);
+        if self.max.is_some() {
+            self.claiming.fetch_add(n, Ordering::AcqRel);
+        }
+        n
+    }
+
+    /// Gives back the `n` slots of [`Capacity::hold_for_claim`], and tells the calls that
+    /// wait for them.
+    pub(crate) fn end_claim(&self, n: usize) {
+        if self.max.is_some() {
+            self.claiming.fetch_sub(n, Ordering::AcqRel);
+            self.give(n);
+            self.claim_ended.notify_waiters();
+        }
     }
 
     /// Takes up to `wanted` free slots at once; how many it took (`wanted` when there is
     /// no limit, counting nothing). Give them back with [`Capacity::give`].
-    pub(crate) fn take_up_to(&self, wanted: usize) -> usize {
+    fn take_up_to(&self, wanted: usize) -> usize {
         let Some(max) = self.max else {
             return wanted;
         };
@@ -99,7 +152,7 @@ impl Capacity {
     }
 
     /// Gives back `n` slots taken by [`Capacity::take_up_to`].
-    pub(crate) fn give(&self, n: usize) {
+    fn give(&self, n: usize) {
         if n > 0 && self.max.is_some() {
             self.taken.fetch_sub(n, Ordering::AcqRel);
         }
@@ -140,35 +193,59 @@ pub(super) fn at_capacity(max: usize) -> ErrorData {
     )
 }
 
-/// The tools with a concurrency limit of their own
-/// ([`ToolDefinition::with_concurrency`](crate::ToolDefinition::with_concurrency)): over a
-/// shared store, the claims count their running tasks across the cluster; over a
-/// single-process store, each has a gate of that many permits here.
+/// The tools with a concurrency or rate limit of their own
+/// ([`ToolDefinition::with_concurrency`](crate::ToolDefinition::with_concurrency),
+/// [`ToolDefinition::with_rate`](crate::ToolDefinition::with_rate)): over a shared store,
+/// the claims count their running tasks and their starts across the cluster; over a
+/// single-process store, each has a gate here (permits, and a window of starts).
 #[derive(Default)]
 pub(crate) struct ToolLimits {
-    /// `(tool, limit)`, sorted by tool.
+    /// `(tool, limit)` of the concurrency limits, sorted by tool.
     pub(crate) limits: Vec<(Arc<str>, u32)>,
-    gates: HashMap<Arc<str>, Arc<tokio::sync::Semaphore>>,
+    /// `(tool, rate)` of the rate limits, sorted by tool.
+    pub(crate) rates: Vec<(Arc<str>, Rate)>,
+    gates: HashMap<Arc<str>, Gate>,
+    /// The windows of starts in this process: the gates' and the step limiters'.
+    pub(crate) local: Arc<LocalRates>,
+}
+
+/// What one limited tool's work waits for here.
+struct Gate {
+    permits: Option<Arc<tokio::sync::Semaphore>>,
+    /// The tool's rate, and its key in [`ToolLimits::local`].
+    rate: Option<(Rate, Arc<str>)>,
 }
 
 impl ToolLimits {
     pub(crate) fn of(toolkit: &crate::Toolkit) -> Self {
-        let mut limits: Vec<(Arc<str>, u32)> = toolkit
-            .definitions()
-            .filter_map(|d| d.concurrency().map(|n| (Arc::from(d.name()), n)))
-            .collect();
+        let mut limits: Vec<(Arc<str>, u32)> = Vec::new();
+        let mut rates: Vec<(Arc<str>, Rate)> = Vec::new();
+        let mut gates = HashMap::new();
+        for definition in toolkit.definitions() {
+            let (concurrency, rate) = (definition.concurrency(), definition.rate());
+            if concurrency.is_none() && rate.is_none() {
+                continue;
+            }
+            let tool: Arc<str> = Arc::from(definition.name());
+            let permits = concurrency.map(|n| {
+                limits.push((Arc::clone(&tool), n));
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                Arc::new(tokio::sync::Semaphore::new(n))
+            });
+            let rate = rate.map(|rate| {
+                rates.push((Arc::clone(&tool), rate));
+                (rate, Arc::from(crate::rate::tool_key(&tool)))
+            });
+            gates.insert(tool, Gate { permits, rate });
+        }
         limits.sort();
-        let gates = limits
-            .iter()
-            .map(|(tool, n)| {
-                let permits = usize::try_from(*n).unwrap_or(usize::MAX);
-                (
-                    Arc::clone(tool),
-                    Arc::new(tokio::sync::Semaphore::new(permits)),
-                )
-            })
-            .collect();
-        Self { limits, gates }
+        rates.sort_by(|a, b| a.0.cmp(&b.0));
+        Self {
+            limits,
+            rates,
+            gates,
+            local: Arc::default(),
+        }
     }
 
     /// Whether `tool` has a limit of its own.
@@ -178,7 +255,8 @@ impl ToolLimits {
     }
 
     /// `work` of `tool` behind the tool's gate (over a single-process store): it starts once
-    /// one of the tool's permits is free, and gives it back when it ends or is dropped.
+    /// one of the tool's permits is free (given back when it ends or is dropped) and then
+    /// once its window of starts has room.
     pub(crate) fn gated(
         &self,
         tool: &str,
@@ -187,17 +265,24 @@ impl ToolLimits {
         if self.gates.is_empty() {
             return work;
         }
-        match self.gates.get(tool) {
-            None => work,
-            Some(gate) => {
-                let gate = Arc::clone(gate);
-                Box::pin(async move {
-                    // The gate is never closed: a permit always comes.
-                    let _permit = gate.acquire_owned().await;
-                    work.await
-                })
+        let Some(gate) = self.gates.get(tool) else {
+            return work;
+        };
+        let permits = gate.permits.clone();
+        let rate = gate.rate.clone();
+        let local = Arc::clone(&self.local);
+        Box::pin(async move {
+            // The gate is never closed: a permit always comes.
+            let _permit = match permits {
+                Some(permits) => permits.acquire_owned().await.ok(),
+                None => None,
+            };
+            // Holding its permit, so the start logged is the start made.
+            if let Some((rate, key)) = rate {
+                local.wait(&key, rate).await;
             }
-        }
+            work.await
+        })
     }
 }
 
@@ -222,5 +307,58 @@ pub(crate) struct Priority(pub(crate) Arc<dyn Fn(&PriorityInput<'_>) -> i16 + Se
 impl std::fmt::Debug for Priority {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Priority(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waits_for_the_slots_a_claim_holds() {
+        let capacity = Capacity::new(Some(2));
+        assert_eq!(
+            capacity.hold_for_claim(32),
+            2,
+            "the claim holds every free slot"
+        );
+        let waiting = tokio::spawn({
+            let capacity = Arc::clone(&capacity);
+            async move { capacity.take_waiting().await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        // The claim took one task (its slot counted over the held ones), and ends.
+        let claimed = capacity.take_over();
+        capacity.end_claim(2);
+        let call = waiting.await.unwrap();
+        assert!(
+            call.is_some(),
+            "the call takes the slot the claim left free"
+        );
+        assert!(
+            capacity.take_waiting().await.is_none(),
+            "both slots run tasks, and no claim holds any: refused at once"
+        );
+        drop(claimed);
+        assert!(capacity.take_waiting().await.is_some());
+        drop(call);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_is_refused_when_the_claim_keeps_every_slot() {
+        let capacity = Capacity::new(Some(1));
+        assert_eq!(capacity.hold_for_claim(32), 1);
+        let waiting = tokio::spawn({
+            let capacity = Arc::clone(&capacity);
+            async move { capacity.take_waiting().await.is_some() }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let claimed = capacity.take_over();
+        capacity.end_claim(1);
+        assert!(
+            !waiting.await.unwrap(),
+            "the claim's task runs in the only slot"
+        );
+        drop(claimed);
     }
 }

@@ -289,7 +289,7 @@ pub(crate) async fn claim(
             }
             // Only free slots are claimed (`max_running`): held for the batch, then handed
             // to the tasks it took (each takes its own slot as its work starts).
-            let slots = runtime.capacity.take_up_to(CLAIM_BATCH);
+            let slots = runtime.capacity.hold_for_claim(CLAIM_BATCH);
             if slots == 0 {
                 return Ok(report);
             }
@@ -299,6 +299,7 @@ pub(crate) async fn claim(
                 Cause::Queued => Claim::queued(id, lease, slots)
                     .with_order(instance.config.claim_order, &instance.config.weights)
                     .with_limits(&runtime.limited.limits)
+                    .with_rates(&runtime.limited.rates)
                     .with_priorities(instance.config.priority_aging),
                 _ => Claim::lapsed(id, lease, slots),
             });
@@ -306,13 +307,13 @@ pub(crate) async fn claim(
             let claimed = match claimed {
                 Ok(claimed) => claimed,
                 Err(error) => {
-                    runtime.capacity.give(slots);
+                    runtime.capacity.end_claim(slots);
                     return Err(error);
                 }
             };
             let full = claimed.len() == slots;
             let taken = take_claimed(runtime, claimed, sent, cause, &mut report).await;
-            runtime.capacity.give(slots);
+            runtime.capacity.end_claim(slots);
             taken?;
             if !full {
                 break;
@@ -390,6 +391,13 @@ mod tests {
         async fn answers(&self, _: &str) -> Result<InputResponses, StoreError> {
             Err(StoreError::NotFound)
         }
+        async fn take_rate(
+            &self,
+            _: &str,
+            _: crate::rate::Rate,
+        ) -> Result<Option<Duration>, StoreError> {
+            Err(StoreError::NotFound)
+        }
         fn wakeups(&self) -> tokio::sync::broadcast::Receiver<Notice> {
             tokio::sync::broadcast::channel(1).1
         }
@@ -419,7 +427,7 @@ mod tests {
     ) -> CancellationToken {
         let cancel = CancellationToken::new();
         let lease = Lease::granted(Arc::from(id), Arc::from("instance-a"), 1, length).sent_at(sent);
-        let slot = runtime.reserve(&Arc::from("owner"), false).unwrap();
+        let slot = runtime.reserve(&Arc::from("owner"));
         let gauges = crate::metrics::Live::new(&Arc::from("tool"), crate::metrics::Run::First);
         runtime.register(Arc::from(id), cancel.clone(), Some(lease), slot, gauges);
         cancel

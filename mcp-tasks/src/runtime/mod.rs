@@ -246,6 +246,27 @@ impl Runtime {
         }
     }
 
+    /// Takes one start of the step limiter `limiter`: across the cluster over a shared
+    /// store, in this process otherwise. `None` when taken, else how long until the
+    /// limiter's window has room.
+    pub(crate) async fn take_rate(
+        &self,
+        limiter: &crate::rate::Limiter,
+    ) -> Result<Option<std::time::Duration>, StoreError> {
+        match self.placement.shared() {
+            Some(cluster) => {
+                cluster
+                    .store
+                    .take_rate(limiter.name(), limiter.rate())
+                    .await
+            }
+            None => Ok(self
+                .limited
+                .local
+                .take(&crate::rate::step_key(limiter.name()), limiter.rate())),
+        }
+    }
+
     /// The one change feed (the push hub and the wake-up loop subscribe to it): in a cluster
     /// the store's notices, which announce every instance's changes (this one's too), or
     /// else what this process publishes ([`Runtime::changed`]).
@@ -253,30 +274,43 @@ impl Runtime {
         self.placement.subscribe(&self.changes)
     }
 
-    /// Counts one more live task of `owner`, or refuses it at the owner's quota
-    /// ([`Limits::max_live_tasks_per_owner`]) or once a shutdown began. `enforce: false`
-    /// counts without refusing (a task a restarted server takes back).
-    pub(crate) fn reserve(&self, owner: &Arc<str>, enforce: bool) -> Result<OwnerSlot, ErrorData> {
-        if enforce && !self.lifecycle.accepting() {
+    /// Takes a slot for a new call's work and counts one more live task of `owner`, or
+    /// refuses the call: once a shutdown began, when this instance runs its `max_running`
+    /// (after waiting for the claims in flight to give back the slots they hold), or at the
+    /// owner's quota ([`Limits::max_live_tasks_per_owner`]).
+    pub(crate) async fn admit(&self, owner: &Arc<str>) -> Result<OwnerSlot, ErrorData> {
+        if !self.lifecycle.accepting() {
             return Err(errors::shutting_down());
         }
-        let running = self
-            .capacity
-            .take(enforce)
+        let running = (self.capacity.take_waiting().await)
             .ok_or_else(|| at_capacity(self.capacity.max().unwrap_or(0)))?;
         let quota = self.limits.max_live_tasks_per_owner();
         let mut owners = self.owners.lock();
         let count = owners.entry(owner.clone()).or_insert(0);
-        if enforce && *count >= quota {
+        if *count >= quota {
             return Err(errors::owner_quota(owner, quota));
         }
         *count += 1;
-        Ok(OwnerSlot {
+        Ok(self.owner_slot(owner, running))
+    }
+
+    /// Counts one more live task of `owner` whose work runs here without refusing it (a task
+    /// a restarted server takes back, or a claimed one): its slot is counted even over
+    /// `max_running`.
+    pub(crate) fn reserve(&self, owner: &Arc<str>) -> OwnerSlot {
+        let running = self.capacity.take_over();
+        *self.owners.lock().entry(owner.clone()).or_insert(0) += 1;
+        self.owner_slot(owner, running)
+    }
+
+    /// The slot of one live task of `owner`, counted already.
+    fn owner_slot(&self, owner: &Arc<str>, running: capacity::RunSlot) -> OwnerSlot {
+        OwnerSlot {
             owner: owner.clone(),
             owners: self.owners.clone(),
             running: Some(running),
             counted: true,
-        })
+        }
     }
 
     /// The ids of the tasks whose work runs here, with their leases.

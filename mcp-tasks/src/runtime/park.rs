@@ -88,7 +88,7 @@ impl Runtime {
                 *live.slot.lock() = Some(OwnerSlot {
                     owner,
                     owners: Arc::clone(&self.owners),
-                    running: self.capacity.take(false),
+                    running: Some(self.capacity.take_over()),
                     counted: true,
                 });
             }

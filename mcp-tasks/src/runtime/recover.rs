@@ -207,9 +207,7 @@ async fn resume(
         .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
     let work = runtime.gated(&tool, work);
     // A task taken back counts against its owner's quota but is never refused by it.
-    let slot = runtime
-        .reserve(&task.owner, false)
-        .map_err(|error| error.message.into_owned())?;
+    let slot = runtime.reserve(&task.owner);
     let run = crate::trace::Run {
         instance: lease.as_ref().map(|lease| &*lease.instance),
         epoch: lease.as_ref().map(|lease| lease.epoch),

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use rmcp::model::InputResponses;
 
 use super::{NewTask, Recovery, StoreError};
+use crate::rate::Rate;
 
 /// The right of one instance to run one task's work, until the store's lease deadline; every
 /// change of holder increments its epoch, and a write under an old epoch is refused.
@@ -113,6 +114,11 @@ pub struct Claim<'a> {
     /// tasks takes a task of one only while fewer than `limit` of its tasks hold a runner
     /// (running, or parked in their wait) across every instance.
     pub limits: &'a [(Arc<str>, u32)],
+    /// The tools with a rate limit, `(tool, rate)` sorted by tool: a claim of queued tasks
+    /// takes a task of one only while fewer than [`Rate::count`] of its tasks started (were
+    /// claimed from the queue) within the last [`Rate::per`], across every instance, and
+    /// logs each start it makes.
+    pub rates: &'a [(Arc<str>, Rate)],
     /// Claims by priority ([`NewTask::priority`]), a task gaining one level for each of
     /// this long it waited; `None`: priorities are not read.
     pub priority_aging: Option<Duration>,
@@ -130,6 +136,7 @@ impl<'a> Claim<'a> {
             order: ClaimOrder::OldestFirst,
             weights: &[],
             limits: &[],
+            rates: &[],
             priority_aging: None,
         }
     }
@@ -165,6 +172,13 @@ impl<'a> Claim<'a> {
     #[must_use]
     pub fn with_limits(mut self, limits: &'a [(Arc<str>, u32)]) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The claim keeping the tools' rate limits (`(tool, rate)`, sorted by tool).
+    #[must_use]
+    pub fn with_rates(mut self, rates: &'a [(Arc<str>, Rate)]) -> Self {
+        self.rates = rates;
         self
     }
 }
@@ -220,6 +234,12 @@ pub trait ClusterStore: Send + Sync {
     /// it reads on a [`Notice::Answers`]. [`StoreError::NotFound`] for an
     /// unknown or purged id.
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError>;
+
+    /// Takes one start of the step limiter `limiter` under `rate`, across every instance:
+    /// `None` when taken (the start is logged), else how long until the window has room
+    /// (nothing is logged; take again then). Starts are counted by the store's clock, under
+    /// a lock per limiter, so two instances never both take the last place.
+    async fn take_rate(&self, limiter: &str, rate: Rate) -> Result<Option<Duration>, StoreError>;
 
     /// How many live tasks are queued with no runner, waiting for a claim (the
     /// `mcp_tasks_queue_depth` gauge); `None` (the default) when the store does not count

@@ -33,12 +33,14 @@ pub enum DefinitionError {
         /// The tool's mode.
         mode: Mode,
     },
-    /// A concurrency limit on a tool that is not [`Mode::Required`]: a call over the limit
-    /// waits as a queued task, and only a task can wait.
+    /// A concurrency or rate limit on a tool that is not [`Mode::Required`]: a call over
+    /// the limit waits as a queued task, and only a task can wait.
     #[error(
-        "a concurrency limit only applies to `Mode::Required` tools (a call over the limit waits as a queued task), and this one is `{mode:?}`"
+        "{limit} only applies to `Mode::Required` tools (a call over the limit waits as a queued task), and this one is `{mode:?}`"
     )]
-    ConcurrencyNotRequired {
+    LimitNotRequired {
+        /// Which limit: `"a concurrency limit"` or `"a rate limit"`.
+        limit: &'static str,
         /// The tool's mode.
         mode: Mode,
     },

@@ -234,15 +234,15 @@ impl Call<'_> {
     /// and none starts here; or, in cluster mode, the call carries an idempotency key
     /// (invariant 9): the same key may reach two instances at the same moment, and only the
     /// one whose create wins may run the work; or, in cluster mode, its tool has a
-    /// concurrency limit ([`Call::queued_for_its_limit`]).
+    /// concurrency or rate limit ([`Call::queued_for_its_limit`]).
     pub(crate) fn records_first(&self) -> bool {
         let keyed = self.idempotency_key.is_some();
         self.runtime.placement.records_first(keyed) || self.queued_for_its_limit()
     }
 
-    /// Whether the call is only recorded, queued, because its tool has a concurrency limit
-    /// and the store is shared: the claims, which count the tool's running tasks across the
-    /// cluster, start it.
+    /// Whether the call is only recorded, queued, because its tool has a concurrency or rate
+    /// limit and the store is shared: the claims, which count the tool's running tasks and
+    /// its starts across the cluster, start it.
     fn queued_for_its_limit(&self) -> bool {
         self.runtime.placement.shared().is_some() && self.runtime.limited.limits(&self.tool)
     }
@@ -250,12 +250,30 @@ impl Call<'_> {
     /// The status message of a task recorded queued, until an instance claims it (the claim
     /// clears it): what it waits for.
     fn queued_message(&self) -> String {
-        match self.registered.definition.concurrency() {
-            Some(limit) if self.queued_for_its_limit() => {
-                format!("queued: waiting to start (the tool runs at most {limit} tasks at once)")
-            }
-            _ => "queued: waiting for an instance with a free slot to start it".to_owned(),
+        if !self.queued_for_its_limit() {
+            return "queued: waiting for an instance with a free slot to start it".to_owned();
         }
+        let definition = &self.registered.definition;
+        let limits: Vec<String> = [
+            definition
+                .concurrency()
+                .map(|limit| format!("runs at most {limit} tasks at once")),
+            definition.rate().map(|rate| {
+                let ms = u64::try_from(rate.per().as_millis()).unwrap_or(u64::MAX);
+                format!(
+                    "starts at most {} tasks in any {}",
+                    rate.count(),
+                    crate::duration::format(ms)
+                )
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        format!(
+            "queued: waiting to start (the tool {})",
+            limits.join(" and ")
+        )
     }
 
     /// A call whose task is recorded before any work starts (see [`Call::records_first`]):
@@ -268,7 +286,7 @@ impl Call<'_> {
         let runs = !self.runtime.placement.queues_calls() && !self.queued_for_its_limit();
         // Work that runs here counts against the owner's quota, checked before the record.
         let slot = if runs {
-            Some(self.runtime.reserve(&self.owner, true)?)
+            Some(self.runtime.admit(&self.owner).await?)
         } else {
             None
         };
@@ -296,7 +314,7 @@ impl Call<'_> {
         let runtime = self.runtime;
         let slot = match slot {
             Some(slot) => slot,
-            None => runtime.reserve(&self.owner, false)?,
+            None => runtime.reserve(&self.owner),
         };
         let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
         runtime.register(id.clone(), cancel, lease, slot, gauges);
@@ -343,7 +361,7 @@ impl Call<'_> {
     ) -> Result<Answer, ErrorData> {
         // The owner's quota is checked before any work starts (invariant 1: it never starts
         // twice, so it must not start for a task that cannot be created).
-        let slot = self.runtime.reserve(&self.owner, true)?;
+        let slot = self.runtime.admit(&self.owner).await?;
         let id: Arc<str> = Arc::from(new_task_id());
         let cancel = CancellationToken::new();
         let (call, mut promote) = CallState::pending(self.parts(id.clone(), cancel.clone()));

@@ -541,6 +541,16 @@ impl Host for CallState {
         Box::pin(self.wait_then_park(wait))
     }
 
+    fn take_rate<'a>(
+        &'a self,
+        limiter: &'a crate::rate::Limiter,
+    ) -> BoxFuture<'a, Result<Option<std::time::Duration>, Failure>> {
+        Box::pin(async move {
+            (self.parts.runtime.take_rate(limiter).await)
+                .map_err(|error| Failure::Error(crate::errors::store_failure(&error)))
+        })
+    }
+
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
         let step = Step::new(seq, name, value);
         Box::pin(async move {

@@ -1,5 +1,6 @@
 //! The claim statements of [`PostgresStore`](super::PostgresStore): lapsed leases, and
-//! queued tasks in either [`ClaimOrder`], keeping the tools' concurrency limits.
+//! queued tasks in either [`ClaimOrder`], keeping the tools' concurrency and rate limits;
+//! and the step limiters' rate log.
 
 use std::collections::HashMap;
 
@@ -151,6 +152,27 @@ const LOCK_TOOLS: &str =
 const RUNNING: &str = "SELECT tool, count(*) FROM tasks WHERE tool = ANY($1) \
      AND purge_at_ms IS NULL AND runner IS NOT NULL GROUP BY tool";
 
+/// For each rate log key `$1` with its window `$2` (milliseconds), its starts within the
+/// window; the starts that left their window are deleted first.
+const RECENT: &str = concat!(
+    "WITH w AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS w(limiter, per_ms)), \
+     pruned AS (DELETE FROM rate_log r USING w WHERE r.limiter = w.limiter AND r.at_ms <= ",
+    db_now_ms!(),
+    " - w.per_ms) \
+     SELECT w.limiter, count(r.limiter), min(r.at_ms), ",
+    db_now_ms!(),
+    " FROM w LEFT JOIN rate_log r ON r.limiter = w.limiter AND r.at_ms > ",
+    db_now_ms!(),
+    " - w.per_ms GROUP BY w.limiter"
+);
+
+/// Logs one start of each rate log key in `$1` (a key once per start), now.
+const LOG_STARTS: &str = concat!(
+    "INSERT INTO rate_log (limiter, at_ms) SELECT k, ",
+    db_now_ms!(),
+    " FROM unnest($1::text[]) AS k"
+);
+
 /// What every statement of one claim binds first: `$1` to `$3`.
 pub(super) struct Bound<'a> {
     pub(super) instance: &'a str,
@@ -180,10 +202,11 @@ impl PostgresStore {
     /// Takes up to `claim.limit` queued tasks in `claim`'s order, inside `tx`: the rows of
     /// [`claimed_columns`]. By priority ([`Claim::priority_aging`]): each priority waiting,
     /// the one whose oldest task has waited longest for its level first (a task gains one
-    /// level for each `aging` it waited). With limited tools ([`Claim::limits`]), within
-    /// each priority first the tasks of every other tool, then, for each limited tool, as
-    /// many of its tasks as it has free places across the cluster (counted under the tool's
-    /// lock).
+    /// level for each `aging` it waited). With limited tools ([`Claim::limits`],
+    /// [`Claim::rates`]), within each priority first the tasks of every other tool, then, for
+    /// each limited tool, as many of its tasks as it has free places across the cluster
+    /// (below its concurrency limit and its rate, counted under the tool's lock); the starts
+    /// of the rate-limited tools are logged in the same transaction.
     pub(super) async fn claim_queued(
         &self,
         tx: &Tx,
@@ -195,26 +218,11 @@ impl PostgresStore {
             None => vec![None],
             Some(aging) => self.levels(tx, bound.now, aging).await?,
         };
-        let tools: Vec<&str> = claim.limits.iter().map(|(tool, _)| &**tool).collect();
-        let mut running: HashMap<String, i64> = HashMap::new();
-        if !tools.is_empty() {
-            tx.query(
-                LOCK_TOOLS,
-                &[&&*self.channel, &tools],
-                "could not lock the limited tools for a claim",
-            )
-            .await?;
-            running = tx
-                .query(
-                    RUNNING,
-                    &[&tools],
-                    "could not count the limited tools' tasks",
-                )
-                .await?
-                .iter()
-                .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
-                .collect::<Result<_, StoreError>>()?;
-        }
+        let free = self.free_places(tx, claim).await?;
+        let tools: Vec<&str> = free.iter().map(|(tool, _)| *tool).collect();
+        let mut free: HashMap<&str, i64> = free.into_iter().collect();
+        // The rate log keys of the starts made, one per start.
+        let mut started: Vec<String> = Vec::new();
         let mut rows = Vec::new();
         let left = |rows: &Vec<_>| wanted - i64::try_from(rows.len()).unwrap_or(i64::MAX);
         for level in levels {
@@ -228,10 +236,11 @@ impl PostgresStore {
             };
             let picked = self.pick(tx, claim, bound, left(&rows), filter).await?;
             rows.extend(picked);
-            for (tool, limit) in claim.limits {
-                let held = running.entry(tool.to_string()).or_insert(0);
-                let free = i64::from(*limit) - *held;
-                if left(&rows) <= 0 || free <= 0 {
+            for tool in &tools {
+                let places = free
+                    .get_mut(tool)
+                    .expect("every limited tool has its places");
+                if left(&rows) <= 0 || *places <= 0 {
                     continue;
                 }
                 let filter = Filter {
@@ -240,13 +249,99 @@ impl PostgresStore {
                     level,
                 };
                 let more = self
-                    .pick(tx, claim, bound, left(&rows).min(free), filter)
+                    .pick(tx, claim, bound, left(&rows).min(*places), filter)
                     .await?;
-                *held += i64::try_from(more.len()).unwrap_or(i64::MAX);
+                *places -= i64::try_from(more.len()).unwrap_or(i64::MAX);
+                if claim.rates.iter().any(|(rated, _)| &**rated == *tool) {
+                    let key = crate::rate::tool_key(tool);
+                    started.extend(std::iter::repeat_n(key, more.len()));
+                }
                 rows.extend(more);
             }
         }
+        if !started.is_empty() {
+            tx.execute(
+                LOG_STARTS,
+                &[&started],
+                "could not log the rate-limited tools' starts",
+            )
+            .await?;
+        }
         Ok(rows)
+    }
+
+    /// Locks the limited tools of `claim` (sorted, so every claim takes the locks in one
+    /// order) and counts how many of each one's tasks it may start: below its concurrency
+    /// limit by the tasks that hold a runner, and below its rate by the starts within its
+    /// window; `(tool, places)` sorted by tool.
+    async fn free_places<'c>(
+        &self,
+        tx: &Tx,
+        claim: &Claim<'c>,
+    ) -> Result<Vec<(&'c str, i64)>, StoreError> {
+        let mut places: Vec<(&str, i64)> = (claim.limits.iter())
+            .map(|(tool, _)| (&**tool, i64::MAX))
+            .chain(claim.rates.iter().map(|(tool, _)| (&**tool, i64::MAX)))
+            .collect();
+        places.sort_unstable();
+        places.dedup_by_key(|(tool, _)| *tool);
+        if places.is_empty() {
+            return Ok(places);
+        }
+        let tools: Vec<&str> = places.iter().map(|(tool, _)| *tool).collect();
+        tx.query(
+            LOCK_TOOLS,
+            &[&&*self.channel, &tools],
+            "could not lock the limited tools for a claim",
+        )
+        .await?;
+        let mut lower = |tool: &str, to: i64| {
+            if let Some((_, places)) = places.iter_mut().find(|(t, _)| *t == tool) {
+                *places = (*places).min(to.max(0));
+            }
+        };
+        if !claim.limits.is_empty() {
+            let concurrency: Vec<&str> = claim.limits.iter().map(|(t, _)| &**t).collect();
+            let running: HashMap<String, i64> = tx
+                .query(
+                    RUNNING,
+                    &[&concurrency],
+                    "could not count the limited tools' tasks",
+                )
+                .await?
+                .iter()
+                .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
+                .collect::<Result<_, StoreError>>()?;
+            for (tool, limit) in claim.limits {
+                let held = running.get(&**tool).copied().unwrap_or(0);
+                lower(tool, i64::from(*limit) - held);
+            }
+        }
+        if !claim.rates.is_empty() {
+            let keys: Vec<String> = (claim.rates.iter())
+                .map(|(tool, _)| crate::rate::tool_key(tool))
+                .collect();
+            let windows: Vec<i64> = (claim.rates.iter())
+                .map(|(_, rate)| {
+                    i64::try_from(crate::clock::millis(rate.per())).unwrap_or(i64::MAX)
+                })
+                .collect();
+            let recent: HashMap<String, i64> = tx
+                .query(
+                    RECENT,
+                    &[&keys, &windows],
+                    "could not count the rate-limited tools' starts",
+                )
+                .await?
+                .iter()
+                .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
+                .collect::<Result<_, StoreError>>()?;
+            for ((tool, rate), key) in claim.rates.iter().zip(&keys) {
+                let count = recent.get(key).copied().unwrap_or(0);
+                lower(tool, i64::from(rate.count()) - count);
+            }
+        }
+        Ok(places)
     }
 
     /// The priorities of the queued tasks, in the order a claim by priority takes them: by
@@ -327,5 +422,54 @@ impl PostgresStore {
             }
         }
         Ok(rows)
+    }
+
+    /// [`ClusterStore::take_rate`](crate::store::ClusterStore::take_rate): one start of the
+    /// step limiter `limiter`, under its lock, logged when its window has room.
+    pub(super) async fn take_step_rate(
+        &self,
+        limiter: &str,
+        rate: crate::rate::Rate,
+    ) -> Result<Option<std::time::Duration>, StoreError> {
+        let key = crate::rate::step_key(limiter);
+        let per = i64::try_from(crate::clock::millis(rate.per())).unwrap_or(i64::MAX);
+        let tx = Tx::begin(&self.pool).await?;
+        tx.query(
+            LOCK_TOOLS,
+            &[&&*self.channel, &[key.as_str()].as_slice()],
+            "could not lock the rate limiter",
+        )
+        .await?;
+        let rows = tx
+            .query(
+                RECENT,
+                &[&[key.as_str()].as_slice(), &[per].as_slice()],
+                "could not count the rate limiter's starts",
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            tx.rollback().await;
+            return Err(StoreError::Backend(crate::store::BackendError::new(
+                "counting the rate limiter's starts returned no row",
+            )));
+        };
+        let (count, now) = (int(row, 1)?, int(row, 3)?);
+        if count < i64::from(rate.count()) {
+            tx.execute(
+                LOG_STARTS,
+                &[&[key.as_str()].as_slice()],
+                "could not log the rate limiter's start",
+            )
+            .await?;
+            tx.commit().await?;
+            return Ok(None);
+        }
+        // Nothing logged; what was pruned stays pruned.
+        tx.commit().await?;
+        let oldest = int(row, 2).unwrap_or(now);
+        let left = oldest.saturating_add(per).saturating_sub(now).max(1);
+        Ok(Some(std::time::Duration::from_millis(
+            u64::try_from(left).unwrap_or(1),
+        )))
     }
 }

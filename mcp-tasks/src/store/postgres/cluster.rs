@@ -164,6 +164,14 @@ impl ClusterStore for PostgresStore {
         self.claim_by(claim).await
     }
 
+    async fn take_rate(
+        &self,
+        limiter: &str,
+        rate: crate::rate::Rate,
+    ) -> Result<Option<std::time::Duration>, StoreError> {
+        self.take_step_rate(limiter, rate).await
+    }
+
     async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
         let now = to_i64(self.clock.now_ms());
         let rows = read(

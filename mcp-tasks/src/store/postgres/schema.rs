@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -100,9 +100,15 @@ const SCHEMA_V6: &str = "CREATE INDEX tasks_queued_owner ON tasks (owner, create
      CREATE INDEX tasks_queued_priority ON tasks (priority, created_at_ms) \
      WHERE purge_at_ms IS NULL AND runner IS NULL;";
 
+/// Version 7: rate limits (`ToolDefinition::with_rate`, `TaskContext::step_limited`): the
+/// log of starts, by key (`tool <name>` for a tool's tasks, `step <name>` for a step
+/// limiter) and time (the database's clock), kept for the key's window.
+const SCHEMA_V7: &str = "CREATE TABLE rate_log (limiter TEXT NOT NULL, at_ms BIGINT NOT NULL); \
+     CREATE INDEX rate_log_limiter ON rate_log (limiter, at_ms);";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 6] = [
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6,
+const MIGRATIONS: [&str; 7] = [
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
 ];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per

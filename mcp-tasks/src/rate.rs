@@ -1,0 +1,258 @@
+//! Rate limits: a [`Rate`] (at most so many starts in any window of a given length), for a
+//! tool's tasks (`#[task_tool(rate = "10/1m")]`) or for one step run under a named
+//! [`Limiter`] ([`TaskContext::step_limited`](crate::TaskContext::step_limited)).
+//!
+//! On a shared store (Postgres) a limit holds across every instance: each start is logged
+//! in the store, under a lock per limiter, and counted over the window by the database's
+//! clock. On a single-process store (memory, SQLite) it holds in the process.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    fmt,
+    str::FromStr,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use parking_lot::Mutex;
+
+/// At most [`count`](Rate::count) starts in any window of length [`per`](Rate::per): a
+/// sliding window, so no 60 seconds ever hold more than 10 starts of `10/1m`, and a burst of
+/// 10 at once is allowed.
+///
+/// Written `"<count>/<duration>"` in `#[task_tool(rate = ..)]` and [`Rate::parse`], with the
+/// duration grammar of `ttl` (`"10/1m"`, `"3/1s"`, `"100/1h30m"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    count: u32,
+    per: Duration,
+}
+
+impl Rate {
+    /// At most `count` starts (at least 1) in any window of length `per` (at least 1 ms).
+    #[must_use]
+    pub const fn new(count: u32, per: Duration) -> Self {
+        let count = if count == 0 { 1 } else { count };
+        let per = if per.is_zero() {
+            Duration::from_millis(1)
+        } else {
+            per
+        };
+        Self { count, per }
+    }
+
+    /// At most `count` starts a second.
+    #[must_use]
+    pub const fn per_second(count: u32) -> Self {
+        Self::new(count, Duration::from_secs(1))
+    }
+
+    /// At most `count` starts a minute.
+    #[must_use]
+    pub const fn per_minute(count: u32) -> Self {
+        Self::new(count, Duration::from_secs(60))
+    }
+
+    /// At most `count` starts an hour.
+    #[must_use]
+    pub const fn per_hour(count: u32) -> Self {
+        Self::new(count, Duration::from_secs(3600))
+    }
+
+    /// The most starts in one window.
+    #[must_use]
+    pub const fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The window's length.
+    #[must_use]
+    pub const fn per(&self) -> Duration {
+        self.per
+    }
+
+    /// Parses `"<count>/<duration>"`, e.g. `"10/1m"`.
+    ///
+    /// # Errors
+    /// A message that says what to write instead.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let Some((count, per)) = text.split_once('/') else {
+            return Err(format!(
+                "invalid rate `{text}`: write a count, a slash and a window, e.g. `\"10/1m\"` \
+                 (at most 10 starts in any minute)"
+            ));
+        };
+        let count = match count.parse::<u32>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(format!(
+                    "invalid rate `{text}`: the count before the slash must be a whole number \
+                     above zero, e.g. `\"10/1m\"`"
+                ));
+            }
+        };
+        let ms = crate::duration::parse(per).map_err(|e| format!("invalid rate `{text}`: {e}"))?;
+        Ok(Self::new(count, Duration::from_millis(ms)))
+    }
+}
+
+impl FromStr for Rate {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        Self::parse(text)
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = u64::try_from(self.per.as_millis()).unwrap_or(u64::MAX);
+        write!(f, "{}/{}", self.count, crate::duration::format(ms))
+    }
+}
+
+/// A named rate limit that steps run under
+/// ([`TaskContext::step_limited`](crate::TaskContext::step_limited)): every step run under
+/// a limiter of one name counts against its [`Rate`], in every task and (on a shared store)
+/// on every instance. Name it after what it protects (`"github"`); a per-key limit is a
+/// limiter per key ([`Limiter::keyed`]).
+///
+/// ```
+/// use mcp_tasks::rate::{Limiter, Rate};
+///
+/// let github = Limiter::new("github", Rate::per_minute(10));
+/// let per_workspace = github.keyed("ws-42"); // "github/ws-42": 10 a minute for each workspace
+/// assert_eq!(per_workspace.name(), "github/ws-42");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limiter {
+    name: Arc<str>,
+    rate: Rate,
+}
+
+impl Limiter {
+    /// The limiter `name`, allowing `rate`. Every use of one name should give it the same
+    /// rate: each start is checked against the rate of the limiter it runs under.
+    #[must_use]
+    pub fn new(name: impl Into<Arc<str>>, rate: Rate) -> Self {
+        Self {
+            name: name.into(),
+            rate,
+        }
+    }
+
+    /// The limiter of one key under this one (`"<name>/<key>"`), with the same rate: a
+    /// limit per workspace, per account, per owner.
+    #[must_use]
+    pub fn keyed(&self, key: &str) -> Self {
+        Self::new(format!("{}/{key}", self.name), self.rate)
+    }
+
+    /// Its name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its rate.
+    #[must_use]
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+}
+
+/// The log key of a tool's starts, in the store's rate log: apart from the steps' limiters
+/// by its prefix.
+pub(crate) fn tool_key(tool: &str) -> String {
+    format!("tool {tool}")
+}
+
+/// The log key of a step limiter.
+pub(crate) fn step_key(limiter: &str) -> String {
+    format!("step {limiter}")
+}
+
+/// How many logs [`LocalRates`] keeps before it drops those whose window is empty.
+const SWEEP_AT: usize = 1024;
+
+/// The rate logs of one process (over a single-process store): each limiter's starts within
+/// its window.
+#[derive(Default)]
+pub(crate) struct LocalRates {
+    logs: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+impl LocalRates {
+    /// Takes one start of `key` under `rate`: `None` when taken, else how long until one is
+    /// free (take again then).
+    pub(crate) fn take(&self, key: &str, rate: Rate) -> Option<Duration> {
+        let now = Instant::now();
+        let mut logs = self.logs.lock();
+        if logs.len() >= SWEEP_AT && !logs.contains_key(key) {
+            logs.retain(|_, log| log.back().is_some_and(|last| now - *last < rate.per));
+        }
+        let log = logs.entry(key.to_owned()).or_default();
+        while log.front().is_some_and(|first| now - *first >= rate.per) {
+            log.pop_front();
+        }
+        let count = usize::try_from(rate.count).unwrap_or(usize::MAX);
+        if log.len() < count {
+            log.push_back(now);
+            return None;
+        }
+        // The start that leaves the window first frees a place.
+        let first = log[log.len() - count];
+        Some(
+            (first + rate.per)
+                .saturating_duration_since(now)
+                .max(Duration::from_millis(1)),
+        )
+    }
+
+    /// Waits until `key` has a free start under `rate`, and takes it.
+    pub(crate) async fn wait(&self, key: &str, rate: Rate) {
+        while let Some(wait) = self.take(key, rate) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_prints() {
+        assert_eq!(
+            Rate::parse("10/1m"),
+            Ok(Rate::new(10, Duration::from_secs(60)))
+        );
+        assert_eq!(Rate::parse("3/1h30m").unwrap().to_string(), "3/1h30m");
+        assert_eq!(Rate::per_second(5).to_string(), "5/1s");
+        for bad in ["10", "0/1m", "x/1m", "-1/1m", "10/", "10/1 m", "10/1y"] {
+            let error = Rate::parse(bad).unwrap_err();
+            assert!(
+                error.starts_with(&format!("invalid rate `{bad}`")),
+                "{error}"
+            );
+        }
+        assert!(Rate::parse("10/1 m").unwrap_err().contains("no spaces"));
+    }
+
+    #[test]
+    fn local_window_slides() {
+        let rates = LocalRates::default();
+        let rate = Rate::new(2, Duration::from_millis(200));
+        assert_eq!(rates.take("a", rate), None);
+        assert_eq!(rates.take("a", rate), None);
+        let wait = rates.take("a", rate).expect("the third start waits");
+        assert!(wait > Duration::from_millis(100) && wait <= Duration::from_millis(200));
+        assert_eq!(rates.take("b", rate), None, "each key has its own window");
+        std::thread::sleep(wait);
+        assert_eq!(
+            rates.take("a", rate),
+            None,
+            "free once the first left the window"
+        );
+    }
+}

@@ -1,0 +1,226 @@
+//! Rate limits: a tool's (`#[task_tool(rate = "10/1m")]`) and a step limiter's
+//! (`TaskContext::step_limited`). No window of the rate's length ever holds more starts than
+//! its count: in one process over the memory store, and across three instances over one
+//! Postgres task space (10 a minute, watched for two minutes). The starts are read from the
+//! tools' own journal; every call still gets its task at once, and a queued task says what
+//! it waits for.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use common::{Http, Patience, Peer, TASKS};
+use mcp_tasks::{
+    ClusterConfig, Engine, State, TaskContext, TaskServer, ToolError,
+    rate::{Limiter, Rate},
+    task_tool, toolkit,
+};
+use serde_json::json;
+
+/// When each start happened, as the tools saw it.
+#[derive(Clone, Default)]
+struct Journal(Arc<Mutex<Vec<Instant>>>);
+
+impl Journal {
+    fn started(&self) {
+        self.0.lock().unwrap().push(Instant::now());
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The starts, in order.
+    fn times(&self) -> Vec<Instant> {
+        let mut times = self.0.lock().unwrap().clone();
+        times.sort();
+        times
+    }
+
+    /// Waits until `n` starts were seen.
+    async fn until(&self, n: usize, bound: Duration) {
+        let patience = Patience::with_bound(format!("{n} starts"), bound);
+        while self.len() < n {
+            patience.wait().await;
+        }
+    }
+}
+
+/// Asserts that no window of `per` (less `slack`, the spread between a start's record and
+/// the tool seeing it) holds more than `count` of `times` (sorted): each start and the
+/// `count`-th after it are at least that far apart.
+fn assert_rate_held(times: &[Instant], count: usize, per: Duration, slack: Duration) {
+    for (i, pair) in times.windows(count + 1).enumerate() {
+        let apart = pair[count] - pair[0];
+        assert!(
+            apart >= per - slack,
+            "starts {i} and {} are only {apart:?} apart: more than {count} in {per:?} \
+             (every start after the first: {:?})",
+            i + count,
+            times.iter().map(|t| *t - times[0]).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Sends a report to a rate-limited upstream: at most 3 a second.
+#[task_tool(mode = "required", rate = "3/1s", poll_interval = "50ms")]
+async fn report(State(journal): State<Journal>) -> Result<String, ToolError> {
+    journal.started();
+    Ok("sent".to_owned())
+}
+
+/// Exports for a partner that accepts 10 exports a minute.
+#[task_tool(mode = "required", rate = "10/1m", poll_interval = "1s")]
+async fn export(State(journal): State<Journal>) -> Result<String, ToolError> {
+    journal.started();
+    Ok("exported".to_owned())
+}
+
+/// Calls an upstream API whose limit is 4 calls in 2 seconds, whichever task calls.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "50ms")]
+async fn fetch(ctx: TaskContext, State(journal): State<Journal>) -> Result<String, ToolError> {
+    let upstream = Limiter::new("upstream", Rate::new(4, Duration::from_secs(2)));
+    ctx.step_limited(&upstream, "call the upstream", || async {
+        journal.started();
+    })
+    .await?;
+    Ok("fetched".to_owned())
+}
+
+/// `n` calls of `tool` spread over `urls`; each answers with a task at once. The task ids.
+async fn call(urls: &[String], tool: &str, n: usize) -> Vec<(String, String)> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let url = &urls[i % urls.len()];
+        let id = Http::to(url).call_task(tool, json!({})).await;
+        ids.push((url.clone(), id));
+    }
+    ids
+}
+
+/// Three instances over one Postgres task space, each with 8 free slots, serving `toolkit`.
+async fn cluster(db: &pg::Db, journal: &Journal) -> Vec<String> {
+    let mut urls = Vec::new();
+    for id in ["a", "b", "c"] {
+        let store = Arc::new(db.store().await.expect("connect"));
+        let engine = Engine::builder(
+            toolkit![export, fetch]
+                .expect("toolkit")
+                .with_state(journal.clone()),
+        )
+        .with_shared_store(store)
+        .with_instance_id(id)
+        .with_max_running(8)
+        .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(200)))
+        .build();
+        let router = mcp_tasks::http_router(
+            TaskServer::from_engine(engine),
+            mcp_tasks::HttpOptions::new(),
+        );
+        urls.push(Http::start_router(router).await.url);
+    }
+    urls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_starts_at_most_its_rate_in_one_process() {
+    let journal = Journal::default();
+    let server = TaskServer::new(
+        toolkit![report]
+            .expect("toolkit")
+            .with_state(journal.clone()),
+    );
+    let http = Http::start(server).await;
+    let begun = Instant::now();
+    call(std::slice::from_ref(&http.url), "report", 9).await;
+    journal.until(9, Duration::from_secs(20)).await;
+    assert_rate_held(
+        &journal.times(),
+        3,
+        Duration::from_secs(1),
+        Duration::from_millis(100),
+    );
+    assert!(
+        begun.elapsed() >= Duration::from_millis(1900),
+        "9 starts at 3 a second take two windows"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_under_a_limiter_keep_its_rate_in_one_process() {
+    let journal = Journal::default();
+    let server = TaskServer::new(
+        toolkit![fetch]
+            .expect("toolkit")
+            .with_state(journal.clone()),
+    );
+    let http = Http::start(server).await;
+    call(std::slice::from_ref(&http.url), "fetch", 10).await;
+    journal.until(10, Duration::from_secs(20)).await;
+    assert_rate_held(
+        &journal.times(),
+        4,
+        Duration::from_secs(2),
+        Duration::from_millis(100),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steps_under_a_limiter_keep_its_rate_across_instances() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let journal = Journal::default();
+    let urls = cluster(&db, &journal).await;
+    let tasks = call(&urls, "fetch", 12).await;
+    journal.until(12, Duration::from_secs(30)).await;
+    // The starts are counted by the database's clock; the tools see them a little later.
+    assert_rate_held(
+        &journal.times(),
+        4,
+        Duration::from_secs(2),
+        Duration::from_millis(400),
+    );
+    for (url, id) in tasks {
+        let done = Peer::Http(Http::to(&url)).wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_rate_holds_across_instances_for_two_minutes() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let journal = Journal::default();
+    let urls = cluster(&db, &journal).await;
+    let begun = Instant::now();
+    let tasks = call(&urls, "export", 35).await;
+    journal.until(10, Duration::from_secs(30)).await;
+    // A task past the window's room waits queued, and says why.
+    let (url, last) = tasks.last().expect("tasks");
+    let (_, got) = Http::to(url)
+        .rpc("tasks/get", json!({ "taskId": last }), TASKS)
+        .await;
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    assert_eq!(
+        got["result"]["statusMessage"],
+        "queued: waiting to start (the tool starts at most 10 tasks in any 1m)",
+        "{got}"
+    );
+    // Two minutes: the first 10 at once, 10 more a minute later, 10 more at two minutes.
+    journal.until(30, Duration::from_secs(150)).await;
+    let elapsed = begun.elapsed();
+    let times = journal.times();
+    assert_rate_held(&times, 10, Duration::from_secs(60), Duration::from_secs(1));
+    assert!(
+        elapsed >= Duration::from_secs(119),
+        "30 starts at 10 a minute take two minutes, not {elapsed:?}"
+    );
+    assert_eq!(journal.len(), 30, "the rest still wait for the next minute");
+}
