@@ -18,7 +18,7 @@ use crate::{
     suggest::unknown,
 };
 
-pub const TOOL_ARGS: [&str; 17] = [
+pub const TOOL_ARGS: [&str; 19] = [
     "ttl",
     "poll_interval",
     "mode",
@@ -35,6 +35,8 @@ pub const TOOL_ARGS: [&str; 17] = [
     "version",
     "concurrency",
     "rate",
+    "key_concurrency",
+    "concurrency_key",
     "crate",
 ];
 
@@ -305,6 +307,18 @@ fn tool_arg(args: &mut ToolArgs, name: &str, key: &Ident, value: Option<&Expr>) 
             args.restart = Some(Spanned::new(restart, lit.span()));
         }
         "concurrency" => args.concurrency = Some(count(key, value)?),
+        "key_concurrency" => args.key_concurrency = Some(count(key, value)?),
+        "concurrency_key" => {
+            let lit = string(key, value, "\"workspace_id\"")?;
+            if lit.value().is_empty() {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "`concurrency_key` must not be empty: write `\"owner\"` or the name of one \
+                     of the function's arguments",
+                ));
+            }
+            args.concurrency_key = Some(Spanned::new(lit.value(), lit.span()));
+        }
         "rate" => {
             let lit = string(key, value, "\"10/1m\"")?;
             let rate = rate(&lit.value()).map_err(|m| syn::Error::new(lit.span(), m))?;
@@ -655,7 +669,7 @@ mod tests {
                 "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
               `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `concurrency`, `rate`, \
-              `crate`"
+              `key_concurrency`, `concurrency_key`, `crate`"
             ]
         );
         assert!(errors_of(quote! { readonly })[0].contains("did you mean `read_only`?"));
@@ -697,7 +711,7 @@ mod tests {
                 "unknown `task_tool` argument `poll`, expected one of `ttl`, `poll_interval`, \
                  `mode`, `inline_budget`, `name`, `title`, `description`, `read_only`, \
                  `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, \
-                 `concurrency`, `rate`, `crate`",
+                 `concurrency`, `rate`, `key_concurrency`, `concurrency_key`, `crate`",
             ]
         );
     }

@@ -252,6 +252,10 @@ fn timing(tool: &Tool, errors: &Sink) {
     let limits = [
         ("concurrency", args.concurrency.as_ref().map(|l| l.span)),
         ("rate", args.rate.as_ref().map(|r| r.span)),
+        (
+            "key_concurrency",
+            args.key_concurrency.as_ref().map(|l| l.span),
+        ),
     ];
     for (key, span) in limits {
         let mode = args.mode.as_ref().map_or(Mode::Optional, |m| m.value);
@@ -270,6 +274,7 @@ fn timing(tool: &Tool, errors: &Sink) {
             );
         }
     }
+    key_limit(tool, errors);
     if let Some(budget) = &args.inline_budget
         && !args.unknown("mode")
     {
@@ -284,6 +289,52 @@ fn timing(tool: &Tool, errors: &Sink) {
                 ),
             );
         }
+    }
+}
+
+/// `key_concurrency` and `concurrency_key` go together, and the key is `"owner"` or one of
+/// the function's arguments.
+fn key_limit(tool: &Tool, errors: &Sink) {
+    let args = &tool.args;
+    if args.unknown("key_concurrency") || args.unknown("concurrency_key") {
+        return;
+    }
+    match (&args.key_concurrency, &args.concurrency_key) {
+        (Some(limit), None) => errors.at(
+            limit.span,
+            "`key_concurrency` needs `concurrency_key`, what it counts by: `\"owner\"` or one \
+             of the function's arguments, e.g. `concurrency_key = \"workspace_id\"`",
+        ),
+        (None, Some(key)) => errors.at(
+            key.span,
+            "`concurrency_key` needs `key_concurrency`, how many tasks may run at once for \
+             each key, e.g. `key_concurrency = 1`",
+        ),
+        (Some(_), Some(key)) if key.value != "owner" => {
+            // The whole-object parameter's properties are known only to its type: the toolkit
+            // checks the key against the input schema.
+            let whole = (tool.params.iter()).any(|p| matches!(p.kind, ParamKind::Whole(_)));
+            if whole || tool.params.iter().any(|p| p.doubtful) {
+                return;
+            }
+            if tool.key_property(&key.value).is_none() {
+                let names: Vec<String> = (tool.params.iter())
+                    .filter_map(|p| p.wire_name())
+                    .map(|n| format!("`{n}`"))
+                    .collect();
+                errors.at(
+                    key.span,
+                    format!(
+                        "`concurrency_key = \"{}\"` names no argument of this function: use \
+                         `\"owner\"`{}{}",
+                        key.value,
+                        if names.is_empty() { "" } else { " or one of " },
+                        names.join(", ")
+                    ),
+                );
+            }
+        }
+        _ => {}
     }
 }
 

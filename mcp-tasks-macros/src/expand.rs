@@ -330,6 +330,19 @@ fn generate(tool: &Tool) -> TokenStream {
         let n = limit.value;
         builder.push(quote!(.with_concurrency(#n)));
     }
+    if let (Some(limit), Some(key)) = (&args.key_concurrency, &args.concurrency_key) {
+        let n = limit.value;
+        let key = match tool.key_property(&key.value) {
+            Some(wire) if key.value != "owner" => quote!(#p::LimitKey::Argument(#wire.into())),
+            // An argument of the whole-object parameter keeps the name as written.
+            None if key.value != "owner" => {
+                let wire = &key.value;
+                quote!(#p::LimitKey::Argument(#wire.into()))
+            }
+            _ => quote!(#p::LimitKey::Owner),
+        };
+        builder.push(quote!(.with_key_concurrency(#key, #n)));
+    }
     if let Some(rate) = &args.rate {
         let (count, ms) = rate.value;
         builder.push(quote!(.with_rate(#p::Rate::new(#count, #p::Duration::from_millis(#ms)))));

@@ -73,6 +73,11 @@ pub struct ToolArgs {
     /// `rate = "10/1m"`: at most this many starts (the count) in any window of this many
     /// milliseconds.
     pub rate: Option<Spanned<(u32, u64)>>,
+    /// `key_concurrency = N`: at most N of the tool's tasks run at once for each value of
+    /// `concurrency_key`.
+    pub key_concurrency: Option<Spanned<u32>>,
+    /// `concurrency_key = ".."`: `"owner"`, or the name of an argument.
+    pub concurrency_key: Option<Spanned<String>>,
     pub krate: Option<syn::Path>,
     /// Arguments that were written but whose value was reported as wrong: a check that
     /// depends on one skips it rather than assume the default.
@@ -157,4 +162,16 @@ pub struct Tool {
     pub receiver: Option<Span>,
     /// The doc comment, the default description.
     pub doc: Option<String>,
+}
+
+impl Tool {
+    /// The property named by `concurrency_key` (a parameter's identifier or its wire name):
+    /// its wire name; `None` when no parameter has it.
+    pub fn key_property(&self, key: &str) -> Option<String> {
+        self.params.iter().find_map(|param| {
+            let wire = param.wire_name()?;
+            let ident = param.ident.as_ref().map(|i| i.unraw().to_string());
+            (wire == key || ident.as_deref() == Some(key)).then_some(wire)
+        })
+    }
 }

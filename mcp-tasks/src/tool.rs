@@ -5,7 +5,7 @@
 //! `#[task_tool]` implements [`TaskTool`] for a generated struct; a hand-written
 //! implementation is just as valid.
 
-use std::{borrow::Cow, sync::Arc, time::Duration};
+use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 
 mod digest;
 mod error;
@@ -39,6 +39,43 @@ pub struct ToolDefinition {
     version: Cow<'static, str>,
     concurrency: Option<u32>,
     rate: Option<crate::rate::Rate>,
+    key_concurrency: Option<(LimitKey, u32)>,
+}
+
+/// What a per-key concurrency limit counts by ([`ToolDefinition::with_key_concurrency`]):
+/// each value of the key has its own places.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum LimitKey {
+    /// The task's owner (the identity authentication gave the call).
+    Owner,
+    /// A top-level argument of the call, by name: a string is its own key, any other value
+    /// its compact JSON text (a missing argument is `null`).
+    Argument(Cow<'static, str>),
+}
+
+impl LimitKey {
+    /// The key of a call by `owner` with `arguments`.
+    #[must_use]
+    pub fn of(&self, owner: &str, arguments: &JsonObject) -> String {
+        match self {
+            Self::Owner => owner.to_owned(),
+            Self::Argument(name) => match arguments.get(&**name) {
+                Some(serde_json::Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => "null".to_owned(),
+            },
+        }
+    }
+}
+
+impl fmt::Display for LimitKey {
+    /// `owner`, or the argument's name: how a status message names the key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Owner => f.write_str("owner"),
+            Self::Argument(name) => f.write_str(name),
+        }
+    }
 }
 
 impl ToolDefinition {
@@ -60,6 +97,7 @@ impl ToolDefinition {
             version: Cow::Borrowed(""),
             concurrency: None,
             rate: None,
+            key_concurrency: None,
         }
         .with_mode(Mode::default())
     }
@@ -115,6 +153,23 @@ impl ToolDefinition {
     #[must_use]
     pub fn with_rate(mut self, rate: crate::rate::Rate) -> Self {
         self.rate = Some(rate);
+        self
+    }
+
+    /// Runs at most `limit` of this tool's tasks at once (at least 1) for each value of
+    /// `key`: per owner ([`LimitKey::Owner`]), or per value of an argument (a workspace id,
+    /// [`LimitKey::Argument`]). It combines with [`with_concurrency`](Self::with_concurrency)
+    /// (the tool's limit across all keys) and [`with_rate`](Self::with_rate), and holds as
+    /// those do: across every instance and worker over a shared store (every call of the
+    /// tool is recorded queued with its key, and a claim takes, for each key, only as many
+    /// of its oldest tasks as the key has free places, counted under the tool's lock), in
+    /// the process otherwise. A task over the limit waits queued (its row only, on a shared
+    /// store); tasks of other keys go past it. Only for [`Mode::Required`] tools, and an
+    /// argument key must be a property of the input schema (the toolkit refuses others).
+    /// `#[task_tool(key_concurrency = 1, concurrency_key = "workspace_id")]`.
+    #[must_use]
+    pub fn with_key_concurrency(mut self, key: LimitKey, limit: u32) -> Self {
+        self.key_concurrency = Some((key, limit.max(1)));
         self
     }
 
@@ -290,6 +345,15 @@ impl ToolDefinition {
         self.rate
     }
 
+    /// How many of this tool's tasks may run at once for each value of which key
+    /// ([`with_key_concurrency`](Self::with_key_concurrency)); `None`: no such limit.
+    #[must_use]
+    pub fn key_concurrency(&self) -> Option<(&LimitKey, u32)> {
+        self.key_concurrency
+            .as_ref()
+            .map(|(key, limit)| (key, *limit))
+    }
+
     /// The tool's version.
     #[must_use]
     pub fn version(&self) -> &str {
@@ -311,15 +375,26 @@ impl ToolDefinition {
             return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
         }
         if self.mode != Mode::Required {
-            let limit = match (self.concurrency, self.rate) {
-                (Some(_), _) => Some("a concurrency limit"),
-                (None, Some(_)) => Some("a rate limit"),
-                (None, None) => None,
+            let limit = match (self.concurrency, self.rate, &self.key_concurrency) {
+                (Some(_), _, _) => Some("a concurrency limit"),
+                (None, Some(_), _) => Some("a rate limit"),
+                (None, None, Some(_)) => Some("a per-key concurrency limit"),
+                (None, None, None) => None,
             };
             if let Some(limit) = limit {
                 return Err(DefinitionError::LimitNotRequired {
                     limit,
                     mode: self.mode,
+                });
+            }
+        }
+        if let Some((LimitKey::Argument(name), _)) = &self.key_concurrency {
+            let declared = (self.tool.input_schema.get("properties"))
+                .and_then(|p| p.as_object())
+                .is_some_and(|p| p.contains_key(&**name));
+            if !declared {
+                return Err(DefinitionError::UnknownLimitKey {
+                    argument: name.to_string(),
                 });
             }
         }
@@ -438,6 +513,62 @@ mod tests {
             Some(
                 "invalid tool name: it is longer than 128 characters; use 1 to 128 characters \
                  of `A-Z`, `a-z`, `0-9`, `_`, `-`, `.`"
+            )
+        );
+    }
+
+    #[test]
+    fn a_limit_key_is_the_owner_or_an_argument() {
+        let arguments: JsonObject = serde_json::from_value(serde_json::json!({
+            "workspace": "acme", "shard": 7, "filter": {"b": 1, "a": [true]}
+        }))
+        .unwrap();
+        let key = |name: &'static str| LimitKey::Argument(name.into()).of("alice", &arguments);
+        assert_eq!(LimitKey::Owner.of("alice", &arguments), "alice");
+        assert_eq!(key("workspace"), "acme", "a string is its own key");
+        assert_eq!(key("shard"), "7");
+        assert_eq!(
+            key("filter"),
+            r#"{"a":[true],"b":1}"#,
+            "compact JSON, keys sorted"
+        );
+        assert_eq!(key("missing"), "null");
+    }
+
+    #[test]
+    fn a_key_limit_needs_a_required_tool_and_a_declared_argument() {
+        let schema = JsonObject::from_iter([
+            ("type".to_owned(), "object".into()),
+            (
+                "properties".to_owned(),
+                serde_json::json!({ "workspace": { "type": "string" } }),
+            ),
+        ]);
+        let tool = |key: LimitKey| {
+            ToolDefinition::new("sync", schema.clone()).with_key_concurrency(key, 1)
+        };
+        assert!(matches!(
+            tool(LimitKey::Owner).validate(),
+            Err(DefinitionError::LimitNotRequired {
+                limit: "a per-key concurrency limit",
+                ..
+            })
+        ));
+        let required = |key| tool(key).with_mode(Mode::Required);
+        assert!(required(LimitKey::Owner).validate().is_ok());
+        assert!(
+            required(LimitKey::Argument("workspace".into()))
+                .validate()
+                .is_ok()
+        );
+        let unknown = required(LimitKey::Argument("workspace_id".into())).validate();
+        assert_eq!(
+            unknown.map_err(|e| e.to_string()),
+            Err(
+                "the per-key concurrency limit is keyed by the argument `workspace_id`, which the \
+                 input schema does not declare: key it by one of the tool's arguments, or by \
+                 `LimitKey::Owner`"
+                    .to_owned()
             )
         );
     }

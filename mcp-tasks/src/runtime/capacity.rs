@@ -11,7 +11,10 @@ use std::{
 
 use parking_lot::Mutex;
 
-use crate::rate::{LocalRates, Rate};
+use crate::{
+    LimitKey,
+    rate::{LocalRates, Rate},
+};
 
 use rmcp::model::ErrorData;
 
@@ -204,6 +207,8 @@ pub(crate) struct ToolLimits {
     pub(crate) limits: Vec<(Arc<str>, u32)>,
     /// `(tool, rate)` of the rate limits, sorted by tool.
     pub(crate) rates: Vec<(Arc<str>, Rate)>,
+    /// `(tool, limit)` of the per-key concurrency limits, sorted by tool.
+    pub(crate) keyed: Vec<(Arc<str>, u32)>,
     gates: HashMap<Arc<str>, Gate>,
     /// The windows of starts in this process: the gates' and the step limiters'.
     pub(crate) local: Arc<LocalRates>,
@@ -214,16 +219,64 @@ struct Gate {
     permits: Option<Arc<tokio::sync::Semaphore>>,
     /// The tool's rate, and its key in [`ToolLimits::local`].
     rate: Option<(Rate, Arc<str>)>,
+    /// The tool's per-key limit: what it counts by, and the permits of each key.
+    keys: Option<(LimitKey, Arc<KeyPermits>)>,
+}
+
+/// The permits of each key of one tool's per-key concurrency limit, in this process: a key
+/// has an entry while a task of it runs or waits.
+struct KeyPermits {
+    limit: usize,
+    keys: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+/// One key's permit, its entry dropped with the last one.
+struct KeyPermit {
+    permits: Arc<KeyPermits>,
+    key: String,
+    semaphore: Arc<tokio::sync::Semaphore>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl KeyPermits {
+    /// Waits for a permit of `key`.
+    async fn acquire(self: Arc<Self>, key: String) -> KeyPermit {
+        let semaphore = Arc::clone(
+            (self.keys.lock().entry(key.clone()))
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.limit))),
+        );
+        // Never closed: a permit always comes.
+        let permit = Arc::clone(&semaphore).acquire_owned().await.ok();
+        KeyPermit {
+            permits: self,
+            key,
+            semaphore,
+            permit,
+        }
+    }
+}
+
+impl Drop for KeyPermit {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        let mut keys = self.permits.keys.lock();
+        // The map's and this one's: no other task of the key runs or waits.
+        if Arc::strong_count(&self.semaphore) == 2 {
+            keys.remove(&self.key);
+        }
+    }
 }
 
 impl ToolLimits {
     pub(crate) fn of(toolkit: &crate::Toolkit) -> Self {
         let mut limits: Vec<(Arc<str>, u32)> = Vec::new();
         let mut rates: Vec<(Arc<str>, Rate)> = Vec::new();
+        let mut keyed: Vec<(Arc<str>, u32)> = Vec::new();
         let mut gates = HashMap::new();
         for definition in toolkit.definitions() {
             let (concurrency, rate) = (definition.concurrency(), definition.rate());
-            if concurrency.is_none() && rate.is_none() {
+            let per_key = definition.key_concurrency();
+            if concurrency.is_none() && rate.is_none() && per_key.is_none() {
                 continue;
             }
             let tool: Arc<str> = Arc::from(definition.name());
@@ -236,16 +289,48 @@ impl ToolLimits {
                 rates.push((Arc::clone(&tool), rate));
                 (rate, Arc::from(crate::rate::tool_key(&tool)))
             });
-            gates.insert(tool, Gate { permits, rate });
+            let keys = per_key.map(|(key, limit)| {
+                keyed.push((Arc::clone(&tool), limit));
+                let permits = KeyPermits {
+                    limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                    keys: Mutex::default(),
+                };
+                (key.clone(), Arc::new(permits))
+            });
+            gates.insert(
+                tool,
+                Gate {
+                    permits,
+                    rate,
+                    keys,
+                },
+            );
         }
         limits.sort();
         rates.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.sort();
         Self {
             limits,
             rates,
+            keyed,
             gates,
             local: Arc::default(),
         }
+    }
+
+    /// The key of a call of `tool` by `owner` with `arguments` under the tool's per-key
+    /// concurrency limit; `None` when it has none.
+    pub(crate) fn key_of(
+        &self,
+        tool: &str,
+        owner: &str,
+        arguments: &rmcp::model::JsonObject,
+    ) -> Option<String> {
+        if self.keyed.is_empty() {
+            return None;
+        }
+        let (key, _) = self.gates.get(tool)?.keys.as_ref()?;
+        Some(key.of(owner, arguments))
     }
 
     /// Whether `tool` has a limit of its own.
@@ -260,6 +345,7 @@ impl ToolLimits {
     pub(crate) fn gated(
         &self,
         tool: &str,
+        key: Option<String>,
         work: crate::tool::ToolFuture,
     ) -> crate::tool::ToolFuture {
         if self.gates.is_empty() {
@@ -270,8 +356,15 @@ impl ToolLimits {
         };
         let permits = gate.permits.clone();
         let rate = gate.rate.clone();
+        let keys = gate.keys.as_ref().map(|(_, permits)| Arc::clone(permits));
         let local = Arc::clone(&self.local);
         Box::pin(async move {
+            // The key's place first: a task that waits for its key holds none of the tool's
+            // places, so the other keys' tasks go past it.
+            let _key = match (keys, key) {
+                (Some(keys), Some(key)) => Some(keys.acquire(key).await),
+                _ => None,
+            };
             // The gate is never closed: a permit always comes.
             let _permit = match permits {
                 Some(permits) => permits.acquire_owned().await.ok(),

@@ -300,6 +300,7 @@ pub(crate) async fn claim(
                     .with_order(instance.config.claim_order, &instance.config.weights)
                     .with_limits(&runtime.limited.limits)
                     .with_rates(&runtime.limited.rates)
+                    .with_key_limits(&runtime.limited.keyed)
                     .with_priorities(instance.config.priority_aging),
                 _ => Claim::lapsed(id, lease, slots),
             });

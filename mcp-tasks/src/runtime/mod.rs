@@ -238,10 +238,11 @@ impl Runtime {
     pub(crate) fn gated(
         &self,
         tool: &str,
+        key: Option<String>,
         work: crate::tool::ToolFuture,
     ) -> crate::tool::ToolFuture {
         match self.placement {
-            Placement::Local => self.limited.gated(tool, work),
+            Placement::Local => self.limited.gated(tool, key, work),
             Placement::Cluster(_) => work,
         }
     }

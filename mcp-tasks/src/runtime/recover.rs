@@ -201,11 +201,12 @@ async fn resume(
             steps: task.steps.into_iter().map(|s| (s.seq, s)).collect(),
         }),
     });
+    let key = (runtime.limited).key_of(&tool, &task.owner, &task.origin.arguments);
     let work = registered
         .tool
         .call(call.context(), task.origin.arguments)
         .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
-    let work = runtime.gated(&tool, work);
+    let work = runtime.gated(&tool, key, work);
     // A task taken back counts against its owner's quota but is never refused by it.
     let slot = runtime.reserve(&task.owner);
     let run = crate::trace::Run {

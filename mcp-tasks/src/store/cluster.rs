@@ -119,6 +119,10 @@ pub struct Claim<'a> {
     /// claimed from the queue) within the last [`Rate::per`], across every instance, and
     /// logs each start it makes.
     pub rates: &'a [(Arc<str>, Rate)],
+    /// The tools with a per-key concurrency limit, `(tool, limit)` sorted by tool: a claim
+    /// of queued tasks takes a task of one only while fewer than `limit` of the tool's tasks
+    /// with the same [`NewTask::limit_key`] hold a runner across every instance.
+    pub key_limits: &'a [(Arc<str>, u32)],
     /// Claims by priority ([`NewTask::priority`]), a task gaining one level for each of
     /// this long it waited; `None`: priorities are not read.
     pub priority_aging: Option<Duration>,
@@ -137,6 +141,7 @@ impl<'a> Claim<'a> {
             weights: &[],
             limits: &[],
             rates: &[],
+            key_limits: &[],
             priority_aging: None,
         }
     }
@@ -179,6 +184,14 @@ impl<'a> Claim<'a> {
     #[must_use]
     pub fn with_rates(mut self, rates: &'a [(Arc<str>, Rate)]) -> Self {
         self.rates = rates;
+        self
+    }
+
+    /// The claim keeping the tools' per-key concurrency limits (`(tool, limit)`, sorted by
+    /// tool).
+    #[must_use]
+    pub fn with_key_limits(mut self, limits: &'a [(Arc<str>, u32)]) -> Self {
+        self.key_limits = limits;
         self
     }
 }

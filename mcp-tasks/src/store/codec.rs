@@ -149,6 +149,9 @@ pub(crate) struct NewRow<'a> {
     /// The priority while queued ([`NewTask::priority`]).
     #[cfg(feature = "postgres")]
     pub(crate) priority: i16,
+    /// The per-key concurrency limit's key ([`NewTask::limit_key`]).
+    #[cfg(feature = "postgres")]
+    pub(crate) limit_key: Option<&'a str>,
 }
 
 impl<'a> NewRow<'a> {
@@ -177,6 +180,8 @@ impl<'a> NewRow<'a> {
             lease_ms: task.runner.as_ref().map(|r| to_i64(millis(r.lease))),
             #[cfg(feature = "postgres")]
             priority: task.priority,
+            #[cfg(feature = "postgres")]
+            limit_key: task.limit_key.as_deref(),
         })
     }
 }

@@ -52,6 +52,10 @@ pub struct NewTask {
     /// [`ClusterConfig::with_priorities`](crate::ClusterConfig::with_priorities)). Only a
     /// cluster store keeps it: single-process stores have no queue.
     pub priority: i16,
+    /// The key the tool's per-key concurrency limit counts this task under
+    /// ([`ToolDefinition::with_key_concurrency`](crate::ToolDefinition::with_key_concurrency));
+    /// `None` when the tool has none. Only a cluster store keeps it, for its claims.
+    pub limit_key: Option<Arc<str>>,
 }
 
 /// The instance that runs a new task's work, and for how long its first lease lasts.
@@ -81,7 +85,15 @@ impl NewTask {
             idempotency_key: None,
             answers: InputResponses::new(),
             priority: 0,
+            limit_key: None,
         }
+    }
+
+    /// Sets the key of the tool's per-key concurrency limit ([`NewTask::limit_key`]).
+    #[must_use]
+    pub fn with_limit_key(mut self, key: Arc<str>) -> Self {
+        self.limit_key = Some(key);
+        self
     }
 
     /// Sets the priority of the task while it is queued ([`NewTask::priority`]).

@@ -39,10 +39,20 @@ pub enum DefinitionError {
         "{limit} only applies to `Mode::Required` tools (a call over the limit waits as a queued task), and this one is `{mode:?}`"
     )]
     LimitNotRequired {
-        /// Which limit: `"a concurrency limit"` or `"a rate limit"`.
+        /// Which limit: `"a concurrency limit"`, `"a rate limit"` or `"a per-key
+        /// concurrency limit"`.
         limit: &'static str,
         /// The tool's mode.
         mode: Mode,
+    },
+    /// A per-key concurrency limit keyed by an argument the input schema does not declare
+    /// ([`ToolDefinition::with_key_concurrency`](crate::ToolDefinition::with_key_concurrency)).
+    #[error(
+        "the per-key concurrency limit is keyed by the argument `{argument}`, which the input schema does not declare: key it by one of the tool's arguments, or by `LimitKey::Owner`"
+    )]
+    UnknownLimitKey {
+        /// The argument named.
+        argument: String,
     },
     /// An `x-mcp-header` annotation that is not on a property reached through `properties`
     /// from the root ([`tool::headers`](super::headers) rule 1).

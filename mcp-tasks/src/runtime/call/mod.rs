@@ -206,6 +206,9 @@ impl Call<'_> {
                 arguments: self.arguments,
             }));
         }
+        if let Some(key) = self.limit_key() {
+            task = task.with_limit_key(Arc::from(key));
+        }
         let quota = self.runtime.limits.max_live_tasks_per_owner();
         task = self.runtime.placement.place(task, runs, quota);
         if let Some(key) = &self.idempotency_key {
@@ -218,7 +221,7 @@ impl Call<'_> {
     fn work(&self, call: &Arc<CallState>) -> Result<ToolFuture, CallToolResult> {
         let tool = &self.registered.tool;
         tool.call(call.context(), self.arguments.clone())
-            .map(|work| self.runtime.gated(&self.tool, work))
+            .map(|work| self.runtime.gated(&self.tool, self.limit_key(), work))
             .map_err(|error| error.into_result(&self.tool))
     }
 
@@ -247,6 +250,11 @@ impl Call<'_> {
         self.runtime.placement.shared().is_some() && self.runtime.limited.limits(&self.tool)
     }
 
+    /// The key of this call under its tool's per-key concurrency limit, if it has one.
+    fn limit_key(&self) -> Option<String> {
+        (self.runtime.limited).key_of(&self.tool, &self.owner, self.arguments)
+    }
+
     /// The status message of a task recorded queued, until an instance claims it (the claim
     /// clears it): what it waits for.
     fn queued_message(&self) -> String {
@@ -258,6 +266,10 @@ impl Call<'_> {
             definition
                 .concurrency()
                 .map(|limit| format!("runs at most {limit} tasks at once")),
+            definition.key_concurrency().map(|(key, limit)| {
+                let tasks = if limit == 1 { "task" } else { "tasks" };
+                format!("runs at most {limit} {tasks} at once for each {key}")
+            }),
             definition.rate().map(|rate| {
                 let ms = u64::try_from(rate.per().as_millis()).unwrap_or(u64::MAX);
                 format!(

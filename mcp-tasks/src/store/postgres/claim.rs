@@ -119,17 +119,30 @@ macro_rules! claim_by_turns {
 }
 
 /// The claim statements of queued tasks, by order: of every queued task, or of those a
-/// [`Filter`] allows (its tools and priority bound from `$5` or `$8` on).
+/// [`Filter`] allows (its tools, priority and ids bound from `$5` or `$8` on).
 const CLAIM_OLDEST: &str = claim_oldest!("");
 const CLAIM_OLDEST_FILTERED: &str = claim_oldest!(
     " AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6) \
-     AND ($7::int2 IS NULL OR priority = $7)"
+     AND ($7::int2 IS NULL OR priority = $7) AND ($8::text[] IS NULL OR id = ANY($8::text[]))"
 );
 const CLAIM_BY_TURNS: &str = claim_by_turns!("");
 const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
     " AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9) \
-     AND ($10::int2 IS NULL OR priority = $10)"
+     AND ($10::int2 IS NULL OR priority = $10) AND ($11::text[] IS NULL OR id = ANY($11::text[]))"
 );
+
+/// The queued tasks of the tool `$1` (of priority `$3`, unless NULL; not past their TTL at
+/// `$4`) that its per-key concurrency limit `$2` lets start: for each key, its oldest tasks,
+/// as many as the key has places (below `$2` by the tool's tasks of that key that hold a
+/// runner).
+const KEY_ELIGIBLE: &str = "WITH held AS (SELECT limit_key, count(*) AS n FROM tasks \
+       WHERE tool = $1 AND purge_at_ms IS NULL AND runner IS NOT NULL GROUP BY limit_key), \
+     queued AS (SELECT id, limit_key, row_number() OVER (PARTITION BY limit_key \
+       ORDER BY created_at_ms, id) AS rn FROM tasks WHERE tool = $1 AND purge_at_ms IS NULL \
+       AND runner IS NULL AND ($3::int2 IS NULL OR priority = $3) \
+       AND (deadline_ms IS NULL OR deadline_ms > $4)) \
+     SELECT q.id FROM queued q LEFT JOIN held h ON h.limit_key IS NOT DISTINCT FROM q.limit_key \
+     WHERE q.rn <= $2 - coalesce(h.n, 0)";
 
 /// The priorities of the queued tasks, highest first (a skip scan of
 /// `tasks_queued_priority`, one probe per priority), each with its oldest task's creation.
@@ -189,12 +202,17 @@ struct Filter<'a> {
     only: Option<&'a str>,
     /// Only this priority.
     level: Option<i16>,
+    /// Only these tasks (those a per-key concurrency limit lets start).
+    ids: Option<&'a [String]>,
 }
 
 impl Filter<'_> {
     /// Whether it allows every queued task (the statement without a filter serves it).
     fn is_all(&self) -> bool {
-        self.excluded.is_empty() && self.only.is_none() && self.level.is_none()
+        self.excluded.is_empty()
+            && self.only.is_none()
+            && self.level.is_none()
+            && self.ids.is_none()
     }
 }
 
@@ -233,6 +251,7 @@ impl PostgresStore {
                 excluded: &tools,
                 only: None,
                 level,
+                ids: None,
             };
             let picked = self.pick(tx, claim, bound, left(&rows), filter).await?;
             rows.extend(picked);
@@ -243,10 +262,24 @@ impl PostgresStore {
                 if left(&rows) <= 0 || *places <= 0 {
                     continue;
                 }
+                let keyed = claim.key_limits.iter().find(|(t, _)| &**t == *tool);
+                let eligible = match keyed {
+                    Some((_, limit)) => {
+                        let ids = self
+                            .key_eligible(tx, tool, *limit, level, bound.now)
+                            .await?;
+                        if ids.is_empty() {
+                            continue;
+                        }
+                        Some(ids)
+                    }
+                    None => None,
+                };
                 let filter = Filter {
                     excluded: &[],
                     only: Some(tool),
                     level,
+                    ids: eligible.as_deref(),
                 };
                 let more = self
                     .pick(tx, claim, bound, left(&rows).min(*places), filter)
@@ -282,6 +315,7 @@ impl PostgresStore {
         let mut places: Vec<(&str, i64)> = (claim.limits.iter())
             .map(|(tool, _)| (&**tool, i64::MAX))
             .chain(claim.rates.iter().map(|(tool, _)| (&**tool, i64::MAX)))
+            .chain(claim.key_limits.iter().map(|(tool, _)| (&**tool, i64::MAX)))
             .collect();
         places.sort_unstable();
         places.dedup_by_key(|(tool, _)| *tool);
@@ -344,6 +378,29 @@ impl PostgresStore {
         Ok(places)
     }
 
+    /// The queued tasks of `tool` (of priority `level`, if given) that its per-key
+    /// concurrency limit `limit` lets start now ([`KEY_ELIGIBLE`]); read under the tool's
+    /// lock.
+    async fn key_eligible(
+        &self,
+        tx: &Tx,
+        tool: &str,
+        limit: u32,
+        level: Option<i16>,
+        now: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let limit = i64::from(limit);
+        tx.query(
+            KEY_ELIGIBLE,
+            &[&tool, &limit, &level, &now],
+            "could not count the tool's tasks by key",
+        )
+        .await?
+        .iter()
+        .map(|row| text(row, 0))
+        .collect()
+    }
+
     /// The priorities of the queued tasks, in the order a claim by priority takes them: by
     /// level plus one for each `aging` the level's oldest task waited, highest first.
     async fn levels(
@@ -390,6 +447,7 @@ impl PostgresStore {
             excluded,
             only,
             level,
+            ids,
         } = filter;
         let filtered = !filter.is_all();
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
@@ -402,6 +460,7 @@ impl PostgresStore {
             params.push(&excluded);
             params.push(&only);
             params.push(&level);
+            params.push(&ids);
         }
         let sql = match (turns, filtered) {
             (false, false) => CLAIM_OLDEST,

@@ -102,9 +102,13 @@ const SCHEMA_V6: &str = "CREATE INDEX tasks_queued_owner ON tasks (owner, create
 
 /// Version 7: rate limits (`ToolDefinition::with_rate`, `TaskContext::step_limited`): the
 /// log of starts, by key (`tool <name>` for a tool's tasks, `step <name>` for a step
-/// limiter) and time (the database's clock), kept for the key's window.
+/// limiter) and time (the database's clock), kept for the key's window. Per-key
+/// concurrency limits (`ToolDefinition::with_key_concurrency`): each task's key, counted
+/// by tool and key.
 const SCHEMA_V7: &str = "CREATE TABLE rate_log (limiter TEXT NOT NULL, at_ms BIGINT NOT NULL); \
-     CREATE INDEX rate_log_limiter ON rate_log (limiter, at_ms);";
+     CREATE INDEX rate_log_limiter ON rate_log (limiter, at_ms); \
+     ALTER TABLE tasks ADD COLUMN limit_key TEXT; \
+     CREATE INDEX tasks_tool_key ON tasks (tool, limit_key) WHERE purge_at_ms IS NULL;";
 
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
 const MIGRATIONS: [&str; 7] = [

@@ -1,0 +1,187 @@
+//! A per-key concurrency limit (`#[task_tool(key_concurrency = 1, concurrency_key =
+//! "workspace")]`): never more than one task of a workspace runs at once, while the tasks of
+//! other workspaces run beside it; in one process over the memory store, and across three
+//! instances over one Postgres task space. Read from the tool's own journal of its running
+//! tasks, by workspace. Every call still gets its task at once, a waiting task says what it
+//! waits for, and every task completes.
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use common::{Http, Patience, TASKS};
+use mcp_tasks::{ClusterConfig, Engine, State, TaskServer, ToolError, task_tool, toolkit};
+use serde_json::json;
+
+/// The tool's own journal: how many tasks run now and the most that ever ran at once, by
+/// workspace and in all; how many ended.
+#[derive(Clone, Default)]
+struct Journal(Arc<Mutex<Counts>>);
+
+#[derive(Default)]
+struct Counts {
+    now: HashMap<String, usize>,
+    most: HashMap<String, usize>,
+    all_now: usize,
+    all_most: usize,
+    ended: usize,
+}
+
+impl Journal {
+    fn start(&self, workspace: &str) {
+        let mut counts = self.0.lock().unwrap();
+        let now = counts.now.entry(workspace.to_owned()).or_default();
+        *now += 1;
+        let now = *now;
+        let most = counts.most.entry(workspace.to_owned()).or_default();
+        *most = (*most).max(now);
+        counts.all_now += 1;
+        counts.all_most = counts.all_most.max(counts.all_now);
+    }
+
+    fn end(&self, workspace: &str) {
+        let mut counts = self.0.lock().unwrap();
+        *counts.now.get_mut(workspace).expect("started") -= 1;
+        counts.all_now -= 1;
+        counts.ended += 1;
+    }
+
+    /// Waits until `n` tasks ended; the most that ran at once, by workspace and in all.
+    async fn most_at_once(&self, n: usize) -> (HashMap<String, usize>, usize) {
+        let patience = Patience::new(format!("{n} syncs end"));
+        while self.0.lock().unwrap().ended < n {
+            patience.wait().await;
+        }
+        let counts = self.0.lock().unwrap();
+        (counts.most.clone(), counts.all_most)
+    }
+}
+
+/// Syncs one workspace; its upstream takes one sync of a workspace at a time.
+#[task_tool(
+    mode = "required",
+    key_concurrency = 1,
+    concurrency_key = "workspace",
+    poll_interval = "50ms"
+)]
+async fn sync(State(journal): State<Journal>, workspace: String) -> Result<String, ToolError> {
+    journal.start(&workspace);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    journal.end(&workspace);
+    Ok(format!("{workspace} synced"))
+}
+
+const WORKSPACES: [&str; 3] = ["acme", "globex", "initech"];
+const PER_WORKSPACE: usize = 5;
+
+/// Five calls for each workspace, interleaved, spread over `urls`; each answers with a task
+/// at once. The last call's task and its url.
+async fn call(urls: &[String]) -> (String, String) {
+    let mut last = None;
+    for i in 0..WORKSPACES.len() * PER_WORKSPACE {
+        let url = &urls[i % urls.len()];
+        let workspace = WORKSPACES[i % WORKSPACES.len()];
+        let id = Http::to(url)
+            .call_task("sync", json!({ "workspace": workspace }))
+            .await;
+        last = Some((url.clone(), id));
+    }
+    last.expect("calls")
+}
+
+fn assert_held(most: &HashMap<String, usize>, all: usize) {
+    for workspace in WORKSPACES {
+        assert_eq!(
+            most.get(workspace),
+            Some(&1),
+            "at most one sync of {workspace} at once: {most:?}"
+        );
+    }
+    assert!(
+        all >= 2,
+        "the workspaces' syncs run beside each other (at most {all} at once)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_task_per_key_at_once_in_one_process() {
+    let journal = Journal::default();
+    let server = TaskServer::new(toolkit![sync].expect("toolkit").with_state(journal.clone()));
+    let http = Http::start(server).await;
+    call(std::slice::from_ref(&http.url)).await;
+    let (most, all) = journal.most_at_once(WORKSPACES.len() * PER_WORKSPACE).await;
+    assert_held(&most, all);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_task_per_key_at_once_across_instances() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let journal = Journal::default();
+    let mut urls = Vec::new();
+    for id in ["a", "b", "c"] {
+        let store = Arc::new(db.store().await.expect("connect"));
+        let engine = Engine::builder(toolkit![sync].expect("toolkit").with_state(journal.clone()))
+            .with_shared_store(store)
+            .with_instance_id(id)
+            .with_max_running(4)
+            .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(50)))
+            .build();
+        urls.push(
+            Http::start_router(mcp_tasks::http_router(
+                TaskServer::from_engine(engine),
+                mcp_tasks::HttpOptions::new(),
+            ))
+            .await
+            .url,
+        );
+    }
+    let (url, last) = call(&urls).await;
+    // The last sync of its workspace waits behind four others, and says why.
+    let (_, got) = Http::to(&url)
+        .rpc("tasks/get", json!({ "taskId": last }), TASKS)
+        .await;
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    assert_eq!(
+        got["result"]["statusMessage"],
+        "queued: waiting to start (the tool runs at most 1 task at once for each workspace)",
+        "{got}"
+    );
+    let (most, all) = journal.most_at_once(WORKSPACES.len() * PER_WORKSPACE).await;
+    assert_held(&most, all);
+}
+
+/// Keyed by an argument the schema renames: the key is read from the property's name.
+#[task_tool(mode = "required", key_concurrency = 2, concurrency_key = "workspace")]
+async fn export(#[arg(rename = "workspaceId")] workspace: String) -> Result<String, ToolError> {
+    Ok(workspace)
+}
+
+/// Keyed by the owner.
+#[task_tool(mode = "required", key_concurrency = 3, concurrency_key = "owner")]
+async fn report() -> Result<String, ToolError> {
+    Ok(String::new())
+}
+
+#[test]
+fn the_key_is_the_property_the_schema_names_or_the_owner() {
+    let tools = toolkit![export, report].expect("toolkit");
+    let keys: Vec<_> = tools
+        .definitions()
+        .map(|d| d.key_concurrency().map(|(key, n)| (key.clone(), n)))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            Some((mcp_tasks::LimitKey::Argument("workspaceId".into()), 2)),
+            Some((mcp_tasks::LimitKey::Owner, 3)),
+        ]
+    );
+}
