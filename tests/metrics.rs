@@ -126,6 +126,14 @@ impl Page {
         self.0.get(&key).copied().unwrap_or(0.0)
     }
 
+    /// Every series of metric `name` (as printed) with its value.
+    fn series<'a>(&'a self, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+        self.0
+            .iter()
+            .filter(move |(key, _)| key.split('{').next() == Some(name))
+            .map(|(key, value)| (key.as_str(), *value))
+    }
+
     /// Whether any series of metric `name` (a histogram's `_count` too) is on the page.
     fn has(&self, name: &str) -> bool {
         self.0.keys().any(|key| {
@@ -137,8 +145,9 @@ impl Page {
     /// Fails naming the series when a label is not one of the known few, or when a label's
     /// value names one of `ids` (task ids) or `owners`.
     fn assert_no_task_or_owner_label(&self, ids: &[String], owners: &[&str]) {
-        const LABELS: [&str; 7] = [
+        const LABELS: [&str; 8] = [
             "tool",
+            "owner_bucket",
             "status",
             "operation",
             "le",
@@ -732,12 +741,16 @@ async fn cluster_part(scrape_router: axum::Router) -> bool {
         patience.wait().await;
     };
     // Queued: three claims, each with its lag, by tool; the queue drained.
-    let quick = [("tool", "quick_pg")];
+    let quick = [("tool", "quick_pg"), ("owner_bucket", "all")];
     assert_eq!(page.value("mcp_tasks_claim_lag_seconds_count", &quick), 3.0);
     assert!(page.value("mcp_tasks_claim_lag_seconds_sum", &quick) < 30.0);
     assert!(page.has("mcp_tasks_queue_depth"));
     let patience = Patience::new("the queue depth sampled at zero");
-    while scrape(&base).await.value("mcp_tasks_queue_depth", &[]) != 0.0 {
+    while scrape(&base)
+        .await
+        .series("mcp_tasks_queue_depth")
+        .any(|(_, value)| value != 0.0)
+    {
         patience.wait().await;
     }
     assert_eq!(

@@ -224,8 +224,8 @@ pub use toolkit::{DefinitionError, Toolkit, ToolkitError};
 /// Several instances on one task space: [`ClusterConfig`] and its defaults, [`Worker`].
 pub mod cluster {
     pub use crate::runtime::cluster::{
-        ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL,
-        DEFAULT_REREAD_INTERVAL,
+        ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_OWNER_BUCKET,
+        DEFAULT_RENEWAL, DEFAULT_REREAD_INTERVAL,
     };
     pub use crate::runtime::lifecycle::DEFAULT_SHUTDOWN_GRACE;
     pub use crate::runtime::worker::{Worker, WorkerHandle};

@@ -220,6 +220,11 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
             drop(::metrics::histogram!(TASK_DURATION, "tool" => tool(), "status" => status));
         }
         gauge!(TASKS_RUNNING, "tool" => tool()).increment(0.0);
+        // The queue's series of the default owner bucket (owner buckets of the application's
+        // own appear with their first sample).
+        let bucket = || crate::cluster::DEFAULT_OWNER_BUCKET;
+        gauge!(QUEUE_DEPTH, "tool" => tool(), "owner_bucket" => bucket()).increment(0.0);
+        drop(::metrics::histogram!(CLAIM_LAG, "tool" => tool(), "owner_bucket" => bucket()));
         gauge!(TASKS_INPUT_REQUIRED, "tool" => tool()).increment(0.0);
         drop(::metrics::histogram!(TASK_FIRST_STATUS, "tool" => tool()));
         counter!(STEP_RETRIES, "tool" => tool()).increment(0);
@@ -228,8 +233,6 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
     for operation in STORE_OPERATIONS {
         drop(::metrics::histogram!(STORE_OPERATION, "operation" => operation));
     }
-    gauge!(QUEUE_DEPTH).increment(0.0);
-    drop(::metrics::histogram!(CLAIM_LAG));
     gauge!(PARKED_TASKS).increment(0.0);
     drop(::metrics::histogram!(TIMER_LAG));
     for reason in ["refused", "unrenewed"] {
@@ -356,16 +359,19 @@ impl Drop for Live {
     }
 }
 
-/// The number of queued tasks not yet claimed, as sampled now.
-pub(crate) fn queue_depth(depth: u64) {
+/// The number of queued tasks of `tool` and owners of `bucket` not yet claimed, as sampled
+/// now.
+pub(crate) fn queue_depth(tool: &str, bucket: &str, depth: u64) {
     #[allow(clippy::cast_precision_loss)]
-    gauge!(QUEUE_DEPTH).set(depth as f64);
+    gauge!(QUEUE_DEPTH, "tool" => tool.to_owned(), "owner_bucket" => bucket.to_owned())
+        .set(depth as f64);
 }
 
-/// A queued task `id` of `tool` was claimed.
-pub(crate) fn claimed_queued(id: &str, tool: &str) {
+/// A queued task `id` of `tool`, owned by an owner of `bucket`, was claimed.
+pub(crate) fn claimed_queued(id: &str, tool: &str, bucket: &str) {
     if let Some(age) = age(id) {
-        ::metrics::histogram!(CLAIM_LAG, "tool" => tool.to_owned()).record(age);
+        ::metrics::histogram!(CLAIM_LAG, "tool" => tool.to_owned(), "owner_bucket" => bucket.to_owned())
+            .record(age);
     }
 }
 

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use rmcp::model::InputResponses;
 
 use crate::store::{
-    AdminStore, Claim, ClusterStore, Created, Lease, NewTask, Notice, Recovery, StoreError,
-    TaskSnapshot, TaskStore, Transition,
+    AdminStore, Claim, ClusterStore, Created, Lease, NewTask, Notice, QueueDepth, Recovery,
+    StoreError, TaskSnapshot, TaskStore, Transition,
 };
 
 /// `store`, timed, and its cluster operations, timed too, when it has some
@@ -145,15 +145,7 @@ impl ClusterStore for TimedCluster {
         } else {
             "claim_lapsed"
         };
-        let claimed = time(operation, self.inner()?.claim(claim)).await;
-        if claim.queued
-            && let Ok(claimed) = &claimed
-        {
-            for (task, _) in claimed {
-                super::claimed_queued(&task.id, &task.tool);
-            }
-        }
-        claimed
+        time(operation, self.inner()?.claim(claim)).await
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
@@ -164,8 +156,8 @@ impl ClusterStore for TimedCluster {
         time("answers", self.inner()?.answers(id)).await
     }
 
-    async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
-        time("queue_depth", self.inner()?.queue_depth()).await
+    async fn queue_depth(&self, by_owner: bool) -> Result<Option<Vec<QueueDepth>>, StoreError> {
+        time("queue_depth", self.inner()?.queue_depth(by_owner)).await
     }
 
     async fn take_rate(

@@ -95,6 +95,10 @@ impl Capacity {
     /// claim holds some, waits (up to [`CLAIM_WAIT`]) for the claims to give theirs back
     /// and tries again, so a call is not refused for slots a claim held for a moment.
     pub(super) async fn take_waiting(self: &Arc<Self>) -> Option<RunSlot> {
+        // The usual case: a free slot, and no waiter registered.
+        if let Some(slot) = self.take_free() {
+            return Some(slot);
+        }
         let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
         loop {
             let ended = self.claim_ended.notified();

@@ -61,6 +61,7 @@
 //!    no work runs here any more.
 
 use std::{
+    collections::{HashMap, HashSet},
     sync::{Arc, atomic::Ordering},
     time::Duration,
 };
@@ -75,7 +76,7 @@ use super::{
 };
 use crate::{
     RecoveryReport,
-    store::{Claim, ClusterStore, StoreError},
+    store::{Claim, StoreError},
 };
 
 pub(crate) mod config;
@@ -83,7 +84,8 @@ mod wakeups;
 
 pub(crate) use config::random_instance_id;
 pub use config::{
-    ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_RENEWAL, DEFAULT_REREAD_INTERVAL,
+    ClusterConfig, DEFAULT_CLAIM_INTERVAL, DEFAULT_LEASE, DEFAULT_OWNER_BUCKET, DEFAULT_RENEWAL,
+    DEFAULT_REREAD_INTERVAL,
 };
 use wakeups::wakeup_loop;
 
@@ -261,11 +263,12 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>, claim_now: Ar
     let stop = runtime.lifecycle.intake_token().clone();
     let mut tick = tokio::time::interval(instance.config.claim_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sampled = HashSet::new();
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            _ = tick.tick() => sample_queue(&*instance.store).await,
+            _ = tick.tick() => sample_queue(&instance, &mut sampled).await,
             () = claim_now.notified() => {}
         }
         if let Err(error) = claim(&runtime, &instance).await {
@@ -312,6 +315,12 @@ pub(crate) async fn claim(
                     return Err(error);
                 }
             };
+            if matches!(cause, Cause::Queued) {
+                for (task, _) in &claimed {
+                    let bucket = instance.config.owner_buckets.of(&task.owner);
+                    crate::metrics::claimed_queued(&task.id, &task.tool, &bucket);
+                }
+            }
             let full = claimed.len() == slots;
             let taken = take_claimed(runtime, claimed, sent, cause, &mut report).await;
             runtime.capacity.end_claim(slots);
@@ -354,13 +363,36 @@ async fn take_claimed(
     Ok(())
 }
 
-/// Samples the queue depth of the cluster store (a failed count is not recorded).
-async fn sample_queue(cluster: &dyn ClusterStore) {
-    match cluster.queue_depth().await {
-        Ok(Some(depth)) => crate::metrics::queue_depth(depth),
-        Ok(None) => {}
-        Err(error) => tracing::debug!(%error, "queue depth not counted"),
+/// Samples the queue depth of the cluster store by tool and owner bucket (a failed count is
+/// not recorded); `sampled`: the series set by the last sample, each set to 0 when its
+/// tasks are gone.
+async fn sample_queue(instance: &Cluster, sampled: &mut HashSet<(String, String)>) {
+    let buckets = &instance.config.owner_buckets;
+    let depths = match instance.store.queue_depth(buckets.grouped()).await {
+        Ok(Some(depths)) => depths,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::debug!(%error, "queue depth not counted");
+            return;
+        }
+    };
+    let mut series: HashMap<(String, String), u64> = HashMap::new();
+    for depth in depths {
+        let bucket = depth.owner.as_deref().map_or(
+            std::borrow::Cow::Borrowed(config::DEFAULT_OWNER_BUCKET),
+            |owner| buckets.of(owner),
+        );
+        *series.entry((depth.tool, bucket.into_owned())).or_default() += depth.tasks;
     }
+    for (tool, bucket) in sampled.iter() {
+        if !series.contains_key(&(tool.clone(), bucket.clone())) {
+            crate::metrics::queue_depth(tool, bucket, 0);
+        }
+    }
+    for ((tool, bucket), tasks) in &series {
+        crate::metrics::queue_depth(tool, bucket, *tasks);
+    }
+    *sampled = series.into_keys().collect();
 }
 
 #[cfg(test)]
@@ -368,7 +400,7 @@ mod tests {
     use super::*;
     use crate::{
         runtime::{Settings, Tools},
-        store::{Lease, MemoryStore, Notice, Recovery},
+        store::{ClusterStore, Lease, MemoryStore, Notice, Recovery},
         toolkit::{StateMap, Toolkit},
     };
     use rmcp::model::InputResponses;

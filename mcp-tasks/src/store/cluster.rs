@@ -196,6 +196,18 @@ impl<'a> Claim<'a> {
     }
 }
 
+/// The queued tasks of one tool, or of one tool and owner
+/// ([`ClusterStore::queue_depth`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// The tool.
+    pub tool: String,
+    /// The owner, when counted by owner.
+    pub owner: Option<String>,
+    /// How many of its live tasks wait for a claim.
+    pub tasks: u64,
+}
+
 /// A change in the task space, as the runtime's one change feed carries it (in cluster mode,
 /// from [`ClusterStore::wakeups`]). A hint: its reader re-reads the task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -255,9 +267,10 @@ pub trait ClusterStore: Send + Sync {
     async fn take_rate(&self, limiter: &str, rate: Rate) -> Result<Option<Duration>, StoreError>;
 
     /// How many live tasks are queued with no runner, waiting for a claim (the
-    /// `mcp_tasks_queue_depth` gauge); `None` (the default) when the store does not count
-    /// them.
-    async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
+    /// `mcp_tasks_queue_depth` gauge): by tool, and by owner too when `by_owner`; `None`
+    /// (the default) when the store does not count them.
+    async fn queue_depth(&self, by_owner: bool) -> Result<Option<Vec<QueueDepth>>, StoreError> {
+        let _ = by_owner;
         Ok(None)
     }
 

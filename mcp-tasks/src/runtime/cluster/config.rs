@@ -34,6 +34,7 @@ pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 /// | [`with_claim_order`](Self::with_claim_order) | [`ClaimOrder::OwnersTakeTurns`]: owners share the free slots |
 /// | [`with_owner_weight`](Self::with_owner_weight) | every owner 1 |
 /// | [`with_priorities`](Self::with_priorities) | off: queued tasks' priorities are not read |
+/// | [`with_owner_buckets`](Self::with_owner_buckets) | every owner in the bucket [`DEFAULT_OWNER_BUCKET`] (`all`) |
 ///
 /// ```
 /// use std::time::Duration;
@@ -65,7 +66,57 @@ pub struct ClusterConfig {
     pub(crate) weights: Vec<(Arc<str>, u32)>,
     /// Claims by priority, and how long a task waits to gain one level.
     pub(crate) priority_aging: Option<Duration>,
+    /// How the queue metrics group owners.
+    pub(crate) owner_buckets: OwnerBuckets,
 }
+
+/// The owner bucket of every owner when [`ClusterConfig::with_owner_buckets`] is not set.
+pub const DEFAULT_OWNER_BUCKET: &str = "all";
+
+/// An owner's bucket in the queue metrics.
+type Bucket = dyn Fn(&str) -> String + Send + Sync;
+
+/// How the queue metrics group owners ([`ClusterConfig::with_owner_buckets`]): equal when
+/// both are the default, or the same function.
+#[derive(Clone, Default)]
+pub(crate) struct OwnerBuckets(Option<Arc<Bucket>>);
+
+impl OwnerBuckets {
+    /// Whether owners are grouped (else every owner is in [`DEFAULT_OWNER_BUCKET`]).
+    pub(crate) fn grouped(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// The bucket of `owner`.
+    pub(crate) fn of(&self, owner: &str) -> std::borrow::Cow<'static, str> {
+        match &self.0 {
+            Some(bucket) => bucket(owner).into(),
+            None => DEFAULT_OWNER_BUCKET.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for OwnerBuckets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.grouped() {
+            "OwnerBuckets(fn)"
+        } else {
+            "OwnerBuckets(all)"
+        })
+    }
+}
+
+impl PartialEq for OwnerBuckets {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for OwnerBuckets {}
 
 impl Default for ClusterConfig {
     fn default() -> Self {
@@ -80,6 +131,7 @@ impl Default for ClusterConfig {
             claim_order: ClaimOrder::OwnersTakeTurns,
             weights: Vec::new(),
             priority_aging: None,
+            owner_buckets: OwnerBuckets::default(),
         }
     }
 }
@@ -207,6 +259,37 @@ impl ClusterConfig {
     pub fn with_priorities(mut self, aging: Duration) -> Self {
         self.priority_aging = Some(aging.max(Duration::from_millis(1)));
         self
+    }
+
+    /// Groups owners in the queue metrics (`mcp_tasks_queue_depth`,
+    /// `mcp_tasks_claim_lag_seconds`, label `owner_bucket`): `bucket` maps an owner to a few
+    /// names, e.g. the owner's plan or tenant tier. Keep the names few: each is a series of
+    /// every tool, and an owner id as a label would be one per caller. Default: every owner in
+    /// [`DEFAULT_OWNER_BUCKET`]. With buckets, the queue depth is counted by tool and owner
+    /// (one row per owner with queued tasks, each sample), without them by tool.
+    ///
+    /// ```
+    /// use mcp_tasks::ClusterConfig;
+    ///
+    /// let config = ClusterConfig::default().with_owner_buckets(|owner: &str| {
+    ///     if owner.starts_with("trial-") { "trial" } else { "paid" }.to_owned()
+    /// });
+    /// assert_eq!(config.owner_bucket("trial-42"), "trial");
+    /// assert_eq!(ClusterConfig::default().owner_bucket("trial-42"), "all");
+    /// ```
+    pub fn with_owner_buckets(
+        mut self,
+        bucket: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.owner_buckets = OwnerBuckets(Some(Arc::new(bucket)));
+        self
+    }
+
+    /// The owner bucket of `owner` in the queue metrics (see
+    /// [`with_owner_buckets`](Self::with_owner_buckets)).
+    #[must_use]
+    pub fn owner_bucket(&self, owner: &str) -> String {
+        self.owner_buckets.of(owner).into_owned()
     }
 
     /// How long a queued task waits to gain one level of priority; `None`: claims do not

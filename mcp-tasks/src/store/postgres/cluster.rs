@@ -14,7 +14,7 @@ use super::{
 use crate::{
     clock::millis,
     store::{
-        Claim, ClaimOrder, ClusterStore, Lease, Notice, Recovery, StoreError,
+        Claim, ClaimOrder, ClusterStore, Lease, Notice, QueueDepth, Recovery, StoreError,
         codec::{self, to_i64, to_u64},
     },
 };
@@ -172,20 +172,28 @@ impl ClusterStore for PostgresStore {
         self.take_step_rate(limiter, rate).await
     }
 
-    async fn queue_depth(&self) -> Result<Option<u64>, StoreError> {
+    async fn queue_depth(&self, by_owner: bool) -> Result<Option<Vec<QueueDepth>>, StoreError> {
         let now = to_i64(self.clock.now_ms());
-        let rows = read(
-            &self.pool,
-            "SELECT count(*) FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
-             AND (deadline_ms IS NULL OR deadline_ms > $1)",
-            &[&now],
-            "could not count the queued tasks",
-        )
-        .await?;
-        match rows.first() {
-            Some(row) => Ok(Some(to_u64(int(row, 0)?))),
-            None => Ok(Some(0)),
-        }
+        let sql = if by_owner {
+            "SELECT tool, owner, count(*) FROM tasks WHERE purge_at_ms IS NULL \
+             AND runner IS NULL AND (deadline_ms IS NULL OR deadline_ms > $1) GROUP BY tool, owner"
+        } else {
+            "SELECT tool, NULL::text, count(*) FROM tasks WHERE purge_at_ms IS NULL \
+             AND runner IS NULL AND (deadline_ms IS NULL OR deadline_ms > $1) GROUP BY tool"
+        };
+        let rows = read(&self.pool, sql, &[&now], "could not count the queued tasks").await?;
+        rows.iter()
+            .map(|row| {
+                Ok(QueueDepth {
+                    tool: text(row, 0)?,
+                    owner: row
+                        .try_get(1)
+                        .map_err(|e| super::PgError::owned("an unreadable owner", e))?,
+                    tasks: to_u64(int(row, 2)?),
+                })
+            })
+            .collect::<Result<_, StoreError>>()
+            .map(Some)
     }
 
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
