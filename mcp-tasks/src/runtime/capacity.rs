@@ -91,9 +91,9 @@ impl Capacity {
         RunSlot(Arc::clone(self))
     }
 
-    /// Takes one free slot; when every slot is taken while a
-    /// claim holds some, waits (up to [`CLAIM_WAIT`]) for the claims to give theirs back
-    /// and tries again, so a call is not refused for slots a claim held for a moment.
+    /// Takes one free slot; when every slot is taken while a claim holds some, waits (up to
+    /// [`CLAIM_WAIT`]) for the claims to give theirs back and tries again, so a call is not
+    /// refused for slots a claim held for a moment.
     pub(super) async fn take_waiting(self: &Arc<Self>) -> Option<RunSlot> {
         // The usual case: a free slot, and no waiter registered.
         if let Some(slot) = self.take_free() {
@@ -200,11 +200,13 @@ pub(super) fn at_capacity(max: usize) -> ErrorData {
     )
 }
 
-/// The tools with a concurrency or rate limit of their own
+/// The tools with a concurrency, per-key concurrency or rate limit of their own
 /// ([`ToolDefinition::with_concurrency`](crate::ToolDefinition::with_concurrency),
+/// [`ToolDefinition::with_key_concurrency`](crate::ToolDefinition::with_key_concurrency),
 /// [`ToolDefinition::with_rate`](crate::ToolDefinition::with_rate)): over a shared store,
-/// the claims count their running tasks and their starts across the cluster; over a
-/// single-process store, each has a gate here (permits, and a window of starts).
+/// the claims count their running tasks (by key too) and their starts across the cluster;
+/// over a single-process store, each has a gate here (permits, permits by key, and a window
+/// of starts).
 #[derive(Default)]
 pub(crate) struct ToolLimits {
     /// `(tool, limit)` of the concurrency limits, sorted by tool.
@@ -228,35 +230,40 @@ struct Gate {
 }
 
 /// The permits of each key of one tool's per-key concurrency limit, in this process: a key
-/// has an entry while a task of it runs or waits.
+/// has an entry (its permits, and how many tasks run or wait under it) while a task of it
+/// runs or waits.
 struct KeyPermits {
     limit: usize,
-    keys: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
+    keys: Mutex<HashMap<String, (Arc<tokio::sync::Semaphore>, usize)>>,
 }
 
-/// One key's permit, its entry dropped with the last one.
+/// A task's place under one key: counted in the key's entry from before it waits to its
+/// drop (a task dropped while it waits included), which removes the entry with the last.
 struct KeyPermit {
     permits: Arc<KeyPermits>,
     key: String,
-    semaphore: Arc<tokio::sync::Semaphore>,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl KeyPermits {
     /// Waits for a permit of `key`.
     async fn acquire(self: Arc<Self>, key: String) -> KeyPermit {
-        let semaphore = Arc::clone(
-            (self.keys.lock().entry(key.clone()))
-                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.limit))),
-        );
-        // Never closed: a permit always comes.
-        let permit = Arc::clone(&semaphore).acquire_owned().await.ok();
-        KeyPermit {
+        let semaphore = {
+            let mut keys = self.keys.lock();
+            let (semaphore, users) = keys
+                .entry(key.clone())
+                .or_insert_with(|| (Arc::new(tokio::sync::Semaphore::new(self.limit)), 0));
+            *users += 1;
+            Arc::clone(semaphore)
+        };
+        let mut place = KeyPermit {
             permits: self,
             key,
-            semaphore,
-            permit,
-        }
+            permit: None,
+        };
+        // Never closed: a permit always comes.
+        place.permit = semaphore.acquire_owned().await.ok();
+        place
     }
 }
 
@@ -264,9 +271,11 @@ impl Drop for KeyPermit {
     fn drop(&mut self) {
         drop(self.permit.take());
         let mut keys = self.permits.keys.lock();
-        // The map's and this one's: no other task of the key runs or waits.
-        if Arc::strong_count(&self.semaphore) == 2 {
-            keys.remove(&self.key);
+        if let Some((_, users)) = keys.get_mut(&self.key) {
+            *users -= 1;
+            if *users == 0 {
+                keys.remove(&self.key);
+            }
         }
     }
 }
@@ -457,5 +466,26 @@ mod tests {
             "the claim's task runs in the only slot"
         );
         drop(claimed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_keeps_its_entry_while_a_task_of_it_runs_or_waits() {
+        let permits = Arc::new(KeyPermits {
+            limit: 1,
+            keys: Mutex::default(),
+        });
+        let first = Arc::clone(&permits).acquire("acme".to_owned()).await;
+        let waiting = tokio::spawn(Arc::clone(&permits).acquire("acme".to_owned()));
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        assert!(!waiting.is_finished(), "one task of a key at once");
+        // A waiting task dropped (cancelled) gives its count back.
+        waiting.abort();
+        assert!(waiting.await.is_err());
+        assert_eq!(permits.keys.lock()["acme"].1, 1);
+        drop(first);
+        assert!(
+            permits.keys.lock().is_empty(),
+            "no task of the key: no entry"
+        );
     }
 }
