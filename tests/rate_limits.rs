@@ -1,9 +1,8 @@
 //! Rate limits: a tool's (`#[task_tool(rate = "10/1m")]`) and a step limiter's
 //! (`TaskContext::step_limited`). No window of the rate's length ever holds more starts than
-//! its count: in one process over the memory store, and across three instances over one
-//! Postgres task space (10 a minute, watched for two minutes). The starts are read from the
-//! tools' own journal; every call still gets its task at once, and a queued task says what
-//! it waits for.
+//! its count: in one process over the memory store, and (a step limiter) across three
+//! instances over one Postgres task space. The starts are read from the tools' own journal.
+//! A tool's rate across processes, 10 a minute for two minutes: `tests/limits_processes.rs`.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -14,7 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Http, Patience, Peer, TASKS};
+use common::{Http, Patience, Peer};
 use mcp_tasks::{
     ClusterConfig, Engine, State, TaskContext, TaskServer, ToolError,
     rate::{Limiter, Rate},
@@ -74,13 +73,6 @@ async fn report(State(journal): State<Journal>) -> Result<String, ToolError> {
     Ok("sent".to_owned())
 }
 
-/// Exports for a partner that accepts 10 exports a minute.
-#[task_tool(mode = "required", rate = "10/1m", poll_interval = "1s")]
-async fn export(State(journal): State<Journal>) -> Result<String, ToolError> {
-    journal.started();
-    Ok("exported".to_owned())
-}
-
 /// Calls an upstream API whose limit is 4 calls in 2 seconds, whichever task calls.
 #[task_tool(mode = "required", restart = "resume", poll_interval = "50ms")]
 async fn fetch(ctx: TaskContext, State(journal): State<Journal>) -> Result<String, ToolError> {
@@ -109,7 +101,7 @@ async fn cluster(db: &pg::Db, journal: &Journal) -> Vec<String> {
     for id in ["a", "b", "c"] {
         let store = Arc::new(db.store().await.expect("connect"));
         let engine = Engine::builder(
-            toolkit![export, fetch]
+            toolkit![fetch]
                 .expect("toolkit")
                 .with_state(journal.clone()),
         )
@@ -190,37 +182,4 @@ async fn steps_under_a_limiter_keep_its_rate_across_instances() {
         let done = Peer::Http(Http::to(&url)).wait_terminal(&id).await;
         assert_eq!(done["status"], "completed", "{done}");
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tool_rate_holds_across_instances_for_two_minutes() {
-    let Some(db) = pg::Db::new().await else {
-        return;
-    };
-    let journal = Journal::default();
-    let urls = cluster(&db, &journal).await;
-    let begun = Instant::now();
-    let tasks = call(&urls, "export", 35).await;
-    journal.until(10, Duration::from_secs(30)).await;
-    // A task past the window's room waits queued, and says why.
-    let (url, last) = tasks.last().expect("tasks");
-    let (_, got) = Http::to(url)
-        .rpc("tasks/get", json!({ "taskId": last }), TASKS)
-        .await;
-    assert_eq!(got["result"]["status"], "working", "{got}");
-    assert_eq!(
-        got["result"]["statusMessage"],
-        "queued: waiting to start (the tool starts at most 10 tasks in any 1m)",
-        "{got}"
-    );
-    // Two minutes: the first 10 at once, 10 more a minute later, 10 more at two minutes.
-    journal.until(30, Duration::from_secs(150)).await;
-    let elapsed = begun.elapsed();
-    let times = journal.times();
-    assert_rate_held(&times, 10, Duration::from_secs(60), Duration::from_secs(1));
-    assert!(
-        elapsed >= Duration::from_secs(119),
-        "30 starts at 10 a minute take two minutes, not {elapsed:?}"
-    );
-    assert_eq!(journal.len(), 30, "the rest still wait for the next minute");
 }
