@@ -237,15 +237,15 @@ impl Call<'_> {
     /// and none starts here; or, in cluster mode, the call carries an idempotency key
     /// (invariant 9): the same key may reach two instances at the same moment, and only the
     /// one whose create wins may run the work; or, in cluster mode, its tool has a
-    /// concurrency or rate limit ([`Call::queued_for_its_limit`]).
+    /// concurrency, per-key or rate limit ([`Call::queued_for_its_limit`]).
     pub(crate) fn records_first(&self) -> bool {
         let keyed = self.idempotency_key.is_some();
         self.runtime.placement.records_first(keyed) || self.queued_for_its_limit()
     }
 
-    /// Whether the call is only recorded, queued, because its tool has a concurrency or rate
-    /// limit and the store is shared: the claims, which count the tool's running tasks and
-    /// its starts across the cluster, start it.
+    /// Whether the call is only recorded, queued, because its tool has a concurrency, per-key
+    /// or rate limit and the store is shared: the claims, which count the tool's running
+    /// tasks (by key too) and its starts across the cluster, start it.
     fn queued_for_its_limit(&self) -> bool {
         self.runtime.placement.shared().is_some() && self.runtime.limited.limits(&self.tool)
     }
