@@ -183,3 +183,66 @@ async fn steps_under_a_limiter_keep_its_rate_across_instances() {
         assert_eq!(done["status"], "completed", "{done}");
     }
 }
+
+/// How often `fetch_then_nap` ran (a replay after its park is a run), and how often its
+/// step's work ran.
+#[derive(Clone, Default)]
+struct Runs {
+    runs: Arc<std::sync::atomic::AtomicUsize>,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Calls an upstream that takes 1 call in 20 s, then sleeps long enough to park; woken, it
+/// replays the stored call.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "100ms",
+    poll_interval = "50ms"
+)]
+async fn fetch_then_nap(ctx: TaskContext, State(runs): State<Runs>) -> Result<String, ToolError> {
+    use std::sync::atomic::Ordering::SeqCst;
+    runs.runs.fetch_add(1, SeqCst);
+    let upstream = Limiter::new("slow-upstream", Rate::new(1, Duration::from_secs(20)));
+    let calls = runs.calls.clone();
+    ctx.step_limited(&upstream, "call the upstream", || async move {
+        calls.fetch_add(1, SeqCst);
+    })
+    .await?;
+    ctx.sleep("nap", Duration::from_millis(400)).await?;
+    Ok("fetched".to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_that_finds_the_step_takes_no_place() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let runs = Runs::default();
+    let server = TaskServer::new(
+        toolkit![fetch_then_nap]
+            .expect("toolkit")
+            .with_state(runs.clone()),
+    );
+    let http = Http::start(server).await;
+    let begun = Instant::now();
+    let id = Http::to(&http.url)
+        .call_task("fetch_then_nap", json!({}))
+        .await;
+    let done = Peer::Http(Http::to(&http.url)).wait_terminal(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        runs.runs.load(SeqCst),
+        2,
+        "parked in its sleep, then replayed"
+    );
+    assert_eq!(
+        runs.calls.load(SeqCst),
+        1,
+        "the stored call is not made again"
+    );
+    // A replay that took a place would wait 20 s for the window.
+    assert!(
+        begun.elapsed() < Duration::from_secs(10),
+        "the replay waited for the limiter: {:?}",
+        begun.elapsed()
+    );
+}
