@@ -179,7 +179,8 @@ const SWEEP_AT: usize = 1024;
 /// its window.
 #[derive(Default)]
 pub(crate) struct LocalRates {
-    logs: Mutex<HashMap<String, VecDeque<Instant>>>,
+    /// Each key's window length (of the rate it was last taken under) and its starts.
+    logs: Mutex<HashMap<String, (Duration, VecDeque<Instant>)>>,
 }
 
 impl LocalRates {
@@ -189,9 +190,11 @@ impl LocalRates {
         let now = Instant::now();
         let mut logs = self.logs.lock();
         if logs.len() >= SWEEP_AT && !logs.contains_key(key) {
-            logs.retain(|_, log| log.back().is_some_and(|last| now - *last < rate.per));
+            // Each log by its own window: a log still within it is kept.
+            logs.retain(|_, (per, log)| log.back().is_some_and(|last| now - *last < *per));
         }
-        let log = logs.entry(key.to_owned()).or_default();
+        let (per, log) = logs.entry(key.to_owned()).or_default();
+        *per = rate.per;
         while log.front().is_some_and(|first| now - *first >= rate.per) {
             log.pop_front();
         }
@@ -253,6 +256,28 @@ mod tests {
             rates.take("a", rate),
             None,
             "free once the first left the window"
+        );
+    }
+
+    #[test]
+    fn a_sweep_keeps_each_window_by_its_own_length() {
+        let rates = LocalRates::default();
+        let minute = Rate::per_minute(1);
+        assert_eq!(rates.take("slow", minute), None);
+        let quick = Rate::new(1, Duration::from_millis(1));
+        for i in 0..SWEEP_AT {
+            assert_eq!(rates.take(&format!("quick {i}"), quick), None);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        // A new key past the sweep's size drops the quick logs, whose windows are empty.
+        assert_eq!(rates.take("another", quick), None);
+        assert!(
+            rates.logs.lock().len() < 10,
+            "the empty windows were dropped"
+        );
+        assert!(
+            rates.take("slow", minute).is_some(),
+            "the minute's window still holds its start"
         );
     }
 }
