@@ -1,9 +1,11 @@
-//! A per-key concurrency limit (`#[task_tool(key_concurrency = 1, concurrency_key =
+//! A per-key concurrency limit (`#[task_tool(key_concurrency = 1, limit_key =
 //! "workspace")]`): never more than one task of a workspace runs at once, while the tasks of
-//! other workspaces run beside it; in one process over the memory store, and across three
-//! instances over one Postgres task space. Read from the tool's own journal of its running
-//! tasks, by workspace. Every call still gets its task at once, a waiting task says what it
-//! waits for, and every task completes.
+//! other workspaces run beside it; and a per-key rate (`key_rate = "2/3s"`): never more than
+//! two starts of a workspace's tasks in any three seconds, while other workspaces start
+//! beside it. Each in one process over the memory store, and across three instances over
+//! one Postgres task space; read from the tool's own journal of its tasks, by workspace.
+//! Every call still gets its task at once, a waiting task says what it waits for, and every
+//! task completes.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -67,7 +69,7 @@ impl Journal {
 #[task_tool(
     mode = "required",
     key_concurrency = 1,
-    concurrency_key = "workspace",
+    limit_key = "workspace",
     poll_interval = "50ms"
 )]
 async fn sync(State(journal): State<Journal>, workspace: String) -> Result<String, ToolError> {
@@ -125,24 +127,10 @@ async fn one_task_per_key_at_once_across_instances() {
         return;
     };
     let journal = Journal::default();
-    let mut urls = Vec::new();
-    for id in ["a", "b", "c"] {
-        let store = Arc::new(db.store().await.expect("connect"));
-        let engine = Engine::builder(toolkit![sync].expect("toolkit").with_state(journal.clone()))
-            .with_shared_store(store)
-            .with_instance_id(id)
-            .with_max_running(4)
-            .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(50)))
-            .build();
-        urls.push(
-            Http::start_router(mcp_tasks::http_router(
-                TaskServer::from_engine(engine),
-                mcp_tasks::HttpOptions::new(),
-            ))
-            .await
-            .url,
-        );
-    }
+    let urls = cluster(&db, || {
+        toolkit![sync].expect("toolkit").with_state(journal.clone())
+    })
+    .await;
     let (url, last) = call(&urls).await;
     // The last sync of its workspace waits behind four others, and says why.
     let (_, got) = Http::to(&url)
@@ -158,21 +146,157 @@ async fn one_task_per_key_at_once_across_instances() {
     assert_held(&most, all);
 }
 
+/// Three instances (`a`, `b`, `c`) over `db`'s task space, each serving `tools()` with at
+/// most 4 tasks at once and claiming every 50 ms; their urls.
+async fn cluster(db: &pg::Db, tools: impl Fn() -> mcp_tasks::Toolkit) -> Vec<String> {
+    let mut urls = Vec::new();
+    for id in ["a", "b", "c"] {
+        let store = Arc::new(db.store().await.expect("connect"));
+        let engine = Engine::builder(tools())
+            .with_shared_store(store)
+            .with_instance_id(id)
+            .with_max_running(4)
+            .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(50)))
+            .build();
+        let router = mcp_tasks::http_router(
+            TaskServer::from_engine(engine),
+            mcp_tasks::HttpOptions::new(),
+        );
+        urls.push(Http::start_router(router).await.url);
+    }
+    urls
+}
+
+/// The start instants of the tool's tasks, by workspace, and how many ended.
+#[derive(Clone, Default)]
+struct Starts(Arc<Mutex<(ByWorkspace, usize)>>);
+
+type ByWorkspace = HashMap<String, Vec<std::time::Instant>>;
+
+impl Starts {
+    /// Waits until `n` tasks ended; the starts by workspace.
+    async fn after(&self, n: usize) -> ByWorkspace {
+        let patience = Patience::new(format!("{n} pulls end"));
+        while self.0.lock().unwrap().1 < n {
+            patience.wait().await;
+        }
+        self.0.lock().unwrap().0.clone()
+    }
+}
+
+/// The window of [`pull`]'s per-key rate.
+const WINDOW: Duration = Duration::from_secs(3);
+
+/// Pulls one workspace's data; the upstream takes two pulls of a workspace in any three
+/// seconds.
+#[task_tool(
+    mode = "required",
+    key_rate = "2/3s",
+    limit_key = "workspace",
+    poll_interval = "50ms"
+)]
+async fn pull(State(starts): State<Starts>, workspace: String) -> Result<String, ToolError> {
+    let at = std::time::Instant::now();
+    starts
+        .0
+        .lock()
+        .unwrap()
+        .0
+        .entry(workspace.clone())
+        .or_default()
+        .push(at);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    starts.0.lock().unwrap().1 += 1;
+    Ok(workspace)
+}
+
+/// Five pulls of each workspace, interleaved and spread over `urls`; the last one's task
+/// and url.
+async fn pulls(urls: &[String]) -> (String, String) {
+    let mut last = None;
+    for i in 0..WORKSPACES.len() * PER_WORKSPACE {
+        let url = &urls[i % urls.len()];
+        let workspace = WORKSPACES[i % WORKSPACES.len()];
+        let id = Http::to(url)
+            .call_task("pull", json!({ "workspace": workspace }))
+            .await;
+        last = Some((url.clone(), id));
+    }
+    last.expect("calls")
+}
+
+/// No window of [`WINDOW`] (less `slack`: the starts are seen by the tool, a moment after
+/// the store counted them) holds more than two starts of one workspace; every workspace's
+/// first two start at once, beside the others'.
+fn assert_rate_held(starts: &ByWorkspace, slack: Duration) {
+    let first = (starts.values().flatten().min()).expect("starts");
+    for workspace in WORKSPACES {
+        let mut at = starts[workspace].clone();
+        at.sort();
+        assert_eq!(at.len(), PER_WORKSPACE, "{workspace}: every pull ran once");
+        for pair in at.windows(3) {
+            let apart = pair[2] - pair[0];
+            assert!(
+                apart >= WINDOW - slack,
+                "{workspace}: three starts within {apart:?}, the rate is 2 in any {WINDOW:?}"
+            );
+        }
+        assert!(
+            at[1] - *first < WINDOW / 2,
+            "{workspace}: its first two pulls start at once ({:?} after the first start)",
+            at[1] - *first
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_per_key_in_one_process() {
+    let starts = Starts::default();
+    let server = TaskServer::new(toolkit![pull].expect("toolkit").with_state(starts.clone()));
+    let http = Http::start(server).await;
+    pulls(std::slice::from_ref(&http.url)).await;
+    let starts = starts.after(WORKSPACES.len() * PER_WORKSPACE).await;
+    assert_rate_held(&starts, Duration::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_per_key_across_instances() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let starts = Starts::default();
+    let urls = cluster(&db, || {
+        toolkit![pull].expect("toolkit").with_state(starts.clone())
+    })
+    .await;
+    let (url, last) = pulls(&urls).await;
+    let (_, got) = Http::to(&url)
+        .rpc("tasks/get", json!({ "taskId": last }), TASKS)
+        .await;
+    assert_eq!(
+        got["result"]["statusMessage"],
+        "queued: waiting to start (the tool starts at most 2 tasks in any 3s for each workspace)",
+        "{got}"
+    );
+    let starts = starts.after(WORKSPACES.len() * PER_WORKSPACE).await;
+    assert_rate_held(&starts, Duration::from_millis(300));
+}
+
 /// Keyed by an argument the schema renames: the key is read from the property's name.
-#[task_tool(mode = "required", key_concurrency = 2, concurrency_key = "workspace")]
+#[task_tool(mode = "required", key_concurrency = 2, limit_key = "workspace")]
 async fn export(#[arg(rename = "workspaceId")] workspace: String) -> Result<String, ToolError> {
     Ok(workspace)
 }
 
 /// Keyed by the owner.
-#[task_tool(mode = "required", key_concurrency = 3, concurrency_key = "owner")]
+#[task_tool(mode = "required", key_concurrency = 3, limit_key = "owner")]
 async fn report() -> Result<String, ToolError> {
     Ok(String::new())
 }
 
 #[test]
 fn the_key_is_the_property_the_schema_names_or_the_owner() {
-    let tools = toolkit![export, report].expect("toolkit");
+    let tools = toolkit![export, report, pull].expect("toolkit");
     let keys: Vec<_> = tools
         .definitions()
         .map(|d| d.key_concurrency().map(|(key, n)| (key.clone(), n)))
@@ -182,6 +306,16 @@ fn the_key_is_the_property_the_schema_names_or_the_owner() {
         [
             Some((mcp_tasks::LimitKey::Argument("workspaceId".into()), 2)),
             Some((mcp_tasks::LimitKey::Owner, 3)),
+            None,
         ]
+    );
+    let pull = tools.definitions().last().expect("pull");
+    assert_eq!(
+        pull.key_rate()
+            .map(|(key, rate)| (key.clone(), rate.to_string())),
+        Some((
+            mcp_tasks::LimitKey::Argument("workspace".into()),
+            "2/3s".to_owned()
+        ))
     );
 }

@@ -18,7 +18,7 @@ use crate::{
     suggest::unknown,
 };
 
-pub const TOOL_ARGS: [&str; 19] = [
+pub const TOOL_ARGS: [&str; 20] = [
     "ttl",
     "poll_interval",
     "mode",
@@ -36,7 +36,8 @@ pub const TOOL_ARGS: [&str; 19] = [
     "concurrency",
     "rate",
     "key_concurrency",
-    "concurrency_key",
+    "key_rate",
+    "limit_key",
     "crate",
 ];
 
@@ -308,21 +309,26 @@ fn tool_arg(args: &mut ToolArgs, name: &str, key: &Ident, value: Option<&Expr>) 
         }
         "concurrency" => args.concurrency = Some(count(key, value)?),
         "key_concurrency" => args.key_concurrency = Some(count(key, value)?),
-        "concurrency_key" => {
+        "limit_key" => {
             let lit = string(key, value, "\"workspace_id\"")?;
             if lit.value().is_empty() {
                 return Err(syn::Error::new(
                     lit.span(),
-                    "`concurrency_key` must not be empty: write `\"owner\"` or the name of one \
-                     of the function's arguments",
+                    "`limit_key` must not be empty: write `\"owner\"` or the name of one of \
+                     the function's arguments",
                 ));
             }
-            args.concurrency_key = Some(Spanned::new(lit.value(), lit.span()));
+            args.limit_key = Some(Spanned::new(lit.value(), lit.span()));
         }
-        "rate" => {
+        "rate" | "key_rate" => {
             let lit = string(key, value, "\"10/1m\"")?;
             let rate = rate(&lit.value()).map_err(|m| syn::Error::new(lit.span(), m))?;
-            args.rate = Some(Spanned::new(rate, lit.span()));
+            let rate = Some(Spanned::new(rate, lit.span()));
+            if key == "rate" {
+                args.rate = rate;
+            } else {
+                args.key_rate = rate;
+            }
         }
         "version" => {
             let lit = string(key, value, "\"2\"")?;
@@ -669,7 +675,7 @@ mod tests {
                 "unknown `task_tool` argument `tll`, did you mean `ttl`? expected one of `ttl`, \
               `poll_interval`, `mode`, `inline_budget`, `name`, `title`, `description`, \
               `read_only`, `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, `concurrency`, `rate`, \
-              `key_concurrency`, `concurrency_key`, `crate`"
+              `key_concurrency`, `key_rate`, `limit_key`, `crate`"
             ]
         );
         assert!(errors_of(quote! { readonly })[0].contains("did you mean `read_only`?"));
@@ -711,7 +717,7 @@ mod tests {
                 "unknown `task_tool` argument `poll`, expected one of `ttl`, `poll_interval`, \
                  `mode`, `inline_budget`, `name`, `title`, `description`, `read_only`, \
                  `destructive`, `idempotent`, `open_world`, `restart`, `park_after`, `version`, \
-                 `concurrency`, `rate`, `key_concurrency`, `concurrency_key`, `crate`",
+                 `concurrency`, `rate`, `key_concurrency`, `key_rate`, `limit_key`, `crate`",
             ]
         );
     }

@@ -256,6 +256,7 @@ fn timing(tool: &Tool, errors: &Sink) {
             "key_concurrency",
             args.key_concurrency.as_ref().map(|l| l.span),
         ),
+        ("key_rate", args.key_rate.as_ref().map(|r| r.span)),
     ];
     for (key, span) in limits {
         let mode = args.mode.as_ref().map_or(Mode::Optional, |m| m.value);
@@ -292,25 +293,44 @@ fn timing(tool: &Tool, errors: &Sink) {
     }
 }
 
-/// `key_concurrency` and `concurrency_key` go together, and the key is `"owner"` or one of
-/// the function's arguments.
+/// `key_concurrency` and `key_rate` need `limit_key`, which needs one of them, and the key
+/// is `"owner"` or one of the function's arguments.
 fn key_limit(tool: &Tool, errors: &Sink) {
     let args = &tool.args;
-    if args.unknown("key_concurrency") || args.unknown("concurrency_key") {
+    if ["key_concurrency", "key_rate", "limit_key"]
+        .iter()
+        .any(|key| args.unknown(key))
+    {
         return;
     }
-    match (&args.key_concurrency, &args.concurrency_key) {
-        (Some(limit), None) => errors.at(
-            limit.span,
-            "`key_concurrency` needs `concurrency_key`, what it counts by: `\"owner\"` or one \
-             of the function's arguments, e.g. `concurrency_key = \"workspace_id\"`",
+    let limits = [
+        (
+            "key_concurrency",
+            args.key_concurrency.as_ref().map(|l| l.span),
         ),
-        (None, Some(key)) => errors.at(
+        ("key_rate", args.key_rate.as_ref().map(|r| r.span)),
+    ];
+    let limited = limits.iter().any(|(_, span)| span.is_some());
+    match &args.limit_key {
+        None => {
+            for (name, span) in limits {
+                if let Some(span) = span {
+                    errors.at(
+                        span,
+                        format!(
+                            "`{name}` needs `limit_key`, what it counts by: `\"owner\"` or one \
+                             of the function's arguments, e.g. `limit_key = \"workspace_id\"`"
+                        ),
+                    );
+                }
+            }
+        }
+        Some(key) if !limited => errors.at(
             key.span,
-            "`concurrency_key` needs `key_concurrency`, how many tasks may run at once for \
-             each key, e.g. `key_concurrency = 1`",
+            "`limit_key` needs a limit to count by it: `key_concurrency = 1` (tasks at once \
+             for each key) or `key_rate = \"10/1m\"` (starts for each key)",
         ),
-        (Some(_), Some(key)) if key.value != "owner" => {
+        Some(key) if key.value != "owner" => {
             // The whole-object parameter's properties are known only to its type: the toolkit
             // checks the key against the input schema.
             let whole = (tool.params.iter()).any(|p| matches!(p.kind, ParamKind::Whole(_)));
@@ -325,7 +345,7 @@ fn key_limit(tool: &Tool, errors: &Sink) {
                 errors.at(
                     key.span,
                     format!(
-                        "`concurrency_key = \"{}\"` names no argument of this function: use \
+                        "`limit_key = \"{}\"` names no argument of this function: use \
                          `\"owner\"`{}{}",
                         key.value,
                         if names.is_empty() { "" } else { " or one of " },

@@ -330,8 +330,7 @@ fn generate(tool: &Tool) -> TokenStream {
         let n = limit.value;
         builder.push(quote!(.with_concurrency(#n)));
     }
-    if let (Some(limit), Some(key)) = (&args.key_concurrency, &args.concurrency_key) {
-        let n = limit.value;
+    if let Some(key) = &args.limit_key {
         let key = match tool.key_property(&key.value) {
             Some(wire) if key.value != "owner" => quote!(#p::LimitKey::Argument(#wire.into())),
             // An argument of the whole-object parameter keeps the name as written.
@@ -341,7 +340,15 @@ fn generate(tool: &Tool) -> TokenStream {
             }
             _ => quote!(#p::LimitKey::Owner),
         };
-        builder.push(quote!(.with_key_concurrency(#key, #n)));
+        if let Some(limit) = &args.key_concurrency {
+            let n = limit.value;
+            builder.push(quote!(.with_key_concurrency(#key, #n)));
+        }
+        if let Some(rate) = &args.key_rate {
+            let (count, ms) = rate.value;
+            let rate = quote!(#p::Rate::new(#count, #p::Duration::from_millis(#ms)));
+            builder.push(quote!(.with_key_rate(#key, #rate)));
+        }
     }
     if let Some(rate) = &args.rate {
         let (count, ms) = rate.value;

@@ -74,10 +74,13 @@ pub struct ToolArgs {
     /// milliseconds.
     pub rate: Option<Spanned<(u32, u64)>>,
     /// `key_concurrency = N`: at most N of the tool's tasks run at once for each value of
-    /// `concurrency_key`.
+    /// `limit_key`.
     pub key_concurrency: Option<Spanned<u32>>,
-    /// `concurrency_key = ".."`: `"owner"`, or the name of an argument.
-    pub concurrency_key: Option<Spanned<String>>,
+    /// `key_rate = "10/1m"`: at most this many starts of the tool's tasks for each value of
+    /// `limit_key` in any window of this many milliseconds.
+    pub key_rate: Option<Spanned<(u32, u64)>>,
+    /// `limit_key = ".."`: `"owner"`, or the name of an argument.
+    pub limit_key: Option<Spanned<String>>,
     pub krate: Option<syn::Path>,
     /// Arguments that were written but whose value was reported as wrong: a check that
     /// depends on one skips it rather than assume the default.
@@ -165,7 +168,7 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// The property named by `concurrency_key` (a parameter's identifier or its wire name):
+    /// The property named by `limit_key` (a parameter's identifier or its wire name):
     /// its wire name; `None` when no parameter has it.
     pub fn key_property(&self, key: &str) -> Option<String> {
         self.params.iter().find_map(|param| {

@@ -120,8 +120,9 @@ pub use limits::Limits;
 /// | `restart = "fail" \| "resume"` | `"fail"` | after a restart on a durable store, see [`RestartPolicy`] |
 /// | `version = ".."` | a digest of the tool | a task is only replayed by the version that started it; see [Versions](#versions) |
 /// | `concurrency = 3` | none | at most this many of the tool's tasks run at once, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_concurrency`] |
-/// | `key_concurrency = 1` | none | at most this many of the tool's tasks run at once for each value of `concurrency_key`, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_key_concurrency`] |
-/// | `concurrency_key = "owner"` | none | what `key_concurrency` counts by: `"owner"`, or the name of one of the function's arguments (e.g. `"workspace_id"`) |
+/// | `key_concurrency = 1` | none | at most this many of the tool's tasks run at once for each value of `limit_key`, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_key_concurrency`] |
+/// | `key_rate = "10/1m"` | none | at most this many starts of the tool's tasks for each value of `limit_key` in any window of this length, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_key_rate`] |
+/// | `limit_key = "owner"` | none | what `key_concurrency` and `key_rate` count by: `"owner"`, or the name of one of the function's arguments (e.g. `"workspace_id"`) |
 /// | `rate = "10/1m"` | none | at most this many starts of the tool's tasks in any window of this length, across the cluster on a shared store (`required` only); see [`ToolDefinition::with_rate`] |
 /// | `crate = "path"` | `::mcp_tasks` | where the runtime is, for re-exports and renames |
 ///

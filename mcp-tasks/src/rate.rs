@@ -167,6 +167,12 @@ pub(crate) fn tool_key(tool: &str) -> String {
     format!("tool {tool}")
 }
 
+/// The start of the log keys of a tool's starts by key (its per-key rate): the key follows
+/// it. A tool's name has no space, so no two tools' prefixes overlap.
+pub(crate) fn tool_key_prefix(tool: &str) -> String {
+    format!("tool-key {tool} ")
+}
+
 /// The log key of a step limiter.
 pub(crate) fn step_key(limiter: &str) -> String {
     format!("step {limiter}")
@@ -187,36 +193,42 @@ impl LocalRates {
     /// Takes one start of `key` under `rate`: `None` when taken, else how long until one is
     /// free (take again then).
     pub(crate) fn take(&self, key: &str, rate: Rate) -> Option<Duration> {
+        self.take_all(&[(key, rate)])
+    }
+
+    /// Takes one start of each `(key, rate)` of `windows` at once, or none: `None` when
+    /// taken, else how long until every one of them has room (take again then).
+    pub(crate) fn take_all(&self, windows: &[(&str, Rate)]) -> Option<Duration> {
         let now = Instant::now();
         let mut logs = self.logs.lock();
-        if logs.len() >= SWEEP_AT && !logs.contains_key(key) {
+        if logs.len() >= SWEEP_AT && windows.iter().any(|(key, _)| !logs.contains_key(*key)) {
             // Each log by its own window: a log still within it is kept.
             logs.retain(|_, (per, log)| log.back().is_some_and(|last| now - *last < *per));
         }
-        let (per, log) = logs.entry(key.to_owned()).or_default();
-        *per = rate.per;
-        while log.front().is_some_and(|first| now - *first >= rate.per) {
-            log.pop_front();
+        let mut wait = Duration::ZERO;
+        for (key, rate) in windows {
+            let (per, log) = logs.entry((*key).to_owned()).or_default();
+            *per = rate.per;
+            while log.front().is_some_and(|first| now - *first >= rate.per) {
+                log.pop_front();
+            }
+            let count = usize::try_from(rate.count).unwrap_or(usize::MAX);
+            if log.len() >= count {
+                // The start that leaves the window first frees a place.
+                let first = log[log.len() - count];
+                let left = (first + rate.per).saturating_duration_since(now);
+                wait = wait.max(left.max(Duration::from_millis(1)));
+            }
         }
-        let count = usize::try_from(rate.count).unwrap_or(usize::MAX);
-        if log.len() < count {
-            log.push_back(now);
-            return None;
+        if !wait.is_zero() {
+            return Some(wait);
         }
-        // The start that leaves the window first frees a place.
-        let first = log[log.len() - count];
-        Some(
-            (first + rate.per)
-                .saturating_duration_since(now)
-                .max(Duration::from_millis(1)),
-        )
-    }
-
-    /// Waits until `key` has a free start under `rate`, and takes it.
-    pub(crate) async fn wait(&self, key: &str, rate: Rate) {
-        while let Some(wait) = self.take(key, rate) {
-            tokio::time::sleep(wait).await;
+        for (key, _) in windows {
+            if let Some((_, log)) = logs.get_mut(*key) {
+                log.push_back(now);
+            }
         }
+        None
     }
 }
 
@@ -243,6 +255,28 @@ mod tests {
     }
 
     #[test]
+    fn windows_taken_together_take_all_or_none() {
+        let rates = LocalRates::default();
+        let tool = Rate::new(3, Duration::from_secs(60));
+        let key = Rate::new(1, Duration::from_secs(60));
+        assert_eq!(rates.take_all(&[("tool", tool), ("tool/acme", key)]), None);
+        let wait = rates.take_all(&[("tool", tool), ("tool/acme", key)]);
+        assert!(
+            wait.is_some_and(|w| w > Duration::from_secs(59)),
+            "{wait:?}"
+        );
+        // The refused start took none of the tool's places.
+        assert_eq!(rates.take_all(&[("tool", tool), ("tool/bolt", key)]), None);
+        assert_eq!(rates.take_all(&[("tool", tool), ("tool/cove", key)]), None);
+        assert!(
+            rates
+                .take_all(&[("tool", tool), ("tool/dune", key)])
+                .is_some(),
+            "the tool's window is full: three starts"
+        );
+    }
+
+    #[test]
     fn local_window_slides() {
         let rates = LocalRates::default();
         let rate = Rate::new(2, Duration::from_millis(200));
@@ -264,11 +298,12 @@ mod tests {
         let rates = LocalRates::default();
         let minute = Rate::per_minute(1);
         assert_eq!(rates.take("slow", minute), None);
-        let quick = Rate::new(1, Duration::from_millis(1));
+        // Windows that outlast the loop (a sweep within it drops none of them).
+        let quick = Rate::new(1, Duration::from_millis(200));
         for i in 0..SWEEP_AT {
             assert_eq!(rates.take(&format!("quick {i}"), quick), None);
         }
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(250));
         // A new key past the sweep's size drops the quick logs, whose windows are empty.
         assert_eq!(rates.take("another", quick), None);
         assert!(

@@ -40,10 +40,12 @@ pub struct ToolDefinition {
     concurrency: Option<u32>,
     rate: Option<crate::rate::Rate>,
     key_concurrency: Option<(LimitKey, u32)>,
+    key_rate: Option<(LimitKey, crate::rate::Rate)>,
 }
 
-/// What a per-key concurrency limit counts by ([`ToolDefinition::with_key_concurrency`]):
-/// each value of the key has its own places.
+/// What a per-key limit counts by ([`ToolDefinition::with_key_concurrency`],
+/// [`ToolDefinition::with_key_rate`]): each value of the key has its own places and its own
+/// window of starts.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum LimitKey {
     /// The task's owner (the identity authentication gave the call).
@@ -98,6 +100,7 @@ impl ToolDefinition {
             concurrency: None,
             rate: None,
             key_concurrency: None,
+            key_rate: None,
         }
         .with_mode(Mode::default())
     }
@@ -166,10 +169,27 @@ impl ToolDefinition {
     /// the process otherwise. A task over the limit waits queued (its row only, on a shared
     /// store); tasks of other keys go past it. Only for [`Mode::Required`] tools, and an
     /// argument key must be a property of the input schema (the toolkit refuses others).
-    /// `#[task_tool(key_concurrency = 1, concurrency_key = "workspace_id")]`.
+    /// `#[task_tool(key_concurrency = 1, limit_key = "workspace_id")]`.
     #[must_use]
     pub fn with_key_concurrency(mut self, key: LimitKey, limit: u32) -> Self {
         self.key_concurrency = Some((key, limit.max(1)));
+        self
+    }
+
+    /// Starts at most `rate` of this tool's tasks for each value of `key` (per owner, or per
+    /// value of an argument): no window of [`Rate::per`](crate::rate::Rate::per) holds more
+    /// than [`Rate::count`](crate::rate::Rate::count) starts of one key (a sliding window).
+    /// It combines with the tool's other limits and holds as they do: across every instance
+    /// and worker over a shared store (a claim takes, for each key, only as many of its
+    /// oldest tasks as the key's window has room for, and logs their starts by key in the
+    /// same transaction), in the process otherwise. A task over its key's rate waits queued;
+    /// tasks of other keys go past it. With [`with_key_concurrency`](Self::with_key_concurrency)
+    /// both must count by the same key. Only for [`Mode::Required`] tools, and an argument key
+    /// must be a property of the input schema (the toolkit refuses others).
+    /// `#[task_tool(key_rate = "10/1m", limit_key = "owner")]`.
+    #[must_use]
+    pub fn with_key_rate(mut self, key: LimitKey, rate: crate::rate::Rate) -> Self {
+        self.key_rate = Some((key, rate));
         self
     }
 
@@ -354,6 +374,20 @@ impl ToolDefinition {
             .map(|(key, limit)| (key, *limit))
     }
 
+    /// How fast this tool's tasks may start for each value of which key
+    /// ([`with_key_rate`](Self::with_key_rate)); `None`: no such limit.
+    #[must_use]
+    pub fn key_rate(&self) -> Option<(&LimitKey, crate::rate::Rate)> {
+        self.key_rate.as_ref().map(|(key, rate)| (key, *rate))
+    }
+
+    /// What this tool's per-key limits count its tasks by; `None`: it has none.
+    #[must_use]
+    pub fn limit_key(&self) -> Option<&LimitKey> {
+        (self.key_concurrency.as_ref().map(|(key, _)| key))
+            .or(self.key_rate.as_ref().map(|(key, _)| key))
+    }
+
     /// The tool's version.
     #[must_use]
     pub fn version(&self) -> &str {
@@ -375,11 +409,16 @@ impl ToolDefinition {
             return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
         }
         if self.mode != Mode::Required {
-            let limit = match (self.concurrency, self.rate, &self.key_concurrency) {
-                (Some(_), _, _) => Some("a concurrency limit"),
-                (None, Some(_), _) => Some("a rate limit"),
-                (None, None, Some(_)) => Some("a per-key concurrency limit"),
-                (None, None, None) => None,
+            let limit = if self.concurrency.is_some() {
+                Some("a concurrency limit")
+            } else if self.rate.is_some() {
+                Some("a rate limit")
+            } else if self.key_concurrency.is_some() {
+                Some("a per-key concurrency limit")
+            } else if self.key_rate.is_some() {
+                Some("a per-key rate limit")
+            } else {
+                None
             };
             if let Some(limit) = limit {
                 return Err(DefinitionError::LimitNotRequired {
@@ -388,7 +427,15 @@ impl ToolDefinition {
                 });
             }
         }
-        if let Some((LimitKey::Argument(name), _)) = &self.key_concurrency {
+        if let (Some((by, _)), Some((rate_by, _))) = (&self.key_concurrency, &self.key_rate)
+            && by != rate_by
+        {
+            return Err(DefinitionError::TwoLimitKeys {
+                concurrency: by.to_string(),
+                rate: rate_by.to_string(),
+            });
+        }
+        if let Some(LimitKey::Argument(name)) = self.limit_key() {
             let declared = (self.tool.input_schema.get("properties"))
                 .and_then(|p| p.as_object())
                 .is_some_and(|p| p.contains_key(&**name));
@@ -565,11 +612,47 @@ mod tests {
         assert_eq!(
             unknown.map_err(|e| e.to_string()),
             Err(
-                "the per-key concurrency limit is keyed by the argument `workspace_id`, which the \
-                 input schema does not declare: key it by one of the tool's arguments, or by \
+                "the per-key limit is keyed by the argument `workspace_id`, which the input \
+                 schema does not declare: key it by one of the tool's arguments, or by \
                  `LimitKey::Owner`"
                     .to_owned()
             )
+        );
+        // A per-key rate alone, keyed by an undeclared argument, and keyed apart from the
+        // per-key concurrency limit.
+        let rate = crate::rate::Rate::new(2, std::time::Duration::from_secs(60));
+        let rated = ToolDefinition::new("sync", schema.clone()).with_mode(Mode::Required);
+        assert!(matches!(
+            rated
+                .clone()
+                .with_key_rate(LimitKey::Argument("shard".into()), rate)
+                .validate(),
+            Err(DefinitionError::UnknownLimitKey { argument }) if argument == "shard"
+        ));
+        assert!(matches!(
+            ToolDefinition::new("sync", schema.clone())
+                .with_key_rate(LimitKey::Owner, rate)
+                .validate(),
+            Err(DefinitionError::LimitNotRequired {
+                limit: "a per-key rate limit",
+                ..
+            })
+        ));
+        let both = required(LimitKey::Argument("workspace".into()));
+        assert_eq!(
+            (both.clone().with_key_rate(LimitKey::Owner, rate).validate())
+                .map_err(|e| e.to_string()),
+            Err(
+                "the per-key concurrency limit counts by `workspace` and the per-key rate by \
+                 `owner`: a tool's tasks have one key, so give both the same one"
+                    .to_owned()
+            )
+        );
+        let both = both.with_key_rate(LimitKey::Argument("workspace".into()), rate);
+        assert!(both.validate().is_ok());
+        assert_eq!(
+            both.limit_key(),
+            Some(&LimitKey::Argument("workspace".into()))
         );
     }
 }

@@ -67,7 +67,7 @@ async fn partner(State(journal): State<Journal>) -> Result<String, ToolError> {
 #[task_tool(
     mode = "required",
     key_concurrency = 1,
-    concurrency_key = "workspace",
+    limit_key = "workspace",
     poll_interval = "50ms"
 )]
 async fn sync(State(journal): State<Journal>, workspace: String) -> Result<String, ToolError> {

@@ -215,6 +215,8 @@ pub(crate) struct ToolLimits {
     pub(crate) rates: Vec<(Arc<str>, Rate)>,
     /// `(tool, limit)` of the per-key concurrency limits, sorted by tool.
     pub(crate) keyed: Vec<(Arc<str>, u32)>,
+    /// `(tool, rate)` of the per-key rate limits, sorted by tool.
+    pub(crate) key_rates: Vec<(Arc<str>, Rate)>,
     gates: HashMap<Arc<str>, Gate>,
     /// The windows of starts in this process: the gates' and the step limiters'.
     pub(crate) local: Arc<LocalRates>,
@@ -225,8 +227,12 @@ struct Gate {
     permits: Option<Arc<tokio::sync::Semaphore>>,
     /// The tool's rate, and its key in [`ToolLimits::local`].
     rate: Option<(Rate, Arc<str>)>,
-    /// The tool's per-key limit: what it counts by, and the permits of each key.
-    keys: Option<(LimitKey, Arc<KeyPermits>)>,
+    /// What the tool's per-key limits count by.
+    key: Option<LimitKey>,
+    /// The permits of each key (the tool's per-key concurrency limit).
+    key_permits: Option<Arc<KeyPermits>>,
+    /// The tool's per-key rate, and the start of its keys in [`ToolLimits::local`].
+    key_rate: Option<(Rate, Arc<str>)>,
 }
 
 /// The permits of each key of one tool's per-key concurrency limit, in this process: a key
@@ -285,11 +291,12 @@ impl ToolLimits {
         let mut limits: Vec<(Arc<str>, u32)> = Vec::new();
         let mut rates: Vec<(Arc<str>, Rate)> = Vec::new();
         let mut keyed: Vec<(Arc<str>, u32)> = Vec::new();
+        let mut key_rates: Vec<(Arc<str>, Rate)> = Vec::new();
         let mut gates = HashMap::new();
         for definition in toolkit.definitions() {
             let (concurrency, rate) = (definition.concurrency(), definition.rate());
-            let per_key = definition.key_concurrency();
-            if concurrency.is_none() && rate.is_none() && per_key.is_none() {
+            let (per_key, key_rate) = (definition.key_concurrency(), definition.key_rate());
+            if concurrency.is_none() && rate.is_none() && definition.limit_key().is_none() {
                 continue;
             }
             let tool: Arc<str> = Arc::from(definition.name());
@@ -302,47 +309,52 @@ impl ToolLimits {
                 rates.push((Arc::clone(&tool), rate));
                 (rate, Arc::from(crate::rate::tool_key(&tool)))
             });
-            let keys = per_key.map(|(key, limit)| {
+            let key_permits = per_key.map(|(_, limit)| {
                 keyed.push((Arc::clone(&tool), limit));
-                let permits = KeyPermits {
+                Arc::new(KeyPermits {
                     limit: usize::try_from(limit).unwrap_or(usize::MAX),
                     keys: Mutex::default(),
-                };
-                (key.clone(), Arc::new(permits))
+                })
             });
-            gates.insert(
-                tool,
-                Gate {
-                    permits,
-                    rate,
-                    keys,
-                },
-            );
+            let key_rate = key_rate.map(|(_, rate)| {
+                key_rates.push((Arc::clone(&tool), rate));
+                (rate, Arc::from(crate::rate::tool_key_prefix(&tool)))
+            });
+            let gate = Gate {
+                permits,
+                rate,
+                key: definition.limit_key().cloned(),
+                key_permits,
+                key_rate,
+            };
+            gates.insert(tool, gate);
         }
         limits.sort();
         rates.sort_by(|a, b| a.0.cmp(&b.0));
         keyed.sort();
+        key_rates.sort_by(|a, b| a.0.cmp(&b.0));
         Self {
             limits,
             rates,
             keyed,
+            key_rates,
             gates,
             local: Arc::default(),
         }
     }
 
     /// The key of a call of `tool` by `owner` with `arguments` under the tool's per-key
-    /// concurrency limit; `None` when it has none.
+    /// limits; `None` when it has none.
     pub(crate) fn key_of(
         &self,
         tool: &str,
         owner: &str,
         arguments: &rmcp::model::JsonObject,
     ) -> Option<String> {
-        if self.keyed.is_empty() {
+        if self.keyed.is_empty() && self.key_rates.is_empty() {
             return None;
         }
-        let (key, _) = self.gates.get(tool)?.keys.as_ref()?;
+        let key = self.gates.get(tool)?.key.as_ref()?;
         Some(key.of(owner, arguments))
     }
 
@@ -353,8 +365,9 @@ impl ToolLimits {
     }
 
     /// `work` of `tool` behind the tool's gate (over a single-process store): it starts once
-    /// one of the tool's permits is free (given back when it ends or is dropped) and then
-    /// once its window of starts has room.
+    /// its key has a place, one of the tool's permits is free (given back when it ends or is
+    /// dropped), and both the tool's window of starts and its key's have room (taken
+    /// together: a start is logged in both or in neither).
     pub(crate) fn gated(
         &self,
         tool: &str,
@@ -368,25 +381,40 @@ impl ToolLimits {
             return work;
         };
         let permits = gate.permits.clone();
-        let rate = gate.rate.clone();
-        let keys = gate.keys.as_ref().map(|(_, permits)| Arc::clone(permits));
+        let mut windows: Vec<(Arc<str>, Rate)> = Vec::new();
+        if let Some((rate, log)) = &gate.rate {
+            windows.push((Arc::clone(log), *rate));
+        }
+        if let (Some((rate, prefix)), Some(key)) = (&gate.key_rate, &key) {
+            windows.push((Arc::from(format!("{prefix}{key}")), *rate));
+        }
+        let key_permits = gate.key_permits.clone();
         let local = Arc::clone(&self.local);
         Box::pin(async move {
             // The key's place first: a task that waits for its key holds none of the tool's
             // places, so the other keys' tasks go past it.
-            let _key = match (keys, key) {
+            let _key = match (key_permits, key) {
                 (Some(keys), Some(key)) => Some(keys.acquire(key).await),
                 _ => None,
             };
-            // The gate is never closed: a permit always comes.
-            let _permit = match permits {
-                Some(permits) => permits.acquire_owned().await.ok(),
-                None => None,
+            let windows: Vec<(&str, Rate)> = windows.iter().map(|(k, r)| (&**k, *r)).collect();
+            let _permit = loop {
+                // The gate is never closed: a permit always comes.
+                let permit = match &permits {
+                    Some(permits) => Arc::clone(permits).acquire_owned().await.ok(),
+                    None => None,
+                };
+                // Holding its permit, so the start logged is the start made. A full window
+                // gives the permit back while the task waits: a key's full window holds
+                // back none of the other keys' tasks.
+                match local.take_all(&windows) {
+                    None => break permit,
+                    Some(wait) => {
+                        drop(permit);
+                        tokio::time::sleep(wait).await;
+                    }
+                }
             };
-            // Holding its permit, so the start logged is the start made.
-            if let Some((rate, key)) = rate {
-                local.wait(&key, rate).await;
-            }
             work.await
         })
     }

@@ -304,6 +304,7 @@ pub(crate) async fn claim(
                     .with_limits(&runtime.limited.limits)
                     .with_rates(&runtime.limited.rates)
                     .with_key_limits(&runtime.limited.keyed)
+                    .with_key_rates(&runtime.limited.key_rates)
                     .with_priorities(instance.config.priority_aging),
                 _ => Claim::lapsed(id, lease, slots),
             });

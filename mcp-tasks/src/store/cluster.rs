@@ -123,6 +123,11 @@ pub struct Claim<'a> {
     /// of queued tasks takes a task of one only while fewer than `limit` of the tool's tasks
     /// with the same [`NewTask::limit_key`] hold a runner across every instance.
     pub key_limits: &'a [(Arc<str>, u32)],
+    /// The tools with a per-key rate limit, `(tool, rate)` sorted by tool: a claim of
+    /// queued tasks takes a task of one only while fewer than [`Rate::count`] of the tool's
+    /// tasks with the same [`NewTask::limit_key`] started within the last [`Rate::per`],
+    /// across every instance, and logs each start it makes by key.
+    pub key_rates: &'a [(Arc<str>, Rate)],
     /// Claims by priority ([`NewTask::priority`]), a task gaining one level for each of
     /// this long it waited; `None`: priorities are not read.
     pub priority_aging: Option<Duration>,
@@ -142,6 +147,7 @@ impl<'a> Claim<'a> {
             limits: &[],
             rates: &[],
             key_limits: &[],
+            key_rates: &[],
             priority_aging: None,
         }
     }
@@ -192,6 +198,13 @@ impl<'a> Claim<'a> {
     #[must_use]
     pub fn with_key_limits(mut self, limits: &'a [(Arc<str>, u32)]) -> Self {
         self.key_limits = limits;
+        self
+    }
+
+    /// The claim keeping the tools' per-key rate limits (`(tool, rate)`, sorted by tool).
+    #[must_use]
+    pub fn with_key_rates(mut self, rates: &'a [(Arc<str>, Rate)]) -> Self {
+        self.key_rates = rates;
         self
     }
 }

@@ -39,20 +39,32 @@ pub enum DefinitionError {
         "{limit} only applies to `Mode::Required` tools (a call over the limit waits as a queued task), and this one is `{mode:?}`"
     )]
     LimitNotRequired {
-        /// Which limit: `"a concurrency limit"`, `"a rate limit"` or `"a per-key
-        /// concurrency limit"`.
+        /// Which limit: `"a concurrency limit"`, `"a rate limit"`, `"a per-key
+        /// concurrency limit"` or `"a per-key rate limit"`.
         limit: &'static str,
         /// The tool's mode.
         mode: Mode,
     },
-    /// A per-key concurrency limit keyed by an argument the input schema does not declare
-    /// ([`ToolDefinition::with_key_concurrency`](crate::ToolDefinition::with_key_concurrency)).
+    /// A per-key limit keyed by an argument the input schema does not declare
+    /// ([`ToolDefinition::with_key_concurrency`](crate::ToolDefinition::with_key_concurrency),
+    /// [`ToolDefinition::with_key_rate`](crate::ToolDefinition::with_key_rate)).
     #[error(
-        "the per-key concurrency limit is keyed by the argument `{argument}`, which the input schema does not declare: key it by one of the tool's arguments, or by `LimitKey::Owner`"
+        "the per-key limit is keyed by the argument `{argument}`, which the input schema does not declare: key it by one of the tool's arguments, or by `LimitKey::Owner`"
     )]
     UnknownLimitKey {
         /// The argument named.
         argument: String,
+    },
+    /// A per-key concurrency limit and a per-key rate keyed differently: a task has one
+    /// key, which both count it by.
+    #[error(
+        "the per-key concurrency limit counts by `{concurrency}` and the per-key rate by `{rate}`: a tool's tasks have one key, so give both the same one"
+    )]
+    TwoLimitKeys {
+        /// The concurrency limit's key (`owner`, or an argument's name).
+        concurrency: String,
+        /// The rate's key.
+        rate: String,
     },
     /// An `x-mcp-header` annotation that is not on a property reached through `properties`
     /// from the root ([`tool::headers`](super::headers) rule 1).

@@ -270,14 +270,12 @@ impl Call<'_> {
                 let tasks = if limit == 1 { "task" } else { "tasks" };
                 format!("runs at most {limit} {tasks} at once for each {key}")
             }),
-            definition.rate().map(|rate| {
-                let ms = u64::try_from(rate.per().as_millis()).unwrap_or(u64::MAX);
-                format!(
-                    "starts at most {} tasks in any {}",
-                    rate.count(),
-                    crate::duration::format(ms)
-                )
-            }),
+            definition
+                .rate()
+                .map(|rate| format!("starts at most {}", rate_text(rate))),
+            definition
+                .key_rate()
+                .map(|(key, rate)| format!("starts at most {} for each {key}", rate_text(rate))),
         ]
         .into_iter()
         .flatten()
@@ -469,4 +467,15 @@ fn inline_answer(tool: &str, ended: Ended) -> Result<Answer, ErrorData> {
             Err(errors::tool_panicked(tool, &panic))
         }
     }
+}
+
+/// How a queued task's status message says a rate: `10 tasks in any 1m`.
+fn rate_text(rate: crate::rate::Rate) -> String {
+    let ms = u64::try_from(rate.per().as_millis()).unwrap_or(u64::MAX);
+    let tasks = if rate.count() == 1 { "task" } else { "tasks" };
+    format!(
+        "{} {tasks} in any {}",
+        rate.count(),
+        crate::duration::format(ms)
+    )
 }

@@ -132,17 +132,39 @@ const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
 );
 
 /// The queued tasks of the tool `$1` (of priority `$3`, unless NULL; not past their TTL at
-/// `$4`) that its per-key concurrency limit `$2` lets start: for each key, its oldest tasks,
-/// as many as the key has places (below `$2` by the tool's tasks of that key that hold a
-/// runner).
-const KEY_ELIGIBLE: &str = "WITH held AS (SELECT limit_key, count(*) AS n FROM tasks \
-       WHERE tool = $1 AND purge_at_ms IS NULL AND runner IS NOT NULL GROUP BY limit_key), \
+/// `$4`) that its per-key limits let start, with their keys: for each key, its oldest
+/// tasks, as many as the key has places: below the per-key concurrency limit `$2` (unless
+/// NULL) by the tool's tasks of that key that hold a runner, and below the per-key rate `$5`
+/// (unless NULL) by the key's starts within the last `$7` milliseconds (logged under `$6`,
+/// the tool's prefix, followed by the key).
+const KEY_ELIGIBLE: &str = concat!(
+    "WITH held AS (SELECT limit_key, count(*) AS n FROM tasks \
+       WHERE $2::int8 IS NOT NULL AND tool = $1 AND purge_at_ms IS NULL AND runner IS NOT NULL \
+       GROUP BY limit_key), \
      queued AS (SELECT id, limit_key, row_number() OVER (PARTITION BY limit_key \
        ORDER BY created_at_ms, id) AS rn FROM tasks WHERE tool = $1 AND purge_at_ms IS NULL \
        AND runner IS NULL AND ($3::int2 IS NULL OR priority = $3) \
-       AND (deadline_ms IS NULL OR deadline_ms > $4)) \
-     SELECT q.id FROM queued q LEFT JOIN held h ON h.limit_key IS NOT DISTINCT FROM q.limit_key \
-     WHERE q.rn <= $2 - coalesce(h.n, 0)";
+       AND (deadline_ms IS NULL OR deadline_ms > $4)), \
+     started AS (SELECT k.limit_key, count(*) AS n FROM (SELECT DISTINCT limit_key FROM queued) k \
+       JOIN rate_log r ON $5::int8 IS NOT NULL AND r.limiter = $6 || coalesce(k.limit_key, '') \
+       AND r.at_ms > ",
+    db_now_ms!(),
+    " - $7::int8 GROUP BY k.limit_key) \
+     SELECT q.id, q.limit_key FROM queued q \
+     LEFT JOIN held h ON h.limit_key IS NOT DISTINCT FROM q.limit_key \
+     LEFT JOIN started s ON s.limit_key IS NOT DISTINCT FROM q.limit_key \
+     WHERE ($2::int8 IS NULL OR q.rn <= $2 - coalesce(h.n, 0)) \
+     AND ($5::int8 IS NULL OR q.rn <= $5 - coalesce(s.n, 0))"
+);
+
+/// Deletes the starts logged under the tool prefix `$1` (of a per-key rate) that left their
+/// window of `$2` milliseconds: of every key, so a key whose tasks stopped coming leaves no
+/// log behind.
+const PRUNE_KEYS: &str = concat!(
+    "DELETE FROM rate_log WHERE starts_with(limiter, $1) AND at_ms <= ",
+    db_now_ms!(),
+    " - $2::int8"
+);
 
 /// The priorities of the queued tasks, highest first (a skip scan of
 /// `tasks_queued_priority`, one probe per priority), each with its oldest task's creation.
@@ -262,24 +284,28 @@ impl PostgresStore {
                 if left(&rows) <= 0 || *places <= 0 {
                     continue;
                 }
-                let keyed = claim.key_limits.iter().find(|(t, _)| &**t == *tool);
-                let eligible = match keyed {
-                    Some((_, limit)) => {
-                        let ids = self
-                            .key_eligible(tx, tool, *limit, level, bound.now)
-                            .await?;
-                        if ids.is_empty() {
-                            continue;
-                        }
-                        Some(ids)
+                let concurrency = claim.key_limits.iter().find(|(t, _)| &**t == *tool);
+                let rate = claim.key_rates.iter().find(|(t, _)| &**t == *tool);
+                let keyed = concurrency.is_some() || rate.is_some();
+                // The tasks the tool's per-key limits let start, each with its key.
+                let eligible: Option<HashMap<String, Option<String>>> = if keyed {
+                    let (concurrency, rate) = (concurrency.map(|c| c.1), rate.map(|r| r.1));
+                    let by_key =
+                        (self.key_eligible(tx, tool, concurrency, rate, level, bound)).await?;
+                    if by_key.is_empty() {
+                        continue;
                     }
-                    None => None,
+                    Some(by_key)
+                } else {
+                    None
                 };
+                let ids: Option<Vec<String>> =
+                    (eligible.as_ref()).map(|by_key| by_key.keys().cloned().collect());
                 let filter = Filter {
                     excluded: &[],
                     only: Some(tool),
                     level,
-                    ids: eligible.as_deref(),
+                    ids: ids.as_deref(),
                 };
                 let more = self
                     .pick(tx, claim, bound, left(&rows).min(*places), filter)
@@ -288,6 +314,16 @@ impl PostgresStore {
                 if claim.rates.iter().any(|(rated, _)| &**rated == *tool) {
                     let key = crate::rate::tool_key(tool);
                     started.extend(std::iter::repeat_n(key, more.len()));
+                }
+                if let (Some(_), Some(by_key)) = (rate, &eligible) {
+                    // Each start logged under its key (the claimed row's id is its first
+                    // column).
+                    let prefix = crate::rate::tool_key_prefix(tool);
+                    for row in &more {
+                        let id = text(row, 0)?;
+                        let key = by_key.get(&id).cloned().flatten().unwrap_or_default();
+                        started.push(format!("{prefix}{key}"));
+                    }
                 }
                 rows.extend(more);
             }
@@ -316,6 +352,7 @@ impl PostgresStore {
             .map(|(tool, _)| (&**tool, i64::MAX))
             .chain(claim.rates.iter().map(|(tool, _)| (&**tool, i64::MAX)))
             .chain(claim.key_limits.iter().map(|(tool, _)| (&**tool, i64::MAX)))
+            .chain(claim.key_rates.iter().map(|(tool, _)| (&**tool, i64::MAX)))
             .collect();
         places.sort_unstable();
         places.dedup_by_key(|(tool, _)| *tool);
@@ -355,10 +392,10 @@ impl PostgresStore {
             let keys: Vec<String> = (claim.rates.iter())
                 .map(|(tool, _)| crate::rate::tool_key(tool))
                 .collect();
-            let windows: Vec<i64> = (claim.rates.iter())
-                .map(|(_, rate)| {
-                    i64::try_from(crate::clock::millis(rate.per())).unwrap_or(i64::MAX)
-                })
+            let windows: Vec<i64> = claim
+                .rates
+                .iter()
+                .map(|(_, rate)| window_ms(*rate))
                 .collect();
             let recent: HashMap<String, i64> = tx
                 .query(
@@ -375,29 +412,54 @@ impl PostgresStore {
                 lower(tool, i64::from(rate.count()) - count);
             }
         }
+        for (tool, rate) in claim.key_rates {
+            tx.execute(
+                PRUNE_KEYS,
+                &[&crate::rate::tool_key_prefix(tool), &window_ms(*rate)],
+                "could not prune the per-key rates' starts",
+            )
+            .await?;
+        }
         Ok(places)
     }
 
     /// The queued tasks of `tool` (of priority `level`, if given) that its per-key
-    /// concurrency limit `limit` lets start now ([`KEY_ELIGIBLE`]); read under the tool's
-    /// lock.
+    /// concurrency limit and per-key rate let start now, by id with their keys
+    /// ([`KEY_ELIGIBLE`]); read under the tool's lock.
     async fn key_eligible(
         &self,
         tx: &Tx,
         tool: &str,
-        limit: u32,
+        concurrency: Option<u32>,
+        rate: Option<crate::rate::Rate>,
         level: Option<i16>,
-        now: i64,
-    ) -> Result<Vec<String>, StoreError> {
-        let limit = i64::from(limit);
+        bound: &Bound<'_>,
+    ) -> Result<HashMap<String, Option<String>>, StoreError> {
+        let concurrency = concurrency.map(i64::from);
+        let count = rate.map(|rate| i64::from(rate.count()));
+        let per = rate.map_or(0, window_ms);
+        let prefix = crate::rate::tool_key_prefix(tool);
         tx.query(
             KEY_ELIGIBLE,
-            &[&tool, &limit, &level, &now],
+            &[
+                &tool,
+                &concurrency,
+                &level,
+                &bound.now,
+                &count,
+                &prefix,
+                &per,
+            ],
             "could not count the tool's tasks by key",
         )
         .await?
         .iter()
-        .map(|row| text(row, 0))
+        .map(|row| {
+            let key = row
+                .try_get::<_, Option<String>>(1)
+                .map_err(|e| super::PgError::owned("an unreadable limit key", e))?;
+            Ok((text(row, 0)?, key))
+        })
         .collect()
     }
 
@@ -491,7 +553,7 @@ impl PostgresStore {
         rate: crate::rate::Rate,
     ) -> Result<Option<std::time::Duration>, StoreError> {
         let key = crate::rate::step_key(limiter);
-        let per = i64::try_from(crate::clock::millis(rate.per())).unwrap_or(i64::MAX);
+        let per = window_ms(rate);
         let tx = Tx::begin(&self.pool).await?;
         tx.query(
             LOCK_TOOLS,
@@ -531,4 +593,9 @@ impl PostgresStore {
             u64::try_from(left).unwrap_or(1),
         )))
     }
+}
+
+/// A rate's window in milliseconds, as the rate log's statements bind it.
+fn window_ms(rate: crate::rate::Rate) -> i64 {
+    i64::try_from(crate::clock::millis(rate.per())).unwrap_or(i64::MAX)
 }
