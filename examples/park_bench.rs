@@ -17,6 +17,9 @@
 //!   over S seconds that start once all are armed; how late each tool goes on: p50, p99, max.
 //! - `million --tasks N`: N tasks parked on one SQLite file, written through the store, then
 //!   a server starts on the file: its start-up time (open, recover, start) and VmRSS.
+//! - `held --tasks N`: N calls of a tool with `concurrency = 1` whose first task never
+//!   ends, on SQLite: the other N - 1 wait for the limit; heap and VmRSS per waiting task,
+//!   and how many tasks have work in memory.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -226,7 +229,44 @@ fn limits() -> mcp_tasks::Limits {
 }
 
 fn tools() -> mcp_tasks::Toolkit {
-    toolkit![ask_parked, ask_live, nap_until].unwrap()
+    toolkit![ask_parked, ask_live, nap_until, one_at_a_time].unwrap()
+}
+
+/// Exports page `n`, one at a time; never ends (the first holds the one place).
+#[task_tool(mode = "required", concurrency = 1, restart = "resume", ttl = "2h")]
+async fn one_at_a_time(n: u64) -> Result<u64, ToolError> {
+    std::future::pending::<()>().await;
+    Ok(n)
+}
+
+async fn held(args: &Args) {
+    let engine = engine(args, "a").await;
+    let http = Http::start(TaskServer::from_engine(engine.clone())).await;
+    let (before, heap_before) = (rss(), heap());
+    let started = Instant::now();
+    create(
+        &http.url,
+        "one_at_a_time",
+        args.tasks,
+        |i| json!({ "n": i }),
+    )
+    .await;
+    // Settled: the creates' writes are done.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (after, heap_after) = (rss(), heap());
+    println!(
+        "held: {} tasks of a tool with concurrency 1 in {:?}; heap {} -> {} bytes: {:.0} bytes \
+         a task; RSS {} -> {} bytes: {:.0} bytes a task; work in memory: {} tasks",
+        args.tasks,
+        started.elapsed(),
+        heap_before,
+        heap_after,
+        (heap_after - heap_before) as f64 / args.tasks as f64,
+        before,
+        after,
+        (after.saturating_sub(before)) as f64 / args.tasks as f64,
+        engine.running_tasks()
+    );
 }
 
 /// A Postgres store on a fresh schema of `MCP_TASKS_BENCH_PG` (default: the local test
@@ -607,6 +647,7 @@ async fn main() {
         "wake" => wake(&args).await,
         "timers" => timers(&args).await,
         "million" => million(&args).await,
-        other => panic!("unknown measure {other}: memory, wake, timers or million"),
+        "held" => held(&args).await,
+        other => panic!("unknown measure {other}: memory, wake, timers, million or held"),
     }
 }

@@ -859,3 +859,73 @@ async fn a_retried_step_gives_up_after_its_attempts_or_on_a_permanent_error() {
         "{ended}"
     );
 }
+
+/// Whether [`one_at_a_time`]'s tasks may end: shut while the first server runs.
+static PAGES_OPEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Renders page `n`, one at a time; a task waits until the pages are open.
+#[task_tool(
+    mode = "required",
+    concurrency = 1,
+    restart = "resume",
+    version = "1",
+    poll_interval = "50ms"
+)]
+async fn one_at_a_time(n: u32) -> Result<u32, ToolError> {
+    while !PAGES_OPEN.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(n)
+}
+
+/// The tasks a tool's limit held back are rows: a restarted server recovers them, holds
+/// them back again behind the one that runs, and runs every one to its end.
+#[tokio::test]
+async fn held_tasks_survive_a_restart() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("held");
+    let path = db.0.clone();
+    PAGES_OPEN.store(false, std::sync::atomic::Ordering::SeqCst);
+    let ids = run_then_stop(
+        move || server_on(&path, toolkit![one_at_a_time].unwrap()),
+        |mut before| async move {
+            let mut ids = Vec::new();
+            for n in 0..4 {
+                ids.push(task_id(
+                    &before.call("one_at_a_time", json!({ "n": n }), TASKS).await,
+                ));
+            }
+            let held = before.get(&ids[3]).await["result"].clone();
+            assert_eq!(
+                held["statusMessage"],
+                "queued: waiting to start (the tool runs at most 1 task at once)",
+                "{held}"
+            );
+            ids
+        },
+    )
+    .await;
+
+    let restarted = db.server(toolkit![one_at_a_time].unwrap());
+    let report = restarted.recover().await.unwrap();
+    assert_eq!((report.resumed, report.failed), (4, 0), "{report:?}");
+    // The held tasks start from the engine's loops (the serving functions start them).
+    restarted.engine().start().unwrap();
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let held = after.get(&ids[2]).await["result"].clone();
+    assert_eq!(held["status"], "working", "{held}");
+    assert_eq!(
+        held["statusMessage"], "queued: waiting to start (the tool runs at most 1 task at once)",
+        "held again after the restart: {held}"
+    );
+    PAGES_OPEN.store(true, std::sync::atomic::Ordering::SeqCst);
+    for (n, id) in ids.iter().enumerate() {
+        let task = after.wait_terminal(id).await;
+        assert_eq!(task["status"], "completed", "task {n}: {task}");
+        assert_eq!(
+            task["result"]["structuredContent"],
+            json!({ "result": n }),
+            "{task}"
+        );
+    }
+}

@@ -2,7 +2,9 @@
 //! tasks run at once, in one process over the memory store, and across three instances
 //! over one Postgres task space, each instance with more free slots than that; the limit is
 //! read from the tool's own count of its running tasks. Every call still gets its task at
-//! once, and every task completes.
+//! once, and every task completes. In one process the tasks a limit holds back take no
+//! running slot (`max_running` refuses none of them), start oldest first, and a cancel
+//! ends one at once without running it.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -16,7 +18,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Http, Patience};
+use common::{Http, Patience, Peer, TASKS};
 use mcp_tasks::{ClusterConfig, Engine, State, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::json;
 
@@ -110,5 +112,65 @@ async fn a_tool_runs_at_most_its_limit_across_instances() {
     assert_eq!(
         most, 3,
         "at most 3 exports at once across 3 instances of 4 slots each, and the limit is used"
+    );
+}
+
+/// What [`render`] saw: the order its tasks started in; and the valve each task waits at.
+#[derive(Clone)]
+struct Valve {
+    started: Arc<std::sync::Mutex<Vec<u64>>>,
+    open: Arc<tokio::sync::Semaphore>,
+}
+
+/// Renders page `n`, one at a time; each waits until the test lets one through.
+#[task_tool(mode = "required", concurrency = 1, poll_interval = "50ms")]
+async fn render(State(valve): State<Valve>, n: u64) -> Result<u64, ToolError> {
+    valve.started.lock().unwrap().push(n);
+    valve.open.acquire().await.expect("never closed").forget();
+    Ok(n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_tasks_take_no_running_slot_and_start_in_order() {
+    let valve = Valve {
+        started: Arc::default(),
+        open: Arc::new(tokio::sync::Semaphore::new(0)),
+    };
+    let tools = toolkit![render].expect("toolkit").with_state(valve.clone());
+    // Two running slots: the 18 tasks held back behind the running one must take none.
+    let engine = Engine::builder(tools).with_max_running(2).build();
+    let http = Http::start(TaskServer::from_engine(engine)).await;
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        let id = Http::to(&http.url)
+            .call_task("render", json!({ "n": n }))
+            .await;
+        ids.push(id);
+    }
+    let mut peer = Peer::Http(Http::to(&http.url));
+    let last = peer.get(&ids[19]).await;
+    assert_eq!(last["result"]["status"], "working", "{last}");
+    assert_eq!(
+        last["result"]["statusMessage"],
+        "queued: waiting to start (the tool runs at most 1 task at once)",
+        "{last}"
+    );
+    // A held task cancelled ends at once, and never runs.
+    let cancelled = peer
+        .rpc("tasks/cancel", json!({ "taskId": ids[5] }), TASKS)
+        .await;
+    assert!(cancelled.get("error").is_none(), "{cancelled}");
+    peer.wait_status(&ids[5], "cancelled").await;
+    valve.open.add_permits(20);
+    for (n, id) in ids.iter().enumerate() {
+        let task = peer.wait_terminal(id).await;
+        let want = if n == 5 { "cancelled" } else { "completed" };
+        assert_eq!(task["status"], want, "task {n}: {task}");
+    }
+    let started = valve.started.lock().unwrap().clone();
+    let want: Vec<u64> = (0..20).filter(|n| *n != 5).collect();
+    assert_eq!(
+        started, want,
+        "held tasks start oldest first; the cancelled one never"
     );
 }

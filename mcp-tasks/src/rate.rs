@@ -199,6 +199,17 @@ impl LocalRates {
     /// Takes one start of each `(key, rate)` of `windows` at once, or none: `None` when
     /// taken, else how long until every one of them has room (take again then).
     pub(crate) fn take_all(&self, windows: &[(&str, Rate)]) -> Option<Duration> {
+        self.check(windows, true)
+    }
+
+    /// Whether `key` has room for one start under `rate`: `None` when it has, else how long
+    /// until it has. Takes nothing.
+    pub(crate) fn room(&self, key: &str, rate: Rate) -> Option<Duration> {
+        self.check(&[(key, rate)], false)
+    }
+
+    /// [`LocalRates::take_all`], taking the starts only when `take`.
+    fn check(&self, windows: &[(&str, Rate)], take: bool) -> Option<Duration> {
         let now = Instant::now();
         let mut logs = self.logs.lock();
         if logs.len() >= SWEEP_AT && windows.iter().any(|(key, _)| !logs.contains_key(*key)) {
@@ -222,6 +233,9 @@ impl LocalRates {
         }
         if !wait.is_zero() {
             return Some(wait);
+        }
+        if !take {
+            return None;
         }
         for (key, _) in windows {
             if let Some((_, log)) = logs.get_mut(*key) {

@@ -2,7 +2,7 @@
 //! once.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -10,6 +10,8 @@ use std::{
 };
 
 use parking_lot::Mutex;
+
+use std::time::Duration;
 
 use crate::{
     LimitKey,
@@ -165,6 +167,13 @@ impl Capacity {
         }
     }
 
+    /// How many slots are free now (`usize::MAX` without a limit).
+    pub(crate) fn free(&self) -> usize {
+        self.max.map_or(usize::MAX, |max| {
+            max.saturating_sub(self.taken.load(Ordering::Acquire))
+        })
+    }
+
     /// The limit.
     pub(crate) fn max(&self) -> Option<usize> {
         self.max
@@ -200,13 +209,14 @@ pub(super) fn at_capacity(max: usize) -> ErrorData {
     )
 }
 
-/// The tools with a concurrency, per-key concurrency or rate limit of their own
+/// The tools with a limit of their own: a concurrency limit, a rate, or per-key ones
 /// ([`ToolDefinition::with_concurrency`](crate::ToolDefinition::with_concurrency),
+/// [`ToolDefinition::with_rate`](crate::ToolDefinition::with_rate),
 /// [`ToolDefinition::with_key_concurrency`](crate::ToolDefinition::with_key_concurrency),
-/// [`ToolDefinition::with_rate`](crate::ToolDefinition::with_rate)): over a shared store,
-/// the claims count their running tasks (by key too) and their starts across the cluster;
-/// over a single-process store, each has a gate here (permits, permits by key, and a window
-/// of starts).
+/// [`ToolDefinition::with_key_rate`](crate::ToolDefinition::with_key_rate)): over a shared
+/// store, the claims count their running tasks (by key too) and their starts across the
+/// cluster; over a single-process store, each has a gate here (permits, permits by key,
+/// windows of starts) and a queue of the tasks it holds back (`held.rs`).
 #[derive(Default)]
 pub(crate) struct ToolLimits {
     /// `(tool, limit)` of the concurrency limits, sorted by tool.
@@ -220,9 +230,14 @@ pub(crate) struct ToolLimits {
     gates: HashMap<Arc<str>, Gate>,
     /// The windows of starts in this process: the gates' and the step limiters'.
     pub(crate) local: Arc<LocalRates>,
+    /// Told when a task that passed a gate gives its places back, and when a task is held
+    /// back: the held tasks' dispatcher looks again.
+    pub(crate) freed: Arc<tokio::sync::Notify>,
+    /// How many tasks the gates hold back, in all.
+    held: AtomicUsize,
 }
 
-/// What one limited tool's work waits for here.
+/// One limited tool's gate in this process.
 struct Gate {
     permits: Option<Arc<tokio::sync::Semaphore>>,
     /// The tool's rate, and its key in [`ToolLimits::local`].
@@ -233,18 +248,30 @@ struct Gate {
     key_permits: Option<Arc<KeyPermits>>,
     /// The tool's per-key rate, and the start of its keys in [`ToolLimits::local`].
     key_rate: Option<(Rate, Arc<str>)>,
+    /// The tasks held back, oldest first.
+    held: Mutex<VecDeque<Held>>,
+}
+
+/// A task a gate holds back: all it costs this process (its row holds the rest).
+pub(crate) struct Held {
+    pub(crate) id: Arc<str>,
+    /// The owner, whose count of live tasks it holds ([`OwnerSlot::hold`]).
+    pub(crate) owner: Arc<str>,
+    /// Its key under the tool's per-key limits.
+    pub(crate) key: Option<String>,
+    /// Its tool.
+    pub(crate) tool: Arc<str>,
 }
 
 /// The permits of each key of one tool's per-key concurrency limit, in this process: a key
-/// has an entry (its permits, and how many tasks run or wait under it) while a task of it
-/// runs or waits.
+/// has an entry (its permits, and how many tasks hold one) while a task of it runs.
 struct KeyPermits {
     limit: usize,
     keys: Mutex<HashMap<String, (Arc<tokio::sync::Semaphore>, usize)>>,
 }
 
-/// A task's place under one key: counted in the key's entry from before it waits to its
-/// drop (a task dropped while it waits included), which removes the entry with the last.
+/// A task's place under one key: counted in the key's entry until dropped, which removes
+/// the entry with the last.
 struct KeyPermit {
     permits: Arc<KeyPermits>,
     key: String,
@@ -252,24 +279,20 @@ struct KeyPermit {
 }
 
 impl KeyPermits {
-    /// Waits for a permit of `key`.
-    async fn acquire(self: Arc<Self>, key: String) -> KeyPermit {
-        let semaphore = {
-            let mut keys = self.keys.lock();
-            let (semaphore, users) = keys
-                .entry(key.clone())
-                .or_insert_with(|| (Arc::new(tokio::sync::Semaphore::new(self.limit)), 0));
-            *users += 1;
-            Arc::clone(semaphore)
-        };
-        let mut place = KeyPermit {
-            permits: self,
-            key,
-            permit: None,
-        };
-        // Never closed: a permit always comes.
-        place.permit = semaphore.acquire_owned().await.ok();
-        place
+    /// A permit of `key`, if one is free.
+    fn try_acquire(self: &Arc<Self>, key: &str) -> Option<KeyPermit> {
+        let mut keys = self.keys.lock();
+        let (semaphore, users) = keys
+            .entry(key.to_owned())
+            .or_insert_with(|| (Arc::new(tokio::sync::Semaphore::new(self.limit)), 0));
+        // A new entry has every permit free: a refusal leaves no empty entry behind.
+        let permit = Arc::clone(semaphore).try_acquire_owned().ok()?;
+        *users += 1;
+        Some(KeyPermit {
+            permits: Arc::clone(self),
+            key: key.to_owned(),
+            permit: Some(permit),
+        })
     }
 }
 
@@ -284,6 +307,44 @@ impl Drop for KeyPermit {
             }
         }
     }
+}
+
+/// The places a task took at its tool's gate, held while its work runs: given back when
+/// dropped, and the held tasks' dispatcher told.
+pub(crate) struct GatePass {
+    key: Option<KeyPermit>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    freed: Arc<tokio::sync::Notify>,
+}
+
+impl Drop for GatePass {
+    fn drop(&mut self) {
+        // The places first, so that the dispatcher finds them free.
+        drop(self.key.take());
+        drop(self.permit.take());
+        self.freed.notify_one();
+    }
+}
+
+/// Why a gate refused a task now.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Blocked {
+    /// Its key has no place, or no room in its window (until the wait, if any): another
+    /// key's task may pass.
+    Key(Option<Duration>),
+    /// The tool has no place, or no room in its window (until the wait, if any): no task of
+    /// the tool passes.
+    Tool(Option<Duration>),
+}
+
+/// What a task finds at its tool's gate ([`ToolLimits::enter`]).
+pub(crate) enum Entry {
+    /// The tool has no gate here.
+    Open,
+    /// It passed: it holds its places while its work runs.
+    Pass(GatePass),
+    /// It is held back (its tool's queue is not empty, or the gate refused it).
+    Held,
 }
 
 impl ToolLimits {
@@ -326,6 +387,7 @@ impl ToolLimits {
                 key: definition.limit_key().cloned(),
                 key_permits,
                 key_rate,
+                held: Mutex::default(),
             };
             gates.insert(tool, gate);
         }
@@ -339,7 +401,7 @@ impl ToolLimits {
             keyed,
             key_rates,
             gates,
-            local: Arc::default(),
+            ..Self::default()
         }
     }
 
@@ -364,59 +426,138 @@ impl ToolLimits {
         !self.gates.is_empty() && self.gates.contains_key(tool)
     }
 
-    /// `work` of `tool` behind the tool's gate (over a single-process store): it starts once
-    /// its key has a place, one of the tool's permits is free (given back when it ends or is
-    /// dropped), and both the tool's window of starts and its key's have room (taken
-    /// together: a start is logged in both or in neither).
-    pub(crate) fn gated(
-        &self,
-        tool: &str,
-        key: Option<String>,
-        work: crate::tool::ToolFuture,
-    ) -> crate::tool::ToolFuture {
+    /// Whether any tool has a gate.
+    pub(crate) fn any(&self) -> bool {
+        !self.gates.is_empty()
+    }
+
+    /// A task of `tool` (of `key`) at its gate, over a single-process store: it passes when
+    /// no task of the tool is held back and the gate has room (see [`ToolLimits::pass`]),
+    /// else it is to be held back ([`ToolLimits::hold`]), so that the tasks held back start
+    /// first, oldest first.
+    pub(crate) fn enter(&self, tool: &str, key: Option<&str>) -> Entry {
         if self.gates.is_empty() {
-            return work;
+            return Entry::Open;
         }
         let Some(gate) = self.gates.get(tool) else {
-            return work;
+            return Entry::Open;
         };
-        let permits = gate.permits.clone();
-        let mut windows: Vec<(Arc<str>, Rate)> = Vec::new();
+        if !gate.held.lock().is_empty() {
+            return Entry::Held;
+        }
+        match self.pass(gate, key) {
+            Ok(pass) => Entry::Pass(pass),
+            Err(_) => Entry::Held,
+        }
+    }
+
+    /// Takes a task's places at `gate` now, or none: its key's place, one of the tool's
+    /// permits, and one start in the tool's window and in its key's (taken together: a start
+    /// is logged in both or in neither).
+    fn pass(&self, gate: &Gate, key: Option<&str>) -> Result<GatePass, Blocked> {
+        let key_place = match (&gate.key_permits, key) {
+            (Some(permits), Some(key)) => Some(permits.try_acquire(key).ok_or(Blocked::Key(None))?),
+            _ => None,
+        };
+        let permit = match &gate.permits {
+            Some(permits) => Some(
+                Arc::clone(permits)
+                    .try_acquire_owned()
+                    .map_err(|_| Blocked::Tool(None))?,
+            ),
+            None => None,
+        };
+        let mut windows: Vec<(&str, Rate)> = Vec::new();
         if let Some((rate, log)) = &gate.rate {
-            windows.push((Arc::clone(log), *rate));
+            if let Some(wait) = self.local.room(log, *rate) {
+                return Err(Blocked::Tool(Some(wait)));
+            }
+            windows.push((log, *rate));
         }
-        if let (Some((rate, prefix)), Some(key)) = (&gate.key_rate, &key) {
-            windows.push((Arc::from(format!("{prefix}{key}")), *rate));
+        let key_log = match (&gate.key_rate, key) {
+            (Some((rate, prefix)), Some(key)) => Some((format!("{prefix}{key}"), *rate)),
+            _ => None,
+        };
+        if let Some((log, rate)) = &key_log {
+            windows.push((log, *rate));
         }
-        let key_permits = gate.key_permits.clone();
-        let local = Arc::clone(&self.local);
-        Box::pin(async move {
-            // The key's place first: a task that waits for its key holds none of the tool's
-            // places, so the other keys' tasks go past it.
-            let _key = match (key_permits, key) {
-                (Some(keys), Some(key)) => Some(keys.acquire(key).await),
-                _ => None,
-            };
-            let windows: Vec<(&str, Rate)> = windows.iter().map(|(k, r)| (&**k, *r)).collect();
-            let _permit = loop {
-                // The gate is never closed: a permit always comes.
-                let permit = match &permits {
-                    Some(permits) => Arc::clone(permits).acquire_owned().await.ok(),
-                    None => None,
-                };
-                // Holding its permit, so the start logged is the start made. A full window
-                // gives the permit back while the task waits: a key's full window holds
-                // back none of the other keys' tasks.
-                match local.take_all(&windows) {
-                    None => break permit,
-                    Some(wait) => {
-                        drop(permit);
-                        tokio::time::sleep(wait).await;
+        // The tool's window had room: a refusal is its key's.
+        if let Some(wait) = self.local.take_all(&windows) {
+            return Err(Blocked::Key(Some(wait)));
+        }
+        Ok(GatePass {
+            key: key_place,
+            permit,
+            freed: Arc::clone(&self.freed),
+        })
+    }
+
+    /// Holds `task` back at the end of its tool's queue, and tells the dispatcher.
+    pub(crate) fn hold(&self, task: Held) {
+        if let Some(gate) = self.gates.get(&task.tool) {
+            gate.held.lock().push_back(task);
+            self.held.fetch_add(1, Ordering::AcqRel);
+            self.freed.notify_one();
+        }
+    }
+
+    /// Takes task `id` out of the queues, if it is held back.
+    pub(crate) fn unhold(&self, id: &str) -> Option<Held> {
+        if self.held.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        for gate in self.gates.values() {
+            let mut held = gate.held.lock();
+            if let Some(at) = held.iter().position(|task| &*task.id == id) {
+                self.held.fetch_sub(1, Ordering::AcqRel);
+                return held.remove(at);
+            }
+        }
+        None
+    }
+
+    /// The tasks held back that may start now, each with its places, at most `room` of
+    /// them (oldest first in each tool's queue; a task whose key has no room is passed
+    /// over, and a tool with no room ends its queue's turn); and how long until a window
+    /// that refused one has room.
+    pub(crate) fn startable(&self, room: usize) -> (Vec<(Held, GatePass)>, Option<Duration>) {
+        let mut ready = Vec::new();
+        let mut wait: Option<Duration> = None;
+        let mut sooner = |w: Option<Duration>| {
+            if let Some(w) = w {
+                wait = Some(wait.map_or(w, |known| known.min(w)));
+            }
+        };
+        if self.held.load(Ordering::Acquire) == 0 {
+            return (ready, None);
+        }
+        for gate in self.gates.values() {
+            let mut held = gate.held.lock();
+            let mut at = 0;
+            while at < held.len() && ready.len() < room {
+                match self.pass(gate, held[at].key.as_deref()) {
+                    Ok(pass) => {
+                        let task = held.remove(at).expect("within the queue");
+                        self.held.fetch_sub(1, Ordering::AcqRel);
+                        ready.push((task, pass));
+                    }
+                    Err(Blocked::Key(w)) => {
+                        sooner(w);
+                        at += 1;
+                    }
+                    Err(Blocked::Tool(w)) => {
+                        sooner(w);
+                        break;
                     }
                 }
-            };
-            work.await
-        })
+            }
+        }
+        (ready, wait)
+    }
+
+    /// How many tasks the gates hold back.
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Acquire)
     }
 }
 
@@ -496,24 +637,103 @@ mod tests {
         drop(claimed);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_key_keeps_its_entry_while_a_task_of_it_runs_or_waits() {
+    #[test]
+    fn a_key_keeps_its_entry_while_a_task_of_it_runs() {
         let permits = Arc::new(KeyPermits {
             limit: 1,
             keys: Mutex::default(),
         });
-        let first = Arc::clone(&permits).acquire("acme".to_owned()).await;
-        let waiting = tokio::spawn(Arc::clone(&permits).acquire("acme".to_owned()));
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        assert!(!waiting.is_finished(), "one task of a key at once");
-        // A waiting task dropped (cancelled) gives its count back.
-        waiting.abort();
-        assert!(waiting.await.is_err());
-        assert_eq!(permits.keys.lock()["acme"].1, 1);
+        let first = permits.try_acquire("acme").expect("a free place");
+        assert!(
+            permits.try_acquire("acme").is_none(),
+            "one task of a key at once"
+        );
+        assert_eq!(permits.keys.lock()["acme"].1, 1, "a refusal counts nothing");
+        let other = permits.try_acquire("bolt").expect("another key's place");
         drop(first);
+        drop(other);
         assert!(
             permits.keys.lock().is_empty(),
             "no task of the key: no entry"
         );
+    }
+
+    /// A tool `t` with one permit, one place for each key, and `rate` for each key.
+    fn gated(rate: Option<Rate>) -> ToolLimits {
+        let mut limits = ToolLimits::default();
+        let gate = Gate {
+            permits: Some(Arc::new(tokio::sync::Semaphore::new(2))),
+            rate: None,
+            key: Some(LimitKey::Owner),
+            key_permits: Some(Arc::new(KeyPermits {
+                limit: 1,
+                keys: Mutex::default(),
+            })),
+            key_rate: rate.map(|rate| (rate, Arc::from("tool-key t "))),
+            held: Mutex::default(),
+        };
+        limits.gates.insert(Arc::from("t"), gate);
+        limits
+    }
+
+    fn held(id: &str, key: &str) -> Held {
+        Held {
+            id: Arc::from(id),
+            owner: Arc::from(key),
+            key: Some(key.to_owned()),
+            tool: Arc::from("t"),
+        }
+    }
+
+    #[test]
+    fn the_held_tasks_start_oldest_first_past_a_full_key() {
+        let limits = gated(None);
+        let Entry::Pass(running) = limits.enter("t", Some("alice")) else {
+            panic!("an empty queue and a free gate: it passes");
+        };
+        for (id, key) in [("1", "alice"), ("2", "alice"), ("3", "bob"), ("4", "carol")] {
+            limits.hold(held(id, key));
+        }
+        assert!(
+            matches!(limits.enter("t", Some("dave")), Entry::Held),
+            "behind the queue, though its key is free"
+        );
+        let (ready, wait) = limits.startable(usize::MAX);
+        let ids: Vec<&str> = ready.iter().map(|(task, _)| &*task.id).collect();
+        assert_eq!(
+            ids,
+            ["3"],
+            "alice's tasks wait for her running one; bob's takes the tool's last permit"
+        );
+        assert_eq!(wait, None);
+        assert_eq!(limits.held(), 3);
+        drop(running);
+        drop(ready);
+        let (ready, _) = limits.startable(usize::MAX);
+        let ids: Vec<&str> = ready.iter().map(|(task, _)| &*task.id).collect();
+        assert_eq!(ids, ["1", "4"], "one of alice's, then carol's");
+        assert!(limits.unhold("2").is_some());
+        assert_eq!(limits.held(), 0);
+        assert!(limits.unhold("2").is_none());
+    }
+
+    #[test]
+    fn a_held_task_waits_for_its_keys_window() {
+        let limits = gated(Some(Rate::new(1, Duration::from_secs(60))));
+        let Entry::Pass(first) = limits.enter("t", Some("alice")) else {
+            panic!("it passes");
+        };
+        drop(first);
+        limits.hold(held("2", "alice"));
+        limits.hold(held("3", "bob"));
+        let (ready, wait) = limits.startable(usize::MAX);
+        let ids: Vec<&str> = ready.iter().map(|(task, _)| &*task.id).collect();
+        assert_eq!(ids, ["3"], "alice started once this minute");
+        assert!(
+            wait.is_some_and(|w| w > Duration::from_secs(59)),
+            "{wait:?}"
+        );
+        let (ready, _) = limits.startable(0);
+        assert!(ready.is_empty(), "no room here: none starts");
     }
 }

@@ -62,6 +62,7 @@ use crate::{
 pub(crate) mod call;
 mod capacity;
 pub(crate) mod cluster;
+mod held;
 pub(crate) mod lifecycle;
 mod outcome;
 mod park;
@@ -231,20 +232,6 @@ impl Runtime {
             limited,
             priority: settings.priority,
         })
-    }
-
-    /// `work` of `tool` as it runs here: over a single-process store behind the tool's
-    /// concurrency gate, if it has a limit; over a shared store the claims keep the limit.
-    pub(crate) fn gated(
-        &self,
-        tool: &str,
-        key: Option<String>,
-        work: crate::tool::ToolFuture,
-    ) -> crate::tool::ToolFuture {
-        match self.placement {
-            Placement::Local => self.limited.gated(tool, key, work),
-            Placement::Cluster(_) => work,
-        }
     }
 
     /// Takes one start of the step limiter `limiter`: across the cluster over a shared
@@ -526,6 +513,7 @@ impl Runtime {
             Ok(expired) => {
                 for id in expired {
                     self.release_hold(&id);
+                    self.expire_held(&id);
                     match self.get_live(&id) {
                         Some(live) => live.gauges.expired(None),
                         None => crate::metrics::tasks_expired(1),

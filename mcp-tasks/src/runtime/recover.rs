@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::{
     Runtime,
     call::{CallParts, CallState, Replay, run_caught},
+    capacity::{Entry, GatePass, Held},
 };
 use crate::{
     errors,
@@ -119,6 +120,20 @@ pub(crate) async fn take(
     cause: Cause,
     report: &mut RecoveryReport,
 ) -> Result<(), StoreError> {
+    take_with(runtime, task, lease, cause, report, None).await
+}
+
+/// [`take`], for a task that holds `pass`, its places at its tool's gate (a held task
+/// started, `held.rs`); without one, a task of a limited tool over a single-process store
+/// goes through the gate, and is held back when it has no room.
+pub(crate) async fn take_with(
+    runtime: &Arc<Runtime>,
+    task: Recovery,
+    lease: Option<Lease>,
+    cause: Cause,
+    report: &mut RecoveryReport,
+    pass: Option<GatePass>,
+) -> Result<(), StoreError> {
     // A claim in a cluster takes woken parked tasks with the lapsed ones.
     let cause = if task.woken {
         crate::metrics::woken(task.woken_by_timer_ms);
@@ -146,9 +161,17 @@ pub(crate) async fn take(
         {
             Some(cause.failure().to_owned())
         }
-        Some(registered) => resume(runtime, registered, task.clone(), lease.clone(), cause)
-            .await
-            .err(),
+        Some(registered) => {
+            let resumed = resume(
+                runtime,
+                registered,
+                task.clone(),
+                lease.clone(),
+                cause,
+                pass,
+            );
+            resumed.await.err()
+        }
     };
     let Some(message) = failure else {
         report.resumed += 1;
@@ -176,8 +199,28 @@ async fn resume(
     task: Recovery,
     lease: Option<Lease>,
     cause: Cause,
+    pass: Option<GatePass>,
 ) -> Result<(), String> {
     let tool: Arc<str> = Arc::from(registered.definition.name());
+    let key = (runtime.limited).key_of(&tool, &task.owner, &task.origin.arguments);
+    let pass = match pass {
+        Some(pass) => Some(pass),
+        None => match runtime.enter(&tool, key.as_deref()) {
+            Entry::Open => None,
+            Entry::Pass(pass) => Some(pass),
+            Entry::Held => {
+                // Held back: its owner's count is held until it starts (`held.rs`).
+                *runtime.owners.lock().entry(task.owner.clone()).or_insert(0) += 1;
+                runtime.hold_back(Held {
+                    id: task.id,
+                    owner: task.owner,
+                    key,
+                    tool,
+                });
+                return Ok(());
+            }
+        },
+    };
     let meta: RequestMetaObject =
         serde_json::from_value(serde_json::Value::Object(task.origin.request_meta))
             .unwrap_or_default();
@@ -201,12 +244,11 @@ async fn resume(
             steps: task.steps.into_iter().map(|s| (s.seq, s)).collect(),
         }),
     });
-    let key = (runtime.limited).key_of(&tool, &task.owner, &task.origin.arguments);
     let work = registered
         .tool
         .call(call.context(), task.origin.arguments)
         .map_err(|e| format!("the stored arguments no longer decode: {e}"))?;
-    let work = runtime.gated(&tool, key, work);
+    let work = super::call::holding(work, pass);
     // A task taken back counts against its owner's quota but is never refused by it.
     let slot = runtime.reserve(&task.owner);
     let run = crate::trace::Run {

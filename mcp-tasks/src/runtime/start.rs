@@ -27,8 +27,14 @@ impl Runtime {
                 .loops()
                 .spawn(super::park::wake_loop(Arc::clone(self)));
         }
-        if let Placement::Cluster(instance) = &self.placement {
-            cluster::start(self, instance);
+        match &self.placement {
+            Placement::Cluster(instance) => cluster::start(self, instance),
+            Placement::Local if self.limited.any() => {
+                self.lifecycle
+                    .loops()
+                    .spawn(super::held::dispatch_loop(Arc::clone(self)));
+            }
+            Placement::Local => {}
         }
         Ok(())
     }

@@ -384,6 +384,7 @@ impl Engine {
             Err(error) => return Err(errors::store_failure(&error)),
         }
         self.runtime.cancel(&params.task_id);
+        self.runtime.cancel_held(&params.task_id);
         self.runtime.wake_soon(&params.task_id);
         Ok(())
     }
@@ -393,6 +394,7 @@ impl Engine {
     #[cfg(feature = "admin")]
     pub(crate) fn signal_cancel(&self, id: &str) {
         self.runtime.cancel(id);
+        self.runtime.cancel_held(id);
         self.runtime.wake_soon(id);
     }
 

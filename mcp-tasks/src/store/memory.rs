@@ -500,6 +500,16 @@ impl TaskStore for MemoryStore {
         Ok(self.unparked_live())
     }
 
+    async fn recovery(&self, id: &str) -> Result<Option<Recovery>, StoreError> {
+        let live = |entry: &mut Entry, _| {
+            Ok((!entry.state.status.is_terminal()).then(|| entry.recovery(false)))
+        };
+        match self.with_entry(id, live) {
+            Err(StoreError::NotFound) => Ok(None),
+            found => found,
+        }
+    }
+
     fn parks(&self) -> bool {
         true
     }

@@ -118,6 +118,17 @@ pub trait TaskStore: Send + Sync + 'static {
     /// calls it once, at start-up, before serving.
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError>;
 
+    /// Live task `id` with what a run of it needs (its arguments, stored steps and answers);
+    /// `None` once it ended (or expired), or for an unknown id. A single-process runtime
+    /// reads it to start a task that a tool's limit held back
+    /// ([`ToolDefinition::with_concurrency`](crate::ToolDefinition::with_concurrency) and
+    /// the others): while held, the task is its row. The default scans
+    /// [`TaskStore::recoverable`]; the stores of this crate read the one task.
+    async fn recovery(&self, id: &str) -> Result<Option<Recovery>, StoreError> {
+        let recoverable = self.recoverable().await?;
+        Ok(recoverable.into_iter().find(|task| &*task.id == id))
+    }
+
     /// Every answer stored for task `id`'s input requests, by key (the replay data); empty for a
     /// task that ended (its replay data is gone). A replay reads it when it asks again a
     /// question that was open when it started, so an answer stored after the replay data was

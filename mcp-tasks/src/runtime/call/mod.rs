@@ -81,7 +81,10 @@ use rmcp::model::{ClientCapabilities, ErrorData, InputRequests, InputResponses, 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::Runtime;
+use super::{
+    OwnerSlot, Runtime,
+    capacity::{Entry, GatePass, Held},
+};
 use crate::{
     context::Failure,
     errors,
@@ -221,7 +224,6 @@ impl Call<'_> {
     fn work(&self, call: &Arc<CallState>) -> Result<ToolFuture, CallToolResult> {
         let tool = &self.registered.tool;
         tool.call(call.context(), self.arguments.clone())
-            .map(|work| self.runtime.gated(&self.tool, self.limit_key(), work))
             .map_err(|error| error.into_result(&self.tool))
     }
 
@@ -250,7 +252,7 @@ impl Call<'_> {
         self.runtime.placement.shared().is_some() && self.runtime.limited.limits(&self.tool)
     }
 
-    /// The key of this call under its tool's per-key concurrency limit, if it has one.
+    /// The key of this call under its tool's per-key limits, if it has any.
     fn limit_key(&self) -> Option<String> {
         (self.runtime.limited).key_of(&self.tool, &self.owner, self.arguments)
     }
@@ -261,11 +263,17 @@ impl Call<'_> {
         if !self.queued_for_its_limit() {
             return "queued: waiting for an instance with a free slot to start it".to_owned();
         }
+        self.limit_message()
+    }
+
+    /// The status message of a task its tool's limits hold back: which limits.
+    fn limit_message(&self) -> String {
         let definition = &self.registered.definition;
         let limits: Vec<String> = [
-            definition
-                .concurrency()
-                .map(|limit| format!("runs at most {limit} tasks at once")),
+            definition.concurrency().map(|limit| {
+                let tasks = if limit == 1 { "task" } else { "tasks" };
+                format!("runs at most {limit} {tasks} at once")
+            }),
             definition.key_concurrency().map(|(key, limit)| {
                 let tasks = if limit == 1 { "task" } else { "tasks" };
                 format!("runs at most {limit} {tasks} at once for each {key}")
@@ -379,6 +387,16 @@ impl Call<'_> {
             Ok(work) => work,
             Err(refused) => return Ok(Answer::Result(refused)),
         };
+        // Past its tool's gate, if it has one; else held back, its work dropped unpolled.
+        let key = self.limit_key();
+        let work = match self.runtime.enter(&self.tool, key.as_deref()) {
+            Entry::Open => work,
+            Entry::Pass(pass) => holding(work, Some(pass)),
+            Entry::Held => {
+                drop((work, call, promote));
+                return self.held(id, slot, key).await;
+            }
+        };
         let span = self.span(&id);
         let mut work: Pin<Box<dyn Future<Output = Ended> + Send>> =
             Box::pin(run_caught(work).instrument(span.clone()));
@@ -438,6 +456,47 @@ impl Call<'_> {
             None => runtime.spawn(id, self.tool.clone(), span, work),
         }
         Ok(Answer::Task(snapshot.to_task()))
+    }
+}
+
+impl Call<'_> {
+    /// A call of a limited tool whose gate has no room, over a single-process store: its
+    /// task `id` is recorded, saying which limit holds it, and held back with no work
+    /// (`held.rs`); its owner's count stays held from `slot`.
+    async fn held(
+        self,
+        id: Arc<str>,
+        slot: OwnerSlot,
+        key: Option<String>,
+    ) -> Result<Answer, ErrorData> {
+        let record = self.new_task(id.clone(), Some(self.limit_message()), true);
+        let snapshot = match self.runtime.store.create(record).await {
+            Ok(Created::New(snapshot)) => snapshot,
+            Ok(Created::Existing(existing)) => {
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                return Ok(Answer::Task(existing.to_task()));
+            }
+            Err(StoreError::Full { max_tasks }) => return Err(errors::store_full(max_tasks)),
+            Err(other) => return Err(errors::store_failure(&other)),
+        };
+        self.runtime.hold_back(Held {
+            id,
+            owner: slot.hold(),
+            key,
+            tool: self.tool.clone(),
+        });
+        Ok(Answer::Task(snapshot.to_task()))
+    }
+}
+
+/// `work` holding `pass`, its places at its tool's gate, until it ends or is dropped.
+pub(crate) fn holding(work: ToolFuture, pass: Option<GatePass>) -> ToolFuture {
+    match pass {
+        None => work,
+        Some(pass) => Box::pin(async move {
+            let _pass = pass;
+            work.await
+        }),
     }
 }
 

@@ -187,6 +187,20 @@ impl TaskStore for SqliteStore {
         true
     }
 
+    async fn recovery(&self, id: &str) -> Result<Option<Recovery>, StoreError> {
+        // Read through `get`, which applies a due expiry first.
+        match self.get(id).await? {
+            Some(task) if !task.status.is_terminal() => {}
+            _ => return Ok(None),
+        }
+        let key = id.to_owned();
+        let found = self.read(move |conn| recovery_of(conn, &key)).await?;
+        Ok(found.map(|mut task| {
+            task.woken = false;
+            task
+        }))
+    }
+
     async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
         let only = only.map(str::to_owned);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
