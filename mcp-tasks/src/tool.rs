@@ -132,8 +132,10 @@ impl ToolDefinition {
     /// by an instance or worker with a free slot (the claim counts the tool's tasks under a
     /// lock, so the limit holds whichever instance claims); a waiting task holds only its
     /// row, and a task parked on an answer or a timer keeps its place. In one process the
-    /// waiting task's work waits in memory for a place, and a parked task gives its place
-    /// back until it goes on. Only for [`Mode::Required`] tools (the toolkit refuses it on
+    /// waiting task is held back as its row and a small queue entry (no work in memory, no
+    /// running slot of [`max_running`](crate::EngineBuilder::with_max_running)) and starts
+    /// when a place frees, oldest first; a parked task gives its place back until it goes
+    /// on. Only for [`Mode::Required`] tools (the toolkit refuses it on
     /// others). `#[task_tool(concurrency = 3)]`.
     #[must_use]
     pub fn with_concurrency(mut self, limit: u32) -> Self {
@@ -150,8 +152,9 @@ impl ToolDefinition {
     /// (each start is logged in the store under the tool's lock, by the database's clock);
     /// the waiting task holds only its row, and an instance's claims (at its
     /// [claim interval](crate::ClusterConfig::with_claim_interval)) start it once the window
-    /// has room. In one process the waiting task's work waits in memory. A replay after a
-    /// restart or a takeover is not a new start. Only for [`Mode::Required`] tools (the
+    /// has room. In one process the waiting task is held back as its row and a small queue
+    /// entry until the window has room. A replay after a restart or a takeover is not a new
+    /// start. Only for [`Mode::Required`] tools (the
     /// toolkit refuses it on others). `#[task_tool(rate = "10/1m")]`.
     #[must_use]
     pub fn with_rate(mut self, rate: crate::rate::Rate) -> Self {
