@@ -1,7 +1,8 @@
 //! The queue metrics by owner bucket (`ClusterConfig::with_owner_buckets`): the queue depth
 //! and the claim lag of a Postgres task space, labelled by tool and by the bucket the
-//! application derives from each owner, never by owner id. Its own process: the recorder is
-//! global.
+//! application derives from each owner, never by owner id; and in one process, the tasks a
+//! tool's limit holds back. Its own binary: the recorder is global (installed once, shared
+//! by the tests when they run in one process).
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -53,14 +54,38 @@ async fn scrape(url: &str) -> BTreeMap<String, f64> {
 }
 
 fn depth(page: &BTreeMap<String, f64>, bucket: &str) -> f64 {
-    let key = format!("mcp_tasks_queue_depth{{tool=\"hold\",owner_bucket=\"{bucket}\"}}");
+    depth_of(page, "hold", bucket)
+}
+
+fn depth_of(page: &BTreeMap<String, f64>, tool: &str, bucket: &str) -> f64 {
+    let key = format!("mcp_tasks_queue_depth{{tool=\"{tool}\",owner_bucket=\"{bucket}\"}}");
     page.get(&key).copied().unwrap_or(f64::NAN)
 }
 
 fn lag_count(page: &BTreeMap<String, f64>, bucket: &str) -> f64 {
+    lag_count_of(page, "hold", bucket)
+}
+
+fn lag_count_of(page: &BTreeMap<String, f64>, tool: &str, bucket: &str) -> f64 {
     let key =
-        format!("mcp_tasks_claim_lag_seconds_count{{tool=\"hold\",owner_bucket=\"{bucket}\"}}");
+        format!("mcp_tasks_claim_lag_seconds_count{{tool=\"{tool}\",owner_bucket=\"{bucket}\"}}");
     page.get(&key).copied().unwrap_or(0.0)
+}
+
+/// The process's recorder, installed by the first test that asks, and a page of its
+/// samples served on this test's runtime: its url.
+async fn metrics_page() -> String {
+    static HANDLE: std::sync::OnceLock<mcp_tasks::metrics::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    let handle = HANDLE
+        .get_or_init(|| mcp_tasks::metrics::install_prometheus().expect("the first recorder"))
+        .clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        axum::serve(listener, mcp_tasks::metrics::prometheus_router(handle)).await
+    });
+    url
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,12 +93,7 @@ async fn the_queue_metrics_are_labelled_by_owner_bucket() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let handle = mcp_tasks::metrics::install_prometheus().expect("the first recorder");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let metrics = format!("http://{}/metrics", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        axum::serve(listener, mcp_tasks::metrics::prometheus_router(handle)).await
-    });
+    let metrics = metrics_page().await;
     let gate = Arc::new(Semaphore::new(0));
     // A front that records the calls queued, and an instance that runs one at a time.
     let front = Engine::builder(toolkit![hold].expect("toolkit").with_state(gate.clone()))
@@ -135,4 +155,36 @@ async fn the_queue_metrics_are_labelled_by_owner_bucket() {
         patience.wait().await;
     }
     runner.shutdown(Duration::from_secs(5)).await;
+}
+
+/// One at a time; holds until the test lets it go.
+#[task_tool(mode = "required", concurrency = 1, poll_interval = "50ms")]
+async fn pace(State(gate): State<Arc<Semaphore>>) -> Result<String, ToolError> {
+    gate.acquire().await.expect("open").forget();
+    Ok("paced".to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_held_back_in_one_process_are_its_queue() {
+    let metrics = metrics_page().await;
+    let gate = Arc::new(Semaphore::new(0));
+    let server = TaskServer::new(toolkit![pace].expect("toolkit").with_state(gate.clone()));
+    let url = Http::start(server).await.url;
+    for _ in 0..5 {
+        Http::to(&url).call_task("pace", json!({})).await;
+    }
+    // One runs; four are held back.
+    let patience = Patience::new("four tasks held in the samples");
+    while depth_of(&scrape(&metrics).await, "pace", "all") != 4.0 {
+        patience.wait().await;
+    }
+    gate.add_permits(5);
+    let patience = Patience::new("the held tasks started, each one's wait recorded");
+    loop {
+        let page = scrape(&metrics).await;
+        if depth_of(&page, "pace", "all") == 0.0 && lag_count_of(&page, "pace", "all") == 4.0 {
+            break;
+        }
+        patience.wait().await;
+    }
 }

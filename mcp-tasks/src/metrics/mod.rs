@@ -126,11 +126,14 @@ pub fn describe() {
         Unit::Seconds,
         "Latency of task store calls, by operation."
     );
-    describe_gauge!(QUEUE_DEPTH, "Queued tasks not yet claimed (cluster mode).");
+    describe_gauge!(
+        QUEUE_DEPTH,
+        "Queued tasks not yet claimed (cluster mode), or held back by their tool's limit (one process)."
+    );
     describe_histogram!(
         CLAIM_LAG,
         Unit::Seconds,
-        "From a queued task's creation to its claim, by tool (cluster mode)."
+        "From a queued (or held back) task's creation to its claim (or start), by tool."
     );
     describe_counter!(
         LEASES_LOST,

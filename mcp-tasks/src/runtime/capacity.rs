@@ -555,6 +555,13 @@ impl ToolLimits {
         (ready, wait)
     }
 
+    /// How many tasks of `tool` its gate holds back.
+    pub(crate) fn held_of(&self, tool: &str) -> usize {
+        self.gates
+            .get(tool)
+            .map_or(0, |gate| gate.held.lock().len())
+    }
+
     /// How many tasks the gates hold back.
     pub(crate) fn held(&self) -> usize {
         self.held.load(Ordering::Acquire)

@@ -23,6 +23,10 @@
 //!    dropped.
 //! 5. **Restart.** Over a durable store the held tasks are rows: a restarted process
 //!    recovers them as it recovers every unfinished task, and holds them back again.
+//! 6. **Metrics.** The held tasks are the queue of a single-process server:
+//!    `mcp_tasks_queue_depth{tool, owner_bucket="all"}` counts each tool's held tasks, and
+//!    `mcp_tasks_claim_lag_seconds` records, for each held task that starts, the time from
+//!    its creation.
 
 use std::{sync::Arc, time::Duration};
 
@@ -65,7 +69,15 @@ impl Runtime {
                 );
             });
         }
+        let tool = Arc::clone(&task.tool);
         self.limited.hold(task);
+        self.sample_held(&tool);
+    }
+
+    /// The queue depth of `tool`'s held tasks, for the metrics (invariant 6).
+    fn sample_held(&self, tool: &str) {
+        let depth = u64::try_from(self.limited.held_of(tool)).unwrap_or(u64::MAX);
+        crate::metrics::queue_depth(tool, crate::cluster::DEFAULT_OWNER_BUCKET, depth);
     }
 
     /// Task `id`, if held back here, is cancelled: out of its queue and ended at once
@@ -75,6 +87,7 @@ impl Runtime {
             return;
         };
         unhold(&self.owners, &task.owner);
+        self.sample_held(&task.tool);
         let runtime = Arc::clone(self);
         self.lifecycle.work().spawn(async move {
             runtime.finish(&task.id, &task.tool, Ended::Cancelled).await;
@@ -85,6 +98,7 @@ impl Runtime {
     pub(crate) fn expire_held(&self, id: &str) {
         if let Some(task) = self.limited.unhold(id) {
             unhold(&self.owners, &task.owner);
+            self.sample_held(&task.tool);
         }
     }
 
@@ -94,7 +108,14 @@ impl Runtime {
         let room = self.capacity.free();
         let (ready, wait) = self.limited.startable(room);
         let full = ready.len() == room && self.limited.held() > 0;
+        let mut sampled: Vec<Arc<str>> = Vec::new();
         for (task, pass) in ready {
+            if !sampled.contains(&task.tool) {
+                self.sample_held(&task.tool);
+                sampled.push(Arc::clone(&task.tool));
+            }
+            let bucket = crate::cluster::DEFAULT_OWNER_BUCKET;
+            crate::metrics::claimed_queued(&task.id, &task.tool, bucket);
             let runtime = Arc::clone(self);
             self.lifecycle
                 .work()
