@@ -18,7 +18,7 @@ use std::{
 };
 
 use common::{Http, Patience, TASKS};
-use mcp_tasks::{ClusterConfig, Engine, State, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{State, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::json;
 
 /// The tool's own journal: how many tasks run now and the most that ever ran at once, by
@@ -149,22 +149,10 @@ async fn one_task_per_key_at_once_across_instances() {
 /// Three instances (`a`, `b`, `c`) over `db`'s task space, each serving `tools()` with at
 /// most 4 tasks at once and claiming every 50 ms; their urls.
 async fn cluster(db: &pg::Db, tools: impl Fn() -> mcp_tasks::Toolkit) -> Vec<String> {
-    let mut urls = Vec::new();
-    for id in ["a", "b", "c"] {
-        let store = Arc::new(db.store().await.expect("connect"));
-        let engine = Engine::builder(tools())
-            .with_shared_store(store)
-            .with_instance_id(id)
-            .with_max_running(4)
-            .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(50)))
-            .build();
-        let router = mcp_tasks::http_router(
-            TaskServer::from_engine(engine),
-            mcp_tasks::HttpOptions::new(),
-        );
-        urls.push(Http::start_router(router).await.url);
-    }
-    urls
+    let engines = db
+        .three_instances(tools, 4, Duration::from_millis(50))
+        .await;
+    Http::serve_all(engines).await
 }
 
 /// The start instants of the tool's tasks, by workspace, and how many ended.

@@ -15,7 +15,7 @@ use std::{
 
 use common::{Http, Patience, Peer};
 use mcp_tasks::{
-    ClusterConfig, Engine, State, TaskContext, TaskServer, ToolError,
+    State, TaskContext, TaskServer, ToolError,
     rate::{Limiter, Rate},
     task_tool, toolkit,
 };
@@ -97,26 +97,15 @@ async fn call(urls: &[String], tool: &str, n: usize) -> Vec<(String, String)> {
 
 /// Three instances over one Postgres task space, each with 8 free slots, serving `toolkit`.
 async fn cluster(db: &pg::Db, journal: &Journal) -> Vec<String> {
-    let mut urls = Vec::new();
-    for id in ["a", "b", "c"] {
-        let store = Arc::new(db.store().await.expect("connect"));
-        let engine = Engine::builder(
-            toolkit![fetch]
-                .expect("toolkit")
-                .with_state(journal.clone()),
-        )
-        .with_shared_store(store)
-        .with_instance_id(id)
-        .with_max_running(8)
-        .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(200)))
-        .build();
-        let router = mcp_tasks::http_router(
-            TaskServer::from_engine(engine),
-            mcp_tasks::HttpOptions::new(),
-        );
-        urls.push(Http::start_router(router).await.url);
-    }
-    urls
+    let tools = || {
+        toolkit![fetch]
+            .expect("toolkit")
+            .with_state(journal.clone())
+    };
+    let engines = db
+        .three_instances(tools, 8, Duration::from_millis(200))
+        .await;
+    Http::serve_all(engines).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

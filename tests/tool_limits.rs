@@ -19,7 +19,7 @@ use std::{
 };
 
 use common::{Http, Patience, Peer, TASKS};
-use mcp_tasks::{ClusterConfig, Engine, State, TaskServer, ToolError, task_tool, toolkit};
+use mcp_tasks::{Engine, State, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::json;
 
 /// The tool's own journal: how many of its tasks run now, the most that ever ran at once,
@@ -85,28 +85,15 @@ async fn a_tool_runs_at_most_its_limit_across_instances() {
         return;
     };
     let journal = Journal::default();
-    let mut urls = Vec::new();
-    for id in ["a", "b", "c"] {
-        let store = Arc::new(db.store().await.expect("connect"));
-        let engine = Engine::builder(
-            toolkit![export]
-                .expect("toolkit")
-                .with_state(journal.clone()),
-        )
-        .with_shared_store(store)
-        .with_instance_id(id)
-        .with_max_running(4)
-        .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(50)))
-        .build();
-        urls.push(
-            Http::start_router(mcp_tasks::http_router(
-                TaskServer::from_engine(engine),
-                mcp_tasks::HttpOptions::new(),
-            ))
-            .await
-            .url,
-        );
-    }
+    let tools = || {
+        toolkit![export]
+            .expect("toolkit")
+            .with_state(journal.clone())
+    };
+    let engines = db
+        .three_instances(tools, 4, Duration::from_millis(50))
+        .await;
+    let urls = Http::serve_all(engines).await;
     call(&urls, 30).await;
     let most = most_at_once(&journal, 30).await;
     assert_eq!(

@@ -296,6 +296,15 @@ impl Http {
         .await
     }
 
+    /// Serves each engine over Streamable HTTP on 127.0.0.1: their urls.
+    pub async fn serve_all(engines: Vec<mcp_tasks::Engine>) -> Vec<String> {
+        let mut urls = Vec::new();
+        for engine in engines {
+            urls.push(Self::start(TaskServer::from_engine(engine)).await.url);
+        }
+        urls
+    }
+
     pub async fn start_router(router: axum::Router) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

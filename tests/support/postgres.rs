@@ -200,6 +200,30 @@ impl Db {
         self.builder().connect().await
     }
 
+    /// Three instances (`a`, `b`, `c`) over this schema, each serving `tools()` with at most
+    /// `max_running` tasks at once and claiming every `claim_interval`; not started (serving
+    /// starts them).
+    pub async fn three_instances(
+        &self,
+        tools: impl Fn() -> mcp_tasks::Toolkit,
+        max_running: usize,
+        claim_interval: Duration,
+    ) -> Vec<mcp_tasks::Engine> {
+        let mut engines = Vec::new();
+        for id in ["a", "b", "c"] {
+            let store = std::sync::Arc::new(self.store().await.expect("connect"));
+            let config = mcp_tasks::ClusterConfig::default().with_claim_interval(claim_interval);
+            let engine = mcp_tasks::Engine::builder(tools())
+                .with_shared_store(store)
+                .with_instance_id(id)
+                .with_max_running(max_running)
+                .with_cluster(config)
+                .build();
+            engines.push(engine);
+        }
+        engines
+    }
+
     /// How many of this schema's store connections are listening for notices now (one per
     /// instance that listens), read over `raw` (a connection of [`Db::raw`]).
     pub async fn listeners(&self, raw: &tokio_postgres::Client) -> i64 {
