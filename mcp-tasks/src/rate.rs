@@ -258,47 +258,12 @@ mod tests {
         })
     }
 
-    /// The table both copies of the rate grammar are held to (`mcp-tasks-macros/src/attr.rs`
-    /// and `mcp-tasks/src/rate.rs`): `<text> => <count> <ms>` is accepted as that; `<text>
-    /// !> <words>` is refused with a message containing the words. Every spelling a message
-    /// suggests (`"…"` in backticks) is accepted: a rate, or a window (after `1/`).
-    const RATE_CASES: &str = include_str!("../../tests/rate_cases.txt");
-
     #[test]
     fn the_shared_table_of_rate_cases() {
-        let mut checked = 0;
-        for line in RATE_CASES.lines() {
-            let line = line.trim_end();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let text = |t: &str| t.trim_matches('|').to_owned();
-            if let Some((input, want)) = line.split_once(" => ") {
-                let (count, ms) = want.split_once(' ').expect("<count> <ms>");
-                let want = (count.parse().unwrap(), ms.parse().unwrap());
-                assert_eq!(parse_pair(&text(input)), Ok(want), "{line}");
-            } else if let Some((input, words)) = line.split_once(" !> ") {
-                let message = parse_pair(&text(input)).expect_err(line);
-                assert!(message.contains(words), "{line}: {message}");
-                for suggested in message.split("`\"").skip(1) {
-                    let suggested = suggested.split("\"`").next().unwrap_or_default();
-                    let as_rate = if suggested.contains('/') {
-                        suggested.to_owned()
-                    } else {
-                        format!("1/{suggested}")
-                    };
-                    assert!(
-                        parse_pair(&as_rate).is_ok(),
-                        "{line}: suggests `{suggested}`: {message}"
-                    );
-                }
-            } else {
-                panic!("a case is `<text> => <count> <ms>` or `<text> !> <words>`: {line}");
-            }
-            checked += 1;
-        }
-        assert!(checked >= 15, "{checked} cases");
+        check_rate_table(parse_pair);
     }
+
+    include!("../../tests/support/rate_table.rs");
 
     #[test]
     fn parses_and_prints() {

@@ -311,14 +311,9 @@ impl Call<'_> {
         let message = (!runs).then(|| self.queued_message());
         let record = self.new_task(id.clone(), message, runs);
         let lease = Lease::first(&record);
-        let snapshot = match self.runtime.store.create(record).await {
-            Ok(Created::New(snapshot)) => snapshot,
-            Ok(Created::Existing(existing)) => {
-                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
-                return Ok(Answer::Task(existing.to_task()));
-            }
-            Err(StoreError::Full { max_tasks }) => return Err(errors::store_full(max_tasks)),
-            Err(other) => return Err(errors::store_failure(&other)),
+        let snapshot = match self.create(record).await? {
+            Ok(snapshot) => snapshot,
+            Err(existing) => return Ok(existing),
         };
         if !runs {
             return Ok(Answer::Task(snapshot.to_task()));
@@ -460,6 +455,23 @@ impl Call<'_> {
 }
 
 impl Call<'_> {
+    /// Creates `record`: its snapshot, or the answer of the existing task an idempotent
+    /// retry finds.
+    async fn create(
+        &self,
+        record: NewTask,
+    ) -> Result<Result<crate::store::TaskSnapshot, Answer>, ErrorData> {
+        match self.runtime.store.create(record).await {
+            Ok(Created::New(snapshot)) => Ok(Ok(snapshot)),
+            Ok(Created::Existing(existing)) => {
+                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
+                Ok(Err(Answer::Task(existing.to_task())))
+            }
+            Err(StoreError::Full { max_tasks }) => Err(errors::store_full(max_tasks)),
+            Err(other) => Err(errors::store_failure(&other)),
+        }
+    }
+
     /// A call of a limited tool whose gate has no room, over a single-process store: its
     /// task `id` is recorded, saying which limit holds it, and held back with no work
     /// (`held.rs`); its owner's count stays held from `slot`.
@@ -470,14 +482,9 @@ impl Call<'_> {
         key: Option<String>,
     ) -> Result<Answer, ErrorData> {
         let record = self.new_task(id.clone(), Some(self.limit_message()), true);
-        let snapshot = match self.runtime.store.create(record).await {
-            Ok(Created::New(snapshot)) => snapshot,
-            Ok(Created::Existing(existing)) => {
-                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
-                return Ok(Answer::Task(existing.to_task()));
-            }
-            Err(StoreError::Full { max_tasks }) => return Err(errors::store_full(max_tasks)),
-            Err(other) => return Err(errors::store_failure(&other)),
+        let snapshot = match self.create(record).await? {
+            Ok(snapshot) => snapshot,
+            Err(existing) => return Ok(existing),
         };
         self.runtime.hold_back(Held {
             id,
