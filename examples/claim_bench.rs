@@ -1,6 +1,11 @@
 //! Claims of queued tasks per second on Postgres, owners taking turns against oldest first:
 //! `cargo run --release --example claim_bench [-- URL] [--owners N] [--per-owner N]
-//! [--claimers N] [--batch N] [--rounds N]`.
+//! [--claimers N] [--batch N] [--rounds N] [--keyed]`.
+//!
+//! `--keyed` compares instead owners taking turns with the tool under a per-key concurrency
+//! limit and a per-key rate (keyed by owner, each wide enough that every task may start: the
+//! cost of the keyed claim itself, its window over the tool's queue by key, its count of each
+//! key's starts and its log of them) against owners taking turns with no limit.
 //!
 //! Each measurement queues `--owners` × `--per-owner` tasks (default 1,000 owners × 20) in a
 //! fresh schema, all at once, then `--claimers` claimers (default 2, each with its own store
@@ -21,6 +26,7 @@ use std::{
 
 use mcp_tasks::{
     ClaimOrder, PostgresStore, TaskStore,
+    rate::Rate,
     store::{Claim, NewTask},
 };
 use tokio_postgres::NoTls;
@@ -31,6 +37,15 @@ struct Setup {
     per_owner: usize,
     claimers: usize,
     batch: usize,
+}
+
+/// What one measurement claims with.
+#[derive(Clone, Copy)]
+enum Variant {
+    Oldest,
+    Turns,
+    /// Owners take turns, the tool under per-key limits keyed by owner.
+    Keyed,
 }
 
 async fn store(
@@ -57,12 +72,14 @@ async fn queue(
         let (owners, total) = (setup.owners, setup.owners * setup.per_owner);
         creates.spawn(async move {
             for n in (lane..total).step_by(16) {
+                let owner = format!("owner-{:04}", n % owners);
                 let task = NewTask::new(
                     Arc::from(ids::task_id()),
-                    Arc::from(format!("owner-{:04}", n % owners)),
+                    Arc::from(owner.as_str()),
                     Arc::from("bench"),
                 )
-                .with_ttl(Some(Duration::from_secs(3600)));
+                .with_ttl(Some(Duration::from_secs(3600)))
+                .with_limit_key(Arc::from(owner));
                 store.create(task).await?;
             }
             Ok::<(), mcp_tasks::store::StoreError>(())
@@ -74,15 +91,32 @@ async fn queue(
     Ok(())
 }
 
-/// Tasks claimed per second in `order`, in a fresh schema.
+/// Tasks claimed per second with `variant`, in a fresh schema.
 async fn measure(
     setup: &Setup,
-    order: ClaimOrder,
+    variant: Variant,
     round: usize,
 ) -> Result<f64, Box<dyn std::error::Error>> {
-    let order_name = match order {
-        ClaimOrder::OldestFirst => "oldest",
-        _ => "turns",
+    let (order, order_name) = match variant {
+        Variant::Oldest => (ClaimOrder::OldestFirst, "oldest"),
+        Variant::Turns => (ClaimOrder::OwnersTakeTurns, "turns"),
+        Variant::Keyed => (ClaimOrder::OwnersTakeTurns, "keyed"),
+    };
+    let keyed = matches!(variant, Variant::Keyed);
+    // Wide enough for every task of an owner: the keyed claim's cost, nothing held back.
+    let wide = u32::try_from(setup.per_owner).unwrap_or(u32::MAX);
+    let key_limits: Arc<[(Arc<str>, u32)]> = if keyed {
+        Arc::from([(Arc::from("bench"), wide)])
+    } else {
+        Arc::from([])
+    };
+    let key_rates: Arc<[(Arc<str>, Rate)]> = if keyed {
+        Arc::from([(
+            Arc::from("bench"),
+            Rate::new(wide, Duration::from_secs(3600)),
+        )])
+    } else {
+        Arc::from([])
     };
     let schema = format!("bench_claim_{round}_{order_name}_{}", std::process::id());
     let first = store(setup, &schema).await?;
@@ -97,13 +131,16 @@ async fn measure(
     for (i, store) in stores.iter().enumerate() {
         let store = Arc::clone(store);
         let batch = setup.batch;
+        let (key_limits, key_rates) = (Arc::clone(&key_limits), Arc::clone(&key_rates));
         claimers.spawn(async move {
             let instance = format!("claimer-{i}");
             let cluster = store.cluster().expect("a cluster store");
             let mut claimed = 0usize;
             loop {
                 let claim = Claim::queued(&instance, Duration::from_secs(600), batch)
-                    .with_order(order, &[]);
+                    .with_order(order, &[])
+                    .with_key_limits(&key_limits)
+                    .with_key_rates(&key_rates);
                 let got = cluster.claim(claim).await?.len();
                 if got == 0 {
                     return Ok::<usize, mcp_tasks::store::StoreError>(claimed);
@@ -170,6 +207,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         batch: 32,
     };
     let mut rounds = 3;
+    let mut keyed = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut number = |name: &str| {
@@ -184,6 +222,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--claimers" => setup.claimers = number("--claimers")?,
             "--batch" => setup.batch = number("--batch")?,
             "--rounds" => rounds = number("--rounds")?,
+            "--keyed" => keyed = true,
             _ if arg.starts_with("--") => return Err(format!("unknown option {arg}").into()),
             _ => setup.url = arg,
         }
@@ -193,20 +232,23 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         setup.owners, setup.per_owner, setup.claimers, setup.batch
     );
     println!();
-    println!("| round | owners take turns (tasks/s) | oldest first (tasks/s) | ratio |");
+    let (a, b) = if keyed {
+        println!("| round | per-key limits (tasks/s) | no limit (tasks/s) | ratio |");
+        (Variant::Keyed, Variant::Turns)
+    } else {
+        println!("| round | owners take turns (tasks/s) | oldest first (tasks/s) | ratio |");
+        (Variant::Turns, Variant::Oldest)
+    };
     println!("| --- | --- | --- | --- |");
     let (mut turns, mut oldest, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which goes first, so neither always meets a warmer cache.
         let (t, o) = if round % 2 == 0 {
-            let t = measure(&setup, ClaimOrder::OwnersTakeTurns, round).await?;
-            (t, measure(&setup, ClaimOrder::OldestFirst, round).await?)
+            let t = measure(&setup, a, round).await?;
+            (t, measure(&setup, b, round).await?)
         } else {
-            let o = measure(&setup, ClaimOrder::OldestFirst, round).await?;
-            (
-                measure(&setup, ClaimOrder::OwnersTakeTurns, round).await?,
-                o,
-            )
+            let o = measure(&setup, b, round).await?;
+            (measure(&setup, a, round).await?, o)
         };
         println!("| {} | {t:.0} | {o:.0} | {:.2}x |", round + 1, t / o);
         turns.push(t);

@@ -36,7 +36,6 @@ mod pg;
 
 use std::{
     collections::{HashMap, HashSet},
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
@@ -106,20 +105,14 @@ impl Instance {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start an instance");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = loop {
-            let line = lines
-                .next()
-                .unwrap_or_else(|| panic!("instance {name} exited before serving"))
-                .unwrap();
-            if let Some(url) = line.strip_prefix("serving MCP on ") {
-                break Some(url.to_owned());
+        let who = format!("instance {name}");
+        let url = common::read_stderr_until(&mut child, &who, |line| {
+            match line.strip_prefix("serving MCP on ") {
+                Some(url) => Some(Some(url.to_owned())),
+                // A worker serves nothing.
+                None => line.starts_with("worker ").then_some(None),
             }
-            if line.starts_with("worker ") {
-                break None;
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        });
         Self {
             name: name.to_owned(),
             child,

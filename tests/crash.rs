@@ -13,7 +13,6 @@ mod common;
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
@@ -45,21 +44,13 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start the example server");
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut report = String::new();
-        let url = loop {
-            let line = lines
-                .next()
-                .expect("the server printed its address")
-                .unwrap();
+        let url = common::read_stderr_until(&mut child, "the example server", |line| {
             if line.starts_with("store sqlite:") {
-                report = line.clone();
+                line.clone_into(&mut report);
             }
-            if let Some(url) = line.strip_prefix("serving MCP on ") {
-                break url.to_owned();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+            line.strip_prefix("serving MCP on ").map(str::to_owned)
+        });
         let mut http = Http::start_router(axum::Router::new()).await;
         http.url = url;
         (Self { child, http }, report)

@@ -11,7 +11,6 @@ mod pg;
 
 use std::{
     collections::HashMap,
-    io::{BufRead, BufReader},
     path::PathBuf,
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -46,17 +45,10 @@ fn start(db: &pg::Db, dir: &std::path::Path, name: &str, extra: &[&str]) -> Inst
         .stderr(Stdio::piped())
         .spawn()
         .expect("start an instance");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .unwrap_or_else(|| panic!("instance {name} exited before serving"))
-            .expect("stderr line");
-        if let Some(url) = line.strip_prefix("serving MCP on ") {
-            break url.to_owned();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
+    let who = format!("instance {name}");
+    let url = common::read_stderr_until(&mut child, &who, |line| {
+        line.strip_prefix("serving MCP on ").map(str::to_owned)
+    });
     Instance {
         child,
         url,

@@ -20,7 +20,8 @@
 //! 4. **End while held.** A cancel takes the task out of its queue and ends it `cancelled`
 //!    at once, without running any of its code; an expiry takes it out and writes nothing
 //!    (the store ended it). A task the store no longer has live when it would start is
-//!    dropped.
+//!    dropped; one whose cancel is stored while it starts is cancelled once its work is
+//!    registered (the row is read again after).
 //! 5. **Restart.** Over a durable store the held tasks are rows: a restarted process
 //!    recovers them as it recovers every unfinished task, and holds them back again.
 //! 6. **Metrics.** The held tasks are the queue of a single-process server:
@@ -142,6 +143,13 @@ impl Runtime {
                 let taken = take_with(self, found, None, Cause::Queued, &mut report, Some(pass));
                 if let Err(error) = taken.await {
                     tracing::warn!(task_id = %task.id, %error, "a held task did not start");
+                }
+                // A cancel stored between the read and the work's registration found neither
+                // a queue entry nor work to signal: the row has it, so the work hears it now.
+                if let Ok(Some(now)) = self.store.get(&task.id).await
+                    && now.cancel_requested
+                {
+                    self.cancel(&task.id);
                 }
             }
             // It ended while held (an expiry, a purge).

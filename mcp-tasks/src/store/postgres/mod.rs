@@ -87,6 +87,7 @@ mod cluster;
 mod listener;
 mod notice;
 mod pool;
+mod rate_log;
 mod row;
 mod schema;
 mod tasks;
