@@ -120,16 +120,29 @@ macro_rules! claim_by_turns {
 }
 
 /// The claim statements of queued tasks, by order: of every queued task, or of those a
-/// [`Filter`] allows (its tools, priority and ids bound from `$5` or `$8` on).
+/// [`Filter`] allows (its tools and priority bound from `$5` or `$8` on).
 const CLAIM_OLDEST: &str = claim_oldest!("");
 const CLAIM_OLDEST_FILTERED: &str = claim_oldest!(
     " AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6) \
-     AND ($7::int2 IS NULL OR priority = $7) AND ($8::text[] IS NULL OR id = ANY($8::text[]))"
+     AND ($7::int2 IS NULL OR priority = $7)"
 );
 const CLAIM_BY_TURNS: &str = claim_by_turns!("");
 const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
     " AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9) \
-     AND ($10::int2 IS NULL OR priority = $10) AND ($11::text[] IS NULL OR id = ANY($11::text[]))"
+     AND ($10::int2 IS NULL OR priority = $10)"
+);
+
+/// Takes the queued tasks `$5` (those a tool's per-key limits let start, in the order
+/// [`KEY_ELIGIBLE`] gave them) that are still queued and live, up to `$4`, for `$1`.
+const CLAIM_IDS: &str = concat!(
+    "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE id = ANY($5::text[]) \
+     AND purge_at_ms IS NULL AND runner IS NULL AND (deadline_ms IS NULL OR deadline_ms > $3) \
+     ORDER BY array_position($5::text[], id) LIMIT $4 FOR UPDATE SKIP LOCKED) \
+     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, \
+     last_updated_at_ms = $3, lease_until_ms = ",
+    db_now_ms!(),
+    " + $2 FROM c WHERE t.id = c.id",
+    claimed_columns!()
 );
 
 /// The queued tasks of the tool `$1` (of priority `$3`, unless NULL; not past their TTL at
@@ -137,25 +150,31 @@ const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
 /// tasks, as many as the key has places: below the per-key concurrency limit `$2` (unless
 /// NULL) by the tool's tasks of that key that hold a runner, and below the per-key rate `$5`
 /// (unless NULL) by the key's starts within the last `$7` milliseconds (logged under `$6`,
-/// the tool's prefix, followed by the key).
+/// the tool's prefix, followed by the key). Keys are compared as text, a task without one
+/// as the empty key (equality joins: hashed, where `IS NOT DISTINCT FROM` made the planner
+/// compare every queued task with every key). At most `$8` of them: each key's first eligible
+/// task, oldest key first, then each key's second, and so on (the claim takes no more, and a
+/// short list keeps the claim's filter on it cheap).
 const KEY_ELIGIBLE: &str = concat!(
-    "WITH held AS (SELECT limit_key, count(*) AS n FROM tasks \
+    "WITH held AS (SELECT coalesce(limit_key, '') AS k, count(*) AS n FROM tasks \
        WHERE $2::int8 IS NOT NULL AND tool = $1 AND purge_at_ms IS NULL AND runner IS NOT NULL \
-       GROUP BY limit_key), \
-     queued AS (SELECT id, limit_key, row_number() OVER (PARTITION BY limit_key \
-       ORDER BY created_at_ms, id) AS rn FROM tasks WHERE tool = $1 AND purge_at_ms IS NULL \
+       GROUP BY 1), \
+     queued AS (SELECT id, limit_key, coalesce(limit_key, '') AS k, created_at_ms, \
+       row_number() OVER (PARTITION BY coalesce(limit_key, '') ORDER BY created_at_ms, id) AS rn \
+       FROM tasks WHERE tool = $1 AND purge_at_ms IS NULL \
        AND runner IS NULL AND ($3::int2 IS NULL OR priority = $3) \
        AND (deadline_ms IS NULL OR deadline_ms > $4)), \
-     started AS (SELECT k.limit_key, count(*) AS n FROM (SELECT DISTINCT limit_key FROM queued) k \
-       JOIN rate_log r ON $5::int8 IS NOT NULL AND r.limiter = $6 || coalesce(k.limit_key, '') \
+     started AS (SELECT k.k, count(*) AS n FROM (SELECT DISTINCT k FROM queued) k \
+       JOIN rate_log r ON $5::int8 IS NOT NULL AND r.limiter = $6 || k.k \
        AND r.at_ms > ",
     db_now_ms!(),
-    " - $7::int8 GROUP BY k.limit_key) \
+    " - $7::int8 GROUP BY k.k) \
      SELECT q.id, q.limit_key FROM queued q \
-     LEFT JOIN held h ON h.limit_key IS NOT DISTINCT FROM q.limit_key \
-     LEFT JOIN started s ON s.limit_key IS NOT DISTINCT FROM q.limit_key \
+     LEFT JOIN held h ON h.k = q.k \
+     LEFT JOIN started s ON s.k = q.k \
      WHERE ($2::int8 IS NULL OR q.rn <= $2 - coalesce(h.n, 0)) \
-     AND ($5::int8 IS NULL OR q.rn <= $5 - coalesce(s.n, 0))"
+     AND ($5::int8 IS NULL OR q.rn <= $5 - coalesce(s.n, 0)) \
+     ORDER BY q.rn, q.created_at_ms, q.id LIMIT $8"
 );
 
 /// The priorities of the queued tasks, highest first (a skip scan of
@@ -189,17 +208,12 @@ struct Filter<'a> {
     only: Option<&'a str>,
     /// Only this priority.
     level: Option<i16>,
-    /// Only these tasks (those a per-key concurrency limit lets start).
-    ids: Option<&'a [String]>,
 }
 
 impl Filter<'_> {
     /// Whether it allows every queued task (the statement without a filter serves it).
     fn is_all(&self) -> bool {
-        self.excluded.is_empty()
-            && self.only.is_none()
-            && self.level.is_none()
-            && self.ids.is_none()
+        self.excluded.is_empty() && self.only.is_none() && self.level.is_none()
     }
 }
 
@@ -238,7 +252,6 @@ impl PostgresStore {
                 excluded: &tools,
                 only: None,
                 level,
-                ids: None,
             };
             let picked = self.pick(tx, claim, bound, left(&rows), filter).await?;
             rows.extend(picked);
@@ -253,10 +266,12 @@ impl PostgresStore {
                 let rate = claim.key_rates.iter().find(|(t, _)| &**t == *tool);
                 let keyed = concurrency.is_some() || rate.is_some();
                 // The tasks the tool's per-key limits let start, each with its key.
-                let eligible: Option<HashMap<String, Option<String>>> = if keyed {
+                let eligible: Option<Vec<(String, Option<String>)>> = if keyed {
                     let (concurrency, rate) = (concurrency.map(|c| c.1), rate.map(|r| r.1));
-                    let by_key =
-                        (self.key_eligible(tx, tool, concurrency, rate, level, bound)).await?;
+                    let wanted = left(&rows).min(*places);
+                    let by_key = self
+                        .key_eligible(tx, tool, (concurrency, rate), level, bound, wanted)
+                        .await?;
                     if by_key.is_empty() {
                         continue;
                     }
@@ -264,30 +279,42 @@ impl PostgresStore {
                 } else {
                     None
                 };
-                let ids: Option<Vec<String>> =
-                    (eligible.as_ref()).map(|by_key| by_key.keys().cloned().collect());
-                let filter = Filter {
-                    excluded: &[],
-                    only: Some(tool),
-                    level,
-                    ids: ids.as_deref(),
+                let wanted = left(&rows).min(*places);
+                let more = match &eligible {
+                    // Few, and chosen: taken in their order (each key's oldest first).
+                    Some(eligible) => {
+                        let ids: Vec<&str> = eligible.iter().map(|(id, _)| &**id).collect();
+                        tx.query(
+                            CLAIM_IDS,
+                            &[&bound.instance, &bound.lease_ms, &bound.now, &wanted, &ids],
+                            "could not claim queued tasks",
+                        )
+                        .await?
+                    }
+                    None => {
+                        let filter = Filter {
+                            excluded: &[],
+                            only: Some(tool),
+                            level,
+                        };
+                        self.pick(tx, claim, bound, wanted, filter).await?
+                    }
                 };
-                let more = self
-                    .pick(tx, claim, bound, left(&rows).min(*places), filter)
-                    .await?;
                 *places -= i64::try_from(more.len()).unwrap_or(i64::MAX);
                 if claim.rates.iter().any(|(rated, _)| &**rated == *tool) {
                     let key = crate::rate::tool_key(tool);
                     started.extend(std::iter::repeat_n(key, more.len()));
                 }
-                if let (Some(_), Some(by_key)) = (rate, &eligible) {
+                if let (Some(_), Some(eligible)) = (rate, &eligible) {
                     // Each start logged under its key (the claimed row's id is its first
                     // column).
                     let prefix = crate::rate::tool_key_prefix(tool);
+                    let by_id: HashMap<&str, &Option<String>> =
+                        eligible.iter().map(|(id, key)| (&**id, key)).collect();
                     for row in &more {
                         let id = text(row, 0)?;
-                        let key = by_key.get(&id).cloned().flatten().unwrap_or_default();
-                        started.push(format!("{prefix}{key}"));
+                        let key = by_id.get(&*id).and_then(|key| key.as_deref());
+                        started.push(format!("{prefix}{}", key.unwrap_or_default()));
                     }
                 }
                 rows.extend(more);
@@ -388,18 +415,19 @@ impl PostgresStore {
         Ok(places)
     }
 
-    /// The queued tasks of `tool` (of priority `level`, if given) that its per-key
-    /// concurrency limit and per-key rate let start now, by id with their keys
-    /// ([`KEY_ELIGIBLE`]); read under the tool's lock.
+    /// Up to `wanted` queued tasks of `tool` (of priority `level`, if given) that its
+    /// per-key concurrency limit and per-key rate (`limits`) let start now, by id with their
+    /// keys ([`KEY_ELIGIBLE`]); read under the tool's lock.
     async fn key_eligible(
         &self,
         tx: &Tx,
         tool: &str,
-        concurrency: Option<u32>,
-        rate: Option<crate::rate::Rate>,
+        limits: (Option<u32>, Option<crate::rate::Rate>),
         level: Option<i16>,
         bound: &Bound<'_>,
-    ) -> Result<HashMap<String, Option<String>>, StoreError> {
+        wanted: i64,
+    ) -> Result<Vec<(String, Option<String>)>, StoreError> {
+        let (concurrency, rate) = limits;
         let concurrency = concurrency.map(i64::from);
         let count = rate.map(|rate| i64::from(rate.count()));
         let per = rate.map_or(0, window_ms);
@@ -414,6 +442,7 @@ impl PostgresStore {
                 &count,
                 &prefix,
                 &per,
+                &wanted,
             ],
             "could not count the tool's tasks by key",
         )
@@ -474,7 +503,6 @@ impl PostgresStore {
             excluded,
             only,
             level,
-            ids,
         } = filter;
         let filtered = !filter.is_all();
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
@@ -487,7 +515,6 @@ impl PostgresStore {
             params.push(&excluded);
             params.push(&only);
             params.push(&level);
-            params.push(&ids);
         }
         let sql = match (turns, filtered) {
             (false, false) => CLAIM_OLDEST,
