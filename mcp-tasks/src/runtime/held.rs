@@ -59,17 +59,6 @@ impl Runtime {
     /// Holds back `task`, whose owner's count is held already (invariant 1).
     pub(crate) fn hold_back(&self, task: Held) {
         tracing::debug!(task_id = %task.id, tool = %task.tool, "task held back by its tool's limit");
-        if !self.lifecycle.is_running() && !self.lifecycle.is_stopped() {
-            // Recovery holds tasks back before the start; a call should never find it so.
-            static TOLD: std::sync::Once = std::sync::Once::new();
-            TOLD.call_once(|| {
-                tracing::warn!(
-                    tool = %task.tool,
-                    "a task is held back by its tool's limit on an engine that is not started: \
-                     it starts only once `Engine::start` runs (the serving functions call it)"
-                );
-            });
-        }
         let tool = Arc::clone(&task.tool);
         self.limited.hold(task);
         self.sample_held(&tool);
@@ -79,6 +68,23 @@ impl Runtime {
     fn sample_held(&self, tool: &str) {
         let depth = u64::try_from(self.limited.held_of(tool)).unwrap_or(u64::MAX);
         crate::metrics::queue_depth(tool, crate::cluster::DEFAULT_OWNER_BUCKET, depth);
+    }
+
+    /// A call's task is held back while the engine is not started (served by hand without
+    /// `Engine::start`): said once, since nothing starts held tasks until it is. Recovery,
+    /// which holds tasks back before the start, does not call it.
+    pub(crate) fn warn_if_not_started(&self, tool: &str) {
+        if self.lifecycle.is_running() || self.lifecycle.is_stopped() {
+            return;
+        }
+        static TOLD: std::sync::Once = std::sync::Once::new();
+        TOLD.call_once(|| {
+            tracing::warn!(
+                tool,
+                "a call's task is held back by its tool's limit on an engine that is not \
+                 started: it starts only once `Engine::start` runs (the serving functions call it)"
+            );
+        });
     }
 
     /// Task `id`, if held back here, is cancelled: out of its queue and ended at once

@@ -486,6 +486,7 @@ impl Call<'_> {
             Ok(snapshot) => snapshot,
             Err(existing) => return Ok(existing),
         };
+        self.runtime.warn_if_not_started(&self.tool);
         self.runtime.hold_back(Held {
             id,
             owner: slot.hold(),
