@@ -253,18 +253,24 @@ async fn held(args: &Args) {
     .await;
     // Settled: the creates' writes are done.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let what = format!(
+        "held: {} tasks of a tool with concurrency 1 in {:?}",
+        args.tasks,
+        started.elapsed()
+    );
+    report(&what, args.tasks, (before, heap_before), &engine);
+}
+
+/// Prints `what`, then the heap and VmRSS per task of `tasks` since `at_start` (VmRSS, heap)
+/// and how many tasks have work in memory.
+fn report(what: &str, tasks: usize, at_start: (u64, i64), engine: &Engine) {
+    let (before, heap_before) = at_start;
     let (after, heap_after) = (rss(), heap());
     println!(
-        "held: {} tasks of a tool with concurrency 1 in {:?}; heap {} -> {} bytes: {:.0} bytes \
-         a task; RSS {} -> {} bytes: {:.0} bytes a task; work in memory: {} tasks",
-        args.tasks,
-        started.elapsed(),
-        heap_before,
-        heap_after,
-        (heap_after - heap_before) as f64 / args.tasks as f64,
-        before,
-        after,
-        (after.saturating_sub(before)) as f64 / args.tasks as f64,
+        "{what}; heap {heap_before} -> {heap_after} bytes: {:.0} bytes a task; RSS {before} -> \
+         {after} bytes: {:.0} bytes a task; work in memory: {} tasks",
+        (heap_after - heap_before) as f64 / tasks as f64,
+        (after.saturating_sub(before)) as f64 / tasks as f64,
         engine.running_tasks()
     );
 }
@@ -398,22 +404,14 @@ async fn memory(args: &Args) {
     }
     // Settled: the last parks' writes and the work they dropped are gone.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let (after, heap_after) = (rss(), heap());
-    println!(
-        "memory {} {}: {} tasks waiting for an answer in {:?}; heap {} -> {} bytes: {:.0} bytes \
-         a task; RSS {} -> {} bytes: {:.0} bytes a task; work in memory: {} tasks",
+    let what = format!(
+        "memory {} {}: {} tasks waiting for an answer in {:?}",
         if args.postgres { "postgres" } else { "sqlite" },
         if args.parked { "parked" } else { "live" },
         args.tasks,
-        started.elapsed(),
-        heap_before,
-        heap_after,
-        (heap_after - heap_before) as f64 / args.tasks as f64,
-        before,
-        after,
-        (after.saturating_sub(before)) as f64 / args.tasks as f64,
-        engine.running_tasks()
+        started.elapsed()
     );
+    report(&what, args.tasks, (before, heap_before), &engine);
 }
 
 async fn answer(http: &mut Http, id: &str) -> Instant {
