@@ -603,6 +603,7 @@ mod tests {
         check_rate_table(rate);
     }
 
+    include!("../../tests/support/case_table.rs");
     include!("../../tests/support/rate_table.rs");
 
     fn messages(result: syn::Result<()>) -> Vec<String> {

@@ -181,45 +181,26 @@ mod tests {
     use super::*;
 
     /// The table both copies of the grammar are held to (`mcp-tasks-macros/src/duration.rs`
-    /// and `mcp-tasks/src/duration.rs`): `<text> => <milliseconds>` is accepted as that;
-    /// `<text> !> <words>` is refused with a message containing the words. Every spelling a
-    /// message suggests (`"…"` in backticks) must itself be accepted.
-    const CASES: &str = include_str!("../../tests/duration_cases.txt");
-
+    /// and `mcp-tasks/src/duration.rs`): `<text> => <milliseconds>` is accepted as that, and
+    /// prints back as a spelling of the same value; `<text> !> <words>` is refused with a
+    /// message containing the words. Every spelling a message suggests must itself be
+    /// accepted.
     #[test]
     fn the_shared_table_of_cases() {
-        let mut checked = 0;
-        for line in CASES.lines() {
-            let line = line.trim_end();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let text = |t: &str| t.trim_matches('|').to_owned();
-            if let Some((input, ms)) = line.split_once(" => ") {
-                let input = text(input);
-                assert_eq!(parse(&input), Ok(ms.parse().unwrap()), "{line}");
-                assert_eq!(
-                    parse(&format(parse(&input).unwrap())),
-                    parse(&input),
-                    "{line}"
-                );
-            } else if let Some((input, words)) = line.split_once(" !> ") {
-                let message = parse(&text(input)).expect_err(line);
-                assert!(message.contains(words), "{line}: {message}");
-                for suggested in message.split("`\"").skip(1) {
-                    let suggested = suggested.split("\"`").next().unwrap_or_default();
-                    assert!(
-                        parse(suggested).is_ok(),
-                        "{line}: suggests `{suggested}`: {message}"
-                    );
-                }
-            } else {
-                panic!("a case is `<text> => <ms>` or `<text> !> <words>`: {line}");
-            }
-            checked += 1;
+        let accepted = check_case_table(
+            include_str!("../../tests/duration_cases.txt"),
+            30,
+            parse,
+            |ms| ms.parse().unwrap(),
+            |suggested| parse(suggested).is_ok(),
+        );
+        for input in accepted {
+            let printed = format(parse(&input).unwrap());
+            assert_eq!(parse(&printed), parse(&input), "{input}");
         }
-        assert!(checked >= 30, "{checked} cases");
     }
+
+    include!("../../tests/support/case_table.rs");
 
     #[test]
     fn formats_shortest_spelling() {

@@ -263,6 +263,7 @@ mod tests {
         check_rate_table(parse_pair);
     }
 
+    include!("../../tests/support/case_table.rs");
     include!("../../tests/support/rate_table.rs");
 
     #[test]
