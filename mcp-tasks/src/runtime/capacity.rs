@@ -7,11 +7,10 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
+    time::Duration,
 };
 
 use parking_lot::Mutex;
-
-use std::time::Duration;
 
 use crate::{
     LimitKey,
@@ -233,8 +232,6 @@ pub(crate) struct ToolLimits {
     /// Told when a task that passed a gate gives its places back, and when a task is held
     /// back: the held tasks' dispatcher looks again.
     pub(crate) freed: Arc<tokio::sync::Notify>,
-    /// How many tasks the gates hold back, in all.
-    held: AtomicUsize,
 }
 
 /// One limited tool's gate in this process.
@@ -496,24 +493,17 @@ impl ToolLimits {
     pub(crate) fn hold(&self, task: Held) {
         if let Some(gate) = self.gates.get(&task.tool) {
             gate.held.lock().push_back(task);
-            self.held.fetch_add(1, Ordering::AcqRel);
             self.freed.notify_one();
         }
     }
 
     /// Takes task `id` out of the queues, if it is held back.
     pub(crate) fn unhold(&self, id: &str) -> Option<Held> {
-        if self.held.load(Ordering::Acquire) == 0 {
-            return None;
-        }
-        for gate in self.gates.values() {
+        self.gates.values().find_map(|gate| {
             let mut held = gate.held.lock();
-            if let Some(at) = held.iter().position(|task| &*task.id == id) {
-                self.held.fetch_sub(1, Ordering::AcqRel);
-                return held.remove(at);
-            }
-        }
-        None
+            let at = held.iter().position(|task| &*task.id == id)?;
+            held.remove(at)
+        })
     }
 
     /// The tasks held back that may start now, each with its places, at most `room` of
@@ -528,9 +518,6 @@ impl ToolLimits {
                 wait = Some(wait.map_or(w, |known| known.min(w)));
             }
         };
-        if self.held.load(Ordering::Acquire) == 0 {
-            return (ready, None);
-        }
         for gate in self.gates.values() {
             let mut held = gate.held.lock();
             let mut at = 0;
@@ -538,7 +525,6 @@ impl ToolLimits {
                 match self.pass(gate, held[at].key.as_deref()) {
                     Ok(pass) => {
                         let task = held.remove(at).expect("within the queue");
-                        self.held.fetch_sub(1, Ordering::AcqRel);
                         ready.push((task, pass));
                     }
                     Err(Blocked::Key(w)) => {
@@ -564,7 +550,7 @@ impl ToolLimits {
 
     /// How many tasks the gates hold back.
     pub(crate) fn held(&self) -> usize {
-        self.held.load(Ordering::Acquire)
+        self.gates.values().map(|gate| gate.held.lock().len()).sum()
     }
 }
 

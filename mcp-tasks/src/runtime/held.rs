@@ -56,6 +56,17 @@ impl Runtime {
         }
     }
 
+    /// Holds back `task`, counting one more live task of its owner (a task whose count was
+    /// not held: recovered, or held again after a failed read).
+    pub(crate) fn count_and_hold_back(&self, task: Held) {
+        *self
+            .owners
+            .lock()
+            .entry(Arc::clone(&task.owner))
+            .or_insert(0) += 1;
+        self.hold_back(task);
+    }
+
     /// Holds back `task`, whose owner's count is held already (invariant 1).
     pub(crate) fn hold_back(&self, task: Held) {
         tracing::debug!(task_id = %task.id, tool = %task.tool, "task held back by its tool's limit");
@@ -90,23 +101,22 @@ impl Runtime {
     /// Task `id`, if held back here, is cancelled: out of its queue and ended at once
     /// (invariant 4).
     pub(crate) fn cancel_held(self: &Arc<Self>, id: &str) {
-        let Some(task) = self.limited.unhold(id) else {
+        let Some(task) = self.unqueue_held(id) else {
             return;
         };
-        unhold(&self.owners, &task.owner);
-        self.sample_held(&task.tool);
         let runtime = Arc::clone(self);
         self.lifecycle.work().spawn(async move {
             runtime.finish(&task.id, &task.tool, Ended::Cancelled).await;
         });
     }
 
-    /// Task `id`, if held back here, expired: out of its queue (invariant 4).
-    pub(crate) fn expire_held(&self, id: &str) {
-        if let Some(task) = self.limited.unhold(id) {
-            unhold(&self.owners, &task.owner);
-            self.sample_held(&task.tool);
-        }
+    /// Task `id`, if held back here: out of its queue, its owner's count given back (it
+    /// ended: an expiry, or a cancel; invariant 4).
+    pub(crate) fn unqueue_held(&self, id: &str) -> Option<Held> {
+        let task = self.limited.unhold(id)?;
+        unhold(&self.owners, &task.owner);
+        self.sample_held(&task.tool);
+        Some(task)
     }
 
     /// Starts the held tasks that may start now (invariant 3); how long until a window
@@ -164,12 +174,7 @@ impl Runtime {
                 tracing::warn!(task_id = %task.id, %error, "a held task not read; held again");
                 drop(pass);
                 tokio::time::sleep(READ_RETRY).await;
-                *self
-                    .owners
-                    .lock()
-                    .entry(Arc::clone(&task.owner))
-                    .or_insert(0) += 1;
-                self.hold_back(task);
+                self.count_and_hold_back(task);
             }
         }
     }

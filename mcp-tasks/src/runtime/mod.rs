@@ -513,7 +513,7 @@ impl Runtime {
             Ok(expired) => {
                 for id in expired {
                     self.release_hold(&id);
-                    self.expire_held(&id);
+                    self.unqueue_held(&id);
                     match self.get_live(&id) {
                         Some(live) => live.gauges.expired(None),
                         None => crate::metrics::tasks_expired(1),

@@ -210,8 +210,7 @@ async fn resume(
             Entry::Pass(pass) => Some(pass),
             Entry::Held => {
                 // Held back: its owner's count is held until it starts (`held.rs`).
-                *runtime.owners.lock().entry(task.owner.clone()).or_insert(0) += 1;
-                runtime.hold_back(Held {
+                runtime.count_and_hold_back(Held {
                     id: task.id,
                     owner: task.owner,
                     key,
