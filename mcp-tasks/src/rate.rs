@@ -189,6 +189,16 @@ pub(crate) struct LocalRates {
     logs: Mutex<HashMap<String, (Duration, VecDeque<Instant>)>>,
 }
 
+/// Why [`LocalRates::try_take_all`] took no start.
+pub(crate) struct Refused {
+    /// How long until every window has room.
+    pub(crate) wait: Duration,
+    /// The index of the first window that had none.
+    pub(crate) first: usize,
+    /// How long until that one has room.
+    pub(crate) first_wait: Duration,
+}
+
 impl LocalRates {
     /// Takes one start of `key` under `rate`: `None` when taken, else how long until one is
     /// free (take again then).
@@ -199,17 +209,11 @@ impl LocalRates {
     /// Takes one start of each `(key, rate)` of `windows` at once, or none: `None` when
     /// taken, else how long until every one of them has room (take again then).
     pub(crate) fn take_all(&self, windows: &[(&str, Rate)]) -> Option<Duration> {
-        self.check(windows, true)
+        self.try_take_all(windows).map(|refused| refused.wait)
     }
 
-    /// Whether `key` has room for one start under `rate`: `None` when it has, else how long
-    /// until it has. Takes nothing.
-    pub(crate) fn room(&self, key: &str, rate: Rate) -> Option<Duration> {
-        self.check(&[(key, rate)], false)
-    }
-
-    /// [`LocalRates::take_all`], taking the starts only when `take`.
-    fn check(&self, windows: &[(&str, Rate)], take: bool) -> Option<Duration> {
+    /// [`LocalRates::take_all`], saying also which window refused: `None` when taken.
+    pub(crate) fn try_take_all(&self, windows: &[(&str, Rate)]) -> Option<Refused> {
         let now = Instant::now();
         let mut logs = self.logs.lock();
         if logs.len() >= SWEEP_AT && windows.iter().any(|(key, _)| !logs.contains_key(*key)) {
@@ -217,7 +221,8 @@ impl LocalRates {
             logs.retain(|_, (per, log)| log.back().is_some_and(|last| now - *last < *per));
         }
         let mut wait = Duration::ZERO;
-        for (key, rate) in windows {
+        let mut first_full: Option<(usize, Duration)> = None;
+        for (at, (key, rate)) in windows.iter().enumerate() {
             let (per, log) = logs.entry((*key).to_owned()).or_default();
             *per = rate.per;
             while log.front().is_some_and(|first| now - *first >= rate.per) {
@@ -228,14 +233,17 @@ impl LocalRates {
                 // The start that leaves the window first frees a place.
                 let first = log[log.len() - count];
                 let left = (first + rate.per).saturating_duration_since(now);
-                wait = wait.max(left.max(Duration::from_millis(1)));
+                let left = left.max(Duration::from_millis(1));
+                wait = wait.max(left);
+                first_full.get_or_insert((at, left));
             }
         }
-        if !wait.is_zero() {
-            return Some(wait);
-        }
-        if !take {
-            return None;
+        if let Some((first, first_wait)) = first_full {
+            return Some(Refused {
+                wait,
+                first,
+                first_wait,
+            });
         }
         for (key, _) in windows {
             if let Some((_, log)) = logs.get_mut(*key) {

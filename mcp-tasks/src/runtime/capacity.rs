@@ -466,9 +466,6 @@ impl ToolLimits {
         };
         let mut windows: Vec<(&str, Rate)> = Vec::new();
         if let Some((rate, log)) = &gate.rate {
-            if let Some(wait) = self.local.room(log, *rate) {
-                return Err(Blocked::Tool(Some(wait)));
-            }
             windows.push((log, *rate));
         }
         let key_log = match (&gate.key_rate, key) {
@@ -478,9 +475,13 @@ impl ToolLimits {
         if let Some((log, rate)) = &key_log {
             windows.push((log, *rate));
         }
-        // The tool's window had room: a refusal is its key's.
-        if let Some(wait) = self.local.take_all(&windows) {
-            return Err(Blocked::Key(Some(wait)));
+        // The tool's window is the first when it has one: a refusal by it holds every key.
+        if let Some(refused) = self.local.try_take_all(&windows) {
+            return Err(if refused.first == 0 && gate.rate.is_some() {
+                Blocked::Tool(Some(refused.first_wait))
+            } else {
+                Blocked::Key(Some(refused.wait))
+            });
         }
         Ok(GatePass {
             key: key_place,
