@@ -265,10 +265,10 @@ impl PostgresStore {
                 let concurrency = claim.key_limits.iter().find(|(t, _)| &**t == *tool);
                 let rate = claim.key_rates.iter().find(|(t, _)| &**t == *tool);
                 let keyed = concurrency.is_some() || rate.is_some();
+                let wanted = left(&rows).min(*places);
                 // The tasks the tool's per-key limits let start, each with its key.
                 let eligible: Option<Vec<(String, Option<String>)>> = if keyed {
                     let (concurrency, rate) = (concurrency.map(|c| c.1), rate.map(|r| r.1));
-                    let wanted = left(&rows).min(*places);
                     let by_key = self
                         .key_eligible(tx, tool, (concurrency, rate), level, bound, wanted)
                         .await?;
@@ -279,7 +279,6 @@ impl PostgresStore {
                 } else {
                     None
                 };
-                let wanted = left(&rows).min(*places);
                 let more = match &eligible {
                     // Few, and chosen: taken in their order (each key's oldest first).
                     Some(eligible) => {
