@@ -56,6 +56,7 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     pages(make()).await;
     detail(make()).await;
     cancel(make()).await;
+    fail_and_set_version(make()).await;
     purge(make()).await;
     instances(make()).await;
     reads_report_their_expiries(make()).await;
@@ -430,6 +431,49 @@ async fn cancel(store: impl TaskStore) {
     ));
 }
 
+/// An operator's failure ends a live task `failed` with the reason in its error; a version
+/// change keeps the task as it is, with its steps, and its recovery then carries the new
+/// version; neither changes an ended task, and an unknown id is not found.
+async fn fail_and_set_version(store: impl TaskStore) {
+    let new = |id: &str| task(id, "bob", "t").with_tool_version(Arc::from("1"));
+    store.create(new("a")).await.unwrap();
+    store.create(new("b")).await.unwrap();
+    let step = Step::new(0, "fetch", json!(7));
+    store.save_step("b", step.clone()).await.unwrap();
+    let failed = admin::fail(&store, "a", "upstream gone").await.unwrap();
+    assert_eq!(failed.status, TaskStatus::Failed);
+    let message = failed.status_message.as_deref().unwrap_or_default();
+    assert_eq!(message, "failed by an operator: upstream gone");
+    match &failed.outcome {
+        Some(Outcome::Failed(error)) => assert_eq!(error["message"], message, "{error:?}"),
+        other => panic!("a failed outcome: {other:?}"),
+    }
+    assert!(matches!(
+        admin::fail(&store, "a", "again").await,
+        Err(StoreError::Terminal(TaskStatus::Failed))
+    ));
+    let admin = admin_of(&store);
+    let moved = admin.set_tool_version("b", "2").await.unwrap();
+    assert_eq!(moved.status, TaskStatus::Working);
+    let detail = admin.detail("b").await.unwrap().unwrap();
+    assert_eq!(&*detail.origin.tool_version, "2");
+    assert_eq!(detail.steps, vec![step]);
+    let recovery = store.recovery("b").await.unwrap().expect("live");
+    assert_eq!(&*recovery.origin.tool_version, "2");
+    assert!(matches!(
+        admin.set_tool_version("a", "2").await,
+        Err(StoreError::Terminal(TaskStatus::Failed))
+    ));
+    assert!(matches!(
+        admin.set_tool_version("unknown", "2").await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        admin::fail(&store, "unknown", "x").await,
+        Err(StoreError::NotFound)
+    ));
+}
+
 /// Purge removes finished tasks last changed before the instant (all of them without one),
 /// never a live one, and frees their idempotency keys.
 async fn purge(store: impl TaskStore) {
@@ -539,7 +583,7 @@ mod pg;
 async fn postgres_store_keeps_the_admin_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
     // One store for each check of `contract`.
-    for _ in 0..7 {
+    for _ in 0..8 {
         let Some(db) = pg::Db::new().await else {
             return;
         };

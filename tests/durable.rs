@@ -116,16 +116,16 @@ async fn restart_policy_and_tool_version() {
 
     let restarted = db.server(toolkit![job_v2, fragile].unwrap());
     let report = restarted.recover().await.unwrap();
-    assert_eq!((report.resumed, report.failed), (0, 2), "{report:?}");
+    let counts = (report.resumed, report.failed, report.waiting);
+    assert_eq!(counts, (0, 1, 1), "{report:?}");
     let mut after = Peer::Stdio(Stdio::start(restarted));
     let job = after.get(&job).await["result"].clone();
-    assert_eq!(job["status"], "failed", "{job}");
-    let message = job["error"]["message"].as_str().unwrap();
+    assert_eq!(job["status"], "working", "{job}");
+    let message = job["statusMessage"].as_str().unwrap();
     assert!(
-        message.contains("changed from version `1` to `2`"),
+        message.contains("waiting for a server that runs version `1` of tool `job`"),
         "{message}"
     );
-    assert_eq!(job["statusMessage"].as_str().unwrap(), message);
     let fragile = after.get(&fragile).await["result"].clone();
     assert_eq!(fragile["status"], "failed");
     assert_eq!(fragile["error"]["code"], -32603);
@@ -928,4 +928,139 @@ async fn held_tasks_survive_a_restart() {
             "{task}"
         );
     }
+}
+
+/// Waits for a cancellation, or a restart; long-lived (a minute), version 1.
+#[task_tool(
+    name = "waiter",
+    mode = "required",
+    restart = "resume",
+    version = "1",
+    ttl = "1m"
+)]
+async fn waiter_v1(ctx: TaskContext) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Err(ToolError::cancelled())
+}
+
+/// `waiter`, version 2.
+#[task_tool(
+    name = "waiter",
+    mode = "required",
+    restart = "resume",
+    version = "2",
+    ttl = "1m"
+)]
+async fn waiter_v2(ctx: TaskContext) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Err(ToolError::cancelled())
+}
+
+/// A task recorded by another version of its tool waits after a restart (no code runs, the
+/// status message names the version it waits for) until the operator or a client decides:
+/// a cancel ends it at once; the admin API fails one (with the reason in its error) or moves
+/// one to this server's version (it starts here at once).
+#[tokio::test]
+async fn a_task_of_another_version_waits_for_it() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("versions");
+    let path = db.0.clone();
+    let ids: Vec<String> = run_then_stop(
+        move || server_on(&path, toolkit![waiter_v1].unwrap()),
+        |mut before| async move {
+            let mut ids = Vec::new();
+            for _ in 0..4 {
+                ids.push(task_id(&before.call("waiter", json!({}), TASKS).await));
+            }
+            ids
+        },
+    )
+    .await;
+    let [cancelled, failed, moved, left] = [0, 1, 2, 3].map(|i| ids[i].clone());
+
+    let restarted = db.server(toolkit![waiter_v2].unwrap());
+    let report = restarted.recover().await.unwrap();
+    let counts = (report.resumed, report.failed, report.waiting);
+    assert_eq!(counts, (0, 0, 4), "{report:?}");
+    let credential = mcp_tasks::admin::AdminCredential::new("versions-admin-credential").unwrap();
+    let admin =
+        common::Http::start_router(mcp_tasks::admin::router(restarted.engine(), credential)).await;
+    let base = admin.url.trim_end_matches("/mcp").to_owned();
+    let post = |path: String| {
+        let request = admin.client.post(format!("{base}/admin/api/tasks/{path}"));
+        async move {
+            let response = request
+                .bearer_auth("versions-admin-credential")
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let mut peer = Peer::Stdio(Stdio::start(restarted));
+    for id in &ids {
+        let task = peer.get(id).await["result"].clone();
+        assert_eq!(task["status"], "working", "{task}");
+        let message = task["statusMessage"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("waiting for a server that runs version `1` of tool `waiter`"),
+            "{message}"
+        );
+    }
+
+    // A client's cancel ends a waiting task at once.
+    let answer = peer_cancel(&mut peer, &cancelled).await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    peer.wait_status(&cancelled, "cancelled").await;
+
+    // The operator fails one, with a reason.
+    let (status, answer) = post(format!(
+        "{failed}/fail?reason=abandoned%20in%20the%20rollback"
+    ))
+    .await;
+    assert_eq!(
+        (status, &answer["status"]),
+        (200, &json!("failed")),
+        "{answer}"
+    );
+    let task = peer.get(&failed).await["result"].clone();
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(
+        task["error"]["message"],
+        "failed by an operator: abandoned in the rollback"
+    );
+
+    // The operator moves one to this server's version: it starts here at once.
+    let (status, answer) = post(format!("{moved}/version")).await;
+    assert_eq!(
+        (status, &answer["outcome"]),
+        (200, &json!("started")),
+        "{answer}"
+    );
+    let task = peer.get(&moved).await["result"].clone();
+    assert_eq!(task["status"], "working", "{task}");
+    assert_eq!(
+        task["statusMessage"],
+        "moved to this server's version of its tool by an operator"
+    );
+    // Its work runs here: it honours a cancel.
+    peer_cancel(&mut peer, &moved).await;
+    let task = peer.wait_terminal(&moved).await;
+    assert_eq!(task["status"], "cancelled", "{task}");
+
+    // An ended task is not changed.
+    let (status, answer) = post(format!("{failed}/version?to=1")).await;
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = post(format!("{left}/fail?colour=red")).await;
+    assert_eq!(
+        (status, &answer["error"]["parameter"]),
+        (400, &json!("colour")),
+        "{answer}"
+    );
+}
+
+async fn peer_cancel(peer: &mut Peer, id: &str) -> Value {
+    peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+        .await
 }

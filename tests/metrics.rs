@@ -145,8 +145,9 @@ impl Page {
     /// Fails naming the series when a label is not one of the known few, or when a label's
     /// value names one of `ids` (task ids) or `owners`.
     fn assert_no_task_or_owner_label(&self, ids: &[String], owners: &[&str]) {
-        const LABELS: [&str; 8] = [
+        const LABELS: [&str; 9] = [
             "tool",
+            "version",
             "owner_bucket",
             "status",
             "operation",

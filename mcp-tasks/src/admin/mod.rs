@@ -13,8 +13,8 @@
 //!
 //! Wrong credentials are throttled per client address: after 10 within a minute
 //! ([`AdminCredential::with_throttle`]), that address gets `429` with `Retry-After` until the
-//! minute is over, the right credential included. Every wrong credential, cancel and purge
-//! is logged as a `tracing` event with the target [`AUDIT_TARGET`] (`mcp_tasks::audit`) and
+//! minute is over, the right credential included. Every wrong credential, cancel, failure,
+//! version change and purge is logged as a `tracing` event with the target [`AUDIT_TARGET`] (`mcp_tasks::audit`) and
 //! the fields `event`, `who`, `client` (the address), `path`, and `task_id` and `outcome`, or
 //! `before_ms` and `purged`; `failures` for a failed login. The client address is the
 //! connection's peer: [`serve_http`](crate::serve_http) provides it, and `axum::serve`
@@ -28,6 +28,8 @@
 //! | `GET /admin/api/counts` | how many tasks have each status, with the same filters |
 //! | `GET /admin/api/tasks/{id}` | one task in detail: steps, questions and answers, lease and epoch, result or error |
 //! | `POST /admin/api/tasks/{id}/cancel` | records a cancel for any owner's task and signals its work |
+//! | `POST /admin/api/tasks/{id}/fail` | ends a live task `failed` (`reason=` says why, shown in its error); its code never runs again |
+//! | `POST /admin/api/tasks/{id}/version` | moves a live task to another version of its tool (`to=`, by default this server's): it is replayed by that version from then on |
 //! | `POST /admin/api/purge` | removes finished tasks (`before=` an instant or `older_than=` a duration) |
 //!
 //! Filters (query parameters, each optional, all must hold): `status` (one or several,
@@ -111,6 +113,8 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
         .route("/admin/api/counts", get(counts))
         .route("/admin/api/tasks/{id}", get(detail))
         .route("/admin/api/tasks/{id}/cancel", post(cancel))
+        .route("/admin/api/tasks/{id}/fail", post(fail))
+        .route("/admin/api/tasks/{id}/version", post(set_version))
         .route("/admin/api/purge", post(purge))
         // `route_layer`, not `layer`: the credential guards these routes only, so a path of
         // the merged router that none of them matches (`/favicon.ico`) stays a plain 404.
@@ -251,6 +255,48 @@ async fn cancel(
     ok(&json!({
         "taskId": &*task.id,
         "outcome": outcome,
+        "status": status_word(task.status),
+    }))
+}
+
+/// The longest `reason` an operator's failure takes.
+const MAX_REASON: usize = 500;
+
+async fn fail(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Failure> {
+    let pairs = query::pairs(raw.as_deref());
+    query::only(&pairs, &["reason"])?;
+    let reason = query::single(&pairs, "reason")?.unwrap_or("no reason given");
+    if reason.len() > MAX_REASON {
+        let message = format!("at most {MAX_REASON} bytes");
+        return Err(Failure::BadParam(query::BadParam::new("reason", message)));
+    }
+    let task = admin.fail(&id, reason, client).await?;
+    ok(&json!({
+        "taskId": &*task.id,
+        "outcome": "failed",
+        "status": status_word(task.status),
+        "statusMessage": task.status_message,
+    }))
+}
+
+async fn set_version(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Failure> {
+    let pairs = query::pairs(raw.as_deref());
+    query::only(&pairs, &["to"])?;
+    let to = query::single(&pairs, "to")?;
+    let (task, started) = admin.set_version(&id, to, client).await?;
+    ok(&json!({
+        "taskId": &*task.id,
+        "outcome": if started { "started" } else { "version_set" },
         "status": status_word(task.status),
     }))
 }

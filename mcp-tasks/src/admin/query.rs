@@ -15,7 +15,7 @@ pub(crate) struct BadParam {
 }
 
 impl BadParam {
-    fn new(name: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(name: &str, message: impl Into<String>) -> Self {
         Self {
             name: name.to_owned(),
             message: message.into(),
@@ -59,7 +59,10 @@ pub(crate) fn only(pairs: &[(String, String)], known: &[&str]) -> Result<(), Bad
     }
 }
 
-fn single<'a>(pairs: &'a [(String, String)], name: &str) -> Result<Option<&'a str>, BadParam> {
+pub(crate) fn single<'a>(
+    pairs: &'a [(String, String)],
+    name: &str,
+) -> Result<Option<&'a str>, BadParam> {
     let mut values = pairs.iter().filter(|(key, _)| key == name);
     let first = values.next().map(|(_, value)| value.as_str());
     if values.next().is_some() {

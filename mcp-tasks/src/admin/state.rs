@@ -90,9 +90,92 @@ impl Admin {
     }
 }
 
+impl Admin {
+    /// Ends the live task `id` `failed` with `reason` (its code never runs again; its work
+    /// here, if any, stops); an audit event says who asked, from where and how it went.
+    pub(super) async fn fail(
+        &self,
+        id: &str,
+        reason: &str,
+        client: Client,
+    ) -> Result<crate::store::TaskSnapshot, Failure> {
+        let failed = admin::fail(self.store(), id, reason)
+            .await
+            .map_err(Failure::from);
+        audit("fail", id, client, "/admin/api/tasks/{id}/fail", &failed);
+        let failed = failed?;
+        self.engine.ended_by_operator(id);
+        Ok(failed)
+    }
+
+    /// Moves the live task `id` to `version` of its tool (by default this server's): a task
+    /// that waited here for its version and now has this server's starts. Answers the task
+    /// and whether it started here; an audit event as for [`Admin::fail`].
+    pub(super) async fn set_version(
+        &self,
+        id: &str,
+        version: Option<&str>,
+        client: Client,
+    ) -> Result<(crate::store::TaskSnapshot, bool), Failure> {
+        let store = self.admin_store()?;
+        let version = match version {
+            Some(version) => version.to_owned(),
+            None => {
+                let task = self.store().get(id).await?.ok_or(Failure::NotFound)?;
+                let Some(definition) = self.engine.toolkit().get(&task.tool).map(|r| &r.definition)
+                else {
+                    return Err(Failure::BadParam(BadParam::new(
+                        "to",
+                        format!(
+                            "this server does not offer tool `{}`: name the version with `to`",
+                            task.tool
+                        ),
+                    )));
+                };
+                definition.version().to_owned()
+            }
+        };
+        let set = store
+            .set_tool_version(id, &version)
+            .await
+            .map_err(Failure::from);
+        audit(
+            "set_version",
+            id,
+            client,
+            "/admin/api/tasks/{id}/version",
+            &set,
+        );
+        let task = set?;
+        let started = self.engine.reversioned(id).await?;
+        Ok((task, started))
+    }
+}
+
+/// The audit event of an operator's change of task `id`.
+fn audit<T>(event: &str, id: &str, client: Client, path: &'static str, done: &Result<T, Failure>) {
+    let outcome = match done {
+        Ok(_) => "done".to_owned(),
+        Err(Failure::NotFound) => "not_found".to_owned(),
+        Err(failure) => format!("failed: {}", failure.message()),
+    };
+    tracing::info!(
+        target: AUDIT_TARGET,
+        event,
+        who = "admin",
+        client = %client.describe(),
+        path,
+        task_id = id,
+        outcome,
+        "admin {event}"
+    );
+}
+
 /// Why an admin request failed, as its response says.
 #[derive(Debug)]
 pub(crate) enum Failure {
+    /// The task ended already (with this status): only a live task can be changed.
+    Ended(rmcp::model::TaskStatus),
     Unauthorized,
     BadParam(BadParam),
     NotFound,
@@ -113,6 +196,7 @@ impl From<StoreError> for Failure {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::NotFound => Self::NotFound,
+            StoreError::Terminal(status) => Self::Ended(status),
             error => Self::Store(error),
         }
     }
@@ -122,6 +206,7 @@ impl Failure {
     pub(super) fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Ended(_) => StatusCode::CONFLICT,
             Self::BadParam(_) => StatusCode::BAD_REQUEST,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Unsupported => StatusCode::NOT_IMPLEMENTED,
@@ -139,6 +224,11 @@ impl Failure {
                 .to_owned(),
             Self::BadParam(error) => format!("query parameter `{}`: {}", error.name, error.message),
             Self::NotFound => "no task has this id (never created, or purged)".to_owned(),
+            Self::Ended(status) => format!(
+                "the task already ended ({}): only a working or input_required task can be \
+                 changed",
+                admin::status_word(*status)
+            ),
             Self::Unsupported => {
                 "this server's task store does not offer the admin operations".to_owned()
             }

@@ -75,6 +75,9 @@ pub const STEP_RETRIES: &str = "mcp_tasks_step_retries_total";
 pub const TASKS_WOKEN: &str = "mcp_tasks_tasks_woken_total";
 /// Gauge: tasks parked in the task space (the store's count, sampled).
 pub const PARKED_TASKS: &str = "mcp_tasks_parked_tasks";
+/// Gauge: tasks of a tool's version this instance does not run, waiting for an instance
+/// that does (`tool`, `version`; sampled).
+pub const TASKS_WAITING_FOR_VERSION: &str = "mcp_tasks_tasks_waiting_for_version";
 /// Histogram: how late durable timers fire, in seconds.
 pub const TIMER_LAG: &str = "mcp_tasks_timer_lag_seconds";
 /// Counter: changes the listen streams' dispatcher missed because it fell behind the change
@@ -165,6 +168,10 @@ pub fn describe() {
         PARKED_TASKS,
         "Tasks parked in the task space (live, their work dropped while they wait), as last sampled from the store."
     );
+    describe_gauge!(
+        TASKS_WAITING_FOR_VERSION,
+        "Unfinished tasks recorded by a version of their tool this instance does not run, waiting for an instance that runs it, by tool and version (sampled)."
+    );
     describe_histogram!(
         TIMER_LAG,
         Unit::Seconds,
@@ -181,7 +188,7 @@ pub fn describe() {
 const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
 
 /// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
-const STORE_OPERATIONS: [&str; 23] = [
+const STORE_OPERATIONS: [&str; 24] = [
     "create",
     "get",
     "set_status_message",
@@ -199,6 +206,7 @@ const STORE_OPERATIONS: [&str; 23] = [
     "release",
     "answers",
     "queue_depth",
+    "unclaimed_versions",
     "take_rate",
     "park",
     "wake",
@@ -231,6 +239,8 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
         gauge!(TASKS_INPUT_REQUIRED, "tool" => tool()).increment(0.0);
         drop(::metrics::histogram!(TASK_FIRST_STATUS, "tool" => tool()));
         counter!(STEP_RETRIES, "tool" => tool()).increment(0);
+        let version = definition.version().to_owned();
+        gauge!(TASKS_WAITING_FOR_VERSION, "tool" => tool(), "version" => version).increment(0.0);
     }
     counter!(TASKS_EXPIRED).increment(0);
     for operation in STORE_OPERATIONS {
@@ -426,6 +436,14 @@ pub(crate) fn timer_fired(deadline_ms: u64) {
 pub(crate) fn parked_tasks(count: u64) {
     #[allow(clippy::cast_precision_loss)]
     gauge!(PARKED_TASKS).set(count as f64);
+}
+
+/// The number of unfinished tasks of `tool` recorded by `version` (one this instance does
+/// not run), as counted now.
+pub(crate) fn waiting_for_version(tool: &str, version: &str, count: u64) {
+    #[allow(clippy::cast_precision_loss)]
+    gauge!(TASKS_WAITING_FOR_VERSION, "tool" => tool.to_owned(), "version" => version.to_owned())
+        .set(count as f64);
 }
 
 /// The store refused a write of running work as fenced.

@@ -160,6 +160,10 @@ impl ClusterStore for TimedCluster {
         time("queue_depth", self.inner()?.queue_depth(by_owner)).await
     }
 
+    async fn unclaimed_versions(&self) -> Result<Option<Vec<(String, String, u64)>>, StoreError> {
+        time("unclaimed_versions", self.inner()?.unclaimed_versions()).await
+    }
+
     async fn take_rate(
         &self,
         limiter: &str,

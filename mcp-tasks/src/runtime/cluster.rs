@@ -264,11 +264,15 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>, claim_now: Ar
     let mut tick = tokio::time::interval(instance.config.claim_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sampled = HashSet::new();
+    let mut versions = HashSet::new();
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            _ = tick.tick() => sample_queue(&instance, &mut sampled).await,
+            _ = tick.tick() => {
+                sample_queue(&instance, &mut sampled).await;
+                sample_versions(&runtime, &instance, &mut versions).await;
+            }
             () = claim_now.notified() => {}
         }
         if let Err(error) = claim(&runtime, &instance).await {
@@ -305,8 +309,9 @@ pub(crate) async fn claim(
                     .with_rates(&runtime.limited.rates)
                     .with_key_limits(&runtime.limited.keyed)
                     .with_key_rates(&runtime.limited.key_rates)
-                    .with_priorities(instance.config.priority_aging),
-                _ => Claim::lapsed(id, lease, slots),
+                    .with_priorities(instance.config.priority_aging)
+                    .with_versions(&runtime.versions),
+                _ => Claim::lapsed(id, lease, slots).with_versions(&runtime.versions),
             });
             let claimed = claimed.await;
             let claimed = match claimed {
@@ -392,6 +397,38 @@ async fn sample_queue(instance: &Cluster, sampled: &mut HashSet<(String, String)
     }
     for ((tool, bucket), tasks) in &series {
         crate::metrics::queue_depth(tool, bucket, *tasks);
+    }
+    *sampled = series.into_keys().collect();
+}
+
+/// Samples the unclaimed tasks of the versions this instance does not run (`versions.rs`,
+/// invariant 4); `sampled`: the series set by the last sample, each set to 0 when its tasks
+/// are gone.
+async fn sample_versions(
+    runtime: &Runtime,
+    instance: &Cluster,
+    sampled: &mut HashSet<(String, String)>,
+) {
+    let counts = match instance.store.unclaimed_versions().await {
+        Ok(Some(counts)) => counts,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::debug!(%error, "unclaimed tasks not counted by version");
+            return;
+        }
+    };
+    let series: HashMap<(String, String), u64> = counts
+        .into_iter()
+        .filter(|(tool, version, _)| !runtime.versions.runs(tool, version))
+        .map(|(tool, version, tasks)| ((tool, version), tasks))
+        .collect();
+    for (tool, version) in sampled.iter() {
+        if !series.contains_key(&(tool.clone(), version.clone())) {
+            crate::metrics::waiting_for_version(tool, version, 0);
+        }
+    }
+    for ((tool, version), tasks) in &series {
+        crate::metrics::waiting_for_version(tool, version, *tasks);
     }
     *sampled = series.into_keys().collect();
 }

@@ -70,6 +70,8 @@ mod parking;
 pub(crate) mod placement;
 pub(crate) mod recover;
 mod start;
+mod versions;
+mod waiting;
 pub(crate) mod worker;
 mod write;
 
@@ -195,6 +197,10 @@ pub(crate) struct Runtime {
     pub(crate) limited: ToolLimits,
     /// The priority of each task a call records.
     pub(crate) priority: Option<Priority>,
+    /// The tools at their versions, for the claims (`versions.rs`).
+    pub(crate) versions: crate::store::ToolVersions,
+    /// The tasks of another version kept here (`versions.rs`).
+    pub(crate) waiting: waiting::Waiting,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -213,6 +219,7 @@ impl Runtime {
     ) -> Arc<Self> {
         let id = instance;
         let limited = ToolLimits::of(&tools.toolkit);
+        let versions = waiting::of(&tools.toolkit);
         let (store, placement) = Placement::new(store, &id, config);
         Arc::new(Self {
             store,
@@ -231,6 +238,8 @@ impl Runtime {
             parking: parking::Parking::default(),
             limited,
             priority: settings.priority,
+            versions,
+            waiting: waiting::Waiting::default(),
         })
     }
 
@@ -514,6 +523,7 @@ impl Runtime {
                 for id in expired {
                     self.release_hold(&id);
                     self.unqueue_held(&id);
+                    self.waiting.remove(&id);
                     match self.get_live(&id) {
                         Some(live) => live.gauges.expired(None),
                         None => crate::metrics::tasks_expired(1),

@@ -3,14 +3,16 @@
 //!
 //! # Invariants
 //!
-//! 1. **Every unfinished task is dealt with once**, before the process serves: it is either
-//!    replayed (its work runs again here) or ends `failed`, never left `working` with no work
-//!    behind it.
+//! 1. **Every unfinished task is dealt with once**, before the process serves: it is
+//!    replayed (its work runs again here), ends `failed`, or (recorded by another version of
+//!    its tool) waits for a server that runs that version (`versions.rs`); never left
+//!    `working` with no work behind it and nothing that says why.
 //! 2. **A task is replayed only by the code that started it**: the same tool name and the same
 //!    [`ToolDefinition::version`](crate::ToolDefinition::version), and only when its tool's
-//!    [`RestartPolicy`] is `Resume`. A task whose tool is gone, whose version changed, or whose
-//!    stored arguments no longer decode ends `failed` with a `statusMessage` that says which,
-//!    as does every task of a `Fail` tool.
+//!    [`RestartPolicy`] is `Resume`. A task whose tool is gone or whose stored arguments no
+//!    longer decode ends `failed` with a `statusMessage` that says which, as does every task
+//!    of a `Fail` tool; a task of another version waits, its `statusMessage` naming the
+//!    version it waits for.
 //! 3. **A replay repeats nothing that finished**: the tool runs again from the top, and every
 //!    step stored before returns its stored result without running, every question answered
 //!    before returns its stored answer without being asked (the [`Replay`] data).
@@ -51,6 +53,8 @@ pub struct RecoveryReport {
     pub resumed: usize,
     /// Tasks ended `failed`.
     pub failed: usize,
+    /// Tasks left for a server that runs the version of their tool that recorded them.
+    pub waiting: usize,
 }
 
 /// Why a task whose work runs nowhere is dealt with here.
@@ -67,6 +71,13 @@ pub(crate) enum Cause {
     /// The task was parked (`park.rs`) and is woken: its work goes on, by replay. Not a
     /// restart: no status message of its own.
     Woken,
+    /// The task waited for another version of its tool, and an operator moved it to this
+    /// server's (`versions.rs`): replayed through this version.
+    #[cfg_attr(
+        not(feature = "admin"),
+        allow(dead_code, reason = "the admin API moves tasks")
+    )]
+    Reversioned,
 }
 
 impl Cause {
@@ -78,9 +89,9 @@ impl Cause {
                 "the server instance running the task stopped (its lease lapsed); the task is not \
                  resumed"
             }
-            Self::Woken => {
-                "the task waited parked, and its tool no longer resumes (restart policy `fail`); \
-                 call the tool again"
+            Self::Woken | Self::Reversioned => {
+                "the task waited, and its tool no longer resumes (restart policy `fail`); call \
+                 the tool again"
             }
         }
     }
@@ -90,6 +101,7 @@ impl Cause {
         match self {
             Self::Restart => Some("resumed after a server restart"),
             Self::Lapsed => Some("resumed on another server instance after its server stopped"),
+            Self::Reversioned => Some("moved to this server's version of its tool by an operator"),
             Self::Queued | Self::Woken => None,
         }
     }
@@ -97,7 +109,7 @@ impl Cause {
     fn what(self) -> &'static str {
         match self {
             Self::Restart => "the server restarted and",
-            Self::Lapsed | Self::Queued | Self::Woken => "this server instance",
+            Self::Lapsed | Self::Queued | Self::Woken | Self::Reversioned => "this server instance",
         }
     }
 }
@@ -147,19 +159,19 @@ pub(crate) async fn take_with(
             cause.what(),
             task.tool
         )),
-        Some(registered) if registered.definition.version() != &*task.origin.tool_version => {
-            Some(format!(
-                "tool `{}` changed from version `{}` to `{}` while the task ran; it is not \
-             replayed against different code",
-                task.tool,
-                task.origin.tool_version,
-                registered.definition.version()
-            ))
-        }
         Some(registered)
             if cause != Cause::Queued && registered.definition.restart() == RestartPolicy::Fail =>
         {
             Some(cause.failure().to_owned())
+        }
+        Some(registered) if registered.definition.version() != &*task.origin.tool_version => {
+            // Left for a server that runs its version (`versions.rs`).
+            let have = registered.definition.version();
+            runtime
+                .wait_for_version(&task, have, lease.is_some())
+                .await?;
+            report.waiting += 1;
+            return Ok(());
         }
         Some(registered) => {
             let resumed = resume(

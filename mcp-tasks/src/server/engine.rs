@@ -383,19 +383,31 @@ impl Engine {
             Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/cancel")),
             Err(error) => return Err(errors::store_failure(&error)),
         }
-        self.runtime.cancel(&params.task_id);
-        self.runtime.cancel_held(&params.task_id);
-        self.runtime.wake_soon(&params.task_id);
+        self.signal_cancel(&params.task_id);
         Ok(())
     }
 
-    /// Signals the work of task `id` to stop, if it runs in this process: the admin API's
-    /// cancel, once the intent is stored (another instance hears of it from the store).
-    #[cfg(feature = "admin")]
+    /// Signals the work of task `id` to stop, if it runs in this process, once its cancel
+    /// intent is stored (another instance hears of it from the store): a task held back by
+    /// its tool's limit or waiting for its tool's version ends at once, a parked one wakes.
     pub(crate) fn signal_cancel(&self, id: &str) {
         self.runtime.cancel(id);
         self.runtime.cancel_held(id);
+        self.runtime.cancel_waiting(id);
         self.runtime.wake_soon(id);
+    }
+
+    /// Task `id` was ended by an operator: its work here (if any) stops.
+    #[cfg(feature = "admin")]
+    pub(crate) fn ended_by_operator(&self, id: &str) {
+        self.runtime.ended_by_operator(id);
+    }
+
+    /// Task `id` was moved to another version of its tool by an operator: one that waited
+    /// here for its version and now has this server's starts (answers whether it did).
+    #[cfg(feature = "admin")]
+    pub(crate) async fn reversioned(&self, id: &str) -> Result<bool, StoreError> {
+        self.runtime.reversioned(id).await
     }
 
     /// Deals with the tasks a previous process left unfinished in a durable store; call it

@@ -39,7 +39,7 @@ mod cancel;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 
-pub use cancel::cancel;
+pub use cancel::{cancel, fail};
 
 /// Most tasks a page holds; a larger [`TaskQuery::with_limit`] is lowered to it.
 pub const MAX_PAGE: usize = 500;
@@ -504,4 +504,13 @@ pub trait AdminStore: Send + Sync {
     /// Removes every finished task last changed before `before_ms` (epoch milliseconds;
     /// `None`: every finished task); answers how many.
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError>;
+
+    /// Moves the live task `id` to `version` of its tool: from then on it is replayed (and,
+    /// in a cluster, claimed) as a task that version recorded. Its stored steps and answers
+    /// stay; its state does not change. Answers the task.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an unknown or purged id, [`StoreError::Terminal`] for a
+    /// task that ended; a failure of the store.
+    async fn set_tool_version(&self, id: &str, version: &str) -> Result<TaskSnapshot, StoreError>;
 }

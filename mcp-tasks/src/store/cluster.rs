@@ -131,6 +131,51 @@ pub struct Claim<'a> {
     /// Claims by priority ([`NewTask::priority`]), a task gaining one level for each of
     /// this long it waited; `None`: priorities are not read.
     pub priority_aging: Option<Duration>,
+    /// The tools the claiming instance runs, each at its version: a claim (queued or
+    /// lapsed) takes only tasks of one of them recorded by that version
+    /// ([`TaskOrigin::tool_version`](super::TaskOrigin::tool_version)); the others wait for
+    /// an instance that has their tool at their version. `None`: every task.
+    pub versions: Option<&'a ToolVersions>,
+}
+
+/// The tools an instance runs, each with its version ([`Claim::versions`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolVersions {
+    tools: Vec<String>,
+    versions: Vec<String>,
+}
+
+impl ToolVersions {
+    /// The set of `(tool, version)` pairs; a tool named twice keeps its first version.
+    pub fn new<'v>(pairs: impl IntoIterator<Item = (&'v str, &'v str)>) -> Self {
+        let mut set = Self::default();
+        for (tool, version) in pairs {
+            if !set.tools.iter().any(|t| t == tool) {
+                set.tools.push(tool.to_owned());
+                set.versions.push(version.to_owned());
+            }
+        }
+        set
+    }
+
+    /// The version of `tool` this instance runs, if it runs the tool.
+    #[must_use]
+    pub fn version_of(&self, tool: &str) -> Option<&str> {
+        let at = self.tools.iter().position(|t| t == tool)?;
+        Some(&self.versions[at])
+    }
+
+    /// Whether a task of `tool` recorded by `version` runs here.
+    #[must_use]
+    pub fn runs(&self, tool: &str, version: &str) -> bool {
+        self.version_of(tool) == Some(version)
+    }
+
+    /// The tools, and beside them (same positions) their versions.
+    #[must_use]
+    pub fn columns(&self) -> (&[String], &[String]) {
+        (&self.tools, &self.versions)
+    }
 }
 
 impl<'a> Claim<'a> {
@@ -149,6 +194,7 @@ impl<'a> Claim<'a> {
             key_limits: &[],
             key_rates: &[],
             priority_aging: None,
+            versions: None,
         }
     }
 
@@ -168,6 +214,14 @@ impl<'a> Claim<'a> {
     pub fn with_order(mut self, order: ClaimOrder, weights: &'a [(Arc<str>, u32)]) -> Self {
         self.order = order;
         self.weights = weights;
+        self
+    }
+
+    /// The claim taking only the tasks of the tools in `versions`, each recorded by the
+    /// version given ([`Claim::versions`]).
+    #[must_use]
+    pub fn with_versions(mut self, versions: &'a ToolVersions) -> Self {
+        self.versions = Some(versions);
         self
     }
 
@@ -284,6 +338,14 @@ pub trait ClusterStore: Send + Sync {
     /// (the default) when the store does not count them.
     async fn queue_depth(&self, by_owner: bool) -> Result<Option<Vec<QueueDepth>>, StoreError> {
         let _ = by_owner;
+        Ok(None)
+    }
+
+    /// How many live tasks wait for a claim (queued with no runner, or their lease lapsed,
+    /// not parked), by tool and tool version: `(tool, version, tasks)`; the runtime counts
+    /// those of the versions it does not run (`mcp_tasks_tasks_waiting_for_version`). `None`
+    /// (the default) when the store does not count them.
+    async fn unclaimed_versions(&self) -> Result<Option<Vec<(String, String, u64)>>, StoreError> {
         Ok(None)
     }
 

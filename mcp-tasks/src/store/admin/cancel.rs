@@ -1,7 +1,7 @@
-//! An operator's cancel of any owner's task.
+//! An operator's cancel or failure of any owner's task.
 
 use super::Cancelled;
-use crate::store::{StoreError, TaskStore};
+use crate::store::{Outcome, StoreError, TaskSnapshot, TaskStore, Transition};
 
 /// Records a cancel intent for task `id`, whoever owns it, through the state machine
 /// ([`TaskStore::request_cancel`]).
@@ -16,4 +16,23 @@ pub async fn cancel(store: &dyn TaskStore, id: &str) -> Result<Cancelled, StoreE
     store.request_cancel(id).await?;
     let after = store.get(id).await?.ok_or(StoreError::NotFound)?;
     Ok(Cancelled::Requested(after))
+}
+
+/// Ends the live task `id`, whoever owns it, `failed` with `reason` (an operator's choice:
+/// its code never runs again), through the state machine; answers the ended task.
+///
+/// # Errors
+/// [`StoreError::NotFound`] for an unknown or purged id, [`StoreError::Terminal`] for a task
+/// that ended; a failure of the store.
+pub async fn fail(
+    store: &dyn TaskStore,
+    id: &str,
+    reason: &str,
+) -> Result<TaskSnapshot, StoreError> {
+    let message = format!("failed by an operator: {reason}");
+    let error = crate::errors::to_object(&crate::errors::not_resumed(message));
+    store
+        .apply(id, None, Transition::Finish(Outcome::Failed(error)))
+        .await?;
+    store.get(id).await?.ok_or(StoreError::NotFound)
 }

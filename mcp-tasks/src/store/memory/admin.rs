@@ -84,6 +84,21 @@ impl AdminStore for MemoryStore {
         }
     }
 
+    async fn set_tool_version(
+        &self,
+        id: &str,
+        version: &str,
+    ) -> Result<crate::store::TaskSnapshot, StoreError> {
+        self.with_entry(id, |entry, _| {
+            if entry.state.status.is_terminal() {
+                return Err(StoreError::Terminal(entry.state.status));
+            }
+            let origin = entry.origin.get_or_insert_with(Box::default);
+            origin.tool_version = std::sync::Arc::from(version);
+            Ok(entry.snapshot())
+        })
+    }
+
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
         let expired = self.expire_due().await?;
         self.unreported.keep(expired);

@@ -131,6 +131,30 @@ impl AdminStore for PostgresStore {
         Ok(Some(sql::detail(row.task, origin, steps, lease)))
     }
 
+    async fn set_tool_version(
+        &self,
+        id: &str,
+        version: &str,
+    ) -> Result<crate::store::TaskSnapshot, StoreError> {
+        // Applies the expiry that is due, as a read does.
+        let task = self.get(id).await?.ok_or(StoreError::NotFound)?;
+        if task.status.is_terminal() {
+            return Err(StoreError::Terminal(task.status));
+        }
+        let set = write_one(
+            &self.pool,
+            "UPDATE tasks SET tool_version = $2 WHERE id = $1 AND purge_at_ms IS NULL RETURNING id",
+            &[&id, &version],
+            "could not change the task's tool version",
+        )
+        .await?;
+        let after = self.get(id).await?.ok_or(StoreError::NotFound)?;
+        match set.len() {
+            0 => Err(StoreError::Terminal(after.status)),
+            _ => Ok(after),
+        }
+    }
+
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
         self.expire_due().await?;
         let before = before_ms.map_or(i64::MAX, to_i64);

@@ -26,14 +26,33 @@ macro_rules! claimed_columns {
     };
 }
 
+/// The tasks the claiming instance runs ([`Claim::versions`](crate::store::Claim::versions)):
+/// with tools `$t` (NULL: every task), each task's tool among them and its version the one
+/// beside it in versions `$v`.
+macro_rules! routed {
+    ($t:literal, $v:literal) => {
+        concat!(
+            " AND (",
+            $t,
+            "::text[] IS NULL OR tool_version = (",
+            $v,
+            "::text[])[array_position(",
+            $t,
+            "::text[], tool)])"
+        )
+    };
+}
+
 /// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`: also
 /// the parked tasks that are woken (their lease deadline is their wake-up time), taken out
-/// of their park.
+/// of their park. Only tasks this instance runs (`$5`, `$6`: [`routed`]).
 pub(super) const CLAIM_LAPSED: &str = concat!(
     "WITH c AS (SELECT id, parked_until_ms AS parked FROM tasks \
      WHERE purge_at_ms IS NULL AND runner IS NOT NULL AND lease_until_ms < ",
     db_now_ms!(),
-    " AND (deadline_ms IS NULL OR deadline_ms > $3) ORDER BY lease_until_ms LIMIT $4 \
+    " AND (deadline_ms IS NULL OR deadline_ms > $3)",
+    routed!("$5", "$6"),
+    " ORDER BY lease_until_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
      UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, parked_until_ms = NULL, \
      lease_until_ms = ",
@@ -43,11 +62,11 @@ pub(super) const CLAIM_LAPSED: &str = concat!(
 );
 
 /// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`
-/// ([`ClaimOrder::OldestFirst`]).
+/// ([`ClaimOrder::OldestFirst`]); only tasks this instance runs (`$5`, `$6`: [`routed`]).
 macro_rules! claim_oldest {
     ($tools:expr) => { concat!(
     "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
-     AND (deadline_ms IS NULL OR deadline_ms > $3)", $tools, " ORDER BY created_at_ms LIMIT $4 \
+     AND (deadline_ms IS NULL OR deadline_ms > $3)", routed!("$5", "$6"), $tools, " ORDER BY created_at_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
      UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, last_updated_at_ms = $3, \
      lease_until_ms = ",
@@ -66,23 +85,24 @@ macro_rules! claim_oldest {
 /// `$4`, the `$4` oldest tasks (whoever's) are the last candidates, so a claim fills whenever
 /// enough is queued. Candidates are locked as they are read, skipping rows another claim
 /// holds, so claims on several instances run at once and never pick the same task. The last
-/// column is the owner served last (in the last turn): the next claim's `$5`.
+/// column is the owner served last (in the last turn): the next claim's `$5`. Only tasks this
+/// instance runs (`$8`, `$9`: [`routed`]).
 macro_rules! claim_by_turns {
     ($tools:expr) => { concat!(
     "WITH RECURSIVE after_turn(owner, pos) AS ( \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > $5", $tools, " ORDER BY q.owner LIMIT 1), 1::bigint \
+               AND q.owner > $5", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), 1::bigint \
        UNION ALL \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > a.owner", $tools, " ORDER BY q.owner LIMIT 1), a.pos + 1 \
+               AND q.owner > a.owner", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), a.pos + 1 \
        FROM after_turn a WHERE a.owner IS NOT NULL AND a.pos < $4), \
      up_to_turn(owner, pos) AS ( \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner <= $5", $tools, " ORDER BY q.owner LIMIT 1), \
+               AND q.owner <= $5", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), \
               (SELECT count(owner) FROM after_turn) + 1 \
        UNION ALL \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > u.owner AND q.owner <= $5", $tools, " ORDER BY q.owner LIMIT 1), u.pos + 1 \
+               AND q.owner > u.owner AND q.owner <= $5", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), u.pos + 1 \
        FROM up_to_turn u WHERE u.owner IS NOT NULL AND u.pos < $4), \
      visited AS ( \
        SELECT v.owner, v.pos, coalesce(w.weight, 1) AS weight \
@@ -94,14 +114,14 @@ macro_rules! claim_by_turns {
        SELECT h.id, h.owner, h.created_at_ms FROM visited v CROSS JOIN share s \
        CROSS JOIN LATERAL (SELECT q.id, q.owner, q.created_at_ms FROM tasks q \
          WHERE q.owner = v.owner AND q.purge_at_ms IS NULL AND q.runner IS NULL \
-         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", $tools, " \
+         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", routed!("$8", "$9"), $tools, " \
          ORDER BY q.created_at_ms, q.id LIMIT s.turns * v.weight FOR UPDATE SKIP LOCKED) h), \
      candidates AS ( \
        SELECT id, owner, created_at_ms FROM heads \
        UNION \
        SELECT o.id, o.owner, o.created_at_ms FROM (SELECT q.id, q.owner, q.created_at_ms \
          FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", $tools, " ORDER BY q.created_at_ms LIMIT $4 \
+         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", routed!("$8", "$9"), $tools, " ORDER BY q.created_at_ms LIMIT $4 \
          FOR UPDATE SKIP LOCKED) o WHERE (SELECT count(*) FROM heads) < $4), \
      picked AS ( \
        SELECT c.id, v.owner, v.pos, ceil(row_number() OVER (PARTITION BY c.owner \
@@ -120,16 +140,16 @@ macro_rules! claim_by_turns {
 }
 
 /// The claim statements of queued tasks, by order: of every queued task, or of those a
-/// [`Filter`] allows (its tools and priority bound from `$5` or `$8` on).
+/// [`Filter`] allows (its tools and priority bound from `$7` or `$10` on).
 const CLAIM_OLDEST: &str = claim_oldest!("");
 const CLAIM_OLDEST_FILTERED: &str = claim_oldest!(
-    " AND tool <> ALL($5::text[]) AND ($6::text IS NULL OR tool = $6) \
-     AND ($7::int2 IS NULL OR priority = $7)"
+    " AND tool <> ALL($7::text[]) AND ($8::text IS NULL OR tool = $8) \
+     AND ($9::int2 IS NULL OR priority = $9)"
 );
 const CLAIM_BY_TURNS: &str = claim_by_turns!("");
 const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
-    " AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9) \
-     AND ($10::int2 IS NULL OR priority = $10)"
+    " AND tool <> ALL($10::text[]) AND ($11::text IS NULL OR tool = $11) \
+     AND ($12::int2 IS NULL OR priority = $12)"
 );
 
 /// Takes the queued tasks `$5` (those a tool's per-key limits let start, in the order
@@ -154,7 +174,8 @@ const CLAIM_IDS: &str = concat!(
 /// as the empty key (equality joins: hashed, where `IS NOT DISTINCT FROM` made the planner
 /// compare every queued task with every key). At most `$8` of them: each key's first eligible
 /// task, oldest key first, then each key's second, and so on (the claim takes no more, and a
-/// short list keeps the claim's filter on it cheap).
+/// short list keeps the claim's filter on it cheap). Only tasks this instance runs (`$9`,
+/// `$10`: [`routed`]).
 const KEY_ELIGIBLE: &str = concat!(
     "WITH held AS (SELECT coalesce(limit_key, '') AS k, count(*) AS n FROM tasks \
        WHERE $2::int8 IS NOT NULL AND tool = $1 AND purge_at_ms IS NULL AND runner IS NOT NULL \
@@ -163,7 +184,9 @@ const KEY_ELIGIBLE: &str = concat!(
        row_number() OVER (PARTITION BY coalesce(limit_key, '') ORDER BY created_at_ms, id) AS rn \
        FROM tasks WHERE tool = $1 AND purge_at_ms IS NULL \
        AND runner IS NULL AND ($3::int2 IS NULL OR priority = $3) \
-       AND (deadline_ms IS NULL OR deadline_ms > $4)), \
+       AND (deadline_ms IS NULL OR deadline_ms > $4)",
+    routed!("$9", "$10"),
+    "), \
      started AS (SELECT k.k, count(*) AS n FROM (SELECT DISTINCT k FROM queued) k \
        JOIN rate_log r ON $5::int8 IS NOT NULL AND r.limiter = $6 || k.k \
        AND r.at_ms > ",
@@ -191,6 +214,14 @@ const LEVELS: &str = "WITH RECURSIVE l(p) AS ( \
 /// The tasks of each tool `$1` that hold a runner (running, or parked in their wait).
 const RUNNING: &str = "SELECT tool, count(*) FROM tasks WHERE tool = ANY($1) \
      AND purge_at_ms IS NULL AND runner IS NOT NULL GROUP BY tool";
+
+/// The tools and versions a claim binds for [`routed`]: both NULL for a claim of every task.
+pub(super) fn routing<'c>(claim: &Claim<'c>) -> (Option<&'c [String]>, Option<&'c [String]>) {
+    match claim.versions.map(crate::store::ToolVersions::columns) {
+        Some((tools, versions)) => (Some(tools), Some(versions)),
+        None => (None, None),
+    }
+}
 
 /// What every statement of one claim binds first: `$1` to `$3`.
 pub(super) struct Bound<'a> {
@@ -268,9 +299,8 @@ impl PostgresStore {
                 let wanted = left(&rows).min(*places);
                 // The tasks the tool's per-key limits let start, each with its key.
                 let eligible: Option<Vec<(String, Option<String>)>> = if keyed {
-                    let (concurrency, rate) = (concurrency.map(|c| c.1), rate.map(|r| r.1));
                     let by_key = self
-                        .key_eligible(tx, tool, (concurrency, rate), level, bound, wanted)
+                        .key_eligible(tx, claim, tool, level, bound, wanted)
                         .await?;
                     if by_key.is_empty() {
                         continue;
@@ -415,22 +445,25 @@ impl PostgresStore {
     }
 
     /// Up to `wanted` queued tasks of `tool` (of priority `level`, if given) that its
-    /// per-key concurrency limit and per-key rate (`limits`) let start now, by id with their
+    /// per-key concurrency limit and per-key rate (`claim`'s) let start now, by id with their
     /// keys ([`KEY_ELIGIBLE`]); read under the tool's lock.
     async fn key_eligible(
         &self,
         tx: &Tx,
+        claim: &Claim<'_>,
         tool: &str,
-        limits: (Option<u32>, Option<crate::rate::Rate>),
         level: Option<i16>,
         bound: &Bound<'_>,
         wanted: i64,
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
-        let (concurrency, rate) = limits;
+        let concurrency = claim.key_limits.iter().find(|(t, _)| &**t == tool);
+        let rate = claim.key_rates.iter().find(|(t, _)| &**t == tool);
+        let (concurrency, rate) = (concurrency.map(|c| c.1), rate.map(|r| r.1));
         let concurrency = concurrency.map(i64::from);
         let count = rate.map(|rate| i64::from(rate.count()));
         let per = rate.map_or(0, window_ms);
         let prefix = crate::rate::tool_key_prefix(tool);
+        let (tools, versions) = routing(claim);
         tx.query(
             KEY_ELIGIBLE,
             &[
@@ -442,6 +475,8 @@ impl PostgresStore {
                 &prefix,
                 &per,
                 &wanted,
+                &tools,
+                &versions,
             ],
             "could not count the tool's tasks by key",
         )
@@ -504,12 +539,15 @@ impl PostgresStore {
             level,
         } = filter;
         let filtered = !filter.is_all();
+        let (tools, versions) = routing(claim);
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
         if turns {
             params.push(&turn);
             params.push(&owners);
             params.push(&weights);
         }
+        params.push(&tools);
+        params.push(&versions);
         if filtered {
             params.push(&excluded);
             params.push(&only);

@@ -47,8 +47,9 @@ impl PostgresStore {
             };
             self.claim_queued(&tx, &claim, &bound).await?
         } else {
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
-                [&instance, &lease_ms, &now, &limit];
+            let (tools, versions) = claim::routing(&claim);
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
+                [&instance, &lease_ms, &now, &limit, &tools, &versions];
             tx.query(claim::CLAIM_LAPSED, &params, "could not claim tasks")
                 .await?
         };
@@ -170,6 +171,24 @@ impl ClusterStore for PostgresStore {
         rate: crate::rate::Rate,
     ) -> Result<Option<std::time::Duration>, StoreError> {
         self.take_step_rate(limiter, rate).await
+    }
+
+    async fn unclaimed_versions(&self) -> Result<Option<Vec<(String, String, u64)>>, StoreError> {
+        // Two index scans (`tasks_queued`, `tasks_lease`), not one scan of the live tasks.
+        let sql = concat!(
+            "SELECT tool, tool_version, count(*) FROM ( \
+               SELECT tool, tool_version FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
+               UNION ALL \
+               SELECT tool, tool_version FROM tasks WHERE purge_at_ms IS NULL \
+               AND runner IS NOT NULL AND parked_until_ms IS NULL AND lease_until_ms < ",
+            db_now_ms!(),
+            ") w GROUP BY tool, tool_version"
+        );
+        let rows = read(&self.pool, sql, &[], "could not count the unclaimed tasks").await?;
+        rows.iter()
+            .map(|row| Ok((text(row, 0)?, text(row, 1)?, to_u64(int(row, 2)?))))
+            .collect::<Result<Vec<_>, StoreError>>()
+            .map(Some)
     }
 
     async fn queue_depth(&self, by_owner: bool) -> Result<Option<Vec<QueueDepth>>, StoreError> {

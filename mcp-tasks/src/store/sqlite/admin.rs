@@ -115,6 +115,35 @@ impl AdminStore for SqliteStore {
         .await
     }
 
+    async fn set_tool_version(
+        &self,
+        id: &str,
+        version: &str,
+    ) -> Result<crate::store::TaskSnapshot, StoreError> {
+        // Applies the expiry that is due, as a read does.
+        let task = self.get(id).await?.ok_or(StoreError::NotFound)?;
+        if task.status.is_terminal() {
+            return Err(StoreError::Terminal(task.status));
+        }
+        let (id, version) = (id.to_owned(), version.to_owned());
+        let set = self
+            .write(move |tx: &mut Tx<'_>| {
+                exec(
+                    tx.conn,
+                    "UPDATE tasks SET tool_version = ?2 WHERE id = ?1 \
+                     AND status IN ('working', 'input_required')",
+                    params![id, version],
+                )
+                .map_err(backend)
+            })
+            .await?;
+        let after = self.get(&task.id).await?.ok_or(StoreError::NotFound)?;
+        match set {
+            0 => Err(StoreError::Terminal(after.status)),
+            _ => Ok(after),
+        }
+    }
+
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
         let expired = self.expire_due().await?;
         self.unreported.keep(expired);
