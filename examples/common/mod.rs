@@ -39,13 +39,13 @@ impl Journal {
         Ok(Self(Some(Arc::new(Mutex::new(file)))))
     }
 
-    fn record(&self, task: &str, batch: u32) -> std::io::Result<()> {
+    fn record(&self, task: &str, what: impl std::fmt::Display) -> std::io::Result<()> {
         match &self.0 {
             Some(file) => {
                 let mut file = file
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                writeln!(file, "{task} {batch}")
+                writeln!(file, "{task} {what}")
             }
             None => Ok(()),
         }
@@ -105,6 +105,8 @@ pub async fn import_rows(
     }
     Ok(format!("imported {rows} rows in {batches} batches"))
 }
+
+mod ledger;
 
 /// The example toolkit; `step` paces `workspace_report`.
 pub fn toolkit(step: Duration) -> Toolkit {
@@ -208,6 +210,11 @@ pub struct ServerArgs {
     /// Example only: each step of `workspace_report`, in milliseconds [default: 1000]
     #[arg(long, env = "MCP_TASKS_PACE_MS", value_name = "MS")]
     pub pace_ms: Option<u64>,
+    /// Example only: offer `sync_ledger` as build 1, 2 (a patched step and an added one,
+    /// same version) or 3 (version 2, changed without a patch)
+    #[arg(long, env = "MCP_TASKS_LEDGER_BUILD", value_name = "BUILD",
+          value_parser = clap::value_parser!(u8).range(1..=3))]
+    pub ledger_build: Option<u8>,
 }
 
 impl ServerArgs {
@@ -266,7 +273,11 @@ const CLUSTER_FLAGS: &str = "--schema, --instance, --lease-ms, --renew-ms, --cla
 /// The journal cannot be opened, the store cannot be opened or reached, recovery failed.
 #[allow(dead_code, reason = "the demo example builds its server itself")]
 pub async fn server(args: ServerArgs, step: Duration) -> std::io::Result<Served> {
-    let mut toolkit = toolkit(args.pace_ms.map_or(step, Duration::from_millis));
+    let step = args.pace_ms.map_or(step, Duration::from_millis);
+    let mut toolkit = match args.ledger_build {
+        None => toolkit(step),
+        Some(build) => ledger::toolkit(step, build),
+    };
     if let Some(path) = &args.journal {
         toolkit = toolkit.with_state(Journal::open(path)?);
     }
