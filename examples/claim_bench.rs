@@ -1,6 +1,9 @@
 //! Claims of queued tasks per second on Postgres, owners taking turns against oldest first:
 //! `cargo run --release --example claim_bench [-- URL] [--owners N] [--per-owner N]
-//! [--claimers N] [--batch N] [--rounds N] [--keyed]`.
+//! [--claimers N] [--batch N] [--rounds N] [--keyed | --routed]`.
+//!
+//! `--routed` compares owners taking turns routed by version, as the runtime claims (only the
+//! tasks recorded by a version of a tool the claimer runs), against the same claims unrouted.
 //!
 //! `--keyed` compares instead owners taking turns with the tool under a per-key concurrency
 //! limit and a per-key rate (keyed by owner, each wide enough that every task may start: the
@@ -27,7 +30,7 @@ use std::{
 use mcp_tasks::{
     ClaimOrder, PostgresStore, TaskStore,
     rate::Rate,
-    store::{Claim, NewTask},
+    store::{Claim, NewTask, ToolVersions},
 };
 use tokio_postgres::NoTls;
 
@@ -46,6 +49,8 @@ enum Variant {
     Turns,
     /// Owners take turns, the tool under per-key limits keyed by owner.
     Keyed,
+    /// Owners take turns, routed by version as the runtime claims (the tool at version 1).
+    Routed,
 }
 
 async fn store(
@@ -79,6 +84,7 @@ async fn queue(
                     Arc::from("bench"),
                 )
                 .with_ttl(Some(Duration::from_secs(3600)))
+                .with_tool_version(Arc::from("1"))
                 .with_limit_key(Arc::from(owner));
                 store.create(task).await?;
             }
@@ -101,7 +107,10 @@ async fn measure(
         Variant::Oldest => (ClaimOrder::OldestFirst, "oldest"),
         Variant::Turns => (ClaimOrder::OwnersTakeTurns, "turns"),
         Variant::Keyed => (ClaimOrder::OwnersTakeTurns, "keyed"),
+        Variant::Routed => (ClaimOrder::OwnersTakeTurns, "routed"),
     };
+    let routed = matches!(variant, Variant::Routed);
+    let versions = Arc::new(ToolVersions::new([("bench", "1"), ("other", "3")]));
     let keyed = matches!(variant, Variant::Keyed);
     // Wide enough for every task of an owner: the keyed claim's cost, nothing held back.
     let wide = u32::try_from(setup.per_owner).unwrap_or(u32::MAX);
@@ -132,15 +141,19 @@ async fn measure(
         let store = Arc::clone(store);
         let batch = setup.batch;
         let (key_limits, key_rates) = (Arc::clone(&key_limits), Arc::clone(&key_rates));
+        let versions = Arc::clone(&versions);
         claimers.spawn(async move {
             let instance = format!("claimer-{i}");
             let cluster = store.cluster().expect("a cluster store");
             let mut claimed = 0usize;
             loop {
-                let claim = Claim::queued(&instance, Duration::from_secs(600), batch)
+                let mut claim = Claim::queued(&instance, Duration::from_secs(600), batch)
                     .with_order(order, &[])
                     .with_key_limits(&key_limits)
                     .with_key_rates(&key_rates);
+                if routed {
+                    claim = claim.with_versions(&versions);
+                }
                 let got = cluster.claim(claim).await?.len();
                 if got == 0 {
                     return Ok::<usize, mcp_tasks::store::StoreError>(claimed);
@@ -207,7 +220,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         batch: 32,
     };
     let mut rounds = 3;
-    let mut keyed = false;
+    let (mut keyed, mut routed) = (false, false);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut number = |name: &str| {
@@ -223,6 +236,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--batch" => setup.batch = number("--batch")?,
             "--rounds" => rounds = number("--rounds")?,
             "--keyed" => keyed = true,
+            "--routed" => routed = true,
             _ if arg.starts_with("--") => return Err(format!("unknown option {arg}").into()),
             _ => setup.url = arg,
         }
@@ -235,6 +249,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (a, b) = if keyed {
         println!("| round | per-key limits (tasks/s) | no limit (tasks/s) | ratio |");
         (Variant::Keyed, Variant::Turns)
+    } else if routed {
+        println!("| round | routed by version (tasks/s) | not routed (tasks/s) | ratio |");
+        (Variant::Routed, Variant::Turns)
     } else {
         println!("| round | owners take turns (tasks/s) | oldest first (tasks/s) | ratio |");
         (Variant::Turns, Variant::Oldest)

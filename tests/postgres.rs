@@ -307,11 +307,12 @@ async fn every_field_is_persisted() {
     ));
 }
 
-/// A task that ended keeps no replay data (tool version, arguments, the request's `_meta`)
-/// on disk, whichever way it ended: the general write, the batched fenced finish, the
-/// expiry sweep; a live task keeps all of it.
+/// A task that completed keeps no replay data (tool version, arguments, the request's
+/// `_meta`, steps) on disk, whichever way it completed: the general write, the batched
+/// fenced finish; a failed or cancelled task keeps all of it for an operator's retry,
+/// whichever way it ended (the expiry sweep included), as a live task does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_ended_task_keeps_no_replay_data() {
+async fn a_completed_task_keeps_no_replay_data() {
     let db = db!();
     let store = db.store().await.unwrap();
     let with_origin = |id: &str| {
@@ -322,12 +323,37 @@ async fn an_ended_task_keeps_no_replay_data() {
     };
     // Leased first: the others are created queued, and the claim takes the oldest.
     let lease = create_leased(&store, with_origin("fenced"), "a", Duration::from_secs(30)).await;
-    for id in ["finished", "live"] {
-        store.create(with_origin(id)).await.unwrap();
-    }
-    store.finish("finished", Outcome::Cancelled).await.unwrap();
+    let failing = create_leased(
+        &store,
+        with_origin("fenced-failed"),
+        "a",
+        Duration::from_secs(30),
+    )
+    .await;
+    let step = Step::new(0, "fetch", json!(1));
     store
-        .under(&lease, Transition::Finish(Outcome::Cancelled))
+        .under(&failing, Transition::SaveStep(step))
+        .await
+        .unwrap();
+    for id in ["cancelled", "finished", "live"] {
+        store.create(with_origin(id)).await.unwrap();
+        let step = Step::new(0, "fetch", json!(1));
+        store
+            .apply(id, None, Transition::SaveStep(step))
+            .await
+            .unwrap();
+    }
+    let done = || Outcome::Completed(object(json!({ "content": [] })));
+    store.finish("finished", done()).await.unwrap();
+    store.finish("cancelled", Outcome::Cancelled).await.unwrap();
+    store
+        .under(&lease, Transition::Finish(done()))
+        .await
+        .unwrap();
+    // Through the batched finish too.
+    let error = object(json!({ "code": -32603, "message": "upstream down" }));
+    store
+        .under(&failing, Transition::Finish(Outcome::Failed(error)))
         .await
         .unwrap();
     store
@@ -348,29 +374,36 @@ async fn an_ended_task_keeps_no_replay_data() {
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
         .collect();
-    let ended = |id: &str, status: &str| {
-        (
-            id.into(),
-            status.into(),
-            String::new(),
-            "{}".into(),
-            "{}".into(),
-        )
+    let ended = |id: &str| {
+        let empty = (String::new(), "{}".into(), "{}".into());
+        (id.into(), "completed".into(), empty.0, empty.1, empty.2)
+    };
+    let kept = |id: &str, status: &str| {
+        let n = r#"{"n":3}"#.into();
+        let meta = r#"{"protocolVersion":"2026-07-28"}"#.into();
+        (id.into(), status.into(), "2.1".into(), n, meta)
     };
     assert_eq!(
         rows,
         [
-            ended("expired", "failed"),
-            ended("fenced", "cancelled"),
-            ended("finished", "cancelled"),
-            (
-                "live".into(),
-                "working".into(),
-                "2.1".into(),
-                r#"{"n":3}"#.into(),
-                r#"{"protocolVersion":"2026-07-28"}"#.into()
-            ),
+            kept("cancelled", "cancelled"),
+            kept("expired", "failed"),
+            ended("fenced"),
+            kept("fenced-failed", "failed"),
+            ended("finished"),
+            kept("live", "working"),
         ]
+    );
+    let steps: Vec<String> = (raw.query("SELECT task_id FROM steps ORDER BY task_id", &[]))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        steps,
+        ["cancelled", "fenced-failed", "live"],
+        "a completed task's steps go"
     );
 }
 

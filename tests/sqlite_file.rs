@@ -107,15 +107,16 @@ fn a_file_that_is_not_a_database_is_refused_unchanged() {
     assert_untouched(&db, &before);
 }
 
-/// A task that ended keeps no replay data (tool version, arguments, the request's `_meta`)
-/// in the file, whether it finished or expired; a live task keeps all of it.
+/// A task that completed keeps no replay data (tool version, arguments, the request's
+/// `_meta`, steps) in the file; a cancelled or expired (failed) one keeps all of it for an
+/// operator's retry, as a live task does.
 #[tokio::test]
-async fn an_ended_task_keeps_no_replay_data() {
+async fn a_completed_task_keeps_no_replay_data() {
     use std::{sync::Arc, time::Duration};
 
     use mcp_tasks::{
         TaskStore,
-        store::{NewTask, Outcome, Transition},
+        store::{NewTask, Outcome, Step, Transition},
     };
 
     let db = TempDb::new("ended-origin");
@@ -129,13 +130,21 @@ async fn an_ended_task_keeps_no_replay_data() {
             ))
             .with_tool_version(Arc::from("2.1"))
     };
-    for id in ["finished", "live"] {
+    for id in ["cancelled", "finished", "live"] {
         store.create(with_origin(id)).await.unwrap();
+        let step = Step::new(0, "fetch", serde_json::json!(1));
+        store
+            .apply(id, None, Transition::SaveStep(step))
+            .await
+            .unwrap();
     }
+    let done = Outcome::Completed(serde_json::Map::new());
     store
-        .apply("finished", None, Transition::Finish(Outcome::Cancelled))
+        .apply("finished", None, Transition::Finish(done))
         .await
         .unwrap();
+    let cancel = Transition::Finish(Outcome::Cancelled);
+    store.apply("cancelled", None, cancel).await.unwrap();
     store
         .create(with_origin("expired").with_ttl(Some(Duration::from_millis(1))))
         .await
@@ -155,20 +164,24 @@ async fn an_ended_task_keeps_no_replay_data() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    let ended = |id: &str, status: &str| [id, status, "", "{}", "{}"].map(String::from);
+    let kept = |id: &str, status: &str| {
+        let meta = r#"{"protocolVersion":"2026-07-28"}"#;
+        [id, status, "2.1", r#"{"n":3}"#, meta].map(String::from)
+    };
     assert_eq!(
         rows,
         [
-            ended("expired", "failed"),
-            ended("finished", "cancelled"),
-            [
-                "live",
-                "working",
-                "2.1",
-                r#"{"n":3}"#,
-                r#"{"protocolVersion":"2026-07-28"}"#
-            ]
-            .map(String::from),
+            kept("cancelled", "cancelled"),
+            kept("expired", "failed"),
+            ["finished", "completed", "", "{}", "{}"].map(String::from),
+            kept("live", "working"),
         ]
     );
+    let mut select = conn
+        .prepare("SELECT task_id FROM steps ORDER BY task_id")
+        .unwrap();
+    let steps: Vec<String> = (select.query_map([], |r| r.get(0)).unwrap())
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(steps, ["cancelled", "live"], "a completed task's steps go");
 }

@@ -270,8 +270,28 @@ async fn a_tool_changes_while_its_tasks_run() {
     }
     let ended = until_ended(&mut client, &v2, Duration::from_secs(30)).await;
     assert_completed(&ended);
-    // Build 3 takes none of version 1's tasks: they wait, unfinished.
+    // Build 3 takes none of version 1's tasks: they wait, unfinished, and no instance claims
+    // them (each claim would move a task's epoch on).
+    let raw = db.raw().await;
+    let epochs = || async {
+        let rows = raw
+            .query(
+                "SELECT id, epoch FROM tasks WHERE id = ANY($1) ORDER BY id",
+                &[&waiting],
+            )
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, i64>(1)))
+            .collect::<Vec<_>>()
+    };
+    let before = epochs().await;
     tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        epochs().await,
+        before,
+        "no claim of a task of version 1 by build 3"
+    );
     for id in &waiting {
         let (_, got) = client
             .rpc("tasks/get", json!({ "taskId": id }), TASKS)

@@ -5,8 +5,13 @@
 //! action and token read from the page the browser rendered) cancels a running task, seen
 //! by `tasks/get`. A forged form (no token, or from another origin) cancels nothing.
 //!
-//! Without Chromium the test says how to install it and returns, except under CI (`CI`
-//! set), where it fails.
+//! A second test clicks the retry button of a failed task, then its fork button (from step
+//! 0, the form's default): a page of the same origin opens the task's page in a window, and
+//! its script clicks the button the browser rendered; the window lands on the new task's
+//! page, and the new task runs.
+//!
+//! Without Chromium the tests say how to install it and return, except under CI (`CI` set),
+//! where they fail.
 
 #[path = "support/admin.rs"]
 mod support;
@@ -18,6 +23,18 @@ use std::{
 
 use rmcp::model::TaskStatus;
 use support::{ADMIN_SECRET, serve, tasks_in_every_state, until_status};
+
+/// The browser, or `None` (said, and a failure under CI) without one.
+fn browser() -> Option<Browser> {
+    let Some(binary) = chromium() else {
+        let line = "browser test skipped: no chromium on PATH; install Debian's `chromium` \
+                    package (apt-get install -y chromium) or set MCP_TASKS_CHROMIUM";
+        assert!(std::env::var_os("CI").is_none(), "{line} (CI requires it)");
+        eprintln!("{line}");
+        return None;
+    };
+    Some(Browser::new(binary))
+}
 
 /// The browser: `MCP_TASKS_CHROMIUM`, else `chromium` or `chromium-browser` on PATH.
 fn chromium() -> Option<PathBuf> {
@@ -122,14 +139,9 @@ fn rows(dom: &str) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_view_in_headless_chromium() {
-    let Some(binary) = chromium() else {
-        let line = "browser test skipped: no chromium on PATH; install Debian's `chromium` \
-                    package (apt-get install -y chromium) or set MCP_TASKS_CHROMIUM";
-        assert!(std::env::var_os("CI").is_none(), "{line} (CI requires it)");
-        eprintln!("{line}");
+    let Some(browser) = browser() else {
         return;
     };
-    let browser = Browser::new(binary);
     let served = serve().await;
     let ids = tasks_in_every_state(&served.client).await;
     let authority = served.base.trim_start_matches("http://");
@@ -262,4 +274,89 @@ async fn the_web_view_in_headless_chromium() {
     // Without the credential the browser gets the sign-in challenge, not the page.
     let anonymous = browser.dom(&format!("{}/admin/", served.base)).await;
     assert!(!anonymous.contains("data-task-id"), "{anonymous}");
+}
+
+/// A page that opens the page of task `id` in a window of its own (the admin pages may not
+/// be framed), clicks its `button` once it loaded, then writes where that window landed
+/// into `#landed`. Behind the admin view's Basic challenge (the same realm), so the browser
+/// signs in once for both.
+async fn clicking_page(
+    axum::extract::Path((id, button)): axum::extract::Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if !headers.contains_key("authorization") {
+        let challenge = "Basic realm=\"mcp-tasks admin\", charset=\"UTF-8\"";
+        return (
+            axum::http::StatusCode::UNAUTHORIZED,
+            [("www-authenticate", challenge)],
+        )
+            .into_response();
+    }
+    let page = format!("/admin/tasks/{id}");
+    axum::response::Html(format!(
+        "<!doctype html><html><body><p id=\"landed\"></p><script>\
+         const w = window.open('{page}', 'task');\
+         const out = document.getElementById('landed');\
+         let clicked = false;\
+         const timer = setInterval(() => {{\
+           try {{\
+             if (w.document.readyState !== 'complete') return;\
+             if (!clicked) {{\
+               const button = w.document.getElementById('{button}');\
+               if (button) {{ clicked = true; button.click(); }}\
+             }} else if (w.location.pathname !== '{page}') {{\
+               out.textContent = w.location.pathname; clearInterval(timer);\
+             }}\
+           }} catch (e) {{ out.textContent = 'error: ' + e; clearInterval(timer); }}\
+         }}, 50);</script></body></html>"
+    ))
+    .into_response()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_click_on_retry_and_on_fork_in_headless_chromium() {
+    let Some(browser) = browser() else {
+        return;
+    };
+    let server = mcp_tasks::TaskServer::new(mcp_tasks::toolkit![support::boom].unwrap());
+    let credential = mcp_tasks::admin::AdminCredential::new(ADMIN_SECRET).unwrap();
+    let app = mcp_tasks::http_router(server.clone(), mcp_tasks::HttpOptions::new())
+        .merge(mcp_tasks::admin::router(server.engine(), credential))
+        .route("/click/{id}/{button}", axum::routing::get(clicking_page));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let authority = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let endpoint = mcp_tasks::client::Endpoint::http(format!("http://{authority}/mcp"));
+    let client = mcp_tasks::client::TaskClient::connect(&endpoint)
+        .await
+        .unwrap();
+    let old = support::start(&client, "boom", serde_json::json!({})).await;
+    let old = old.id().to_owned();
+    until_status(&client, &old, TaskStatus::Failed).await;
+
+    for button in ["retry", "fork"] {
+        let url = format!("http://admin:{ADMIN_SECRET}@{authority}/click/{old}/{button}");
+        let flags = [
+            "--dump-dom",
+            "--virtual-time-budget=10000",
+            "--disable-popup-blocking",
+        ];
+        let dom = browser.run(&url, &flags.map(str::to_owned)).await;
+        let landed = between(&dom, "<p id=\"landed\">", "</p>")
+            .unwrap_or_else(|| panic!("{button}: the window landed somewhere: {dom}"));
+        let new = landed
+            .strip_prefix("/admin/tasks/")
+            .unwrap_or_else(|| panic!("{button}: on a task's page: {landed} in {dom}"));
+        assert!(
+            !new.is_empty() && new != old,
+            "{button}: on the new task's page: {landed}"
+        );
+        // The new task is `boom` again: it runs, and fails again; the old one stays failed.
+        until_status(&client, new, TaskStatus::Failed).await;
+        assert_eq!(
+            client.task(&old).await.unwrap().status(),
+            TaskStatus::Failed
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! `mcp-tasks admin list|show|cancel|purge` against a real server on 127.0.0.1:0 with tasks
-//! in every state: table and `--json` output, the cancel seen by `tasks/get`, exit codes
+//! `mcp-tasks admin list|show|cancel|retry|fork|purge` against a real server on 127.0.0.1:0
+//! with tasks in every state: table and `--json` output, the cancel seen by `tasks/get`, exit codes
 //! (0 done, 4 refused or unusable).
 
 #[path = "support/admin.rs"]
@@ -191,5 +191,41 @@ async fn the_mcp_url_works_and_a_wrong_path_says_what_to_give() {
             && elsewhere.stderr.contains("the server's base URL"),
         "{}",
         elsewhere.stderr
+    );
+}
+
+/// `admin retry` and `admin fork` start a new task from a failed one (here `boom`, which
+/// fails again); a fork past the stored steps and a retry of a completed task are refused
+/// (exit 4, the server's reason).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_and_fork_a_failed_task() {
+    let served = serve().await;
+    let url = served.base.as_str();
+    let ids = tasks_in_every_state(&served.client).await;
+    until_status(&served.client, &ids.boom, TaskStatus::Failed).await;
+
+    let retried = ok(&["retry", url, &ids.boom]).await;
+    let new = retried
+        .trim()
+        .strip_prefix(&format!("task {} retried as task ", ids.boom))
+        .unwrap_or_else(|| panic!("{retried}"));
+    assert_ne!(new, ids.boom);
+    until_status(&served.client, new, TaskStatus::Failed).await;
+    let json: Value =
+        serde_json::from_str(&ok(&["fork", url, &ids.boom, "--step", "0", "--json"]).await)
+            .unwrap();
+    assert_eq!(json["outcome"], "forked", "{json}");
+    let forked = json["newTaskId"].as_str().unwrap();
+    until_status(&served.client, forked, TaskStatus::Failed).await;
+
+    let past = admin(Some(ADMIN_SECRET), &["fork", url, &ids.boom, "--step", "3"]).await;
+    assert_eq!(past.code, 4, "{}", past.stdout);
+    assert!(past.stderr.contains("stored 0 steps"), "{}", past.stderr);
+    let completed = admin(Some(ADMIN_SECRET), &["retry", url, &ids.quick[0]]).await;
+    assert_eq!(completed.code, 4, "{}", completed.stdout);
+    assert!(
+        completed.stderr.contains("only a failed or cancelled task"),
+        "{}",
+        completed.stderr
     );
 }

@@ -14,7 +14,7 @@
 //! Wrong credentials are throttled per client address: after 10 within a minute
 //! ([`AdminCredential::with_throttle`]), that address gets `429` with `Retry-After` until the
 //! minute is over, the right credential included. Every wrong credential, cancel, failure,
-//! version change and purge is logged as a `tracing` event with the target [`AUDIT_TARGET`] (`mcp_tasks::audit`) and
+//! version change, retry, fork and purge is logged as a `tracing` event with the target [`AUDIT_TARGET`] (`mcp_tasks::audit`) and
 //! the fields `event`, `who`, `client` (the address), `path`, and `task_id` and `outcome`, or
 //! `before_ms` and `purged`; `failures` for a failed login. The client address is the
 //! connection's peer: [`serve_http`](crate::serve_http) provides it, and `axum::serve`
@@ -29,6 +29,8 @@
 //! | `GET /admin/api/tasks/{id}` | one task in detail: steps, questions and answers, lease and epoch, result or error |
 //! | `POST /admin/api/tasks/{id}/cancel` | records a cancel for any owner's task and signals its work |
 //! | `POST /admin/api/tasks/{id}/fail` | ends a live task `failed` (`reason=` says why, shown in its error); its code never runs again |
+//! | `POST /admin/api/tasks/{id}/retry` | a new task that replays a failed or cancelled task's steps and answers and goes on from its last step: `{"newTaskId": ...}` |
+//! | `POST /admin/api/tasks/{id}/fork` | the same from step `step=N` (the steps before it are kept, step `N` runs again) |
 //! | `POST /admin/api/tasks/{id}/version` | moves a live task to another version of its tool (`to=`, by default this server's): it is replayed by that version from then on |
 //! | `POST /admin/api/purge` | removes finished tasks (`before=` an instant or `older_than=` a duration) |
 //!
@@ -115,6 +117,8 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
         .route("/admin/api/tasks/{id}/cancel", post(cancel))
         .route("/admin/api/tasks/{id}/fail", post(fail))
         .route("/admin/api/tasks/{id}/version", post(set_version))
+        .route("/admin/api/tasks/{id}/retry", post(retry))
+        .route("/admin/api/tasks/{id}/fork", post(fork))
         .route("/admin/api/purge", post(purge))
         // `route_layer`, not `layer`: the credential guards these routes only, so a path of
         // the merged router that none of them matches (`/favicon.ico`) stays a plain 404.
@@ -299,6 +303,37 @@ async fn set_version(
         "outcome": if started { "started" } else { "version_set" },
         "status": status_word(task.status),
     }))
+}
+
+async fn retry(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Failure> {
+    query::only(&query::pairs(raw.as_deref()), &[])?;
+    let new = admin.retry(&id, None, client).await?;
+    ok(&json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" }))
+}
+
+async fn fork(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, Failure> {
+    let pairs = query::pairs(raw.as_deref());
+    query::only(&pairs, &["step"])?;
+    let step = query::single(&pairs, "step")?
+        .ok_or_else(|| query::BadParam::new("step", "give the step to fork from: `step=N`"))?;
+    let step: usize = step.parse().map_err(|_| {
+        query::BadParam::new(
+            "step",
+            format!("`{step}` is not a step number (0, 1, 2, ...)"),
+        )
+    })?;
+    let new = admin.retry(&id, Some(step), client).await?;
+    ok(&json!({ "taskId": id, "newTaskId": &*new, "outcome": "forked", "fromStep": step }))
 }
 
 async fn purge(

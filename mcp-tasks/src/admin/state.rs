@@ -152,6 +152,56 @@ impl Admin {
     }
 }
 
+impl Admin {
+    /// Retries task `id` (`from_step: None`) or forks it from step `from_step`: a new task
+    /// (`runtime/retry.rs`), whose id it answers; an audit event as for [`Admin::fail`],
+    /// naming the new task too.
+    pub(super) async fn retry(
+        &self,
+        id: &str,
+        from_step: Option<usize>,
+        client: Client,
+    ) -> Result<std::sync::Arc<str>, Failure> {
+        use crate::runtime::retry::RetryRefused;
+        let detail = self
+            .admin_store()?
+            .detail(id)
+            .await?
+            .ok_or(Failure::NotFound);
+        let retried = match detail {
+            Ok(detail) => {
+                (self.engine.retry(detail, from_step).await).map_err(|refused| match refused {
+                    RetryRefused::Status(status) => Failure::Conflict(format!(
+                        "only a failed or cancelled task can be retried or forked; this one is {}",
+                        admin::status_word(status)
+                    )),
+                    RetryRefused::NoHistory => Failure::Conflict(
+                        "the task kept no history to replay (it ended before the server kept \
+                         the history of failed and cancelled tasks)"
+                            .to_owned(),
+                    ),
+                    RetryRefused::NoSuchStep(stored) => Failure::BadParam(BadParam::new(
+                        "step",
+                        format!("the task stored {stored} steps: fork from a step 0 to {stored}"),
+                    )),
+                    RetryRefused::Store(error) => Failure::from(error),
+                })
+            }
+            Err(failure) => Err(failure),
+        };
+        let (event, path) = match from_step {
+            None => ("retry", "/admin/api/tasks/{id}/retry"),
+            Some(_) => ("fork", "/admin/api/tasks/{id}/fork"),
+        };
+        audit(event, id, client, path, &retried);
+        if let Ok(new) = &retried {
+            tracing::info!(target: AUDIT_TARGET, event, task_id = id, new_task_id = %new,
+                from_step, "admin {event}: the new task");
+        }
+        retried
+    }
+}
+
 /// The audit event of an operator's change of task `id`.
 fn audit<T>(event: &str, id: &str, client: Client, path: &'static str, done: &Result<T, Failure>) {
     let outcome = match done {
@@ -176,6 +226,8 @@ fn audit<T>(event: &str, id: &str, client: Client, path: &'static str, done: &Re
 pub(crate) enum Failure {
     /// The task ended already (with this status): only a live task can be changed.
     Ended(rmcp::model::TaskStatus),
+    /// The task is not in a state the operation takes: why.
+    Conflict(String),
     Unauthorized,
     BadParam(BadParam),
     NotFound,
@@ -206,7 +258,7 @@ impl Failure {
     pub(super) fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Ended(_) => StatusCode::CONFLICT,
+            Self::Ended(_) | Self::Conflict(_) => StatusCode::CONFLICT,
             Self::BadParam(_) => StatusCode::BAD_REQUEST,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Unsupported => StatusCode::NOT_IMPLEMENTED,
@@ -224,6 +276,7 @@ impl Failure {
                 .to_owned(),
             Self::BadParam(error) => format!("query parameter `{}`: {}", error.name, error.message),
             Self::NotFound => "no task has this id (never created, or purged)".to_owned(),
+            Self::Conflict(why) => why.clone(),
             Self::Ended(status) => format!(
                 "the task already ended ({}): only a working or input_required task can be \
                  changed",

@@ -1,10 +1,11 @@
 //! The web view of the admin API: server-rendered HTML, no JavaScript, nothing loaded from
 //! outside the binary. A list of tasks with the filters and the status counts, refreshing
-//! itself every few seconds; a task's detail with a cancel button.
+//! itself every few seconds; a task's detail with a cancel button, or (a failed or cancelled
+//! task) a retry button and a fork form.
 //!
 //! A browser sends the admin credential as the password of HTTP Basic (any user name). It
 //! sends it with every request to the site, also one another site's page makes it send, so
-//! the cancel form is guarded twice: the request must come from this origin (`Origin`, or
+//! every form is guarded twice: the request must come from this origin (`Origin`, or
 //! `Sec-Fetch-Site`), and carry the form's token, derived from the credential and the task
 //! (another site cannot compute it). Everything shown is escaped: status messages, tool names,
 //! owners and ids are data from users.
@@ -43,6 +44,8 @@ pub(super) fn routes() -> Router<Admin> {
         .route("/admin/", get(list_page))
         .route("/admin/tasks/{id}", get(detail_page))
         .route("/admin/tasks/{id}/cancel", post(cancel_form))
+        .route("/admin/tasks/{id}/retry", post(retry_form))
+        .route("/admin/tasks/{id}/fork", post(fork_form))
 }
 
 /// The pages take the credential as HTTP Basic's password (or as a bearer token); without
@@ -71,9 +74,11 @@ pub(super) async fn basic_or_bearer(
                 ),
             );
             headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+            // The admin pages' addresses (task ids) go to no other site; within this one a
+            // form's request keeps its `Origin` (with `no-referrer` Chromium sends `null`).
             headers.insert(
                 header::REFERRER_POLICY,
-                HeaderValue::from_static("no-referrer"),
+                HeaderValue::from_static("same-origin"),
             );
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
@@ -375,6 +380,20 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
             admin.credential.form_token(&task.id)
         ));
     }
+    if crate::store::record::keeps_history(task.status) && !detail.origin.tool_version.is_empty() {
+        let (id, csrf) = (encode(&task.id), admin.credential.form_token(&task.id));
+        let last = detail.steps.len();
+        body.push_str(&format!(
+            "<form method=\"post\" action=\"/admin/tasks/{id}/retry\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <button type=\"submit\" id=\"retry\">Retry from its last step</button></form>\
+             <form method=\"post\" action=\"/admin/tasks/{id}/fork\">\
+             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+             <label>Fork from step <input type=\"number\" name=\"step\" min=\"0\" \
+             max=\"{last}\" value=\"0\"></label> \
+             <button type=\"submit\" id=\"fork\">Fork</button></form>"
+        ));
+    }
     if !detail.steps.is_empty() {
         body.push_str("<h2>Steps done</h2><table><tr><th>#</th><th>name</th><th>value</th></tr>");
         for step in &detail.steps {
@@ -416,20 +435,23 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     page(StatusCode::OK, &format!("Task {}", task.id), &body, refresh)
 }
 
-/// Whether the request comes from a page of this origin: its `Origin` names the `Host` it
-/// was sent to, or (without `Origin`) `Sec-Fetch-Site` says `same-origin`. A request with
-/// neither header is not from a browser form of another site (browsers send one of them on
-/// every cross-site POST).
+/// Whether the request comes from a page of this origin: `Sec-Fetch-Site` says
+/// `same-origin`, or (without it, or with `none`) its `Origin` names the `Host` it was sent
+/// to. A request with neither header is not from a browser form of another site (browsers
+/// send one of them on every cross-site POST).
 fn same_origin(headers: &HeaderMap) -> bool {
     let text = |name| {
         headers
             .get(name)
             .and_then(|v: &HeaderValue| v.to_str().ok())
     };
-    if let Some(site) = text(header::HeaderName::from_static("sec-fetch-site"))
-        && !matches!(site, "same-origin" | "none")
-    {
-        return false;
+    match text(header::HeaderName::from_static("sec-fetch-site")) {
+        // The browser says so (a header no page can set): also when it sends `Origin: null`,
+        // as Chromium does for a form of a page that sends no referrer.
+        Some("same-origin") => return true,
+        Some("none") => {}
+        Some(_) => return false,
+        None => {}
     }
     match (text(header::ORIGIN), text(header::HOST)) {
         (Some(origin), Some(host)) => origin
@@ -440,6 +462,33 @@ fn same_origin(headers: &HeaderMap) -> bool {
     }
 }
 
+/// The fields of a form about task `id`, once it passed both guards (see the module docs):
+/// sent from this origin, with the task's form token. Why not otherwise.
+fn checked_form(
+    admin: &Admin,
+    id: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Vec<(String, String)>, &'static str> {
+    if !same_origin(headers) {
+        return Err("this form may only be sent from the admin view's own pages");
+    }
+    let fields: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
+    let token = fields.iter().find(|(key, _)| key == "csrf");
+    if !token.is_some_and(|(_, token)| admin.credential.accepts_form_token(id, token)) {
+        return Err(
+            "the form's token is missing or wrong: open the task's page again and use its button",
+        );
+    }
+    Ok(fields)
+}
+
+/// To the page of task `id`.
+fn see_task(id: &str) -> Response {
+    let location = format!("/admin/tasks/{}", encode(id));
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
+}
+
 async fn cancel_form(
     State(admin): State<Admin>,
     client: Client,
@@ -447,25 +496,49 @@ async fn cancel_form(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !same_origin(&headers) {
-        return error_page(&Failure::Forbidden(
-            "this form may only be sent from the admin view's own pages",
-        ));
-    }
-    let token = form_urlencoded::parse(&body)
-        .find(|(key, _)| key == "csrf")
-        .map(|(_, value)| value.into_owned());
-    if !token.is_some_and(|token| admin.credential.accepts_form_token(&id, &token)) {
-        return error_page(&Failure::Forbidden(
-            "the form's token is missing or wrong: open the task's page again and use its button",
-        ));
+    if let Err(why) = checked_form(&admin, &id, &headers, &body) {
+        return error_page(&Failure::Forbidden(why));
     }
     match admin.cancel(&id, client, "/admin/tasks/{id}/cancel").await {
-        Ok(Cancelled::Requested(_) | Cancelled::AlreadyEnded(_)) => (
-            StatusCode::SEE_OTHER,
-            [(header::LOCATION, format!("/admin/tasks/{}", encode(&id)))],
-        )
-            .into_response(),
+        Ok(Cancelled::Requested(_) | Cancelled::AlreadyEnded(_)) => see_task(&id),
+        Err(failure) => error_page(&failure),
+    }
+}
+
+async fn retry_form(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(why) = checked_form(&admin, &id, &headers, &body) {
+        return error_page(&Failure::Forbidden(why));
+    }
+    match admin.retry(&id, None, client).await {
+        Ok(new) => see_task(&new),
+        Err(failure) => error_page(&failure),
+    }
+}
+
+async fn fork_form(
+    State(admin): State<Admin>,
+    client: Client,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let fields = match checked_form(&admin, &id, &headers, &body) {
+        Ok(fields) => fields,
+        Err(why) => return error_page(&Failure::Forbidden(why)),
+    };
+    let step = fields.iter().find(|(key, _)| key == "step");
+    let Some(step) = step.and_then(|(_, step)| step.trim().parse::<usize>().ok()) else {
+        let bad = query::BadParam::new("step", "give the step to fork from: 0, 1, 2, ...");
+        return error_page(&Failure::BadParam(bad));
+    };
+    match admin.retry(&id, Some(step), client).await {
+        Ok(new) => see_task(&new),
         Err(failure) => error_page(&failure),
     }
 }
@@ -510,6 +583,17 @@ mod tests {
         assert!(same_origin(&headers(&[
             ("host", "a:1"),
             ("sec-fetch-site", "same-origin")
+        ])));
+        // What Chromium sends for a form of a page without a referrer.
+        assert!(same_origin(&headers(&[
+            ("host", "a:1"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-origin")
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "a:1"),
+            ("origin", "null"),
+            ("sec-fetch-site", "same-site")
         ])));
     }
 }

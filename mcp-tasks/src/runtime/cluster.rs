@@ -265,13 +265,17 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>, claim_now: Ar
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sampled = HashSet::new();
     let mut versions = HashSet::new();
+    let mut versions_sampled: Option<Instant> = None;
     loop {
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
             _ = tick.tick() => {
                 sample_queue(&instance, &mut sampled).await;
-                sample_versions(&runtime, &instance, &mut versions).await;
+                if versions_sampled.is_none_or(|at| at.elapsed() >= VERSIONS_SAMPLE_INTERVAL) {
+                    versions_sampled = Some(Instant::now());
+                    sample_versions(&runtime, &instance, &mut versions).await;
+                }
             }
             () = claim_now.notified() => {}
         }
@@ -302,17 +306,20 @@ pub(crate) async fn claim(
             }
             let sent = Instant::now();
             let (id, lease) = (&*instance.id, instance.config.lease);
-            let claimed = cluster.claim(match cause {
+            let mut claim = match cause {
                 Cause::Queued => Claim::queued(id, lease, slots)
                     .with_order(instance.config.claim_order, &instance.config.weights)
                     .with_limits(&runtime.limited.limits)
                     .with_rates(&runtime.limited.rates)
                     .with_key_limits(&runtime.limited.keyed)
                     .with_key_rates(&runtime.limited.key_rates)
-                    .with_priorities(instance.config.priority_aging)
-                    .with_versions(&runtime.versions),
-                _ => Claim::lapsed(id, lease, slots).with_versions(&runtime.versions),
-            });
+                    .with_priorities(instance.config.priority_aging),
+                _ => Claim::lapsed(id, lease, slots),
+            };
+            if runtime.routing.is_on() {
+                claim = claim.with_versions(&runtime.versions);
+            }
+            let claimed = cluster.claim(claim);
             let claimed = claimed.await;
             let claimed = match claimed {
                 Ok(claimed) => claimed,
@@ -401,6 +408,11 @@ async fn sample_queue(instance: &Cluster, sampled: &mut HashSet<(String, String)
     *sampled = series.into_keys().collect();
 }
 
+/// How often at most the unclaimed tasks are counted by version ([`sample_versions`]): at
+/// each claim interval, but not more often than this (claims run every few milliseconds in
+/// some deployments, and the count reads every unclaimed task).
+const VERSIONS_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+
 /// Samples the unclaimed tasks of the versions this instance does not run (`versions.rs`,
 /// invariant 4); `sampled`: the series set by the last sample, each set to 0 when its tasks
 /// are gone.
@@ -422,6 +434,9 @@ async fn sample_versions(
         .filter(|(tool, version, _)| !runtime.versions.runs(tool, version))
         .map(|(tool, version, tasks)| ((tool, version), tasks))
         .collect();
+    // The claims route while such tasks wait (the filter costs each claim's scan a read of
+    // every row it passes); a claim made between two samples is caught by the take.
+    runtime.routing.set(!series.is_empty());
     for (tool, version) in sampled.iter() {
         if !series.contains_key(&(tool.clone(), version.clone())) {
             crate::metrics::waiting_for_version(tool, version, 0);

@@ -69,6 +69,8 @@ mod park;
 mod parking;
 pub(crate) mod placement;
 pub(crate) mod recover;
+#[cfg(feature = "admin")]
+pub(crate) mod retry;
 mod start;
 mod versions;
 mod waiting;
@@ -201,6 +203,8 @@ pub(crate) struct Runtime {
     pub(crate) versions: crate::store::ToolVersions,
     /// The tasks of another version kept here (`versions.rs`).
     pub(crate) waiting: waiting::Waiting,
+    /// Whether the claims route by version now (`versions.rs`).
+    pub(crate) routing: waiting::Routing,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -240,6 +244,7 @@ impl Runtime {
             priority: settings.priority,
             versions,
             waiting: waiting::Waiting::default(),
+            routing: waiting::Routing::default(),
         })
     }
 

@@ -78,6 +78,13 @@ pub(crate) enum Cause {
         allow(dead_code, reason = "the admin API moves tasks")
     )]
     Reversioned,
+    /// A new task, an operator's retry or fork of one that failed or was cancelled
+    /// (`retry.rs`): its first run. Not a restart: every tool runs it.
+    #[cfg_attr(
+        not(feature = "admin"),
+        allow(dead_code, reason = "the admin API retries")
+    )]
+    Retried,
 }
 
 impl Cause {
@@ -85,7 +92,7 @@ impl Cause {
     fn failure(self) -> &'static str {
         match self {
             Self::Restart => "the server restarted while the task was running",
-            Self::Lapsed | Self::Queued => {
+            Self::Lapsed | Self::Queued | Self::Retried => {
                 "the server instance running the task stopped (its lease lapsed); the task is not \
                  resumed"
             }
@@ -102,14 +109,14 @@ impl Cause {
             Self::Restart => Some("resumed after a server restart"),
             Self::Lapsed => Some("resumed on another server instance after its server stopped"),
             Self::Reversioned => Some("moved to this server's version of its tool by an operator"),
-            Self::Queued | Self::Woken => None,
+            Self::Queued | Self::Woken | Self::Retried => None,
         }
     }
 
     fn what(self) -> &'static str {
         match self {
             Self::Restart => "the server restarted and",
-            Self::Lapsed | Self::Queued | Self::Woken | Self::Reversioned => "this server instance",
+            _ => "this server instance",
         }
     }
 }
@@ -160,7 +167,8 @@ pub(crate) async fn take_with(
             task.tool
         )),
         Some(registered)
-            if cause != Cause::Queued && registered.definition.restart() == RestartPolicy::Fail =>
+            if !matches!(cause, Cause::Queued | Cause::Retried)
+                && registered.definition.restart() == RestartPolicy::Fail =>
         {
             Some(cause.failure().to_owned())
         }
@@ -168,7 +176,7 @@ pub(crate) async fn take_with(
             // Left for a server that runs its version (`versions.rs`).
             let have = registered.definition.version();
             runtime
-                .wait_for_version(&task, have, lease.is_some())
+                .wait_for_version(&task, have, lease.as_ref())
                 .await?;
             report.waiting += 1;
             return Ok(());

@@ -3,10 +3,14 @@
 //!
 //! # Invariants
 //!
-//! 1. **Claimed only by its version.** In a cluster every claim (queued or lapsed) carries
-//!    the tools this instance runs at their versions ([`ToolVersions`]), and the store takes
-//!    only tasks recorded by one of them; a task of another version stays queued (or its
-//!    lease lapsed) for an instance that has it, or until its TTL ends.
+//! 1. **Run only by its version.** In a cluster a claim (queued or lapsed) carries the tools
+//!    this instance runs at their versions ([`ToolVersions`](crate::store::ToolVersions)),
+//!    and the store takes only tasks recorded by one of them; a task of another version stays
+//!    queued (or its lease lapsed) for an instance that has it, or until its TTL ends. The
+//!    claims route while tasks of a version this instance does not run are known to wait
+//!    (from the start, and at each sample of invariant 4: the filter costs each claim a read
+//!    of every row it passes); a task of another version claimed in between runs none of its
+//!    code: its lease is released at once, and the claims route from then on.
 //! 2. **Waiting, not failed.** A single-process server that restarts with another version
 //!    of a tool leaves that tool's unfinished tasks as they are (`working`, with a status
 //!    message that names the version they wait for), runs none of their code, and keeps
@@ -23,7 +27,7 @@
 use std::sync::Arc;
 
 use super::{Ended, Runtime};
-use crate::store::{Recovery, StoreError, Transition};
+use crate::store::{Lease, Recovery, StoreError, Transition};
 
 /// The message of a task that waits for version `wanted` of `tool` (this server has `have`).
 fn waiting_message(tool: &str, wanted: &str, have: &str) -> String {
@@ -36,17 +40,28 @@ fn waiting_message(tool: &str, wanted: &str, have: &str) -> String {
 impl Runtime {
     /// Leaves `task`, recorded by another version of its tool than the `have` this server
     /// runs, for a server that runs its version (invariant 2). Under a `lease` (a claim that
-    /// did not route by version) the lease is left to lapse, for an instance that has it.
+    /// did not route by version) the lease is released at once, untouched, for an instance
+    /// that has it, and this instance's claims route from now on (invariant 1).
     pub(crate) async fn wait_for_version(
         &self,
         task: &Recovery,
         have: &str,
-        lease: bool,
+        lease: Option<&Lease>,
     ) -> Result<(), StoreError> {
         let wanted = &task.origin.tool_version;
         tracing::info!(task_id = %task.id, tool = %task.tool, %wanted, %have,
             "task waits for its tool's version");
-        if lease {
+        if let Some(lease) = lease {
+            self.routing.set(true);
+            if let Some(cluster) = self.placement.shared() {
+                match cluster.store.release(lease).await {
+                    Ok(())
+                    | Err(
+                        StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. },
+                    ) => {}
+                    Err(error) => return Err(error),
+                }
+            }
             return Ok(());
         }
         let message = waiting_message(&task.tool, wanted, have);

@@ -403,6 +403,17 @@ impl Engine {
         self.runtime.ended_by_operator(id);
     }
 
+    /// An operator's retry (`from_step: None`) or fork of the task in `old`: the new task's id
+    /// (`runtime/retry.rs`).
+    #[cfg(feature = "admin")]
+    pub(crate) async fn retry(
+        &self,
+        old: crate::store::admin::TaskDetail,
+        from_step: Option<usize>,
+    ) -> Result<Arc<str>, crate::runtime::retry::RetryRefused> {
+        self.runtime.retry(old, from_step).await
+    }
+
     /// Task `id` was moved to another version of its tool by an operator: one that waited
     /// here for its version and now has this server's starts (answers whether it did).
     #[cfg(feature = "admin")]

@@ -21,7 +21,8 @@
 //!   instance runs a task (its lease); in the single-process stores no task has an instance,
 //!   and a filter on one matches nothing.
 //! - **Detail.** Steps done and the questions asked and answered are kept while the task
-//!   runs (they are its replay data, dropped when it ends); the outcome from then on.
+//!   runs (they are its replay data, dropped when it completes, kept when it fails or is
+//!   cancelled, for a retry); the outcome from then on.
 //! - **Cancel** ([`cancel`]) records the cancel intent through the state machine, for any
 //!   owner's task; the work stops when it honours it, as for `tasks/cancel`.
 //! - **Purge** removes finished tasks (completed, failed or cancelled) last changed before a
@@ -39,6 +40,7 @@ mod cancel;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 
+pub(crate) use cancel::live;
 pub use cancel::{cancel, fail};
 
 /// Most tasks a page holds; a larger [`TaskQuery::with_limit`] is lowered to it.
@@ -444,9 +446,10 @@ pub struct TaskDetail {
     /// The task as `tasks/get` reads it, with its owner, outcome and cancel intent.
     pub task: TaskSnapshot,
     /// What it was created with: the tool version, the arguments and the request's `_meta`
-    /// while it runs (a task that ended keeps only the rest, such as its trace context).
+    /// while it runs, or once it failed or was cancelled (a task that completed keeps only
+    /// the rest, such as its trace context).
     pub origin: TaskOrigin,
-    /// The steps done, in order, while it runs.
+    /// The steps done, in order, while it runs, or once it failed or was cancelled.
     pub steps: Vec<Step>,
     /// The questions still open, by key.
     pub questions: InputRequests,

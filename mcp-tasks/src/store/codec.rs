@@ -232,6 +232,14 @@ pub(crate) fn clear_origin(ended: Option<&str>) -> String {
         .collect()
 }
 
+/// Whether a task whose status is the SQL expression `status` drops its history as it ends
+/// (steps, answers, origin): not when it keeps it ([`record::keeps_history`]).
+pub(crate) fn drops_history(status: &str) -> String {
+    let kept = [TaskStatus::Failed, TaskStatus::Cancelled]
+        .map(|kept| status_name(kept).unwrap_or("failed"));
+    format!("{status} NOT IN ('{}')", kept.join("', '"))
+}
+
 /// The end of live tasks in one statement, for a store that ends many at once (Postgres's
 /// batched finish and expiry sweep): the guard and the SET list of [`record::finish`] and
 /// [`record::apply_due`] in SQL over a task row `t`, made from the state machine's
@@ -275,16 +283,19 @@ pub(crate) mod end_sql {
         let dropped = Pending::default();
         // Empty maps and lists: their JSON always encodes, and holds no quote.
         let json = |value: Result<String, _>| value.unwrap_or_default().replace('\'', "''");
+        let drops = super::drops_history(status);
         format!(
             "status = {status}, outcome = {outcome}, status_message = {message}, \
-             purge_at_ms = {purge}, input_requests = '{}', used_keys = '{}', answers = '{}', \
+             purge_at_ms = {purge}, input_requests = '{}', \
+             used_keys = CASE WHEN {drops} THEN '{}' ELSE t.used_keys END, \
+             answers = CASE WHEN {drops} THEN '{}' ELSE t.answers END, \
              parked_until_ms = NULL, \
              last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
              ELSE t.last_updated_at_ms + 1 END{}",
             json(to_json(&dropped.input_requests)),
             json(to_json(&dropped.used_keys)),
             json(to_json(&dropped.answers)),
-            clear_origin(None),
+            clear_origin(Some(&drops)),
         )
     }
 
@@ -449,7 +460,8 @@ mod tests {
     }
 
     /// The statement changed one row exactly when the transition applies (`want`), and
-    /// the row is then `want` with its origin ended, else `start` as it was.
+    /// the row is then `want` with its origin ended (unless it keeps its history), else
+    /// `start` as it was.
     fn assert_ended_as(
         conn: &Connection,
         changed: usize,
@@ -459,6 +471,7 @@ mod tests {
     ) {
         assert_eq!(changed == 1, want.is_some(), "{context}");
         let want = match want {
+            Some(want) if record::keeps_history(want.state.status) => db(&want, &origin()),
             Some(want) => db(&want, &origin().ended()),
             None => db(start, &origin()),
         };

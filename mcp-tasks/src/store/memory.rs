@@ -1,14 +1,11 @@
 //! [`MemoryStore`]: the embedded default, in process memory.
 //!
-//! Tasks live in a fixed number of shards, each a hash map behind its own mutex, so a
-//! `tasks/get` costs one hash lookup whatever the number of tasks. Expiry uses a min-heap of
-//! deadlines per shard: a sweep pops only what is due, never scans all tasks. A read of a task
-//! whose deadline has passed applies the expiry on the spot, so no reader sees a stale status
-//! between sweeps.
+//! Tasks live in shards, each a hash map behind its own mutex: a `tasks/get` is one hash
+//! lookup whatever the number of tasks. Expiry uses a min-heap of deadlines per shard (a
+//! sweep pops only what is due); a read past a task's deadline applies its expiry at once.
 //!
-//! Idempotency keys live in one map of their own, (owner, tool, key) to task id, behind a
-//! mutex that a create with a key holds from its lookup to its insert, so retries racing
-//! each other create one task. Only creates with a key take that lock.
+//! Idempotency keys live in one map, (owner, tool, key) to task id, behind a mutex that a
+//! create with a key holds from its lookup to its insert (racing retries create one task).
 //!
 //! A create with a bound on its owner's finished tasks ([`NewTask::max_finished_per_owner`])
 //! appends its id to its owner's list, in one map behind one mutex; the sweep
@@ -92,17 +89,16 @@ struct Entry {
     /// What the state machine changes ([`record`]).
     state: State,
     poll_interval_ms: Option<u64>,
-    /// State that only a running task needs; dropped when the task ends.
+    /// Steps and answers: dropped when the task completes (`record::keeps_history`).
     live: Option<Box<Live>>,
     outcome: Option<Compact>,
     /// The idempotency key it was created with, removed from the key map with the task.
     key: Option<Box<IdempotencyKey>>,
-    /// What the task was created with; once it ended, what it keeps of it
-    /// ([`TaskOrigin::ended`]), `None` when that is nothing.
+    /// Its origin; once it ended, what it keeps of it ([`record::keeps_history`]).
     origin: Option<Box<TaskOrigin>>,
 }
 
-/// What only a running task needs: dropped when it ends.
+/// What only a running task (or a failed or cancelled one) needs.
 #[derive(Default)]
 struct Live {
     pending: Pending,
@@ -123,13 +119,17 @@ impl Record for Entry {
     }
 
     fn end_with(&mut self, outcome: Outcome) {
+        let keeps = record::keeps_history(outcome.status());
         self.outcome = Some(Compact::from(outcome));
+        if let (true, Some(live)) = (keeps, &mut self.live) {
+            live.pending.input_requests.clear();
+        }
+        if keeps {
+            return;
+        }
         self.live = None;
-        self.origin = self
-            .origin
-            .take()
-            .map(|origin| Box::new(origin.ended()))
-            .filter(|origin| !origin.is_empty());
+        let origin = self.origin.take().map(|origin| Box::new(origin.ended()));
+        self.origin = origin.filter(|origin| !origin.is_empty());
     }
 }
 

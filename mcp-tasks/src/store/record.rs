@@ -115,7 +115,8 @@ pub(crate) trait Record {
     fn state_mut(&mut self) -> &mut State;
     /// The input requests and replay data of the live task.
     fn pending_mut(&mut self) -> &mut Pending;
-    /// Keeps `outcome` as the task's and drops the pending data (the status is set by the
+    /// Keeps `outcome` as the task's and drops its outstanding questions, and (unless it
+    /// [`keeps_history`]) the rest of its pending data (the status is set by the
     /// transition).
     fn end_with(&mut self, outcome: Outcome);
 }
@@ -143,9 +144,21 @@ impl Record for TaskRow {
     }
 
     fn end_with(&mut self, outcome: Outcome) {
+        if keeps_history(outcome.status()) {
+            self.pending.input_requests = InputRequests::default();
+        } else {
+            self.pending = Pending::default();
+        }
         self.outcome = Some(outcome);
-        self.pending = Pending::default();
     }
+}
+
+/// Whether a task that ended with `status` keeps its history (its steps, the answers it took
+/// and its origin: tool version, arguments, the request's `_meta`), for an operator's retry
+/// or fork: a `failed` or `cancelled` one does, until it is purged; a `completed` one drops
+/// it (its result is all that is left to read). Its outstanding questions go either way.
+pub(crate) fn keeps_history(status: TaskStatus) -> bool {
+    matches!(status, TaskStatus::Failed | TaskStatus::Cancelled)
 }
 
 /// What a transition did, for the store to persist and announce.
@@ -732,7 +745,9 @@ mod tests {
         assert_eq!(t.outcome, Some(expired_outcome()));
         assert_eq!(t.state.purge_at_ms, Some(T0 + 150));
         assert_eq!(t.state.last_updated_at_ms, T0 + 150);
-        assert_eq!(t.pending, Pending::default());
+        // Failed: its question goes, its history (the keys it used) stays.
+        assert!(t.pending.input_requests.is_empty());
+        assert_eq!(t.pending.used_keys, vec![Box::from("k")]);
         let once = t.clone();
         assert_eq!(apply_due(&mut t, T0 + 149, 50), Due::Nothing);
         assert_eq!(t, once, "an expired task is not expired again");
@@ -875,7 +890,29 @@ mod tests {
         assert_eq!(t.state.status_message.as_deref(), Some("it broke"));
         assert_eq!(t.outcome, Some(failed("it broke")));
         assert_eq!(t.state.purge_at_ms, Some(T0 + 10_000));
-        assert_eq!(t.pending, Pending::default());
+        assert!(t.pending.input_requests.is_empty(), "its question goes");
+        assert_eq!(
+            t.pending.used_keys,
+            vec![Box::from("k")],
+            "its history stays"
+        );
+        let mut completed = task(Some(10_000));
+        request_input(&mut completed, T0 + 1, "k", roots()).unwrap();
+        finish(&mut completed, T0 + 2, Outcome::Cancelled).unwrap();
+        assert_eq!(
+            completed.pending.used_keys.len(),
+            1,
+            "a cancelled task keeps it too"
+        );
+        let result = Outcome::Completed(rmcp::model::JsonObject::new());
+        let mut completed = task(Some(10_000));
+        request_input(&mut completed, T0 + 1, "k", roots()).unwrap();
+        finish(&mut completed, T0 + 2, result).unwrap();
+        assert_eq!(
+            completed.pending,
+            Pending::default(),
+            "a completed one drops it"
+        );
         assert_eq!(
             t.state.last_updated_at_ms,
             T0 + 3,

@@ -29,8 +29,8 @@ use super::StoreError;
 use crate::{clock::rfc3339, trace::TraceContext};
 
 /// What a task was created with, unchanged for its life: what a replay of its work needs, and
-/// what the operator's detail shows. A task that ended keeps only the fields that are not
-/// replay data (such as its trace context).
+/// what the operator's detail shows. A task that completed keeps only the fields that are not
+/// replay data (such as its trace context); a failed or cancelled one keeps all of it.
 #[derive(Debug, Clone, Default, PartialEq)]
 #[non_exhaustive]
 pub struct TaskOrigin {
@@ -71,8 +71,9 @@ pub(crate) type EncodedOrigin = [Option<String>; ORIGIN_COLUMNS.len()];
 static EMPTY: LazyLock<TaskOrigin> = LazyLock::new(TaskOrigin::default);
 
 impl TaskOrigin {
-    /// What a task keeps of its origin once it ended: the arguments, the request's `_meta`
-    /// and the tool version served only a replay, and go; the rest stays for the operator.
+    /// What a task keeps of its origin once it completed: the arguments, the request's
+    /// `_meta` and the tool version served only a replay, and go; the rest stays for the
+    /// operator. A failed or cancelled task keeps all of it (`record::keeps_history`).
     #[must_use]
     pub(crate) fn ended(self) -> Self {
         Self {

@@ -1,4 +1,4 @@
-//! `mcp-tasks admin list|show|cancel|purge`: the operators' commands, against a server's
+//! `mcp-tasks admin list|show|cancel|retry|fork|purge`: the operators' commands, against a server's
 //! admin API (`/admin/api`, the `admin` feature of the library), with its own credential.
 
 use std::time::Duration;
@@ -100,6 +100,25 @@ pub enum AdminCommand {
         target: Target,
         /// The task id.
         task_id: String,
+    },
+    /// Run a failed or cancelled task again, as a new task: its stored steps and answers
+    /// are replayed, and it goes on from its last step.
+    Retry {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        task_id: String,
+    },
+    /// Run a failed or cancelled task again from step N, as a new task: the steps before N
+    /// are replayed, step N and the rest run again.
+    Fork {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        task_id: String,
+        /// The step to run again from (0 is the first).
+        #[arg(long, value_name = "N")]
+        step: usize,
     },
     /// Remove finished tasks (completed, failed, cancelled).
     Purge {
@@ -348,6 +367,12 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
             Ok(())
         }
+        AdminCommand::Retry { target, task_id } => retry(&target, &task_id, None).await,
+        AdminCommand::Fork {
+            target,
+            task_id,
+            step,
+        } => retry(&target, &task_id, Some(step)).await,
         AdminCommand::Purge {
             target,
             older_than,
@@ -370,6 +395,28 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             Ok(())
         }
     }
+}
+
+/// `admin retry` (`step: None`) and `admin fork`.
+async fn retry(target: &Target, task_id: &str, step: Option<usize>) -> Result<(), AdminError> {
+    let api = Api::new(target)?;
+    let (path, query) = match step {
+        None => ("retry", Vec::new()),
+        Some(step) => ("fork", vec![("step", step.to_string())]),
+    };
+    let path = format!("tasks/{}/{path}", encode(task_id));
+    let answer = api.send(true, &path, &query).await?;
+    if target.json {
+        print_json(&answer);
+    } else {
+        let new = text(&answer["newTaskId"]);
+        let new = printable(&new);
+        match step {
+            None => println!("task {task_id} retried as task {new}"),
+            Some(step) => println!("task {task_id} forked from step {step} as task {new}"),
+        }
+    }
+    Ok(())
 }
 
 fn print_json(value: &Value) {

@@ -36,3 +36,16 @@ pub async fn fail(
         .await?;
     store.get(id).await?.ok_or(StoreError::NotFound)
 }
+
+/// Task `id` if it is live (read as a read does, applying the expiry that is due).
+///
+/// # Errors
+/// [`StoreError::NotFound`] for an unknown or purged id, [`StoreError::Terminal`] for a task
+/// that ended; a failure of the store.
+pub(crate) async fn live(store: &dyn TaskStore, id: &str) -> Result<TaskSnapshot, StoreError> {
+    let task = store.get(id).await?.ok_or(StoreError::NotFound)?;
+    if task.status.is_terminal() {
+        return Err(StoreError::Terminal(task.status));
+    }
+    Ok(task)
+}

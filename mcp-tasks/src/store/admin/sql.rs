@@ -5,6 +5,7 @@ use super::{LeaseState, Position, TaskDetail, TaskFilter, TaskQuery, status_word
 use crate::store::{
     Step,
     codec::{TaskRow, to_i64},
+    record,
     row::TaskOrigin,
 };
 
@@ -146,7 +147,7 @@ pub(crate) fn detail(
     steps: Vec<Step>,
     lease: Option<LeaseState>,
 ) -> TaskDetail {
-    let ended = task.state.status.is_terminal();
+    let ended = task.state.status.is_terminal() && !record::keeps_history(task.state.status);
     TaskDetail {
         questions: task.pending.input_requests.clone(),
         answers: task.pending.answers.clone(),

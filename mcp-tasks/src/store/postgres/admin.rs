@@ -136,11 +136,7 @@ impl AdminStore for PostgresStore {
         id: &str,
         version: &str,
     ) -> Result<crate::store::TaskSnapshot, StoreError> {
-        // Applies the expiry that is due, as a read does.
-        let task = self.get(id).await?.ok_or(StoreError::NotFound)?;
-        if task.status.is_terminal() {
-            return Err(StoreError::Terminal(task.status));
-        }
+        crate::store::admin::live(self, id).await?;
         let set = write_one(
             &self.pool,
             "UPDATE tasks SET tool_version = $2 WHERE id = $1 AND purge_at_ms IS NULL RETURNING id",

@@ -418,8 +418,8 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
          now)), \
          done AS (UPDATE tasks t SET {set} FROM u \
          WHERE t.id = ANY($1) AND t.id = u.id AND t.epoch = u.epoch \
-         AND t.runner IS NOT DISTINCT FROM u.runner AND {live} RETURNING t.id), \
-         dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id) \
+         AND t.runner IS NOT DISTINCT FROM u.runner AND {live} RETURNING t.id, t.status), \
+         dropped AS (DELETE FROM steps s USING done WHERE s.task_id = done.id AND {drops}) \
      SELECT done.id FROM done CROSS JOIN LATERAL pg_notify($8, '{changed}' || done.id) AS announced",
         set = end_sql::set(
             "u.status",
@@ -429,6 +429,7 @@ static FINISH: LazyLock<String> = LazyLock::new(|| {
             &end_sql::finish_purge()
         ),
         live = end_sql::live("u.now"),
+        drops = crate::store::codec::drops_history("done.status"),
         changed = notice_prefix!(changed),
     )
 });

@@ -46,7 +46,10 @@ pub(super) static WRITE_BACK: std::sync::LazyLock<String> = std::sync::LazyLock:
          lease_until_ms = COALESCE($12, lease_until_ms), \
          epoch = epoch + CASE WHEN $12::bigint IS NOT NULL AND parked_until_ms IS NULL \
          THEN 1 ELSE 0 END{} WHERE id = $1",
-        codec::clear_origin(Some("$11::bigint IS NOT NULL")),
+        codec::clear_origin(Some(&format!(
+            "$11::bigint IS NOT NULL AND {}",
+            codec::drops_history("$2")
+        ))),
     )
 });
 

@@ -108,7 +108,7 @@ impl PostgresStore {
         if change.changed {
             row.write_back(&tx).await?;
         }
-        if change.ended {
+        if change.ended && !record::keeps_history(row.task.state.status) {
             tx.execute(
                 "DELETE FROM steps WHERE task_id = $1",
                 &[&id],
@@ -448,13 +448,8 @@ impl TaskStore for PostgresStore {
                 .iter()
                 .map(|r| text(r, 0))
                 .collect::<Result<Vec<_>, _>>()?;
+            // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
             if !ids.is_empty() {
-                tx.execute(
-                    "DELETE FROM steps WHERE task_id = ANY($1)",
-                    &[&ids],
-                    "could not drop the expired tasks' steps",
-                )
-                .await?;
                 tx.execute(
                     concat!(
                         "SELECT pg_notify($1, '",

@@ -120,11 +120,7 @@ impl AdminStore for SqliteStore {
         id: &str,
         version: &str,
     ) -> Result<crate::store::TaskSnapshot, StoreError> {
-        // Applies the expiry that is due, as a read does.
-        let task = self.get(id).await?.ok_or(StoreError::NotFound)?;
-        if task.status.is_terminal() {
-            return Err(StoreError::Terminal(task.status));
-        }
+        let task = crate::store::admin::live(self, id).await?;
         let (id, version) = (id.to_owned(), version.to_owned());
         let set = self
             .write(move |tx: &mut Tx<'_>| {

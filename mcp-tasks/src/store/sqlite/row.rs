@@ -25,7 +25,10 @@ static WRITE_BACK: LazyLock<String> = LazyLock::new(|| {
         "UPDATE tasks SET status = ?2, status_message = ?3, last_updated_at_ms = ?4, \
          input_requests = ?5, used_keys = ?6, answers = ?7, outcome = ?8, \
          cancel_requested = ?9, purge_at_ms = ?10, parked_until_ms = ?11{} WHERE id = ?1",
-        codec::clear_origin(Some("?10 IS NOT NULL")),
+        codec::clear_origin(Some(&format!(
+            "?10 IS NOT NULL AND {}",
+            codec::drops_history("?2")
+        ))),
     )
 });
 
@@ -166,12 +169,14 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
     )
     .map_err(backend)?;
     if change.ended {
-        exec(
-            tx.conn,
-            "DELETE FROM steps WHERE task_id = ?1",
-            params![&*task.id],
-        )
-        .map_err(backend)?;
+        if !record::keeps_history(task.state.status) {
+            exec(
+                tx.conn,
+                "DELETE FROM steps WHERE task_id = ?1",
+                params![&*task.id],
+            )
+            .map_err(backend)?;
+        }
         tx.effects.push(Effect::Ended(Arc::clone(&task.id)));
     }
     Ok(())

@@ -1,0 +1,222 @@
+//! An operator retries or forks a task that failed (admin API, real HTTP on 127.0.0.1): the
+//! new task replays the old one's history and goes on from there; the old one stays as it
+//! ended. Over the memory store, a SQLite file and Postgres (two instances: the retry asked
+//! of one, which runs it).
+
+mod common;
+#[path = "support/postgres.rs"]
+mod pg;
+
+use std::{
+    collections::HashMap,
+    sync::{LazyLock, Mutex},
+};
+
+use common::{Http, Peer, TASKS};
+use mcp_tasks::{
+    Engine, HttpOptions, MemoryStore, SqliteStore, TaskContext, TaskServer, TaskStore, ToolError,
+    admin::{self, AdminCredential},
+    task_tool, toolkit,
+};
+use serde_json::{Value, json};
+
+const CREDENTIAL: &str = "retry-test-admin-credential";
+
+/// How many times each (workspace, step) ran, and the workspaces whose upstream is down.
+static RUNS: LazyLock<Mutex<HashMap<(String, &'static str), u32>>> =
+    LazyLock::new(Default::default);
+static DOWN: LazyLock<Mutex<Vec<String>>> = LazyLock::new(Default::default);
+
+fn ran(workspace: &str, step: &'static str) -> u32 {
+    let runs = RUNS.lock().unwrap();
+    runs.get(&(workspace.to_owned(), step))
+        .copied()
+        .unwrap_or(0)
+}
+
+async fn counted(ctx: &TaskContext, workspace: &str, step: &'static str) -> Result<u32, ToolError> {
+    let workspace = workspace.to_owned();
+    let value = ctx
+        .step(step, || async move {
+            let mut runs = RUNS.lock().unwrap();
+            let n = runs.entry((workspace, step)).or_default();
+            *n += 1;
+            *n
+        })
+        .await?;
+    Ok(value)
+}
+
+/// Fetches, then publishes: fails between the two while the workspace's upstream is down.
+#[task_tool(mode = "required", restart = "resume", version = "1", ttl = "1m")]
+async fn publish(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
+    counted(&ctx, &workspace, "fetch").await?;
+    if DOWN.lock().unwrap().contains(&workspace) {
+        return Err(ToolError::internal(format!(
+            "the upstream of {workspace} is down"
+        )));
+    }
+    counted(&ctx, &workspace, "publish").await?;
+    Ok(format!("{workspace} published"))
+}
+
+/// The MCP router and the admin router of `engine`, served on 127.0.0.1: a client of both.
+async fn serve(engine: Engine) -> Http {
+    let credential = AdminCredential::new(CREDENTIAL).unwrap();
+    let admin = admin::router(&engine, credential);
+    let server = TaskServer::from_engine(engine);
+    Http::start_router(mcp_tasks::http_router(server, HttpOptions::new()).merge(admin)).await
+}
+
+/// `POST /admin/api/tasks/{path}`: the status and the JSON body.
+async fn admin_post(http: &Http, path: &str) -> (u16, Value) {
+    let base = http.url.trim_end_matches("/mcp");
+    let response = (http.client.post(format!("{base}/admin/api/tasks/{path}")))
+        .bearer_auth(CREDENTIAL)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap())
+}
+
+/// A task of `publish` for `workspace` that failed (its upstream down), then its retry
+/// (the upstream back) completing, and a fork from step 0 fetching again; `via` serves the
+/// MCP calls, `operator` the admin API.
+async fn retry_and_fork(workspace: &str, via: Http, operator: &Http) {
+    DOWN.lock().unwrap().push(workspace.to_owned());
+    let mut peer = Peer::Http(via);
+    let (status, created) = match &mut peer {
+        Peer::Http(http) => http.rpc("tools/call", call(workspace), TASKS).await,
+        Peer::Stdio(_) => unreachable!(),
+    };
+    assert_eq!(status, 200, "{created}");
+    let old = created["result"]["taskId"]
+        .as_str()
+        .or(created["result"]["task"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let failed = peer.wait_terminal(&old).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!((ran(workspace, "fetch"), ran(workspace, "publish")), (1, 0));
+
+    // Refused: a fork past the stored steps, an unknown parameter, an unknown task.
+    let (status, answer) = admin_post(operator, &format!("{old}/fork?step=2")).await;
+    assert_eq!(
+        (status, &answer["error"]["parameter"]),
+        (400, &json!("step")),
+        "{answer}"
+    );
+    let (status, answer) = admin_post(operator, &format!("{old}/retry?now=1")).await;
+    assert_eq!(status, 400, "{answer}");
+    let (status, _) = admin_post(operator, "01nosuchtask/retry").await;
+    assert_eq!(status, 404);
+
+    // The retry replays `fetch` (stored) and goes on.
+    DOWN.lock().unwrap().retain(|w| w != workspace);
+    let (status, answer) = admin_post(operator, &format!("{old}/retry")).await;
+    assert_eq!(
+        (status, &answer["outcome"]),
+        (200, &json!("retried")),
+        "{answer}"
+    );
+    let retried = answer["newTaskId"].as_str().unwrap().to_owned();
+    assert_ne!(retried, old, "a retry is a new task");
+    let done = peer.wait_terminal(&retried).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        (ran(workspace, "fetch"), ran(workspace, "publish")),
+        (1, 1),
+        "the retry did not fetch again"
+    );
+    let still = peer.get(&old).await["result"].clone();
+    assert_eq!(
+        still["status"], "failed",
+        "the old task stays as it ended: {still}"
+    );
+
+    // A completed task is not retried; the failed one may be forked from its first step.
+    let (status, answer) = admin_post(operator, &format!("{retried}/retry")).await;
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = admin_post(operator, &format!("{old}/fork?step=0")).await;
+    assert_eq!(
+        (status, &answer["outcome"]),
+        (200, &json!("forked")),
+        "{answer}"
+    );
+    let forked = answer["newTaskId"].as_str().unwrap().to_owned();
+    let done = peer.wait_terminal(&forked).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        (ran(workspace, "fetch"), ran(workspace, "publish")),
+        (2, 2),
+        "the fork from step 0 fetched again"
+    );
+}
+
+/// `publish` of another build (version 2): an instance with it runs none of version 1's
+/// tasks.
+#[task_tool(
+    name = "publish",
+    mode = "required",
+    restart = "resume",
+    version = "2",
+    ttl = "1m"
+)]
+async fn publish_v2(workspace: String) -> Result<String, ToolError> {
+    Err(ToolError::internal(format!(
+        "version 2 ran a task of {workspace}"
+    )))
+}
+
+fn call(workspace: &str) -> Value {
+    json!({ "name": "publish", "arguments": { "workspace": workspace } })
+}
+
+fn engine(store: impl TaskStore + 'static) -> Engine {
+    Engine::builder(toolkit![publish].unwrap())
+        .with_store(store)
+        .build()
+}
+
+#[tokio::test]
+async fn a_failed_task_is_retried_and_forked_over_memory() {
+    let http = serve(engine(MemoryStore::new())).await;
+    let via = Http::to(&http.url);
+    retry_and_fork("memory", via, &http).await;
+}
+
+#[tokio::test]
+async fn a_failed_task_is_retried_and_forked_over_sqlite() {
+    let path = std::env::temp_dir().join(format!("mcp-tasks-retry-{}.db", std::process::id()));
+    let http = serve(engine(SqliteStore::open(&path).unwrap())).await;
+    let via = Http::to(&http.url);
+    retry_and_fork("sqlite", via, &http).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+/// Two instances on one schema: the calls go to one, the operator asks the other, which
+/// runs another version of the tool: the new task is released at once, claimed by the
+/// first instance, and replays the steps the store copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_task_is_retried_and_forked_across_instances() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let mut served = Vec::new();
+    for toolkit in [toolkit![publish].unwrap(), toolkit![publish_v2].unwrap()] {
+        let store = db.store().await.unwrap();
+        let config = mcp_tasks::ClusterConfig::default()
+            .with_claim_interval(std::time::Duration::from_millis(100));
+        let engine = Engine::builder(toolkit)
+            .with_store(store)
+            .with_cluster(config)
+            .build();
+        engine.start().unwrap();
+        served.push(serve(engine).await);
+    }
+    let via = Http::to(&served[0].url);
+    retry_and_fork("postgres", via, &served[1]).await;
+}
