@@ -14,9 +14,9 @@
 //!    instance can claim it first (in a cluster it is created under this instance's first
 //!    lease).
 //! 3. **Where it runs.** Where its tool runs at its version: here at once; in a cluster on
-//!    another instance otherwise (the lease is released at once for the claims, which route
-//!    by version); over a single-process store without the version it waits, as a restart
-//!    leaves such a task (`versions.rs`).
+//!    another instance otherwise, or when this instance runs no work (the lease is released
+//!    at once for the claims, which route by version); over a single-process store without
+//!    the version it waits, as a restart leaves such a task (`versions.rs`).
 
 use std::sync::Arc;
 
@@ -103,9 +103,11 @@ impl Runtime {
             self.store.apply(&id, lease.as_ref(), save).await?;
         }
         crate::metrics::task_created(&task.tool);
-        let runs_here = self.versions.runs(&task.tool, &origin.tool_version);
+        // Not on a front that runs no work, nor without the version.
+        let executes = (self.placement.shared()).is_none_or(|cluster| cluster.config.execution);
+        let runs_here = executes && self.versions.runs(&task.tool, &origin.tool_version);
         if let (Some(lease), false) = (&lease, runs_here) {
-            // For an instance that runs its version (the claims route by version).
+            // For an instance that runs it (the claims route by version).
             if let Some(cluster) = self.placement.shared() {
                 cluster.store.release(lease).await?;
             }

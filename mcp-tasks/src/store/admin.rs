@@ -40,6 +40,7 @@ mod cancel;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod sql;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use cancel::live;
 pub use cancel::{cancel, fail};
 

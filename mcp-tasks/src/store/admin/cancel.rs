@@ -37,11 +37,13 @@ pub async fn fail(
     store.get(id).await?.ok_or(StoreError::NotFound)
 }
 
-/// Task `id` if it is live (read as a read does, applying the expiry that is due).
+/// Task `id` if it is live (read as a read does, applying the expiry that is due): the SQL
+/// stores' check before an operator's change of a live task.
 ///
 /// # Errors
 /// [`StoreError::NotFound`] for an unknown or purged id, [`StoreError::Terminal`] for a task
 /// that ended; a failure of the store.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) async fn live(store: &dyn TaskStore, id: &str) -> Result<TaskSnapshot, StoreError> {
     let task = store.get(id).await?.ok_or(StoreError::NotFound)?;
     if task.status.is_terminal() {
