@@ -397,13 +397,23 @@ async fn sample_queue(instance: &Cluster, sampled: &mut HashSet<(String, String)
         );
         *series.entry((depth.tool, bucket.into_owned())).or_default() += depth.tasks;
     }
-    for (tool, bucket) in sampled.iter() {
-        if !series.contains_key(&(tool.clone(), bucket.clone())) {
-            crate::metrics::queue_depth(tool, bucket, 0);
+    publish(sampled, series, crate::metrics::queue_depth);
+}
+
+/// Sets each gauge of a sample, `series` (by its two labels), with `set`, and to 0 each one
+/// of the last sample (`sampled`) whose tasks are gone; `sampled` becomes this sample's.
+fn publish(
+    sampled: &mut HashSet<(String, String)>,
+    series: HashMap<(String, String), u64>,
+    set: fn(&str, &str, u64),
+) {
+    for (a, b) in sampled.iter() {
+        if !series.contains_key(&(a.clone(), b.clone())) {
+            set(a, b, 0);
         }
     }
-    for ((tool, bucket), tasks) in &series {
-        crate::metrics::queue_depth(tool, bucket, *tasks);
+    for ((a, b), tasks) in &series {
+        set(a, b, *tasks);
     }
     *sampled = series.into_keys().collect();
 }
@@ -437,15 +447,7 @@ async fn sample_versions(
     // The claims route while such tasks wait (the filter costs each claim's scan a read of
     // every row it passes); a claim made between two samples is caught by the take.
     runtime.routing.set(!series.is_empty());
-    for (tool, version) in sampled.iter() {
-        if !series.contains_key(&(tool.clone(), version.clone())) {
-            crate::metrics::waiting_for_version(tool, version, 0);
-        }
-    }
-    for ((tool, version), tasks) in &series {
-        crate::metrics::waiting_for_version(tool, version, *tasks);
-    }
-    *sampled = series.into_keys().collect();
+    publish(sampled, series, crate::metrics::waiting_for_version);
 }
 
 #[cfg(test)]
