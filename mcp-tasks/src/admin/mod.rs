@@ -311,9 +311,7 @@ async fn retry(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    query::only(&query::pairs(raw.as_deref()), &[])?;
-    let new = admin.retry(&id, None, client).await?;
-    ok(&json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" }))
+    retried(&admin, client, &id, raw.as_deref(), false).await
 }
 
 async fn fork(
@@ -322,18 +320,30 @@ async fn fork(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, &["step"])?;
-    let step = query::single(&pairs, "step")?
-        .ok_or_else(|| query::BadParam::new("step", "give the step to fork from: `step=N`"))?;
-    let step: usize = step.parse().map_err(|_| {
-        query::BadParam::new(
-            "step",
-            format!("`{step}` is not a step number (0, 1, 2, ...)"),
-        )
-    })?;
-    let new = admin.retry(&id, Some(step), client).await?;
-    ok(&json!({ "taskId": id, "newTaskId": &*new, "outcome": "forked", "fromStep": step }))
+    retried(&admin, client, &id, raw.as_deref(), true).await
+}
+
+/// A retry of task `id` (`fork`: from the step its query names) as a new task.
+async fn retried(
+    admin: &Admin,
+    client: Client,
+    id: &str,
+    raw: Option<&str>,
+    fork: bool,
+) -> Result<Response, Failure> {
+    let pairs = query::pairs(raw);
+    query::only(&pairs, if fork { &["step"] } else { &[] })?;
+    let step = match fork {
+        true => Some(query::step(query::single(&pairs, "step")?)?),
+        false => None,
+    };
+    let new = admin.retry(id, step, client).await?;
+    let mut answer = json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" });
+    if let Some(step) = step {
+        answer["outcome"] = json!("forked");
+        answer["fromStep"] = json!(step);
+    }
+    ok(&answer)
 }
 
 async fn purge(

@@ -45,6 +45,18 @@ pub(crate) fn pairs(query: Option<&str>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The step a fork starts from: parameter (or form field) `step`'s value, a number.
+pub(crate) fn step(value: Option<&str>) -> Result<usize, BadParam> {
+    let value =
+        value.ok_or_else(|| BadParam::new("step", "give the step to fork from: `step=N`"))?;
+    value.parse().map_err(|_| {
+        BadParam::new(
+            "step",
+            format!("`{value}` is not a step number (0, 1, 2, ...)"),
+        )
+    })
+}
+
 /// Refuses a parameter not in `known` (a misspelt filter would otherwise match everything).
 pub(crate) fn only(pairs: &[(String, String)], known: &[&str]) -> Result<(), BadParam> {
     match pairs.iter().find(|(key, _)| !known.contains(&key.as_str())) {

@@ -512,13 +512,7 @@ async fn retry_form(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(why) = checked_form(&admin, &id, &headers, &body) {
-        return error_page(&Failure::Forbidden(why));
-    }
-    match admin.retry(&id, None, client).await {
-        Ok(new) => see_task(&new),
-        Err(failure) => error_page(&failure),
-    }
+    retried_page(&admin, client, &id, (&headers, &body), false).await
 }
 
 async fn fork_form(
@@ -528,16 +522,33 @@ async fn fork_form(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let fields = match checked_form(&admin, &id, &headers, &body) {
+    retried_page(&admin, client, &id, (&headers, &body), true).await
+}
+
+/// The retry form of task `id` (`fork`: the fork form, from its `step` field): to the new
+/// task's page.
+async fn retried_page(
+    admin: &Admin,
+    client: Client,
+    id: &str,
+    (headers, body): (&HeaderMap, &Bytes),
+    fork: bool,
+) -> Response {
+    let fields = match checked_form(admin, id, headers, body) {
         Ok(fields) => fields,
         Err(why) => return error_page(&Failure::Forbidden(why)),
     };
-    let step = fields.iter().find(|(key, _)| key == "step");
-    let Some(step) = step.and_then(|(_, step)| step.trim().parse::<usize>().ok()) else {
-        let bad = query::BadParam::new("step", "give the step to fork from: 0, 1, 2, ...");
-        return error_page(&Failure::BadParam(bad));
+    let step = match fork {
+        false => None,
+        true => {
+            let step = fields.iter().find(|(key, _)| key == "step");
+            match query::step(step.map(|(_, step)| step.as_str())) {
+                Ok(step) => Some(step),
+                Err(bad) => return error_page(&Failure::BadParam(bad)),
+            }
+        }
     };
-    match admin.retry(&id, Some(step), client).await {
+    match admin.retry(id, step, client).await {
         Ok(new) => see_task(&new),
         Err(failure) => error_page(&failure),
     }
