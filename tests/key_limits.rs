@@ -244,7 +244,9 @@ async fn a_rate_per_key_in_one_process() {
     let http = Http::start(server).await;
     pulls(std::slice::from_ref(&http.url)).await;
     let starts = starts.after(WORKSPACES.len() * PER_WORKSPACE).await;
-    assert_rate_held(&starts, Duration::ZERO);
+    // The limiter counts a start when it grants it; the tool sees it a moment later, later
+    // still on a loaded machine (a CI run saw one 4 ms later than the start two after it).
+    assert_rate_held(&starts, Duration::from_millis(100));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
