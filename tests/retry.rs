@@ -1,7 +1,8 @@
 //! An operator retries or forks a task that failed (admin API, real HTTP on 127.0.0.1): the
 //! new task replays the old one's history and goes on from there; the old one stays as it
 //! ended. Over the memory store, a SQLite file and Postgres (two instances: the retry asked
-//! of one, which runs it).
+//! of one, which runs it). And in a cluster, a cancel ends a task whose version of its tool
+//! no instance runs.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -219,4 +220,51 @@ async fn a_failed_task_is_retried_and_forked_across_instances() {
     }
     let via = Http::to(&served[0].url);
     retry_and_fork("postgres", via, &served[1]).await;
+}
+
+/// `engine` of `toolkit` in a cluster on `db`'s schema, started and served: a worker
+/// claiming every 100 ms, or (`front`) one that queues its calls and runs no work.
+async fn instance(db: &pg::Db, toolkit: mcp_tasks::Toolkit, front: bool) -> Http {
+    let store = db.store().await.unwrap();
+    let config = mcp_tasks::ClusterConfig::default()
+        .with_claim_interval(std::time::Duration::from_millis(100))
+        .with_queued_calls(front)
+        .with_execution(!front);
+    let engine = Engine::builder(toolkit)
+        .with_store(store)
+        .with_cluster(config)
+        .build();
+    engine.start().unwrap();
+    serve(engine).await
+}
+
+/// Tasks recorded by version 1 of `publish` while only version 2 runs anywhere: they wait,
+/// and a client's cancel ends one `cancelled` within a claim, without any code running (the
+/// instance of version 2 claims it only to end it); the other keeps waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_ends_a_task_whose_version_no_instance_runs() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let front = instance(&db, toolkit![publish].unwrap(), true).await;
+    let _worker = instance(&db, toolkit![publish_v2].unwrap(), false).await;
+    let mut peer = Peer::Http(Http::to(&front.url));
+    let mut ids = Vec::new();
+    for workspace in ["cancelled-unrun", "left-waiting"] {
+        let created = peer.rpc("tools/call", call(workspace), TASKS).await;
+        let id = created["result"]["taskId"].as_str();
+        ids.push(id.unwrap_or_else(|| panic!("a task: {created}")).to_owned());
+    }
+    let answer = peer
+        .rpc("tasks/cancel", json!({ "taskId": ids[0] }), TASKS)
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+    peer.wait_status(&ids[0], "cancelled").await;
+    // Claims went on meanwhile: the other task is still left for version 1.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let left = peer.get(&ids[1]).await;
+    assert_eq!(left["result"]["status"], "working", "{left}");
+    for workspace in ["cancelled-unrun", "left-waiting"] {
+        assert_eq!(ran(workspace, "fetch"), 0, "{workspace}: no code ran");
+    }
 }

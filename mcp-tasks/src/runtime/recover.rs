@@ -6,7 +6,8 @@
 //! 1. **Every unfinished task is dealt with once**, before the process serves: it is
 //!    replayed (its work runs again here), ends `failed`, or (recorded by another version of
 //!    its tool) waits for a server that runs that version (`versions.rs`); never left
-//!    `working` with no work behind it and nothing that says why.
+//!    `working` with no work behind it and nothing that says why. One whose cancel was asked
+//!    for and whose code does not run here ends `cancelled` without running.
 //! 2. **A task is replayed only by the code that started it**: the same tool name and the same
 //!    [`ToolDefinition::version`](crate::ToolDefinition::version), and only when its tool's
 //!    [`RestartPolicy`] is `Resume`. A task whose tool is gone or whose stored arguments no
@@ -55,6 +56,9 @@ pub struct RecoveryReport {
     pub failed: usize,
     /// Tasks left for a server that runs the version of their tool that recorded them.
     pub waiting: usize,
+    /// Tasks whose cancel was asked for and whose code does not run here (their tool is
+    /// gone, or another version of it recorded them): ended `cancelled` without running.
+    pub cancelled: usize,
 }
 
 /// Why a task whose work runs nowhere is dealt with here.
@@ -160,6 +164,10 @@ pub(crate) async fn take_with(
     } else {
         cause
     };
+    if task.cancel_requested && !runtime.versions.runs(&task.tool, &task.origin.tool_version) {
+        // Nothing here may run it, and nothing needs to: it ends as asked.
+        return cancel_unrun(runtime, &task, lease.as_ref(), report).await;
+    }
     let failure = match runtime.tools.toolkit.get(&task.tool) {
         None => Some(format!(
             "{} no longer offers tool `{}`",
@@ -205,6 +213,29 @@ pub(crate) async fn take_with(
     match runtime.store.apply(&task.id, lease.as_ref(), finish).await {
         Ok(()) => {
             crate::metrics::task_finished(&task.id, &task.tool, rmcp::model::TaskStatus::Failed);
+            Ok(())
+        }
+        Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// Ends task `task`, whose cancel was asked for and whose code does not run here,
+/// `cancelled` (under `lease` in a cluster).
+async fn cancel_unrun(
+    runtime: &Arc<Runtime>,
+    task: &Recovery,
+    lease: Option<&Lease>,
+    report: &mut RecoveryReport,
+) -> Result<(), StoreError> {
+    let cancelled = Transition::Finish(Outcome::Cancelled);
+    match runtime.store.apply(&task.id, lease, cancelled).await {
+        Ok(()) => {
+            report.cancelled += 1;
+            tracing::info!(task_id = %task.id, tool = %task.tool, "cancelled task ended unrun");
+            let status = rmcp::model::TaskStatus::Cancelled;
+            crate::metrics::task_finished(&task.id, &task.tool, status);
+            runtime.changed(&task.id);
             Ok(())
         }
         Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),

@@ -28,13 +28,14 @@ macro_rules! claimed_columns {
 
 /// The tasks the claiming instance runs ([`Claim::versions`](crate::store::Claim::versions)):
 /// with tools `$t` (NULL: every task), each task's tool among them and its version the one
-/// beside it in versions `$v`.
+/// beside it in versions `$v`; and any task whose cancel was asked for, which the claimer
+/// ends `cancelled` without running it (`runtime/recover.rs`).
 macro_rules! routed {
     ($t:literal, $v:literal) => {
         concat!(
             " AND (",
             $t,
-            "::text[] IS NULL OR tool_version = (",
+            "::text[] IS NULL OR cancel_requested OR tool_version = (",
             $v,
             "::text[])[array_position(",
             $t,
