@@ -1,6 +1,6 @@
-//! `mcp-tasks admin list|show|cancel|retry|fork|purge` against a real server on 127.0.0.1:0
-//! with tasks in every state: table and `--json` output, the cancel seen by `tasks/get`, exit codes
-//! (0 done, 4 refused or unusable).
+//! `mcp-tasks admin list|show|cancel|retry|fork|fail|version|purge` against a real server on
+//! 127.0.0.1:0 with tasks in every state: table and `--json` output, the cancel seen by
+//! `tasks/get`, exit codes (0 done, 4 refused or unusable).
 
 #[path = "support/admin.rs"]
 mod support;
@@ -228,4 +228,41 @@ async fn retry_and_fork_a_failed_task() {
         "{}",
         completed.stderr
     );
+}
+
+/// `admin version` records a live task as one of another version of its tool, `admin fail`
+/// ends one `failed` with the operator's reason in its error; an ended task is changed by
+/// neither (exit 4, the server's reason).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_and_move_a_live_task() {
+    let served = serve().await;
+    let url = served.base.as_str();
+    let ids = tasks_in_every_state(&served.client).await;
+
+    let json: Value =
+        serde_json::from_str(&ok(&["version", url, &ids.spin[0], "--to", "7", "--json"]).await)
+            .unwrap();
+    assert_eq!(
+        (&json["outcome"], &json["status"]),
+        (&Value::from("version_set"), &Value::from("working")),
+        "{json}"
+    );
+    let moved = ok(&["version", url, &ids.spin[0]]).await;
+    assert!(moved.contains("moved to the server's version"), "{moved}");
+
+    let failed = ok(&["fail", url, &ids.spin[1], "--reason", "stuck upstream"]).await;
+    assert_eq!(
+        failed.trim(),
+        format!(
+            "task {} failed: failed by an operator: stuck upstream",
+            ids.spin[1]
+        )
+    );
+    until_status(&served.client, &ids.spin[1], TaskStatus::Failed).await;
+
+    for args in [["fail", url, &ids.quick[0]], ["version", url, &ids.spin[1]]] {
+        let ended = admin(Some(ADMIN_SECRET), &args).await;
+        assert_eq!(ended.code, 4, "{args:?}: {}", ended.stdout);
+        assert!(ended.stderr.contains("answered 409"), "{}", ended.stderr);
+    }
 }

@@ -1,12 +1,13 @@
-//! `mcp-tasks admin list|show|cancel|retry|fork|purge`: the operators' commands, against a server's
-//! admin API (`/admin/api`, the `admin` feature of the library), with its own credential.
+//! `mcp-tasks admin list|show|cancel|retry|fork|fail|version|purge`: the operators'
+//! commands, against a server's admin API (`/admin/api`, the `admin` feature of the
+//! library), with its own credential.
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::printable::printable;
+use crate::{printable::printable, steer};
 
 /// The environment variable that holds the admin credential.
 pub const TOKEN_ENV: &str = "MCP_TASKS_ADMIN_TOKEN";
@@ -120,6 +121,27 @@ pub enum AdminCommand {
         #[arg(long, value_name = "N")]
         step: usize,
     },
+    /// End a live task `failed`, with a reason: its code never runs again.
+    Fail {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        task_id: String,
+        /// Why, shown in the task's error (at most 500 bytes).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Record a live task as one of another version of its tool (by default the server's
+    /// own), so that a server running that version takes it.
+    Version {
+        #[command(flatten)]
+        target: Target,
+        /// The task id.
+        task_id: String,
+        /// The version (by default the server's version of the tool).
+        #[arg(long, value_name = "VERSION")]
+        to: Option<String>,
+    },
     /// Remove finished tasks (completed, failed, cancelled).
     Purge {
         #[command(flatten)]
@@ -162,14 +184,14 @@ pub enum AdminError {
     },
 }
 
-struct Api {
+pub struct Api {
     http: reqwest::Client,
     base: String,
     token: String,
 }
 
 impl Api {
-    fn new(target: &Target) -> Result<Self, AdminError> {
+    pub fn new(target: &Target) -> Result<Self, AdminError> {
         let token = match &target.token {
             Some(token) => token.clone(),
             None => std::env::var(TOKEN_ENV).map_err(|_| AdminError::NoToken)?,
@@ -201,7 +223,7 @@ impl Api {
         })
     }
 
-    async fn send(
+    pub async fn send(
         &self,
         post: bool,
         path: &str,
@@ -248,7 +270,7 @@ impl Api {
 }
 
 /// Percent-encodes a query value.
-fn encode(value: &str) -> String {
+pub fn encode(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
@@ -367,12 +389,22 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
             Ok(())
         }
-        AdminCommand::Retry { target, task_id } => retry(&target, &task_id, None).await,
+        AdminCommand::Retry { target, task_id } => steer::retry(&target, &task_id, None).await,
         AdminCommand::Fork {
             target,
             task_id,
             step,
-        } => retry(&target, &task_id, Some(step)).await,
+        } => steer::retry(&target, &task_id, Some(step)).await,
+        AdminCommand::Fail {
+            target,
+            task_id,
+            reason,
+        } => steer::fail(&target, &task_id, reason.as_deref()).await,
+        AdminCommand::Version {
+            target,
+            task_id,
+            to,
+        } => steer::version(&target, &task_id, to.as_deref()).await,
         AdminCommand::Purge {
             target,
             older_than,
@@ -397,36 +429,14 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
     }
 }
 
-/// `admin retry` (`step: None`) and `admin fork`.
-async fn retry(target: &Target, task_id: &str, step: Option<usize>) -> Result<(), AdminError> {
-    let api = Api::new(target)?;
-    let (path, query) = match step {
-        None => ("retry", Vec::new()),
-        Some(step) => ("fork", vec![("step", step.to_string())]),
-    };
-    let path = format!("tasks/{}/{path}", encode(task_id));
-    let answer = api.send(true, &path, &query).await?;
-    if target.json {
-        print_json(&answer);
-    } else {
-        let new = text(&answer["newTaskId"]);
-        let new = printable(&new);
-        match step {
-            None => println!("task {task_id} retried as task {new}"),
-            Some(step) => println!("task {task_id} forked from step {step} as task {new}"),
-        }
-    }
-    Ok(())
-}
-
-fn print_json(value: &Value) {
+pub fn print_json(value: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_default()
     );
 }
 
-fn text(value: &Value) -> String {
+pub fn text(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         Value::Null => "-".to_owned(),

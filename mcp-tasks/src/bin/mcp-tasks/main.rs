@@ -11,6 +11,7 @@ mod admin;
 mod args;
 mod printable;
 mod prompt;
+mod steer;
 
 use std::{io::IsTerminal, io::Write, process::ExitCode, time::Duration};
 
