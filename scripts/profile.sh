@@ -3,6 +3,8 @@
 # machine's perf has no hardware counters: `perf stat -e instructions true` says
 # "not supported"). Bounded: BENCH_PROFILE_TASKS tasks (default 2000) at 16 clients, at most
 # 120 s, loopback only. Prints the top functions by inclusive and by self cost.
+# BENCH_PROFILE_MODE=inline profiles that many inline tools/call instead: a fixed number of
+# requests, so two builds' instruction totals compare exactly (a task's polls vary).
 #
 #   CARGO_TARGET_DIR=... scripts/profile.sh [server-binary-name]   # default bench-ours
 #   BENCH_BIN=/some/dir scripts/profile.sh   # profile binaries built elsewhere (no build), e.g.
@@ -13,6 +15,7 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="${BENCH_BIN:-$TARGET/release}"
 SERVER="${1:-bench-ours}"
 TASKS="${BENCH_PROFILE_TASKS:-2000}"
+MODE="${BENCH_PROFILE_MODE:-task}"
 OUT="${BENCH_OUT:-$TARGET/bench-results/profile-$(date -u +%Y%m%dT%H%M%SZ)}"
 PORT=18790
 mkdir -p "$OUT"
@@ -33,7 +36,7 @@ done
 "$BIN/bench-load" --url "http://127.0.0.1:$PORT/mcp" --mode inline --clients 16 \
   --count 200 --duration-secs 60 --warmup 0 >/dev/null
 callgrind_control -z "$VPID" >/dev/null
-"$BIN/bench-load" --url "http://127.0.0.1:$PORT/mcp" --mode task --clients 16 \
+"$BIN/bench-load" --url "http://127.0.0.1:$PORT/mcp" --mode "$MODE" --clients 16 \
   --count "$TASKS" --duration-secs 120 --warmup 0 --poll-first-ms 0 --poll-every-ms 1 \
   | tee "$OUT/load.json"
 callgrind_control -d "$VPID" >/dev/null
