@@ -978,10 +978,19 @@ async fn a_task_of_another_version_waits_for_it() {
     .await;
     let [cancelled, failed, moved, left] = [0, 1, 2, 3].map(|i| ids[i].clone());
 
+    // This test's process records metrics (nextest runs each test in a process of its own).
+    let metrics = mcp_tasks::metrics::install_prometheus().expect("the first recorder");
+    let waiting = move || {
+        let page = metrics.render();
+        let series = "mcp_tasks_tasks_waiting_for_version{tool=\"waiter\",version=\"1\"} ";
+        let line = page.lines().find(|line| line.starts_with(series));
+        line.map(|line| line[series.len()..].to_owned())
+    };
     let restarted = db.server(toolkit![waiter_v2].unwrap());
     let report = restarted.recover().await.unwrap();
     let counts = (report.resumed, report.failed, report.waiting);
     assert_eq!(counts, (0, 0, 4), "{report:?}");
+    assert_eq!(waiting().as_deref(), Some("4"), "the gauge counts them");
     let credential = mcp_tasks::admin::AdminCredential::new("versions-admin-credential").unwrap();
     let admin =
         common::Http::start_router(mcp_tasks::admin::router(restarted.engine(), credential)).await;
@@ -1048,6 +1057,9 @@ async fn a_task_of_another_version_waits_for_it() {
     peer_cancel(&mut peer, &moved).await;
     let task = peer.wait_terminal(&moved).await;
     assert_eq!(task["status"], "cancelled", "{task}");
+
+    // The one left waits; the gauge follows each end and move.
+    assert_eq!(waiting().as_deref(), Some("1"));
 
     // An ended task is not changed.
     let (status, answer) = post(format!("{failed}/version?to=1")).await;
