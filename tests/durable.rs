@@ -958,8 +958,9 @@ async fn waiter_v2(ctx: TaskContext) -> Result<String, ToolError> {
 
 /// A task recorded by another version of its tool waits after a restart (no code runs, the
 /// status message names the version it waits for) until the operator or a client decides:
-/// a cancel ends it at once; the admin API fails one (with the reason in its error) or moves
-/// one to this server's version (it starts here at once).
+/// a cancel ends it at once (one asked for while no server ran, at the restart); the admin
+/// API fails one (with the reason in its error) or moves one to this server's version (it
+/// starts here at once).
 #[tokio::test]
 async fn a_task_of_another_version_waits_for_it() {
     let _serial = SERIAL.lock().await;
@@ -969,14 +970,21 @@ async fn a_task_of_another_version_waits_for_it() {
         move || server_on(&path, toolkit![waiter_v1].unwrap()),
         |mut before| async move {
             let mut ids = Vec::new();
-            for _ in 0..4 {
+            for _ in 0..5 {
                 ids.push(task_id(&before.call("waiter", json!({}), TASKS).await));
             }
             ids
         },
     )
     .await;
-    let [cancelled, failed, moved, left] = [0, 1, 2, 3].map(|i| ids[i].clone());
+    let [cancelled, failed, moved, left, asked] = [0, 1, 2, 3, 4].map(|i| ids[i].clone());
+    // One's cancel was asked for while no server ran: the restart ends it, runs none of it.
+    {
+        let store = SqliteStore::open(&db.0).expect("open the database");
+        mcp_tasks::TaskStore::request_cancel(&store, &asked)
+            .await
+            .unwrap();
+    }
 
     // This test's process records metrics (nextest runs each test in a process of its own).
     let metrics = mcp_tasks::metrics::install_prometheus().expect("the first recorder");
@@ -988,8 +996,13 @@ async fn a_task_of_another_version_waits_for_it() {
     };
     let restarted = db.server(toolkit![waiter_v2].unwrap());
     let report = restarted.recover().await.unwrap();
-    let counts = (report.resumed, report.failed, report.waiting);
-    assert_eq!(counts, (0, 0, 4), "{report:?}");
+    let counts = (
+        report.resumed,
+        report.failed,
+        report.waiting,
+        report.cancelled,
+    );
+    assert_eq!(counts, (0, 0, 4, 1), "{report:?}");
     assert_eq!(waiting().as_deref(), Some("4"), "the gauge counts them");
     let credential = mcp_tasks::admin::AdminCredential::new("versions-admin-credential").unwrap();
     let admin =
@@ -1008,7 +1021,9 @@ async fn a_task_of_another_version_waits_for_it() {
         }
     };
     let mut peer = Peer::Stdio(Stdio::start(restarted));
-    for id in &ids {
+    let task = peer.get(&asked).await["result"].clone();
+    assert_eq!(task["status"], "cancelled", "{task}");
+    for id in &ids[..4] {
         let task = peer.get(id).await["result"].clone();
         assert_eq!(task["status"], "working", "{task}");
         let message = task["statusMessage"].as_str().unwrap_or_default();
