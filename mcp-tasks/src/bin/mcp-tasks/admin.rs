@@ -2,40 +2,20 @@
 //! commands, against a server's admin API (`/admin/api`, the `admin` feature of the
 //! library), with its own credential.
 
-use std::time::Duration;
-
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use crate::{printable::printable, steer};
-
-/// The environment variable that holds the admin credential.
-pub const TOKEN_ENV: &str = "MCP_TASKS_ADMIN_TOKEN";
-
-/// How long one admin request may take.
-const TIMEOUT: Duration = Duration::from_secs(30);
+use crate::{
+    admin_api::{AdminError, Api, Target, encode, print_json, text},
+    printable::printable,
+    steer,
+};
 
 /// `mcp-tasks admin ...`.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct AdminArgs {
     #[command(subcommand)]
     pub command: AdminCommand,
-}
-
-/// Where the admin API is and how to reach it: common to every admin command.
-#[derive(Debug, Clone, PartialEq, Eq, Args)]
-pub struct Target {
-    /// The server's base URL (`http://host:port`; its MCP endpoint `…/mcp` or `…/admin` lead
-    /// to the same).
-    #[arg(value_name = "URL")]
-    pub url: String,
-    /// The admin credential (default: the MCP_TASKS_ADMIN_TOKEN environment variable, which
-    /// other users of the machine cannot read from the process list).
-    #[arg(long, value_name = "TOKEN")]
-    pub token: Option<String>,
-    /// Print the API's JSON answer instead of a table.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// The filters of `admin list`.
@@ -153,133 +133,6 @@ pub enum AdminCommand {
         #[arg(long, value_name = "INSTANT")]
         before: Option<String>,
     },
-}
-
-/// An admin command that could not be done.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    #[error(
-        "no admin credential: set MCP_TASKS_ADMIN_TOKEN (or pass --token); it is the \
-         server's admin credential, not a user's token"
-    )]
-    NoToken,
-    #[error("`{0}` is not an http:// or https:// URL")]
-    BadUrl(String),
-    #[error("could not reach the admin API at {url}")]
-    Unreachable {
-        url: String,
-        #[source]
-        source: reqwest::Error,
-    },
-    #[error("the admin API answered {status}: {message}")]
-    Refused { status: u16, message: String },
-    #[error(
-        "{url} answered {status} without the admin API's JSON ({body:?}): is the admin router \
-         mounted? Give the server's base URL (http://host:port)"
-    )]
-    NotJson {
-        url: String,
-        status: u16,
-        body: String,
-    },
-}
-
-pub struct Api {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
-impl Api {
-    pub fn new(target: &Target) -> Result<Self, AdminError> {
-        let token = match &target.token {
-            Some(token) => token.clone(),
-            None => std::env::var(TOKEN_ENV).map_err(|_| AdminError::NoToken)?,
-        };
-        if token.is_empty() {
-            return Err(AdminError::NoToken);
-        }
-        let url = target.url.trim_end_matches('/');
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(AdminError::BadUrl(target.url.clone()));
-        }
-        // The server's base URL; the MCP endpoint (what every other command takes) and the
-        // admin path lead to it too.
-        let base = url
-            .strip_suffix("/mcp")
-            .or_else(|| url.strip_suffix("/admin"))
-            .unwrap_or(url);
-        let http = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .build()
-            .map_err(|source| AdminError::Unreachable {
-                url: base.to_owned(),
-                source,
-            })?;
-        Ok(Self {
-            http,
-            base: format!("{base}/admin/api"),
-            token,
-        })
-    }
-
-    pub async fn send(
-        &self,
-        post: bool,
-        path: &str,
-        query: &[(&str, String)],
-    ) -> Result<Value, AdminError> {
-        let mut url = format!("{}/{path}", self.base);
-        if !query.is_empty() {
-            let encoded: Vec<String> = query
-                .iter()
-                .map(|(key, value)| format!("{key}={}", encode(value)))
-                .collect();
-            url = format!("{url}?{}", encoded.join("&"));
-        }
-        let request = if post {
-            self.http.post(&url)
-        } else {
-            self.http.get(&url)
-        };
-        let unreachable = |source| AdminError::Unreachable {
-            url: url.clone(),
-            source,
-        };
-        let response = request
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .map_err(unreachable)?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(unreachable)?;
-        let body: Value = serde_json::from_str(&text).map_err(|_| AdminError::NotJson {
-            url,
-            status,
-            body: text.chars().take(80).collect(),
-        })?;
-        if status != 200 {
-            let message = body["error"]["message"]
-                .as_str()
-                .unwrap_or("no reason given")
-                .to_owned();
-            return Err(AdminError::Refused { status, message });
-        }
-        Ok(body)
-    }
-}
-
-/// Percent-encodes a query value.
-pub fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn filter_query(filters: &Filters) -> Vec<(&'static str, String)> {
@@ -426,21 +279,6 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
             Ok(())
         }
-    }
-}
-
-pub fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
-}
-
-pub fn text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        Value::Null => "-".to_owned(),
-        other => other.to_string(),
     }
 }
 

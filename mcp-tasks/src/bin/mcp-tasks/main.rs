@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod admin_api;
 mod args;
 mod printable;
 mod prompt;

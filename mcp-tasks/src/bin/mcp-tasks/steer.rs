@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::{
-    admin::{AdminError, Api, Target, encode, print_json, text},
+    admin_api::{AdminError, Api, Target, encode, print_json, text},
     printable::printable,
 };
 
