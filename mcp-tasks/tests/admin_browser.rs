@@ -10,6 +10,9 @@
 //! its script clicks the button the browser rendered; the window lands on the new task's
 //! page, and the new task runs.
 //!
+//! A third (plain HTTP, no browser) sends a live task's fail form and, once another version
+//! recorded the task, its form that moves it back to the server's version.
+//!
 //! Without Chromium the tests say how to install it and return, except under CI (`CI` set),
 //! where they fail.
 
@@ -359,4 +362,93 @@ async fn a_click_on_retry_and_on_fork_in_headless_chromium() {
             TaskStatus::Failed
         );
     }
+}
+
+/// The page of a live task has a fail form (with a reason) and, once another version of its
+/// tool recorded it, a form that moves it to this server's version; each form, sent with
+/// its token from this origin, does what it says (a forged one, nothing), and a reason over
+/// 500 bytes is refused with what to fix. Plain HTTP: what the browser would send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fail_and_version_forms() {
+    let served = serve().await;
+    let ids = tasks_in_every_state(&served.client).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let base = served.base.as_str();
+    let detail = |id: String| {
+        let request = http.get(format!("{base}/admin/tasks/{id}"));
+        async move {
+            let response = request.basic_auth("admin", Some(ADMIN_SECRET)).send();
+            response.await.unwrap().text().await.unwrap()
+        }
+    };
+    let send = |id: &str, form: &str, origin: &str, body: String| {
+        http.post(format!("{base}/admin/tasks/{id}/{form}"))
+            .basic_auth("admin", Some(ADMIN_SECRET))
+            .header("origin", origin)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+    };
+    let token = |page: &str| {
+        between(page, "name=\"csrf\" value=\"", "\"")
+            .expect("a form's token")
+            .to_owned()
+    };
+
+    // Fail, with a reason; a forged form first, which fails nothing.
+    let (target, other) = (&ids.spin[0], &ids.spin[1]);
+    let page = detail(target.clone()).await;
+    assert!(page.contains("id=\"fail\""), "a fail form: {page}");
+    assert!(
+        !page.contains("id=\"version\""),
+        "its version runs here: {page}"
+    );
+    let csrf = token(&page);
+    let forged = send(
+        target,
+        "fail",
+        "http://evil.example",
+        format!("csrf={csrf}&reason=x"),
+    );
+    assert_eq!(forged.await.unwrap().status().as_u16(), 403);
+    let long = format!("csrf={csrf}&reason={}", "x".repeat(501));
+    let refused = send(target, "fail", base, long).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    let why = refused.text().await.unwrap();
+    assert!(why.contains("at most 500 bytes"), "{why}");
+    let body = format!("csrf={csrf}&reason=stuck+upstream");
+    let failed = send(target, "fail", base, body).await.unwrap();
+    assert_eq!(failed.status().as_u16(), 303);
+    until_status(&served.client, target, TaskStatus::Failed).await;
+    let page = detail(target.clone()).await;
+    assert!(
+        page.contains("failed by an operator: stuck upstream"),
+        "{page}"
+    );
+    assert!(
+        !page.contains("id=\"fail\""),
+        "no fail form on an ended task"
+    );
+
+    // Recorded by another version (the admin API moves it): the page offers this server's.
+    let moved = http
+        .post(format!("{base}/admin/api/tasks/{other}/version?to=7"))
+        .bearer_auth(ADMIN_SECRET)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(moved.status().as_u16(), 200);
+    let page = detail(other.clone()).await;
+    assert!(page.contains("id=\"version\""), "a version form: {page}");
+    let sent = send(other, "version", base, format!("csrf={}", token(&page)));
+    assert_eq!(sent.await.unwrap().status().as_u16(), 303);
+    let page = detail(other.clone()).await;
+    assert!(
+        !page.contains("id=\"version\""),
+        "back on this server's version: {page}"
+    );
+    assert!(!page.contains("<td>7</td>"), "{page}");
 }

@@ -83,7 +83,9 @@ use crate::{
 };
 
 mod credential;
+mod forms;
 mod guard;
+mod html;
 mod query;
 mod state;
 mod web;
@@ -263,9 +265,6 @@ async fn cancel(
     }))
 }
 
-/// The longest `reason` an operator's failure takes.
-const MAX_REASON: usize = 500;
-
 async fn fail(
     State(admin): State<Admin>,
     client: Client,
@@ -274,11 +273,7 @@ async fn fail(
 ) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
     query::only(&pairs, &["reason"])?;
-    let reason = query::single(&pairs, "reason")?.unwrap_or("no reason given");
-    if reason.len() > MAX_REASON {
-        let message = format!("at most {MAX_REASON} bytes");
-        return Err(Failure::BadParam(query::BadParam::new("reason", message)));
-    }
+    let reason = query::single(&pairs, "reason")?;
     let task = admin.fail(&id, reason, client).await?;
     ok(&json!({
         "taskId": &*task.id,

@@ -90,15 +90,24 @@ impl Admin {
     }
 }
 
+/// The longest `reason` an operator's failure takes.
+const MAX_REASON: usize = 500;
+
 impl Admin {
-    /// Ends the live task `id` `failed` with `reason` (its code never runs again; its work
-    /// here, if any, stops); an audit event says who asked, from where and how it went.
+    /// Ends the live task `id` `failed` with `reason` (by default "no reason given"; its
+    /// code never runs again; its work here, if any, stops); an audit event says who asked,
+    /// from where and how it went.
     pub(super) async fn fail(
         &self,
         id: &str,
-        reason: &str,
+        reason: Option<&str>,
         client: Client,
     ) -> Result<crate::store::TaskSnapshot, Failure> {
+        let reason = reason.unwrap_or("no reason given");
+        if reason.len() > MAX_REASON {
+            let message = format!("at most {MAX_REASON} bytes");
+            return Err(Failure::BadParam(BadParam::new("reason", message)));
+        }
         let failed = admin::fail(self.store(), id, reason)
             .await
             .map_err(Failure::from);

@@ -1,7 +1,7 @@
 //! The web view of the admin API: server-rendered HTML, no JavaScript, nothing loaded from
 //! outside the binary. A list of tasks with the filters and the status counts, refreshing
-//! itself every few seconds; a task's detail with a cancel button, or (a failed or cancelled
-//! task) a retry button and a fork form.
+//! itself every few seconds; a task's detail with its forms (`forms.rs`): cancel, fail and
+//! move a live task, retry or fork a failed or cancelled one.
 //!
 //! A browser sends the admin credential as the password of HTTP Basic (any user name). It
 //! sends it with every request to the site, also one another site's page makes it send, so
@@ -12,16 +12,16 @@
 
 use axum::{
     Router,
-    body::Bytes,
     extract::{Path, RawQuery, Request, State},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderValue, StatusCode, header},
     middleware::Next,
-    response::{IntoResponse, Response},
-    routing::{get, post},
+    response::Response,
+    routing::get,
 };
 
 use super::{
-    guard::{Checked, Client},
+    guard::Checked,
+    html::{encode, error_page, escape, page},
     query,
     state::{Admin, Failure},
 };
@@ -29,7 +29,7 @@ use crate::{
     clock::rfc3339,
     store::{
         Outcome,
-        admin::{Cancelled, StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word},
+        admin::{StatusCounts, TaskDetail, TaskFilter, TaskSummary, status_word},
         status::STATUSES,
     },
 };
@@ -43,9 +43,7 @@ pub(super) fn routes() -> Router<Admin> {
         .route("/admin", get(list_page))
         .route("/admin/", get(list_page))
         .route("/admin/tasks/{id}", get(detail_page))
-        .route("/admin/tasks/{id}/cancel", post(cancel_form))
-        .route("/admin/tasks/{id}/retry", post(retry_form))
-        .route("/admin/tasks/{id}/fork", post(fork_form))
+        .merge(super::forms::routes())
 }
 
 /// The pages take the credential as HTTP Basic's password (or as a bearer token); without
@@ -98,67 +96,6 @@ pub(super) async fn basic_or_bearer(
             response
         }
     }
-}
-
-/// `text` with the five characters that mean something in HTML escaped.
-pub(crate) fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Percent-encodes a path segment or query value.
-fn encode(text: &str) -> String {
-    form_urlencoded::byte_serialize(text.as_bytes()).collect()
-}
-
-const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}\
-h1{font-size:1.3em}table{border-collapse:collapse;margin:.8em 0}\
-th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}\
-th{background:#f3f3f3}td.t{white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}\
-.working{color:#05a}.input_required{color:#a60}.completed{color:#080}.failed{color:#c00}\
-.cancelled{color:#777}form.filters label{margin-right:.8em}input{width:9em}\
-pre{background:#f7f7f7;padding:.5em;white-space:pre-wrap;word-break:break-all}\
-button{font-size:1em;padding:.3em 1em}";
-
-fn page(status: StatusCode, title: &str, body: &str, refresh: Option<u32>) -> Response {
-    let refresh = refresh
-        .map(|s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">"))
-        .unwrap_or_default();
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
-         <title>{} · mcp-tasks admin</title><style>{STYLE}</style></head><body>\
-         <h1>{}</h1>{body}</body></html>",
-        escape(title),
-        escape(title)
-    );
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        html,
-    )
-        .into_response()
-}
-
-fn error_page(failure: &Failure) -> Response {
-    page(
-        failure.status(),
-        "Error",
-        &format!(
-            "<p class=\"error\">{}</p><p><a href=\"/admin/\">All tasks</a></p>",
-            escape(&failure.message())
-        ),
-        None,
-    )
 }
 
 fn counts_table(counts: &StatusCounts, base: &str) -> String {
@@ -371,29 +308,7 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         );
     }
     let mut body = format!("<table class=\"detail\">{rows}</table>");
-    if !task.status.is_terminal() {
-        body.push_str(&format!(
-            "<form method=\"post\" action=\"/admin/tasks/{}/cancel\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-             <button type=\"submit\" id=\"cancel\">Cancel this task</button></form>",
-            encode(&task.id),
-            admin.credential.form_token(&task.id)
-        ));
-    }
-    if crate::store::record::keeps_history(task.status) && !detail.origin.tool_version.is_empty() {
-        let (id, csrf) = (encode(&task.id), admin.credential.form_token(&task.id));
-        let last = detail.steps.len();
-        body.push_str(&format!(
-            "<form method=\"post\" action=\"/admin/tasks/{id}/retry\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <button type=\"submit\" id=\"retry\">Retry from its last step</button></form>\
-             <form method=\"post\" action=\"/admin/tasks/{id}/fork\">\
-             <input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-             <label>Fork from step <input type=\"number\" name=\"step\" min=\"0\" \
-             max=\"{last}\" value=\"0\"></label> \
-             <button type=\"submit\" id=\"fork\">Fork</button></form>"
-        ));
-    }
+    body.push_str(&super::forms::controls(admin, detail));
     if !detail.steps.is_empty() {
         body.push_str("<h2>Steps done</h2><table><tr><th>#</th><th>name</th><th>value</th></tr>");
         for step in &detail.steps {
@@ -433,178 +348,4 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     body.push_str("<p><a href=\"/admin/\">All tasks</a></p>");
     let refresh = (!task.status.is_terminal()).then_some(REFRESH_SECONDS);
     page(StatusCode::OK, &format!("Task {}", task.id), &body, refresh)
-}
-
-/// Whether the request comes from a page of this origin: `Sec-Fetch-Site` says
-/// `same-origin`, or (without it, or with `none`) its `Origin` names the `Host` it was sent
-/// to. A request with neither header is not from a browser form of another site (browsers
-/// send one of them on every cross-site POST).
-fn same_origin(headers: &HeaderMap) -> bool {
-    let text = |name| {
-        headers
-            .get(name)
-            .and_then(|v: &HeaderValue| v.to_str().ok())
-    };
-    match text(header::HeaderName::from_static("sec-fetch-site")) {
-        // The browser says so (a header no page can set): also when it sends `Origin: null`,
-        // as Chromium does for a form of a page that sends no referrer.
-        Some("same-origin") => return true,
-        Some("none") => {}
-        Some(_) => return false,
-        None => {}
-    }
-    match (text(header::ORIGIN), text(header::HOST)) {
-        (Some(origin), Some(host)) => origin
-            .split_once("://")
-            .is_some_and(|(_, authority)| authority == host),
-        (Some(_), None) => false,
-        (None, _) => true,
-    }
-}
-
-/// The fields of a form about task `id`, once it passed both guards (see the module docs):
-/// sent from this origin, with the task's form token. Why not otherwise.
-fn checked_form(
-    admin: &Admin,
-    id: &str,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Vec<(String, String)>, &'static str> {
-    if !same_origin(headers) {
-        return Err("this form may only be sent from the admin view's own pages");
-    }
-    let fields: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
-    let token = fields.iter().find(|(key, _)| key == "csrf");
-    if !token.is_some_and(|(_, token)| admin.credential.accepts_form_token(id, token)) {
-        return Err(
-            "the form's token is missing or wrong: open the task's page again and use its button",
-        );
-    }
-    Ok(fields)
-}
-
-/// To the page of task `id`.
-fn see_task(id: &str) -> Response {
-    let location = format!("/admin/tasks/{}", encode(id));
-    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
-}
-
-async fn cancel_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(why) = checked_form(&admin, &id, &headers, &body) {
-        return error_page(&Failure::Forbidden(why));
-    }
-    match admin.cancel(&id, client, "/admin/tasks/{id}/cancel").await {
-        Ok(Cancelled::Requested(_) | Cancelled::AlreadyEnded(_)) => see_task(&id),
-        Err(failure) => error_page(&failure),
-    }
-}
-
-async fn retry_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    retried_page(&admin, client, &id, (&headers, &body), false).await
-}
-
-async fn fork_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    retried_page(&admin, client, &id, (&headers, &body), true).await
-}
-
-/// The retry form of task `id` (`fork`: the fork form, from its `step` field): to the new
-/// task's page.
-async fn retried_page(
-    admin: &Admin,
-    client: Client,
-    id: &str,
-    (headers, body): (&HeaderMap, &Bytes),
-    fork: bool,
-) -> Response {
-    let fields = match checked_form(admin, id, headers, body) {
-        Ok(fields) => fields,
-        Err(why) => return error_page(&Failure::Forbidden(why)),
-    };
-    let step = match fork {
-        false => None,
-        true => {
-            let step = fields.iter().find(|(key, _)| key == "step");
-            match query::step(step.map(|(_, step)| step.as_str())) {
-                Ok(step) => Some(step),
-                Err(bad) => return error_page(&Failure::BadParam(bad)),
-            }
-        }
-    };
-    match admin.retry(id, step, client).await {
-        Ok(new) => see_task(&new),
-        Err(failure) => error_page(&failure),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_is_escaped() {
-        assert_eq!(
-            escape("<script>alert('x')</script> & \"q\""),
-            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;"
-        );
-    }
-
-    #[test]
-    fn only_same_origin_forms_pass() {
-        let headers = |pairs: &[(&'static str, &'static str)]| {
-            let mut map = HeaderMap::new();
-            for (name, value) in pairs {
-                map.insert(*name, HeaderValue::from_static(value));
-            }
-            map
-        };
-        assert!(same_origin(&headers(&[
-            ("host", "127.0.0.1:8080"),
-            ("origin", "http://127.0.0.1:8080")
-        ])));
-        assert!(!same_origin(&headers(&[
-            ("host", "127.0.0.1:8080"),
-            ("origin", "http://evil.example")
-        ])));
-        assert!(!same_origin(&headers(&[
-            ("host", "127.0.0.1:8080"),
-            ("origin", "null")
-        ])));
-        assert!(!same_origin(&headers(&[
-            ("host", "a:1"),
-            ("sec-fetch-site", "cross-site")
-        ])));
-        assert!(same_origin(&headers(&[
-            ("host", "a:1"),
-            ("sec-fetch-site", "same-origin")
-        ])));
-        // What Chromium sends for a form of a page without a referrer.
-        assert!(same_origin(&headers(&[
-            ("host", "a:1"),
-            ("origin", "null"),
-            ("sec-fetch-site", "same-origin")
-        ])));
-        assert!(!same_origin(&headers(&[
-            ("host", "a:1"),
-            ("origin", "null"),
-            ("sec-fetch-site", "same-site")
-        ])));
-    }
 }
