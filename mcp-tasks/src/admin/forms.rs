@@ -6,7 +6,7 @@
 use axum::{
     Router,
     body::Bytes,
-    extract::{Path, State},
+    extract::{FromRequest, FromRequestParts, Path, Request},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::post,
@@ -18,7 +18,7 @@ use super::{
     query,
     state::{Admin, Failure},
 };
-use crate::store::admin::{Cancelled, TaskDetail};
+use crate::store::admin::TaskDetail;
 
 /// The forms' routes.
 pub(super) fn routes() -> Router<Admin> {
@@ -111,25 +111,61 @@ fn same_origin(headers: &HeaderMap) -> bool {
     }
 }
 
-/// The fields of a form about task `id`, once it passed both guards (see the module docs):
-/// sent from this origin, with the task's form token. Why not otherwise.
-fn checked_form(
-    admin: &Admin,
-    id: &str,
-    headers: &HeaderMap,
-    body: &Bytes,
-) -> Result<Vec<(String, String)>, &'static str> {
-    if !same_origin(headers) {
-        return Err("this form may only be sent from the admin view's own pages");
+/// A form about one task that passed both guards (see `web.rs`): sent from this origin
+/// (checked before its body is read), with the task's form token. Otherwise the error page
+/// that says why.
+struct TaskForm {
+    admin: Admin,
+    client: Client,
+    /// The task.
+    id: String,
+    /// The form's fields.
+    fields: Vec<(String, String)>,
+}
+
+impl FromRequest<Admin> for TaskForm {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, admin: &Admin) -> Result<Self, Response> {
+        let forbidden = |why| error_page(&Failure::Forbidden(why));
+        let (mut parts, body) = request.into_parts();
+        if !same_origin(&parts.headers) {
+            return Err(forbidden(
+                "this form may only be sent from the admin view's own pages",
+            ));
+        }
+        let Ok(client) = Client::from_request_parts(&mut parts, admin).await;
+        let Path(id) = Path::<String>::from_request_parts(&mut parts, admin)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let request = Request::from_parts(parts, body);
+        let body = Bytes::from_request(request, admin)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let fields: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
+        let token = fields.iter().find(|(key, _)| key == "csrf");
+        if !token.is_some_and(|(_, token)| admin.credential.accepts_form_token(&id, token)) {
+            return Err(forbidden(
+                "the form's token is missing or wrong: \
+                 open the task's page again and use its button",
+            ));
+        }
+        let admin = admin.clone();
+        Ok(Self {
+            admin,
+            client,
+            id,
+            fields,
+        })
     }
-    let fields: Vec<(String, String)> = form_urlencoded::parse(body).into_owned().collect();
-    let token = fields.iter().find(|(key, _)| key == "csrf");
-    if !token.is_some_and(|(_, token)| admin.credential.accepts_form_token(id, token)) {
-        return Err(
-            "the form's token is missing or wrong: open the task's page again and use its button",
-        );
+}
+
+impl TaskForm {
+    /// The value of field `name`, if sent.
+    fn field(&self, name: &str) -> Option<&str> {
+        let field = self.fields.iter().find(|(key, _)| key == name);
+        field.map(|(_, value)| value.as_str())
     }
-    Ok(fields)
 }
 
 /// To the page of task `id`.
@@ -138,103 +174,53 @@ fn see_task(id: &str) -> Response {
     (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
-async fn cancel_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(why) = checked_form(&admin, &id, &headers, &body) {
-        return error_page(&Failure::Forbidden(why));
-    }
-    match admin.cancel(&id, client, "/admin/tasks/{id}/cancel").await {
-        Ok(Cancelled::Requested(_) | Cancelled::AlreadyEnded(_)) => see_task(&id),
+/// The task's page once `done` succeeded, else the error page.
+fn to_task<T>(id: &str, done: Result<T, Failure>) -> Response {
+    match done {
+        Ok(_) => see_task(id),
         Err(failure) => error_page(&failure),
     }
 }
 
-async fn fail_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let fields = match checked_form(&admin, &id, &headers, &body) {
-        Ok(fields) => fields,
-        Err(why) => return error_page(&Failure::Forbidden(why)),
-    };
-    let reason = fields.iter().find(|(key, _)| key == "reason");
-    let reason = reason
-        .map(|(_, reason)| reason.trim())
+async fn cancel_form(form: TaskForm) -> Response {
+    let path = "/admin/tasks/{id}/cancel";
+    let cancelled = form.admin.cancel(&form.id, form.client, path).await;
+    to_task(&form.id, cancelled)
+}
+
+async fn fail_form(form: TaskForm) -> Response {
+    let reason = form
+        .field("reason")
+        .map(str::trim)
         .filter(|r| !r.is_empty());
-    match admin.fail(&id, reason, client).await {
-        Ok(_) => see_task(&id),
-        Err(failure) => error_page(&failure),
-    }
+    let failed = form.admin.fail(&form.id, reason, form.client).await;
+    to_task(&form.id, failed)
 }
 
-async fn version_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(why) = checked_form(&admin, &id, &headers, &body) {
-        return error_page(&Failure::Forbidden(why));
-    }
-    match admin.set_version(&id, None, client).await {
-        Ok(_) => see_task(&id),
-        Err(failure) => error_page(&failure),
-    }
+async fn version_form(form: TaskForm) -> Response {
+    let moved = form.admin.set_version(&form.id, None, form.client).await;
+    to_task(&form.id, moved)
 }
 
-async fn retry_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    retried_page(&admin, client, &id, (&headers, &body), false).await
+async fn retry_form(form: TaskForm) -> Response {
+    retried_page(form, false).await
 }
 
-async fn fork_form(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    retried_page(&admin, client, &id, (&headers, &body), true).await
+async fn fork_form(form: TaskForm) -> Response {
+    retried_page(form, true).await
 }
 
-/// The retry form of task `id` (`fork`: the fork form, from its `step` field): to the new
+/// The retry form of a task (`fork`: the fork form, from its `step` field): to the new
 /// task's page.
-async fn retried_page(
-    admin: &Admin,
-    client: Client,
-    id: &str,
-    (headers, body): (&HeaderMap, &Bytes),
-    fork: bool,
-) -> Response {
-    let fields = match checked_form(admin, id, headers, body) {
-        Ok(fields) => fields,
-        Err(why) => return error_page(&Failure::Forbidden(why)),
-    };
+async fn retried_page(form: TaskForm, fork: bool) -> Response {
     let step = match fork {
         false => None,
-        true => {
-            let step = fields.iter().find(|(key, _)| key == "step");
-            match query::step(step.map(|(_, step)| step.as_str())) {
-                Ok(step) => Some(step),
-                Err(bad) => return error_page(&Failure::BadParam(bad)),
-            }
-        }
+        true => match query::step(form.field("step")) {
+            Ok(step) => Some(step),
+            Err(bad) => return error_page(&Failure::BadParam(bad)),
+        },
     };
-    match admin.retry(id, step, client).await {
+    match form.admin.retry(&form.id, step, form.client).await {
         Ok(new) => see_task(&new),
         Err(failure) => error_page(&failure),
     }
