@@ -268,3 +268,68 @@ async fn a_cancel_ends_a_task_whose_version_no_instance_runs() {
         assert_eq!(ran(workspace, "fetch"), 0, "{workspace}: no code ran");
     }
 }
+
+/// Waits for its cancel, then notes that its own handling of it ran.
+#[task_tool(
+    name = "watch",
+    mode = "required",
+    restart = "resume",
+    version = "1",
+    ttl = "1m"
+)]
+async fn watch(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    *RUNS
+        .lock()
+        .unwrap()
+        .entry((workspace, "cleanup"))
+        .or_default() += 1;
+    Err(ToolError::cancelled())
+}
+
+/// `watch` of another build.
+#[task_tool(
+    name = "watch",
+    mode = "required",
+    restart = "resume",
+    version = "2",
+    ttl = "1m"
+)]
+async fn watch_v2(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    Err(ToolError::internal(format!(
+        "version 2 ran a task of {workspace}"
+    )))
+}
+
+/// While instances of both versions run, a cancelled task is left a while to an instance of
+/// its own version, whose replay runs the tool's handling of the cancel: here the instance
+/// of version 2 claims for a second before one of version 1 starts, and takes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_is_left_to_its_own_version_first() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let front = instance(&db, toolkit![watch].unwrap(), true).await;
+    let mut peer = Peer::Http(Http::to(&front.url));
+    let call = json!({ "name": "watch", "arguments": { "workspace": "own-version" } });
+    let created = peer.rpc("tools/call", call, TASKS).await;
+    let id = created["result"]["taskId"].as_str();
+    let id = id.unwrap_or_else(|| panic!("a task: {created}")).to_owned();
+    let answer = peer
+        .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+        .await;
+    assert!(answer.get("error").is_none(), "{answer}");
+
+    let _other = instance(&db, toolkit![watch_v2].unwrap(), false).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let waiting = peer.get(&id).await;
+    assert_eq!(waiting["result"]["status"], "working", "{waiting}");
+    let _own = instance(&db, toolkit![watch].unwrap(), false).await;
+    peer.wait_status(&id, "cancelled").await;
+    assert_eq!(
+        ran("own-version", "cleanup"),
+        1,
+        "its own cancel handling ran"
+    );
+}

@@ -28,19 +28,36 @@ macro_rules! claimed_columns {
 
 /// The tasks the claiming instance runs ([`Claim::versions`](crate::store::Claim::versions)):
 /// with tools `$t` (NULL: every task), each task's tool among them and its version the one
-/// beside it in versions `$v`; and any task whose cancel was asked for, which the claimer
-/// ends `cancelled` without running it (`runtime/recover.rs`).
+/// beside it in versions `$v`; and a task whose cancel was asked for, which the claimer
+/// ends `cancelled` without running it (`runtime/recover.rs`), once it has waited
+/// [`cancel_grace_ms`] since it could be claimed (its last change, or its lease's end):
+/// first an instance of its version may take it, whose replay runs the tool's own handling
+/// of the cancel.
 macro_rules! routed {
     ($t:literal, $v:literal) => {
         concat!(
             " AND (",
             $t,
-            "::text[] IS NULL OR cancel_requested OR tool_version = (",
+            "::text[] IS NULL OR tool_version = (",
             $v,
             "::text[])[array_position(",
             $t,
-            "::text[], tool)])"
+            "::text[], tool)] OR (cancel_requested AND \
+             greatest(last_updated_at_ms, coalesce(lease_until_ms, 0)) < ",
+            db_now_ms!(),
+            " - ",
+            cancel_grace_ms!(),
+            "))"
         )
+    };
+}
+
+/// How long a cancelled task of a version the claimer does not run waits for an instance
+/// of its version ([`routed`]): three default claim intervals
+/// ([`DEFAULT_CLAIM_INTERVAL`](crate::cluster::DEFAULT_CLAIM_INTERVAL)).
+macro_rules! cancel_grace_ms {
+    () => {
+        "6000"
     };
 }
 
