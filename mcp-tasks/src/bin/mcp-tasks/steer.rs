@@ -50,13 +50,12 @@ pub async fn version(target: &Target, task_id: &str, to: Option<&str>) -> Result
             Some(to) => format!("version `{}`", printable(to)),
             None => "the server's version".to_owned(),
         };
-        if answer["outcome"] == "started" {
-            println!("task {task_id} moved to {version} of its tool: it started on the server");
+        let started = if answer["outcome"] == "started" {
+            ", and started on the server"
         } else {
-            println!(
-                "task {task_id} moved to {version} of its tool: a server that runs it takes it"
-            );
-        }
+            ""
+        };
+        println!("task {task_id} moved to {version} of its tool{started}");
     }
     Ok(())
 }
