@@ -166,7 +166,12 @@ pub(crate) async fn take_with(
     };
     if task.cancel_requested && !runtime.versions.runs(&task.tool, &task.origin.tool_version) {
         // Nothing here may run it, and nothing needs to: it ends as asked.
-        return cancel_unrun(runtime, &task, lease.as_ref(), report).await;
+        if end_unrun(runtime, &task, lease.as_ref(), Outcome::Cancelled).await? {
+            report.cancelled += 1;
+            tracing::info!(task_id = %task.id, tool = %task.tool, "cancelled task ended unrun");
+            runtime.changed(&task.id);
+        }
+        return Ok(());
     }
     let failure = match runtime.tools.toolkit.get(&task.tool) {
         None => Some(format!(
@@ -209,36 +214,30 @@ pub(crate) async fn take_with(
     tracing::info!(task_id = %task.id, tool = %task.tool, %message, "task not resumed");
     // The store gives the failed task the error's message as its statusMessage.
     let outcome = Outcome::Failed(errors::to_object(&errors::not_resumed(message)));
-    let finish = Transition::Finish(outcome);
-    match runtime.store.apply(&task.id, lease.as_ref(), finish).await {
-        Ok(()) => {
-            crate::metrics::task_finished(&task.id, &task.tool, rmcp::model::TaskStatus::Failed);
-            Ok(())
-        }
-        Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
-        Err(error) => Err(error),
-    }
+    end_unrun(runtime, &task, lease.as_ref(), outcome).await?;
+    Ok(())
 }
 
-/// Ends task `task`, whose cancel was asked for and whose code does not run here,
-/// `cancelled` (under `lease` in a cluster).
-async fn cancel_unrun(
+/// Ends `task`, whose work does not run here, with `outcome` (under `lease` in a cluster):
+/// whether this write ended it (not when it had ended, is gone, or the lease was lost).
+async fn end_unrun(
     runtime: &Arc<Runtime>,
     task: &Recovery,
     lease: Option<&Lease>,
-    report: &mut RecoveryReport,
-) -> Result<(), StoreError> {
-    let cancelled = Transition::Finish(Outcome::Cancelled);
-    match runtime.store.apply(&task.id, lease, cancelled).await {
+    outcome: Outcome,
+) -> Result<bool, StoreError> {
+    let status = outcome.status();
+    match (runtime.store)
+        .apply(&task.id, lease, Transition::Finish(outcome))
+        .await
+    {
         Ok(()) => {
-            report.cancelled += 1;
-            tracing::info!(task_id = %task.id, tool = %task.tool, "cancelled task ended unrun");
-            let status = rmcp::model::TaskStatus::Cancelled;
             crate::metrics::task_finished(&task.id, &task.tool, status);
-            runtime.changed(&task.id);
-            Ok(())
+            Ok(true)
         }
-        Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => Ok(()),
+        Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
+            Ok(false)
+        }
         Err(error) => Err(error),
     }
 }

@@ -18,7 +18,9 @@
 //! 3. **Operators decide.** An operator may fail such a task (its code never runs again)
 //!    or re-version it (from then on it replays through the version given; over a
 //!    single-process store, a task re-versioned to this server's version starts here at
-//!    once). A cancel ends a waiting task at once over a single-process store.
+//!    once). A cancel ends a waiting task at once over a single-process store; in a cluster
+//!    any instance ends it unrun once no instance of its version took it within the claims'
+//!    grace (`store/postgres/claim.rs`, `runtime/recover.rs`).
 //! 4. **Metrics.** `mcp_tasks_tasks_waiting_for_version{tool, version}` counts the tasks of
 //!    a version this instance does not run: the tasks kept here, and in a cluster the
 //!    queued and lapsed tasks of every version it does not run (sampled with the queue
