@@ -16,6 +16,9 @@
 #                                  # A/B: ours, ours of another build (its bench-ours, same
 #                                  # bench-load) and rmcp, interleaved: tasks at 64 clients,
 #                                  # inline at 16
+#   BENCH_OURS_ARGS="--keep-finished 1000000" ...   # more arguments for ours (not ours-ab):
+#                                  # here, keep every finished task for its TTL, as builds
+#                                  # before the finished-task bound (wave 4) did
 #
 # The Postgres servers use MCP_TASKS_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and a schema of their own, dropped (psql) before each measurement. Postgres itself is not
@@ -93,7 +96,7 @@ PORT=18700
 SPID=""
 server_cmd() { # name port
   case "$1" in
-    ours) echo "$BIN/bench-ours --port $2" ;;
+    ours) echo "$BIN/bench-ours --port $2 ${BENCH_OURS_ARGS:-}" ;;
     ours-sqlite) echo "$BIN/bench-ours --port $2 --store sqlite" ;;
     ours-postgres) echo "$BIN/bench-ours --port $2 --store postgres" ;;
     ours-ab) echo "$BENCH_AB_BIN/bench-ours --port $2" ;;
@@ -175,6 +178,7 @@ measure() {
   echo "pinning: server ${SERVER_PIN[*]:-none}, load generator ${LOAD_PIN[*]:-none}"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "reps: $REPS, seconds per measurement: $SECS"
+  echo "ours arguments: ${BENCH_OURS_ARGS:-none}"
   if [[ "$ONLY" == ab ]]; then
     echo "ours-ab: $BENCH_AB_BIN/bench-ours (commit $(git -C "$BENCH_AB_BIN/../.." rev-parse --short HEAD 2>/dev/null || echo unknown))"
   fi

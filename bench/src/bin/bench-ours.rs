@@ -20,8 +20,8 @@
 use std::time::Duration;
 
 use mcp_tasks::{
-    ClusterConfig, Engine, HttpOptions, Owner, PostgresStore, TaskContext, TaskServer, task_tool,
-    toolkit,
+    ClusterConfig, Engine, HttpOptions, Limits, Owner, PostgresStore, TaskContext, TaskServer,
+    task_tool, toolkit,
 };
 use mcp_tasks_bench::{Args, listen};
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -59,7 +59,14 @@ async fn ticker_task(
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args = Args::parse()?;
-    args.only(&["port", "store", "pg-pool", "owner-per-token", "metrics"])?;
+    args.only(&[
+        "port",
+        "store",
+        "pg-pool",
+        "owner-per-token",
+        "metrics",
+        "keep-finished",
+    ])?;
     let port: u16 = args.parsed("port", 8101)?;
     match args.get("metrics").unwrap_or("off") {
         "off" => {}
@@ -82,7 +89,16 @@ async fn main() -> std::io::Result<()> {
     let toolkit =
         toolkit![noop_task, ticker_task].map_err(|e| std::io::Error::other(e.to_string()))?;
     let info = rmcp::model::Implementation::new("mcp-tasks-bench", env!("CARGO_PKG_VERSION"));
-    let builder = Engine::builder(toolkit).with_server_info(info);
+    // `--keep-finished N`: the finished tasks one owner keeps (the library's bound by
+    // default); a bound no run reaches keeps every task for its TTL, as builds before the
+    // bound did, so an A/B against one of them compares the same retention.
+    let keep_finished = args.parsed(
+        "keep-finished",
+        Limits::DEFAULT_MAX_FINISHED_TASKS_PER_OWNER,
+    )?;
+    let builder = Engine::builder(toolkit)
+        .with_server_info(info)
+        .with_limits(Limits::default().with_max_finished_tasks_per_owner(keep_finished));
     let engine = match args.get("store").unwrap_or("memory") {
         "memory" => builder.build(),
         "sqlite" => {
