@@ -248,13 +248,13 @@ async fn a_cancel_ends_a_task_whose_version_no_instance_runs() {
     };
     let front = instance(&db, toolkit![publish].unwrap(), true).await;
     let _worker = instance(&db, toolkit![publish_v2].unwrap(), false).await;
-    let mut peer = Peer::Http(Http::to(&front.url));
+    let mut http = Http::to(&front.url);
     let mut ids = Vec::new();
     for workspace in ["cancelled-unrun", "left-waiting"] {
-        let created = peer.rpc("tools/call", call(workspace), TASKS).await;
-        let id = created["result"]["taskId"].as_str();
-        ids.push(id.unwrap_or_else(|| panic!("a task: {created}")).to_owned());
+        let arguments = json!({ "workspace": workspace });
+        ids.push(http.call_task("publish", arguments).await);
     }
+    let mut peer = Peer::Http(http);
     let answer = peer
         .rpc("tasks/cancel", json!({ "taskId": ids[0] }), TASKS)
         .await;
@@ -311,11 +311,11 @@ async fn a_cancelled_task_is_left_to_its_own_version_first() {
         return;
     };
     let front = instance(&db, toolkit![watch].unwrap(), true).await;
-    let mut peer = Peer::Http(Http::to(&front.url));
-    let call = json!({ "name": "watch", "arguments": { "workspace": "own-version" } });
-    let created = peer.rpc("tools/call", call, TASKS).await;
-    let id = created["result"]["taskId"].as_str();
-    let id = id.unwrap_or_else(|| panic!("a task: {created}")).to_owned();
+    let mut http = Http::to(&front.url);
+    let id = http
+        .call_task("watch", json!({ "workspace": "own-version" }))
+        .await;
+    let mut peer = Peer::Http(http);
     let answer = peer
         .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
         .await;
