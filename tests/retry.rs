@@ -2,7 +2,7 @@
 //! new task replays the old one's history and goes on from there; the old one stays as it
 //! ended. Over the memory store, a SQLite file and Postgres (two instances: the retry asked
 //! of one, which runs it). And in a cluster, a cancel ends a task whose version of its tool
-//! no instance runs.
+//! no instance runs, and an operator's fail stops the work on the instance that runs it.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -332,4 +332,42 @@ async fn a_cancelled_task_is_left_to_its_own_version_first() {
         1,
         "its own cancel handling ran"
     );
+}
+
+/// An operator's fail, asked of one instance, stops the work of the task on the instance
+/// that runs it at once: that instance hears of it as of a cancel (its periodic re-read, a
+/// minute here, would come too late), and the task stays `failed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_fail_stops_the_work_where_it_runs() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let mut served = Vec::new();
+    for _ in 0..2 {
+        let config = mcp_tasks::ClusterConfig::default()
+            .with_reread_interval(std::time::Duration::from_secs(60));
+        let engine = Engine::builder(toolkit![watch].unwrap())
+            .with_store(db.store().await.unwrap())
+            .with_cluster(config)
+            .build();
+        engine.start().unwrap();
+        served.push(serve(engine).await);
+    }
+    let mut http = Http::to(&served[0].url);
+    let id = http
+        .call_task("watch", json!({ "workspace": "failed-elsewhere" }))
+        .await;
+    let (status, failed) = admin_post(&served[1], &format!("{id}/fail?reason=stuck")).await;
+    assert_eq!(status, 200, "{failed}");
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while ran("failed-elsewhere", "cleanup") == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the work on the other instance did not stop"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut peer = Peer::Http(http);
+    let task = peer.get(&id).await;
+    assert_eq!(task["result"]["status"], "failed", "{task}");
 }

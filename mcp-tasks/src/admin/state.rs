@@ -95,7 +95,8 @@ const MAX_REASON: usize = 500;
 
 impl Admin {
     /// Ends the live task `id` `failed` with `reason` (by default "no reason given"; its
-    /// code never runs again; its work here, if any, stops); an audit event says who asked,
+    /// code never runs again; its work stops, here at once and on another instance of a
+    /// cluster when it hears of the end); an audit event says who asked,
     /// from where and how it went.
     pub(super) async fn fail(
         &self,

@@ -287,7 +287,8 @@ pub enum Notice {
         /// The task's answer sequence after this delivery.
         seq: u64,
     },
-    /// A cancel intent was recorded for the task.
+    /// The task's work must stop: a cancel intent was recorded for it, or someone other than
+    /// its runner ended it (an operator's fail, its TTL).
     Cancel(Arc<str>),
     /// The task was recorded with no runner (or its lease released): claim, with a limit
     /// above one (tasks queued together are announced by one notice naming one of them).

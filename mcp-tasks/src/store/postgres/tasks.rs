@@ -96,6 +96,11 @@ impl PostgresStore {
                 Some(Notice::Answers { task_id, seq })
             }
             Some(WakeupKind::Cancel) => Some(Notice::Cancel(task_id)),
+            // Ended by anyone but its runner (an operator's fail, a read past its TTL): the
+            // instance running its work hears of it as of a cancel, reads the row and stops.
+            _ if change.ended && fence.is_none() && row.runner.is_some() => {
+                Some(Notice::Cancel(task_id))
+            }
             // Listen streams on any instance read the task again (`server/push`); an answer
             // or a cancel wake-up tells them as much.
             _ if change.changed => Some(Notice::Changed(task_id)),
