@@ -37,7 +37,7 @@ mod pg;
 use std::{
     collections::{HashMap, HashSet},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     sync::{
         Arc, OnceLock,
         atomic::{AtomicUsize, Ordering},
@@ -45,7 +45,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TASKS, first_input_key, first_text, meta, parse_body};
+use common::{TASKS, first_input_key, first_text, meta, parse_body, process::Process};
 use mcp_tasks::{
     State, TaskContext, TaskServer, ToolError, client::TaskClient, task_tool, toolkit,
 };
@@ -69,8 +69,7 @@ fn example_binary() -> PathBuf {
 
 /// One server process of the cluster.
 struct Instance {
-    name: String,
-    child: Child,
+    process: Process,
     url: Option<String>,
     journal: PathBuf,
 }
@@ -79,7 +78,8 @@ impl Instance {
     /// Starts an instance (or, with `--worker` in `extra`, a worker) on `db`'s schema.
     fn start(db: &pg::Db, dir: &Path, name: &str, extra: &[&str]) -> Self {
         let journal = dir.join(format!("journal-{name}.txt"));
-        let mut child = Command::new(example_binary())
+        let mut command = Command::new(example_binary());
+        command
             .args(["--store", &db.url, "--schema", &db.schema])
             // Every instance of a cluster shares the request-state key (the example refuses
             // to start one without it).
@@ -100,13 +100,8 @@ impl Instance {
             .args(["--reread-ms", &REREAD_MS.to_string()])
             .arg("--journal")
             .arg(&journal)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start an instance");
-        let who = format!("instance {name}");
-        let url = common::read_stderr_until(&mut child, &who, |line| {
+            .args(extra);
+        let (process, url) = Process::start(&format!("instance {name}"), &mut command, |line| {
             match line.strip_prefix("serving MCP on ") {
                 Some(url) => Some(Some(url.to_owned())),
                 // A worker serves nothing.
@@ -114,32 +109,10 @@ impl Instance {
             }
         });
         Self {
-            name: name.to_owned(),
-            child,
+            process,
             url,
             journal,
         }
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {signal} {}", self.name);
-    }
-
-    fn kill9(&mut self) {
-        // SIGKILL: no destructor, no graceful shutdown, leases left to lapse.
-        self.child.kill().expect("kill -9");
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -523,7 +496,7 @@ async fn three_instances_one_task_space() {
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    instances[0].kill9();
+    instances[0].process.kill9();
     let killed = Instant::now();
     let steps_at_kill = stored_steps(&db).await;
     let midway = resume_ids
@@ -658,7 +631,7 @@ async fn three_instances_one_task_space() {
         );
         tokio::time::sleep(Duration::from_millis(POLL_MS)).await;
     }
-    instances[2].signal("-STOP");
+    instances[2].process.signal("-STOP");
     // Every task taken over by b (epoch 2, runner b), still running there.
     let client = db.raw().await;
     let taken_over = || async {
@@ -714,7 +687,7 @@ async fn three_instances_one_task_space() {
             .collect::<Vec<_>>()
     };
     let before_cont = c_lines(&c_journal).len();
-    instances[2].signal("-CONT");
+    instances[2].process.signal("-CONT");
     // c wakes up inside one step of (nearly) every task: that step's side effect happens
     // (a step's code is not interrupted), and its record is refused. Waited for, not slept
     // on: c has resumed once a step of its ended after SIGCONT.
@@ -853,7 +826,7 @@ async fn workers_run_what_a_front_records() {
         );
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
-    workers[0].kill9();
+    workers[0].process.kill9();
     let killed = Instant::now();
     let steps_at_kill = stored_steps(&db).await;
     let w1_tasks: HashSet<String> = journal_counts(&[&workers[0].journal])

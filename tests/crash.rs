@@ -14,11 +14,11 @@ mod common;
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
-use common::{Http, Patience, TASKS, first_input_key};
+use common::{Http, Patience, TASKS, first_input_key, process::Process};
 use serde_json::{Value, json};
 
 /// The example HTTP server, as a binary cargo builds before the tests.
@@ -27,7 +27,7 @@ fn example_binary() -> PathBuf {
 }
 
 struct Server {
-    child: Child,
+    process: Process,
     http: Http,
 }
 
@@ -35,31 +35,26 @@ impl Server {
     /// Starts the example server on a free port with `db` and `journal`; returns it and the
     /// recovery line it printed.
     async fn start(db: &Path, journal: &Path) -> (Self, String) {
-        let mut child = Command::new(example_binary())
+        let mut command = Command::new(example_binary());
+        command
             .args(["--port", "0", "--store"])
             .arg(format!("sqlite:{}", db.display()))
             .arg("--journal")
-            .arg(journal)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the example server");
-        let mut report = String::new();
-        let url = common::read_stderr_until(&mut child, "the example server", |line| {
-            if line.starts_with("store sqlite:") {
-                line.clone_into(&mut report);
-            }
-            line.strip_prefix("serving MCP on ").map(str::to_owned)
-        });
+            .arg(journal);
+        let (process, url) = Process::serving("the example server", &mut command);
+        let report = process
+            .lines()
+            .into_iter()
+            .find(|line| line.starts_with("store sqlite:"))
+            .unwrap_or_default();
         let mut http = Http::start_router(axum::Router::new()).await;
         http.url = url;
-        (Self { child, http }, report)
+        (Self { process, http }, report)
     }
 
+    /// SIGKILL: no destructor, no flush, no graceful shutdown.
     fn kill9(mut self) {
-        // SIGKILL: no destructor, no flush, no graceful shutdown.
-        self.child.kill().expect("kill -9");
-        self.child.wait().unwrap();
+        self.process.kill9();
     }
 
     async fn call(&mut self, tool: &str, arguments: Value) -> String {
@@ -109,13 +104,6 @@ impl Server {
             )
             .await;
         assert_eq!(response["result"]["resultType"], "complete", "{response}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

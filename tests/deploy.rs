@@ -25,7 +25,6 @@ mod pg;
 
 use std::{
     collections::{HashMap, HashSet},
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
@@ -35,7 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TASKS, V2026, meta, parse_body};
+use common::{TASKS, V2026, meta, parse_body, process::Process};
 use serde_json::{Value, json};
 
 const KEY: &str = "deploy-test-request-state-key-0123456789abcdef";
@@ -59,17 +58,16 @@ fn nginx() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// One example server process on a fixed port; its stderr lines are collected.
+/// One example server process on a fixed port.
 struct Instance {
-    name: String,
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
+    process: Process,
 }
 
 impl Instance {
     fn start(db: &pg::Db, dir: &Path, name: &str, generation: usize, port: u16) -> Self {
         let journal = dir.join(format!("journal-{name}-{generation}.txt"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-example-http"));
+        command
             .env("MCP_TASKS_REQUEST_STATE_KEY", KEY)
             .env("MCP_TASKS_STORE", &db.url)
             .env("MCP_TASKS_SCHEMA", &db.schema)
@@ -81,69 +79,24 @@ impl Instance {
             .env("MCP_TASKS_REREAD_MS", "300")
             .env("MCP_TASKS_SHUTDOWN_GRACE_MS", "1000")
             .env("MCP_TASKS_PACE_MS", "100")
-            .env("MCP_TASKS_JOURNAL", &journal)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start an instance");
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let collected = lines.clone();
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                if line.starts_with("serving MCP on ") {
-                    let _ = tx.send(());
-                }
-                collected.lock().unwrap().push(line);
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("instance {name} serves: {:?}", lines.lock().unwrap()));
-        Self {
-            name: name.to_owned(),
-            child,
-            lines,
-        }
+            .env("MCP_TASKS_JOURNAL", &journal);
+        let (process, _) = Process::serving(&format!("instance {name}"), &mut command);
+        Self { process }
     }
 
     fn sigterm(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
+        self.process.signal("-TERM");
     }
 
     /// The exit after SIGTERM (at most 20 s): the exit status and the shutdown report line.
     fn exited(&mut self) -> (std::process::ExitStatus, String) {
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "{} exits after its drain",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        std::thread::sleep(Duration::from_millis(200));
-        let lines = self.lines.lock().unwrap().clone();
+        let (status, lines) = self.process.exited(Duration::from_secs(20));
         let report = lines
             .iter()
             .find(|l| l.starts_with("stopped: "))
             .cloned()
-            .unwrap_or_else(|| panic!("{} printed its report: {lines:?}", self.name));
+            .unwrap_or_else(|| panic!("{} printed its report: {lines:?}", self.process.name()));
         (status, report)
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

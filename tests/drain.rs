@@ -22,14 +22,12 @@ mod pg;
 
 use std::{
     collections::HashMap,
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
+    process::Command,
     time::{Duration, Instant},
 };
 
-use common::{TASKS, V2026, meta, parse_body};
+use common::{TASKS, V2026, meta, parse_body, process::Process};
 use mcp_tasks::{
     Engine, HttpOptions, StaticTokens, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
@@ -41,90 +39,37 @@ fn example_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
 }
 
-/// One example server process; its stderr lines go to a channel.
-struct Process {
-    child: Child,
+/// One example server process.
+struct Example {
+    process: Process,
     url: String,
     base: String,
-    lines: mpsc::Receiver<String>,
 }
 
-impl Process {
+impl Example {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(example_binary())
+        let mut command = Command::new(example_binary());
+        command
             .args(["--port", "0"])
             .args(args)
-            .env("MCP_TASKS_REQUEST_STATE_KEY", KEY)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the example server");
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let url = loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("the server printed its address");
-            if let Some(url) = line.strip_prefix("serving MCP on ") {
-                break url.to_owned();
-            }
-        };
+            .env("MCP_TASKS_REQUEST_STATE_KEY", KEY);
+        let (process, url) = Process::serving("the example server", &mut command);
         let base = url.trim_end_matches("/mcp").to_owned();
-        Self {
-            child,
-            url,
-            base,
-            lines,
-        }
+        Self { process, url, base }
     }
 
     /// SIGKILL: no drain, no release; its leases lapse.
     fn kill9(&mut self) {
-        self.child.kill().expect("kill -9");
-        self.child.wait().expect("wait");
+        self.process.kill9();
     }
 
     fn sigterm(&self) {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success());
+        self.process.signal("-TERM");
     }
 
-    /// Waits for the process to exit (at most `bound`); its exit status and the stderr
-    /// lines printed since the address.
+    /// Waits for the process to exit (at most `bound`); its exit status and its stderr.
     fn exited(&mut self, bound: Duration) -> (std::process::ExitStatus, Vec<String>) {
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            assert!(
-                started.elapsed() < bound,
-                "the server did not exit within {bound:?} of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let mut lines = Vec::new();
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(500)) {
-            lines.push(line);
-        }
-        (status, lines)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.exited(bound)
     }
 }
 
@@ -249,7 +194,7 @@ async fn sigterm_hands_running_work_to_another_instance_at_once() {
     let dir = temp_dir("drain-cluster");
     let (journal_a, journal_b) = (dir.join("a.txt"), dir.join("b.txt"));
     let instance = |name: &str, journal: &Path| {
-        Process::start(&[
+        Example::start(&[
             "--store",
             &db.url,
             "--schema",
@@ -457,7 +402,7 @@ async fn questions_outstanding_at_a_drain_or_a_kill_are_answered_on_another_inst
     let dir = temp_dir("drain-questions");
     let journals = [dir.join("a.txt"), dir.join("b.txt"), dir.join("c.txt")];
     let instance = |name: &str, journal: &Path| {
-        Process::start(&[
+        Example::start(&[
             "--store",
             &db.url,
             "--schema",
@@ -558,7 +503,7 @@ async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
         "--shutdown-grace-ms",
         "300",
     ];
-    let mut first = Process::start(&args);
+    let mut first = Example::start(&args);
     let import = call(
         &first.url,
         "import_rows",
@@ -591,7 +536,7 @@ async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
     let done_before = ran(&journal, &import);
     assert!(done_before < 20, "the import was still running");
 
-    let second = Process::start(&args);
+    let second = Example::start(&args);
     assert_shut_down(&get(&second.url, &report).await);
     let completed = until_ended(
         &second.url,

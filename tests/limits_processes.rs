@@ -12,45 +12,32 @@ mod pg;
 use std::{
     collections::HashMap,
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
-use common::{Http, Patience};
+use common::{Http, Patience, process::Process};
 use serde_json::json;
 
 /// One process of the cluster, killed on drop.
 struct Instance {
-    child: Child,
+    _process: Process,
     url: String,
     journal: PathBuf,
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Starts instance `name` on `db`'s schema with `extra` flags, once it serves.
 fn start(db: &pg::Db, dir: &std::path::Path, name: &str, extra: &[&str]) -> Instance {
     let journal = dir.join(format!("journal-{name}.txt"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-limits-server"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-limits-server"));
+    command
         .args(["--db", &db.url, "--schema", &db.schema, "--instance", name])
         .arg("--journal")
         .arg(&journal)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start an instance");
-    let who = format!("instance {name}");
-    let url = common::read_stderr_until(&mut child, &who, |line| {
-        line.strip_prefix("serving MCP on ").map(str::to_owned)
-    });
+        .args(extra);
+    let (process, url) = Process::serving(&format!("instance {name}"), &mut command);
     Instance {
-        child,
+        _process: process,
         url,
         journal,
     }

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Http, Patience, Peer, TASKS, first_input_key};
+use common::{Http, Patience, Peer, TASKS, first_input_key, process::Process};
 use mcp_tasks::{
     Engine, SqliteStore, State, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
@@ -421,15 +421,15 @@ fn child_server() {
 
 /// A server process of this test binary ([`child_server`]) on `db`.
 struct Child {
-    child: std::process::Child,
+    process: Process,
     url: String,
     recovered: String,
 }
 
 impl Child {
     fn start(db: &std::path::Path, journal: &std::path::Path) -> Self {
-        use std::io::BufRead as _;
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
             .args([
                 "child_server",
                 "--exact",
@@ -438,29 +438,21 @@ impl Child {
                 "--test-threads=1",
             ])
             .env(CHILD_DB, db)
-            .env(CHILD_JOURNAL, journal)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start the server process");
-        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut recovered = String::new();
-        let url = loop {
-            let line = lines
-                .next()
-                .expect("the server process printed its address")
-                .unwrap();
-            // libtest writes `test child_server ... ` before the test's first line.
-            if let Some((_, counts)) = line.split_once("recovered ") {
-                recovered = counts.to_owned();
-            }
-            if let Some((_, url)) = line.split_once("serving ") {
-                break url.to_owned();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+            .env(CHILD_JOURNAL, journal);
+        // libtest writes `test child_server ... ` before the test's first line.
+        let (process, url) = Process::start_stdout("the server process", &mut command, |line| {
+            line.split_once("serving ").map(|(_, url)| url.to_owned())
+        });
+        let recovered = process
+            .lines()
+            .iter()
+            .find_map(|line| {
+                line.split_once("recovered ")
+                    .map(|(_, counts)| counts.to_owned())
+            })
+            .unwrap_or_default();
         Self {
-            child,
+            process,
             url,
             recovered,
         }
@@ -472,17 +464,9 @@ impl Child {
         Peer::Http(http)
     }
 
+    /// SIGKILL: no destructor, no flush, no shutdown.
     fn kill9(mut self) {
-        // SIGKILL: no destructor, no flush, no shutdown.
-        self.child.kill().expect("kill -9");
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.kill9();
     }
 }
 

@@ -23,24 +23,24 @@ mod pg;
 use std::{
     collections::{HashMap, HashSet},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
-use common::{Http, TASKS};
+use common::{Http, TASKS, process::Process};
 use serde_json::json;
 
 /// One example server, of one build of `sync_ledger`, journaling to its own file.
 struct Instance {
-    name: String,
-    child: Child,
+    process: Process,
     url: String,
 }
 
 impl Instance {
     fn start(db: &pg::Db, dir: &Path, name: &str, build: u8) -> Self {
         let journal = dir.join(format!("journal-{name}.txt"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-example-http"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-tasks-example-http"));
+        command
             .args(["--store", &db.url, "--schema", &db.schema, "--port", "0"])
             .env(
                 "MCP_TASKS_REQUEST_STATE_KEY",
@@ -53,46 +53,19 @@ impl Instance {
             .args(["--claim-ms", "200", "--reread-ms", "300"])
             .args(["--shutdown-grace-ms", "500"])
             .arg("--journal")
-            .arg(&journal)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start an instance");
-        let url = common::read_stderr_until(&mut child, name, |line| {
-            line.strip_prefix("serving MCP on ").map(str::to_owned)
-        });
-        Self {
-            name: name.to_owned(),
-            child,
-            url,
-        }
+            .arg(&journal);
+        let (process, url) = Process::serving(name, &mut command);
+        Self { process, url }
     }
 
     /// SIGTERM, then the exit of its drain (at most 20 s).
     fn replace(mut self) {
-        let pid = self.child.id().to_string();
-        let status = Command::new("kill").args(["-TERM", &pid]).status();
-        assert!(status.expect("run kill").success(), "kill {}", self.name);
-        let started = Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "{} exits after its drain",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.process.signal("-TERM");
+        self.process.exited(Duration::from_secs(20));
     }
 
     fn client(&self) -> Http {
         Http::to(&self.url)
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -7,6 +7,7 @@
     reason = "each test binary uses a different part of the harness"
 )]
 
+pub mod process;
 pub mod restart;
 pub mod scripted;
 
@@ -179,31 +180,6 @@ fn with_meta(mut params: Value, meta: Value) -> Value {
     }
     params["_meta"] = meta;
     params
-}
-
-/// Reads `child`'s stderr line by line until `found` returns a value (a server's address,
-/// typically from its `serving MCP on <url>` line), then drains the rest on a thread of its
-/// own so that the child never blocks on a full pipe. Panics, naming `who`, when the stderr
-/// ends first (the child exited before serving).
-pub fn read_stderr_until<T>(
-    child: &mut std::process::Child,
-    who: &str,
-    mut found: impl FnMut(&str) -> Option<T>,
-) -> T {
-    use std::io::BufRead as _;
-    let stderr = child.stderr.take().expect("stderr piped");
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let value = loop {
-        let line = lines
-            .next()
-            .unwrap_or_else(|| panic!("{who} exited before serving"))
-            .expect("a line of stderr");
-        if let Some(value) = found(&line) {
-            break value;
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    value
 }
 
 /// A raw JSON-RPC peer of a running server.
