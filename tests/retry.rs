@@ -223,10 +223,22 @@ async fn a_failed_task_is_retried_and_forked_across_instances() {
 }
 
 /// `engine` of `toolkit` in a cluster on `db`'s schema, started and served: a worker
-/// claiming every 100 ms, or (`front`) one that queues its calls and runs no work.
+/// claiming every 100 ms (so its cancel grace is 300 ms), or (`front`) one that queues its
+/// calls and runs no work.
 async fn instance(db: &pg::Db, toolkit: mcp_tasks::Toolkit, front: bool) -> Http {
+    let config = mcp_tasks::ClusterConfig::default();
+    instance_with(db, toolkit, front, config).await
+}
+
+/// [`instance`] with `config`'s other settings.
+async fn instance_with(
+    db: &pg::Db,
+    toolkit: mcp_tasks::Toolkit,
+    front: bool,
+    config: mcp_tasks::ClusterConfig,
+) -> Http {
     let store = db.store().await.unwrap();
-    let config = mcp_tasks::ClusterConfig::default()
+    let config = config
         .with_claim_interval(std::time::Duration::from_millis(100))
         .with_queued_calls(front)
         .with_execution(!front);
@@ -239,8 +251,9 @@ async fn instance(db: &pg::Db, toolkit: mcp_tasks::Toolkit, front: bool) -> Http
 }
 
 /// Tasks recorded by version 1 of `publish` while only version 2 runs anywhere: they wait,
-/// and a client's cancel ends one `cancelled` within a claim, without any code running (the
-/// instance of version 2 claims it only to end it); the other keeps waiting.
+/// and a client's cancel ends one `cancelled` after the cancel grace (three claim
+/// intervals: 300 ms), without any code running (the instance of version 2 claims it only
+/// to end it); the other keeps waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_ends_a_task_whose_version_no_instance_runs() {
     let Some(db) = pg::Db::new().await else {
@@ -259,7 +272,13 @@ async fn a_cancel_ends_a_task_whose_version_no_instance_runs() {
         .rpc("tasks/cancel", json!({ "taskId": ids[0] }), TASKS)
         .await;
     assert!(answer.get("error").is_none(), "{answer}");
+    let asked = std::time::Instant::now();
     peer.wait_status(&ids[0], "cancelled").await;
+    let waited = asked.elapsed();
+    assert!(
+        waited < std::time::Duration::from_secs(3),
+        "ended after {waited:?}: a grace of three 100 ms claim intervals"
+    );
     // Claims went on meanwhile: the other task is still left for version 1.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let left = peer.get(&ids[1]).await;
@@ -302,9 +321,10 @@ async fn watch_v2(ctx: TaskContext, workspace: String) -> Result<String, ToolErr
     )))
 }
 
-/// While instances of both versions run, a cancelled task is left a while to an instance of
-/// its own version, whose replay runs the tool's handling of the cancel: here the instance
-/// of version 2 claims for a second before one of version 1 starts, and takes nothing.
+/// While instances of both versions run, a cancelled task is left for its cancel grace to
+/// an instance of its own version, whose replay runs the tool's handling of the cancel:
+/// here the instance of version 2, with a grace of 3 s, claims for a second before one of
+/// version 1 starts, and takes nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_is_left_to_its_own_version_first() {
     let Some(db) = pg::Db::new().await else {
@@ -321,7 +341,9 @@ async fn a_cancelled_task_is_left_to_its_own_version_first() {
         .await;
     assert!(answer.get("error").is_none(), "{answer}");
 
-    let _other = instance(&db, toolkit![watch_v2].unwrap(), false).await;
+    let config =
+        mcp_tasks::ClusterConfig::default().with_cancel_grace(std::time::Duration::from_secs(3));
+    let _other = instance_with(&db, toolkit![watch_v2].unwrap(), false, config).await;
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let waiting = peer.get(&id).await;
     assert_eq!(waiting["result"]["status"], "working", "{waiting}");

@@ -317,7 +317,9 @@ pub(crate) async fn claim(
                 _ => Claim::lapsed(id, lease, slots),
             };
             if runtime.routing.is_on() {
-                claim = claim.with_versions(&runtime.versions);
+                claim = claim
+                    .with_versions(&runtime.versions)
+                    .with_cancel_grace(instance.config.cancel_grace());
             }
             let claimed = cluster.claim(claim);
             let claimed = claimed.await;

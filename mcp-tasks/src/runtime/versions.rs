@@ -20,7 +20,8 @@
 //!    single-process store, a task re-versioned to this server's version starts here at
 //!    once). A cancel ends a waiting task at once over a single-process store; in a cluster
 //!    any instance ends it unrun once no instance of its version took it within the claims'
-//!    grace (`store/postgres/claim.rs`, `runtime/recover.rs`).
+//!    grace ([`ClusterConfig::cancel_grace`](crate::ClusterConfig::cancel_grace),
+//!    `store/postgres/claim.rs`, `runtime/recover.rs`).
 //! 4. **Metrics.** `mcp_tasks_tasks_waiting_for_version{tool, version}` counts the tasks of
 //!    a version this instance does not run: the tasks kept here, and in a cluster the
 //!    queued and lapsed tasks of every version it does not run (sampled with the queue

@@ -136,7 +136,16 @@ pub struct Claim<'a> {
     /// ([`TaskOrigin::tool_version`](super::TaskOrigin::tool_version)); the others wait for
     /// an instance that has their tool at their version. `None`: every task.
     pub versions: Option<&'a ToolVersions>,
+    /// With [`Claim::versions`]: how long a task of another version whose cancel was asked
+    /// for is left to an instance of its version (whose replay runs the tool's own handling
+    /// of the cancel), from its last change or its lease's end; after that this claim takes
+    /// it, to end it `cancelled` without running its code. Default [`DEFAULT_CANCEL_GRACE`].
+    pub cancel_grace: Duration,
 }
+
+/// The default [`Claim::cancel_grace`]: three default claim intervals
+/// ([`DEFAULT_CLAIM_INTERVAL`](crate::cluster::DEFAULT_CLAIM_INTERVAL)).
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(6);
 
 /// The tools an instance runs, each with its version ([`Claim::versions`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -195,6 +204,7 @@ impl<'a> Claim<'a> {
             key_rates: &[],
             priority_aging: None,
             versions: None,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
         }
     }
 
@@ -222,6 +232,14 @@ impl<'a> Claim<'a> {
     #[must_use]
     pub fn with_versions(mut self, versions: &'a ToolVersions) -> Self {
         self.versions = Some(versions);
+        self
+    }
+
+    /// The claim leaving a cancelled task of another version to an instance of its version
+    /// for `grace` ([`Claim::cancel_grace`]).
+    #[must_use]
+    pub fn with_cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = grace;
         self
     }
 

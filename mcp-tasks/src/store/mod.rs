@@ -49,7 +49,9 @@ pub(crate) mod trim;
 pub(crate) mod unreported;
 
 pub use admin::AdminStore;
-pub use cluster::{Claim, ClaimOrder, ClusterStore, Lease, Notice, QueueDepth, ToolVersions};
+pub use cluster::{
+    Claim, ClaimOrder, ClusterStore, DEFAULT_CANCEL_GRACE, Lease, Notice, QueueDepth, ToolVersions,
+};
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 pub use new::NewTask;

@@ -29,6 +29,7 @@ pub const DEFAULT_REREAD_INTERVAL: Duration = Duration::from_secs(2);
 /// | [`with_claim_interval`](Self::with_claim_interval) | [`DEFAULT_CLAIM_INTERVAL`] (2 s) |
 /// | [`with_reread_interval`](Self::with_reread_interval) | [`DEFAULT_REREAD_INTERVAL`] (2 s) |
 /// | [`with_fence_margin`](Self::with_fence_margin) | a fifth of the lease (6 s) |
+/// | [`with_cancel_grace`](Self::with_cancel_grace) | three claim intervals (6 s) |
 /// | [`with_queued_calls`](Self::with_queued_calls) | `false`: a call's work runs on the instance that received it |
 /// | [`with_execution`](Self::with_execution) | `true`: the instance runs work (takes over lapsed tasks, claims queued ones) |
 /// | [`with_claim_order`](Self::with_claim_order) | [`ClaimOrder::OwnersTakeTurns`]: owners share the free slots |
@@ -59,6 +60,7 @@ pub struct ClusterConfig {
     pub(crate) claim_interval: Duration,
     pub(crate) reread_interval: Duration,
     pub(crate) fence_margin: Option<Duration>,
+    pub(crate) cancel_grace: Option<Duration>,
     pub(crate) queued_calls: bool,
     pub(crate) execution: bool,
     pub(crate) claim_order: ClaimOrder,
@@ -126,6 +128,7 @@ impl Default for ClusterConfig {
             claim_interval: DEFAULT_CLAIM_INTERVAL,
             reread_interval: DEFAULT_REREAD_INTERVAL,
             fence_margin: None,
+            cancel_grace: None,
             queued_calls: false,
             execution: true,
             claim_order: ClaimOrder::OwnersTakeTurns,
@@ -185,6 +188,27 @@ impl ClusterConfig {
     /// ```
     pub fn with_fence_margin(mut self, margin: Duration) -> Self {
         self.fence_margin = Some(margin);
+        self
+    }
+
+    /// Sets how long a task of another version of a tool, whose cancel was asked for, is
+    /// left to an instance that runs its version (default: three claim intervals). That
+    /// instance's replay runs the tool's own handling of the cancel (the code after
+    /// `ctx.cancelled()`); after the grace, this instance ends the task `cancelled` without
+    /// running any of its code, so a cancel never waits for a version no instance runs.
+    /// Give it more than the claim interval of the instances of the other versions.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mcp_tasks::ClusterConfig;
+    ///
+    /// let config = ClusterConfig::default().with_claim_interval(Duration::from_secs(5));
+    /// assert_eq!(config.cancel_grace(), Duration::from_secs(15));
+    /// let config = config.with_cancel_grace(Duration::from_secs(60));
+    /// assert_eq!(config.cancel_grace(), Duration::from_secs(60));
+    /// ```
+    pub fn with_cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = Some(grace);
         self
     }
 
@@ -335,6 +359,13 @@ impl ClusterConfig {
     #[must_use]
     pub fn reread_interval(&self) -> Duration {
         self.reread_interval
+    }
+
+    /// How long a cancelled task of another version is left to an instance of its version
+    /// (see [`with_cancel_grace`](Self::with_cancel_grace)).
+    #[must_use]
+    pub fn cancel_grace(&self) -> Duration {
+        self.cancel_grace.unwrap_or(self.claim_interval * 3)
     }
 
     /// How long before a lease's local deadline unrenewed work stops here (see

@@ -29,12 +29,12 @@ macro_rules! claimed_columns {
 /// The tasks the claiming instance runs ([`Claim::versions`](crate::store::Claim::versions)):
 /// with tools `$t` (NULL: every task), each task's tool among them and its version the one
 /// beside it in versions `$v`; and a task whose cancel was asked for, which the claimer
-/// ends `cancelled` without running it (`runtime/recover.rs`), once it has waited
-/// [`cancel_grace_ms`] since it could be claimed (its last change, or its lease's end):
-/// first an instance of its version may take it, whose replay runs the tool's own handling
-/// of the cancel.
+/// ends `cancelled` without running it (`runtime/recover.rs`), once it has waited `$g`
+/// milliseconds ([`Claim::cancel_grace`](crate::store::Claim::cancel_grace)) since it could
+/// be claimed (its last change, or its lease's end): first an instance of its version may
+/// take it, whose replay runs the tool's own handling of the cancel.
 macro_rules! routed {
-    ($t:literal, $v:literal) => {
+    ($t:literal, $v:literal, $g:literal) => {
         concat!(
             " AND (",
             $t,
@@ -46,30 +46,21 @@ macro_rules! routed {
              greatest(last_updated_at_ms, coalesce(lease_until_ms, 0)) < ",
             db_now_ms!(),
             " - ",
-            cancel_grace_ms!(),
-            "))"
+            $g,
+            "::int8))"
         )
-    };
-}
-
-/// How long a cancelled task of a version the claimer does not run waits for an instance
-/// of its version ([`routed`]): three default claim intervals
-/// ([`DEFAULT_CLAIM_INTERVAL`](crate::cluster::DEFAULT_CLAIM_INTERVAL)).
-macro_rules! cancel_grace_ms {
-    () => {
-        "6000"
     };
 }
 
 /// Takes up to `$4` live tasks whose lease lapsed (and whose TTL has not), for `$1`: also
 /// the parked tasks that are woken (their lease deadline is their wake-up time), taken out
-/// of their park. Only tasks this instance runs (`$5`, `$6`: [`routed`]).
+/// of their park. Only tasks this instance runs (`$5` to `$7`: [`routed`]).
 pub(super) const CLAIM_LAPSED: &str = concat!(
     "WITH c AS (SELECT id, parked_until_ms AS parked FROM tasks \
      WHERE purge_at_ms IS NULL AND runner IS NOT NULL AND lease_until_ms < ",
     db_now_ms!(),
     " AND (deadline_ms IS NULL OR deadline_ms > $3)",
-    routed!("$5", "$6"),
+    routed!("$5", "$6", "$7"),
     " ORDER BY lease_until_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
      UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, parked_until_ms = NULL, \
@@ -80,11 +71,11 @@ pub(super) const CLAIM_LAPSED: &str = concat!(
 );
 
 /// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`
-/// ([`ClaimOrder::OldestFirst`]); only tasks this instance runs (`$5`, `$6`: [`routed`]).
+/// ([`ClaimOrder::OldestFirst`]); only tasks this instance runs (`$5` to `$7`: [`routed`]).
 macro_rules! claim_oldest {
     ($tools:expr) => { concat!(
     "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
-     AND (deadline_ms IS NULL OR deadline_ms > $3)", routed!("$5", "$6"), $tools, " ORDER BY created_at_ms LIMIT $4 \
+     AND (deadline_ms IS NULL OR deadline_ms > $3)", routed!("$5", "$6", "$7"), $tools, " ORDER BY created_at_ms LIMIT $4 \
      FOR UPDATE SKIP LOCKED) \
      UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, last_updated_at_ms = $3, \
      lease_until_ms = ",
@@ -104,23 +95,23 @@ macro_rules! claim_oldest {
 /// enough is queued. Candidates are locked as they are read, skipping rows another claim
 /// holds, so claims on several instances run at once and never pick the same task. The last
 /// column is the owner served last (in the last turn): the next claim's `$5`. Only tasks this
-/// instance runs (`$8`, `$9`: [`routed`]).
+/// instance runs (`$8` to `$10`: [`routed`]).
 macro_rules! claim_by_turns {
     ($tools:expr) => { concat!(
     "WITH RECURSIVE after_turn(owner, pos) AS ( \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > $5", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), 1::bigint \
+               AND q.owner > $5", routed!("$8", "$9", "$10"), $tools, " ORDER BY q.owner LIMIT 1), 1::bigint \
        UNION ALL \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > a.owner", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), a.pos + 1 \
+               AND q.owner > a.owner", routed!("$8", "$9", "$10"), $tools, " ORDER BY q.owner LIMIT 1), a.pos + 1 \
        FROM after_turn a WHERE a.owner IS NOT NULL AND a.pos < $4), \
      up_to_turn(owner, pos) AS ( \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner <= $5", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), \
+               AND q.owner <= $5", routed!("$8", "$9", "$10"), $tools, " ORDER BY q.owner LIMIT 1), \
               (SELECT count(owner) FROM after_turn) + 1 \
        UNION ALL \
        SELECT (SELECT q.owner FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-               AND q.owner > u.owner AND q.owner <= $5", routed!("$8", "$9"), $tools, " ORDER BY q.owner LIMIT 1), u.pos + 1 \
+               AND q.owner > u.owner AND q.owner <= $5", routed!("$8", "$9", "$10"), $tools, " ORDER BY q.owner LIMIT 1), u.pos + 1 \
        FROM up_to_turn u WHERE u.owner IS NOT NULL AND u.pos < $4), \
      visited AS ( \
        SELECT v.owner, v.pos, coalesce(w.weight, 1) AS weight \
@@ -132,14 +123,14 @@ macro_rules! claim_by_turns {
        SELECT h.id, h.owner, h.created_at_ms FROM visited v CROSS JOIN share s \
        CROSS JOIN LATERAL (SELECT q.id, q.owner, q.created_at_ms FROM tasks q \
          WHERE q.owner = v.owner AND q.purge_at_ms IS NULL AND q.runner IS NULL \
-         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", routed!("$8", "$9"), $tools, " \
+         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", routed!("$8", "$9", "$10"), $tools, " \
          ORDER BY q.created_at_ms, q.id LIMIT s.turns * v.weight FOR UPDATE SKIP LOCKED) h), \
      candidates AS ( \
        SELECT id, owner, created_at_ms FROM heads \
        UNION \
        SELECT o.id, o.owner, o.created_at_ms FROM (SELECT q.id, q.owner, q.created_at_ms \
          FROM tasks q WHERE q.purge_at_ms IS NULL AND q.runner IS NULL \
-         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", routed!("$8", "$9"), $tools, " ORDER BY q.created_at_ms LIMIT $4 \
+         AND (q.deadline_ms IS NULL OR q.deadline_ms > $3)", routed!("$8", "$9", "$10"), $tools, " ORDER BY q.created_at_ms LIMIT $4 \
          FOR UPDATE SKIP LOCKED) o WHERE (SELECT count(*) FROM heads) < $4), \
      picked AS ( \
        SELECT c.id, v.owner, v.pos, ceil(row_number() OVER (PARTITION BY c.owner \
@@ -158,16 +149,16 @@ macro_rules! claim_by_turns {
 }
 
 /// The claim statements of queued tasks, by order: of every queued task, or of those a
-/// [`Filter`] allows (its tools and priority bound from `$7` or `$10` on).
+/// [`Filter`] allows (its tools and priority bound from `$8` or `$11` on).
 const CLAIM_OLDEST: &str = claim_oldest!("");
 const CLAIM_OLDEST_FILTERED: &str = claim_oldest!(
-    " AND tool <> ALL($7::text[]) AND ($8::text IS NULL OR tool = $8) \
-     AND ($9::int2 IS NULL OR priority = $9)"
+    " AND tool <> ALL($8::text[]) AND ($9::text IS NULL OR tool = $9) \
+     AND ($10::int2 IS NULL OR priority = $10)"
 );
 const CLAIM_BY_TURNS: &str = claim_by_turns!("");
 const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
-    " AND tool <> ALL($10::text[]) AND ($11::text IS NULL OR tool = $11) \
-     AND ($12::int2 IS NULL OR priority = $12)"
+    " AND tool <> ALL($11::text[]) AND ($12::text IS NULL OR tool = $12) \
+     AND ($13::int2 IS NULL OR priority = $13)"
 );
 
 /// Takes the queued tasks `$5` (those a tool's per-key limits let start, in the order
@@ -192,8 +183,8 @@ const CLAIM_IDS: &str = concat!(
 /// as the empty key (equality joins: hashed, where `IS NOT DISTINCT FROM` made the planner
 /// compare every queued task with every key). At most `$8` of them: each key's first eligible
 /// task, oldest key first, then each key's second, and so on (the claim takes no more, and a
-/// short list keeps the claim's filter on it cheap). Only tasks this instance runs (`$9`,
-/// `$10`: [`routed`]).
+/// short list keeps the claim's filter on it cheap). Only tasks this instance runs (`$9`
+/// to `$11`: [`routed`]).
 const KEY_ELIGIBLE: &str = concat!(
     "WITH held AS (SELECT coalesce(limit_key, '') AS k, count(*) AS n FROM tasks \
        WHERE $2::int8 IS NOT NULL AND tool = $1 AND purge_at_ms IS NULL AND runner IS NOT NULL \
@@ -203,7 +194,7 @@ const KEY_ELIGIBLE: &str = concat!(
        FROM tasks WHERE tool = $1 AND purge_at_ms IS NULL \
        AND runner IS NULL AND ($3::int2 IS NULL OR priority = $3) \
        AND (deadline_ms IS NULL OR deadline_ms > $4)",
-    routed!("$9", "$10"),
+    routed!("$9", "$10", "$11"),
     "), \
      started AS (SELECT k.k, count(*) AS n FROM (SELECT DISTINCT k FROM queued) k \
        JOIN rate_log r ON $5::int8 IS NOT NULL AND r.limiter = $6 || k.k \
@@ -233,11 +224,21 @@ const LEVELS: &str = "WITH RECURSIVE l(p) AS ( \
 const RUNNING: &str = "SELECT tool, count(*) FROM tasks WHERE tool = ANY($1) \
      AND purge_at_ms IS NULL AND runner IS NOT NULL GROUP BY tool";
 
-/// The tools and versions a claim binds for [`routed`]: both NULL for a claim of every task.
-pub(super) fn routing<'c>(claim: &Claim<'c>) -> (Option<&'c [String]>, Option<&'c [String]>) {
-    match claim.versions.map(crate::store::ToolVersions::columns) {
-        Some((tools, versions)) => (Some(tools), Some(versions)),
-        None => (None, None),
+/// What a claim binds for [`routed`], in its order: the tools and versions (both NULL for a
+/// claim of every task), and the cancel grace in milliseconds.
+pub(super) struct Routing<'c>(Option<&'c [String]>, Option<&'c [String]>, i64);
+
+impl<'c> Routing<'c> {
+    pub(super) fn of(claim: &Claim<'c>) -> Self {
+        let columns = claim.versions.map(crate::store::ToolVersions::columns);
+        let (tools, versions) = columns.unzip();
+        let grace_ms = i64::try_from(claim.cancel_grace.as_millis()).unwrap_or(i64::MAX);
+        Self(tools, versions, grace_ms)
+    }
+
+    /// The three parameters.
+    pub(super) fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 3] {
+        [&self.0, &self.1, &self.2]
     }
 }
 
@@ -481,21 +482,21 @@ impl PostgresStore {
         let count = rate.map(|rate| i64::from(rate.count()));
         let per = rate.map_or(0, window_ms);
         let prefix = crate::rate::tool_key_prefix(tool);
-        let (tools, versions) = routing(claim);
+        let routing = Routing::of(claim);
+        let mut params: Params<'_> = vec![
+            &tool,
+            &concurrency,
+            &level,
+            &bound.now,
+            &count,
+            &prefix,
+            &per,
+            &wanted,
+        ];
+        params.extend(routing.params());
         tx.query(
             KEY_ELIGIBLE,
-            &[
-                &tool,
-                &concurrency,
-                &level,
-                &bound.now,
-                &count,
-                &prefix,
-                &per,
-                &wanted,
-                &tools,
-                &versions,
-            ],
+            &params,
             "could not count the tool's tasks by key",
         )
         .await?
@@ -557,15 +558,14 @@ impl PostgresStore {
             level,
         } = filter;
         let filtered = !filter.is_all();
-        let (tools, versions) = routing(claim);
+        let routing = Routing::of(claim);
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
         if turns {
             params.push(&turn);
             params.push(&owners);
             params.push(&weights);
         }
-        params.push(&tools);
-        params.push(&versions);
+        params.extend(routing.params());
         if filtered {
             params.push(&excluded);
             params.push(&only);

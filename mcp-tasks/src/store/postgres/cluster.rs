@@ -47,9 +47,10 @@ impl PostgresStore {
             };
             self.claim_queued(&tx, &claim, &bound).await?
         } else {
-            let (tools, versions) = claim::routing(&claim);
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] =
-                [&instance, &lease_ms, &now, &limit, &tools, &versions];
+            let routing = claim::Routing::of(&claim);
+            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+                vec![&instance, &lease_ms, &now, &limit];
+            params.extend(routing.params());
             tx.query(claim::CLAIM_LAPSED, &params, "could not claim tasks")
                 .await?
         };
