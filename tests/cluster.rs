@@ -45,7 +45,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TASKS, first_input_key, first_text, meta, parse_body, process::Process};
+use common::{
+    TASKS, first_input_key, first_text, meta, parse_body,
+    process::{Process, Scratch},
+};
 use mcp_tasks::{
     State, TaskContext, TaskServer, ToolError, client::TaskClient, task_tool, toolkit,
 };
@@ -293,13 +296,6 @@ fn percentile(mut samples: Vec<Duration>, p: f64) -> Duration {
     samples[rank.clamp(1, samples.len()) - 1]
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// How many mixed tasks phase 1 runs (`MCP_TASKS_CLUSTER_TASKS`, default 300).
 fn mixed_tasks() -> usize {
     std::env::var("MCP_TASKS_CLUSTER_TASKS")
@@ -315,7 +311,7 @@ async fn three_instances_one_task_space() {
     };
     // The schema is created once, before three processes race to create it.
     drop(db.store().await.expect("create the schema"));
-    let dir = temp_dir("cluster");
+    let dir = Scratch::new("cluster");
     let mut instances: Vec<Instance> = ["a", "b", "c"]
         .iter()
         .map(|name| Instance::start(&db, &dir, name, &[]))
@@ -754,7 +750,7 @@ async fn workers_run_what_a_front_records() {
         return;
     };
     drop(db.store().await.expect("create the schema"));
-    let dir = temp_dir("workers");
+    let dir = Scratch::new("workers");
     let front = Instance::start(&db, &dir, "front", &["--queued-calls", "--no-execution"]);
     let mut workers = [
         Instance::start(&db, &dir, "w1", &["--worker"]),

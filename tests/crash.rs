@@ -18,7 +18,10 @@ use std::{
     time::Duration,
 };
 
-use common::{Http, Patience, TASKS, first_input_key, process::Process};
+use common::{
+    Http, Patience, TASKS, first_input_key,
+    process::{Process, Scratch},
+};
 use serde_json::{Value, json};
 
 /// The example HTTP server, as a binary cargo builds before the tests.
@@ -191,9 +194,7 @@ fn journal_counts(journal: &Path) -> HashMap<(String, u32), usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_lost_across_kill_9() {
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("crash");
     let (db, journal) = (dir.join("tasks.db"), dir.join("journal.txt"));
 
     let (mut server, _) = Server::start(&db, &journal).await;
@@ -397,5 +398,4 @@ async fn nothing_is_lost_across_kill_9() {
         answered_live.len()
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 }

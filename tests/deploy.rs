@@ -34,7 +34,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TASKS, V2026, meta, parse_body, process::Process};
+use common::{
+    TASKS, V2026, meta, parse_body,
+    process::{Process, Scratch},
+};
 use serde_json::{Value, json};
 
 const KEY: &str = "deploy-test-request-state-key-0123456789abcdef";
@@ -354,9 +357,7 @@ async fn a_rolling_deploy_through_nginx_fails_no_resumable_task() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-deploy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = Scratch::new("deploy");
     let ports = [free_port(), free_port(), free_port()];
     let names = ["a", "b", "c"];
     let mut instances: Vec<Instance> = names

@@ -27,7 +27,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{TASKS, V2026, meta, parse_body, process::Process};
+use common::{
+    TASKS, V2026, meta, parse_body,
+    process::{Process, Scratch},
+};
 use mcp_tasks::{
     Engine, HttpOptions, StaticTokens, TaskContext, TaskServer, ToolError, task_tool, toolkit,
 };
@@ -178,20 +181,13 @@ fn ran(journal: &Path, task: &str) -> usize {
         .count()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// The drain of a cluster instance on SIGTERM (see the module docs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_hands_running_work_to_another_instance_at_once() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = temp_dir("drain-cluster");
+    let dir = Scratch::new("drain-cluster");
     let (journal_a, journal_b) = (dir.join("a.txt"), dir.join("b.txt"));
     let instance = |name: &str, journal: &Path| {
         Example::start(&[
@@ -399,7 +395,7 @@ async fn questions_outstanding_at_a_drain_or_a_kill_are_answered_on_another_inst
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = temp_dir("drain-questions");
+    let dir = Scratch::new("drain-questions");
     let journals = [dir.join("a.txt"), dir.join("b.txt"), dir.join("c.txt")];
     let instance = |name: &str, journal: &Path| {
         Example::start(&[
@@ -490,7 +486,7 @@ async fn questions_outstanding_at_a_drain_or_a_kill_are_answered_on_another_inst
 /// by the drain, saying the server was shut down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_on_a_single_instance_resumes_the_task_at_next_start() {
-    let dir = temp_dir("drain-sqlite");
+    let dir = Scratch::new("drain-sqlite");
     let store = format!("sqlite:{}", dir.join("tasks.db").display());
     let journal = dir.join("journal.txt");
     let args = [

@@ -16,7 +16,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Http, Patience, process::Process};
+use common::{
+    Http, Patience,
+    process::{Process, Scratch},
+};
 use serde_json::json;
 
 /// One process of the cluster, killed on drop.
@@ -40,24 +43,6 @@ fn start(db: &pg::Db, dir: &std::path::Path, name: &str, extra: &[&str]) -> Inst
         _process: process,
         url,
         journal,
-    }
-}
-
-/// A scratch directory for the journals, removed on drop.
-struct Dir(PathBuf);
-
-impl Dir {
-    /// For the test on `db`'s schema (a name no other test has).
-    fn new(db: &pg::Db) -> Self {
-        let path = std::env::temp_dir().join(format!("mcp-tasks-limits-{}", db.schema));
-        std::fs::create_dir_all(&path).expect("scratch dir");
-        Self(path)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -160,22 +145,12 @@ async fn a_small_owner_is_not_held_back_across_processes() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = Dir::new(&db);
+    let dir = Scratch::new(&format!("limits-{}", db.schema));
     // A front that records the calls, and two instances of two slots each that run them.
-    let front = start(&db, &dir.0, "front", &["--front"]);
+    let front = start(&db, &dir, "front", &["--front"]);
     let workers = [
-        start(
-            &db,
-            &dir.0,
-            "w1",
-            &["--max-running", "2", "--claim-ms", "20"],
-        ),
-        start(
-            &db,
-            &dir.0,
-            "w2",
-            &["--max-running", "2", "--claim-ms", "20"],
-        ),
+        start(&db, &dir, "w1", &["--max-running", "2", "--claim-ms", "20"]),
+        start(&db, &dir, "w2", &["--max-running", "2", "--claim-ms", "20"]),
     ];
     call(
         &[&front],
@@ -226,10 +201,10 @@ async fn concurrency_limits_hold_across_processes() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = Dir::new(&db);
+    let dir = Scratch::new(&format!("limits-{}", db.schema));
     let instances: Vec<Instance> = ["a", "b", "c"]
         .iter()
-        .map(|name| start(&db, &dir.0, name, &["--max-running", "4"]))
+        .map(|name| start(&db, &dir, name, &["--max-running", "4"]))
         .collect();
     let all: Vec<&Instance> = instances.iter().collect();
     call(&all, "TOKEN_A", "export", 30, |_| json!({})).await;
@@ -270,12 +245,12 @@ async fn priorities_reorder_the_queue_across_processes() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = Dir::new(&db);
-    let front = start(&db, &dir.0, "front", &["--front", "--priorities"]);
+    let dir = Scratch::new(&format!("limits-{}", db.schema));
+    let front = start(&db, &dir, "front", &["--front", "--priorities"]);
     // One slot: each claim takes one task, so the starts' order is the claims' order.
     let worker = start(
         &db,
-        &dir.0,
+        &dir,
         "w",
         &["--max-running", "1", "--claim-ms", "20", "--priorities"],
     );
@@ -313,13 +288,13 @@ async fn a_rate_of_10_a_minute_holds_across_processes_for_two_minutes() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = Dir::new(&db);
+    let dir = Scratch::new(&format!("limits-{}", db.schema));
     let instances: Vec<Instance> = ["a", "b", "c"]
         .iter()
         .map(|name| {
             start(
                 &db,
-                &dir.0,
+                &dir,
                 name,
                 &["--max-running", "8", "--claim-ms", "200"],
             )

@@ -27,7 +27,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Http, TASKS, process::Process};
+use common::{
+    Http, TASKS,
+    process::{Process, Scratch},
+};
 use serde_json::json;
 
 /// One example server, of one build of `sync_ledger`, journaling to its own file.
@@ -179,10 +182,8 @@ async fn a_tool_changes_while_its_tasks_run() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("mcp-tasks-versions-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir = dir.as_path();
+    let scratch = Scratch::new("versions");
+    let dir: &Path = &scratch;
 
     // 1. Build 1 runs six tasks; each instance is replaced by build 2.
     let mut instances: Vec<Instance> = (0..3)

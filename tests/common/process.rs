@@ -159,3 +159,36 @@ impl Drop for Process {
         let _ = self.child.wait();
     }
 }
+
+/// A test's scratch directory (the processes' journals, a database file): made empty, and
+/// removed on drop, unless the test failed (it panics): then it stays for a look, and its
+/// path is printed.
+pub struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    /// `mcp-tasks-{name}-{pid}` in the system's temporary directory.
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("mcp-tasks-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        Self(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("the test's files are kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
