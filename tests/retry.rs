@@ -2,7 +2,8 @@
 //! new task replays the old one's history and goes on from there; the old one stays as it
 //! ended. Over the memory store, a SQLite file and Postgres (two instances: the retry asked
 //! of one, which runs it). And in a cluster, a cancel ends a task whose version of its tool
-//! no instance runs, and an operator's fail stops the work on the instance that runs it.
+//! no instance runs; and an end written on one instance (an operator's fail, the expiry of
+//! the task's TTL) stops its work on the instance that runs it.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -386,6 +387,55 @@ async fn an_operators_fail_stops_the_work_where_it_runs() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the work on the other instance did not stop"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut peer = Peer::Http(http);
+    let task = peer.get(&id).await;
+    assert_eq!(task["result"]["status"], "failed", "{task}");
+}
+
+/// Waits for its cancel (or the end of its 1 s TTL), then notes that its handling of it ran.
+#[task_tool(mode = "required", ttl = "1s")]
+async fn watch_briefly(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
+    ctx.cancelled().await;
+    *RUNS
+        .lock()
+        .unwrap()
+        .entry((workspace, "cleanup"))
+        .or_default() += 1;
+    Err(ToolError::cancelled())
+}
+
+/// A task whose TTL ends while it runs on one instance, expired by another instance's sweep:
+/// its work stops at once (the running instance sweeps and re-reads only once a minute here,
+/// and nobody reads the task), and it stays `failed` as the expiry left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_ttl_stops_its_work_where_it_runs() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let minute = std::time::Duration::from_secs(60);
+    let mut served = Vec::new();
+    for sweep in [minute, std::time::Duration::from_millis(50)] {
+        let config = mcp_tasks::ClusterConfig::default().with_reread_interval(minute);
+        let engine = Engine::builder(toolkit![watch_briefly].unwrap())
+            .with_store(db.store().await.unwrap())
+            .with_cluster(config)
+            .with_expiry_sweep(sweep)
+            .build();
+        engine.start().unwrap();
+        served.push(serve(engine).await);
+    }
+    let mut http = Http::to(&served[0].url);
+    let id = http
+        .call_task("watch_briefly", json!({ "workspace": "expired-elsewhere" }))
+        .await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(6);
+    while ran("expired-elsewhere", "cleanup") == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the work went on past its TTL"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }

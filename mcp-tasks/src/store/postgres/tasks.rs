@@ -453,15 +453,23 @@ impl TaskStore for PostgresStore {
                 .iter()
                 .map(|r| text(r, 0))
                 .collect::<Result<Vec<_>, _>>()?;
-            // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
+            let running = rows
+                .iter()
+                .map(|r| r.try_get::<_, bool>(1))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| PgError::owned("an unreadable expired row", e))?;
+            // An expired task is `failed`: it keeps its steps (`record::keeps_history`). The
+            // instance running one hears of it as of a cancel, and stops its work.
             if !ids.is_empty() {
                 tx.execute(
                     concat!(
-                        "SELECT pg_notify($1, '",
+                        "SELECT pg_notify($1, CASE WHEN running THEN '",
+                        notice_prefix!(cancel),
+                        "' ELSE '",
                         notice_prefix!(changed),
-                        "' || id) FROM unnest($2::text[]) AS id"
+                        "' END || id) FROM unnest($2::text[], $3::bool[]) AS e(id, running)"
                     ),
-                    &[&&*self.channel, &ids],
+                    &[&&*self.channel, &ids, &running],
                     "could not announce the expired tasks",
                 )
                 .await?;
@@ -543,12 +551,14 @@ impl TaskStore for PostgresStore {
 
 /// The expiry of up to `$5` live tasks past their TTL at `$1` (record::apply_due, from the
 /// state machine's SQL, `codec::end_sql`): `failed` with status `$6`, message `$2` and
-/// outcome `$3`, purged `$4` after the deadline. Returns their ids.
+/// outcome `$3`, purged `$4` after the deadline. Returns their ids, and whether each has a
+/// runner (its work may be running on some instance).
 static EXPIRE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH due AS (SELECT id FROM tasks t WHERE {due} ORDER BY deadline_ms LIMIT $5 \
          FOR UPDATE SKIP LOCKED) \
-         UPDATE tasks t SET {set} FROM due WHERE t.id = due.id RETURNING t.id",
+         UPDATE tasks t SET {set} FROM due WHERE t.id = due.id \
+         RETURNING t.id, t.runner IS NOT NULL",
         due = end_sql::expired("$1"),
         set = end_sql::set("$6", "$3", "$2", "$1", &end_sql::expiry_purge("$4")),
     )
