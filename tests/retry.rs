@@ -357,6 +357,36 @@ async fn a_cancelled_task_is_left_to_its_own_version_first() {
     );
 }
 
+/// Two instances of `toolkit` on `db`'s schema, served, that re-read the work running on
+/// them only once a minute: the first sweeps for expired tasks once a minute too, the
+/// second every 50 ms.
+async fn slow_to_reread(db: &pg::Db, toolkit: impl Fn() -> mcp_tasks::Toolkit) -> [Http; 2] {
+    let minute = std::time::Duration::from_secs(60);
+    let mut served = Vec::new();
+    for sweep in [minute, std::time::Duration::from_millis(50)] {
+        let engine = Engine::builder(toolkit())
+            .with_store(db.store().await.unwrap())
+            .with_cluster(mcp_tasks::ClusterConfig::default().with_reread_interval(minute))
+            .with_expiry_sweep(sweep)
+            .build();
+        engine.start().unwrap();
+        served.push(serve(engine).await);
+    }
+    served.try_into().unwrap_or_else(|_| unreachable!())
+}
+
+/// Waits (at most `within`) until the tool's handling of its cancel ran for `workspace`.
+async fn cleaned_up(workspace: &str, within: std::time::Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while ran(workspace, "cleanup") == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the work of {workspace} went on for {within:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// An operator's fail, asked of one instance, stops the work of the task on the instance
 /// that runs it at once: that instance hears of it as of a cancel (its periodic re-read, a
 /// minute here, would come too late), and the task stays `failed`.
@@ -365,33 +395,15 @@ async fn an_operators_fail_stops_the_work_where_it_runs() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let mut served = Vec::new();
-    for _ in 0..2 {
-        let config = mcp_tasks::ClusterConfig::default()
-            .with_reread_interval(std::time::Duration::from_secs(60));
-        let engine = Engine::builder(toolkit![watch].unwrap())
-            .with_store(db.store().await.unwrap())
-            .with_cluster(config)
-            .build();
-        engine.start().unwrap();
-        served.push(serve(engine).await);
-    }
-    let mut http = Http::to(&served[0].url);
+    let [runner, operator] = slow_to_reread(&db, || toolkit![watch].unwrap()).await;
+    let mut http = Http::to(&runner.url);
     let id = http
         .call_task("watch", json!({ "workspace": "failed-elsewhere" }))
         .await;
-    let (status, failed) = admin_post(&served[1], &format!("{id}/fail?reason=stuck")).await;
+    let (status, failed) = admin_post(&operator, &format!("{id}/fail?reason=stuck")).await;
     assert_eq!(status, 200, "{failed}");
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
-    while ran("failed-elsewhere", "cleanup") == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the work on the other instance did not stop"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let mut peer = Peer::Http(http);
-    let task = peer.get(&id).await;
+    cleaned_up("failed-elsewhere", std::time::Duration::from_secs(5)).await;
+    let task = Peer::Http(http).get(&id).await;
     assert_eq!(task["result"]["status"], "failed", "{task}");
 }
 
@@ -415,31 +427,12 @@ async fn a_task_past_its_ttl_stops_its_work_where_it_runs() {
     let Some(db) = pg::Db::new().await else {
         return;
     };
-    let minute = std::time::Duration::from_secs(60);
-    let mut served = Vec::new();
-    for sweep in [minute, std::time::Duration::from_millis(50)] {
-        let config = mcp_tasks::ClusterConfig::default().with_reread_interval(minute);
-        let engine = Engine::builder(toolkit![watch_briefly].unwrap())
-            .with_store(db.store().await.unwrap())
-            .with_cluster(config)
-            .with_expiry_sweep(sweep)
-            .build();
-        engine.start().unwrap();
-        served.push(serve(engine).await);
-    }
-    let mut http = Http::to(&served[0].url);
+    let [runner, _sweeper] = slow_to_reread(&db, || toolkit![watch_briefly].unwrap()).await;
+    let mut http = Http::to(&runner.url);
     let id = http
         .call_task("watch_briefly", json!({ "workspace": "expired-elsewhere" }))
         .await;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(6);
-    while ran("expired-elsewhere", "cleanup") == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the work went on past its TTL"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let mut peer = Peer::Http(http);
-    let task = peer.get(&id).await;
+    cleaned_up("expired-elsewhere", std::time::Duration::from_secs(6)).await;
+    let task = Peer::Http(http).get(&id).await;
     assert_eq!(task["result"]["status"], "failed", "{task}");
 }
