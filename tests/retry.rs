@@ -298,6 +298,11 @@ async fn a_cancel_ends_a_task_whose_version_no_instance_runs() {
     ttl = "1m"
 )]
 async fn watch(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
+    clean_up_on_cancel(ctx, workspace).await
+}
+
+/// The body of `watch` and `watch_briefly`: waits for the cancel, then counts the cleanup.
+async fn clean_up_on_cancel(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
     ctx.cancelled().await;
     *RUNS
         .lock()
@@ -375,8 +380,9 @@ async fn slow_to_reread(db: &pg::Db, toolkit: impl Fn() -> mcp_tasks::Toolkit) -
     served.try_into().unwrap_or_else(|_| unreachable!())
 }
 
-/// Waits (at most `within`) until the tool's handling of its cancel ran for `workspace`.
-async fn cleaned_up(workspace: &str, within: std::time::Duration) {
+/// Waits (at most `within`) until the tool's handling of its cancel ran for `workspace`'s
+/// task `id`, then checks that the task stays `failed`.
+async fn cleaned_up_and_failed(http: Http, id: &str, workspace: &str, within: std::time::Duration) {
     let deadline = tokio::time::Instant::now() + within;
     while ran(workspace, "cleanup") == 0 {
         assert!(
@@ -385,6 +391,8 @@ async fn cleaned_up(workspace: &str, within: std::time::Duration) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    let task = Peer::Http(http).get(id).await;
+    assert_eq!(task["result"]["status"], "failed", "{task}");
 }
 
 /// An operator's fail, asked of one instance, stops the work of the task on the instance
@@ -402,21 +410,14 @@ async fn an_operators_fail_stops_the_work_where_it_runs() {
         .await;
     let (status, failed) = admin_post(&operator, &format!("{id}/fail?reason=stuck")).await;
     assert_eq!(status, 200, "{failed}");
-    cleaned_up("failed-elsewhere", std::time::Duration::from_secs(5)).await;
-    let task = Peer::Http(http).get(&id).await;
-    assert_eq!(task["result"]["status"], "failed", "{task}");
+    let within = std::time::Duration::from_secs(5);
+    cleaned_up_and_failed(http, &id, "failed-elsewhere", within).await;
 }
 
 /// Waits for its cancel (or the end of its 1 s TTL), then notes that its handling of it ran.
 #[task_tool(mode = "required", ttl = "1s")]
 async fn watch_briefly(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
-    ctx.cancelled().await;
-    *RUNS
-        .lock()
-        .unwrap()
-        .entry((workspace, "cleanup"))
-        .or_default() += 1;
-    Err(ToolError::cancelled())
+    clean_up_on_cancel(ctx, workspace).await
 }
 
 /// A task whose TTL ends while it runs on one instance, expired by another instance's sweep:
@@ -432,7 +433,6 @@ async fn a_task_past_its_ttl_stops_its_work_where_it_runs() {
     let id = http
         .call_task("watch_briefly", json!({ "workspace": "expired-elsewhere" }))
         .await;
-    cleaned_up("expired-elsewhere", std::time::Duration::from_secs(6)).await;
-    let task = Peer::Http(http).get(&id).await;
-    assert_eq!(task["result"]["status"], "failed", "{task}");
+    let within = std::time::Duration::from_secs(6);
+    cleaned_up_and_failed(http, &id, "expired-elsewhere", within).await;
 }
