@@ -17,7 +17,7 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 pub struct Process {
     name: String,
     child: Child,
-    /// Every line of its stderr so far.
+    /// Every line it printed so far, on the stream read (stderr, or stdout for `start_stdout`).
     lines: Arc<Mutex<Vec<String>>>,
     reader: Option<JoinHandle<()>>,
 }
