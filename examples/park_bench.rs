@@ -585,6 +585,7 @@ async fn million(args: &Args) {
                                 Transition::RequestInput {
                                     key: key.clone(),
                                     request,
+                                    at_step: 0,
                                 },
                             )
                             .await

@@ -30,6 +30,7 @@ fn ask(key: &str) -> Transition {
     Transition::RequestInput {
         key: key.to_owned(),
         request: roots_request(),
+        at_step: 0,
     }
 }
 

@@ -156,6 +156,115 @@ async fn retry_and_fork(workspace: &str, via: Http, operator: &Http) {
     );
 }
 
+/// Asks who approves, drafts, asks on which channel, then sends: fails after the send while
+/// the workspace's upstream is down.
+#[task_tool(mode = "required", restart = "resume", version = "1", ttl = "1m")]
+async fn announce(ctx: TaskContext, workspace: String) -> Result<String, ToolError> {
+    let approver = ask(&ctx, "approver").await?;
+    counted(&ctx, &workspace, "draft").await?;
+    let channel = ask(&ctx, "channel").await?;
+    counted(&ctx, &workspace, "send").await?;
+    if DOWN.lock().unwrap().contains(&workspace) {
+        return Err(ToolError::internal(format!(
+            "the upstream of {workspace} is down"
+        )));
+    }
+    Ok(format!("{approver} sent it to {channel}"))
+}
+
+/// Asks for `field` (a form with that one string): the answer.
+async fn ask(ctx: &TaskContext, field: &str) -> Result<String, ToolError> {
+    let schema = rmcp::model::ElicitationSchema::builder()
+        .required_string(field)
+        .build()
+        .expect("schema");
+    let answer = ctx.elicit_form(format!("{field}?"), schema).await?;
+    Ok(answer
+        .content
+        .as_ref()
+        .and_then(|c| c[field].as_str())
+        .unwrap_or("?")
+        .to_owned())
+}
+
+/// Waits for `id`'s one open question, checks it asks for `field`, and answers `value`.
+async fn answer(peer: &mut Peer, id: &str, field: &str, value: &str) {
+    let asked_or_ended = |task: &Value| {
+        let status = task["status"].as_str().unwrap_or_default();
+        matches!(
+            status,
+            "input_required" | "completed" | "failed" | "cancelled"
+        )
+    };
+    let task = peer.wait_for(id, "a question", asked_or_ended).await;
+    assert_eq!(task["status"], "input_required", "asks {field}: {task}");
+    let questions = task["inputRequests"].as_object().expect("input requests");
+    assert_eq!(questions.len(), 1, "one question at a time: {task}");
+    let (key, question) = questions.iter().next().unwrap();
+    assert_eq!(question["params"]["message"], format!("{field}?"), "{task}");
+    let responses = json!({ key: { "action": "accept", "content": { field: value } } });
+    let params = json!({ "taskId": id, "inputResponses": responses });
+    let answered = peer.rpc("tasks/update", params, TASKS).await;
+    assert!(answered.get("error").is_none(), "{answered}");
+}
+
+/// A task of `announce` that asked both questions and failed after its steps; a fork from
+/// step 1 replays the first answer (asked before its kept step) and asks the second question
+/// again (asked after it), then sends again with the new answer; a retry asks nothing.
+async fn fork_asks_again(workspace: &str, via: Http, operator: &Http) {
+    DOWN.lock().unwrap().push(workspace.to_owned());
+    let mut peer = Peer::Http(via);
+    let arguments = json!({ "workspace": workspace });
+    let created = peer.call("announce", arguments, TASKS).await;
+    let old = created["result"]["task"]["taskId"]
+        .as_str()
+        .or(created["result"]["taskId"].as_str())
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    answer(&mut peer, &old, "approver", "ann").await;
+    answer(&mut peer, &old, "channel", "chat").await;
+    let failed = peer.wait_terminal(&old).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    DOWN.lock().unwrap().retain(|w| w != workspace);
+    let base = operator.url.trim_end_matches("/mcp");
+    let detail: Value = (operator.client.get(format!("{base}/admin/api/tasks/{old}")))
+        .bearer_auth(CREDENTIAL)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        detail["askedAtStep"],
+        json!({ "elicit-2": 1 }),
+        "the second question was asked after the first step began: {detail}"
+    );
+
+    let (status, forked) = admin_post(operator, &format!("{old}/fork?step=1")).await;
+    assert_eq!(status, 200, "{forked}");
+    let forked = forked["newTaskId"].as_str().unwrap().to_owned();
+    answer(&mut peer, &forked, "channel", "email").await;
+    let done = peer.wait_terminal(&forked).await;
+    assert_eq!(
+        common::first_text(&done["result"]),
+        "ann sent it to email",
+        "{done}"
+    );
+    assert_eq!((ran(workspace, "draft"), ran(workspace, "send")), (1, 2));
+
+    let (status, retried) = admin_post(operator, &format!("{old}/retry")).await;
+    assert_eq!(status, 200, "{retried}");
+    let retried = retried["newTaskId"].as_str().unwrap().to_owned();
+    let done = peer.wait_terminal(&retried).await;
+    assert_eq!(
+        common::first_text(&done["result"]),
+        "ann sent it to chat",
+        "{done}"
+    );
+    assert_eq!((ran(workspace, "draft"), ran(workspace, "send")), (1, 2));
+}
+
 /// `publish` of another build (version 2): an instance with it runs none of version 1's
 /// tasks.
 #[task_tool(
@@ -176,7 +285,7 @@ fn call(workspace: &str) -> Value {
 }
 
 fn engine(store: impl TaskStore + 'static) -> Engine {
-    Engine::builder(toolkit![publish].unwrap())
+    Engine::builder(toolkit![publish, announce].unwrap())
         .with_store(store)
         .build()
 }
@@ -197,6 +306,32 @@ async fn a_failed_task_is_retried_and_forked_over_sqlite() {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
+}
+
+#[tokio::test]
+async fn a_fork_asks_again_what_it_asked_after_its_step_over_memory() {
+    let http = serve(engine(MemoryStore::new())).await;
+    let via = Http::to(&http.url);
+    fork_asks_again("memory-asks", via, &http).await;
+}
+
+#[tokio::test]
+async fn a_fork_asks_again_what_it_asked_after_its_step_over_sqlite() {
+    let dir = common::process::Scratch::new("retry-asks");
+    let store = SqliteStore::open(dir.join("tasks.db")).unwrap();
+    let http = serve(engine(store)).await;
+    let via = Http::to(&http.url);
+    fork_asks_again("sqlite-asks", via, &http).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_asks_again_what_it_asked_after_its_step_over_postgres() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let http = instance(&db, toolkit![publish, announce].unwrap(), false).await;
+    let via = Http::to(&http.url);
+    fork_asks_again("postgres-asks", via, &http).await;
 }
 
 /// Two instances on one schema: the calls go to one, the operator asks the other, which

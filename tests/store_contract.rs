@@ -48,6 +48,63 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     trace_context(make()).await;
     finished_per_owner(make()).await;
     parking(make()).await;
+    asked_at_step(make()).await;
+}
+
+/// When each question was asked (how many steps the run had begun): kept by key for a
+/// question asked after the first step began, with its answer, by a task that failed, as the
+/// operator's detail shows it (a fork reads it there); dropped with the answers by a task
+/// that completed; given to a task created with answers.
+async fn asked_at_step(store: impl TaskStore) {
+    let admin = store.admin().expect("every store has the operator's view");
+    for id in ["fails", "completes"] {
+        store.create(new_task(id, None)).await.unwrap();
+        let mut answers = InputResponses::new();
+        for (key, at_step) in [("first", 0), ("second", 2)] {
+            let ask = Transition::RequestInput {
+                key: key.to_owned(),
+                request: roots_request(),
+                at_step,
+            };
+            store.apply(id, None, ask).await.unwrap();
+            answers.insert(key.into(), json!({ "roots": [] }));
+        }
+        store.deliver_input(id, answers).await.unwrap();
+    }
+    let asked = |detail: Option<mcp_tasks::store::admin::TaskDetail>| {
+        let detail = detail.expect("the task");
+        (detail.asked_at_step, detail.answers.len())
+    };
+    let second = mcp_tasks::store::AskedAtStep::from([("second".to_owned(), 2)]);
+    assert_eq!(
+        asked(admin.detail("fails").await.unwrap()),
+        (second.clone(), 2)
+    );
+    let error = object(json!({ "code": -32603, "message": "upstream down" }));
+    store.finish("fails", Outcome::Failed(error)).await.unwrap();
+    store
+        .finish(
+            "completes",
+            Outcome::Completed(object(json!({ "content": [] }))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        asked(admin.detail("fails").await.unwrap()),
+        (second.clone(), 2),
+        "a failed task keeps its history for a retry or fork"
+    );
+    assert_eq!(
+        asked(admin.detail("completes").await.unwrap()),
+        (Default::default(), 0)
+    );
+    let mut answers = InputResponses::new();
+    answers.insert("second".into(), json!({ "roots": [] }));
+    let fork = new_task("fork", None)
+        .with_answers(answers)
+        .with_asked_at_step(second.clone());
+    store.create(fork).await.unwrap();
+    assert_eq!(asked(admin.detail("fork").await.unwrap()), (second, 1));
 }
 
 /// Parked tasks: a park is refused once what the task waits for came (its answer, a
@@ -688,7 +745,7 @@ mod pg;
 #[tokio::test]
 async fn postgres_store_keeps_the_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..13 {
+    for _ in 0..14 {
         let Some(db) = pg::Db::new().await else {
             return;
         };

@@ -21,7 +21,7 @@ pub trait Writes: TaskStore {
             .await
     }
 
-    /// [`Transition::RequestInput`], unfenced.
+    /// [`Transition::RequestInput`] before the run's first step, unfenced.
     async fn request_input(
         &self,
         id: &str,
@@ -29,8 +29,12 @@ pub trait Writes: TaskStore {
         request: InputRequest,
     ) -> Result<(), StoreError> {
         let key = key.to_owned();
-        self.apply(id, None, Transition::RequestInput { key, request })
-            .await
+        let ask = Transition::RequestInput {
+            key,
+            request,
+            at_step: 0,
+        };
+        self.apply(id, None, ask).await
     }
 
     /// [`Transition::SaveStep`], unfenced.

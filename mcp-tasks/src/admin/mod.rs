@@ -26,11 +26,11 @@
 //! | --- | --- |
 //! | `GET /admin/api/tasks` | a page of tasks, newest first: `{"tasks": [...], "nextCursor": ...}` |
 //! | `GET /admin/api/counts` | how many tasks have each status, with the same filters |
-//! | `GET /admin/api/tasks/{id}` | one task in detail: steps, questions and answers, lease and epoch, result or error |
+//! | `GET /admin/api/tasks/{id}` | one task in detail: steps, questions and answers (`askedAtStep`: for each question asked after the first step began, a number N: a fork from step N or an earlier one asks it again), lease and epoch, result or error |
 //! | `POST /admin/api/tasks/{id}/cancel` | records a cancel for any owner's task and signals its work |
 //! | `POST /admin/api/tasks/{id}/fail` | ends a live task `failed` (`reason=` says why, shown in its error); its code never runs again |
 //! | `POST /admin/api/tasks/{id}/retry` | a new task that replays a failed or cancelled task's steps and answers and goes on from its last step: `{"newTaskId": ...}` |
-//! | `POST /admin/api/tasks/{id}/fork` | the same from step `step=N` (the steps before it are kept, step `N` runs again) |
+//! | `POST /admin/api/tasks/{id}/fork` | the same from step `step=N` (the steps before it are kept, step `N` runs again, and the questions asked after step `N-1` began are asked again) |
 //! | `POST /admin/api/tasks/{id}/version` | moves a live task to another version of its tool (`to=`, by default this server's): it is replayed by that version from then on |
 //! | `POST /admin/api/purge` | removes finished tasks (`before=` an instant or `older_than=` a duration) |
 //!
@@ -192,6 +192,7 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
         })).collect::<Vec<_>>(),
         "questions": detail.questions,
         "answers": detail.answers,
+        "askedAtStep": detail.asked_at_step,
         "lease": detail.lease.as_ref().map(|lease| json!({
             "instance": lease.instance.as_deref(),
             "epoch": lease.epoch,

@@ -9,10 +9,11 @@
 //!    `working` with a status message that names the old task.
 //! 2. **Its history.** A retry copies every step the old task stored and every answer it
 //!    took, so its run replays them and goes on from where the old one stopped; a fork from
-//!    step `n` copies the steps before `n` (and the answers), so the run does step `n` and
-//!    what follows again. The steps are stored before any of its work runs: no other
-//!    instance can claim it first (in a cluster it is created under this instance's first
-//!    lease).
+//!    step `n` copies the steps before `n`, and the answers to the questions asked before
+//!    the last of those began (`row::asked_before`), so the run does step `n` and what
+//!    follows again, and asks again what it asked there. The steps are stored before any of
+//!    its work runs: no other instance can claim it first (in a cluster it is created under
+//!    this instance's first lease).
 //! 3. **Where it runs.** Where its tool runs at its version: here at once; in a cluster on
 //!    another instance otherwise, or when this instance runs no work (the lease is released
 //!    at once for the claims, which route by version); over a single-process store without
@@ -26,7 +27,7 @@ use super::{
 };
 use crate::store::{
     Created, Lease, NewTask, Recovery, StoreError, Transition, admin::TaskDetail,
-    record::keeps_history,
+    record::keeps_history, row::asked_before,
 };
 
 /// Why a retry or fork was refused.
@@ -63,12 +64,15 @@ impl Runtime {
         if old.origin.tool_version.is_empty() {
             return Err(RetryRefused::NoHistory);
         }
-        let mut steps = old.steps;
+        let (mut steps, mut answers, mut asked) = (old.steps, old.answers, old.asked_at_step);
         if let Some(n) = from_step {
             if n > steps.len() {
                 return Err(RetryRefused::NoSuchStep(steps.len()));
             }
             steps.truncate(n);
+            let kept = u64::try_from(n).unwrap_or(u64::MAX);
+            answers.retain(|key, _| asked_before(&asked, key, kept));
+            asked.retain(|key, _| answers.contains_key(key));
         }
         let id: Arc<str> = Arc::from(crate::id::new_task_id());
         let message = match from_step {
@@ -87,7 +91,8 @@ impl Runtime {
             .with_tool_version(Arc::clone(&origin.tool_version))
             .with_request_meta(origin.request_meta.clone())
             .with_trace_context(origin.trace_context.clone())
-            .with_answers(old.answers.clone());
+            .with_answers(answers.clone())
+            .with_asked_at_step(asked);
         let key = (self.limited).key_of(&task.tool, &task.owner, &origin.arguments);
         if let Some(key) = key {
             record = record.with_limit_key(Arc::from(key));
@@ -118,7 +123,7 @@ impl Runtime {
             owner: task.owner.clone(),
             tool: task.tool.clone(),
             origin,
-            answers: old.answers,
+            answers,
             steps,
             cancel_requested: false,
             woken: false,

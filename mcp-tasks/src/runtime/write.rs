@@ -137,16 +137,22 @@ impl Runtime {
         self.write(id, Transition::StatusMessage(message)).await
     }
 
-    /// Stores an input request of a running task.
+    /// Stores an input request of a running task, asked with `at_step` steps of its run
+    /// begun.
     pub(crate) async fn request_input(
         &self,
         id: &str,
         key: &str,
         request: InputRequest,
+        at_step: u64,
     ) -> Result<(), WriteError> {
         let key = key.to_owned();
-        self.write(id, Transition::RequestInput { key, request })
-            .await
+        let ask = Transition::RequestInput {
+            key,
+            request,
+            at_step,
+        };
+        self.write(id, ask).await
     }
 
     /// Stores a completed step of a running task. The step's work is done (its side

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use rmcp::model::{InputRequests, InputResponses, JsonObject, TaskStatus};
 
 pub use super::status::{parse_status, status_word};
-use super::{Outcome, Step, StoreError, TaskOrigin, TaskSnapshot};
+use super::{AskedAtStep, Outcome, Step, StoreError, TaskOrigin, TaskSnapshot};
 
 mod cancel;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
@@ -454,8 +454,11 @@ pub struct TaskDetail {
     pub steps: Vec<Step>,
     /// The questions still open, by key.
     pub questions: InputRequests,
-    /// The answers given, by key, while it runs.
+    /// The answers given, by key, while it runs, or once it failed or was cancelled.
     pub answers: InputResponses,
+    /// When each question was asked, by key: how many steps the run had begun then (a key
+    /// not listed: before the first step). A fork keeps the answers asked before its step.
+    pub asked_at_step: AskedAtStep,
     /// The lease (cluster stores only).
     pub lease: Option<LeaseState>,
 }

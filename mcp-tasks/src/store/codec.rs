@@ -23,14 +23,14 @@ macro_rules! task_columns {
     () => {
         "id, owner, tool, status, status_message, created_at_ms, last_updated_at_ms, ttl_ms, \
          poll_interval_ms, input_requests, used_keys, answers, outcome, cancel_requested, \
-         purge_at_ms, parked_until_ms"
+         purge_at_ms, parked_until_ms, asked_at_step"
     };
 }
 pub(crate) use task_columns;
 
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
 #[cfg(any(test, feature = "postgres"))]
-pub(crate) const TASK_COLUMNS: usize = 16;
+pub(crate) const TASK_COLUMNS: usize = 17;
 
 /// The columns of a live task that [`recovery`] reads, in its order: the task's, then its
 /// [`origin_columns`].
@@ -59,6 +59,7 @@ pub(crate) struct Encoded {
     pub(crate) input_requests: String,
     pub(crate) used_keys: String,
     pub(crate) answers: String,
+    pub(crate) asked_at_step: String,
     pub(crate) outcome: Option<String>,
     pub(crate) cancel_requested: bool,
     /// NULL while live; [`NEVER`] for a finished task that is never purged.
@@ -94,6 +95,7 @@ impl TaskRow {
                 input_requests: json::<InputRequests>(&row.text(9)?)?,
                 used_keys: used_keys.into_iter().map(String::into_boxed_str).collect(),
                 answers: json(&row.text(11)?)?,
+                asked_at_step: json(&row.text(16)?)?,
             },
             outcome,
         })
@@ -109,6 +111,7 @@ impl TaskRow {
             input_requests: to_json(&self.pending.input_requests)?,
             used_keys: to_json(&self.pending.used_keys)?,
             answers: to_json(&self.pending.answers)?,
+            asked_at_step: to_json(&self.pending.asked_at_step)?,
             outcome: self.outcome.as_ref().map(encode_outcome).transpose()?,
             cancel_requested: state.cancel_requested,
             purge_at_ms: state
@@ -136,6 +139,7 @@ pub(crate) struct NewRow<'a> {
     /// The keys of the answers taken before the task existed (store invariant 6).
     pub(crate) used_keys: String,
     pub(crate) answers: String,
+    pub(crate) asked_at_step: String,
     /// What the task was created with ([`TaskOrigin::encode`]), in
     /// [`row::ORIGIN_COLUMNS`]' order.
     pub(crate) origin: EncodedOrigin,
@@ -171,6 +175,7 @@ impl<'a> NewRow<'a> {
             deadline_ms: state.deadline_ms().map(to_i64),
             used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
             answers: to_json(&task.answers)?,
+            asked_at_step: to_json(&task.asked_at_step)?,
             origin: task.origin.encode()?,
             #[cfg(feature = "postgres")]
             idempotency_key: task.idempotency_key.as_deref(),
@@ -289,12 +294,14 @@ pub(crate) mod end_sql {
              purge_at_ms = {purge}, input_requests = '{}', \
              used_keys = CASE WHEN {drops} THEN '{}' ELSE t.used_keys END, \
              answers = CASE WHEN {drops} THEN '{}' ELSE t.answers END, \
+             asked_at_step = CASE WHEN {drops} THEN '{}' ELSE t.asked_at_step END, \
              parked_until_ms = NULL, \
              last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
              ELSE t.last_updated_at_ms + 1 END{}",
             json(to_json(&dropped.input_requests)),
             json(to_json(&dropped.used_keys)),
             json(to_json(&dropped.answers)),
+            json(to_json(&dropped.asked_at_step)),
             clear_origin(Some(&drops)),
         )
     }
@@ -403,7 +410,7 @@ mod tests {
              status_message TEXT, created_at_ms INTEGER, last_updated_at_ms INTEGER, \
              ttl_ms INTEGER, poll_interval_ms INTEGER, input_requests TEXT, used_keys TEXT, \
              answers TEXT, outcome TEXT, cancel_requested INTEGER, purge_at_ms INTEGER, \
-             parked_until_ms INTEGER, deadline_ms INTEGER, {})",
+             parked_until_ms INTEGER, asked_at_step TEXT, deadline_ms INTEGER, {})",
             row::ORIGIN_COLUMNS.join(" TEXT, ") + " TEXT"
         ))
         .unwrap();
@@ -425,6 +432,7 @@ mod tests {
             row.cancel_requested,
             row.purge_at_ms,
             row.parked_until_ms,
+            row.asked_at_step,
             state.deadline_ms().map(to_i64),
         ];
         let origin = origin.encode().unwrap();
@@ -501,12 +509,12 @@ mod tests {
                 tool: Arc::clone(&new.tool),
                 poll_interval_ms: Some(500),
                 state: record::create(new.status_message, new.ttl, T0),
-                pending: record::create_pending(new.answers),
+                pending: record::create_pending(new.answers, new.asked_at_step),
                 outcome: None,
             };
             let mut asking = task.clone();
-            record::request_input(&mut asking, T0 + 1, "a", roots()).unwrap();
-            record::request_input(&mut asking, T0 + 1, "b", roots()).unwrap();
+            record::request_input(&mut asking, T0 + 1, "a", roots(), 0).unwrap();
+            record::request_input(&mut asking, T0 + 1, "b", roots(), 3).unwrap();
             let mut answered = asking.clone();
             let answer = [("a".to_owned(), json!("yes"))].into_iter().collect();
             let _ = record::deliver_input(&mut answered, T0 + 2, answer);

@@ -336,7 +336,7 @@ impl MemoryStore {
             state,
             poll_interval_ms: task.poll_interval.map(crate::clock::millis),
             live: Some(Box::new(Live {
-                pending: record::create_pending(task.answers),
+                pending: record::create_pending(task.answers, task.asked_at_step),
                 steps: Vec::new(),
             })),
             outcome: None,

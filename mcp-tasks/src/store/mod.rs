@@ -56,7 +56,9 @@ pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;
 pub use new::NewTask;
 pub use record::{Transition, Wait};
-pub use row::{Created, Outcome, PARKED_FOR_ANSWER, Recovery, Step, TaskOrigin, TaskSnapshot};
+pub use row::{
+    AskedAtStep, Created, Outcome, PARKED_FOR_ANSWER, Recovery, Step, TaskOrigin, TaskSnapshot,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 #[cfg(feature = "postgres")]

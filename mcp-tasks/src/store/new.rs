@@ -4,7 +4,7 @@ use std::{sync::Arc, time::Duration};
 
 use rmcp::model::{InputResponses, JsonObject};
 
-use super::row::TaskOrigin;
+use super::row::{AskedAtStep, TaskOrigin};
 use crate::trace::TraceContext;
 
 /// What a store needs to create a task.
@@ -48,6 +48,10 @@ pub struct NewTask {
     /// kept as replay data from the create on, their keys used, so a replay does not ask
     /// those questions again.
     pub answers: InputResponses,
+    /// When each of [`NewTask::answers`]' questions was asked, when they come from an earlier
+    /// task (an operator's retry or fork): how many steps its run had begun then; a key not
+    /// listed was asked before the first step. Empty for a call's own answers.
+    pub asked_at_step: AskedAtStep,
     /// The priority of a queued task (default 0; higher is claimed first, see
     /// [`ClusterConfig::with_priorities`](crate::ClusterConfig::with_priorities)). Only a
     /// cluster store keeps it: single-process stores have no queue.
@@ -84,6 +88,7 @@ impl NewTask {
             max_finished_per_owner: None,
             idempotency_key: None,
             answers: InputResponses::new(),
+            asked_at_step: AskedAtStep::new(),
             priority: 0,
             limit_key: None,
         }
@@ -114,6 +119,13 @@ impl NewTask {
     #[must_use]
     pub fn with_answers(mut self, answers: InputResponses) -> Self {
         self.answers = answers;
+        self
+    }
+
+    /// When each answer's question was asked ([`NewTask::asked_at_step`]).
+    #[must_use]
+    pub fn with_asked_at_step(mut self, asked_at_step: AskedAtStep) -> Self {
+        self.asked_at_step = asked_at_step;
         self
     }
 

@@ -81,7 +81,7 @@ use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
 use super::{
     StoreError,
-    row::{Outcome, PARKED_FOR_ANSWER, Pending, State, Step, TaskRow},
+    row::{AskedAtStep, Outcome, PARKED_FOR_ANSWER, Pending, State, Step, TaskRow},
 };
 use crate::{clock::millis, errors};
 
@@ -241,13 +241,14 @@ pub(crate) fn create(status_message: Option<String>, ttl: Option<Duration>, now:
     }
 }
 
-/// The pending data of a task created with `answers` (invariant 6): kept for replay, their
-/// keys used, no request outstanding.
-pub(crate) fn create_pending(answers: InputResponses) -> Pending {
+/// The pending data of a task created with `answers`, asked at `asked_at_step`
+/// (invariant 6): kept for replay, their keys used, no request outstanding.
+pub(crate) fn create_pending(answers: InputResponses, asked_at_step: AskedAtStep) -> Pending {
     Pending {
         input_requests: InputRequests::new(),
         used_keys: created_keys(&answers).map(Into::into).collect(),
         answers,
+        asked_at_step,
     }
 }
 
@@ -325,6 +326,9 @@ pub enum Transition {
         key: String,
         /// The request.
         request: InputRequest,
+        /// How many steps the run had begun when it asked: what a fork reads to tell the
+        /// answers it keeps.
+        at_step: u64,
     },
     /// Records a completed step, durably before the write returns.
     SaveStep(Step),
@@ -395,9 +399,11 @@ pub(crate) fn apply(
 ) -> Result<(Change, Option<Step>), Refusal> {
     Ok(match transition {
         Transition::StatusMessage(message) => (set_status_message(record, now, message)?, None),
-        Transition::RequestInput { key, request } => {
-            (request_input(record, now, &key, request)?, None)
-        }
+        Transition::RequestInput {
+            key,
+            request,
+            at_step,
+        } => (request_input(record, now, &key, request, at_step)?, None),
         Transition::SaveStep(step) => (save_step(record, now)?, Some(step)),
         Transition::Finish(outcome) => (finish(record, now, outcome)?, None),
         Transition::Park(wait) => (park(record, wait)?, None),
@@ -457,14 +463,15 @@ pub(crate) fn set_status_message(
     Ok(Change::CHANGED)
 }
 
-/// Asks for input under `key` (invariants 4 and 6): the task becomes `input_required`. A
-/// key still outstanding is left as it is (a replay asks again); any other used key is
-/// refused.
+/// Asks for input under `key`, with `at_step` steps of the run begun (invariants 4 and 6):
+/// the task becomes `input_required`. A key still outstanding is left as it is (a replay
+/// asks again); any other used key is refused.
 pub(crate) fn request_input(
     record: &mut impl Record,
     now: u64,
     key: &str,
     request: InputRequest,
+    at_step: u64,
 ) -> Result<Change, Refusal> {
     record.state().check_live()?;
     let pending = record.pending_mut();
@@ -475,6 +482,9 @@ pub(crate) fn request_input(
         return Err(Refusal::KeyReused(key.to_owned()));
     }
     pending.used_keys.push(key.into());
+    if at_step > 0 {
+        pending.asked_at_step.insert(key.to_owned(), at_step);
+    }
     pending.input_requests.insert(key.to_owned(), request);
     let state = record.state_mut();
     state.status = TaskStatus::InputRequired;
@@ -613,7 +623,7 @@ mod tests {
             tool: Arc::clone(&new.tool),
             poll_interval_ms: None,
             state: create(new.status_message, new.ttl, T0),
-            pending: create_pending(new.answers),
+            pending: create_pending(new.answers, new.asked_at_step),
             outcome: None,
         }
     }
@@ -672,7 +682,7 @@ mod tests {
         assert!(t.pending.input_requests.is_empty());
 
         let given = answers(&["a", "b"]);
-        let pending = create_pending(given.clone());
+        let pending = create_pending(given.clone(), AskedAtStep::new());
         assert_eq!(pending.answers, given);
         let mut used: Vec<&str> = pending.used_keys.iter().map(|k| &**k).collect();
         used.sort_unstable();
@@ -736,7 +746,7 @@ mod tests {
     #[test]
     fn expiry_fails_the_task_once_and_schedules_its_purge() {
         let mut t = task(Some(100));
-        request_input(&mut t, T0 + 1, "k", roots()).unwrap();
+        request_input(&mut t, T0 + 1, "k", roots(), 0).unwrap();
         assert_eq!(apply_due(&mut t, T0 + 99, 50), Due::Nothing);
         assert_eq!(t.state.status, TaskStatus::InputRequired);
         assert_eq!(apply_due(&mut t, T0 + 150, 50), Due::Expiry);
@@ -795,7 +805,7 @@ mod tests {
     #[test]
     fn request_input_uses_each_key_once() {
         let mut t = task(None);
-        let change = request_input(&mut t, T0 + 1, "k", roots()).unwrap();
+        let change = request_input(&mut t, T0 + 1, "k", roots(), 0).unwrap();
         assert_eq!(change, Change::CHANGED);
         assert_eq!(t.state.status, TaskStatus::InputRequired);
         assert!(t.pending.input_requests.contains_key("k"));
@@ -803,29 +813,37 @@ mod tests {
 
         let before = t.clone();
         assert_eq!(
-            request_input(&mut t, T0 + 2, "k", roots()).unwrap(),
+            request_input(&mut t, T0 + 2, "k", roots(), 0).unwrap(),
             Change::NONE
         );
         assert_eq!(t, before, "re-asking an outstanding key changes nothing");
+        assert!(t.pending.asked_at_step.is_empty(), "asked before any step");
+        request_input(&mut t, T0 + 2, "later", roots(), 2).unwrap();
+        let asked = &t.pending.asked_at_step;
+        assert_eq!(asked.get("later"), Some(&2), "asked with two steps begun");
+        assert!(!crate::store::row::asked_before(asked, "later", 2));
+        assert!(crate::store::row::asked_before(asked, "later", 3));
+        assert!(crate::store::row::asked_before(asked, "k", 1));
+        assert!(!crate::store::row::asked_before(asked, "k", 0));
 
         let _ = deliver_input(&mut t, T0 + 3, answers(&["k"]));
         let before = t.clone();
         assert_eq!(
-            request_input(&mut t, T0 + 4, "k", roots()),
+            request_input(&mut t, T0 + 4, "k", roots(), 0),
             Err(Refusal::KeyReused("k".into()))
         );
         assert_eq!(t, before);
 
         let mut t = created(new_task(None).with_answers(answers(&["early"])));
         assert_eq!(
-            request_input(&mut t, T0 + 1, "early", roots()),
+            request_input(&mut t, T0 + 1, "early", roots(), 0),
             Err(Refusal::KeyReused("early".into())),
             "a key answered before the task existed counts as used"
         );
 
         let mut done = ended(TaskStatus::Completed);
         assert_eq!(
-            request_input(&mut done, T0 + 2, "new", roots()),
+            request_input(&mut done, T0 + 2, "new", roots(), 0),
             Err(Refusal::Terminal(TaskStatus::Completed))
         );
         assert!(done.pending.input_requests.is_empty());
@@ -837,8 +855,8 @@ mod tests {
     #[test]
     fn deliver_input_takes_only_outstanding_keys() {
         let mut t = task(None);
-        request_input(&mut t, T0 + 1, "a", roots()).unwrap();
-        request_input(&mut t, T0 + 1, "b", roots()).unwrap();
+        request_input(&mut t, T0 + 1, "a", roots(), 0).unwrap();
+        request_input(&mut t, T0 + 1, "b", roots(), 0).unwrap();
 
         let before = t.clone();
         let (taken, change) = deliver_input(&mut t, T0 + 2, answers(&["never-asked"]));
@@ -882,7 +900,7 @@ mod tests {
     #[test]
     fn finish_ends_a_live_task_once() {
         let mut t = task(Some(10_000));
-        request_input(&mut t, T0 + 1, "k", roots()).unwrap();
+        request_input(&mut t, T0 + 1, "k", roots(), 0).unwrap();
         set_status_message(&mut t, T0 + 1, Some("waiting for your answer".into())).unwrap();
         let change = finish(&mut t, T0 + 2, failed("it broke")).unwrap();
         assert_eq!(change, Change::ENDED);
@@ -897,7 +915,7 @@ mod tests {
             "its history stays"
         );
         let mut completed = task(Some(10_000));
-        request_input(&mut completed, T0 + 1, "k", roots()).unwrap();
+        request_input(&mut completed, T0 + 1, "k", roots(), 0).unwrap();
         finish(&mut completed, T0 + 2, Outcome::Cancelled).unwrap();
         assert_eq!(
             completed.pending.used_keys.len(),
@@ -906,7 +924,7 @@ mod tests {
         );
         let result = Outcome::Completed(rmcp::model::JsonObject::new());
         let mut completed = task(Some(10_000));
-        request_input(&mut completed, T0 + 1, "k", roots()).unwrap();
+        request_input(&mut completed, T0 + 1, "k", roots(), 0).unwrap();
         finish(&mut completed, T0 + 2, result).unwrap();
         assert_eq!(
             completed.pending,

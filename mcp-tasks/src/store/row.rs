@@ -191,6 +191,22 @@ pub(crate) struct Pending {
     pub(crate) used_keys: Vec<Box<str>>,
     /// Every answer taken, by key.
     pub(crate) answers: InputResponses,
+    /// When each question was asked, by key: how many steps the run had begun then. A key
+    /// not here was asked before the first step, or answered before the task existed. A
+    /// fork keeps the answers to the questions asked before its step ([`asked_before`]).
+    pub(crate) asked_at_step: AskedAtStep,
+}
+
+/// When each question of a task was asked, by key: how many steps its run had begun then.
+/// Only questions asked after the first step began are listed.
+pub type AskedAtStep = std::collections::BTreeMap<String, u64>;
+
+/// Whether question `key` was asked while the run had begun fewer than `steps` steps: a fork
+/// that keeps `steps` steps keeps its answer, as the run replays the code that asked it,
+/// while the code after the kept steps runs, and asks, again. A key that `asked` does not
+/// list was asked before the first step.
+pub(crate) fn asked_before(asked: &AskedAtStep, key: &str, steps: u64) -> bool {
+    asked.get(key).copied().unwrap_or(0) < steps
 }
 
 /// How a task ended. Its serde form is how the SQL stores keep it: `{"completed": result}`,

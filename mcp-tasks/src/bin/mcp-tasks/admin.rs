@@ -401,7 +401,11 @@ fn show(detail: &Value) -> String {
     }
     if let Some(answers) = detail["answers"].as_object() {
         for (key, value) in answers {
-            field("answered", format!("{key}: {value}"));
+            let again = match detail["askedAtStep"][key].as_u64() {
+                Some(step) => format!(" (a fork from step {step} or before asks it again)"),
+                None => String::new(),
+            };
+            field("answered", format!("{key}: {value}{again}"));
         }
     }
     if !detail["error"].is_null() {

@@ -340,7 +340,11 @@ impl CallState {
                 Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
             }
         }
-        match runtime.request_input(&self.parts.id, &key, request).await {
+        let at_step = self.step_seq.load(Ordering::Relaxed);
+        match runtime
+            .request_input(&self.parts.id, &key, request, at_step)
+            .await
+        {
             Ok(()) => {}
             // The task ended under the work (it expired), or another instance took it over:
             // stop the work.

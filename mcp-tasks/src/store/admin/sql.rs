@@ -151,6 +151,7 @@ pub(crate) fn detail(
     TaskDetail {
         questions: task.pending.input_requests.clone(),
         answers: task.pending.answers.clone(),
+        asked_at_step: task.pending.asked_at_step.clone(),
         origin: if ended { origin.ended() } else { origin },
         task: task.into_snapshot(),
         steps,

@@ -74,6 +74,9 @@ impl AdminStore for MemoryStore {
                     .map(|l| l.pending.input_requests.clone())
                     .unwrap_or_default(),
                 answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
+                asked_at_step: live
+                    .map(|l| l.pending.asked_at_step.clone())
+                    .unwrap_or_default(),
                 lease: None,
             })
         });

@@ -50,7 +50,8 @@ pub(super) const WRITERS: usize = 4;
 /// transactions.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     // The origin's columns are bound from `$16` on, one text array each, in
-    // `ORIGIN_COLUMNS`' order; the priorities and the limit keys after them.
+    // `ORIGIN_COLUMNS`' order; the priorities, the limit keys and when the answers' questions
+    // were asked after them.
     let names = ORIGIN_COLUMNS.join(", ");
     let priorities = 16 + ORIGIN_COLUMNS.len();
     let arrays: String = (0..ORIGIN_COLUMNS.len())
@@ -63,22 +64,25 @@ static INSERT: LazyLock<String> = LazyLock::new(|| {
         "WITH ins AS (INSERT INTO tasks (id, owner, tool, status, status_message, \
          created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, input_requests, \
          used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, purge_at_ms, \
-         runner, epoch, lease_until_ms, idempotency_key, priority, limit_key, {names}) \
+         runner, epoch, lease_until_ms, idempotency_key, priority, limit_key, asked_at_step, \
+         {names}) \
          SELECT u.id, u.owner, u.tool, u.status, u.status_message, u.created, u.created, \
          u.ttl, u.poll, '{{}}', u.used_keys, u.answers, 0, NULL, FALSE, u.deadline, NULL, \
          u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, {now} + u.lease, u.idem, \
-         u.priority, u.limit_key{origin} \
+         u.priority, u.limit_key, u.asked_at_step{origin} \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
          $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], \
          $12::text[], $13::text[], $14::text[]{arrays}, ${priorities}::int2[], \
-         ${keys}::text[]) AS u(id, owner, tool, status_message, created, ttl, poll, deadline, \
-         runner, lease, idem, used_keys, answers, status{aliases}, priority, limit_key) \
+         ${keys}::text[], ${asked}::text[]) AS u(id, owner, tool, status_message, created, ttl, \
+         poll, deadline, runner, lease, idem, used_keys, answers, status{aliases}, priority, \
+         limit_key, asked_at_step) \
          ON CONFLICT DO NOTHING RETURNING id, runner), \
          announce AS (SELECT pg_notify($15, '{queued}' || min(id)) FROM ins \
          WHERE runner IS NULL HAVING count(*) > 0) \
          SELECT id FROM ins UNION ALL SELECT NULL FROM announce",
         now = db_now_ms!(),
         keys = priorities + 1,
+        asked = priorities + 2,
         origin = (0..ORIGIN_COLUMNS.len())
             .map(|i| format!(", u.o{i}"))
             .collect::<String>(),
@@ -306,6 +310,7 @@ fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
     bound.extend((0..ORIGIN_COLUMNS.len()).map(|i| column(rows, move |r| r.origin[i].as_deref())));
     bound.push(column(rows, |r| r.priority));
     bound.push(column(rows, |r| r.limit_key));
+    bound.push(column(rows, |r| r.asked_at_step.as_str()));
     bound
 }
 

@@ -43,7 +43,7 @@ pub(super) static WRITE_BACK: std::sync::LazyLock<String> = std::sync::LazyLock:
         "UPDATE tasks SET status = $2, status_message = $3, last_updated_at_ms = $4, \
          input_requests = $5, used_keys = $6, answers = $7, answer_seq = $8, outcome = $9, \
          cancel_requested = $10, purge_at_ms = $11, parked_until_ms = $12, \
-         lease_until_ms = COALESCE($12, lease_until_ms), \
+         asked_at_step = $13, lease_until_ms = COALESCE($12, lease_until_ms), \
          epoch = epoch + CASE WHEN $12::bigint IS NOT NULL AND parked_until_ms IS NULL \
          THEN 1 ELSE 0 END{} WHERE id = $1",
         codec::clear_origin(Some(&format!(
@@ -138,6 +138,7 @@ impl Row {
                 &row.cancel_requested,
                 &row.purge_at_ms,
                 &row.parked_until_ms,
+                &row.asked_at_step,
             ],
             "could not update the task",
         )

@@ -6,7 +6,7 @@ use deadpool_postgres::Object;
 use super::{ConfigError, PgError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Version 1. JSON fields are kept as `TEXT`, exactly as serde_json wrote them (numbers come
 /// back bit for bit). `purge_at_ms` is NULL exactly while the task is live (a finished task
@@ -110,9 +110,14 @@ const SCHEMA_V7: &str = "CREATE TABLE rate_log (limiter TEXT NOT NULL, at_ms BIG
      ALTER TABLE tasks ADD COLUMN limit_key TEXT; \
      CREATE INDEX tasks_tool_key ON tasks (tool, limit_key) WHERE purge_at_ms IS NULL;";
 
+/// Version 8: when each question was asked (a JSON object, key → how many steps the run had
+/// begun), for an operator's fork; `{}` for every task stored before, whose questions count
+/// as asked before the first step. A constant default: no table rewrite.
+const SCHEMA_V8: &str = "ALTER TABLE tasks ADD COLUMN asked_at_step TEXT NOT NULL DEFAULT '{}';";
+
 /// `MIGRATIONS[v]` takes a schema from version `v` to `v + 1` (`0` is an empty schema).
-const MIGRATIONS: [&str; 7] = [
-    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7,
+const MIGRATIONS: [&str; 8] = [
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8,
 ];
 
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per

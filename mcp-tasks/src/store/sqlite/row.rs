@@ -24,7 +24,8 @@ static WRITE_BACK: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE tasks SET status = ?2, status_message = ?3, last_updated_at_ms = ?4, \
          input_requests = ?5, used_keys = ?6, answers = ?7, outcome = ?8, \
-         cancel_requested = ?9, purge_at_ms = ?10, parked_until_ms = ?11{} WHERE id = ?1",
+         cancel_requested = ?9, purge_at_ms = ?10, parked_until_ms = ?11, \
+         asked_at_step = ?12{} WHERE id = ?1",
         codec::clear_origin(Some(&format!(
             "?10 IS NOT NULL AND {}",
             codec::drops_history("?2")
@@ -165,6 +166,7 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
             row.cancel_requested,
             row.purge_at_ms,
             row.parked_until_ms,
+            row.asked_at_step,
         ],
     )
     .map_err(backend)?;
@@ -182,18 +184,18 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
     Ok(())
 }
 
-/// The insert of a new row: its own columns as `?1..?11`, then its origin's, in
+/// The insert of a new row: its own columns as `?1..?12`, then its origin's, in
 /// [`ORIGIN_COLUMNS`]' order.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
-    let origin = (12..12 + ORIGIN_COLUMNS.len())
+    let origin = (13..13 + ORIGIN_COLUMNS.len())
         .map(|n| format!("?{n}"))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
         "INSERT INTO tasks (id, owner, tool, status, status_message, created_at_ms, \
          last_updated_at_ms, ttl_ms, poll_interval_ms, deadline_ms, used_keys, answers, \
-         input_requests, outcome, cancel_requested, purge_at_ms, {columns}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, '{{}}', NULL, 0, NULL, \
+         asked_at_step, input_requests, outcome, cancel_requested, purge_at_ms, {columns}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, '{{}}', NULL, 0, NULL, \
          {origin}) ON CONFLICT (id) DO NOTHING",
         columns = ORIGIN_COLUMNS.join(", "),
     )
@@ -222,6 +224,7 @@ pub(super) fn insert_task(
         row.deadline_ms,
         row.used_keys,
         row.answers,
+        row.asked_at_step,
     ];
     let origin = row
         .origin

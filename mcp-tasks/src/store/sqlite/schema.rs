@@ -6,7 +6,7 @@ use super::{backend, backend_msg};
 use crate::store::{ConfigError, StoreError};
 
 /// The schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE tasks (
@@ -89,14 +89,21 @@ const MIGRATE_V4_TO_V5: &str = "CREATE INDEX tasks_owner_finished ON tasks (owne
 const MIGRATE_V5_TO_V6: &str = "ALTER TABLE tasks ADD COLUMN parked_until_ms INTEGER; \
      CREATE INDEX tasks_parked ON tasks (parked_until_ms) WHERE parked_until_ms IS NOT NULL;";
 
+/// Schema 6 → 7: when each question was asked (a JSON object, key → how many steps the run
+/// had begun), for an operator's fork; `{}` for every task stored before, whose questions
+/// count as asked before the first step.
+const MIGRATE_V6_TO_V7: &str =
+    "ALTER TABLE tasks ADD COLUMN asked_at_step TEXT NOT NULL DEFAULT '{}';";
+
 /// `MIGRATIONS[v]` takes a file from schema `v` to `v + 1` (`0` is a new, empty file).
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     SCHEMA_V1,
     MIGRATE_V1_TO_V2,
     MIGRATE_V2_TO_V3,
     MIGRATE_V3_TO_V4,
     MIGRATE_V4_TO_V5,
     MIGRATE_V5_TO_V6,
+    MIGRATE_V6_TO_V7,
 ];
 
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
