@@ -205,6 +205,7 @@ pub type AskedAtStep = std::collections::BTreeMap<String, u64>;
 /// that keeps `steps` steps keeps its answer, as the run replays the code that asked it,
 /// while the code after the kept steps runs, and asks, again. A key that `asked` does not
 /// list was asked before the first step.
+#[cfg(any(test, feature = "admin"))]
 pub(crate) fn asked_before(asked: &AskedAtStep, key: &str, steps: u64) -> bool {
     asked.get(key).copied().unwrap_or(0) < steps
 }
