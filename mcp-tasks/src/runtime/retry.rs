@@ -72,8 +72,9 @@ impl Runtime {
             steps.truncate(n);
             let kept = u64::try_from(n).unwrap_or(u64::MAX);
             answers.retain(|key, _| asked_before(&asked, key, kept));
-            asked.retain(|key, _| answers.contains_key(key));
         }
+        // The new task keeps when its answers' questions were asked, for a fork of it.
+        asked.retain(|key, _| answers.contains_key(key));
         let id: Arc<str> = Arc::from(crate::id::new_task_id());
         let message = match from_step {
             None => format!("retried from task {} by an operator", task.id),

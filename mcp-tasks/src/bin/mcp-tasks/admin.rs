@@ -434,6 +434,26 @@ mod tests {
         assert_eq!(encode("working,failed"), "working%2Cfailed");
     }
 
+    /// Each answer says from which step a fork asks its question again, when it was asked
+    /// after the first step began.
+    #[test]
+    fn an_answer_says_which_forks_ask_it_again() {
+        let detail = serde_json::json!({"task": {"taskId": "t1", "status": "failed"},
+            "answers": {"elicit-1": {"action": "accept"}, "elicit-2": {"action": "decline"}},
+            "askedAtStep": {"elicit-2": 3}});
+        let out = show(&detail);
+        let answered: Vec<&str> = out.lines().filter(|l| l.starts_with("answered")).collect();
+        assert_eq!(answered.len(), 2, "{out}");
+        assert!(
+            answered[0].ends_with(r#"elicit-1: {"action":"accept"}"#),
+            "{out}"
+        );
+        assert!(
+            answered[1].ends_with("(a fork from step 3 or before asks it again)"),
+            "{out}"
+        );
+    }
+
     #[test]
     fn table_columns_align_and_cells_stay_on_one_line() {
         let a = serde_json::json!({"taskId": "t1", "status": "working", "tool": "spin",
