@@ -240,6 +240,18 @@ async fn fork_asks_again(workspace: &str, via: Http, operator: &Http) {
         json!({ "elicit-2": 1 }),
         "the second question was asked after the first step began: {detail}"
     );
+    let page = (operator.client.get(format!("{base}/admin/tasks/{old}")))
+        .basic_auth("operator", Some(CREDENTIAL))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("<code>elicit-2</code> by a fork from step 1 or an earlier one"),
+        "the task's page says which forks ask the second question again: {page}"
+    );
 
     let (status, forked) = admin_post(operator, &format!("{old}/fork?step=1")).await;
     assert_eq!(status, 200, "{forked}");

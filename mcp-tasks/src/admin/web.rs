@@ -330,6 +330,21 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     if !detail.answers.is_empty() {
         body.push_str(&format!("<h2>Answers</h2>{}", json_block(&detail.answers)));
     }
+    if !detail.asked_at_step.is_empty() {
+        let again: Vec<String> = (detail.asked_at_step.iter())
+            .map(|(key, step)| {
+                format!(
+                    "<code>{}</code> by a fork from step {step} or an earlier one",
+                    escape(key)
+                )
+            })
+            .collect();
+        body.push_str(&format!(
+            "<p class=\"asked\">Asked again: {} (a fork from step 0 asks every question \
+             again).</p>",
+            again.join("; ")
+        ));
+    }
     match &task.outcome {
         Some(Outcome::Failed(error)) => {
             body.push_str(&format!("<h2>Error</h2>{}", json_block(error)));
