@@ -398,6 +398,21 @@ async fn instance_with(
     serve(engine).await
 }
 
+/// A `Claim` built without a grace and a cluster configured without one wait alike: the
+/// store's default grace is the configuration's default (three default claim intervals).
+#[test]
+fn the_stores_default_cancel_grace_is_the_clusters() {
+    let config = mcp_tasks::ClusterConfig::default();
+    assert_eq!(
+        config.cancel_grace(),
+        mcp_tasks::store::DEFAULT_CANCEL_GRACE
+    );
+    assert_eq!(
+        config.cancel_grace(),
+        3 * mcp_tasks::cluster::DEFAULT_CLAIM_INTERVAL
+    );
+}
+
 /// Tasks recorded by version 1 of `publish` while only version 2 runs anywhere: they wait,
 /// and a client's cancel ends one `cancelled` after the cancel grace (three claim
 /// intervals: 300 ms), without any code running (the instance of version 2 claims it only

@@ -144,7 +144,10 @@ pub struct Claim<'a> {
 }
 
 /// The default [`Claim::cancel_grace`]: three default claim intervals
-/// ([`DEFAULT_CLAIM_INTERVAL`](crate::cluster::DEFAULT_CLAIM_INTERVAL)).
+/// ([`DEFAULT_CLAIM_INTERVAL`](crate::cluster::DEFAULT_CLAIM_INTERVAL)), as a
+/// [`ClusterConfig`](crate::ClusterConfig) without a grace of its own waits (written here as
+/// a number, not derived, so the store does not use the runtime's configuration;
+/// `tests/retry.rs` holds the two together).
 pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(6);
 
 /// The tools an instance runs, each with its version ([`Claim::versions`]).
