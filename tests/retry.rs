@@ -82,6 +82,18 @@ async fn admin_post(http: &Http, path: &str) -> (u16, Value) {
     (status, response.json().await.unwrap())
 }
 
+/// `GET /admin/{path}` with the credential, as the API takes it (`api/...`: a bearer token)
+/// or as a browser sends it (a page: basic authentication): the body's text.
+async fn admin_get(http: &Http, path: &str) -> String {
+    let base = http.url.trim_end_matches("/mcp");
+    let request = http.client.get(format!("{base}/admin/{path}"));
+    let request = match path.starts_with("api/") {
+        true => request.bearer_auth(CREDENTIAL),
+        false => request.basic_auth("operator", Some(CREDENTIAL)),
+    };
+    request.send().await.unwrap().text().await.unwrap()
+}
+
 /// A task of `publish` for `workspace` that failed (its upstream down), then its retry
 /// (the upstream back) completing, and a fork from step 0 fetching again; `via` serves the
 /// MCP calls, `operator` the admin API.
@@ -226,28 +238,14 @@ async fn fork_asks_again(workspace: &str, via: Http, operator: &Http) {
     let failed = peer.wait_terminal(&old).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     DOWN.lock().unwrap().retain(|w| w != workspace);
-    let base = operator.url.trim_end_matches("/mcp");
-    let detail: Value = (operator.client.get(format!("{base}/admin/api/tasks/{old}")))
-        .bearer_auth(CREDENTIAL)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail: Value =
+        serde_json::from_str(&admin_get(operator, &format!("api/tasks/{old}")).await).unwrap();
     assert_eq!(
         detail["askedAtStep"],
         json!({ "elicit-2": 1 }),
         "the second question was asked after the first step began: {detail}"
     );
-    let page = (operator.client.get(format!("{base}/admin/tasks/{old}")))
-        .basic_auth("operator", Some(CREDENTIAL))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = admin_get(operator, &format!("tasks/{old}")).await;
     assert!(
         page.contains("<code>elicit-2</code> by a fork from step 1 or an earlier one"),
         "the task's page says which forks ask the second question again: {page}"
