@@ -184,19 +184,9 @@ async fn announce(ctx: TaskContext, workspace: String) -> Result<String, ToolErr
     Ok(format!("{approver} sent it to {channel}"))
 }
 
-/// Asks for `field` (a form with that one string): the answer.
+/// Asks for `field` (a form with that one string, "`field`?"): the answer.
 async fn ask(ctx: &TaskContext, field: &str) -> Result<String, ToolError> {
-    let schema = rmcp::model::ElicitationSchema::builder()
-        .required_string(field)
-        .build()
-        .expect("schema");
-    let answer = ctx.elicit_form(format!("{field}?"), schema).await?;
-    Ok(answer
-        .content
-        .as_ref()
-        .and_then(|c| c[field].as_str())
-        .unwrap_or("?")
-        .to_owned())
+    common::ask_string(ctx, format!("{field}?"), field).await
 }
 
 /// Waits for `id`'s one open question, checks it asks for `field`, and answers `value`.

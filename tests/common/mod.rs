@@ -14,7 +14,7 @@ pub mod scripted;
 use std::time::Duration;
 
 use mcp_tasks::{TaskContext, TaskServer, ToolError, task_tool};
-use rmcp::model::{ElicitResult, ElicitationSchema};
+use rmcp::model::ElicitationSchema;
 use rmcp::{RoleServer, Service, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -45,15 +45,25 @@ pub async fn pass(name: &str) {
 /// Asks "Your name?" (a form with a required string `name`); the name answered, `?` when
 /// the answer has none.
 pub async fn ask_name(ctx: &TaskContext) -> Result<String, ToolError> {
+    ask_string(ctx, "Your name?", "name").await
+}
+
+/// Asks `message` (a form with one required string, `field`); the string answered, `?` when
+/// the answer has none.
+pub async fn ask_string(
+    ctx: &TaskContext,
+    message: impl Into<String>,
+    field: &str,
+) -> Result<String, ToolError> {
     let schema = ElicitationSchema::builder()
-        .required_string("name")
+        .required_string(field)
         .build()
         .expect("schema");
-    let answer = ctx.elicit_form("Your name?", schema).await?;
+    let answer = ctx.elicit_form(message, schema).await?;
     Ok(answer
         .content
         .as_ref()
-        .and_then(|c| c["name"].as_str())
+        .and_then(|c| c[field].as_str())
         .unwrap_or("?")
         .to_owned())
 }
@@ -511,27 +521,9 @@ pub fn first_input_key(object: &Value) -> String {
 /// "<name> from <city>".
 #[task_tool(mode = "required", poll_interval = "20ms")]
 pub async fn two_questions(ctx: TaskContext) -> Result<String, ToolError> {
-    let ask = |field: &'static str| {
-        let ctx = ctx.clone();
-        async move {
-            let schema = ElicitationSchema::builder()
-                .required_string(field)
-                .build()
-                .expect("schema");
-            ctx.elicit_form(format!("Your {field}?"), schema).await
-        }
-    };
-    let (name, city) = tokio::try_join!(ask("name"), ask("city"))?;
-    let get = |r: &ElicitResult, k: &str| {
-        r.content
-            .as_ref()
-            .and_then(|c| c[k].as_str())
-            .unwrap_or("?")
-            .to_owned()
-    };
-    Ok(format!(
-        "{} from {}",
-        get(&name, "name"),
-        get(&city, "city")
-    ))
+    let (name, city) = tokio::try_join!(
+        ask_string(&ctx, "Your name?", "name"),
+        ask_string(&ctx, "Your city?", "city")
+    )?;
+    Ok(format!("{name} from {city}"))
 }
