@@ -60,6 +60,10 @@ impl Holds {
 
     /// The owner held for `id`, no longer held.
     pub(super) fn remove(&mut self, id: &str) -> Option<Arc<str>> {
+        // Most reads of an ended task find nothing held: no hashing then.
+        if self.by_hash.is_empty() && self.collided.is_empty() {
+            return None;
+        }
         let index = match self.collided.remove(id) {
             Some(index) => index,
             None => self.by_hash.remove(&self.hasher.hash_one(id))?,

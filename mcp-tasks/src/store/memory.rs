@@ -7,10 +7,7 @@
 //! Idempotency keys live in one map, (owner, tool, key) to task id, behind a mutex that a
 //! create with a key holds from its lookup to its insert (racing retries create one task).
 //!
-//! A create with a bound on its owner's finished tasks ([`NewTask::max_finished_per_owner`])
-//! appends its id to its owner's list, in one map behind one mutex; the sweep
-//! ([`TaskStore::expire_due`]) walks, newest first, the lists of the owners that created
-//! since the last sweep, and removes their finished tasks past the bound.
+//! The bound on an owner's finished tasks is kept by the sweep (`owned.rs`).
 
 use std::{
     cmp::Reverse,
@@ -38,6 +35,7 @@ use super::{
 use crate::clock::Clock;
 
 mod admin;
+mod owned;
 mod parked;
 
 const SHARDS: usize = 64;
@@ -58,22 +56,13 @@ pub struct MemoryStore {
     expired_retention_ms: u64,
     clock: Clock,
     /// The tasks of each owner created with a finished-task bound
-    /// ([`NewTask::max_finished_per_owner`]), and whether to trim the owner at the next sweep.
-    by_owner: Mutex<HashMap<Arc<str>, Owned>>,
+    /// ([`NewTask::max_finished_per_owner`]).
+    by_owner: owned::ByOwner,
     /// Expiries an operator's read applied, for the next sweep to report.
     unreported: super::unreported::Unreported,
 }
 
 type IdempotencyKey = (Arc<str>, Arc<str>, Arc<str>);
-
-/// One owner's tasks created with a finished-task bound.
-#[derive(Default)]
-struct Owned {
-    /// Oldest first; ids of removed tasks go at the owner's next trim.
-    ids: std::collections::VecDeque<Arc<str>>,
-    /// The bound of the latest create since the last sweep: the next sweep trims the owner.
-    trim: Option<usize>,
-}
 
 #[derive(Default)]
 struct Shard {
@@ -217,7 +206,7 @@ impl MemoryStore {
             max_tasks: DEFAULT_MAX_TASKS,
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             clock: Clock::new(),
-            by_owner: Mutex::default(),
+            by_owner: owned::ByOwner::default(),
             unreported: super::unreported::Unreported::default(),
         }
     }
@@ -283,8 +272,12 @@ impl MemoryStore {
                 let purged = shard.tasks.remove(id);
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 drop(guard);
-                if forget {
-                    self.forget_keys(purged);
+                // The caller that holds the key map forgets the key itself.
+                if let Some(mut entry) = purged {
+                    if !forget {
+                        entry.key = None;
+                    }
+                    self.forget([entry]);
                 }
                 return Err(StoreError::NotFound);
             }
@@ -356,53 +349,9 @@ impl MemoryStore {
         shard.tasks.insert(task.id, entry);
         drop(shard);
         if let Some((owner, id, keep)) = bounded {
-            let mut by_owner = self.by_owner.lock();
-            let owned = by_owner.entry(owner).or_default();
-            owned.ids.push_back(id);
-            owned.trim = Some(keep);
+            self.by_owner.created(owner, id, keep);
         }
         Ok(snapshot)
-    }
-
-    /// Keeps `owner`'s `keep` newest finished tasks (by creation) and removes the older
-    /// finished ones; live tasks stay. Forgets the ids of tasks that are gone.
-    fn trim_owner(&self, owner: &Arc<str>, keep: usize) {
-        let ids = std::mem::take(
-            &mut self
-                .by_owner
-                .lock()
-                .entry(Arc::clone(owner))
-                .or_default()
-                .ids,
-        );
-        let mut kept = std::collections::VecDeque::with_capacity(ids.len());
-        let mut finished = 0;
-        for id in ids.into_iter().rev() {
-            let mut shard = self.shard(&id);
-            let Some(entry) = shard.tasks.get(&id) else {
-                continue;
-            };
-            if entry.state.status.is_terminal() {
-                finished += 1;
-                if finished > keep {
-                    let removed = shard.tasks.remove(&id);
-                    drop(shard);
-                    self.len.fetch_sub(1, Ordering::Relaxed);
-                    self.forget_keys(removed);
-                    continue;
-                }
-            }
-            drop(shard);
-            kept.push_front(id);
-        }
-        let mut by_owner = self.by_owner.lock();
-        let owned = by_owner.entry(Arc::clone(owner)).or_default();
-        // Tasks created while this ran come after the ones it kept.
-        let newer = std::mem::replace(&mut owned.ids, kept);
-        owned.ids.extend(newer);
-        if owned.ids.is_empty() && owned.trim.is_none() {
-            by_owner.remove(owner);
-        }
     }
 }
 
@@ -551,7 +500,7 @@ impl TaskStore for MemoryStore {
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let now = self.clock.now_ms();
         let mut failed = self.unreported.take();
-        let mut purged_keys = Vec::new();
+        let mut purged = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();
             let shard = &mut *shard;
@@ -567,11 +516,7 @@ impl TaskStore for MemoryStore {
                 };
                 match record::apply_due(entry, now, self.expired_retention_ms) {
                     Due::Purge => {
-                        if let Some(entry) = shard.tasks.remove(&id)
-                            && entry.key.is_some()
-                        {
-                            purged_keys.push(entry);
-                        }
+                        purged.extend(shard.tasks.remove(&id));
                         self.len.fetch_sub(1, Ordering::Relaxed);
                     }
                     Due::Expiry => {
@@ -583,18 +528,8 @@ impl TaskStore for MemoryStore {
                 }
             }
         }
-        for entry in purged_keys {
-            self.forget_keys(Some(entry));
-        }
-        let due: Vec<(Arc<str>, usize)> = self
-            .by_owner
-            .lock()
-            .iter_mut()
-            .filter_map(|(owner, owned)| Some((Arc::clone(owner), owned.trim.take()?)))
-            .collect();
-        for (owner, keep) in due {
-            self.trim_owner(&owner, keep);
-        }
+        self.forget(purged);
+        self.trim_due();
         Ok(failed)
     }
 }

@@ -125,9 +125,7 @@ impl AdminStore for MemoryStore {
             }
         }
         let count = purged.len() as u64;
-        for entry in purged {
-            self.forget_keys(Some(entry));
-        }
+        self.forget(purged);
         Ok(count)
     }
 }
