@@ -353,6 +353,46 @@ impl MemoryStore {
         }
         Ok(snapshot)
     }
+
+    /// Tasks removed from the store (purged): their idempotency keys are forgotten (unless
+    /// a newer task took one over), and their owners' lists are walked at the next sweep.
+    fn forget(&self, removed: impl IntoIterator<Item = Entry>) {
+        let mut owners = Vec::new();
+        for entry in removed {
+            owners.push(Arc::clone(&entry.owner));
+            self.forget_keys(Some(entry));
+        }
+        self.by_owner.removed(owners);
+    }
+
+    /// The sweep's part of the bound on finished tasks (`owned.rs`): for each owner due, keeps
+    /// its `keep` newest finished tasks (by creation) and removes the older finished ones;
+    /// live tasks stay, and the ids of tasks that are gone go.
+    fn trim_due(&self) {
+        for (owner, keep, ids) in self.by_owner.take_due() {
+            let mut kept = std::collections::VecDeque::with_capacity(ids.len().min(keep));
+            let mut finished = 0;
+            for id in ids.into_iter().rev() {
+                let mut shard = self.shard(&id);
+                let Some(entry) = shard.tasks.get(&id) else {
+                    continue;
+                };
+                if entry.state.status.is_terminal() {
+                    finished += 1;
+                    if finished > keep {
+                        let removed = shard.tasks.remove(&id);
+                        drop(shard);
+                        self.len.fetch_sub(1, Ordering::Relaxed);
+                        self.forget_keys(removed);
+                        continue;
+                    }
+                }
+                drop(shard);
+                kept.push_front(id);
+            }
+            self.by_owner.put_back(&owner, kept);
+        }
+    }
 }
 
 impl Default for MemoryStore {
@@ -531,5 +571,46 @@ impl TaskStore for MemoryStore {
         self.forget(purged);
         self.trim_due();
         Ok(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::MemoryStore;
+    use crate::store::{NewTask, Outcome, TaskStore, Transition};
+
+    fn task(id: &str, owner: &str) -> NewTask {
+        NewTask::new(id.into(), owner.into(), "tool".into())
+            .with_ttl(Some(Duration::from_secs(1)))
+            .with_max_finished_per_owner(10)
+    }
+
+    /// An owner's list of bounded tasks does not outlive its tasks: once they are purged,
+    /// the next sweeps forget the owner, whether or not it created more than its bound.
+    #[tokio::test(start_paused = true)]
+    async fn owners_whose_tasks_are_gone_are_forgotten() {
+        let store = MemoryStore::new().with_expired_retention(Duration::from_secs(1));
+        for owner in 0..100 {
+            let id = format!("t-{owner}");
+            store
+                .create(task(&id, &format!("o-{owner}")))
+                .await
+                .unwrap();
+            let end = Transition::Finish(Outcome::Cancelled);
+            store.apply(&id, None, end).await.unwrap();
+        }
+        for i in 0..20 {
+            store.create(task(&format!("m-{i}"), "many")).await.unwrap();
+        }
+        store.expire_due().await.unwrap();
+        assert_eq!(store.by_owner.len(), 101, "every owner has a task");
+        for _ in 0..2 {
+            tokio::time::advance(Duration::from_secs(10)).await;
+            store.expire_due().await.unwrap();
+        }
+        assert!(store.is_empty(), "every task is purged");
+        assert_eq!(store.by_owner.len(), 0, "and no owner is kept");
     }
 }

@@ -12,12 +12,10 @@
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::{Arc, atomic::Ordering},
+    sync::Arc,
 };
 
 use parking_lot::Mutex;
-
-use super::{Entry, MemoryStore};
 
 /// The tasks of each owner created with a finished-task bound.
 #[derive(Default)]
@@ -43,26 +41,12 @@ impl ByOwner {
         owned.due |= owned.ids.len() > keep;
     }
 
-    /// How many owners the map holds.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.0.lock().len()
-    }
-}
-
-impl MemoryStore {
-    /// Tasks removed from the store (purged): their idempotency keys are forgotten (unless
-    /// a newer task took one over), and their owners are walked at the next sweep.
-    pub(super) fn forget(&self, removed: impl IntoIterator<Item = Entry>) {
-        let mut owners = Vec::new();
-        for entry in removed {
-            owners.push(Arc::clone(&entry.owner));
-            self.forget_keys(Some(entry));
-        }
+    /// Tasks of `owners` were purged: the next sweep walks them.
+    pub(super) fn removed(&self, owners: Vec<Arc<str>>) {
         if owners.is_empty() {
             return;
         }
-        let mut by_owner = self.by_owner.0.lock();
+        let mut by_owner = self.0.lock();
         for owner in owners {
             if let Some(owned) = by_owner.get_mut(&owner) {
                 owned.due = true;
@@ -70,100 +54,41 @@ impl MemoryStore {
         }
     }
 
-    /// The sweep's part: walks each owner that is due.
-    pub(super) fn trim_due(&self) {
-        let due: Vec<(Arc<str>, usize)> = self
-            .by_owner
-            .0
-            .lock()
+    /// The owners the sweep walks now, each with its bound and its ids (oldest first), taken
+    /// out until [`ByOwner::put_back`].
+    pub(super) fn take_due(&self) -> Vec<(Arc<str>, usize, VecDeque<Arc<str>>)> {
+        let mut by_owner = self.0.lock();
+        by_owner
             .iter_mut()
-            .filter_map(|(owner, owned)| {
-                std::mem::take(&mut owned.due).then(|| (Arc::clone(owner), owned.keep))
+            .filter(|(_, owned)| owned.due)
+            .map(|(owner, owned)| {
+                owned.due = true;
+                (
+                    Arc::clone(owner),
+                    owned.keep,
+                    std::mem::take(&mut owned.ids),
+                )
             })
-            .collect();
-        for (owner, keep) in due {
-            self.trim_owner(&owner, keep);
-        }
+            .collect()
     }
 
-    /// Keeps `owner`'s `keep` newest finished tasks (by creation) and removes the older
-    /// finished ones; live tasks stay. Forgets the ids of tasks that are gone, and the owner
-    /// once none is left.
-    fn trim_owner(&self, owner: &Arc<str>, keep: usize) {
-        let ids = match self.by_owner.0.lock().get_mut(owner) {
-            Some(owned) => std::mem::take(&mut owned.ids),
-            None => return,
-        };
-        let mut kept = VecDeque::with_capacity(ids.len().min(keep));
-        let mut finished = 0;
-        for id in ids.into_iter().rev() {
-            let mut shard = self.shard(&id);
-            let Some(entry) = shard.tasks.get(&id) else {
-                continue;
-            };
-            if entry.state.status.is_terminal() {
-                finished += 1;
-                if finished > keep {
-                    let removed = shard.tasks.remove(&id);
-                    drop(shard);
-                    self.len.fetch_sub(1, Ordering::Relaxed);
-                    self.forget_keys(removed);
-                    continue;
-                }
-            }
-            drop(shard);
-            kept.push_front(id);
-        }
-        let mut by_owner = self.by_owner.0.lock();
+    /// The ids the walk of `owner` kept (oldest first), before those of the tasks created
+    /// meanwhile; an owner left with none is forgotten.
+    pub(super) fn put_back(&self, owner: &Arc<str>, kept: VecDeque<Arc<str>>) {
+        let mut by_owner = self.0.lock();
         let Some(owned) = by_owner.get_mut(owner) else {
             return;
         };
-        // Tasks created while this ran come after the ones it kept.
         let newer = std::mem::replace(&mut owned.ids, kept);
         owned.ids.extend(newer);
         if owned.ids.is_empty() && !owned.due {
             by_owner.remove(owner);
         }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use super::super::MemoryStore;
-    use crate::store::{NewTask, Outcome, TaskStore, Transition};
-
-    fn task(id: &str, owner: &str) -> NewTask {
-        NewTask::new(id.into(), owner.into(), "tool".into())
-            .with_ttl(Some(Duration::from_secs(1)))
-            .with_max_finished_per_owner(10)
-    }
-
-    /// An owner's entry does not outlive its tasks: once they are purged, the next sweeps
-    /// forget it, whether or not it created more than its bound.
-    #[tokio::test(start_paused = true)]
-    async fn owners_whose_tasks_are_gone_are_forgotten() {
-        let store = MemoryStore::new().with_expired_retention(Duration::from_secs(1));
-        for owner in 0..100 {
-            let id = format!("t-{owner}");
-            store
-                .create(task(&id, &format!("o-{owner}")))
-                .await
-                .unwrap();
-            let end = Transition::Finish(Outcome::Cancelled);
-            store.apply(&id, None, end).await.unwrap();
-        }
-        for i in 0..20 {
-            store.create(task(&format!("m-{i}"), "many")).await.unwrap();
-        }
-        store.expire_due().await.unwrap();
-        assert_eq!(store.by_owner.len(), 101, "every owner has a task");
-        for _ in 0..2 {
-            tokio::time::advance(Duration::from_secs(10)).await;
-            store.expire_due().await.unwrap();
-        }
-        assert!(store.is_empty(), "every task is purged");
-        assert_eq!(store.by_owner.len(), 0, "and no owner is kept");
+    /// How many owners the map holds.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.lock().len()
     }
 }
