@@ -9,7 +9,7 @@ use rmcp::model::{InputRequests, TaskStatus};
 pub(crate) use super::row::TaskRow;
 use super::{
     NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, record,
-    row::{self, EncodedOrigin, TaskOrigin},
+    row::{self, EncodedOrigin, EncodedPending, TaskOrigin},
     row::{Pending, State},
 };
 use crate::clock::millis;
@@ -17,20 +17,26 @@ use crate::clock::millis;
 use super::column::corrupt;
 pub(crate) use super::column::{Columns, json, to_i64, to_json, to_u64};
 
-/// The columns of a task row that [`TaskRow::decode`] reads, in its order; a store's
-/// own columns follow them.
+/// The columns of a task row that [`TaskRow::decode`] reads, in its order (its
+/// [`Pending`]'s last); a store's own columns follow them.
 macro_rules! task_columns {
     () => {
-        "id, owner, tool, status, status_message, created_at_ms, last_updated_at_ms, ttl_ms, \
-         poll_interval_ms, input_requests, used_keys, answers, outcome, cancel_requested, \
-         purge_at_ms, parked_until_ms, asked_at_step"
+        concat!(
+            "id, owner, tool, status, status_message, created_at_ms, last_updated_at_ms, \
+             ttl_ms, poll_interval_ms, outcome, cancel_requested, purge_at_ms, \
+             parked_until_ms, ",
+            $crate::store::row::pending_columns!()
+        )
     };
 }
 pub(crate) use task_columns;
 
+/// Where [`task_columns`] lists the [`Pending`]'s columns.
+const PENDING_FROM: usize = 13;
+
 /// How many columns [`task_columns`] lists: a store's own columns start at this index.
 #[cfg(any(test, feature = "postgres"))]
-pub(crate) const TASK_COLUMNS: usize = 17;
+pub(crate) const TASK_COLUMNS: usize = PENDING_FROM + row::PENDING_COLUMNS.len();
 
 /// The columns of a live task that [`recovery`] reads, in its order: the task's, then its
 /// [`origin_columns`].
@@ -56,26 +62,23 @@ pub(crate) struct Encoded {
     pub(crate) status: &'static str,
     pub(crate) status_message: Option<String>,
     pub(crate) last_updated_at_ms: i64,
-    pub(crate) input_requests: String,
-    pub(crate) used_keys: String,
-    pub(crate) answers: String,
-    pub(crate) asked_at_step: String,
     pub(crate) outcome: Option<String>,
     pub(crate) cancel_requested: bool,
     /// NULL while live; [`NEVER`] for a finished task that is never purged.
     pub(crate) purge_at_ms: Option<i64>,
     /// NULL unless parked ([`State::parked_until_ms`]).
     pub(crate) parked_until_ms: Option<i64>,
+    /// In [`row::PENDING_COLUMNS`]' order.
+    pub(crate) pending: EncodedPending,
 }
 
 impl TaskRow {
     /// Decodes the [`task_columns`] of `row`.
     pub(crate) fn decode(row: &impl Columns) -> Result<Self, StoreError> {
         let outcome = row
-            .opt_text(12)?
+            .opt_text(9)?
             .map(|text| json::<Outcome>(&text))
             .transpose()?;
-        let used_keys: Vec<String> = json(&row.text(10)?)?;
         Ok(Self {
             id: Arc::from(row.text(0)?),
             owner: Arc::from(row.text(1)?),
@@ -86,17 +89,12 @@ impl TaskRow {
                 created_at_ms: to_u64(row.int(5)?),
                 last_updated_at_ms: to_u64(row.int(6)?),
                 ttl_ms: row.opt_int(7)?.map(to_u64),
-                cancel_requested: row.flag(13)?,
-                purge_at_ms: row.opt_int(14)?.map(to_u64),
-                parked_until_ms: row.opt_int(15)?.map(to_u64),
+                cancel_requested: row.flag(10)?,
+                purge_at_ms: row.opt_int(11)?.map(to_u64),
+                parked_until_ms: row.opt_int(12)?.map(to_u64),
             },
             poll_interval_ms: row.opt_int(8)?.map(to_u64),
-            pending: Pending {
-                input_requests: json::<InputRequests>(&row.text(9)?)?,
-                used_keys: used_keys.into_iter().map(String::into_boxed_str).collect(),
-                answers: json(&row.text(11)?)?,
-                asked_at_step: json(&row.text(16)?)?,
-            },
+            pending: Pending::decode(row, PENDING_FROM)?,
             outcome,
         })
     }
@@ -108,10 +106,6 @@ impl TaskRow {
             status: status_name(state.status)?,
             status_message: state.status_message.clone(),
             last_updated_at_ms: to_i64(state.last_updated_at_ms),
-            input_requests: to_json(&self.pending.input_requests)?,
-            used_keys: to_json(&self.pending.used_keys)?,
-            answers: to_json(&self.pending.answers)?,
-            asked_at_step: to_json(&self.pending.asked_at_step)?,
             outcome: self.outcome.as_ref().map(encode_outcome).transpose()?,
             cancel_requested: state.cancel_requested,
             purge_at_ms: state
@@ -119,6 +113,7 @@ impl TaskRow {
                 .is_terminal()
                 .then(|| state.purge_at_ms.map_or(NEVER, to_i64)),
             parked_until_ms: state.parked_until_ms.map(to_i64),
+            pending: self.pending.encode()?,
         })
     }
 }
@@ -136,10 +131,9 @@ pub(crate) struct NewRow<'a> {
     pub(crate) ttl_ms: Option<i64>,
     pub(crate) poll_interval_ms: Option<i64>,
     pub(crate) deadline_ms: Option<i64>,
-    /// The keys of the answers taken before the task existed (store invariant 6).
-    pub(crate) used_keys: String,
-    pub(crate) answers: String,
-    pub(crate) asked_at_step: String,
+    /// Its [`Pending`] ([`record::create_pending`]: the answers it was created with, their
+    /// keys as used), in [`row::PENDING_COLUMNS`]' order.
+    pub(crate) pending: EncodedPending,
     /// What the task was created with ([`TaskOrigin::encode`]), in
     /// [`row::ORIGIN_COLUMNS`]' order.
     pub(crate) origin: EncodedOrigin,
@@ -173,9 +167,8 @@ impl<'a> NewRow<'a> {
             ttl_ms: state.ttl_ms.map(to_i64),
             poll_interval_ms: task.poll_interval.map(|p| to_i64(millis(p))),
             deadline_ms: state.deadline_ms().map(to_i64),
-            used_keys: to_json(&record::created_keys(&task.answers).collect::<Vec<_>>())?,
-            answers: to_json(&task.answers)?,
-            asked_at_step: to_json(&task.asked_at_step)?,
+            pending: record::create_pending(task.answers.clone(), task.asked_at_step.clone())
+                .encode()?,
             origin: task.origin.encode()?,
             #[cfg(feature = "postgres")]
             idempotency_key: task.idempotency_key.as_deref(),
@@ -222,6 +215,16 @@ pub(crate) fn recovery(row: &impl Columns, steps: Vec<Step>) -> Result<Recovery,
     })
 }
 
+/// Numbered placeholders from `first` on, one per column of `columns`, as a list
+/// (`?3, ?4`, with `mark` `?`) or, with `assign`, as assignments (`a = $3, b = $4`).
+pub(crate) fn placeholders(mark: char, first: usize, columns: &[&str], assign: bool) -> String {
+    let each = columns.iter().zip(first..).map(|(column, n)| match assign {
+        true => format!("{column} = {mark}{n}"),
+        false => format!("{mark}{n}"),
+    });
+    each.collect::<Vec<_>>().join(", ")
+}
+
 /// The origin columns a task's end clears ([`TaskOrigin::ended`]), as `, col = ..`
 /// assignments, applied where `ended` (an SQL condition; `None`: always) holds: the
 /// replay data goes with the task's end, as the memory store drops it.
@@ -252,7 +255,7 @@ pub(crate) fn drops_history(status: &str) -> String {
 /// both against the transitions.
 #[cfg(any(test, feature = "postgres"))]
 pub(crate) mod end_sql {
-    use super::{Pending, clear_origin, record, status_name, to_json};
+    use super::{Pending, clear_origin, record, status_name};
 
     /// `t` is live at `now` and not past its TTL: what a finish needs, and an expiry
     /// refuses (record: `check_live`, `due`).
@@ -285,23 +288,19 @@ pub(crate) mod end_sql {
         now: &str,
         purge: &str,
     ) -> String {
-        let dropped = Pending::default();
-        // Empty maps and lists: their JSON always encodes, and holds no quote.
-        let json = |value: Result<String, _>| value.unwrap_or_default().replace('\'', "''");
         let drops = super::drops_history(status);
+        let pending: String = Pending::ended_columns()
+            .into_iter()
+            .map(|(column, value, always)| match always {
+                true => format!(", {column} = {value}"),
+                false => format!(", {column} = CASE WHEN {drops} THEN {value} ELSE t.{column} END"),
+            })
+            .collect();
         format!(
             "status = {status}, outcome = {outcome}, status_message = {message}, \
-             purge_at_ms = {purge}, input_requests = '{}', \
-             used_keys = CASE WHEN {drops} THEN '{}' ELSE t.used_keys END, \
-             answers = CASE WHEN {drops} THEN '{}' ELSE t.answers END, \
-             asked_at_step = CASE WHEN {drops} THEN '{}' ELSE t.asked_at_step END, \
-             parked_until_ms = NULL, \
+             purge_at_ms = {purge}, parked_until_ms = NULL, \
              last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
-             ELSE t.last_updated_at_ms + 1 END{}",
-            json(to_json(&dropped.input_requests)),
-            json(to_json(&dropped.used_keys)),
-            json(to_json(&dropped.answers)),
-            json(to_json(&dropped.asked_at_step)),
+             ELSE t.last_updated_at_ms + 1 END{pending}{}",
             clear_origin(Some(&drops)),
         )
     }
@@ -408,10 +407,11 @@ mod tests {
         conn.execute_batch(&format!(
             "CREATE TABLE tasks (id TEXT, owner TEXT, tool TEXT, status TEXT, \
              status_message TEXT, created_at_ms INTEGER, last_updated_at_ms INTEGER, \
-             ttl_ms INTEGER, poll_interval_ms INTEGER, input_requests TEXT, used_keys TEXT, \
-             answers TEXT, outcome TEXT, cancel_requested INTEGER, purge_at_ms INTEGER, \
-             parked_until_ms INTEGER, asked_at_step TEXT, deadline_ms INTEGER, {})",
-            row::ORIGIN_COLUMNS.join(" TEXT, ") + " TEXT"
+             ttl_ms INTEGER, poll_interval_ms INTEGER, outcome TEXT, \
+             cancel_requested INTEGER, purge_at_ms INTEGER, parked_until_ms INTEGER, \
+             deadline_ms INTEGER, {} TEXT, {} TEXT)",
+            row::PENDING_COLUMNS.join(" TEXT, "),
+            row::ORIGIN_COLUMNS.join(" TEXT, "),
         ))
         .unwrap();
         let (row, state) = (task.encode().unwrap(), &task.state);
@@ -425,20 +425,17 @@ mod tests {
             row.last_updated_at_ms,
             state.ttl_ms.map(to_i64),
             task.poll_interval_ms.map(to_i64),
-            row.input_requests,
-            row.used_keys,
-            row.answers,
             row.outcome,
             row.cancel_requested,
             row.purge_at_ms,
             row.parked_until_ms,
-            row.asked_at_step,
             state.deadline_ms().map(to_i64),
         ];
         let origin = origin.encode().unwrap();
         let values: Vec<&dyn rusqlite::ToSql> = head
             .iter()
             .copied()
+            .chain(row.pending.iter().map(|c| c as &dyn rusqlite::ToSql))
             .chain(origin.iter().map(|c| c as &dyn rusqlite::ToSql))
             .collect();
         let marks = vec!["?"; values.len()].join(", ");

@@ -144,11 +144,7 @@ impl Record for TaskRow {
     }
 
     fn end_with(&mut self, outcome: Outcome) {
-        if keeps_history(outcome.status()) {
-            self.pending.input_requests = InputRequests::default();
-        } else {
-            self.pending = Pending::default();
-        }
+        self.pending.end(keeps_history(outcome.status()));
         self.outcome = Some(outcome);
     }
 }

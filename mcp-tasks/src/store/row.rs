@@ -14,7 +14,9 @@
 //!
 //! A new stored field that a task is created with goes into [`TaskOrigin`] (the struct, its
 //! column name, its encode and decode lines below), the stores' schemas and migrations, and
-//! the views that show it; nothing else. Completed steps and, in a cluster store, the lease
+//! the views that show it; nothing else. One that transitions change, kept while the task
+//! lives, goes into [`Pending`] the same way ([`pending_columns`]), and into the transitions
+//! that change it. Completed steps and, in a cluster store, the lease
 //! are kept beside the row (their own table and columns), read by the operations that need
 //! them.
 
@@ -195,6 +197,105 @@ pub(crate) struct Pending {
     /// not here was asked before the first step, or answered before the task existed. A
     /// fork keeps the answers to the questions asked before its step ([`asked_before`]).
     pub(crate) asked_at_step: AskedAtStep,
+}
+
+/// The columns of a [`Pending`], in [`Pending::encode`]'s order, for statements written as
+/// constants (`concat!`). [`PENDING_COLUMNS`] lists the same names; a test holds the two
+/// together.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+macro_rules! pending_columns {
+    () => {
+        "input_requests, used_keys, answers, asked_at_step"
+    };
+}
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use pending_columns;
+
+/// The columns of a [`Pending`], in [`Pending::encode`]'s order.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) const PENDING_COLUMNS: [&str; 4] =
+    ["input_requests", "used_keys", "answers", "asked_at_step"];
+
+/// A [`Pending`] as its columns hold it: JSON text.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) type EncodedPending = [String; PENDING_COLUMNS.len()];
+
+impl Pending {
+    /// What a task's end leaves: a task that keeps its history
+    /// ([`record::keeps_history`](super::record::keeps_history)) keeps all but its
+    /// outstanding requests; any other drops everything.
+    pub(crate) fn end(&mut self, keeps_history: bool) {
+        if keeps_history {
+            self.input_requests = InputRequests::default();
+        } else {
+            *self = Self::default();
+        }
+    }
+
+    /// Every column, encoded, in [`PENDING_COLUMNS`]' order.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn encode(&self) -> Result<EncodedPending, StoreError> {
+        use super::column::to_json;
+        Ok([
+            to_json(&self.input_requests)?,
+            to_json(&self.used_keys)?,
+            to_json(&self.answers)?,
+            to_json(&self.asked_at_step)?,
+        ])
+    }
+
+    /// Decodes the [`PENDING_COLUMNS`] of `row`, from column `first` on.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn decode(
+        row: &impl super::column::Columns,
+        first: usize,
+    ) -> Result<Self, StoreError> {
+        use super::column::json;
+        let used_keys: Vec<String> = json(&row.text(first + 1)?)?;
+        Ok(Self {
+            input_requests: json(&row.text(first)?)?,
+            used_keys: used_keys.into_iter().map(String::into_boxed_str).collect(),
+            answers: json(&row.text(first + 2)?)?,
+            asked_at_step: json(&row.text(first + 3)?)?,
+        })
+    }
+
+    /// The columns a task's end sets, each with the SQL literal it writes and whether every
+    /// end writes it (`true`) or only one that drops the task's history: what
+    /// [`Pending::end`] does to a `Pending` whose every field is set.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn ended_columns() -> Vec<(&'static str, String, bool)> {
+        let request = serde_json::json!({ "k": { "method": "roots/list" } });
+        let Ok(input_requests) = serde_json::from_value(request) else {
+            return Vec::new();
+        };
+        let full = Self {
+            input_requests,
+            used_keys: vec!["k".into()],
+            answers: InputResponses::from_iter([("k".to_owned(), serde_json::json!(1))]),
+            asked_at_step: AskedAtStep::from_iter([("k".to_owned(), 1)]),
+        };
+        let ended = |keeps| {
+            let mut pending = full.clone();
+            pending.end(keeps);
+            pending.encode()
+        };
+        let (Ok(before), Ok(kept), Ok(dropped)) = (full.encode(), ended(true), ended(false)) else {
+            return Vec::new();
+        };
+        PENDING_COLUMNS
+            .iter()
+            .zip(before.into_iter().zip(kept.into_iter().zip(dropped)))
+            .filter(|(_, (before, (_, dropped)))| before != dropped)
+            .map(|(name, (before, (kept, dropped)))| {
+                (
+                    *name,
+                    format!("'{}'", dropped.replace('\'', "''")),
+                    kept != before,
+                )
+            })
+            .collect()
+    }
 }
 
 /// When each question of a task was asked, by key: how many steps its run had begun then.
@@ -484,7 +585,7 @@ pub(crate) fn snapshot(
 #[cfg(test)]
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod tests {
-    use super::ORIGIN_COLUMNS;
+    use super::{ORIGIN_COLUMNS, PENDING_COLUMNS};
 
     #[test]
     fn an_end_clears_the_replay_data_and_keeps_the_rest() {
@@ -499,8 +600,25 @@ mod tests {
         );
     }
 
+    /// Every end drops the outstanding requests; only an end that drops the history drops
+    /// the rest.
+    #[test]
+    fn an_end_drops_the_pending_requests_and_what_the_history_keeps() {
+        let set = super::Pending::ended_columns();
+        assert_eq!(
+            set,
+            [
+                ("input_requests", "'{}'".to_owned(), true),
+                ("used_keys", "'[]'".to_owned(), false),
+                ("answers", "'{}'".to_owned(), false),
+                ("asked_at_step", "'{}'".to_owned(), false),
+            ]
+        );
+    }
+
     #[test]
     fn the_column_macro_and_the_column_list_name_the_same_columns() {
         assert_eq!(origin_columns!(), ORIGIN_COLUMNS.join(", "));
+        assert_eq!(pending_columns!(), PENDING_COLUMNS.join(", "));
     }
 }

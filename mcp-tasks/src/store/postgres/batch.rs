@@ -34,7 +34,7 @@ use super::{
 use crate::store::{
     codec::{self, NewRow, end_sql, to_i64},
     record,
-    row::ORIGIN_COLUMNS,
+    row::{ORIGIN_COLUMNS, PENDING_COLUMNS},
 };
 
 /// The most creates one transaction takes.
@@ -49,43 +49,38 @@ pub(super) const WRITERS: usize = 4;
 /// one per batch, not per task, because Postgres serializes the commits of notifying
 /// transactions.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
-    // The origin's columns are bound from `$16` on, one text array each, in
-    // `ORIGIN_COLUMNS`' order; the priorities, the limit keys and when the answers' questions
-    // were asked after them.
-    let names = ORIGIN_COLUMNS.join(", ");
-    let priorities = 16 + ORIGIN_COLUMNS.len();
-    let arrays: String = (0..ORIGIN_COLUMNS.len())
+    // The pending's and then the origin's columns are bound from `$16` on, one text array
+    // each, in `PENDING_COLUMNS`' and `ORIGIN_COLUMNS`' order.
+    let columns: Vec<&str> = PENDING_COLUMNS
+        .iter()
+        .chain(&ORIGIN_COLUMNS)
+        .copied()
+        .collect();
+    let arrays: String = (0..columns.len())
         .map(|i| format!(", ${}::text[]", 16 + i))
         .collect();
-    let aliases: String = (0..ORIGIN_COLUMNS.len())
-        .map(|i| format!(", o{i}"))
-        .collect();
+    let aliases: String = (0..columns.len()).map(|i| format!(", c{i}")).collect();
+    let values: String = (0..columns.len()).map(|i| format!(", u.c{i}")).collect();
     format!(
         "WITH ins AS (INSERT INTO tasks (id, owner, tool, status, status_message, \
-         created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, input_requests, \
-         used_keys, answers, answer_seq, outcome, cancel_requested, deadline_ms, purge_at_ms, \
-         runner, epoch, lease_until_ms, idempotency_key, priority, limit_key, asked_at_step, \
-         {names}) \
+         created_at_ms, last_updated_at_ms, ttl_ms, poll_interval_ms, answer_seq, outcome, \
+         cancel_requested, deadline_ms, purge_at_ms, runner, epoch, lease_until_ms, \
+         idempotency_key, priority, limit_key, {names}) \
          SELECT u.id, u.owner, u.tool, u.status, u.status_message, u.created, u.created, \
-         u.ttl, u.poll, '{{}}', u.used_keys, u.answers, 0, NULL, FALSE, u.deadline, NULL, \
-         u.runner, CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, {now} + u.lease, u.idem, \
-         u.priority, u.limit_key, u.asked_at_step{origin} \
+         u.ttl, u.poll, 0, NULL, FALSE, u.deadline, NULL, u.runner, \
+         CASE WHEN u.runner IS NULL THEN 0 ELSE 1 END, {now} + u.lease, u.idem, u.priority, \
+         u.limit_key{values} \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
          $6::bigint[], $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::text[], \
-         $12::text[], $13::text[], $14::text[]{arrays}, ${priorities}::int2[], \
-         ${keys}::text[], ${asked}::text[]) AS u(id, owner, tool, status_message, created, ttl, \
-         poll, deadline, runner, lease, idem, used_keys, answers, status{aliases}, priority, \
-         limit_key, asked_at_step) \
+         $12::text[], $13::int2[], $14::text[]{arrays}) AS u(id, owner, tool, status_message, \
+         created, ttl, poll, deadline, runner, lease, idem, status, priority, \
+         limit_key{aliases}) \
          ON CONFLICT DO NOTHING RETURNING id, runner), \
          announce AS (SELECT pg_notify($15, '{queued}' || min(id)) FROM ins \
          WHERE runner IS NULL HAVING count(*) > 0) \
          SELECT id FROM ins UNION ALL SELECT NULL FROM announce",
+        names = columns.join(", "),
         now = db_now_ms!(),
-        keys = priorities + 1,
-        asked = priorities + 2,
-        origin = (0..ORIGIN_COLUMNS.len())
-            .map(|i| format!(", u.o{i}"))
-            .collect::<String>(),
         queued = notice_prefix!(queued),
     )
 });
@@ -303,14 +298,12 @@ fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
         column(rows, |r| r.runner),
         column(rows, |r| r.lease_ms),
         column(rows, |r| r.idempotency_key),
-        column(rows, |r| r.used_keys.as_str()),
-        column(rows, |r| r.answers.as_str()),
         column(rows, |r| r.status),
+        column(rows, |r| r.priority),
+        column(rows, |r| r.limit_key),
     ];
+    bound.extend((0..PENDING_COLUMNS.len()).map(|i| column(rows, move |r| r.pending[i].as_str())));
     bound.extend((0..ORIGIN_COLUMNS.len()).map(|i| column(rows, move |r| r.origin[i].as_deref())));
-    bound.push(column(rows, |r| r.priority));
-    bound.push(column(rows, |r| r.limit_key));
-    bound.push(column(rows, |r| r.asked_at_step.as_str()));
     bound
 }
 

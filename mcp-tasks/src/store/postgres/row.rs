@@ -34,20 +34,21 @@ pub(super) const SELECT_FOR_UPDATE: &str = concat!(
     " FROM tasks WHERE id = $1 FOR UPDATE"
 );
 
-/// Writes back every field a change can touch ([`codec::Encoded`]). A parked task's lease
-/// deadline follows its park (`$12`): a park gives the lease up until the task's timer (the
-/// epoch moves on, so the work that parked writes nothing more), and a wake-up (0) lapses
-/// it, so the lapsed-lease claims take the task.
+/// Writes back every field a change can touch ([`codec::Encoded`]): its own as `$2..$9`,
+/// then its pending's, in [`PENDING_COLUMNS`](crate::store::row::PENDING_COLUMNS)' order. A
+/// parked task's lease deadline follows its park (`$9`): a park gives the lease up until
+/// the task's timer (the epoch moves on, so the work that parked writes nothing more), and
+/// a wake-up (0) lapses it, so the lapsed-lease claims take the task.
 pub(super) static WRITE_BACK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "UPDATE tasks SET status = $2, status_message = $3, last_updated_at_ms = $4, \
-         input_requests = $5, used_keys = $6, answers = $7, answer_seq = $8, outcome = $9, \
-         cancel_requested = $10, purge_at_ms = $11, parked_until_ms = $12, \
-         asked_at_step = $13, lease_until_ms = COALESCE($12, lease_until_ms), \
-         epoch = epoch + CASE WHEN $12::bigint IS NOT NULL AND parked_until_ms IS NULL \
-         THEN 1 ELSE 0 END{} WHERE id = $1",
+         answer_seq = $5, outcome = $6, cancel_requested = $7, purge_at_ms = $8, \
+         parked_until_ms = $9, lease_until_ms = COALESCE($9, lease_until_ms), \
+         epoch = epoch + CASE WHEN $9::bigint IS NOT NULL AND parked_until_ms IS NULL \
+         THEN 1 ELSE 0 END, {}{} WHERE id = $1",
+        codec::placeholders('$', 10, &crate::store::row::PENDING_COLUMNS, true),
         codec::clear_origin(Some(&format!(
-            "$11::bigint IS NOT NULL AND {}",
+            "$8::bigint IS NOT NULL AND {}",
             codec::drops_history("$2")
         ))),
     )
@@ -123,26 +124,22 @@ impl Row {
     /// Writes the changeable fields back ([`WRITE_BACK`]).
     pub(super) async fn write_back(&self, tx: &super::pool::Tx) -> Result<(), StoreError> {
         let row = self.task.encode()?;
-        tx.execute(
-            &WRITE_BACK,
-            &[
-                &&*self.task.id,
-                &row.status,
-                &row.status_message,
-                &row.last_updated_at_ms,
-                &row.input_requests,
-                &row.used_keys,
-                &row.answers,
-                &self.answer_seq,
-                &row.outcome,
-                &row.cancel_requested,
-                &row.purge_at_ms,
-                &row.parked_until_ms,
-                &row.asked_at_step,
-            ],
-            "could not update the task",
-        )
-        .await
-        .map(drop)
+        let id = &*self.task.id;
+        let head: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
+            &id,
+            &row.status,
+            &row.status_message,
+            &row.last_updated_at_ms,
+            &self.answer_seq,
+            &row.outcome,
+            &row.cancel_requested,
+            &row.purge_at_ms,
+            &row.parked_until_ms,
+        ];
+        let pending = row.pending.iter().map(|column| column as _);
+        let params: Vec<_> = head.into_iter().chain(pending).collect();
+        tx.execute(&WRITE_BACK, &params, "could not update the task")
+            .await
+            .map(drop)
     }
 }

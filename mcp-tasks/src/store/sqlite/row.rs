@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, ToSql, params};
 
 use super::{
     backend, exec,
@@ -14,20 +14,21 @@ use crate::store::{
     NewTask, StoreError, TaskSnapshot,
     codec::{self, Columns, NewRow, TaskRow, task_columns},
     record::{self, Change, Due},
-    row::ORIGIN_COLUMNS,
+    row::{ORIGIN_COLUMNS, PENDING_COLUMNS},
 };
 
 const SELECT_TASK: &str = concat!("SELECT ", task_columns!(), " FROM tasks WHERE id = ?1");
 
-/// Writes back every field a change can touch ([`codec::Encoded`]).
+/// Writes back every field a change can touch ([`codec::Encoded`]): its own as `?2..?8`,
+/// then its pending's, in [`PENDING_COLUMNS`]' order.
 static WRITE_BACK: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE tasks SET status = ?2, status_message = ?3, last_updated_at_ms = ?4, \
-         input_requests = ?5, used_keys = ?6, answers = ?7, outcome = ?8, \
-         cancel_requested = ?9, purge_at_ms = ?10, parked_until_ms = ?11, \
-         asked_at_step = ?12{} WHERE id = ?1",
+         outcome = ?5, cancel_requested = ?6, purge_at_ms = ?7, parked_until_ms = ?8, \
+         {}{} WHERE id = ?1",
+        codec::placeholders('?', 9, &PENDING_COLUMNS, true),
         codec::clear_origin(Some(&format!(
-            "?10 IS NOT NULL AND {}",
+            "?7 IS NOT NULL AND {}",
             codec::drops_history("?2")
         ))),
     )
@@ -151,25 +152,19 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
         return Ok(());
     }
     let row = task.encode()?;
-    exec(
-        tx.conn,
-        &WRITE_BACK,
-        params![
-            &*task.id,
-            row.status,
-            row.status_message,
-            row.last_updated_at_ms,
-            row.input_requests,
-            row.used_keys,
-            row.answers,
-            row.outcome,
-            row.cancel_requested,
-            row.purge_at_ms,
-            row.parked_until_ms,
-            row.asked_at_step,
-        ],
-    )
-    .map_err(backend)?;
+    let head = params![
+        &*task.id,
+        row.status,
+        row.status_message,
+        row.last_updated_at_ms,
+        row.outcome,
+        row.cancel_requested,
+        row.purge_at_ms,
+        row.parked_until_ms,
+    ];
+    let pending = row.pending.iter().map(|column| column as &dyn ToSql);
+    let values: Vec<&dyn ToSql> = head.iter().copied().chain(pending).collect();
+    exec(tx.conn, &WRITE_BACK, &*values).map_err(backend)?;
     if change.ended {
         if !record::keeps_history(task.state.status) {
             exec(
@@ -184,20 +179,20 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
     Ok(())
 }
 
-/// The insert of a new row: its own columns as `?1..?12`, then its origin's, in
-/// [`ORIGIN_COLUMNS`]' order.
+/// The insert of a new row: its own columns as `?1..?9`, then its pending's and its
+/// origin's, in [`PENDING_COLUMNS`]' and [`ORIGIN_COLUMNS`]' order.
 static INSERT: LazyLock<String> = LazyLock::new(|| {
-    let origin = (13..13 + ORIGIN_COLUMNS.len())
-        .map(|n| format!("?{n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let (pending, origin) = (10, 10 + PENDING_COLUMNS.len());
     format!(
         "INSERT INTO tasks (id, owner, tool, status, status_message, created_at_ms, \
-         last_updated_at_ms, ttl_ms, poll_interval_ms, deadline_ms, used_keys, answers, \
-         asked_at_step, input_requests, outcome, cancel_requested, purge_at_ms, {columns}) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, '{{}}', NULL, 0, NULL, \
-         {origin}) ON CONFLICT (id) DO NOTHING",
-        columns = ORIGIN_COLUMNS.join(", "),
+         last_updated_at_ms, ttl_ms, poll_interval_ms, deadline_ms, outcome, \
+         cancel_requested, purge_at_ms, {}, {}) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, NULL, 0, NULL, {}, {}) \
+         ON CONFLICT (id) DO NOTHING",
+        PENDING_COLUMNS.join(", "),
+        ORIGIN_COLUMNS.join(", "),
+        codec::placeholders('?', pending, &PENDING_COLUMNS, false),
+        codec::placeholders('?', origin, &ORIGIN_COLUMNS, false),
     )
 });
 
@@ -222,20 +217,11 @@ pub(super) fn insert_task(
         row.ttl_ms,
         row.poll_interval_ms,
         row.deadline_ms,
-        row.used_keys,
-        row.answers,
-        row.asked_at_step,
     ];
-    let origin = row
-        .origin
-        .iter()
-        .map(|column| column as &dyn rusqlite::ToSql);
-    let inserted = exec(
-        tx.conn,
-        &INSERT,
-        &*head.iter().copied().chain(origin).collect::<Vec<_>>(),
-    )
-    .map_err(backend)?;
+    let pending = row.pending.iter().map(|column| column as &dyn ToSql);
+    let origin = row.origin.iter().map(|column| column as &dyn ToSql);
+    let values: Vec<&dyn ToSql> = head.iter().copied().chain(pending).chain(origin).collect();
+    let inserted = exec(tx.conn, &INSERT, &*values).map_err(backend)?;
     if inserted == 0 {
         return Err(StoreError::DuplicateId);
     }
