@@ -60,14 +60,9 @@ impl ByOwner {
         let mut by_owner = self.0.lock();
         by_owner
             .iter_mut()
-            .filter(|(_, owned)| owned.due)
-            .map(|(owner, owned)| {
-                owned.due = true;
-                (
-                    Arc::clone(owner),
-                    owned.keep,
-                    std::mem::take(&mut owned.ids),
-                )
+            .filter_map(|(owner, owned)| {
+                let ids = std::mem::take(&mut owned.due).then(|| std::mem::take(&mut owned.ids));
+                Some((Arc::clone(owner), owned.keep, ids?))
             })
             .collect()
     }
