@@ -29,6 +29,17 @@ pub(super) fn encode(notice: &Notice) -> String {
     }
 }
 
+/// What announces the end of task `task_id` that its runner did not write (an operator's
+/// fail, an expiry): while an instance runs its work (`running`), a cancel, so that it reads
+/// the row and stops; otherwise a change, for the listen streams.
+pub(super) fn ended_elsewhere(task_id: Arc<str>, running: bool) -> Notice {
+    if running {
+        Notice::Cancel(task_id)
+    } else {
+        Notice::Changed(task_id)
+    }
+}
+
 /// The notice a payload announces; `None` for anything else (an unknown prefix, an empty
 /// id, an answer sequence that is not a number).
 pub(super) fn decode(payload: &str) -> Option<Notice> {

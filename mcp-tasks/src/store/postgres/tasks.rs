@@ -12,8 +12,7 @@ use rmcp::model::InputResponses;
 use tokio::sync::oneshot;
 
 use super::{
-    PgError, PostgresStore, SWEEP_BATCH, batch,
-    notice::{self, notice_prefix},
+    PgError, PostgresStore, SWEEP_BATCH, batch, notice,
     pool::{Tx, read},
     row::{self, Row, text},
 };
@@ -96,10 +95,9 @@ impl PostgresStore {
                 Some(Notice::Answers { task_id, seq })
             }
             Some(WakeupKind::Cancel) => Some(Notice::Cancel(task_id)),
-            // Ended by anyone but its runner (an operator's fail, a read past its TTL): the
-            // instance running its work hears of it as of a cancel, reads the row and stops.
-            _ if change.ended && fence.is_none() && row.runner.is_some() => {
-                Some(Notice::Cancel(task_id))
+            // Ended by anyone but its runner (an operator's fail, a read past its TTL).
+            _ if change.ended && fence.is_none() => {
+                Some(notice::ended_elsewhere(task_id, row.runner.is_some()))
             }
             // Listen streams on any instance read the task again (`server/push`); an answer
             // or a cancel wake-up tells them as much.
@@ -458,18 +456,16 @@ impl TaskStore for PostgresStore {
                 .map(|r| r.try_get::<_, bool>(1))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| PgError::owned("an unreadable expired row", e))?;
-            // An expired task is `failed`: it keeps its steps (`record::keeps_history`). The
-            // instance running one hears of it as of a cancel, and stops its work.
+            // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
             if !ids.is_empty() {
+                let payloads: Vec<String> = (ids.iter().zip(running))
+                    .map(|(id, running)| {
+                        notice::encode(&notice::ended_elsewhere(Arc::from(id.as_str()), running))
+                    })
+                    .collect();
                 tx.execute(
-                    concat!(
-                        "SELECT pg_notify($1, CASE WHEN running THEN '",
-                        notice_prefix!(cancel),
-                        "' ELSE '",
-                        notice_prefix!(changed),
-                        "' END || id) FROM unnest($2::text[], $3::bool[]) AS e(id, running)"
-                    ),
-                    &[&&*self.channel, &ids, &running],
+                    "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
+                    &[&&*self.channel, &payloads],
                     "could not announce the expired tasks",
                 )
                 .await?;
