@@ -22,9 +22,19 @@ use mcp_tasks::{State, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::json;
 
 /// The tool's own journal: how many tasks run now and the most that ever ran at once, by
-/// workspace and in all; how many ended.
-#[derive(Clone, Default)]
-struct Journal(Arc<Mutex<Counts>>);
+/// workspace and in all; how many ended. Its syncs wait until the test opens the gate, so
+/// that the tasks behind them are still queued when the test looks.
+#[derive(Clone)]
+struct Journal(Arc<Mutex<Counts>>, Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Journal {
+    fn default() -> Self {
+        Self(
+            Arc::default(),
+            Arc::new(tokio::sync::watch::channel(false).0),
+        )
+    }
+}
 
 #[derive(Default)]
 struct Counts {
@@ -36,6 +46,15 @@ struct Counts {
 }
 
 impl Journal {
+    /// Lets every sync go on past the gate.
+    fn open(&self) {
+        self.1.send_replace(true);
+    }
+
+    async fn gate(&self) {
+        let _ = self.1.subscribe().wait_for(|open| *open).await;
+    }
+
     fn start(&self, workspace: &str) {
         let mut counts = self.0.lock().unwrap();
         let now = counts.now.entry(workspace.to_owned()).or_default();
@@ -73,6 +92,7 @@ impl Journal {
     poll_interval = "50ms"
 )]
 async fn sync(State(journal): State<Journal>, workspace: String) -> Result<String, ToolError> {
+    journal.gate().await;
     journal.start(&workspace);
     tokio::time::sleep(Duration::from_millis(100)).await;
     journal.end(&workspace);
@@ -116,6 +136,7 @@ async fn one_task_per_key_at_once_in_one_process() {
     let journal = Journal::default();
     let server = TaskServer::new(toolkit![sync].expect("toolkit").with_state(journal.clone()));
     let http = Http::start(server).await;
+    journal.open();
     call(std::slice::from_ref(&http.url)).await;
     let (most, all) = journal.most_at_once(WORKSPACES.len() * PER_WORKSPACE).await;
     assert_held(&most, all);
@@ -132,7 +153,8 @@ async fn one_task_per_key_at_once_across_instances() {
     })
     .await;
     let (url, last) = call(&urls).await;
-    // The last sync of its workspace waits behind four others, and says why.
+    // The last sync of its workspace waits behind four others (the first holds the gate),
+    // and says why.
     let (_, got) = Http::to(&url)
         .rpc("tasks/get", json!({ "taskId": last }), TASKS)
         .await;
@@ -142,6 +164,7 @@ async fn one_task_per_key_at_once_across_instances() {
         "queued: waiting to start (the tool runs at most 1 task at once for each workspace)",
         "{got}"
     );
+    journal.open();
     let (most, all) = journal.most_at_once(WORKSPACES.len() * PER_WORKSPACE).await;
     assert_held(&most, all);
 }
