@@ -17,8 +17,8 @@ use crate::clock::millis;
 use super::column::corrupt;
 pub(crate) use super::column::{Columns, json, to_i64, to_json, to_u64};
 
-/// The columns of a task row that [`TaskRow::decode`] reads, in its order (its
-/// [`Pending`]'s last); a store's own columns follow them.
+/// The columns of a task row that [`TaskRow::decode`] reads, in its order, its
+/// [`Pending`]'s columns last; a store's own columns follow them.
 macro_rules! task_columns {
     () => {
         concat!(

@@ -272,7 +272,7 @@ impl MemoryStore {
                 let purged = shard.tasks.remove(id);
                 self.len.fetch_sub(1, Ordering::Relaxed);
                 drop(guard);
-                // The caller that holds the key map forgets the key itself.
+                // A caller that holds the key map (`forget` false) maps the key anew itself.
                 if let Some(mut entry) = purged {
                     if !forget {
                         entry.key = None;

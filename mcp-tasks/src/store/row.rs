@@ -262,8 +262,9 @@ impl Pending {
 
     /// The columns a task's end sets, each with the SQL literal it writes and whether every
     /// end writes it (`true`) or only one that drops the task's history: what
-    /// [`Pending::end`] does to a `Pending` whose every field is set.
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// [`Pending::end`] does to a `Pending` whose every field is set. For a store that ends
+    /// many tasks in one statement (Postgres: `codec::end_sql`).
+    #[cfg(any(feature = "postgres", all(test, feature = "sqlite")))]
     pub(crate) fn ended_columns() -> Vec<(&'static str, String, bool)> {
         let request = serde_json::json!({ "k": { "method": "roots/list" } });
         let Ok(input_requests) = serde_json::from_value(request) else {
