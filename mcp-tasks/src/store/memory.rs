@@ -110,8 +110,10 @@ impl Record for Entry {
     fn end_with(&mut self, outcome: Outcome) {
         let keeps = record::keeps_history(outcome.status());
         self.outcome = Some(Compact::from(outcome));
+        // What the row's end leaves of its pending data (`Pending::end`); a task that drops
+        // its history drops its steps with it, below.
         if let (true, Some(live)) = (keeps, &mut self.live) {
-            live.pending.input_requests.clear();
+            live.pending.end(true);
         }
         if keeps {
             return;
