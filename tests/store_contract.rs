@@ -80,6 +80,13 @@ async fn asked_at_step(store: impl TaskStore) {
         asked(admin.detail("fails").await.unwrap()),
         (second.clone(), 2)
     );
+    // A question still open when the task fails goes with the end; the answers stay.
+    let open = Transition::RequestInput {
+        key: "third".to_owned(),
+        request: roots_request(),
+        at_step: 0,
+    };
+    store.apply("fails", None, open).await.unwrap();
     let error = object(json!({ "code": -32603, "message": "upstream down" }));
     store.finish("fails", Outcome::Failed(error)).await.unwrap();
     store
@@ -94,6 +101,9 @@ async fn asked_at_step(store: impl TaskStore) {
         (second.clone(), 2),
         "a failed task keeps its history for a retry or fork"
     );
+    let failed = admin.detail("fails").await.unwrap().expect("the task");
+    assert!(failed.questions.is_empty(), "{:?}", failed.questions);
+    assert!(failed.task.input_requests.is_empty(), "{failed:?}");
     assert_eq!(
         asked(admin.detail("completes").await.unwrap()),
         (Default::default(), 0)
