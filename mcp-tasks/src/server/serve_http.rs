@@ -11,7 +11,7 @@ use std::{
 };
 
 use axum::{
-    body::Body,
+    body::{Body, Bytes},
     extract::Request,
     http::{HeaderValue, Method, StatusCode, header},
     response::{IntoResponse, Response},
@@ -19,7 +19,7 @@ use axum::{
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
-use tokio::net::TcpListener;
+use tokio::{net::TcpListener, time::error::Elapsed};
 use tokio_util::sync::CancellationToken;
 
 use rmcp::ServerHandler;
@@ -430,8 +430,7 @@ where
             return self.service.handle(request).await.into_response();
         }
         let (parts, body) = request.into_parts();
-        let read = guard::read_body(body, self.limits.max_request_bytes());
-        let bytes = match tokio::time::timeout(self.body_timeout, read).await {
+        let bytes = match self.read_body(body).await {
             Ok(Ok(bytes)) => bytes,
             // Unreadable or over the limit: nothing to serve it with while draining.
             Ok(Err(_)) | Err(_) if draining => return drain_refusal(None),
@@ -469,6 +468,17 @@ where
             .await;
         }
         self.service.handle(request).await.into_response()
+    }
+
+    /// `body` in full within the body timeout; one that is here already (most are) is read
+    /// without arming the timer. A function of its own: the read's state does not stay in
+    /// `serve`'s future through the awaits after it (every request moves that future).
+    async fn read_body(&self, body: Body) -> Result<Result<Bytes, Response>, Elapsed> {
+        let mut read = std::pin::pin!(guard::read_body(body, self.limits.max_request_bytes()));
+        match futures::poll!(read.as_mut()) {
+            std::task::Poll::Ready(read) => Ok(read),
+            std::task::Poll::Pending => tokio::time::timeout(self.body_timeout, read).await,
+        }
     }
 }
 
