@@ -214,14 +214,14 @@ impl Runtime {
             // Told to stop already (or its lease lost): dropped at its halt point, before
             // the lease can lapse anywhere, unless it ended meanwhile.
             let point = if live.fenced.load(Ordering::Acquire) {
-                if live.halt.is_cancelled() {
+                if live.is_halted() {
                     continue;
                 }
                 let point = halt_point(deadline, margin);
                 if point <= now {
                     tracing::warn!(task_id = %id, "the work did not stop at its lease's fence \
                         point: dropping it before the lease can lapse");
-                    live.halt.cancel();
+                    live.halt();
                     continue;
                 }
                 point
@@ -572,12 +572,12 @@ mod tests {
         assert!(!later.is_cancelled());
         // Next: t1's halt point, half the margin before its deadline.
         assert_eq!(next, Some(start + Duration::from_millis(2700)));
-        let halt = runtime.get_live("t1").unwrap().halt.clone();
-        assert!(!halt.is_cancelled(), "told to stop, not dropped yet");
+        let live = runtime.get_live("t1").unwrap();
+        assert!(!live.is_halted(), "told to stop, not dropped yet");
 
         // At t1's halt point its work is dropped; then t2's fence point is next.
         let next = runtime.fence_overdue(start + Duration::from_millis(2700), margin);
-        assert!(halt.is_cancelled(), "dropped before the lease can lapse");
+        assert!(live.is_halted(), "dropped before the lease can lapse");
         assert_eq!(next, Some(start + Duration::from_millis(3400)));
     }
 
@@ -588,15 +588,15 @@ mod tests {
     async fn work_whose_lease_was_taken_is_dropped_at_once() {
         let runtime = runtime();
         let cancel = held(&runtime, "t1", Duration::from_secs(30), Instant::now());
-        let halt = runtime.get_live("t1").unwrap().halt.clone();
+        let live = runtime.get_live("t1").unwrap();
         runtime.lost_at("t1", 0);
         assert!(
-            !cancel.is_cancelled() && !halt.is_cancelled(),
+            !cancel.is_cancelled() && !live.is_halted(),
             "an older epoch"
         );
         runtime.lost_at("t1", 1);
         assert!(cancel.is_cancelled(), "told to stop");
-        assert!(halt.is_cancelled(), "and dropped at once");
+        assert!(live.is_halted(), "and dropped at once");
     }
 
     /// A step that does not wait on its cancellation (a plain sleep, then a side effect)

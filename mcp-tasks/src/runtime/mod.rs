@@ -109,13 +109,11 @@ struct LiveTask {
     lease: Mutex<Option<Lease>>,
     /// The lease was lost: the work is cancelled and writes nothing more.
     fenced: AtomicBool,
-    /// Drops the work's future (`outcome.rs`, [`Runtime::spawn`]): cancelled before the
-    /// lease could lapse anywhere (`cluster.rs`, invariant 6), so that the work runs
-    /// nowhere else at the same time.
-    halt: CancellationToken,
-    /// Drops the work's future once its task is parked (`park.rs`): the task waits in its
-    /// row, and a wake-up runs it again.
-    park: CancellationToken,
+    /// Drops the work's future (`outcome.rs`, [`Runtime::spawn`]), for the reason set
+    /// before it is cancelled: [`LiveTask::halt`] or [`LiveTask::park`].
+    drop_work: CancellationToken,
+    halted: AtomicBool,
+    parked: AtomicBool,
     /// Held (shared) by every step write under way: the drain waits for them (exclusive)
     /// before it hands the task over, so a step that ran is stored, not run again.
     step_writes: Arc<tokio::sync::RwLock<()>>,
@@ -130,6 +128,28 @@ impl LiveTask {
 
     fn lease(&self) -> Option<Lease> {
         self.lease.lock().clone()
+    }
+
+    /// Drops the work before its lease could lapse anywhere (`cluster.rs`, invariant 6), so
+    /// that it runs nowhere else at the same time.
+    fn halt(&self) {
+        self.halted.store(true, Ordering::Release);
+        self.drop_work.cancel();
+    }
+
+    fn is_halted(&self) -> bool {
+        self.halted.load(Ordering::Acquire)
+    }
+
+    /// Drops the work once its task is parked (`park.rs`): the task waits in its row, and
+    /// a wake-up runs it again.
+    fn park(&self) {
+        self.parked.store(true, Ordering::Release);
+        self.drop_work.cancel();
+    }
+
+    fn is_parked(&self) -> bool {
+        self.parked.load(Ordering::Acquire)
     }
 }
 
@@ -357,7 +377,7 @@ impl Runtime {
         if current.is_none_or(|lease| lease.epoch <= epoch) {
             self.lost(id);
             if let Some(live) = live {
-                live.halt.cancel();
+                live.halt();
             }
         }
     }
@@ -451,8 +471,9 @@ impl Runtime {
             slot: Mutex::new(Some(slot)),
             lease: Mutex::new(lease),
             fenced: AtomicBool::new(false),
-            halt: CancellationToken::new(),
-            park: CancellationToken::new(),
+            drop_work: CancellationToken::new(),
+            halted: AtomicBool::new(false),
+            parked: AtomicBool::new(false),
             step_writes: Arc::default(),
             gauges,
         });

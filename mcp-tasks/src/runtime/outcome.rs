@@ -48,9 +48,10 @@ impl Runtime {
         let runtime = Arc::clone(self);
         let stop = self.lifecycle.stop_token().clone();
         // Registered before it is spawned; work that is not (none is) is never halted.
-        let (halt, park) = self
-            .get_live(&id)
-            .map(|live| (live.halt.clone(), live.park.clone()))
+        let live = self.get_live(&id);
+        let dropped = live
+            .as_ref()
+            .map(|live| live.drop_work.clone())
             .unwrap_or_default();
         self.lifecycle.work().spawn(
             async move {
@@ -60,9 +61,12 @@ impl Runtime {
                     biased;
                     ended = work => Run::Ended(ended),
                     () = stop.cancelled() => Run::Stopped,
-                    () = halt.cancelled() => Run::Halted,
-                    () = park.cancelled() => Run::Parked,
+                    () = dropped.cancelled() => match live.as_deref() {
+                        Some(live) if live.is_halted() => Run::Halted,
+                        _ => Run::Parked,
+                    },
                 };
+                drop(live);
                 match ended {
                     Run::Ended(ended) => runtime.finish(&id, &tool, ended).await,
                     Run::Stopped => runtime.abandon(&id, &tool).await,

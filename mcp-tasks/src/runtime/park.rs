@@ -106,7 +106,7 @@ impl Runtime {
         if let Some(live) = live {
             // Its lease went with the park: no renewal, no fenced write after it.
             live.fenced.store(true, Ordering::Release);
-            live.park.cancel();
+            live.park();
         }
         Ok(true)
     }
@@ -117,7 +117,7 @@ impl Runtime {
     pub(super) async fn parked(self: &Arc<Self>, id: &Arc<str>) {
         {
             let mut live = self.live_map();
-            if live.get(id).is_some_and(|live| live.park.is_cancelled()) {
+            if live.get(id).is_some_and(|live| live.is_parked()) {
                 live.remove(id);
             }
         }
@@ -188,10 +188,7 @@ impl Runtime {
             }
             return;
         }
-        if self
-            .get_live(id)
-            .is_some_and(|live| !live.park.is_cancelled())
-        {
+        if self.get_live(id).is_some_and(|live| !live.is_parked()) {
             return;
         }
         let runtime = Arc::clone(self);
