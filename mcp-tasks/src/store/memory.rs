@@ -269,6 +269,7 @@ impl MemoryStore {
         let mut guard = self.shard(id);
         let shard = &mut *guard;
         let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
+        let was_live = !entry.state.status.is_terminal();
         match record::apply_due(entry, now, self.expired_retention_ms) {
             Due::Purge => {
                 let purged = shard.tasks.remove(id);
@@ -290,7 +291,14 @@ impl MemoryStore {
             Due::Nothing => {}
         }
         let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
-        f(entry, now)
+        let done = f(entry, now);
+        // Ended here (by `f` or by its expiry): its owner may be past its bound now.
+        if was_live && entry.state.status.is_terminal() {
+            let owner = Arc::clone(&entry.owner);
+            drop(guard);
+            self.by_owner.ended(&[owner]);
+        }
+        done
     }
 
     /// Removes a purged task's idempotency key (unless a newer task took it over).
@@ -543,6 +551,7 @@ impl TaskStore for MemoryStore {
         let now = self.clock.now_ms();
         let mut failed = self.unreported.take();
         let mut purged = Vec::new();
+        let mut ended = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();
             let shard = &mut *shard;
@@ -564,6 +573,7 @@ impl TaskStore for MemoryStore {
                     Due::Expiry => {
                         let purge_at = entry.state.purge_at_ms.unwrap_or(now);
                         shard.deadlines.push(Reverse((purge_at, id.clone())));
+                        ended.push(Arc::clone(&entry.owner));
                         failed.push(id);
                     }
                     Due::Nothing => {}
@@ -571,6 +581,7 @@ impl TaskStore for MemoryStore {
             }
         }
         self.forget(purged);
+        self.by_owner.ended(&ended);
         self.trim_due();
         Ok(failed)
     }
@@ -614,5 +625,39 @@ mod tests {
         }
         assert!(store.is_empty(), "every task is purged");
         assert_eq!(store.by_owner.len(), 0, "and no owner is kept");
+    }
+
+    /// An owner that created past its bound while its tasks ran, and then created no more,
+    /// keeps only its bound of finished tasks from the first sweep after they end: whether
+    /// they end by a write or by their TTL.
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_past_the_bound_is_trimmed_as_it_ends() {
+        let store = MemoryStore::new().with_expired_retention(Duration::from_secs(60));
+        let ids = |owner: &str| {
+            (0..15)
+                .map(|i| format!("{owner}-{i:02}"))
+                .collect::<Vec<_>>()
+        };
+        let (written, expired) = (ids("written"), ids("expired"));
+        for id in written.iter().chain(&expired) {
+            let owner = id.split('-').next().unwrap();
+            store.create(task(id, owner)).await.unwrap();
+        }
+        store.expire_due().await.unwrap();
+        let present = |ids: &[String]| -> Vec<String> {
+            let stored = |id: &&String| store.shard(id).tasks.contains_key(id.as_str());
+            ids.iter().filter(stored).cloned().collect()
+        };
+        assert_eq!(present(&written).len(), 15, "live tasks stay");
+        for id in &written {
+            let end = Transition::Finish(Outcome::Cancelled);
+            store.apply(id, None, end).await.unwrap();
+        }
+        store.expire_due().await.unwrap();
+        assert_eq!(present(&written), written[5..], "ended by a write");
+        assert_eq!(present(&expired).len(), 15, "the other owner's run on");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        store.expire_due().await.unwrap();
+        assert_eq!(present(&expired), expired[5..], "ended by their TTL");
     }
 }

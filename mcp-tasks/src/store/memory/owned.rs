@@ -3,9 +3,10 @@
 //! A create with a bound appends its id to its owner's list, in one map behind one mutex.
 //! The sweep ([`TaskStore::expire_due`]) walks, newest first, the lists of the owners that
 //! are due and removes their finished tasks past the bound. An owner is due when a create
-//! left it with more tasks than its bound (only then can its finished ones be past it), or
-//! when one of its tasks was purged (so that its list, and the owner once its list is empty,
-//! do not outlive its tasks).
+//! or the end of one of its tasks left it with more tasks than its bound (only then can its
+//! finished ones be past it: an owner that created past its bound while its tasks ran, and
+//! then created no more, is walked again as they end), or when one of its tasks was purged
+//! (so that its list, and the owner once its list is empty, do not outlive its tasks).
 //!
 //! [`NewTask::max_finished_per_owner`]: crate::store::NewTask::max_finished_per_owner
 //! [`TaskStore::expire_due`]: crate::store::TaskStore::expire_due
@@ -39,6 +40,20 @@ impl ByOwner {
         owned.ids.push_back(id);
         owned.keep = keep;
         owned.due |= owned.ids.len() > keep;
+    }
+
+    /// Tasks of `owners` ended: the next sweep walks each that holds more tasks than its
+    /// bound.
+    pub(super) fn ended(&self, owners: &[Arc<str>]) {
+        if owners.is_empty() {
+            return;
+        }
+        let mut by_owner = self.0.lock();
+        for owner in owners {
+            if let Some(owned) = by_owner.get_mut(owner) {
+                owned.due |= owned.ids.len() > owned.keep;
+            }
+        }
     }
 
     /// Tasks of `owners` were purged: the next sweep walks them.
