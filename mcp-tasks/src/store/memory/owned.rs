@@ -30,6 +30,16 @@ struct Owned {
     keep: usize,
     /// Whether the next sweep walks this owner.
     due: bool,
+    /// How many of its ids a walk under way took out (until [`ByOwner::put_back`]).
+    walked: usize,
+}
+
+impl Owned {
+    /// Whether it holds more tasks than its bound, counting those a walk under way took
+    /// out: only then can its finished tasks be past the bound.
+    fn over_bound(&self) -> bool {
+        self.ids.len() + self.walked > self.keep
+    }
 }
 
 impl ByOwner {
@@ -39,7 +49,7 @@ impl ByOwner {
         let owned = owners.entry(owner).or_default();
         owned.ids.push_back(id);
         owned.keep = keep;
-        owned.due |= owned.ids.len() > keep;
+        owned.due |= owned.over_bound();
     }
 
     /// Tasks of `owners` ended: the next sweep walks each that holds more tasks than its
@@ -51,7 +61,7 @@ impl ByOwner {
         let mut by_owner = self.0.lock();
         for owner in owners {
             if let Some(owned) = by_owner.get_mut(owner) {
-                owned.due |= owned.ids.len() > owned.keep;
+                owned.due |= owned.over_bound();
             }
         }
     }
@@ -76,8 +86,9 @@ impl ByOwner {
         by_owner
             .iter_mut()
             .filter_map(|(owner, owned)| {
-                let ids = std::mem::take(&mut owned.due).then(|| std::mem::take(&mut owned.ids));
-                Some((Arc::clone(owner), owned.keep, ids?))
+                let ids = std::mem::take(&mut owned.due).then(|| std::mem::take(&mut owned.ids))?;
+                owned.walked = ids.len();
+                Some((Arc::clone(owner), owned.keep, ids))
             })
             .collect()
     }
@@ -91,6 +102,7 @@ impl ByOwner {
         };
         let newer = std::mem::replace(&mut owned.ids, kept);
         owned.ids.extend(newer);
+        owned.walked = 0;
         if owned.ids.is_empty() && !owned.due {
             by_owner.remove(owner);
         }
@@ -100,5 +112,35 @@ impl ByOwner {
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.0.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::ByOwner;
+
+    /// A create or an end while the sweep walks an owner counts the ids the walk took out:
+    /// an owner over its bound is walked again at the next sweep.
+    #[test]
+    fn changes_during_a_walk_count_the_walked_tasks() {
+        let by_owner = ByOwner::default();
+        let owner: Arc<str> = Arc::from("o");
+        for i in 0..3 {
+            by_owner.created(Arc::clone(&owner), Arc::from(format!("t{i}")), 2);
+        }
+        let walk = || {
+            let mut due = by_owner.take_due();
+            assert_eq!(due.len(), 1, "the owner is due");
+            due.pop().unwrap().2
+        };
+        let walked = walk();
+        by_owner.ended(&[Arc::clone(&owner)]);
+        by_owner.put_back(&owner, walked);
+        let walked = walk();
+        by_owner.created(Arc::clone(&owner), Arc::from("t3"), 2);
+        by_owner.put_back(&owner, walked);
+        walk();
     }
 }
