@@ -306,6 +306,26 @@ async fn finished_per_owner(store: impl TaskStore) {
         "another owner is untouched and served"
     );
     assert_eq!(present(ids.clone()).await, ids[ids.len() - BOUND..]);
+
+    // A burst: the owner creates past its bound while every task runs, a sweep finds nothing
+    // finished to remove, and then the tasks end and the owner creates no more. The next
+    // sweeps still trim it to its bound.
+    let burst: Vec<String> = (0..12).map(|i| format!("t-{i:02}")).collect();
+    for id in &burst {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        store.create(task(id, "trent", hour)).await.unwrap();
+    }
+    store.expire_due().await.unwrap();
+    assert_eq!(present(burst.clone()).await, burst, "live tasks all stay");
+    for id in &burst {
+        store.finish(id, Outcome::Cancelled).await.unwrap();
+    }
+    store.expire_due().await.unwrap();
+    assert_eq!(
+        present(burst.clone()).await,
+        burst[burst.len() - BOUND..],
+        "the burst is trimmed once it has ended"
+    );
 }
 
 /// The creating call's trace context is stored with the task and comes back with its

@@ -494,20 +494,30 @@ impl TaskStore for PostgresStore {
         }
         // The owners this instance created for since the last sweep: each one's finished
         // tasks past its bound, counted in the store (every instance's), by the index of the
-        // owner's finished tasks.
+        // owner's finished tasks. An owner whose live and kept tasks are still more than its
+        // bound (it created past it while they ran) is looked at again by the next sweep.
         for (owner, keep) in self.trim.take() {
-            let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-            super::pool::write_one(
+            let bound = i64::try_from(keep).unwrap_or(i64::MAX);
+            let rows = super::pool::write_one(
                 &self.pool,
-                "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE owner = $1 \
-                 AND purge_at_ms IS NOT NULL ORDER BY created_at_ms DESC, id DESC OFFSET $2)",
+                "WITH gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM tasks \
+                 WHERE owner = $1 AND purge_at_ms IS NOT NULL \
+                 ORDER BY created_at_ms DESC, id DESC OFFSET $2) RETURNING 1) \
+                 SELECT (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NULL \
+                 AND status IN ('working', 'input_required')) \
+                 + (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL) \
+                 - (SELECT count(*) FROM gone)",
                 &[
                     &&*owner as &(dyn tokio_postgres::types::ToSql + Sync),
-                    &keep,
+                    &bound,
                 ],
                 "could not remove an owner's oldest finished tasks",
             )
             .await?;
+            let held: i64 = rows.first().map_or(0, |row| row.get(0));
+            if held > bound {
+                self.trim.again(&owner, keep);
+            }
         }
         Ok(failed)
     }

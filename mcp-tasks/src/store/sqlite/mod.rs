@@ -85,7 +85,7 @@ pub struct SqliteStore {
     max_tasks: usize,
     path: PathBuf,
     /// Owners to trim at the next sweep ([`NewTask::max_finished_per_owner`](super::NewTask::max_finished_per_owner)).
-    trim: super::trim::Owners,
+    trim: Arc<super::trim::Owners>,
     /// Expiries an operator's read applied, for the next sweep to report.
     unreported: super::unreported::Unreported,
     /// A way to run code on the checkpointer's connection, for the tests.
@@ -161,10 +161,14 @@ impl SqliteStore {
             .spawn(move || writer::checkpoint_loop(&checkpointer, &grown))
             .map_err(backend)?;
         let live = LiveSet::load(&writer).map_err(backend)?;
+        let trim = Arc::<super::trim::Owners>::default();
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("mcp-tasks-sqlite-writer".into())
-            .spawn(move || writer::write_loop(&writer, &rx, &wal_grew, live))
+            .spawn({
+                let trim = Arc::clone(&trim);
+                move || writer::write_loop(&writer, &rx, &wal_grew, live, &trim)
+            })
             .map_err(backend)?;
         Ok(Self {
             writer: tx,
@@ -174,7 +178,7 @@ impl SqliteStore {
             expired_retention_ms: crate::clock::millis(DEFAULT_EXPIRED_RETENTION),
             max_tasks: DEFAULT_MAX_TASKS,
             path,
-            trim: super::trim::Owners::default(),
+            trim,
             unreported: super::unreported::Unreported::default(),
             #[cfg(test)]
             checkpointer: checkpointer_probe,

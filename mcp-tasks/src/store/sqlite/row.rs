@@ -174,7 +174,10 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
             )
             .map_err(backend)?;
         }
-        tx.effects.push(Effect::Ended(Arc::clone(&task.id)));
+        tx.effects.push(Effect::Ended {
+            id: Arc::clone(&task.id),
+            owner: Arc::clone(&task.owner),
+        });
     }
     Ok(())
 }

@@ -10,7 +10,10 @@ use std::{
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use super::{super::StoreError, backend_msg, exec, to_u64};
+use super::{
+    super::{StoreError, trim},
+    backend_msg, exec, to_u64,
+};
 
 /// The most changes one transaction takes.
 const MAX_BATCH: usize = 1024;
@@ -104,8 +107,8 @@ where
 pub(super) enum Effect {
     /// A task was created, expiring at `deadline` (epoch milliseconds) if it has one.
     Created { id: Arc<str>, deadline: Option<u64> },
-    /// A task finished (completed, failed, cancelled or expired).
-    Ended(Arc<str>),
+    /// A task of `owner` finished (completed, failed, cancelled or expired).
+    Ended { id: Arc<str>, owner: Arc<str> },
     /// This many finished tasks were purged (their rows deleted).
     Purged(usize),
 }
@@ -191,7 +194,7 @@ impl LiveSet {
                 self.insert(id, deadline);
                 self.rows = self.rows.saturating_add(1);
             }
-            Effect::Ended(id) => {
+            Effect::Ended { id, .. } => {
                 if let Some(Some(deadline)) = self.tasks.remove(&id) {
                     self.deadlines.remove(&(deadline, id));
                 }
@@ -232,6 +235,7 @@ pub(super) fn write_loop(
     jobs: &mpsc::Receiver<Job>,
     wal_grew: &mpsc::Sender<Nudge>,
     mut live: LiveSet,
+    trim: &trim::Owners,
 ) {
     let mut last_batch = 1;
     let mut commits = 0u64;
@@ -251,7 +255,7 @@ pub(super) fn write_loop(
             None
         };
         if aborted.is_none() {
-            aborted = run_job(conn, first, &mut ran, &mut live);
+            aborted = run_job(conn, first, &mut ran, &mut live, trim);
         } else {
             ran.push(first.change);
         }
@@ -268,7 +272,7 @@ pub(super) fn write_loop(
                 }
                 Err(_) => break,
             };
-            aborted = run_job(conn, next, &mut ran, &mut live);
+            aborted = run_job(conn, next, &mut ran, &mut live, trim);
         }
         last_batch = ran.len();
         let committed = match aborted {
@@ -317,6 +321,7 @@ fn run_job(
     job: Job,
     ran: &mut Vec<Box<dyn Change>>,
     live: &mut LiveSet,
+    trim: &trim::Owners,
 ) -> Option<String> {
     let mut change = job.change;
     let mut effects = Vec::new();
@@ -340,6 +345,10 @@ fn run_job(
     }
     if ok {
         for effect in effects {
+            // An owner that created past its bound while its tasks ran is trimmed as they end.
+            if let Effect::Ended { owner, .. } = &effect {
+                trim.ended(owner);
+            }
             if let Err(error) = live.apply(conn, effect) {
                 return Some(format!("could not record the oldest live task: {error}"));
             }
