@@ -198,8 +198,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Applies every expiry that is due: non-terminal tasks past their TTL become `failed`
     /// (their ids are returned, so their work can be stopped); purgeable ones are removed.
     /// The stores of this crate also remove, for each owner that created a task with
-    /// [`NewTask::max_finished_per_owner`] since the last sweep, that owner's oldest finished
-    /// tasks past the bound.
+    /// [`NewTask::max_finished_per_owner`] since the last sweep (or that held more tasks
+    /// than the bound then and has finished some since), that owner's oldest finished tasks
+    /// past the bound.
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;
 
     /// The cluster operations of a store that several instances share; `None` (the default)
