@@ -296,7 +296,7 @@ impl MemoryStore {
         if was_live && entry.state.status.is_terminal() {
             let owner = Arc::clone(&entry.owner);
             drop(guard);
-            self.by_owner.ended(&[owner]);
+            self.by_owner.ended(&[owner], false);
         }
         done
     }
@@ -372,7 +372,7 @@ impl MemoryStore {
             owners.push(Arc::clone(&entry.owner));
             self.forget_keys(Some(entry));
         }
-        self.by_owner.removed(owners);
+        self.by_owner.ended(&owners, true);
     }
 
     /// The sweep's part of the bound on finished tasks (`owned.rs`): for each owner due, keeps
@@ -581,7 +581,7 @@ impl TaskStore for MemoryStore {
             }
         }
         self.forget(purged);
-        self.by_owner.ended(&ended);
+        self.by_owner.ended(&ended, false);
         self.trim_due();
         Ok(failed)
     }

@@ -52,29 +52,16 @@ impl ByOwner {
         owned.due |= owned.over_bound();
     }
 
-    /// Tasks of `owners` ended: the next sweep walks each that holds more tasks than its
-    /// bound.
-    pub(super) fn ended(&self, owners: &[Arc<str>]) {
+    /// Tasks of `owners` ended, or were `purged`: the next sweep walks each owner whose
+    /// tasks were purged, and each that holds more tasks than its bound.
+    pub(super) fn ended(&self, owners: &[Arc<str>], purged: bool) {
         if owners.is_empty() {
             return;
         }
         let mut by_owner = self.0.lock();
         for owner in owners {
             if let Some(owned) = by_owner.get_mut(owner) {
-                owned.due |= owned.over_bound();
-            }
-        }
-    }
-
-    /// Tasks of `owners` were purged: the next sweep walks them.
-    pub(super) fn removed(&self, owners: Vec<Arc<str>>) {
-        if owners.is_empty() {
-            return;
-        }
-        let mut by_owner = self.0.lock();
-        for owner in owners {
-            if let Some(owned) = by_owner.get_mut(&owner) {
-                owned.due = true;
+                owned.due |= purged || owned.over_bound();
             }
         }
     }
@@ -136,7 +123,7 @@ mod tests {
             due.pop().unwrap().2
         };
         let walked = walk();
-        by_owner.ended(&[Arc::clone(&owner)]);
+        by_owner.ended(&[Arc::clone(&owner)], false);
         by_owner.put_back(&owner, walked);
         let walked = walk();
         by_owner.created(Arc::clone(&owner), Arc::from("t3"), 2);
