@@ -20,7 +20,11 @@
 //! sweeps an owner may hold more, by the tasks it finished since the last one. Every store
 //! applies it; on a store several instances share (Postgres) it holds across the cluster:
 //! each instance trims, at its sweep, the owners it created tasks for since the last one,
-//! counting their finished tasks in the store by an index (no scan of other owners' tasks).
+//! counting their finished tasks in the store by an index (no scan of other owners' tasks),
+//! and keeps looking at an owner while it holds more tasks than the limit (its live ones
+//! count), so a burst that was still running at one sweep is trimmed once it has ended. One
+//! gap remains after a restart: an owner's burst that was running when the process stopped
+//! is trimmed at the latest at the owner's next create, or when the tasks' TTL ends.
 //!
 //! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
 //! tasks of one owner cannot take every slot of a shared server); a store's own capacity
