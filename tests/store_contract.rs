@@ -814,6 +814,47 @@ async fn sqlite_store_keeps_the_contract() {
     created_with_answers(SqliteStore::open(&db.0).expect("open a fresh database")).await;
 }
 
+/// The bound on an owner's finished tasks after a restart: a burst created past the bound
+/// before the file was closed, and ended after it was reopened, before any create brought
+/// the bound, is trimmed at the sweep after the first create (of any owner).
+#[tokio::test(start_paused = true)]
+async fn sqlite_store_trims_a_burst_that_ends_after_reopening() {
+    const BOUND: usize = 5;
+    let db = TempDb::new("burst-reopen");
+    let task = |id: &str, owner: &str| {
+        NewTask::new(Arc::from(id), Arc::from(owner), Arc::from("tool"))
+            .with_ttl(Some(Duration::from_secs(3600)))
+            .with_max_finished_per_owner(BOUND)
+    };
+    let burst: Vec<String> = (0..12).map(|i| format!("t-{i:02}")).collect();
+    {
+        let store = SqliteStore::open(&db.0).unwrap();
+        for id in &burst {
+            tokio::time::advance(Duration::from_millis(1)).await;
+            store.create(task(id, "trent")).await.unwrap();
+        }
+    }
+    // Reopened (a restart): the burst ends before any create has carried a bound.
+    let store = SqliteStore::open(&db.0).unwrap();
+    for id in &burst {
+        store.finish(id, Outcome::Cancelled).await.unwrap();
+    }
+    store.expire_due().await.unwrap();
+    store.create(task("b-0", "bob")).await.unwrap();
+    store.expire_due().await.unwrap();
+    let mut kept = Vec::new();
+    for id in &burst {
+        if store.get(id).await.unwrap().is_some() {
+            kept.push(id.clone());
+        }
+    }
+    assert_eq!(
+        kept,
+        burst[burst.len() - BOUND..],
+        "trimmed once a create brings the bound"
+    );
+}
+
 /// Everything survives closing and reopening the file: running tasks with their arguments,
 /// answers and steps; finished tasks byte for byte.
 #[tokio::test]

@@ -18,11 +18,16 @@ use parking_lot::Mutex;
 
 use super::NewTask;
 
+/// How many owners at most wait for a bound ([`Owners::ended`] before any create carried
+/// one): a store whose creates never carry one does not remember every owner.
+const MAX_WAITING: usize = 10_000;
+
 /// Owners to trim, with the bound their latest create carried.
 #[derive(Default)]
 pub(crate) struct Owners {
     due: Mutex<HashMap<Arc<str>, usize>>,
-    /// The bound the latest create carried; 0 before one carried a bound.
+    /// The bound the latest create carried; 0 before one carried a bound (and in `due`, an
+    /// owner waiting for one).
     latest: AtomicUsize,
 }
 
@@ -41,21 +46,31 @@ impl Owners {
         self.due.lock().entry(Arc::clone(owner)).or_insert(keep);
     }
 
-    /// Notes the owner of a task that ended, with the bound the latest create carried (none
-    /// before a create in this process carried one).
+    /// Notes the owner of a task that ended, with the bound the latest create carried; before
+    /// a create in this process carried one (after a restart), with none yet: the owner waits
+    /// for the first bound a create brings.
     #[cfg_attr(
         not(feature = "sqlite"),
         allow(dead_code, reason = "only the SQLite store notes ends")
     )]
     pub(crate) fn ended(&self, owner: &Arc<str>) {
         let keep = self.latest.load(Ordering::Relaxed);
-        if keep > 0 {
-            self.again(owner, keep);
+        let mut due = self.due.lock();
+        if keep > 0 || due.len() < MAX_WAITING {
+            due.entry(Arc::clone(owner)).or_insert(keep);
         }
     }
 
-    /// The owners noted since the last call, with their bounds.
+    /// The owners noted since the last call, with their bounds; an owner noted before any
+    /// bound was known stays noted until one is.
     pub(crate) fn take(&self) -> Vec<(Arc<str>, usize)> {
-        std::mem::take(&mut *self.due.lock()).into_iter().collect()
+        let latest = self.latest.load(Ordering::Relaxed);
+        if latest == 0 {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.due.lock())
+            .into_iter()
+            .map(|(owner, keep)| (owner, if keep == 0 { latest } else { keep }))
+            .collect()
     }
 }
