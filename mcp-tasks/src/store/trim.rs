@@ -74,3 +74,30 @@ impl Owners {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{MAX_WAITING, NewTask, Owners};
+
+    /// Owners whose tasks end before any bound is known wait for one, at most
+    /// [`MAX_WAITING`] of them, and get the first bound a create brings.
+    #[test]
+    fn ends_before_a_bound_wait_for_one_and_are_bounded() {
+        let owners = Owners::default();
+        for i in 0..=MAX_WAITING {
+            owners.ended(&Arc::from(format!("owner-{i}")));
+        }
+        assert!(owners.take().is_empty(), "no bound yet: nothing to trim");
+        assert_eq!(owners.due.lock().len(), MAX_WAITING, "at most so many wait");
+        let task = NewTask::new(Arc::from("t"), Arc::from("bob"), Arc::from("tool"))
+            .with_max_finished_per_owner(7);
+        owners.note(&task);
+        let due = owners.take();
+        assert_eq!(due.len(), MAX_WAITING + 1, "the waiting owners and bob");
+        assert!(due.iter().all(|(_, keep)| *keep == 7), "all with the bound");
+        owners.ended(&Arc::from("late"));
+        assert_eq!(owners.take(), vec![(Arc::from("late"), 7)]);
+    }
+}
