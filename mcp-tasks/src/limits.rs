@@ -23,8 +23,10 @@
 //! counting their finished tasks in the store by an index (no scan of other owners' tasks),
 //! and keeps looking at an owner while it holds more tasks than the limit (its live ones
 //! count), so a burst that was still running at one sweep is trimmed once it has ended. One
-//! gap remains after a restart: an owner's burst that was running when the process stopped
-//! is trimmed at the latest at the owner's next create, or when the tasks' TTL ends.
+//! gap remains on Postgres: an owner's burst that was running when the instance watching it
+//! stopped is trimmed at the latest at the owner's next create, or when the tasks' TTL
+//! ends. (SQLite notes the owner as each task ends; after a restart, from the first create
+//! on, since the limit comes with the creates.)
 //!
 //! The owner quota counts the tasks whose work runs in this process (so `ttl = "unlimited"`
 //! tasks of one owner cannot take every slot of a shared server); a store's own capacity
