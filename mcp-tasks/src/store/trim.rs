@@ -42,6 +42,10 @@ impl Owners {
     }
 
     /// Notes `owner` again, with `keep`, unless a create noted it since the sweep took it.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(dead_code, reason = "only the Postgres store looks at an owner again")
+    )]
     pub(crate) fn again(&self, owner: &Arc<str>, keep: usize) {
         self.due.lock().entry(Arc::clone(owner)).or_insert(keep);
     }
