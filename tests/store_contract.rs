@@ -247,6 +247,17 @@ async fn parking(store: impl TaskStore) {
     );
 }
 
+/// The ids of `ids` that `store` still holds, in order.
+async fn present(store: &impl TaskStore, ids: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for id in ids {
+        if store.get(id).await.unwrap().is_some() {
+            found.push(id.clone());
+        }
+    }
+    found
+}
+
 /// The bound on an owner's finished tasks ([`NewTask::max_finished_per_owner`]): an owner
 /// that creates far more short tasks than its bound keeps, after each sweep, exactly its
 /// newest finished ones (by creation; one without a TTL is no exception); its live task and
@@ -268,25 +279,13 @@ async fn finished_per_owner(store: impl TaskStore) {
         .unwrap();
     store.finish("m-forever", Outcome::Cancelled).await.unwrap();
     let ids: Vec<String> = (0..60).map(|i| format!("m-{i:02}")).collect();
-    let present = |ids: Vec<String>| {
-        let store = &store;
-        async move {
-            let mut found = Vec::new();
-            for id in ids {
-                if store.get(&id).await.unwrap().is_some() {
-                    found.push(id);
-                }
-            }
-            found
-        }
-    };
     for (i, id) in ids.iter().enumerate() {
         tokio::time::advance(Duration::from_millis(1)).await;
         store.create(task(id, "mallory", hour)).await.unwrap();
         store.finish(id, Outcome::Cancelled).await.unwrap();
         if i % 20 == 19 {
             store.expire_due().await.unwrap();
-            let kept = present(ids[..=i].to_vec()).await;
+            let kept = present(&store, &ids[..=i]).await;
             assert_eq!(kept, ids[i + 1 - BOUND..=i], "after the sweep at {i}");
         }
     }
@@ -301,11 +300,11 @@ async fn finished_per_owner(store: impl TaskStore) {
     store.create(task("bob-1", "bob", hour)).await.unwrap();
     store.expire_due().await.unwrap();
     assert_eq!(
-        present(vec!["bob-0".into(), "bob-1".into()]).await,
+        present(&store, &["bob-0".into(), "bob-1".into()]).await,
         ["bob-0", "bob-1"],
         "another owner is untouched and served"
     );
-    assert_eq!(present(ids.clone()).await, ids[ids.len() - BOUND..]);
+    assert_eq!(present(&store, &ids).await, ids[ids.len() - BOUND..]);
 
     // A burst: the owner creates past its bound while every task runs, a sweep finds nothing
     // finished to remove, and then the tasks end and the owner creates no more. The next
@@ -316,13 +315,13 @@ async fn finished_per_owner(store: impl TaskStore) {
         store.create(task(id, "trent", hour)).await.unwrap();
     }
     store.expire_due().await.unwrap();
-    assert_eq!(present(burst.clone()).await, burst, "live tasks all stay");
+    assert_eq!(present(&store, &burst).await, burst, "live tasks all stay");
     for id in &burst {
         store.finish(id, Outcome::Cancelled).await.unwrap();
     }
     store.expire_due().await.unwrap();
     assert_eq!(
-        present(burst.clone()).await,
+        present(&store, &burst).await,
         burst[burst.len() - BOUND..],
         "the burst is trimmed once it has ended"
     );
@@ -842,14 +841,8 @@ async fn sqlite_store_trims_a_burst_that_ends_after_reopening() {
     store.expire_due().await.unwrap();
     store.create(task("b-0", "bob")).await.unwrap();
     store.expire_due().await.unwrap();
-    let mut kept = Vec::new();
-    for id in &burst {
-        if store.get(id).await.unwrap().is_some() {
-            kept.push(id.clone());
-        }
-    }
     assert_eq!(
-        kept,
+        present(&store, &burst).await,
         burst[burst.len() - BOUND..],
         "trimmed once a create brings the bound"
     );
