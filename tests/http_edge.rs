@@ -175,6 +175,110 @@ async fn a_client_that_never_finishes_its_headers_is_dropped() {
 }
 
 #[tokio::test]
+async fn a_keep_alive_connection_is_held_while_it_sends_requests_and_dropped_once_it_stops() {
+    let engine = engine();
+    let timeout = Duration::from_millis(300);
+    let addr = serve(
+        &engine,
+        HttpOptions::new().with_header_read_timeout(timeout),
+    )
+    .await;
+    let mut connection = TcpStream::connect(addr).await.unwrap();
+    // Eight requests 150 ms apart: 1.2 s on one connection, four deadlines' worth, each
+    // request's headers in time.
+    for n in 0..8 {
+        connection
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap_or_else(|e| panic!("request {n}: the connection was closed: {e}"));
+        let mut answer = Vec::new();
+        while !String::from_utf8_lossy(&answer).contains(r#"{"live":true}"#) {
+            let mut chunk = [0u8; 1024];
+            let read = tokio::time::timeout(PATIENCE, connection.read(&mut chunk))
+                .await
+                .unwrap_or_else(|_| panic!("request {n}: no answer"))
+                .unwrap_or_else(|e| panic!("request {n}: the connection failed: {e}"));
+            assert_ne!(
+                read, 0,
+                "request {n}: the connection was closed before its answer"
+            );
+            answer.extend_from_slice(&chunk[..read]);
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // Then half of a request's headers, and nothing more: dropped at the deadline.
+    connection
+        .write_all(b"GET /healthz HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let left = closed_within(&mut connection, Duration::from_secs(5), "a stalled request").await;
+    assert!(left.is_empty(), "a stalled request is not answered");
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "dropped after its deadline, not at once: {:?}",
+        started.elapsed()
+    );
+}
+
+/// `POST /mcp` of `tools/list` on a fresh connection, its body sent as `chunks` with
+/// `Transfer-Encoding: chunked`, a pause after each, and ended when `end`; the server's
+/// whole answer.
+async fn post_chunked(addr: SocketAddr, chunks: &[&[u8]], end: bool) -> String {
+    let mut connection = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {}\r\n\
+         Mcp-Method: tools/list\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        common::V2026,
+    );
+    connection.write_all(head.as_bytes()).await.unwrap();
+    for chunk in chunks {
+        let framed = [format!("{:x}\r\n", chunk.len()).as_bytes(), chunk, b"\r\n"].concat();
+        connection.write_all(&framed).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    if end {
+        connection.write_all(b"0\r\n\r\n").await.unwrap();
+    }
+    let answer = closed_within(&mut connection, PATIENCE, "a chunked request").await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_body_in_several_chunks_is_read_whole_and_bounded_whole() {
+    let engine = Engine::builder(toolkit![idle, slow].expect("a toolkit"))
+        .with_limits(mcp_tasks::Limits::default().with_max_request_bytes(1000))
+        .build();
+    let addr = serve(&engine, HttpOptions::new()).await;
+    let body = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": { "_meta": common::meta(TASKS) } })
+    .to_string();
+    let (a, rest) = body.as_bytes().split_at(10);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    let answer = post_chunked(addr, &[a, b, c], true).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.contains(r#""name":"idle""#),
+        "the whole body was read: {answer}"
+    );
+    // Then 450 bytes of padding twice: the chunks after the first are under the limit
+    // together, the whole body is not. (Not ended: the answer comes before the end.)
+    let pad = " ".repeat(450);
+    let answer = post_chunked(
+        addr,
+        &[body.as_bytes(), pad.as_bytes(), pad.as_bytes()],
+        false,
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer.contains("larger than the limit of 1000 bytes"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_answered_408_and_creates_no_task() {
     let engine = engine();
     let options = HttpOptions::new().with_body_timeout(Duration::from_millis(300));

@@ -10,15 +10,29 @@
 //! idle keep-alive connection) is disconnected. At most `max` connections are open at once;
 //! one beyond is closed as soon as it is accepted, before anything is read from it.
 //!
+//! The deadline runs on one tokio timer per connection ([`ConnectionTimer`]): hyper asks for
+//! a new sleep for every request's headers and drops it once they are in, and a fresh tokio
+//! sleep would add a timer-wheel entry and remove it again on every request; here each
+//! request moves the connection's one entry later, which tokio does with an atomic.
+//!
 //! The graceful stop is `axum::serve`'s: no new connection is accepted, each open one
 //! finishes the request it serves and then closes, and the stop resolves when all are
 //! closed.
 
-use std::{convert::Infallible, io, net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible,
+    future::Future,
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
 
 use axum::{body::Body, extract::ConnectInfo};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, sync::Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -79,7 +93,7 @@ pub(super) async fn serve(
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
-                .timer(TokioTimer::new())
+                .timer(ConnectionTimer::new())
                 .header_read_timeout(bounds.header_read_timeout);
             let connection = builder
                 .serve_connection(TokioIo::new(tcp), service)
@@ -104,6 +118,54 @@ pub(super) async fn serve(
     closed_tx.closed().await;
     Ok(())
 }
+
+/// hyper's timer for one connection: every sleep it hands out is a deadline on the
+/// connection's one tokio sleep (see the module docs). hyper holds at most one at a time
+/// (the header-read deadline), so they never move each other's deadline.
+#[derive(Clone)]
+struct ConnectionTimer(Arc<parking_lot::Mutex<Pin<Box<tokio::time::Sleep>>>>);
+
+impl ConnectionTimer {
+    /// A timer whose sleep is not armed until a deadline is polled.
+    fn new() -> Self {
+        let idle = tokio::time::sleep_until(tokio::time::Instant::now());
+        Self(Arc::new(parking_lot::Mutex::new(Box::pin(idle))))
+    }
+}
+
+impl hyper::rt::Timer for ConnectionTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(Instant::now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(Deadline {
+            sleep: self.0.clone(),
+            deadline: deadline.into(),
+        })
+    }
+}
+
+/// A deadline on a [`ConnectionTimer`]'s sleep: polled, it sets the sleep to its instant
+/// (when another deadline set it elsewhere) and is ready once that instant has passed.
+struct Deadline {
+    sleep: Arc<parking_lot::Mutex<Pin<Box<tokio::time::Sleep>>>>,
+    deadline: tokio::time::Instant,
+}
+
+impl Future for Deadline {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut sleep = self.sleep.lock();
+        if sleep.deadline() != self.deadline {
+            sleep.as_mut().reset(self.deadline);
+        }
+        sleep.as_mut().poll(cx)
+    }
+}
+
+impl hyper::rt::Sleep for Deadline {}
 
 /// An accept that failed: a connection that went away before it was accepted is nothing;
 /// anything else (out of file descriptors, most often) is logged and the loop pauses a

@@ -161,24 +161,56 @@ mod http {
             })
     }
 
-    /// The whole body, or the answer when it is larger than `limit` or cannot be read. A body
-    /// that arrives in one chunk (a small request usually does) is kept as it came, uncopied.
-    pub(crate) async fn read_body(body: Body, limit: usize) -> Result<Bytes, Response> {
-        axum::body::to_bytes(body, limit).await.map_err(|e| {
-            if std::error::Error::source(&e).is_some_and(|e| e.is::<LengthLimitError>()) {
-                return reject(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    None,
-                    errors::request_too_large(limit),
-                );
-            }
-            let message = format!("Invalid request: the request body could not be read: {e}");
-            reject(
-                StatusCode::BAD_REQUEST,
-                None,
-                ErrorData::invalid_request(message, None),
-            )
-        })
+    /// The whole body, or the answer when it is larger than `limit` or cannot be read.
+    ///
+    /// A body whose first frame is all of it (a small request's with a `Content-Length`
+    /// usually is) is kept as it came, uncopied, without a second poll; anything else is
+    /// read by `axum::body::to_bytes`, after that first frame.
+    pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Response> {
+        use http_body_util::BodyExt;
+        let first = match body.frame().await {
+            None => return Ok(Bytes::new()),
+            Some(Ok(frame)) => frame.into_data().unwrap_or_default(),
+            Some(Err(error)) => return Err(unreadable(&error)),
+        };
+        if first.len() > limit {
+            return Err(too_large(limit));
+        }
+        if axum::body::HttpBody::is_end_stream(&body) {
+            return Ok(first);
+        }
+        let rest = axum::body::to_bytes(body, limit - first.len())
+            .await
+            .map_err(|e| {
+                if std::error::Error::source(&e).is_some_and(|e| e.is::<LengthLimitError>()) {
+                    return too_large(limit);
+                }
+                unreadable(&e)
+            })?;
+        if first.is_empty() {
+            return Ok(rest);
+        }
+        let mut whole = Vec::with_capacity(first.len() + rest.len());
+        whole.extend_from_slice(&first);
+        whole.extend_from_slice(&rest);
+        Ok(whole.into())
+    }
+
+    fn too_large(limit: usize) -> Response {
+        reject(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            errors::request_too_large(limit),
+        )
+    }
+
+    fn unreadable(error: &dyn std::fmt::Display) -> Response {
+        let message = format!("Invalid request: the request body could not be read: {error}");
+        reject(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorData::invalid_request(message, None),
+        )
     }
 
     /// The answer to a body that did not arrive in full within `timeout`: HTTP 408 with a
