@@ -146,8 +146,8 @@ impl hyper::rt::Timer for ConnectionTimer {
     }
 }
 
-/// A deadline on a [`ConnectionTimer`]'s sleep: polled, it sets the sleep to its instant
-/// (when another deadline set it elsewhere) and is ready once that instant has passed.
+/// A deadline on a [`ConnectionTimer`]'s sleep: polled, it moves the sleep to its instant
+/// (unless the sleep is set there already) and is ready once that instant has passed.
 struct Deadline {
     sleep: Arc<parking_lot::Mutex<Pin<Box<tokio::time::Sleep>>>>,
     deadline: tokio::time::Instant,
