@@ -13,7 +13,8 @@
 //! The deadline runs on one tokio timer per connection ([`ConnectionTimer`]): hyper asks for
 //! a new sleep for every request's headers and drops it once they are in, and a fresh tokio
 //! sleep would add a timer-wheel entry and remove it again on every request; here each
-//! request moves the connection's one entry later, which tokio does with an atomic.
+//! request moves the connection's one entry later, which tokio does without touching the
+//! wheel while the entry is in it.
 //!
 //! The graceful stop is `axum::serve`'s: no new connection is accepted, each open one
 //! finishes the request it serves and then closes, and the stop resolves when all are
