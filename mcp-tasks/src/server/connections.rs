@@ -141,7 +141,7 @@ impl hyper::rt::Timer for ConnectionTimer {
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
         Box::pin(Deadline {
-            sleep: self.0.clone(),
+            timer: self.clone(),
             deadline: deadline.into(),
         })
     }
@@ -150,7 +150,7 @@ impl hyper::rt::Timer for ConnectionTimer {
 /// A deadline on a [`ConnectionTimer`]'s sleep: polled, it moves the sleep to its instant
 /// (unless the sleep is set there already) and is ready once that instant has passed.
 struct Deadline {
-    sleep: Arc<parking_lot::Mutex<Pin<Box<tokio::time::Sleep>>>>,
+    timer: ConnectionTimer,
     deadline: tokio::time::Instant,
 }
 
@@ -158,7 +158,7 @@ impl Future for Deadline {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut sleep = self.sleep.lock();
+        let mut sleep = self.timer.0.lock();
         if sleep.deadline() != self.deadline {
             sleep.as_mut().reset(self.deadline);
         }

@@ -190,10 +190,7 @@ mod http {
         if first.is_empty() {
             return Ok(rest);
         }
-        let mut whole = Vec::with_capacity(first.len() + rest.len());
-        whole.extend_from_slice(&first);
-        whole.extend_from_slice(&rest);
-        Ok(whole.into())
+        Ok([&first[..], &rest[..]].concat().into())
     }
 
     fn too_large(limit: usize) -> Response {
