@@ -21,8 +21,6 @@ use serde_json::Value;
 pub(crate) mod meta;
 
 pub(crate) use meta::MAX_GROWTH;
-#[cfg(test)]
-use meta::depth;
 use meta::{brackets, meta_within};
 
 use super::negotiation::{Checked, Negotiation};
@@ -1066,7 +1064,7 @@ mod tests {
                 let body = message.to_string();
                 let meta = &message["params"]["_meta"];
                 let size = serde_json::to_vec(meta).unwrap().len();
-                let over = super::super::depth(meta) > max_depth || size > max_bytes;
+                let over = super::super::meta::depth(meta) > max_depth || size > max_bytes;
                 let verdict = judge(body.as_bytes(), &limits, false);
                 let refused_for_meta = verdict.as_ref().err().is_some_and(|refusal| {
                     refusal.error.code.0 == -32602
