@@ -44,7 +44,9 @@ pub(crate) fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8>
 }
 
 #[cfg(feature = "http")]
-pub(crate) use http::{admit, body_timed_out, is_json, read_body, recheck, rmcp_first};
+pub(crate) use http::{
+    admit, body_timed_out, error_reply, is_json, read_body, recheck, rmcp_first,
+};
 
 #[cfg(feature = "http")]
 mod http {
@@ -52,7 +54,7 @@ mod http {
         body::{Body, Bytes},
         extract::Request,
         http::{HeaderMap, HeaderName, StatusCode, header},
-        response::Response,
+        response::{IntoResponse, Response},
     };
     use http_body_util::LengthLimitError;
     use rmcp::model::{ClientJsonRpcMessage, ErrorData, RequestId};
@@ -218,27 +220,29 @@ mod http {
              the whole body without pausing, then retry",
             timeout.as_millis()
         );
-        let mut response = reject(
-            StatusCode::REQUEST_TIMEOUT,
-            None,
-            ErrorData::invalid_request(message, None),
-        );
-        response.headers_mut().insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("close"),
-        );
+        let error = ErrorData::invalid_request(message, None);
+        let mut response = reject(StatusCode::REQUEST_TIMEOUT, None, error);
+        let close = header::HeaderValue::from_static("close");
+        response.headers_mut().insert(header::CONNECTION, close);
         response
     }
 
     fn reject(status: StatusCode, id: Option<RequestId>, error: ErrorData) -> Response {
         crate::metrics::request_refused(error.code.0);
-        let mut response = Response::new(Body::from(error_response(id, error)));
-        *response.status_mut() = status;
-        response.headers_mut().insert(
+        error_reply(status, id, error)
+    }
+
+    /// `error` as a JSON-RPC error response with HTTP `status`.
+    pub(crate) fn error_reply(
+        status: StatusCode,
+        id: Option<RequestId>,
+        error: ErrorData,
+    ) -> Response {
+        let json = [(
             header::CONTENT_TYPE,
             header::HeaderValue::from_static("application/json"),
-        );
-        response
+        )];
+        (status, json, error_response(id, error)).into_response()
     }
 }
 

@@ -204,7 +204,7 @@ where
         }
         () = signal => {}
     }
-    draining.begin();
+    draining.store(true, Ordering::Release);
     tracing::info!("draining: readiness is false and new tool calls are refused");
     let grace = engine.runtime.shutdown_grace;
     let report = engine.shutdown(grace).await;
@@ -222,18 +222,7 @@ where
 
 /// Whether [`serve_http_with_shutdown`] got its signal: readiness is false, and new
 /// `tools/call` are refused.
-#[derive(Clone, Default)]
-struct Draining(Arc<AtomicBool>);
-
-impl Draining {
-    fn begin(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    fn is_set(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
+type Draining = Arc<AtomicBool>;
 
 /// While the server drains (see [`serve_http_with_shutdown`]): the refusal of a body that
 /// is a `tools/call` request; `None` for anything else, served as usual.
@@ -250,29 +239,21 @@ fn drain_refusal_of(bytes: &[u8]) -> Option<Response> {
 fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     let mut error = errors::shutting_down();
     error.data = Some(serde_json::json!({ "retryable": true }));
-    let mut response = Response::new(Body::from(guard::error_response(id, error)));
-    *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(
-        header::RETRY_AFTER,
-        HeaderValue::from_static(DRAIN_RETRY_AFTER_SECS),
-    );
+    let mut response = guard::error_reply(StatusCode::SERVICE_UNAVAILABLE, id, error);
+    let retry_after = HeaderValue::from_static(DRAIN_RETRY_AFTER_SECS);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, retry_after);
     response
 }
 
 /// A JSON body (axum's `json` feature is off).
 fn json_body(value: &serde_json::Value) -> impl IntoResponse + use<> {
-    (
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        )],
-        value.to_string(),
-    )
+    let json = [(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    )];
+    (json, value.to_string())
 }
 
 /// What [`READINESS_PATH`] answers (see there).
@@ -284,7 +265,7 @@ async fn readiness(draining: Draining, engine: Engine) -> Response {
         )
             .into_response()
     };
-    if draining.is_set() {
+    if draining.load(Ordering::Acquire) {
         return not_ready("the server is draining: it is shutting down".into());
     }
     if !engine.is_running() {
@@ -424,7 +405,7 @@ where
         if request.method() != Method::POST {
             return self.service.handle(request).await.into_response();
         }
-        let draining = self.draining.is_set();
+        let draining = self.draining.load(Ordering::Acquire);
         let json = guard::is_json(request.headers());
         if !draining && !json {
             return self.service.handle(request).await.into_response();

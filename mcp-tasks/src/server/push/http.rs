@@ -111,13 +111,7 @@ fn check_headers(headers: &axum::http::HeaderMap, message: &Value) -> Result<(),
 }
 
 fn refuse((id, error): Refusal) -> Response {
-    let mut response = Response::new(Body::from(guard::error_response(id, error)));
-    *response.status_mut() = StatusCode::BAD_REQUEST;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
+    guard::error_reply(StatusCode::BAD_REQUEST, id, error)
 }
 
 /// The stream as server-sent events, one JSON-RPC message per event. Dropped when the
@@ -141,14 +135,14 @@ fn sse(subscription: Subscription, bounds: ListenBounds, presented: Option<Prese
         let event = stream.next_event().await?;
         Some((Ok::<_, Infallible>(Bytes::from(event)), Some(stream)))
     });
-    let mut response = Response::new(Body::from_stream(events));
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    let headers = [
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        ),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    ];
+    (headers, Body::from_stream(events)).into_response()
 }
 
 /// A listen stream within its bounds.
