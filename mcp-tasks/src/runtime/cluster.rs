@@ -100,7 +100,7 @@ const RENEW_CONCURRENCY: usize = 8;
 pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
     let claim_now = Arc::clone(&runtime.parking.claim_now);
     let wakeups = runtime.subscribe();
-    let loops = runtime.lifecycle.loops();
+    let loops = &runtime.lifecycle.loops;
     loops.spawn(renew_loop(Arc::clone(runtime), Arc::clone(instance)));
     loops.spawn(fence_loop(
         Arc::clone(runtime),
@@ -124,7 +124,7 @@ pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
 
 /// Renews every lease held here, each [`ClusterConfig::renewal`], until the runtime stops.
 async fn renew_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
-    let stop = runtime.lifecycle.stop_token().clone();
+    let stop = runtime.lifecycle.stop.clone();
     let every = instance.config.renewal;
     super::lifecycle::periodic(stop, every, true, || renew_all(&runtime, &instance)).await;
 }
@@ -186,7 +186,7 @@ fn halt_point(deadline: Instant, margin: Duration) -> Instant {
 /// between the margin and half the margin before its local deadline, and dropped half the
 /// margin before it.
 async fn fence_loop(runtime: Arc<Runtime>, margin: Duration) {
-    let stop = runtime.lifecycle.stop_token().clone();
+    let stop = runtime.lifecycle.stop.clone();
     let most = (margin / 2).max(Duration::from_millis(1));
     loop {
         let now = Instant::now();
@@ -207,7 +207,7 @@ impl Runtime {
     pub(crate) fn fence_overdue(&self, now: Instant, margin: Duration) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut overdue = Vec::new();
-        for (id, live) in self.live_map().iter() {
+        for (id, live) in self.live.lock().iter() {
             let Some(deadline) = live.lease().and_then(|lease| lease.deadline) else {
                 continue;
             };
@@ -260,7 +260,7 @@ impl Runtime {
 /// queued wake-up, until intake stops. A pass under way is not cut short: it ends after
 /// its batch (see [`claim`]).
 async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>, claim_now: Arc<Notify>) {
-    let stop = runtime.lifecycle.intake_token().clone();
+    let stop = runtime.lifecycle.intake.clone();
     let mut tick = tokio::time::interval(instance.config.claim_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sampled = HashSet::new();
@@ -295,7 +295,7 @@ pub(crate) async fn claim(
     let cluster = &*instance.store;
     for cause in [Cause::Queued, Cause::Lapsed] {
         loop {
-            if runtime.lifecycle.intake_token().is_cancelled() {
+            if runtime.lifecycle.intake.is_cancelled() {
                 return Ok(report);
             }
             // Only free slots are claimed (`max_running`): held for the batch, then handed
@@ -316,7 +316,7 @@ pub(crate) async fn claim(
                     .with_priorities(instance.config.priority_aging),
                 _ => Claim::lapsed(id, lease, slots),
             };
-            if runtime.routing.is_on() {
+            if runtime.routing.load(Ordering::Relaxed) {
                 claim = claim
                     .with_versions(&runtime.versions)
                     .with_cancel_grace(instance.config.cancel_grace());
@@ -373,7 +373,7 @@ async fn take_claimed(
             report.resumed += 1;
             continue;
         }
-        take(runtime, task, Some(lease), cause, report).await?;
+        take(runtime, task, Some(lease), cause, report, None).await?;
     }
     Ok(())
 }
@@ -448,7 +448,7 @@ async fn sample_versions(
         .collect();
     // The claims route while such tasks wait (the filter costs each claim's scan a read of
     // every row it passes); a claim made between two samples is caught by the take.
-    runtime.routing.set(!series.is_empty());
+    runtime.routing.store(!series.is_empty(), Ordering::Relaxed);
     publish(sampled, series, crate::metrics::waiting_for_version);
 }
 
@@ -624,7 +624,7 @@ mod tests {
             tracing::Span::none(),
             work,
         );
-        let stop = runtime.lifecycle.stop_token().clone();
+        let stop = runtime.lifecycle.stop.clone();
         let watchdog = tokio::spawn(fence_loop(Arc::clone(&runtime), Duration::from_millis(600)));
         cancel.cancelled().await;
         while runtime.live_count() > 0 {
@@ -695,7 +695,7 @@ mod tests {
                 })
                 .unwrap();
         }
-        let stop = runtime.lifecycle.stop_token().clone();
+        let stop = runtime.lifecycle.stop.clone();
         let reread = Duration::from_secs(3600);
         let wakeups = tokio::spawn(wakeup_loop(
             Arc::clone(&runtime),
@@ -723,7 +723,7 @@ mod tests {
         runtime.store.create(task).await.unwrap();
         let cancel = held(&runtime, &id, Duration::from_secs(30), Instant::now());
         let (sender, receiver) = tokio::sync::broadcast::channel(16);
-        let stop = runtime.lifecycle.stop_token().clone();
+        let stop = runtime.lifecycle.stop.clone();
         let reread = Duration::from_secs(3600);
         let claim_now = Arc::new(Notify::new());
         let wakeups = tokio::spawn(wakeup_loop(
@@ -753,7 +753,7 @@ mod tests {
         let runtime = runtime();
         let start = Instant::now();
         let cancel = held(&runtime, "t1", Duration::from_secs(3), start);
-        let stop = runtime.lifecycle.stop_token().clone();
+        let stop = runtime.lifecycle.stop.clone();
         let watchdog = tokio::spawn(fence_loop(Arc::clone(&runtime), Duration::from_millis(600)));
         cancel.cancelled().await;
         let at = Instant::now() - start;

@@ -35,7 +35,7 @@ use super::{
     Ended, Runtime,
     capacity::{Entry, GatePass, Held},
     placement::Placement,
-    recover::{Cause, RecoveryReport, take_with},
+    recover::{Cause, RecoveryReport, take},
     unhold,
 };
 
@@ -105,7 +105,7 @@ impl Runtime {
             return;
         };
         let runtime = Arc::clone(self);
-        self.lifecycle.work().spawn(async move {
+        self.lifecycle.work.spawn(async move {
             runtime.finish(&task.id, &task.tool, Ended::Cancelled).await;
         });
     }
@@ -135,7 +135,7 @@ impl Runtime {
             crate::metrics::claimed_queued(&task.id, &task.tool, bucket);
             let runtime = Arc::clone(self);
             self.lifecycle
-                .work()
+                .work
                 .spawn(async move { runtime.start_one(task, pass).await });
         }
         if full {
@@ -156,7 +156,7 @@ impl Runtime {
             Ok(Some(found)) => {
                 let _ = self.set_status(&task.id, None).await;
                 let mut report = RecoveryReport::default();
-                let taken = take_with(self, found, None, Cause::Queued, &mut report, Some(pass));
+                let taken = take(self, found, None, Cause::Queued, &mut report, Some(pass));
                 if let Err(error) = taken.await {
                     tracing::warn!(task_id = %task.id, %error, "a held task did not start");
                 }
@@ -183,7 +183,7 @@ impl Runtime {
 /// Starts the held tasks as places free, until intake stops (invariant 3); over a
 /// single-process store whose toolkit limits a tool.
 pub(crate) async fn dispatch_loop(runtime: Arc<Runtime>) {
-    let stop = runtime.lifecycle.intake_token().clone();
+    let stop = runtime.lifecycle.intake.clone();
     let freed = Arc::clone(&runtime.limited.freed);
     let mut wait = None;
     loop {

@@ -43,7 +43,7 @@ use std::{
     time::Duration,
 };
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use tokio_util::{
     sync::{CancellationToken, DropGuard},
@@ -115,12 +115,15 @@ enum State {
 /// The owner of a runtime's loops and work (see the module docs).
 pub(crate) struct Lifecycle {
     state: Mutex<State>,
-    /// Cancelled at step 3 (or when the last handle drops): renewals, wake-ups, work.
-    stop: CancellationToken,
-    /// Cancelled at step 1: claims and the expiry sweep. A child of `stop`.
-    intake: CancellationToken,
-    loops: TaskTracker,
-    work: TaskTracker,
+    /// Cancelled at step 3 (or when the last handle drops): renewals, wake-ups, running work
+    /// end.
+    pub(crate) stop: CancellationToken,
+    /// Cancelled at step 1: claims and the expiry sweep end. A child of `stop`.
+    pub(crate) intake: CancellationToken,
+    /// Background loops and what they spawn: running until `stop` or `intake` ends them.
+    pub(crate) loops: TaskTracker,
+    /// The work of the tasks that run here.
+    pub(crate) work: TaskTracker,
     /// What the drain of step 3 did: released, left, failed.
     drained: [AtomicUsize; 4],
 }
@@ -138,17 +141,13 @@ impl Lifecycle {
         }
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock()
-    }
-
     /// Moves a built runtime to running: `Ok(true)` when the caller is to spawn the loops,
     /// `Ok(false)` when it runs already.
     pub(crate) fn begin(&self) -> Result<bool, StartError> {
         if tokio::runtime::Handle::try_current().is_err() {
             return Err(StartError::NoRuntime);
         }
-        let mut state = self.state();
+        let mut state = self.state.lock();
         match *state {
             State::Built if !self.stop.is_cancelled() => {
                 *state = State::Running;
@@ -161,18 +160,18 @@ impl Lifecycle {
 
     /// Whether loops were started and not yet told to stop.
     pub(crate) fn is_running(&self) -> bool {
-        *self.state() == State::Running && !self.stop.is_cancelled()
+        *self.state.lock() == State::Running && !self.stop.is_cancelled()
     }
 
     /// Whether new task calls are taken: not once a shutdown began.
     pub(crate) fn accepting(&self) -> bool {
-        matches!(*self.state(), State::Built | State::Running) && !self.intake.is_cancelled()
+        matches!(*self.state.lock(), State::Built | State::Running) && !self.intake.is_cancelled()
     }
 
     /// Whether a shutdown began: the work stopped at its step 3 is drained (released or
     /// failed), unlike work stopped because the last handle was dropped.
     pub(crate) fn draining(&self) -> bool {
-        matches!(*self.state(), State::Stopping | State::Stopped)
+        matches!(*self.state.lock(), State::Stopping | State::Stopped)
     }
 
     /// Counts one task drained at step 3.
@@ -188,27 +187,6 @@ impl Lifecycle {
             && self.work.is_empty()
     }
 
-    /// Background loops and what they spawn: running until [`Lifecycle::stop_token`] or
-    /// [`Lifecycle::intake_token`] ends them.
-    pub(crate) fn loops(&self) -> &TaskTracker {
-        &self.loops
-    }
-
-    /// The work of the tasks that run here.
-    pub(crate) fn work(&self) -> &TaskTracker {
-        &self.work
-    }
-
-    /// Cancelled at step 3: renewals, wake-ups, running work end.
-    pub(crate) fn stop_token(&self) -> &CancellationToken {
-        &self.stop
-    }
-
-    /// Cancelled at step 1: claims and the expiry sweep end.
-    pub(crate) fn intake_token(&self) -> &CancellationToken {
-        &self.intake
-    }
-
     /// A guard that stops everything when dropped (invariant 3).
     pub(crate) fn drop_guard(&self) -> Arc<DropGuard> {
         Arc::new(self.stop.clone().drop_guard())
@@ -217,7 +195,7 @@ impl Lifecycle {
     /// The three steps of the module docs; a second call waits for the first one's end.
     pub(crate) async fn shutdown(&self, grace: Duration) -> ShutdownReport {
         {
-            let mut state = self.state();
+            let mut state = self.state.lock();
             if matches!(*state, State::Built | State::Running) {
                 *state = State::Stopping;
             }
@@ -232,7 +210,7 @@ impl Lifecycle {
         self.stop.cancel();
         self.work.wait().await;
         self.loops.wait().await;
-        *self.state() = State::Stopped;
+        *self.state.lock() = State::Stopped;
         let count = |drained: Drained| self.drained[drained as usize].load(Ordering::Relaxed);
         let abandoned = count(Drained::Stopped);
         let report = ShutdownReport {

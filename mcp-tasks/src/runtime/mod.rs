@@ -46,7 +46,7 @@ use std::{
     time::Duration,
 };
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use rmcp::model::{CallToolResult, ErrorData, InputResponses, JsonObject};
 use serde_json::Value;
@@ -122,10 +122,6 @@ struct LiveTask {
 }
 
 impl LiveTask {
-    fn waiters_empty(&self) -> bool {
-        self.waiters.lock().is_empty()
-    }
-
     fn lease(&self) -> Option<Lease> {
         self.lease.lock().clone()
     }
@@ -223,8 +219,10 @@ pub(crate) struct Runtime {
     pub(crate) versions: crate::store::ToolVersions,
     /// The tasks of another version kept here (`versions.rs`).
     pub(crate) waiting: waiting::Waiting,
-    /// Whether the claims route by version now (`versions.rs`).
-    pub(crate) routing: waiting::Routing,
+    /// Whether this instance's claims route by version now (`versions.rs`, invariant 1): on
+    /// from the start, and while tasks of a version it does not run are known to wait for a
+    /// claim.
+    pub(crate) routing: AtomicBool,
 }
 
 /// How many change events the feed holds for a subscriber that is behind; one that lags
@@ -264,7 +262,7 @@ impl Runtime {
             priority: settings.priority,
             versions,
             waiting: waiting::Waiting::default(),
-            routing: waiting::Routing::default(),
+            routing: AtomicBool::new(true),
         })
     }
 
@@ -337,7 +335,8 @@ impl Runtime {
 
     /// The ids of the tasks whose work runs here, with their leases.
     pub(crate) fn leases(&self) -> Vec<Lease> {
-        self.live_map()
+        self.live
+            .lock()
             .values()
             .filter(|live| !live.fenced.load(Ordering::Acquire))
             .filter_map(|live| live.lease())
@@ -352,7 +351,7 @@ impl Runtime {
 
     /// The ids of the tasks whose work runs here.
     pub(crate) fn live_ids(&self) -> Vec<Arc<str>> {
-        self.live_map().keys().cloned().collect()
+        self.live.lock().keys().cloned().collect()
     }
 
     /// The lease of task `id` was lost (refused as fenced, or taken over): its local work is
@@ -408,7 +407,7 @@ impl Runtime {
 
     /// How many tasks' work runs in this process.
     pub(crate) fn live_count(&self) -> usize {
-        self.live_map().len()
+        self.live.lock().len()
     }
 
     /// A task as the store has it now. A read that finds a task terminal while its work
@@ -451,10 +450,6 @@ impl Runtime {
         Ok(snapshots)
     }
 
-    fn live_map(&self) -> MutexGuard<'_, HashMap<Arc<str>, Arc<LiveTask>>> {
-        self.live.lock()
-    }
-
     /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it; in cluster
     /// mode its work runs under `lease`.
     pub(crate) fn register(
@@ -477,11 +472,11 @@ impl Runtime {
             step_writes: Arc::default(),
             gauges,
         });
-        self.live_map().insert(id, live);
+        self.live.lock().insert(id, live);
     }
 
     fn get_live(&self, id: &str) -> Option<Arc<LiveTask>> {
-        self.live_map().get(id).cloned()
+        self.live.lock().get(id).cloned()
     }
 
     /// Signals the work of a task to stop, if it runs in this process.
@@ -517,8 +512,9 @@ impl Runtime {
     /// Drops the waiter of input request `key` of task `id`: its answer came another way.
     pub(crate) fn forget_input(&self, id: &str, key: &str) {
         if let Some(live) = self.get_live(id) {
-            live.waiters.lock().remove(key);
-            live.gauges.set_waiting(!live.waiters_empty());
+            let mut waiters = live.waiters.lock();
+            waiters.remove(key);
+            live.gauges.set_waiting(!waiters.is_empty());
         }
     }
 
@@ -566,7 +562,7 @@ impl Runtime {
 
 /// The expiry sweep, every reap interval, until intake stops (`lifecycle.rs`, step 1).
 pub(crate) async fn reap_loop(runtime: Arc<Runtime>) {
-    let stop = runtime.lifecycle.intake_token().clone();
+    let stop = runtime.lifecycle.intake.clone();
     lifecycle::periodic(stop, runtime.reap_interval, false, || runtime.reap()).await;
 }
 

@@ -46,14 +46,14 @@ impl Runtime {
         work: impl Future<Output = Ended> + Send + 'static,
     ) {
         let runtime = Arc::clone(self);
-        let stop = self.lifecycle.stop_token().clone();
+        let stop = self.lifecycle.stop.clone();
         // Registered before it is spawned; work that is not (none is) is never halted.
         let live = self.get_live(&id);
         let dropped = live
             .as_ref()
             .map(|live| live.drop_work.clone())
             .unwrap_or_default();
-        self.lifecycle.work().spawn(
+        self.lifecycle.work.spawn(
             async move {
                 // The work is dropped before the drain writes anything in its place, and
                 // before its lease can lapse (`cluster.rs`, invariant 6).
@@ -89,7 +89,7 @@ impl Runtime {
     fn halted(&self, id: &Arc<str>) {
         tracing::warn!(task_id = %id, "work dropped before its lease could lapse: the step \
             in flight ends here, and the instance that takes the task over runs it again");
-        self.live_map().remove(id);
+        self.live.lock().remove(id);
     }
 
     /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period
@@ -106,7 +106,7 @@ impl Runtime {
         // A step write under way ends first (the work that would start another is gone);
         // one the store does not answer is not waited for past a bound.
         let _written = tokio::time::timeout(STEP_WRITE_WAIT, live.step_writes.write()).await;
-        self.live_map().remove(id);
+        self.live.lock().remove(id);
         live.fenced.store(true, Ordering::Release);
         live.cancel.cancel();
         if !self.lifecycle.draining() {
@@ -190,6 +190,6 @@ impl Runtime {
             }
             Err(error) => tracing::error!(task_id = %id, %error, "task outcome not stored"),
         }
-        self.live_map().remove(id);
+        self.live.lock().remove(id);
     }
 }

@@ -116,7 +116,7 @@ impl Runtime {
     /// (invariant 6).
     pub(super) async fn parked(self: &Arc<Self>, id: &Arc<str>) {
         {
-            let mut live = self.live_map();
+            let mut live = self.live.lock();
             if live.get(id).is_some_and(|live| live.is_parked()) {
                 live.remove(id);
             }
@@ -194,7 +194,7 @@ impl Runtime {
         let runtime = Arc::clone(self);
         let id: Arc<str> = Arc::from(id);
         self.lifecycle
-            .work()
+            .work
             .spawn(async move { runtime.wake_one(&id).await });
     }
 
@@ -216,7 +216,7 @@ impl Runtime {
             let id = task.id.clone();
             // Its run counts against its owner's quota from here, as its hold did.
             self.release_hold(&id);
-            if let Err(error) = take(self, task, None, Cause::Woken, &mut report).await {
+            if let Err(error) = take(self, task, None, Cause::Woken, &mut report, None).await {
                 tracing::warn!(task_id = %id, %error, "woken task not run");
             }
         }
@@ -270,7 +270,7 @@ impl Runtime {
 /// runs them here; in a cluster, a claim pass takes them (the timers of the tasks parked
 /// here; another instance's claim passes cover the rest).
 pub(crate) async fn wake_loop(runtime: Arc<Runtime>) {
-    let stop = runtime.lifecycle.intake_token().clone();
+    let stop = runtime.lifecycle.intake.clone();
     if matches!(runtime.placement, Placement::Local) {
         runtime.arm_from_store().await;
     }

@@ -129,27 +129,17 @@ impl Cause {
 pub(crate) async fn recover(runtime: &Arc<Runtime>) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
     for task in runtime.store.recoverable().await? {
-        take(runtime, task, None, Cause::Restart, &mut report).await?;
+        take(runtime, task, None, Cause::Restart, &mut report, None).await?;
     }
     Ok(report)
 }
 
 /// Deals with one task whose work runs nowhere: replays it, or ends it `failed` (see the
 /// module docs); in cluster mode under `lease`, the lease this instance claimed it with.
+/// With `pass`, the task holds its places at its tool's gate (a held task started,
+/// `held.rs`); without one, a task of a limited tool over a single-process store goes
+/// through the gate, and is held back when it has no room.
 pub(crate) async fn take(
-    runtime: &Arc<Runtime>,
-    task: Recovery,
-    lease: Option<Lease>,
-    cause: Cause,
-    report: &mut RecoveryReport,
-) -> Result<(), StoreError> {
-    take_with(runtime, task, lease, cause, report, None).await
-}
-
-/// [`take`], for a task that holds `pass`, its places at its tool's gate (a held task
-/// started, `held.rs`); without one, a task of a limited tool over a single-process store
-/// goes through the gate, and is held back when it has no room.
-pub(crate) async fn take_with(
     runtime: &Arc<Runtime>,
     task: Recovery,
     lease: Option<Lease>,

@@ -131,7 +131,7 @@ impl Runtime {
             woken_by_timer_ms: None,
         };
         let mut report = RecoveryReport::default();
-        take(self, recovery, lease, Cause::Retried, &mut report).await?;
+        take(self, recovery, lease, Cause::Retried, &mut report, None).await?;
         Ok(id)
     }
 }

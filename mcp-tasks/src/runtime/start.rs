@@ -20,18 +20,18 @@ impl Runtime {
             return Ok(());
         }
         self.lifecycle
-            .loops()
+            .loops
             .spawn(super::reap_loop(Arc::clone(self)));
         if self.store.parks() {
             self.lifecycle
-                .loops()
+                .loops
                 .spawn(super::park::wake_loop(Arc::clone(self)));
         }
         match &self.placement {
             Placement::Cluster(instance) => cluster::start(self, instance),
             Placement::Local if self.limited.any() => {
                 self.lifecycle
-                    .loops()
+                    .loops
                     .spawn(super::held::dispatch_loop(Arc::clone(self)));
             }
             Placement::Local => {}

@@ -27,7 +27,7 @@
 //!    queued and lapsed tasks of every version it does not run (sampled with the queue
 //!    depth).
 
-use std::sync::Arc;
+use std::sync::{Arc, atomic::Ordering};
 
 use super::{Ended, Runtime};
 use crate::store::{Lease, Recovery, StoreError, Transition};
@@ -55,7 +55,7 @@ impl Runtime {
         tracing::info!(task_id = %task.id, tool = %task.tool, %wanted, %have,
             "task waits for its tool's version");
         if let Some(lease) = lease {
-            self.routing.set(true);
+            self.routing.store(true, Ordering::Relaxed);
             if let Some(cluster) = self.placement.shared() {
                 match cluster.store.release(lease).await {
                     Ok(())
@@ -87,7 +87,7 @@ impl Runtime {
             return;
         };
         let (runtime, id) = (Arc::clone(self), Arc::<str>::from(id));
-        self.lifecycle.work().spawn(async move {
+        self.lifecycle.work.spawn(async move {
             runtime.finish(&id, &tool, Ended::Cancelled).await;
         });
     }
@@ -112,7 +112,7 @@ impl Runtime {
         };
         let mut report = super::recover::RecoveryReport::default();
         let cause = super::recover::Cause::Reversioned;
-        super::recover::take(self, task, None, cause, &mut report).await?;
+        super::recover::take(self, task, None, cause, &mut report, None).await?;
         Ok(report.resumed > 0)
     }
 

@@ -1,13 +1,7 @@
 //! The tasks of another version of their tool that a single-process server keeps
 //! (`versions.rs`, invariant 2), and the tools a runtime runs at their versions.
 
-use std::{
-    collections::HashMap,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-};
+use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
 
@@ -68,26 +62,4 @@ impl Waiting {
 /// The tools of `toolkit` at their versions, for the claims (invariant 1).
 pub(crate) fn of(toolkit: &crate::Toolkit) -> ToolVersions {
     ToolVersions::new(toolkit.definitions().map(|d| (d.name(), d.version())))
-}
-
-/// Whether this instance's claims route by version (`versions.rs`, invariant 1): on from the
-/// start, and while tasks of a version it does not run are known to wait for a claim.
-pub(crate) struct Routing(AtomicBool);
-
-impl Default for Routing {
-    fn default() -> Self {
-        Self(AtomicBool::new(true))
-    }
-}
-
-impl Routing {
-    /// Whether the claims route now.
-    pub(crate) fn is_on(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
-    }
-
-    /// Routes from now on (`true`), or not.
-    pub(crate) fn set(&self, on: bool) {
-        self.0.store(on, Ordering::Relaxed);
-    }
 }

@@ -170,7 +170,7 @@ impl Runtime {
         let writing = Arc::clone(&live.step_writes).read_owned().await;
         let runtime = Arc::clone(self);
         let id: Arc<str> = Arc::from(id);
-        let written = self.lifecycle.work().spawn(async move {
+        let written = self.lifecycle.work.spawn(async move {
             let written = runtime.write(&id, Transition::SaveStep(step)).await;
             drop(writing);
             written

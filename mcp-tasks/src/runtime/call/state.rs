@@ -16,7 +16,7 @@ use std::{
     },
 };
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use futures::future::BoxFuture;
 use rmcp::{
@@ -165,13 +165,9 @@ impl CallState {
         TaskContext::new(self.clone())
     }
 
-    fn phase(&self) -> MutexGuard<'_, Phase> {
-        self.phase.lock()
-    }
-
     /// Starts turning a pending call into a task: the status message to create it with.
     pub(super) fn begin_promotion(&self) -> Option<String> {
-        match &mut *self.phase() {
+        match &mut *self.phase.lock() {
             Phase::Pending { message, dirty, .. } => {
                 *dirty = false;
                 message.clone()
@@ -183,7 +179,7 @@ impl CallState {
     /// Ends the promotion once the record exists: flushes a message set meanwhile and lets
     /// waiting input requests and steps go on.
     pub(super) async fn finish_promotion(&self) {
-        let late_message = match std::mem::replace(&mut *self.phase(), Phase::Task) {
+        let late_message = match std::mem::replace(&mut *self.phase.lock(), Phase::Task) {
             Phase::Pending {
                 message,
                 dirty: true,
@@ -255,7 +251,7 @@ impl CallState {
     /// Makes sure a task record exists: promotes a pending call, refuses an inline one.
     async fn become_task(&self) -> Result<(), Failure> {
         {
-            let mut phase = self.phase();
+            let mut phase = self.phase.lock();
             match &mut *phase {
                 // Work that lost its lease starts no new step or input request: the instance
                 // that takes the task over runs them (`runtime/cluster.rs`, self-fencing).
@@ -308,7 +304,7 @@ impl CallState {
             let n = self.input_seq.fetch_add(1, Ordering::Relaxed) + 1;
             format!("{}-{n}", kind.key_prefix())
         });
-        let by_round_trip = match &*self.phase() {
+        let by_round_trip = match &*self.phase.lock() {
             Phase::Task => false,
             Phase::Inline => self.parts.mrtr.is_some(),
             Phase::Pending { .. } => before_task && self.parts.mrtr.is_some(),
@@ -378,7 +374,7 @@ impl CallState {
     /// Waits the tool's park time, then parks the task (`runtime/park.rs`); never resolves.
     async fn wait_then_park(&self, wait: Wait) {
         let runtime = &self.parts.runtime;
-        let task = matches!(*self.phase(), Phase::Task);
+        let task = matches!(*self.phase.lock(), Phase::Task);
         if let Some(after) = runtime.park_after(&self.parts.tool).filter(|_| task) {
             let now = crate::clock::system_now_ms();
             // A timer due within the park time is waited for here.
@@ -400,7 +396,7 @@ impl CallState {
 impl CallState {
     /// The open request's notifier: `Some` while the call is inline or pending (invariant 10).
     fn open_request(&self) -> Option<&Notifier> {
-        match *self.phase() {
+        match *self.phase.lock() {
             Phase::Task => None,
             Phase::Inline | Phase::Pending { .. } => self.parts.notifier.as_ref(),
         }
@@ -457,7 +453,7 @@ impl CallState {
 
 impl Host for CallState {
     fn task_id(&self) -> Option<&str> {
-        matches!(*self.phase(), Phase::Task).then_some(&*self.parts.id)
+        matches!(*self.phase.lock(), Phase::Task).then_some(&*self.parts.id)
     }
 
     fn owner(&self) -> &str {
@@ -482,7 +478,7 @@ impl Host for CallState {
 
     fn status(&self, message: String) -> BoxFuture<'_, ()> {
         {
-            let mut phase = self.phase();
+            let mut phase = self.phase.lock();
             match &mut *phase {
                 Phase::Inline => {
                     tracing::debug!(tool = %self.parts.tool, status = %message, "status");
@@ -534,7 +530,7 @@ impl Host for CallState {
     }
 
     fn is_inline(&self) -> bool {
-        matches!(*self.phase(), Phase::Inline)
+        matches!(*self.phase.lock(), Phase::Inline)
     }
 
     fn ensure_task(&self) -> BoxFuture<'_, Result<(), Failure>> {

@@ -19,7 +19,7 @@ pub(super) async fn wakeup_loop(
     reread: Duration,
     claim_now: Arc<Notify>,
 ) {
-    let stop = runtime.lifecycle.stop_token().clone();
+    let stop = runtime.lifecycle.stop.clone();
     let mut ticks = tokio::time::interval(reread);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
@@ -95,9 +95,9 @@ where
     F: FnOnce(Arc<Runtime>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let stop = runtime.lifecycle.stop_token().clone();
+    let stop = runtime.lifecycle.stop.clone();
     let work = f(Arc::clone(runtime));
-    runtime.lifecycle.loops().spawn(async move {
+    runtime.lifecycle.loops.spawn(async move {
         tokio::select! {
             biased;
             () = stop.cancelled() => {}

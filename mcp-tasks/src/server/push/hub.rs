@@ -49,7 +49,7 @@ impl Hub {
             return;
         };
         let dispatcher = dispatch(Arc::clone(runtime), registrations);
-        runtime.lifecycle.loops().spawn(dispatcher);
+        runtime.lifecycle.loops.spawn(dispatcher);
     }
 
     /// Hands `register` to the dispatcher. `-32603` when the engine was not started (its
@@ -207,7 +207,7 @@ struct Watch {
 /// The dispatcher: registrations and change reads, one at a time, until the engine stops.
 async fn dispatch(runtime: Arc<Runtime>, mut registrations: mpsc::UnboundedReceiver<Register>) {
     let mut feed = Feed(None);
-    let stop = runtime.lifecycle.stop_token().clone();
+    let stop = runtime.lifecycle.stop.clone();
     let mut watches: HashMap<Arc<str>, Watch> = HashMap::new();
     loop {
         tokio::select! {
@@ -492,7 +492,7 @@ mod tests {
         let hub = Arc::clone(&engine.push);
         assert!(hub.register(follow("t").0).is_err(), "not started: refused");
         engine.runtime.start().unwrap();
-        let loops = engine.runtime.lifecycle.loops();
+        let loops = &engine.runtime.lifecycle.loops;
         let before = loops.len();
         engine.start().unwrap();
         assert_eq!(loops.len(), before + 1, "the dispatcher is a loop");
