@@ -18,12 +18,9 @@
 //! [the operating guide](crate::guide::operating) ("Metrics"); the constants below are
 //! the names.
 
-use std::{
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
 };
 
 use ::metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
@@ -188,9 +185,10 @@ pub fn describe() {
 const REFUSAL_CODES: [i32; 4] = [-32700, -32600, -32602, -32021];
 
 /// The `operation` labels of [`STORE_OPERATION`]: the methods the timed store wraps.
-const STORE_OPERATIONS: [&str; 24] = [
+const STORE_OPERATIONS: [&str; 25] = [
     "create",
     "get",
+    "get_many",
     "set_status_message",
     "request_input",
     "deliver_input",
@@ -267,13 +265,8 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
 /// Seconds from the creation time in task id `id` (its millisecond prefix) to now, on this
 /// machine's clock; `None` for an id without one.
 fn age(id: &str) -> Option<f64> {
-    let created = crate::id::created_ms(id)?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()?
-        .as_millis();
-    let ms = now.saturating_sub(u128::from(created));
-    Some(Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX)).as_secs_f64())
+    let ms = crate::clock::system_now_ms().saturating_sub(crate::id::created_ms(id)?);
+    Some(std::time::Duration::from_millis(ms).as_secs_f64())
 }
 
 /// A task was created.
@@ -334,11 +327,7 @@ impl Live {
     pub(crate) fn set_waiting(&self, waiting: bool) {
         if self.waiting.swap(waiting, Ordering::AcqRel) != waiting {
             let gauge = gauge!(TASKS_INPUT_REQUIRED, "tool" => Arc::clone(&self.tool));
-            if waiting {
-                gauge.increment(1.0);
-            } else {
-                gauge.decrement(1.0);
-            }
+            gauge.increment(if waiting { 1.0 } else { -1.0 });
         }
     }
 
@@ -474,13 +463,11 @@ pub(crate) fn received(
     use crate::store::Notice;
     use tokio::sync::broadcast::error::RecvError;
     match received {
-        Ok(notice) => match notice {
-            Notice::Cancel(_) => wakeup_received("cancel"),
-            Notice::Answers { .. } => wakeup_received("answers"),
-            Notice::Queued(_) => wakeup_received("queued"),
-            Notice::Changed(_) => wakeup_received("changed"),
-            Notice::Missed => wakeups_missed(1),
-        },
+        Ok(Notice::Cancel(_)) => wakeup_received("cancel"),
+        Ok(Notice::Answers { .. }) => wakeup_received("answers"),
+        Ok(Notice::Queued(_)) => wakeup_received("queued"),
+        Ok(Notice::Changed(_)) => wakeup_received("changed"),
+        Ok(Notice::Missed) => wakeups_missed(1),
         Err(RecvError::Lagged(missed)) => wakeups_missed(*missed),
         Err(RecvError::Closed) => {}
     }

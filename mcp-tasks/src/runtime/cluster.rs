@@ -102,10 +102,8 @@ pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
     let wakeups = runtime.subscribe();
     let loops = &runtime.lifecycle.loops;
     loops.spawn(renew_loop(Arc::clone(runtime), Arc::clone(instance)));
-    loops.spawn(fence_loop(
-        Arc::clone(runtime),
-        instance.config.fence_margin(),
-    ));
+    let margin = instance.config.fence_margin();
+    loops.spawn(fence_loop(Arc::clone(runtime), margin));
     loops.spawn(wakeup_loop(
         Arc::clone(runtime),
         Arc::clone(&instance.store),
@@ -321,15 +319,8 @@ pub(crate) async fn claim(
                     .with_versions(&runtime.versions)
                     .with_cancel_grace(instance.config.cancel_grace());
             }
-            let claimed = cluster.claim(claim);
-            let claimed = claimed.await;
-            let claimed = match claimed {
-                Ok(claimed) => claimed,
-                Err(error) => {
-                    runtime.capacity.end_claim(slots);
-                    return Err(error);
-                }
-            };
+            let claimed = cluster.claim(claim).await;
+            let claimed = claimed.inspect_err(|_| runtime.capacity.end_claim(slots))?;
             if matches!(cause, Cause::Queued) {
                 for (task, _) in &claimed {
                     let bucket = instance.config.owner_buckets.of(&task.owner);

@@ -40,7 +40,6 @@
 //! | malformed params of `tools/call`, `tasks/get`, `tasks/update`, `tasks/cancel` | `-32602` naming the field and what it must be | 400 (200 in a legacy session) |
 //! | `tools/call` arguments over [`Limits::max_arguments_bytes`](crate::Limits::max_arguments_bytes) | `-32602` | 400 (200 in a legacy session) |
 //! | a request's `params._meta` over [`Limits::max_meta_bytes`](crate::Limits::max_meta_bytes) or nesting deeper than [`Limits::max_meta_depth`](crate::Limits::max_meta_depth) | `-32602` naming `params._meta` and the limit | 400 (200 in a legacy session) |
-//!
 //! | any other request that rmcp's message types do not decode | `-32600` | 400 |
 //!
 //! A malformed request is answered `400` like one lacking a required `_meta` field; requests of a legacy (`initialize`) session keep rmcp's HTTP 200 for JSON-RPC errors.

@@ -44,38 +44,28 @@ pub(super) fn idempotency_key(
 }
 
 /// Checks that each answer for an outstanding key has the shape its request asks for.
-#[allow(
-    deprecated,
-    reason = "sampling and roots still work on the 2026-07-28 wire"
-)]
 pub(super) fn validate_responses(
     snapshot: &TaskSnapshot,
     responses: &InputResponses,
 ) -> Result<(), ErrorData> {
+    /// Why `value` is not a `T`, if it is not.
+    fn mismatch<T: serde::de::DeserializeOwned>(value: &serde_json::Value) -> Option<String> {
+        T::deserialize(value).err().map(|error| error.to_string())
+    }
     for (key, value) in responses {
-        let Some(request) = snapshot.input_requests.get(key) else {
-            continue;
-        };
-        let checked = match request {
-            InputRequest::Elicitation(_) => serde_json::from_value::<ElicitResult>(value.clone())
-                .map(drop)
-                .map_err(|e| ("ElicitResult", e)),
-            InputRequest::CreateMessage(_) => {
-                serde_json::from_value::<rmcp::model::CreateMessageResult>(value.clone())
-                    .map(drop)
-                    .map_err(|e| ("CreateMessageResult", e))
+        let (expected, error) = match snapshot.input_requests.get(key) {
+            Some(InputRequest::Elicitation(_)) => ("ElicitResult", mismatch::<ElicitResult>(value)),
+            Some(InputRequest::CreateMessage(_)) => (
+                "CreateMessageResult",
+                mismatch::<rmcp::model::CreateMessageResult>(value),
+            ),
+            Some(InputRequest::ListRoots(_)) => {
+                ("ListRootsResult", mismatch::<ListRootsResult>(value))
             }
-            InputRequest::ListRoots(_) => serde_json::from_value::<ListRootsResult>(value.clone())
-                .map(drop)
-                .map_err(|e| ("ListRootsResult", e)),
-            _ => Ok(()),
+            _ => continue,
         };
-        if let Err((expected, error)) = checked {
-            return Err(errors::bad_input_response(
-                key,
-                expected,
-                &error.to_string(),
-            ));
+        if let Some(error) = error {
+            return Err(errors::bad_input_response(key, expected, &error));
         }
     }
     Ok(())

@@ -417,24 +417,16 @@ impl Call<'_> {
             .new_task(id.clone(), message, true)
             .with_answers(call.round_trip_taken());
         let lease = Lease::first(&record);
-        let created = self.runtime.store.create(record).await;
-        let snapshot = match created {
-            Ok(Created::New(snapshot)) => snapshot,
-            // A retry of a call that created its task already (same owner, tool and
-            // idempotency key): that task answers, and this run of the work stops before
-            // its first step or input request (both wait for a record of their own).
-            Ok(Created::Existing(existing)) => {
-                cancel.cancel();
-                tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
-                return Ok(Answer::Task(existing.to_task()));
-            }
-            Err(error) => {
-                cancel.cancel();
-                return Err(match error {
-                    StoreError::Full { max_tasks } => errors::store_full(max_tasks),
-                    other => errors::store_failure(&other),
-                });
-            }
+        let created = self.create(record).await;
+        // Not created, or a retry of a call that created its task already (same owner, tool
+        // and idempotency key; that task answers): this run of the work stops before its
+        // first step or input request (both wait for a record of their own).
+        if !matches!(created, Ok(Ok(_))) {
+            cancel.cancel();
+        }
+        let snapshot = match created? {
+            Ok(snapshot) => snapshot,
+            Err(existing) => return Ok(existing),
         };
         let runtime = self.runtime;
         let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);

@@ -277,26 +277,17 @@ async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, r
             }
             continue;
         }
-        match watches.get_mut(&id) {
-            Some(watch) => {
-                // This read may be newer than what the other streams were offered.
-                if watch.last != state {
-                    offer_all(watch, &id, &state, false);
-                    watch.last = state;
-                }
-                watch.streams.push(Arc::downgrade(&stream));
-            }
-            None => {
-                watches.insert(
-                    id,
-                    Watch {
-                        owner: owner.clone(),
-                        last: state,
-                        streams: vec![Arc::downgrade(&stream)],
-                    },
-                );
-            }
+        let watch = watches.entry(id.clone()).or_insert_with(|| Watch {
+            owner: owner.clone(),
+            last: Value::Null,
+            streams: Vec::new(),
+        });
+        // This read may be newer than what the other streams were offered (none, when new).
+        if watch.last != state {
+            offer_all(watch, &id, &state, false);
+            watch.last = state;
         }
+        watch.streams.push(Arc::downgrade(&stream));
     }
     let _ = reply.send(Ok(agreed));
 }

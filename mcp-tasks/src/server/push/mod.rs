@@ -139,7 +139,7 @@ pub(crate) async fn open(
         id: request_id,
         agreed: Some(agreed),
         stream,
-        stop: engine.runtime.lifecycle.stop_token().clone(),
+        stop: engine.runtime.lifecycle.stop.clone(),
         stopping: false,
         ended: false,
         result_meta: engine.result_meta.clone(),
