@@ -88,6 +88,16 @@ impl StoreError {
             _ => None,
         }
     }
+
+    /// `result` with [`NotFound`](Self::NotFound) as `None`: a read of a task that may not
+    /// exist.
+    pub(crate) fn or_none<T>(result: Result<T, Self>) -> Result<Option<T>, Self> {
+        match result {
+            Ok(value) => Ok(Some(value)),
+            Err(Self::NotFound) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
 }
 
 /// A configuration the store cannot work with, said in plain words.

@@ -88,7 +88,7 @@ struct Entry {
 }
 
 /// What only a running task (or a failed or cancelled one) needs.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Live {
     pending: Pending,
     steps: Vec<Step>,
@@ -141,6 +141,11 @@ impl Entry {
     /// What the task was created with (or, once ended, what it keeps of it).
     fn origin(&self) -> TaskOrigin {
         self.origin.as_deref().cloned().unwrap_or_default()
+    }
+
+    /// Whether the task is live and parked.
+    fn is_parked(&self) -> bool {
+        self.state.parked_until_ms.is_some() && !self.state.status.is_terminal()
     }
 
     /// What a replay of the live task needs.
@@ -246,6 +251,11 @@ impl MemoryStore {
         // A poisoned shard only means a panic elsewhere while holding the lock; every
         // operation below leaves an entry consistent before it can panic, so keep serving.
         self.shards[index].lock()
+    }
+
+    /// Task `id`, after applying due expiry; `None` when there is none.
+    fn snapshot_of(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
+        StoreError::or_none(self.with_entry(id, |entry, _| Ok(entry.snapshot())))
     }
 
     /// Runs `f` on a live view of the task, after applying due expiry.
@@ -445,23 +455,11 @@ impl TaskStore for MemoryStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
-        match self.with_entry(id, |entry, _| Ok(entry.snapshot())) {
-            Ok(snapshot) => Ok(Some(snapshot)),
-            Err(StoreError::NotFound) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.snapshot_of(id)
     }
 
     async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
-        ids.iter()
-            .map(
-                |id| match self.with_entry(id, |entry, _| Ok(entry.snapshot())) {
-                    Ok(snapshot) => Ok(Some(snapshot)),
-                    Err(StoreError::NotFound) => Ok(None),
-                    Err(e) => Err(e),
-                },
-            )
-            .collect()
+        ids.iter().map(|id| self.snapshot_of(id)).collect()
     }
 
     async fn apply(
@@ -503,10 +501,7 @@ impl TaskStore for MemoryStore {
         let live = |entry: &mut Entry, _| {
             Ok((!entry.state.status.is_terminal()).then(|| entry.recovery(false)))
         };
-        match self.with_entry(id, live) {
-            Err(StoreError::NotFound) => Ok(None),
-            found => found,
-        }
+        StoreError::or_none(self.with_entry(id, live)).map(Option::flatten)
     }
 
     fn parks(&self) -> bool {

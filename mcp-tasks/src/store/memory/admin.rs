@@ -1,12 +1,12 @@
 //! [`AdminStore`] for [`MemoryStore`]: a scan of every shard, one lock at a time.
 
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, atomic::Ordering};
 
 use async_trait::async_trait;
 
 use super::{Entry, MemoryStore};
 use crate::store::{
-    StoreError, TaskStore,
+    StoreError, TaskSnapshot, TaskStore,
     admin::{AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary},
 };
 
@@ -21,15 +21,12 @@ impl MemoryStore {
         let expired = self.expire_due().await?;
         self.unreported.keep(expired);
         let now = self.clock.now_ms();
-        for shard in &self.shards {
-            let shard = shard.lock();
-            for entry in shard.tasks.values() {
-                let summary = TaskSummary::of(entry.snapshot(), None);
-                if filter.matches(&summary, now) {
-                    each(entry, summary);
-                }
+        self.each_entry(|entry| {
+            let summary = TaskSummary::of(entry.snapshot(), None);
+            if filter.matches(&summary, now) {
+                each(entry, summary);
             }
-        }
+        });
         Ok(())
     }
 }
@@ -64,40 +61,27 @@ impl AdminStore for MemoryStore {
     }
 
     async fn detail(&self, id: &str) -> Result<Option<TaskDetail>, StoreError> {
-        let detail = self.with_entry(id, |entry, _| {
-            let live = entry.live.as_deref();
+        StoreError::or_none(self.with_entry(id, |entry, _| {
+            let live = entry.live.as_deref().cloned().unwrap_or_default();
             Ok(TaskDetail {
                 task: entry.snapshot(),
                 origin: entry.origin(),
-                steps: live.map(|l| l.steps.clone()).unwrap_or_default(),
-                questions: live
-                    .map(|l| l.pending.input_requests.clone())
-                    .unwrap_or_default(),
-                answers: live.map(|l| l.pending.answers.clone()).unwrap_or_default(),
-                asked_at_step: live
-                    .map(|l| l.pending.asked_at_step.clone())
-                    .unwrap_or_default(),
+                steps: live.steps,
+                questions: live.pending.input_requests,
+                answers: live.pending.answers,
+                asked_at_step: live.pending.asked_at_step,
                 lease: None,
             })
-        });
-        match detail {
-            Ok(detail) => Ok(Some(detail)),
-            Err(StoreError::NotFound) => Ok(None),
-            Err(error) => Err(error),
-        }
+        }))
     }
 
-    async fn set_tool_version(
-        &self,
-        id: &str,
-        version: &str,
-    ) -> Result<crate::store::TaskSnapshot, StoreError> {
+    async fn set_tool_version(&self, id: &str, version: &str) -> Result<TaskSnapshot, StoreError> {
         self.with_entry(id, |entry, _| {
             if entry.state.status.is_terminal() {
                 return Err(StoreError::Terminal(entry.state.status));
             }
             let origin = entry.origin.get_or_insert_with(Box::default);
-            origin.tool_version = std::sync::Arc::from(version);
+            origin.tool_version = Arc::from(version);
             Ok(entry.snapshot())
         })
     }

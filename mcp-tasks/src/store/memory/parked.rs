@@ -10,19 +10,22 @@ use super::{Entry, MemoryStore};
 use crate::store::{Recovery, StoreError, record, row};
 
 impl MemoryStore {
+    /// Runs `each` on every task, one shard locked at a time.
+    pub(super) fn each_entry(&self, mut each: impl FnMut(&Entry)) {
+        for shard in &self.shards {
+            shard.lock().tasks.values().for_each(&mut each);
+        }
+    }
+
     /// Every live task whose work runs nowhere after a restart: not the parked ones, whose
     /// wake-up replays them.
     pub(super) fn unparked_live(&self) -> Vec<Recovery> {
         let mut found = Vec::new();
-        for shard in &self.shards {
-            let shard = shard.lock();
-            for entry in shard.tasks.values() {
-                if entry.state.status.is_terminal() || entry.state.parked_until_ms.is_some() {
-                    continue;
-                }
+        self.each_entry(|entry| {
+            if !entry.state.status.is_terminal() && entry.state.parked_until_ms.is_none() {
                 found.push(entry.recovery(false));
             }
-        }
+        });
         found
     }
 
@@ -43,11 +46,8 @@ impl MemoryStore {
             Some(recovery)
         };
         if let Some(id) = only {
-            return match self.with_entry(id, |entry, now| Ok(take(entry, now))) {
-                Ok(woken) => Ok(woken.into_iter().collect()),
-                Err(StoreError::NotFound) => Ok(Vec::new()),
-                Err(error) => Err(error),
-            };
+            let woken = StoreError::or_none(self.with_entry(id, |entry, now| Ok(take(entry, now))));
+            return woken.map(|woken| woken.flatten().into_iter().collect());
         }
         let now = self.clock.now_ms();
         let mut found = Vec::new();
@@ -70,17 +70,11 @@ impl MemoryStore {
         limit: usize,
     ) -> Vec<(Arc<str>, Arc<str>)> {
         let mut found: Vec<(Arc<str>, Arc<str>)> = Vec::new();
-        for shard in &self.shards {
-            let shard = shard.lock();
-            for entry in shard.tasks.values() {
-                if entry.state.parked_until_ms.is_some()
-                    && !entry.state.status.is_terminal()
-                    && after.is_none_or(|after| &*entry.id > after)
-                {
-                    found.push((entry.id.clone(), entry.owner.clone()));
-                }
+        self.each_entry(|entry| {
+            if entry.is_parked() && after.is_none_or(|after| &*entry.id > after) {
+                found.push((entry.id.clone(), entry.owner.clone()));
             }
-        }
+        });
         found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         found.truncate(limit);
         found
@@ -88,15 +82,8 @@ impl MemoryStore {
 
     /// How many live tasks are parked.
     pub(super) fn parked_now(&self) -> u64 {
-        let mut count = 0u64;
-        for shard in &self.shards {
-            let shard = shard.lock();
-            for entry in shard.tasks.values() {
-                if entry.state.parked_until_ms.is_some() && !entry.state.status.is_terminal() {
-                    count += 1;
-                }
-            }
-        }
+        let mut count = 0;
+        self.each_entry(|entry| count += u64::from(entry.is_parked()));
         count
     }
 
