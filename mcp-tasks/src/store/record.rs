@@ -179,7 +179,7 @@ impl Change {
         ended: false,
         wake: None,
     };
-    const ENDED: Self = Self {
+    pub(crate) const ENDED: Self = Self {
         changed: true,
         ended: true,
         wake: None,

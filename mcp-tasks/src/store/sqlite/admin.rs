@@ -6,11 +6,11 @@ use rusqlite::{params, params_from_iter, types::Value as SqlValue};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, load},
+    row::{SqliteRow, delete_tasks, load, steps},
     writer::{Effect, Tx},
 };
 use crate::store::{
-    StoreError, TaskStore,
+    StoreError, TaskSnapshot, TaskStore,
     admin::{
         AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
         sql::{self, Dialect, Param, count_query, list_query},
@@ -100,26 +100,12 @@ impl AdminStore for SqliteStore {
                     })
                 })
                 .map_err(backend)??;
-            let mut steps = Vec::new();
-            let mut select = conn
-                .prepare_cached(
-                    "SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq",
-                )
-                .map_err(backend)?;
-            let mut rows = select.query(params![id]).map_err(backend)?;
-            while let Some(row) = rows.next().map_err(backend)? {
-                steps.push(codec::step(&SqliteRow(row), 0)?);
-            }
-            Ok(Some(sql::detail(task, origin, steps, None)))
+            Ok(Some(sql::detail(task, origin, steps(conn, &id)?, None)))
         })
         .await
     }
 
-    async fn set_tool_version(
-        &self,
-        id: &str,
-        version: &str,
-    ) -> Result<crate::store::TaskSnapshot, StoreError> {
+    async fn set_tool_version(&self, id: &str, version: &str) -> Result<TaskSnapshot, StoreError> {
         let task = crate::store::admin::live(self, id).await?;
         let (id, version) = (id.to_owned(), version.to_owned());
         let set = self
@@ -145,26 +131,11 @@ impl AdminStore for SqliteStore {
         self.unreported.keep(expired);
         let before = before_ms.map_or(i64::MAX, to_i64);
         self.write(move |tx: &mut Tx<'_>| {
-            let finished = "SELECT id FROM tasks WHERE purge_at_ms IS NOT NULL \
-                            AND last_updated_at_ms < ?1";
-            exec(
+            let purged = delete_tasks(
                 tx.conn,
-                &format!("DELETE FROM steps WHERE task_id IN ({finished})"),
+                "purge_at_ms IS NOT NULL AND last_updated_at_ms < ?1",
                 params![before],
-            )
-            .map_err(backend)?;
-            exec(
-                tx.conn,
-                &format!("DELETE FROM idempotency WHERE task_id IN ({finished})"),
-                params![before],
-            )
-            .map_err(backend)?;
-            let purged = exec(
-                tx.conn,
-                "DELETE FROM tasks WHERE purge_at_ms IS NOT NULL AND last_updated_at_ms < ?1",
-                params![before],
-            )
-            .map_err(backend)?;
+            )?;
             tx.effects.push(Effect::Purged(purged));
             Ok(purged as u64)
         })

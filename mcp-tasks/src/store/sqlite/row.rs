@@ -11,7 +11,7 @@ use super::{
     writer::{Effect, Tx},
 };
 use crate::store::{
-    NewTask, StoreError, TaskSnapshot,
+    NewTask, Step, StoreError, TaskSnapshot,
     codec::{self, Columns, NewRow, TaskRow, task_columns},
     record::{self, Change, Due},
     row::{ORIGIN_COLUMNS, PENDING_COLUMNS},
@@ -69,8 +69,8 @@ const SELECT_TASKS: &str = concat!(
 /// The tasks of `ids` as stored, in one query; an id with no task has no entry.
 pub(super) fn load_many(
     conn: &Connection,
-    ids: &[std::sync::Arc<str>],
-) -> Result<std::collections::HashMap<std::sync::Arc<str>, TaskRow>, StoreError> {
+    ids: &[Arc<str>],
+) -> Result<std::collections::HashMap<Arc<str>, TaskRow>, StoreError> {
     let ids = serde_json::Value::from(ids.iter().map(|id| &**id).collect::<Vec<_>>()).to_string();
     let mut statement = conn.prepare_cached(SELECT_TASKS).map_err(backend)?;
     let mut rows = statement.query(params![ids]).map_err(backend)?;
@@ -92,16 +92,32 @@ pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<TaskRow>, Store
     }
 }
 
-/// Removes task `id` with its steps and idempotency key; how many task rows went (0 or 1).
-pub(super) fn delete_task(conn: &Connection, id: &str) -> Result<usize, StoreError> {
-    exec(conn, "DELETE FROM steps WHERE task_id = ?1", params![id]).map_err(backend)?;
-    exec(
-        conn,
-        "DELETE FROM idempotency WHERE task_id = ?1",
-        params![id],
-    )
-    .map_err(backend)?;
-    exec(conn, "DELETE FROM tasks WHERE id = ?1", params![id]).map_err(backend)
+/// Removes the tasks `cond` picks (a condition on `tasks`, its parameters `params`) with their
+/// steps and idempotency keys, those first; how many task rows went.
+pub(super) fn delete_tasks(
+    conn: &Connection,
+    cond: &str,
+    params: &[&dyn ToSql],
+) -> Result<usize, StoreError> {
+    for table in ["steps", "idempotency"] {
+        let sql =
+            format!("DELETE FROM {table} WHERE task_id IN (SELECT id FROM tasks WHERE {cond})");
+        exec(conn, &sql, params).map_err(backend)?;
+    }
+    exec(conn, &format!("DELETE FROM tasks WHERE {cond}"), params).map_err(backend)
+}
+
+/// The steps of task `id`, in order.
+pub(super) fn steps(conn: &Connection, id: &str) -> Result<Vec<Step>, StoreError> {
+    let mut select = conn
+        .prepare_cached("SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
+        .map_err(backend)?;
+    let mut rows = select.query(params![id]).map_err(backend)?;
+    let mut steps = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        steps.push(codec::step(&SqliteRow(row), 0)?);
+    }
+    Ok(steps)
 }
 
 /// Applies what is due to task `id` at the change's time; returns the row as it then is
@@ -113,20 +129,12 @@ pub(super) fn load_live(tx: &mut Tx<'_>, id: &str) -> Result<(Option<TaskRow>, b
     match record::apply_due(&mut task, tx.now, tx.retention) {
         Due::Nothing => Ok((Some(task), false)),
         Due::Purge => {
-            let purged = delete_task(tx.conn, id)?;
+            let purged = delete_tasks(tx.conn, "id = ?1", params![id])?;
             tx.effects.push(Effect::Purged(purged));
             Ok((None, false))
         }
         Due::Expiry => {
-            persist(
-                tx,
-                &task,
-                Change {
-                    changed: true,
-                    ended: true,
-                    wake: None,
-                },
-            )?;
+            persist(tx, &task, Change::ENDED)?;
             Ok((Some(task), true))
         }
     }

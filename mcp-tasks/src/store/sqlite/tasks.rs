@@ -1,13 +1,15 @@
 //! [`TaskStore`] for [`SqliteStore`]: each operation one change in the writer's batch, its
 //! decision made by the state machine ([`record`]).
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
 use rusqlite::{OptionalExtension, params};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, insert_task, load, load_live, load_many, modify},
+    row::{SqliteRow, delete_tasks, insert_task, load, load_live, load_many, modify, steps},
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -81,10 +83,7 @@ impl TaskStore for SqliteStore {
         }
     }
 
-    async fn get_many(
-        &self,
-        ids: &[std::sync::Arc<str>],
-    ) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
+    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
         let now = self.clock.now_ms();
         let keys = ids.to_vec();
         let rows = self.read(move |conn| load_many(conn, &keys)).await?;
@@ -169,14 +168,8 @@ impl TaskStore for SqliteStore {
             while let Some(row) = rows.next().map_err(backend)? {
                 found.push(codec::recovery(&SqliteRow(row), Vec::new())?);
             }
-            let mut steps_of = conn
-                .prepare("SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
-                .map_err(backend)?;
             for task in &mut found {
-                let mut rows = steps_of.query(params![&*task.id]).map_err(backend)?;
-                while let Some(row) = rows.next().map_err(backend)? {
-                    task.steps.push(codec::step(&SqliteRow(row), 0)?);
-                }
+                task.steps = steps(conn, &task.id)?;
             }
             Ok(found)
         })
@@ -268,7 +261,7 @@ impl TaskStore for SqliteStore {
         &self,
         after: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<(std::sync::Arc<str>, std::sync::Arc<str>)>, StoreError> {
+    ) -> Result<Vec<(Arc<str>, Arc<str>)>, StoreError> {
         // Every id sorts after the empty string; `id > ?1` alone lets the primary key lead
         // (an `?1 IS NULL OR` would scan the table for every page).
         let after = after.unwrap_or_default().to_owned();
@@ -282,8 +275,8 @@ impl TaskStore for SqliteStore {
                 select
                     .query_map(params![after, limit], |r| {
                         Ok((
-                            std::sync::Arc::from(r.get::<_, String>(0)?),
-                            std::sync::Arc::from(r.get::<_, String>(1)?),
+                            Arc::from(r.get::<_, String>(0)?),
+                            Arc::from(r.get::<_, String>(1)?),
                         ))
                     })?
                     .collect()
@@ -295,17 +288,15 @@ impl TaskStore for SqliteStore {
 
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
         let key = id.to_owned();
-        match self.read(move |conn| load(conn, &key)).await? {
-            Some(row) => Ok(row.pending.answers),
-            None => Err(StoreError::NotFound),
-        }
+        let row = self.read(move |conn| load(conn, &key)).await?;
+        Ok(row.ok_or(StoreError::NotFound)?.pending.answers)
     }
 
     fn admin(&self) -> Option<&dyn crate::store::AdminStore> {
         Some(self)
     }
 
-    async fn expire_due(&self) -> Result<Vec<std::sync::Arc<str>>, StoreError> {
+    async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let mut reported = self.unreported.take();
         let failed = self
             .write(|tx: &mut Tx<'_>| {
@@ -318,25 +309,7 @@ impl TaskStore for SqliteStore {
                         failed.push(id);
                     }
                 }
-                exec(
-                conn,
-                "DELETE FROM steps WHERE task_id IN (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
-                params![to_i64(now)],
-            )
-            .map_err(backend)?;
-                exec(
-                    conn,
-                    "DELETE FROM idempotency WHERE task_id IN \
-                     (SELECT id FROM tasks WHERE purge_at_ms <= ?1)",
-                    params![to_i64(now)],
-                )
-                .map_err(backend)?;
-                let purged = exec(
-                    conn,
-                    "DELETE FROM tasks WHERE purge_at_ms <= ?1",
-                    params![to_i64(now)],
-                )
-                .map_err(backend)?;
+                let purged = delete_tasks(conn, "purge_at_ms <= ?1", params![to_i64(now)])?;
                 tx.effects.push(Effect::Purged(purged));
                 Ok(failed)
             })
@@ -367,24 +340,15 @@ impl TaskStore for SqliteStore {
 /// Removes, for each `(owner, keep)`, the owner's finished tasks past its `keep` newest (by
 /// creation), with their steps and keys: one index range per owner
 /// (`tasks_owner_finished`).
-fn trim_owners(tx: &mut Tx<'_>, owners: &[(std::sync::Arc<str>, usize)]) -> Result<(), StoreError> {
+fn trim_owners(tx: &mut Tx<'_>, owners: &[(Arc<str>, usize)]) -> Result<(), StoreError> {
     let mut removed = 0;
     for (owner, keep) in owners {
-        let old: Vec<String> = tx
-            .conn
-            .prepare_cached(
-                "SELECT id FROM tasks WHERE owner = ?1 AND purge_at_ms IS NOT NULL \
-                 ORDER BY created_at_ms DESC, id DESC LIMIT -1 OFFSET ?2",
-            )
-            .and_then(|mut select| {
-                select
-                    .query_map(params![&**owner, to_i64(*keep as u64)], |r| r.get(0))?
-                    .collect()
-            })
-            .map_err(backend)?;
-        for id in old {
-            removed += super::row::delete_task(tx.conn, &id)?;
-        }
+        removed += delete_tasks(
+            tx.conn,
+            "id IN (SELECT id FROM tasks WHERE owner = ?1 AND purge_at_ms IS NOT NULL \
+             ORDER BY created_at_ms DESC, id DESC LIMIT -1 OFFSET ?2)",
+            params![&**owner, to_i64(*keep as u64)],
+        )?;
     }
     tx.effects.push(Effect::Purged(removed));
     Ok(())
@@ -410,13 +374,7 @@ fn recovery_of(conn: &rusqlite::Connection, id: &str) -> Result<Option<Recovery>
     let Some(mut recovery) = found else {
         return Ok(None);
     };
-    let mut steps_of = conn
-        .prepare_cached("SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
-        .map_err(backend)?;
-    let mut rows = steps_of.query(params![id]).map_err(backend)?;
-    while let Some(row) = rows.next().map_err(backend)? {
-        recovery.steps.push(codec::step(&SqliteRow(row), 0)?);
-    }
+    recovery.steps = steps(conn, id)?;
     recovery.woken = true;
     Ok(Some(recovery))
 }
