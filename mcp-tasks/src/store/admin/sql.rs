@@ -35,65 +35,54 @@ fn conditions(
 ) -> (String, Vec<Param>) {
     let mut parts = Vec::new();
     let mut params = Vec::new();
-    let push = |param: Param, params: &mut Vec<Param>| {
+    // The placeholder of `param`, numbered in the order bound.
+    let mut bind = |param: Param| {
         params.push(param);
         (dialect.mark)(params.len())
     };
     if !filter.statuses.is_empty() {
-        let marks: Vec<String> = filter
-            .statuses
-            .iter()
-            .map(|status| push(Param::Text(status_word(*status).to_owned()), &mut params))
+        let marks: Vec<String> = (filter.statuses.iter())
+            .map(|status| bind(Param::Text(status_word(*status).to_owned())))
             .collect();
         parts.push(format!("status IN ({})", marks.join(", ")));
     }
     if let Some(tool) = &filter.tool {
-        parts.push(format!(
-            "tool = {}",
-            push(Param::Text(tool.clone()), &mut params)
-        ));
+        parts.push(format!("tool = {}", bind(Param::Text(tool.clone()))));
     }
     if let Some(owner) = &filter.owner {
-        parts.push(format!(
-            "owner = {}",
-            push(Param::Text(owner.clone()), &mut params)
-        ));
+        parts.push(format!("owner = {}", bind(Param::Text(owner.clone()))));
     }
     if let Some(instance) = &filter.instance {
         match dialect.runner {
-            Some(column) => parts.push(format!(
-                "{column} = {}",
-                push(Param::Text(instance.clone()), &mut params)
-            )),
+            Some(column) => {
+                let instance = bind(Param::Text(instance.clone()));
+                parts.push(format!("{column} = {instance}"));
+            }
             // No task of a single-process store has an instance.
             None => parts.push("1 = 0".to_owned()),
         }
     }
     if let Some(after) = filter.created_after_ms {
-        parts.push(format!(
-            "created_at_ms >= {}",
-            push(Param::Int(to_i64(after)), &mut params)
-        ));
+        let after = bind(Param::Int(to_i64(after)));
+        parts.push(format!("created_at_ms >= {after}"));
     }
     if let Some(before) = filter.created_before_ms {
-        parts.push(format!(
-            "created_at_ms < {}",
-            push(Param::Int(to_i64(before)), &mut params)
-        ));
+        let before = bind(Param::Int(to_i64(before)));
+        parts.push(format!("created_at_ms < {before}"));
     }
     if let Some(before) = filter.stalled_before_ms(now_ms) {
         // `purge_at_ms` is NULL exactly while a task is live, in both stores.
+        let before = bind(Param::Int(to_i64(before)));
         parts.push(format!(
-            "purge_at_ms IS NULL AND last_updated_at_ms < {}",
-            push(Param::Int(to_i64(before)), &mut params)
+            "purge_at_ms IS NULL AND last_updated_at_ms < {before}"
         ));
     }
     if filter.parked {
         parts.push("purge_at_ms IS NULL AND parked_until_ms IS NOT NULL".to_owned());
     }
     if let Some(position) = after {
-        let created = push(Param::Int(to_i64(position.created_at_ms)), &mut params);
-        let id = push(Param::Text(position.id.to_string()), &mut params);
+        let created = bind(Param::Int(to_i64(position.created_at_ms)));
+        let id = bind(Param::Text(position.id.to_string()));
         parts.push(format!(
             "(created_at_ms < {created} OR (created_at_ms = {created} AND {} < {id}))",
             dialect.id
