@@ -12,7 +12,7 @@ use super::{
     row::{PgRow, Row},
 };
 use crate::store::{
-    StoreError, TaskStore,
+    StoreError, TaskSnapshot, TaskStore,
     admin::{
         AdminStore, LeaseState, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery,
         TaskSummary,
@@ -42,10 +42,7 @@ fn values(params: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
 }
 
 fn refs(values: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
-    values
-        .iter()
-        .map(|value| &**value as &(dyn ToSql + Sync))
-        .collect()
+    values.iter().map(|value| &**value as _).collect()
 }
 
 /// The columns a list and a detail read: [`Row::decode`]'s, then the detail's own.
@@ -131,11 +128,7 @@ impl AdminStore for PostgresStore {
         Ok(Some(sql::detail(row.task, origin, steps, lease)))
     }
 
-    async fn set_tool_version(
-        &self,
-        id: &str,
-        version: &str,
-    ) -> Result<crate::store::TaskSnapshot, StoreError> {
+    async fn set_tool_version(&self, id: &str, version: &str) -> Result<TaskSnapshot, StoreError> {
         crate::store::admin::live(self, id).await?;
         let set = write_one(
             &self.pool,

@@ -8,9 +8,9 @@ use super::{
     PostgresStore,
     pool::Tx,
     rate_log::{LOCK_TOOLS, LOG_STARTS, PRUNE_KEYS, RECENT, window_ms},
-    row::{db_now_ms, int, text},
+    row::{PgRow, db_now_ms, int, text},
 };
-use crate::store::{Claim, ClaimOrder, StoreError};
+use crate::store::{Claim, ClaimOrder, StoreError, codec::Columns};
 
 type Params<'a> = Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>;
 
@@ -432,9 +432,7 @@ impl PostgresStore {
             let keys: Vec<String> = (claim.rates.iter())
                 .map(|(tool, _)| crate::rate::tool_key(tool))
                 .collect();
-            let windows: Vec<i64> = claim
-                .rates
-                .iter()
+            let windows: Vec<i64> = (claim.rates.iter())
                 .map(|(_, rate)| window_ms(*rate))
                 .collect();
             let recent: HashMap<String, i64> = tx
@@ -501,12 +499,7 @@ impl PostgresStore {
         )
         .await?
         .iter()
-        .map(|row| {
-            let key = row
-                .try_get::<_, Option<String>>(1)
-                .map_err(|e| super::PgError::owned("an unreadable limit key", e))?;
-            Ok((text(row, 0)?, key))
-        })
+        .map(|row| Ok((text(row, 0)?, PgRow(row).opt_text(1)?)))
         .collect()
     }
 
@@ -582,10 +575,7 @@ impl PostgresStore {
             .await?;
         if turns && let Some(row) = rows.first() {
             // The owner served last (`claim_by_turns`' last column, the same on every row).
-            let last = row
-                .try_get::<_, Option<String>>(crate::store::codec::RECOVERY_COLUMNS + 2)
-                .map_err(|e| super::PgError::owned("an unreadable claimed row", e))?;
-            if let Some(last) = last {
+            if let Some(last) = PgRow(row).opt_text(crate::store::codec::RECOVERY_COLUMNS + 2)? {
                 *self.turn.lock() = last;
             }
         }

@@ -9,13 +9,13 @@ use tokio::sync::broadcast;
 use super::{
     PostgresStore, claim, listener, notice,
     pool::{Tx, read},
-    row::{db_now_ms, int, text},
+    row::{PgRow, db_now_ms, int, text},
 };
 use crate::{
     clock::millis,
     store::{
         Claim, ClaimOrder, ClusterStore, Lease, Notice, QueueDepth, Recovery, StoreError,
-        codec::{self, to_i64, to_u64},
+        codec::{self, Columns, to_i64, to_u64},
     },
 };
 
@@ -58,18 +58,12 @@ impl PostgresStore {
             .iter()
             .map(|r| text(r, 0))
             .collect::<Result<Vec<_>, _>>()?;
-        if claim.queued && !ids.is_empty() {
+        if claim.queued {
             // The claim cleared each task's "queued" status message: the listen streams
             // that follow one read it again.
-            let changed: Vec<String> = (ids.iter())
-                .map(|id| notice::encode(&Notice::Changed(Arc::from(id.as_str()))))
-                .collect();
-            tx.execute(
-                "SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n",
-                &[&&*self.channel, &changed],
-                "could not announce the claimed tasks",
-            )
-            .await?;
+            let changed = ids.iter().map(|id| Notice::Changed(Arc::from(id.as_str())));
+            let context = "could not announce the claimed tasks";
+            notice::announce(&tx, &self.channel, changed, context).await?;
         }
         let step_rows = if ids.is_empty() {
             Vec::new()
@@ -88,9 +82,7 @@ impl PostgresStore {
         let mut claimed = Vec::with_capacity(rows.len());
         for (r, mut recovery) in rows.iter().zip(recoveries) {
             // The park it was woken from, if any (`c.parked`).
-            let parked = r
-                .try_get::<_, Option<i64>>(codec::RECOVERY_COLUMNS + 1)
-                .map_err(|e| super::PgError::owned("an unreadable claimed row", e))?;
+            let parked = PgRow(r).opt_int(codec::RECOVERY_COLUMNS + 1)?;
             recovery.woken = parked.is_some();
             recovery.woken_by_timer_ms =
                 parked.and_then(|until| crate::store::row::woken_by_timer(to_u64(until)));
@@ -149,12 +141,11 @@ impl ClusterStore for PostgresStore {
             return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
         }
         // Announced as a queued task: a claim pass takes lapsed tasks too.
-        tx.execute(
-            "SELECT pg_notify($1, $2)",
-            &[
-                &&*self.channel,
-                &notice::encode(&Notice::Queued(Arc::clone(&lease.task_id))),
-            ],
+        let queued = [Notice::Queued(Arc::clone(&lease.task_id))];
+        notice::announce(
+            &tx,
+            &self.channel,
+            queued,
             "could not announce the released task",
         )
         .await?;
@@ -206,9 +197,7 @@ impl ClusterStore for PostgresStore {
             .map(|row| {
                 Ok(QueueDepth {
                     tool: text(row, 0)?,
-                    owner: row
-                        .try_get(1)
-                        .map_err(|e| super::PgError::owned("an unreadable owner", e))?,
+                    owner: PgRow(row).opt_text(1)?,
                     tasks: to_u64(int(row, 2)?),
                 })
             })
@@ -224,10 +213,8 @@ impl ClusterStore for PostgresStore {
             "could not read the task's answers",
         )
         .await?;
-        match rows.first() {
-            Some(row) => codec::json(&text(row, 0)?),
-            None => Err(StoreError::NotFound),
-        }
+        let row = rows.first().ok_or(StoreError::NotFound)?;
+        codec::json(&text(row, 0)?)
     }
 
     fn wakeups(&self) -> broadcast::Receiver<Notice> {

@@ -29,6 +29,24 @@ pub(super) fn encode(notice: &Notice) -> String {
     }
 }
 
+/// Sends `notices` on `channel` in order, inside `tx` (they go out when it commits); no
+/// statement when there are none. `context` says what failed.
+pub(super) async fn announce(
+    tx: &super::pool::Tx,
+    channel: &str,
+    notices: impl IntoIterator<Item = Notice>,
+    context: &str,
+) -> Result<(), crate::store::StoreError> {
+    let payloads: Vec<String> = notices.into_iter().map(|notice| encode(&notice)).collect();
+    if payloads.is_empty() {
+        return Ok(());
+    }
+    let sql = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p";
+    tx.execute(sql, &[&channel, &payloads], context)
+        .await
+        .map(drop)
+}
+
 /// What announces the end of task `task_id` that its runner did not write (an operator's
 /// fail, an expiry): while an instance runs its work (`running`), a cancel, so that it reads
 /// the row and stops; otherwise a change, for the listen streams.

@@ -19,7 +19,7 @@ use super::{
 use crate::store::{
     ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
     TaskSnapshot, TaskStore, Transition,
-    codec::{self, TaskRow, end_sql, recovery_columns, to_i64, to_json},
+    codec::{self, Columns, TaskRow, end_sql, recovery_columns, to_i64, to_json},
     record::{self, Change, Due, WakeupKind},
 };
 
@@ -57,10 +57,7 @@ impl PostgresStore {
                 tx.commit().await?;
                 return Err(StoreError::NotFound);
             }
-            Due::Expiry => {
-                change.changed = true;
-                change.ended = true;
-            }
+            Due::Expiry => change = Change::ENDED,
             Due::Nothing => {}
         }
         let result = match fence {
@@ -130,43 +127,34 @@ impl PostgresStore {
             .await?;
         }
         let queued = woke.then(|| Notice::Queued(row.task.id.clone()));
-        for notice in notify.iter().chain(&queued) {
-            tx.execute(
-                "SELECT pg_notify($1, $2)",
-                &[&&*self.channel, &notice::encode(notice)],
-                "could not notify the instance running the task",
-            )
-            .await?;
-        }
+        let notices = notify.into_iter().chain(queued);
+        let context = "could not notify the instance running the task";
+        notice::announce(&tx, &self.channel, notices, context).await?;
         tx.commit().await?;
         result
     }
 
     /// The task's epoch, for an error that explains why a lease operation did nothing.
     pub(super) async fn explain(&self, id: &str, held: Option<u64>) -> StoreError {
-        match self.get(id).await {
-            Ok(None) => StoreError::NotFound,
-            Ok(Some(task)) if task.status.is_terminal() => StoreError::Terminal(task.status),
-            Ok(Some(_)) => match read(
-                &self.pool,
-                "SELECT epoch FROM tasks WHERE id = $1",
-                &[&id],
-                "could not read the task's epoch",
-            )
-            .await
-            {
-                Ok(rows) => match rows.first().map(|r| row::int(r, 0)) {
-                    None => StoreError::NotFound,
-                    Some(Ok(current)) => StoreError::Fenced {
-                        held,
-                        current: codec::to_u64(current),
-                    },
-                    Some(Err(error)) => error,
+        let why = async {
+            match self.get(id).await? {
+                None => return Ok(StoreError::NotFound),
+                Some(task) if task.status.is_terminal() => {
+                    return Ok(StoreError::Terminal(task.status));
+                }
+                Some(_) => {}
+            }
+            let sql = "SELECT epoch FROM tasks WHERE id = $1";
+            let rows = read(&self.pool, sql, &[&id], "could not read the task's epoch").await?;
+            Ok::<_, StoreError>(match rows.first() {
+                None => StoreError::NotFound,
+                Some(r) => StoreError::Fenced {
+                    held,
+                    current: codec::to_u64(row::int(r, 0)?),
                 },
-                Err(error) => error,
-            },
-            Err(error) => error,
-        }
+            })
+        };
+        why.await.unwrap_or_else(|error| error)
     }
 
     /// Resolves a create the batch skipped: an idempotent retry (the existing task, within
@@ -336,11 +324,7 @@ impl TaskStore for PostgresStore {
         }
         let read =
             |task: &mut TaskRow, _| Ok((task.clone().into_snapshot(), Change::default(), None));
-        match self.modify(id, None, read).await {
-            Ok(snapshot) => Ok(Some(snapshot)),
-            Err(StoreError::NotFound) => Ok(None),
-            Err(error) => Err(error),
-        }
+        StoreError::or_none(self.modify(id, None, read).await)
     }
 
     async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
@@ -429,7 +413,7 @@ impl TaskStore for PostgresStore {
         let retention = to_i64(self.retention_ms());
         let outcome = record::expired_outcome();
         let status = codec::status_name(outcome.status())?;
-        let error = codec::encode_outcome(&outcome)?;
+        let error = to_json(&outcome)?;
         let mut failed = Vec::new();
         loop {
             let tx = Tx::begin(&self.pool).await?;
@@ -453,23 +437,13 @@ impl TaskStore for PostgresStore {
                 .collect::<Result<Vec<_>, _>>()?;
             let running = rows
                 .iter()
-                .map(|r| r.try_get::<_, bool>(1))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| PgError::owned("an unreadable expired row", e))?;
+                .map(|r| row::PgRow(r).flag(1))
+                .collect::<Result<Vec<_>, _>>()?;
             // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
-            if !ids.is_empty() {
-                let payloads: Vec<String> = (ids.iter().zip(running))
-                    .map(|(id, running)| {
-                        notice::encode(&notice::ended_elsewhere(Arc::from(id.as_str()), running))
-                    })
-                    .collect();
-                tx.execute(
-                    "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
-                    &[&&*self.channel, &payloads],
-                    "could not announce the expired tasks",
-                )
-                .await?;
-            }
+            let ended = (ids.iter().zip(running))
+                .map(|(id, running)| notice::ended_elsewhere(Arc::from(id.as_str()), running));
+            let context = "could not announce the expired tasks";
+            notice::announce(&tx, &self.channel, ended, context).await?;
             tx.commit().await?;
             let full = i64::try_from(ids.len()).unwrap_or(i64::MAX) >= SWEEP_BATCH;
             failed.extend(ids.into_iter().map(Arc::from));
