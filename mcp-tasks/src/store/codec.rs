@@ -106,7 +106,7 @@ impl TaskRow {
             status: status_name(state.status)?,
             status_message: state.status_message.clone(),
             last_updated_at_ms: to_i64(state.last_updated_at_ms),
-            outcome: self.outcome.as_ref().map(encode_outcome).transpose()?,
+            outcome: self.outcome.as_ref().map(to_json).transpose()?,
             cancel_requested: state.cancel_requested,
             purge_at_ms: state
                 .status
@@ -310,7 +310,7 @@ pub(crate) mod end_sql {
         format!("COALESCE(t.deadline_ms, {})", super::NEVER)
     }
 
-    /// An expired task's purge time (`record::expired_purge_at`): `retention` after its
+    /// An expired task's purge time (`record::apply_due`): `retention` after its
     /// deadline, saturating without computing a sum that overflows.
     pub(crate) fn expiry_purge(retention: &str) -> String {
         let never = super::NEVER;
@@ -343,11 +343,6 @@ pub(crate) fn status_name(status: TaskStatus) -> Result<&'static str, StoreError
 pub(crate) fn parse_status(name: &str) -> Result<TaskStatus, StoreError> {
     super::status::parse_status(name)
         .ok_or_else(|| corrupt(format!("unknown task status `{name}` in the database")))
-}
-
-/// The outcome as stored (its serde form).
-pub(crate) fn encode_outcome(outcome: &Outcome) -> Result<String, StoreError> {
-    to_json(outcome)
 }
 
 #[cfg(test)]
@@ -554,7 +549,7 @@ mod tests {
                     let conn = db(&start, &origin());
                     let (status, message) = record::finished(&outcome);
                     let status = status_name(status).unwrap();
-                    let encoded = encode_outcome(&outcome).unwrap();
+                    let encoded = to_json(&outcome).unwrap();
                     let changed = conn
                         .execute(&sql, params![status, encoded, message, to_i64(now)])
                         .unwrap();
@@ -577,7 +572,7 @@ mod tests {
         );
         let outcome = record::expired_outcome();
         let status = status_name(outcome.status()).unwrap();
-        let encoded = encode_outcome(&outcome).unwrap();
+        let encoded = to_json(&outcome).unwrap();
         for start in starts() {
             for now in NOW {
                 for retention in [0, 50, u64::MAX] {
@@ -613,7 +608,7 @@ mod tests {
             r#""cancelled""#,
         ] {
             let outcome: Outcome = json(stored).unwrap();
-            assert_eq!(encode_outcome(&outcome).unwrap(), stored);
+            assert_eq!(to_json(&outcome).unwrap(), stored);
         }
         assert!(json::<Outcome>(r#""completed""#).is_err());
     }

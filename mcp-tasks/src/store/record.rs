@@ -242,15 +242,10 @@ pub(crate) fn create(status_message: Option<String>, ttl: Option<Duration>, now:
 pub(crate) fn create_pending(answers: InputResponses, asked_at_step: AskedAtStep) -> Pending {
     Pending {
         input_requests: InputRequests::new(),
-        used_keys: created_keys(&answers).map(Into::into).collect(),
+        used_keys: answers.keys().map(|key| key.as_str().into()).collect(),
         answers,
         asked_at_step,
     }
-}
-
-/// The keys a task created with `answers` has used already.
-pub(crate) fn created_keys(answers: &InputResponses) -> impl Iterator<Item = &str> {
-    answers.keys().map(String::as_str)
 }
 
 /// Whether a create with the idempotency key of the task in `first` is a retry of it, at
@@ -282,11 +277,6 @@ pub(crate) fn expired_outcome() -> Outcome {
     Outcome::Failed(errors::to_object(&errors::task_expired()))
 }
 
-/// When an expired task is purged: `retention_ms` after its deadline, saturating.
-pub(crate) fn expired_purge_at(deadline_ms: u64, retention_ms: u64) -> u64 {
-    deadline_ms.saturating_add(retention_ms)
-}
-
 /// Applies what is due at `now` (invariant 7): a live task past its TTL becomes `failed`
 /// with [`EXPIRED_MESSAGE`], purged `retention_ms` after its deadline ([`Due::Expiry`], the
 /// change to persist); a terminal task past its purge time is to be removed by the store
@@ -300,7 +290,7 @@ pub(crate) fn apply_due(record: &mut impl Record, now: u64, retention_ms: u64) -
             now,
             expired_outcome(),
             Some(EXPIRED_MESSAGE.to_owned()),
-            Some(expired_purge_at(deadline, retention_ms)),
+            Some(deadline.saturating_add(retention_ms)),
         );
     }
     due
@@ -683,10 +673,6 @@ mod tests {
         let mut used: Vec<&str> = pending.used_keys.iter().map(|k| &**k).collect();
         used.sort_unstable();
         assert_eq!(used, ["a", "b"]);
-        assert_eq!(
-            created_keys(&given).collect::<Vec<_>>(),
-            given.keys().map(String::as_str).collect::<Vec<_>>()
-        );
     }
 
     /// Idempotent create: a retry is one within the first task's TTL; without a TTL always.
@@ -706,7 +692,6 @@ mod tests {
         assert_eq!(t.state.deadline_ms(), Some(u64::MAX));
         assert!(is_retry_of(&t.state, u64::MAX - 1));
         assert_eq!(due(&t.state, u64::MAX - 1), Due::Nothing);
-        assert_eq!(expired_purge_at(u64::MAX - 1, 10), u64::MAX);
         // An expiry at the very end of time purges at the end of time too.
         assert_eq!(apply_due(&mut t, u64::MAX, u64::MAX), Due::Expiry);
         assert_eq!(t.state.purge_at_ms, Some(u64::MAX));

@@ -29,10 +29,10 @@ use super::{
     Lease, NewTask, Outcome, PgError, StoreError,
     notice::notice_prefix,
     pool::{Tx, read, write_one},
-    row::{self, Row, db_now_ms, text},
+    row::{self, Row, db_now_ms, int, text},
 };
 use crate::store::{
-    codec::{self, NewRow, end_sql, to_i64},
+    codec::{self, NewRow, end_sql, to_i64, to_json},
     record,
     row::{ORIGIN_COLUMNS, PENDING_COLUMNS},
 };
@@ -174,28 +174,21 @@ pub(super) fn spawn(
 }
 
 async fn write_creates(pool: &Pool, batch: Vec<Job>, channel: &str) {
-    match insert(pool, &batch, channel).await {
-        Ok((inserted, over)) => {
-            for (i, job) in batch.into_iter().enumerate() {
-                let created = if let Some(quota) = over.get(&i) {
-                    Created::OverQuota(Box::new(job.task), *quota)
-                } else if inserted.contains(&*job.task.id) {
-                    Created::Inserted
-                } else {
-                    Created::Conflict(Box::new(job.task))
-                };
-                let _ = job.reply.send(Ok(created));
+    let stored = insert(pool, &batch, channel).await;
+    for (i, job) in batch.into_iter().enumerate() {
+        let created = match &stored {
+            Ok((_, over)) if let Some(quota) = over.get(&i) => {
+                Ok(Created::OverQuota(Box::new(job.task), *quota))
             }
-        }
-        Err(error) => {
+            Ok((inserted, _)) if inserted.contains(&*job.task.id) => Ok(Created::Inserted),
+            Ok(_) => Ok(Created::Conflict(Box::new(job.task))),
             // Every create of the batch gets the error (same text and code, its own value).
-            for job in batch {
-                let _ = job.reply.send(Err(PgError::again(
-                    &error,
-                    " (the create was not stored, unless only the commit's answer was lost)",
-                )));
-            }
-        }
+            Err(error) => Err(PgError::again(
+                error,
+                " (the create was not stored, unless only the commit's answer was lost)",
+            )),
+        };
+        let _ = job.reply.send(created);
     }
 }
 
@@ -241,10 +234,8 @@ async fn insert(
         )
         .await?
     {
-        let count: i64 = row
-            .try_get(1)
-            .map_err(|e| PgError::owned("could not count the owners' live tasks", e))?;
-        live.insert(text(&row, 0)?, usize::try_from(count).unwrap_or(usize::MAX));
+        let count = usize::try_from(int(&row, 1)?).unwrap_or(usize::MAX);
+        live.insert(text(&row, 0)?, count);
     }
     let mut over = HashMap::new();
     let mut rows = Vec::with_capacity(batch.len());
@@ -365,32 +356,19 @@ async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
     } else {
         read(pool, row::SELECT_ANY, &[&ids], "could not read the task").await
     };
-    match rows {
-        Ok(rows) => {
-            let mut by_id: HashMap<String, &tokio_postgres::Row> = HashMap::new();
-            for raw in &rows {
-                match text(raw, 0) {
-                    Ok(id) => {
-                        by_id.insert(id, raw);
-                    }
-                    Err(error) => {
-                        for job in batch {
-                            let _ = job.reply.send(Err(PgError::again(&error, "")));
-                        }
-                        return;
-                    }
-                }
-            }
-            for job in batch {
-                let row = by_id.get(&*job.id).map(|raw| Row::decode(raw)).transpose();
-                let _ = job.reply.send(row);
-            }
-        }
-        Err(error) => {
-            for job in batch {
-                let _ = job.reply.send(Err(PgError::again(&error, "")));
-            }
-        }
+    let by_id = rows.and_then(|rows| {
+        let ids = rows
+            .iter()
+            .map(|raw| text(raw, 0))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ids.into_iter().zip(rows).collect::<HashMap<_, _>>())
+    });
+    for job in batch {
+        let row = match &by_id {
+            Ok(by_id) => by_id.get(&*job.id).map(Row::decode).transpose(),
+            Err(error) => Err(PgError::again(error, "")),
+        };
+        let _ = job.reply.send(row);
     }
 }
 
@@ -468,17 +446,12 @@ async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>, channel: &str) {
         }
     }
     let finished = finish(pool, &batch, channel).await;
-    match finished {
-        Ok(done) => {
-            for job in batch {
-                let _ = job.reply.send(Ok(done.contains(&*job.lease.task_id)));
-            }
-        }
-        Err(error) => {
-            for job in batch {
-                let _ = job.reply.send(Err(PgError::again(&error, "")));
-            }
-        }
+    for job in batch {
+        let done = match &finished {
+            Ok(done) => Ok(done.contains(&*job.lease.task_id)),
+            Err(error) => Err(PgError::again(error, "")),
+        };
+        let _ = job.reply.send(done);
     }
 }
 
@@ -487,29 +460,16 @@ async fn finish(
     batch: &[FinishJob],
     channel: &str,
 ) -> Result<HashSet<String>, StoreError> {
-    let n = batch.len();
-    let (mut id, mut epoch, mut runner) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    let (mut status, mut outcome, mut message, mut now) = (
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-        Vec::with_capacity(n),
-    );
-    for job in batch {
-        id.push(&*job.lease.task_id);
-        epoch.push(to_i64(job.lease.epoch));
-        runner.push(&*job.lease.instance);
-        // What the finish transition writes (record::finish), for many tasks at once.
-        let (ended, text) = record::finished(&job.outcome);
-        status.push(codec::status_name(ended)?);
-        outcome.push(codec::encode_outcome(&job.outcome)?);
-        message.push(text);
-        now.push(to_i64(job.now));
-    }
+    let id: Vec<&str> = batch.iter().map(|job| &*job.lease.task_id).collect();
+    let epoch: Vec<i64> = batch.iter().map(|job| to_i64(job.lease.epoch)).collect();
+    let runner: Vec<&str> = batch.iter().map(|job| &*job.lease.instance).collect();
+    // What the finish transition writes (record::finish), for many tasks at once.
+    let (ended, message): (Vec<_>, Vec<_>) =
+        (batch.iter().map(|job| record::finished(&job.outcome))).unzip();
+    let status: Vec<_> = (ended.into_iter().map(codec::status_name)).collect::<Result<_, _>>()?;
+    let outcome: Vec<_> =
+        (batch.iter().map(|job| to_json(&job.outcome))).collect::<Result<_, _>>()?;
+    let now: Vec<i64> = batch.iter().map(|job| to_i64(job.now)).collect();
     let rows = write_one(
         pool,
         &FINISH,
