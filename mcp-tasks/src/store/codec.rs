@@ -188,11 +188,7 @@ impl<'a> NewRow<'a> {
 pub(crate) fn created_snapshot(task: &NewTask, now: u64) -> TaskSnapshot {
     let state = record::create(task.status_message.clone(), task.ttl, now);
     row::snapshot(
-        (
-            Arc::clone(&task.id),
-            Arc::clone(&task.owner),
-            Arc::clone(&task.tool),
-        ),
+        (task.id.clone(), task.owner.clone(), task.tool.clone()),
         state,
         task.poll_interval.map(millis),
         InputRequests::new(),
