@@ -212,22 +212,6 @@ impl TaskClient {
             .send_request_with_option(request, options)
             .await
     }
-
-    pub(crate) fn followers(&self) -> &Arc<Followers> {
-        &self.inner.followers
-    }
-
-    pub(crate) fn min_poll_interval(&self) -> Duration {
-        self.inner.min_poll_interval
-    }
-
-    pub(crate) fn default_poll_interval(&self) -> Duration {
-        self.inner.default_poll_interval
-    }
-
-    pub(crate) fn handlers(&self) -> &InputHandlers {
-        &self.inner.handlers
-    }
 }
 
 // R23, R35: the acknowledgement of tasks/update and tasks/cancel.

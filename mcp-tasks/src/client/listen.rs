@@ -42,7 +42,7 @@ impl Pushing {
         first_within: Duration,
     ) -> Option<Self> {
         // Registered before the listen is sent, so nothing pushed on it is missed.
-        let (following, pushed) = client.followers().register(task_id);
+        let (following, pushed) = client.inner.followers.register(task_id);
         let listen = client.open_listen(task_id).await.ok()?;
         Some(Self {
             _following: following,

@@ -51,7 +51,8 @@
 //! answers), input requests included, which are answered as soon as they arrive. When the
 //! server refuses the listen, does not push the task's state within two poll intervals of
 //! it, or the stream ends before the task does, `wait` polls instead and listens again ten
-//! seconds later. [`TaskHandle::updates`] and [`TaskHandle::poll`] always poll.
+//! seconds later. [`TaskHandle::updates`] follows the same way; [`TaskHandle::poll`]
+//! polls once.
 //!
 //! Polling, `wait` calls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
 //! (the value may change from one snapshot to the next; it is clamped below by

@@ -114,13 +114,6 @@ pub struct TaskHandle {
     answered: HashSet<String>,
 }
 
-fn payload_for(status: TaskStatus) -> Option<TaskPayload> {
-    match status {
-        TaskStatus::Working => Some(TaskPayload::Working),
-        _ => None,
-    }
-}
-
 /// How long after a listen that was of no use the next one is tried (polling meanwhile).
 const RELISTEN_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -133,9 +126,9 @@ impl TaskHandle {
     /// fetched once with `tasks/get`: its creation result cannot carry the payload.
     pub(crate) async fn created(client: TaskClient, task: Task) -> Result<Self, ClientError> {
         let created_poll_ms = task.poll_interval_ms;
-        let snapshot = match payload_for(task.status) {
-            Some(payload) => DetailedTask::new(task, payload),
-            None => client.get_task(&task.task_id).await?,
+        let snapshot = match task.status {
+            TaskStatus::Working => DetailedTask::new(task, TaskPayload::Working),
+            _ => client.get_task(&task.task_id).await?,
         };
         let mut handle = Self {
             client,
@@ -204,8 +197,11 @@ impl TaskHandle {
             .task
             .poll_interval_ms
             .or(self.created_poll_ms)
-            .map_or(self.client.default_poll_interval(), Duration::from_millis)
-            .max(self.client.min_poll_interval())
+            .map_or(
+                self.client.inner.default_poll_interval,
+                Duration::from_millis,
+            )
+            .max(self.client.inner.min_poll_interval)
     }
 
     /// The outcome, once the latest snapshot is terminal.
@@ -236,55 +232,12 @@ impl TaskHandle {
     /// As for [`TaskHandle::poll`]. An error leaves the handle usable: call `wait` again to
     /// go on (input not yet delivered is asked again).
     pub async fn wait(&mut self) -> Result<TaskEnd, ClientError> {
-        let mut listen_at = tokio::time::Instant::now();
+        let mut follow = Following::new(self);
         loop {
-            if let Some(outcome) = self.outcome()? {
+            if let Some(outcome) = TaskEnd::of(&follow.next().await?)? {
                 return Ok(outcome);
             }
-            if self.client.server_supports_tasks() && tokio::time::Instant::now() >= listen_at {
-                self.follow_pushed().await?;
-                if let Some(outcome) = self.outcome()? {
-                    return Ok(outcome);
-                }
-                // Not agreed, refused or dropped: poll, and listen again a while later.
-                listen_at = tokio::time::Instant::now() + RELISTEN_AFTER;
-            }
-            tokio::time::sleep(self.poll_interval()).await;
-            self.poll().await?;
         }
-    }
-
-    /// Follows the task on a `subscriptions/listen` stream until its terminal state, or
-    /// until the stream is of no use: refused, the task not agreed (no state pushed within
-    /// two poll intervals of the listen), or ended by the server or the transport. Pushed
-    /// input requests are answered at once. The stream is closed on return.
-    async fn follow_pushed(&mut self) -> Result<(), ClientError> {
-        let Some(mut pushing) = self.open_pushing().await else {
-            return Ok(());
-        };
-        let result = loop {
-            let Some(snapshot) = pushing.next().await else {
-                break Ok(());
-            };
-            self.snapshot = snapshot;
-            if let Err(error) = self.answer_input().await {
-                break Err(error);
-            }
-            if self.status().is_terminal() {
-                break Ok(());
-            }
-        };
-        pushing.close().await;
-        result
-    }
-
-    /// A listen stream for this task, its first state due within two poll intervals.
-    async fn open_pushing(&self) -> Option<Pushing> {
-        if !self.client.server_supports_tasks() {
-            return None;
-        }
-        let first_within = self.poll_interval() * 2 + FIRST_PUSH_MARGIN;
-        Pushing::open(&self.client, self.id(), first_within).await
     }
 
     /// The current snapshot, then every distinct later one as it happens, answering input
@@ -293,15 +246,11 @@ impl TaskHandle {
     /// [`TaskHandle::poll_interval`] (and listened for again a while after a stream of no
     /// use). Ends after the terminal snapshot or the first error.
     pub fn updates(&mut self) -> impl Stream<Item = Result<DetailedTask, ClientError>> + '_ {
-        let follow = Following {
-            handle: self,
-            first: true,
-            done: false,
-            pushing: None,
-            listen_at: tokio::time::Instant::now(),
-        };
-        futures::stream::unfold(follow, |mut follow| async move {
-            let item = follow.next().await?;
+        futures::stream::unfold(Following::new(self), |mut follow| async move {
+            if follow.done {
+                return None;
+            }
+            let item = follow.next().await;
             Some((item, follow))
         })
     }
@@ -332,7 +281,7 @@ impl TaskHandle {
             let scope = InputScope::Task {
                 task_id: task_id.clone(),
             };
-            match self.client.handlers().answer(key, request, scope).await {
+            match self.client.inner.handlers.answer(key, request, scope).await {
                 Ok(Some(answer)) => {
                     responses.insert(key.clone(), answer);
                 }
@@ -351,24 +300,46 @@ impl TaskHandle {
     }
 }
 
-/// The state of [`TaskHandle::updates`]: listening, or polling until the next listen.
+/// The state of [`TaskHandle::wait`] and [`TaskHandle::updates`]: listening, or polling
+/// until the next listen.
 struct Following<'a> {
     handle: &'a mut TaskHandle,
     first: bool,
+    /// After the terminal snapshot or an error.
     done: bool,
     pushing: Option<Pushing>,
     listen_at: tokio::time::Instant,
 }
 
-impl Following<'_> {
-    /// The next distinct snapshot; `None` after the terminal one or an error.
-    async fn next(&mut self) -> Option<Result<DetailedTask, ClientError>> {
-        if self.done {
-            return None;
+impl<'a> Following<'a> {
+    fn new(handle: &'a mut TaskHandle) -> Self {
+        Self {
+            handle,
+            first: true,
+            done: false,
+            pushing: None,
+            listen_at: tokio::time::Instant::now(),
         }
-        if self.first {
-            self.first = false;
-            return Some(Ok(self.changed()));
+    }
+
+    /// The current snapshot, then each distinct later one. After the terminal one or an
+    /// error it is done, its listen stream closed.
+    async fn next(&mut self) -> Result<DetailedTask, ClientError> {
+        let next = self.changed().await;
+        self.done = next
+            .as_ref()
+            .map_or(true, |snapshot| snapshot.status().is_terminal());
+        if self.done
+            && let Some(mut pushing) = self.pushing.take()
+        {
+            pushing.close().await;
+        }
+        next
+    }
+
+    async fn changed(&mut self) -> Result<DetailedTask, ClientError> {
+        if std::mem::take(&mut self.first) {
+            return Ok(self.handle.snapshot.clone());
         }
         loop {
             let previous = self.handle.snapshot.clone();
@@ -380,40 +351,24 @@ impl Following<'_> {
                     continue;
                 };
                 self.handle.snapshot = snapshot;
-                if let Err(error) = self.handle.answer_input().await {
-                    return Some(self.fail(error).await);
-                }
+                self.handle.answer_input().await?;
             } else if tokio::time::Instant::now() >= self.listen_at
                 && self.handle.client.server_supports_tasks()
             {
-                self.pushing = self.handle.open_pushing().await;
+                let first_within = self.handle.poll_interval() * 2 + FIRST_PUSH_MARGIN;
+                self.pushing =
+                    Pushing::open(&self.handle.client, self.handle.id(), first_within).await;
                 if self.pushing.is_none() {
                     self.listen_at = tokio::time::Instant::now() + RELISTEN_AFTER;
                 }
                 continue;
             } else {
                 tokio::time::sleep(self.handle.poll_interval()).await;
-                if let Err(error) = self.handle.poll().await {
-                    return Some(self.fail(error).await);
-                }
+                self.handle.poll().await?;
             }
             if self.handle.snapshot != previous {
-                return Some(Ok(self.changed()));
+                return Ok(self.handle.snapshot.clone());
             }
         }
-    }
-
-    /// The latest snapshot, marking the end when it is terminal.
-    fn changed(&mut self) -> DetailedTask {
-        self.done = self.handle.snapshot.status().is_terminal();
-        self.handle.snapshot.clone()
-    }
-
-    async fn fail(&mut self, error: ClientError) -> Result<DetailedTask, ClientError> {
-        self.done = true;
-        if let Some(mut pushing) = self.pushing.take() {
-            pushing.close().await;
-        }
-        Err(error)
     }
 }
