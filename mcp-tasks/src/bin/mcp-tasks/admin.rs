@@ -49,6 +49,15 @@ pub struct Filters {
     pub parked: bool,
 }
 
+// No doc comment: clap would show it instead of each command's own.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct TaskArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The task id.
+    pub task_id: String,
+}
+
 /// The admin commands.
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum AdminCommand {
@@ -69,34 +78,17 @@ pub enum AdminCommand {
         all: bool,
     },
     /// Show one task in detail: steps, questions and answers, lease, result or error.
-    Show {
-        #[command(flatten)]
-        target: Target,
-        /// The task id.
-        task_id: String,
-    },
+    Show(TaskArgs),
     /// Cancel a task, whoever owns it.
-    Cancel {
-        #[command(flatten)]
-        target: Target,
-        /// The task id.
-        task_id: String,
-    },
+    Cancel(TaskArgs),
     /// Run a failed or cancelled task again, as a new task: its stored steps and answers
     /// are replayed, and it goes on from its last step.
-    Retry {
-        #[command(flatten)]
-        target: Target,
-        /// The task id.
-        task_id: String,
-    },
+    Retry(TaskArgs),
     /// Run a failed or cancelled task again from step N, as a new task: the steps before N
     /// are replayed, step N and the rest run again.
     Fork {
         #[command(flatten)]
-        target: Target,
-        /// The task id.
-        task_id: String,
+        task: TaskArgs,
         /// The step to run again from (0 is the first).
         #[arg(long, value_name = "N")]
         step: usize,
@@ -104,9 +96,7 @@ pub enum AdminCommand {
     /// End a live task `failed`, with a reason: its code never runs again.
     Fail {
         #[command(flatten)]
-        target: Target,
-        /// The task id.
-        task_id: String,
+        task: TaskArgs,
         /// Why, shown in the task's error (at most 500 bytes).
         #[arg(long)]
         reason: Option<String>,
@@ -115,9 +105,7 @@ pub enum AdminCommand {
     /// own), so that a server running that version takes it.
     Version {
         #[command(flatten)]
-        target: Target,
-        /// The task id.
-        task_id: String,
+        task: TaskArgs,
         /// The version (by default the server's version of the tool).
         #[arg(long, value_name = "VERSION")]
         to: Option<String>,
@@ -213,7 +201,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
             Ok(())
         }
-        AdminCommand::Show { target, task_id } => {
+        AdminCommand::Show(TaskArgs { target, task_id }) => {
             let api = Api::new(&target)?;
             let detail = api
                 .send(false, &format!("tasks/{}", encode(&task_id)), &[])
@@ -225,52 +213,21 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
             Ok(())
         }
-        AdminCommand::Cancel { target, task_id } => {
-            let api = Api::new(&target)?;
-            let answer = api
-                .send(true, &format!("tasks/{}/cancel", encode(&task_id)), &[])
-                .await?;
-            if target.json {
-                print_json(&answer);
-            } else if answer["outcome"] == "already_ended" {
-                println!(
-                    "task {task_id} had already ended ({}): nothing to cancel",
-                    printable(&text(&answer["status"]))
-                );
-            } else {
-                println!("cancel requested for task {task_id}: its work stops when it honours it");
-            }
-            Ok(())
-        }
-        AdminCommand::Retry { target, task_id } => steer::retry(&target, &task_id, None).await,
-        AdminCommand::Fork {
-            target,
-            task_id,
-            step,
-        } => steer::retry(&target, &task_id, Some(step)).await,
-        AdminCommand::Fail {
-            target,
-            task_id,
-            reason,
-        } => steer::fail(&target, &task_id, reason.as_deref()).await,
-        AdminCommand::Version {
-            target,
-            task_id,
-            to,
-        } => steer::version(&target, &task_id, to.as_deref()).await,
+        AdminCommand::Cancel(task) => steer::cancel(&task).await,
+        AdminCommand::Retry(task) => steer::retry(&task, None).await,
+        AdminCommand::Fork { task, step } => steer::retry(&task, Some(step)).await,
+        AdminCommand::Fail { task, reason } => steer::fail(&task, reason.as_deref()).await,
+        AdminCommand::Version { task, to } => steer::version(&task, to.as_deref()).await,
         AdminCommand::Purge {
             target,
             older_than,
             before,
         } => {
             let api = Api::new(&target)?;
-            let mut query = Vec::new();
-            if let Some(age) = older_than {
-                query.push(("older_than", age));
-            }
-            if let Some(before) = before {
-                query.push(("before", before));
-            }
+            let query: Vec<_> = [("older_than", older_than), ("before", before)]
+                .into_iter()
+                .filter_map(|(key, value)| Some((key, value?)))
+                .collect();
             let answer = api.send(true, "purge", &query).await?;
             if target.json {
                 print_json(&answer);
@@ -325,15 +282,9 @@ fn table(tasks: &[&Value]) -> String {
         }
     }
     let line = |values: Vec<&str>| {
-        let mut out = String::new();
-        for (i, value) in values.iter().enumerate() {
-            if i + 1 == values.len() {
-                out.push_str(value);
-            } else {
-                out.push_str(value);
-                out.push_str(&" ".repeat(widths[i] - value.chars().count() + 2));
-            }
-        }
+        let out: String = (values.iter().zip(widths))
+            .map(|(value, width)| format!("{value:<width$}  "))
+            .collect();
         out.trim_end().to_owned() + "\n"
     };
     let mut out = line(header.to_vec());

@@ -1,20 +1,39 @@
-//! The admin commands that change one task: `retry`, `fork`, `fail` and `version`.
+//! The admin commands that change one task: `cancel`, `retry`, `fork`, `fail` and
+//! `version`.
 
 use serde_json::Value;
 
 use crate::{
-    admin_api::{AdminError, Api, Target, encode, print_json, text},
+    admin::TaskArgs,
+    admin_api::{AdminError, Api, encode, print_json, text},
     printable::printable,
 };
 
+/// `admin cancel`: asks a task's work to stop, whoever owns it.
+pub async fn cancel(task: &TaskArgs) -> Result<(), AdminError> {
+    let answer = post(task, "cancel", &[]).await?;
+    let task_id = &task.task_id;
+    if task.target.json {
+        // `post` printed the answer.
+    } else if answer["outcome"] == "already_ended" {
+        let status = text(&answer["status"]);
+        let status = printable(&status);
+        println!("task {task_id} had already ended ({status}): nothing to cancel");
+    } else {
+        println!("cancel requested for task {task_id}: its work stops when it honours it");
+    }
+    Ok(())
+}
+
 /// `admin retry` (`step: None`) and `admin fork`.
-pub async fn retry(target: &Target, task_id: &str, step: Option<usize>) -> Result<(), AdminError> {
+pub async fn retry(task: &TaskArgs, step: Option<usize>) -> Result<(), AdminError> {
     let (path, query) = match step {
         None => ("retry", Vec::new()),
         Some(step) => ("fork", vec![("step", step.to_string())]),
     };
-    let answer = post(target, task_id, path, &query).await?;
-    if !target.json {
+    let answer = post(task, path, &query).await?;
+    let task_id = &task.task_id;
+    if !task.target.json {
         let new = text(&answer["newTaskId"]);
         let new = printable(&new);
         match step {
@@ -26,26 +45,26 @@ pub async fn retry(target: &Target, task_id: &str, step: Option<usize>) -> Resul
 }
 
 /// `admin fail`: ends a live task `failed`, with the operator's reason.
-pub async fn fail(target: &Target, task_id: &str, reason: Option<&str>) -> Result<(), AdminError> {
+pub async fn fail(task: &TaskArgs, reason: Option<&str>) -> Result<(), AdminError> {
     let query: Vec<_> = reason
         .map(|r| ("reason", r.to_owned()))
         .into_iter()
         .collect();
-    let answer = post(target, task_id, "fail", &query).await?;
-    if !target.json {
+    let answer = post(task, "fail", &query).await?;
+    if !task.target.json {
         let message = text(&answer["statusMessage"]);
         let message = printable(&message);
-        println!("task {task_id} failed: {message}");
+        println!("task {} failed: {message}", task.task_id);
     }
     Ok(())
 }
 
 /// `admin version`: records a live task as one of version `to` of its tool (by default the
 /// server's own), so that the servers that run that version take it.
-pub async fn version(target: &Target, task_id: &str, to: Option<&str>) -> Result<(), AdminError> {
+pub async fn version(task: &TaskArgs, to: Option<&str>) -> Result<(), AdminError> {
     let query: Vec<_> = to.map(|to| ("to", to.to_owned())).into_iter().collect();
-    let answer = post(target, task_id, "version", &query).await?;
-    if !target.json {
+    let answer = post(task, "version", &query).await?;
+    if !task.target.json {
         let version = match to {
             Some(to) => format!("version `{}`", printable(to)),
             None => "the server's version".to_owned(),
@@ -55,7 +74,10 @@ pub async fn version(target: &Target, task_id: &str, to: Option<&str>) -> Result
         } else {
             ""
         };
-        println!("task {task_id} moved to {version} of its tool{started}");
+        println!(
+            "task {} moved to {version} of its tool{started}",
+            task.task_id
+        );
     }
     Ok(())
 }
@@ -63,15 +85,14 @@ pub async fn version(target: &Target, task_id: &str, to: Option<&str>) -> Result
 /// `POST /admin/api/tasks/{task_id}/{action}?{query}`: its answer, printed as JSON with
 /// `--json`.
 async fn post(
-    target: &Target,
-    task_id: &str,
+    task: &TaskArgs,
     action: &str,
     query: &[(&str, String)],
 ) -> Result<Value, AdminError> {
-    let api = Api::new(target)?;
-    let path = format!("tasks/{}/{action}", encode(task_id));
+    let api = Api::new(&task.target)?;
+    let path = format!("tasks/{}/{action}", encode(&task.task_id));
     let answer = api.send(true, &path, query).await?;
-    if target.json {
+    if task.target.json {
         print_json(&answer);
     }
     Ok(answer)
