@@ -57,10 +57,7 @@ async fn main() -> ExitCode {
         return match admin::run(admin).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
-                eprintln!(
-                    "mcp-tasks admin: {}",
-                    printable(&mcp_tasks::__private::error_chain(&error))
-                );
+                eprintln!("mcp-tasks admin: {}", chain(&error));
                 ExitCode::from(ERROR)
             }
         };
@@ -73,15 +70,17 @@ async fn main() -> ExitCode {
             CONNECTION
         }
         Err(error) => {
-            eprintln!(
-                "mcp-tasks: {}",
-                printable(&mcp_tasks::__private::error_chain(&error))
-            );
+            eprintln!("mcp-tasks: {}", chain(&error));
             PROTOCOL
         }
     };
     let _ = std::io::stdout().flush();
     ExitCode::from(code)
+}
+
+/// `error` and its causes, made printable.
+fn chain(error: &dyn std::error::Error) -> String {
+    printable(&mcp_tasks::__private::error_chain(error)).into_owned()
 }
 
 /// Whether `error` is the connection failing (not the server answering).
@@ -356,10 +355,7 @@ impl Following<'_> {
                     Ok(again) => return Ok(again),
                     Err(error) if lost(&error) => cause(&error),
                     Err(error) => {
-                        eprintln!(
-                            "mcp-tasks: {}",
-                            printable(&mcp_tasks::__private::error_chain(&error))
-                        );
+                        eprintln!("mcp-tasks: {}", chain(&error));
                         return Err(PROTOCOL);
                     }
                 },

@@ -150,25 +150,17 @@ impl Prompter {
 
 /// Allowed values of an enum-like property: `enum`, or `oneOf`/`anyOf` of `const`s.
 fn choices(property: &Value) -> Option<Vec<String>> {
-    if let Some(values) = property["enum"].as_array() {
-        return Some(
-            values
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-        );
-    }
-    let options = property["oneOf"]
-        .as_array()
-        .or(property["anyOf"].as_array())?;
-    Some(
-        options
-            .iter()
-            .filter_map(|o| o["const"].as_str())
-            .map(str::to_owned)
-            .collect(),
-    )
+    let values: Vec<&Value> = match property["enum"].as_array() {
+        Some(values) => values.iter().collect(),
+        None => {
+            let options = property["oneOf"]
+                .as_array()
+                .or(property["anyOf"].as_array())?;
+            options.iter().map(|option| &option["const"]).collect()
+        }
+    };
+    let strings = values.into_iter().filter_map(Value::as_str);
+    Some(strings.map(str::to_owned).collect())
 }
 
 fn describe(property: &Value) -> String {
