@@ -19,29 +19,16 @@ const UNITS: [(&str, u64); 5] = [
     ("ms", 1),
 ];
 
-/// Words people write for a unit, and the unit.
-const WORDS: [(&str, &str); 21] = [
-    ("days", "d"),
-    ("day", "d"),
-    ("hours", "h"),
-    ("hour", "h"),
-    ("hrs", "h"),
-    ("hr", "h"),
-    ("minutes", "m"),
-    ("minute", "m"),
-    ("mins", "m"),
-    ("min", "m"),
-    ("seconds", "s"),
-    ("second", "s"),
-    ("secs", "s"),
-    ("sec", "s"),
-    ("milliseconds", "ms"),
-    ("millisecond", "ms"),
-    ("millis", "ms"),
-    ("msec", "ms"),
-    ("msecs", "ms"),
-    ("sec.", "s"),
-    ("min.", "m"),
+/// Each unit, and the words people write for it.
+const WORDS: [(&str, &[&str]); 5] = [
+    ("d", &["days", "day"]),
+    ("h", &["hours", "hour", "hrs", "hr"]),
+    ("m", &["minutes", "minute", "mins", "min", "min."]),
+    ("s", &["seconds", "second", "secs", "sec", "sec."]),
+    (
+        "ms",
+        &["milliseconds", "millisecond", "millis", "msec", "msecs"],
+    ),
 ];
 
 const EXAMPLES: &str = "e.g. `\"250ms\"`, `\"10s\"`, `\"10m\"` or `\"1h30m\"`";
@@ -65,16 +52,9 @@ fn respelled(text: &str) -> Option<String> {
             .find(|c: char| c.is_ascii_digit() || c.is_whitespace() || c == ',')
             .unwrap_or(after.len());
         let unit = &after[..unit_len];
-        let unit = UNITS
+        let (unit, _) = WORDS
             .iter()
-            .map(|(name, _)| *name)
-            .find(|name| *name == unit)
-            .or_else(|| {
-                WORDS
-                    .iter()
-                    .find(|(word, _)| *word == unit)
-                    .map(|(_, u)| *u)
-            })?;
+            .find(|(name, words)| *name == unit || words.contains(&unit))?;
         out.push_str(unit);
         rest = after[unit_len..]
             .trim_start_matches(|c: char| c.is_whitespace() || c == ',')
