@@ -203,23 +203,18 @@ async fn version_form(form: TaskForm) -> Response {
 }
 
 async fn retry_form(form: TaskForm) -> Response {
-    retried_page(form, false).await
+    retried_page(form, None).await
 }
 
 async fn fork_form(form: TaskForm) -> Response {
-    retried_page(form, true).await
+    match query::step(form.field("step")) {
+        Ok(step) => retried_page(form, Some(step)).await,
+        Err(bad) => error_page(&Failure::BadParam(bad)),
+    }
 }
 
-/// The retry form of a task (`fork`: the fork form, from its `step` field): to the new
-/// task's page.
-async fn retried_page(form: TaskForm, fork: bool) -> Response {
-    let step = match fork {
-        false => None,
-        true => match query::step(form.field("step")) {
-            Ok(step) => Some(step),
-            Err(bad) => return error_page(&Failure::BadParam(bad)),
-        },
-    };
+/// A retry of the form's task (a fork from `step`): to the new task's page.
+async fn retried_page(form: TaskForm, step: Option<usize>) -> Response {
     match form.admin.retry(&form.id, step, form.client).await {
         Ok(new) => see_task(&new),
         Err(failure) => error_page(&failure),

@@ -1,27 +1,9 @@
 //! Who may use the admin router: the credential check with its throttle, and the audit
-//! events of what it lets through.
-//!
-//! # The throttle
-//!
-//! A wrong credential counts against the client's address (the peer address of the
-//! connection, `ConnectInfo<SocketAddr>`: [`serve_http`](crate::serve_http) provides it, and
-//! so does `axum::serve` over `into_make_service_with_connect_info::<SocketAddr>()`; without
-//! it, or behind a proxy, every client shares one count). After
-//! [`AdminCredential::with_throttle`]'s `max_failures` wrong credentials within its window,
-//! counted from the first, every admin request from that address answers `429` with
-//! `Retry-After` until the window is over, **the right credential included**: otherwise a
-//! throttled guesser would still learn which guess is right. A right credential before that
-//! clears the address's count. A request without any credential is not a failure (it
-//! answers `401`, which makes a browser ask for it). The count of at most 10,000 addresses is
-//! kept; beyond, the others share one.
-//!
-//! # Audit events
-//!
-//! Every wrong credential, every cancel and every purge is a `tracing` event with the target
-//! [`AUDIT_TARGET`] and the fields `event` (`login_failed`, `cancel`, `purge`), `who` (`admin`
-//! for the credential's holder, `unknown` for a failed login), `client` (the address, or
-//! `unknown`), `path`, and by event `failures`, `task_id` and `outcome`, or `before_ms` and
-//! `purged`.
+//! events of what it lets through, as [the module](super) describes them. Beyond that: the
+//! throttle's window counts from an address's first wrong credential, and a right one before
+//! the limit clears the count; a request without any credential is not a failure (its `401`
+//! makes a browser ask for one); the counts of at most 10,000 addresses are kept, beyond
+//! which the others share one.
 
 use std::{
     collections::HashMap,

@@ -207,25 +207,15 @@ async fn list_html(admin: &Admin, raw: Option<&str>) -> Result<Response, Failure
     others.statuses.clear();
     let counts = store.count(&others).await?;
     let page_of = store.list(&query).await?;
-    // The other filters, as a query string prefix for the status links.
-    let base: String = pairs
-        .iter()
-        .filter(|(key, _)| !matches!(key.as_str(), "status" | "cursor"))
-        .map(|(key, value)| format!("{}={}&amp;", encode(key), encode(value)))
-        .collect();
+    // The other filters, for the status links.
+    let base = query_prefix(&pairs, &["status", "cursor"]);
     let rows: String = page_of.tasks.iter().map(task_row).collect();
     let next = match &page_of.next_cursor {
-        Some(cursor) => {
-            let kept: String = pairs
-                .iter()
-                .filter(|(key, _)| key != "cursor")
-                .map(|(key, value)| format!("{}={}&amp;", encode(key), encode(value)))
-                .collect();
-            format!(
-                "<p><a class=\"next\" href=\"/admin/?{kept}cursor={}\">Next page</a></p>",
-                encode(cursor.as_str())
-            )
-        }
+        Some(cursor) => format!(
+            "<p><a class=\"next\" href=\"/admin/?{}cursor={}\">Next page</a></p>",
+            query_prefix(&pairs, &["cursor"]),
+            encode(cursor.as_str())
+        ),
         None => String::new(),
     };
     let body = format!(
@@ -239,12 +229,18 @@ async fn list_html(admin: &Admin, raw: Option<&str>) -> Result<Response, Failure
     Ok(page(StatusCode::OK, "Tasks", &body, Some(REFRESH_SECONDS)))
 }
 
+/// The pairs not named in `skip`, as the start of a query string (each ends in `&amp;`).
+fn query_prefix(pairs: &[(String, String)], skip: &[&str]) -> String {
+    pairs
+        .iter()
+        .filter(|(key, _)| !skip.contains(&key.as_str()))
+        .map(|(key, value)| format!("{}={}&amp;", encode(key), encode(value)))
+        .collect()
+}
+
 async fn detail_page(State(admin): State<Admin>, Path(id): Path<String>) -> Response {
-    let detail = match admin.admin_store() {
-        Ok(store) => store.detail(&id).await.map_err(Failure::from),
-        Err(failure) => Err(failure),
-    };
-    match detail {
+    let detail = async { Ok::<_, Failure>(admin.admin_store()?.detail(&id).await?) };
+    match detail.await {
         Ok(Some(detail)) => detail_html(&admin, &detail),
         Ok(None) => error_page(&Failure::NotFound),
         Err(failure) => error_page(&failure),
@@ -256,6 +252,11 @@ fn json_block(value: &impl serde::Serialize) -> String {
         "<pre>{}</pre>",
         escape(&serde_json::to_string_pretty(value).unwrap_or_default())
     )
+}
+
+/// A heading over `value` as JSON.
+fn section(title: &str, value: &impl serde::Serialize) -> String {
+    format!("<h2>{title}</h2>{}", json_block(value))
 }
 
 fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
@@ -322,13 +323,10 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         body.push_str("</table>");
     }
     if !detail.questions.is_empty() {
-        body.push_str(&format!(
-            "<h2>Open questions</h2>{}",
-            json_block(&detail.questions)
-        ));
+        body.push_str(&section("Open questions", &detail.questions));
     }
     if !detail.answers.is_empty() {
-        body.push_str(&format!("<h2>Answers</h2>{}", json_block(&detail.answers)));
+        body.push_str(&section("Answers", &detail.answers));
     }
     if !detail.asked_at_step.is_empty() {
         let again: Vec<String> = (detail.asked_at_step.iter())
@@ -346,19 +344,12 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         ));
     }
     match &task.outcome {
-        Some(Outcome::Failed(error)) => {
-            body.push_str(&format!("<h2>Error</h2>{}", json_block(error)));
-        }
-        Some(Outcome::Completed(result)) => {
-            body.push_str(&format!("<h2>Result</h2>{}", json_block(result)));
-        }
+        Some(Outcome::Failed(error)) => body.push_str(&section("Error", error)),
+        Some(Outcome::Completed(result)) => body.push_str(&section("Result", result)),
         _ => {}
     }
     if !detail.origin.arguments.is_empty() {
-        body.push_str(&format!(
-            "<h2>Arguments</h2>{}",
-            json_block(&detail.origin.arguments)
-        ));
+        body.push_str(&section("Arguments", &detail.origin.arguments));
     }
     body.push_str("<p><a href=\"/admin/\">All tasks</a></p>");
     let refresh = (!task.status.is_terminal()).then_some(REFRESH_SECONDS);
