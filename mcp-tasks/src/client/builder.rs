@@ -5,9 +5,9 @@ use std::{sync::Arc, time::Duration};
 use rmcp::{
     RoleClient,
     model::{
-        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-        ElicitRequestParams, ElicitResult, Implementation, JsonObject, ListRootsResult,
-        ProtocolVersion, RequestMetaObject,
+        ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+        ElicitResult, Implementation, JsonObject, ListRootsResult, ProtocolVersion,
+        RequestMetaObject,
     },
     service::{ClientLifecycleMode, ClientServiceExt},
     transport::IntoTransport,
@@ -255,7 +255,9 @@ impl TaskClientBuilder {
                 )
             })
             .unwrap_or((ProtocolVersion::V_2026_07_28, false));
-        let capabilities = self.handlers.capabilities().enable_tasks_extension();
+        let mut capabilities = self.handlers.capabilities();
+        (capabilities.extensions.get_or_insert_with(Default::default))
+            .insert(crate::EXTENSION_ID.to_owned(), JsonObject::new());
         Ok(TaskClient {
             inner: Arc::new(Inner {
                 service: Mutex::new(Some(service)),
@@ -275,18 +277,5 @@ impl TaskClientBuilder {
                 max_input_wait: self.max_input_wait,
             }),
         })
-    }
-}
-
-trait EnableTasks {
-    fn enable_tasks_extension(self) -> Self;
-}
-
-impl EnableTasks for ClientCapabilities {
-    fn enable_tasks_extension(mut self) -> Self {
-        self.extensions
-            .get_or_insert_with(Default::default)
-            .insert(crate::EXTENSION_ID.to_owned(), JsonObject::new());
-        self
     }
 }

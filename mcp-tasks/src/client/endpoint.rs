@@ -53,47 +53,32 @@ impl Endpoint {
 
     /// Parses the command-line form: one `http(s)://` argument, or `--` and a command.
     ///
-    /// Returns the endpoint and the number of arguments it took.
-    ///
     /// # Errors
     /// [`ClientError::InvalidTarget`] for anything else.
     pub fn parse(args: &[String]) -> Result<Self, ClientError> {
+        const EXPECTED: &str = "expected an http(s)://…/mcp URL or `-- <command> <args>`";
+        let invalid = |target: String, reason| Err(ClientError::InvalidTarget { target, reason });
         let Some(first) = args.first() else {
-            return Err(ClientError::InvalidTarget {
-                target: String::new(),
-                reason: "expected an http(s)://…/mcp URL or `-- <command> <args>`",
-            });
+            return invalid(String::new(), EXPECTED);
         };
         if first == "--" {
             if args.len() < 2 {
-                return Err(ClientError::InvalidTarget {
-                    target: first.clone(),
-                    reason: "`--` must be followed by the server command",
-                });
+                return invalid(first.clone(), "`--` must be followed by the server command");
             }
             return Ok(Self::Stdio {
                 command: args[1..].to_vec(),
             });
         }
-        if first.starts_with("http://") || first.starts_with("https://") {
-            if args.len() > 1 {
-                return Err(ClientError::InvalidTarget {
-                    target: args.join(" "),
-                    reason: "an URL target takes no further arguments",
-                });
-            }
-            if first.len() <= "https://".len() || first.contains(char::is_whitespace) {
-                return Err(ClientError::InvalidTarget {
-                    target: first.clone(),
-                    reason: "the URL has no host",
-                });
-            }
-            return Ok(Self::Http { url: first.clone() });
+        if !(first.starts_with("http://") || first.starts_with("https://")) {
+            return invalid(first.clone(), EXPECTED);
         }
-        Err(ClientError::InvalidTarget {
-            target: first.clone(),
-            reason: "expected an http(s)://…/mcp URL or `-- <command> <args>`",
-        })
+        if args.len() > 1 {
+            return invalid(args.join(" "), "an URL target takes no further arguments");
+        }
+        if first.len() <= "https://".len() || first.contains(char::is_whitespace) {
+            return invalid(first.clone(), "the URL has no host");
+        }
+        Ok(Self::Http { url: first.clone() })
     }
 }
 
