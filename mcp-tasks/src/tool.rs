@@ -411,24 +411,22 @@ impl ToolDefinition {
         if self.inline_budget.is_some() && self.mode != Mode::Optional {
             return Err(DefinitionError::InlineBudgetNotOptional { mode: self.mode });
         }
-        if self.mode != Mode::Required {
-            let limit = if self.concurrency.is_some() {
-                Some("a concurrency limit")
-            } else if self.rate.is_some() {
-                Some("a rate limit")
-            } else if self.key_concurrency.is_some() {
-                Some("a per-key concurrency limit")
-            } else if self.key_rate.is_some() {
-                Some("a per-key rate limit")
-            } else {
-                None
-            };
-            if let Some(limit) = limit {
-                return Err(DefinitionError::LimitNotRequired {
-                    limit,
-                    mode: self.mode,
-                });
-            }
+        let limits = [
+            (self.concurrency.is_some(), "a concurrency limit"),
+            (self.rate.is_some(), "a rate limit"),
+            (
+                self.key_concurrency.is_some(),
+                "a per-key concurrency limit",
+            ),
+            (self.key_rate.is_some(), "a per-key rate limit"),
+        ];
+        if self.mode != Mode::Required
+            && let Some((_, limit)) = limits.into_iter().find(|(set, _)| *set)
+        {
+            return Err(DefinitionError::LimitNotRequired {
+                limit,
+                mode: self.mode,
+            });
         }
         if let (Some((by, _)), Some((rate_by, _))) = (&self.key_concurrency, &self.key_rate)
             && by != rate_by

@@ -263,24 +263,15 @@ pub(crate) fn task_span(
         task_id = %id,
         tool = %tool,
         owner = %owner,
-        instance = tracing::field::Empty,
-        epoch = tracing::field::Empty,
-        traceparent = tracing::field::Empty,
+        instance = run.instance,
+        epoch = run.epoch,
+        traceparent = trace.map(TraceContext::traceparent),
     );
-    if let Some(instance) = run.instance {
-        span.record("instance", instance);
-    }
-    if let Some(epoch) = run.epoch {
-        span.record("epoch", epoch);
-    }
+    #[cfg(feature = "opentelemetry")]
     if let Some(trace) = trace {
-        span.record("traceparent", trace.traceparent());
-        #[cfg(feature = "opentelemetry")]
-        {
-            use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-            // Without a tracing_opentelemetry layer there is nothing to parent.
-            let _ = span.set_parent(trace.otel_context());
-        }
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        // Without a tracing_opentelemetry layer there is nothing to parent.
+        let _ = span.set_parent(trace.otel_context());
     }
     span
 }

@@ -198,7 +198,7 @@ impl TaskContext {
         Fut: Future<Output = T>,
     {
         let stepped = self
-            .run_step(name, || async {
+            .try_step(name, || async {
                 Ok::<T, std::convert::Infallible>(work().await)
             })
             .await;
@@ -234,16 +234,6 @@ impl TaskContext {
     /// [`StepError::Work`] with the work's error; [`StepError::Failure`] as for
     /// [`step`](Self::step).
     pub async fn try_step<T, E, F, Fut>(&self, name: &str, work: F) -> Result<T, StepError<E>>
-    where
-        T: serde::Serialize + serde::de::DeserializeOwned,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.run_step(name, work).await
-    }
-
-    /// The step machinery: the stored result on replay, else `work`, stored when `Ok`.
-    async fn run_step<T, E, F, Fut>(&self, name: &str, work: F) -> Result<T, StepError<E>>
     where
         T: serde::Serialize + serde::de::DeserializeOwned,
         F: FnOnce() -> Fut,
