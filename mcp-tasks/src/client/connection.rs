@@ -97,16 +97,12 @@ impl TaskClient {
         meta: RequestMetaObject,
     ) -> Result<ServerResult, ClientError> {
         let options = PeerRequestOptions::no_options().with_meta(meta);
-        let handle = self
-            .inner
-            .peer
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|source| ClientError::service(method, source))?;
-        let result = handle
-            .await_response()
-            .await
-            .map_err(|source| ClientError::service(method, source))?;
+        let answer = async {
+            let peer = &self.inner.peer;
+            let handle = peer.send_request_with_option(request, options).await?;
+            handle.await_response().await
+        };
+        let result = (answer.await).map_err(|source| ClientError::service(method, source))?;
         if matches!(result, ServerResult::CreateTaskResult(_)) && method != "tools/call" {
             return Err(ClientError::InvalidResponse {
                 method,
