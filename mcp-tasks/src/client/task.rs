@@ -337,6 +337,7 @@ impl<'a> Following<'a> {
         next
     }
 
+    /// The current snapshot the first time, then the next distinct one, listening or polling.
     async fn changed(&mut self) -> Result<DetailedTask, ClientError> {
         if std::mem::take(&mut self.first) {
             return Ok(self.handle.snapshot.clone());
