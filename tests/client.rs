@@ -90,6 +90,13 @@ async fn ask_model(ctx: TaskContext) -> Result<String, ToolError> {
     ))
 }
 
+/// Ends by itself, a moment after it starts.
+#[task_tool(mode = "required", poll_interval = "20ms")]
+async fn nap() -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Ok("rested".to_owned())
+}
+
 /// Sleeps until cancelled.
 #[task_tool(mode = "required", poll_interval = "20ms")]
 async fn sleepy(ctx: TaskContext) -> Result<String, ToolError> {
@@ -467,6 +474,57 @@ async fn without_a_handler_elicitation_is_cancelled() {
 
 // ---------------------------------------------------------------------------------------
 // What goes on the wire over HTTP
+
+/// C25: `wait` follows a task on a listen stream and closes that stream before it returns:
+/// the `notifications/cancelled` for the listen is on the wire ahead of the client's next
+/// request (a stream dropped instead would be cancelled in the background, after it).
+#[tokio::test]
+async fn wait_closes_its_listen_stream_before_it_returns_c25() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    // client <-> [the client's lines recorded, then passed on] <-> serve_io
+    let (client_io, server_side) = tokio::io::duplex(1 << 20);
+    let (from_client, server_writes) = tokio::io::split(server_side);
+    let (mut to_server, server_reads) = tokio::io::duplex(1 << 20);
+    let server = TaskServer::new(toolkit![nap].expect("a valid tool"));
+    tokio::spawn(mcp_tasks::serve_io(server, server_reads, server_writes));
+    let sent: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorder = sent.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(from_client).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            recorder
+                .lock()
+                .unwrap()
+                .push(serde_json::from_str(&line).unwrap_or_default());
+            let passed = to_server.write_all(format!("{line}\n").as_bytes()).await;
+            passed.expect("the server reads");
+        }
+    });
+    let client = TaskClient::builder()
+        .serve(client_io, "pipe")
+        .await
+        .unwrap();
+    let mut task = client.call("nap", ()).await.unwrap().into_task().unwrap();
+    let end = task.wait().await.unwrap();
+    assert!(matches!(end, TaskEnd::Completed(_)), "{end:?}");
+    client
+        .list_tools()
+        .await
+        .expect("tools/list after the wait");
+
+    let sent = sent.lock().unwrap().clone();
+    let position = |wanted: &dyn Fn(&Value) -> bool| sent.iter().position(|m| wanted(m));
+    let listen = position(&|m| m["method"] == "subscriptions/listen").expect("a listen was sent");
+    let listen_id = sent[listen]["id"].clone();
+    let closed = position(&|m| {
+        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == listen_id
+    });
+    let next = position(&|m| m["method"] == "tools/list").expect("tools/list was sent");
+    assert!(
+        closed.is_some_and(|closed| closed < next),
+        "the listen is cancelled before wait returns: {sent:#?}"
+    );
+}
 
 /// R1, C6: `_meta` with protocol version, client info and capabilities declaring the
 /// extension on tools/call and every tasks/* request; R48, C30-C31: MCP-Protocol-Version,
