@@ -65,13 +65,7 @@ impl Engine {
 
     /// The configuration of an engine over `toolkit`; see [`EngineBuilder`].
     pub fn builder(toolkit: Toolkit) -> EngineBuilder {
-        EngineBuilder::new(toolkit)
-    }
-}
-
-impl EngineBuilder {
-    fn new(toolkit: Toolkit) -> Self {
-        Self {
+        EngineBuilder {
             toolkit,
             store: None,
             settings: Settings::default(),
@@ -80,10 +74,12 @@ impl EngineBuilder {
             default_owner: Arc::from(DEFAULT_OWNER),
             request_state_key: None,
             request_state_ttl: DEFAULT_REQUEST_STATE_TTL,
-            server_info: default_server_info(),
+            server_info: Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION")),
         }
     }
+}
 
+impl EngineBuilder {
     /// Uses `store` for tasks (default: a new [`MemoryStore`]).
     pub fn with_store(self, store: impl TaskStore) -> Self {
         self.with_shared_store(Arc::new(store))
@@ -273,10 +269,6 @@ impl EngineBuilder {
             push: Arc::default(),
         }
     }
-}
-
-fn default_server_info() -> Implementation {
-    Implementation::new("mcp-tasks", env!("CARGO_PKG_VERSION"))
 }
 
 /// `{"io.modelcontextprotocol/serverInfo": info}`.

@@ -192,12 +192,8 @@ impl Engine {
     /// Every tool, in registration order.
     #[must_use]
     pub fn list_tools(&self) -> ListToolsResult {
-        let mut result = ListToolsResult::with_all_items(
-            self.toolkit
-                .definitions()
-                .map(|d| d.tool().clone())
-                .collect(),
-        );
+        let tools = self.toolkit.definitions().map(|d| d.tool().clone());
+        let mut result = ListToolsResult::with_all_items(tools.collect());
         result.meta = Some(self.meta());
         result
     }
@@ -344,16 +340,8 @@ impl Engine {
             .owned_task("tasks/update", &params.task_id, context)
             .await?;
         validate_responses(&snapshot, &params.input_responses)?;
-        let accepted = match self
-            .runtime
-            .store
-            .deliver_input(&params.task_id, params.input_responses)
-            .await
-        {
-            Ok(accepted) => accepted,
-            Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/update")),
-            Err(error) => return Err(errors::store_failure(&error)),
-        };
+        let delivered = (self.runtime.store).deliver_input(&params.task_id, params.input_responses);
+        let accepted = delivered.await.map_err(refusal("tasks/update"))?;
         let woke = !accepted.is_empty();
         self.runtime.deliver(&params.task_id, accepted);
         if woke {
@@ -378,11 +366,8 @@ impl Engine {
     ) -> Result<(), ErrorData> {
         self.owned_task("tasks/cancel", &params.task_id, context)
             .await?;
-        match self.runtime.store.request_cancel(&params.task_id).await {
-            Ok(()) => {}
-            Err(StoreError::NotFound) => return Err(errors::task_not_found("tasks/cancel")),
-            Err(error) => return Err(errors::store_failure(&error)),
-        }
+        let cancelled = self.runtime.store.request_cancel(&params.task_id).await;
+        cancelled.map_err(refusal("tasks/cancel"))?;
         self.signal_cancel(&params.task_id);
         Ok(())
     }
@@ -475,5 +460,13 @@ impl Engine {
         for (key, value) in &self.result_meta.0 {
             meta.0.entry(key.clone()).or_insert_with(|| value.clone());
         }
+    }
+}
+
+/// What a store's refusal of `method` answers: `-32602` for a task it no longer has.
+fn refusal(method: &str) -> impl Fn(StoreError) -> ErrorData + '_ {
+    move |error| match error {
+        StoreError::NotFound => errors::task_not_found(method),
+        error => errors::store_failure(&error),
     }
 }
