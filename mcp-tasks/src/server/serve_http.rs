@@ -7,13 +7,14 @@ use std::{
         Arc,
         atomic::{AtomicBool, Ordering},
     },
+    task::{Context, Poll},
     time::Duration,
 };
 
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{HeaderValue, Method, StatusCode, header},
+    http::{Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use rmcp::transport::streamable_http_server::{
@@ -27,6 +28,8 @@ use rmcp::ServerHandler;
 use super::{
     Engine, connections, guard,
     http_options::{HttpOptions, ListenBounds},
+    negotiation::Checked,
+    push::serve_http_listen,
 };
 use crate::{Limits, ShutdownReport, errors};
 
@@ -239,31 +242,23 @@ fn drain_refusal_of(bytes: &[u8]) -> Option<Response> {
 fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     let mut error = errors::shutting_down();
     error.data = Some(serde_json::json!({ "retryable": true }));
-    let mut response = guard::error_reply(StatusCode::SERVICE_UNAVAILABLE, id, error);
-    let retry_after = HeaderValue::from_static(DRAIN_RETRY_AFTER_SECS);
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, retry_after);
-    response
+    let response = guard::error_reply(StatusCode::SERVICE_UNAVAILABLE, id, error);
+    ([(header::RETRY_AFTER, DRAIN_RETRY_AFTER_SECS)], response).into_response()
 }
 
 /// A JSON body (axum's `json` feature is off).
 fn json_body(value: &serde_json::Value) -> impl IntoResponse + use<> {
-    let json = [(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    )];
-    (json, value.to_string())
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
 }
 
 /// What [`READINESS_PATH`] answers (see there).
 async fn readiness(draining: Draining, engine: Engine) -> Response {
     let not_ready = |reason: String| {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            json_body(&serde_json::json!({ "ready": false, "reason": reason })),
-        )
-            .into_response()
+        let body = json_body(&serde_json::json!({ "ready": false, "reason": reason }));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     };
     if draining.load(Ordering::Acquire) {
         return not_ready("the server is draining: it is shutting down".into());
@@ -271,15 +266,11 @@ async fn readiness(draining: Draining, engine: Engine) -> Response {
     if !engine.is_running() {
         return not_ready("the engine is not running (not started, or shutting down)".into());
     }
+    let millis = READINESS_STORE_TIMEOUT.as_millis();
     match tokio::time::timeout(READINESS_STORE_TIMEOUT, engine.store().get(PROBE_TASK_ID)).await {
         Ok(Ok(_)) => {}
         Ok(Err(error)) => return not_ready(format!("the task store is unreachable: {error}")),
-        Err(_) => {
-            return not_ready(format!(
-                "the task store did not answer within {} ms",
-                READINESS_STORE_TIMEOUT.as_millis()
-            ));
-        }
+        Err(_) => return not_ready(format!("the task store did not answer within {millis} ms")),
     }
     json_body(&serde_json::json!({ "ready": true })).into_response()
 }
@@ -384,11 +375,8 @@ where
     type Error = std::convert::Infallible;
     type Future = futures::future::BoxFuture<'static, Result<Response, Self::Error>>;
 
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
@@ -437,16 +425,10 @@ where
         };
         let task_listen = request
             .extensions()
-            .get::<super::negotiation::Checked>()
+            .get::<Checked>()
             .is_some_and(|checked| checked.task_listen);
         if task_listen {
-            return super::push::serve_http_listen(
-                &self.engine,
-                &self.service,
-                request,
-                self.listen,
-            )
-            .await;
+            return serve_http_listen(&self.engine, &self.service, request, self.listen).await;
         }
         self.service.handle(request).await.into_response()
     }
@@ -457,8 +439,8 @@ where
     async fn read_body(&self, body: Body) -> Result<Result<Bytes, Response>, Elapsed> {
         let mut read = std::pin::pin!(guard::read_body(body, self.limits.max_request_bytes()));
         match futures::poll!(read.as_mut()) {
-            std::task::Poll::Ready(read) => Ok(read),
-            std::task::Poll::Pending => tokio::time::timeout(self.body_timeout, read).await,
+            Poll::Ready(read) => Ok(read),
+            Poll::Pending => tokio::time::timeout(self.body_timeout, read).await,
         }
     }
 }
