@@ -17,7 +17,7 @@ use crate::{
     rate::{LocalRates, Rate},
 };
 
-use rmcp::model::ErrorData;
+use rmcp::model::{ErrorData, JsonObject};
 
 /// One live task of an owner, counted against the owner's quota until dropped.
 pub(crate) struct OwnerSlot {
@@ -404,12 +404,7 @@ impl ToolLimits {
 
     /// The key of a call of `tool` by `owner` with `arguments` under the tool's per-key
     /// limits; `None` when it has none.
-    pub(crate) fn key_of(
-        &self,
-        tool: &str,
-        owner: &str,
-        arguments: &rmcp::model::JsonObject,
-    ) -> Option<String> {
+    pub(crate) fn key_of(&self, tool: &str, owner: &str, arguments: &JsonObject) -> Option<String> {
         if self.keyed.is_empty() && self.key_rates.is_empty() {
             return None;
         }
@@ -442,10 +437,7 @@ impl ToolLimits {
         if !gate.held.lock().is_empty() {
             return Entry::Held;
         }
-        match self.pass(gate, key) {
-            Ok(pass) => Entry::Pass(pass),
-            Err(_) => Entry::Held,
-        }
+        self.pass(gate, key).map_or(Entry::Held, Entry::Pass)
     }
 
     /// Takes a task's places at `gate` now, or none: its key's place, one of the tool's
@@ -456,14 +448,10 @@ impl ToolLimits {
             (Some(permits), Some(key)) => Some(permits.try_acquire(key).ok_or(Blocked::Key(None))?),
             _ => None,
         };
-        let permit = match &gate.permits {
-            Some(permits) => Some(
-                Arc::clone(permits)
-                    .try_acquire_owned()
-                    .map_err(|_| Blocked::Tool(None))?,
-            ),
-            None => None,
-        };
+        let permit = (gate.permits.as_ref())
+            .map(|permits| Arc::clone(permits).try_acquire_owned())
+            .transpose()
+            .map_err(|_| Blocked::Tool(None))?;
         let mut windows: Vec<(&str, Rate)> = Vec::new();
         if let Some((rate, log)) = &gate.rate {
             windows.push((log, *rate));
@@ -566,7 +554,7 @@ pub struct PriorityInput<'a> {
     /// The tool's wire name.
     pub tool: &'a str,
     /// The call's arguments.
-    pub arguments: &'a rmcp::model::JsonObject,
+    pub arguments: &'a JsonObject,
 }
 
 /// The application's function from a call to its task's priority.

@@ -18,7 +18,7 @@ use crate::{
     errors,
     runtime::Runtime,
     server::owner::{visible_task, visible_tasks},
-    store::Notice,
+    store::{Notice, TaskSnapshot},
 };
 
 /// The listen streams of one engine and the dispatcher that feeds them.
@@ -239,10 +239,9 @@ async fn dispatch(runtime: Arc<Runtime>, mut registrations: mpsc::UnboundedRecei
 }
 
 /// The `DetailedTask` of `snapshot` as JSON, and whether it is terminal.
-fn state_of(snapshot: crate::store::TaskSnapshot) -> (Value, bool) {
+fn state_of(snapshot: TaskSnapshot) -> (Value, bool) {
     let terminal = snapshot.status.is_terminal();
-    let detailed = snapshot.into_detailed();
-    let state = serde_json::to_value(&detailed).unwrap_or(Value::Null);
+    let state = serde_json::to_value(snapshot.into_detailed()).unwrap_or(Value::Null);
     (state, terminal)
 }
 
@@ -294,12 +293,11 @@ async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, r
 
 /// Offers `state` to every live stream of `watch`, forgetting the closed ones.
 fn offer_all(watch: &mut Watch, id: &Arc<str>, state: &Value, terminal: bool) {
-    watch.streams.retain(|stream| match stream.upgrade() {
-        Some(stream) => {
-            stream.offer(id, state, terminal);
-            true
-        }
-        None => false,
+    watch.streams.retain(|stream| {
+        stream
+            .upgrade()
+            .inspect(|live| live.offer(id, state, terminal))
+            .is_some()
     });
 }
 
