@@ -25,6 +25,9 @@ use std::sync::{
 
 use ::metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
 use rmcp::model::TaskStatus;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::store::Notice;
 
 #[cfg(feature = "prometheus")]
 mod prometheus;
@@ -440,37 +443,25 @@ pub(crate) fn fenced_write() {
     counter!(FENCED_WRITES).increment(1);
 }
 
-/// A wake-up of `kind` (`cancel`, `answers`, `queued`, `changed`) arrived.
-fn wakeup_received(kind: &'static str) {
-    counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(1);
-}
-
-/// `n` wake-ups were missed.
-fn wakeups_missed(n: u64) {
-    counter!(WAKEUPS_MISSED).increment(n);
-}
-
 /// The listen streams' dispatcher fell `n` changes behind the runtime's change feed.
 #[cfg(any(feature = "http", feature = "stdio"))]
 pub(crate) fn push_changes_missed(n: u64) {
     counter!(PUSH_CHANGES_MISSED).increment(n);
 }
 
-/// A wake-up (or a failure to receive one) came from the store's feed.
-pub(crate) fn received(
-    received: &Result<crate::store::Notice, tokio::sync::broadcast::error::RecvError>,
-) {
-    use crate::store::Notice;
-    use tokio::sync::broadcast::error::RecvError;
-    match received {
-        Ok(Notice::Cancel(_)) => wakeup_received("cancel"),
-        Ok(Notice::Answers { .. }) => wakeup_received("answers"),
-        Ok(Notice::Queued(_)) => wakeup_received("queued"),
-        Ok(Notice::Changed(_)) => wakeup_received("changed"),
-        Ok(Notice::Missed) => wakeups_missed(1),
-        Err(RecvError::Lagged(missed)) => wakeups_missed(*missed),
-        Err(RecvError::Closed) => {}
-    }
+/// A wake-up (or a failure to receive one) came from the store's feed: counted by its
+/// kind, or as missed.
+pub(crate) fn received(received: &Result<Notice, RecvError>) {
+    let kind = match received {
+        Ok(Notice::Cancel(_)) => "cancel",
+        Ok(Notice::Answers { .. }) => "answers",
+        Ok(Notice::Queued(_)) => "queued",
+        Ok(Notice::Changed(_)) => "changed",
+        Ok(Notice::Missed) => return counter!(WAKEUPS_MISSED).increment(1),
+        Err(RecvError::Lagged(missed)) => return counter!(WAKEUPS_MISSED).increment(*missed),
+        Err(RecvError::Closed) => return,
+    };
+    counter!(WAKEUPS_RECEIVED, "kind" => kind).increment(1);
 }
 
 /// The request guard refused a request with JSON-RPC error `code`.
