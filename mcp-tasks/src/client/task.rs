@@ -130,12 +130,8 @@ impl TaskHandle {
             TaskStatus::Working => DetailedTask::new(task, TaskPayload::Working),
             _ => client.get_task(&task.task_id).await?,
         };
-        let mut handle = Self {
-            client,
-            snapshot,
-            created_poll_ms,
-            answered: HashSet::new(),
-        };
+        let mut handle = Self::from_snapshot(client, snapshot);
+        handle.created_poll_ms = created_poll_ms;
         handle.answer_input().await?;
         Ok(handle)
     }
@@ -193,15 +189,9 @@ impl TaskHandle {
     /// result's, else the client default), never below the client's minimum.
     #[must_use]
     pub fn poll_interval(&self) -> Duration {
-        self.snapshot
-            .task
-            .poll_interval_ms
-            .or(self.created_poll_ms)
-            .map_or(
-                self.client.inner.default_poll_interval,
-                Duration::from_millis,
-            )
-            .max(self.client.inner.min_poll_interval)
+        let inner = &self.client.inner;
+        let ms = (self.snapshot.task.poll_interval_ms).or(self.created_poll_ms);
+        (ms.map_or(inner.default_poll_interval, Duration::from_millis)).max(inner.min_poll_interval)
     }
 
     /// The outcome, once the latest snapshot is terminal.
@@ -282,13 +272,8 @@ impl TaskHandle {
                 task_id: task_id.clone(),
             };
             match self.client.inner.handlers.answer(key, request, scope).await {
-                Ok(Some(answer)) => {
-                    responses.insert(key.clone(), answer);
-                }
-                Ok(None) => {}
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                }
+                Ok(answer) => responses.extend(answer.map(|answer| (key.clone(), answer))),
+                Err(error) => first_error = first_error.or(Some(error)),
             }
         }
         if !responses.is_empty() {
