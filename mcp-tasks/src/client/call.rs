@@ -6,6 +6,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ErrorCode,
     InputRequests, InputResponses, JsonObject, ServerResult,
 };
+use serde::Serialize;
 use serde_json::Value;
 
 use super::{ClientError, InputScope, TaskClient, TaskHandle};
@@ -64,7 +65,7 @@ impl TaskClient {
     pub async fn call_tool(
         &self,
         name: &str,
-        arguments: impl serde::Serialize,
+        arguments: impl Serialize,
     ) -> Result<CallToolResult, ClientError> {
         match self.call(name, arguments).await? {
             Call::Inline(result) => Ok(result),
@@ -86,11 +87,7 @@ impl TaskClient {
     /// Under the `opentelemetry` feature the call carries the current span's trace context
     /// (`traceparent` in `_meta`), so the task's spans on the server continue this trace;
     /// [`TaskClient::call_traced`] sends a given one instead.
-    pub async fn call(
-        &self,
-        name: &str,
-        arguments: impl serde::Serialize,
-    ) -> Result<Call, ClientError> {
+    pub async fn call(&self, name: &str, arguments: impl Serialize) -> Result<Call, ClientError> {
         #[cfg(feature = "opentelemetry")]
         let trace = crate::trace::TraceContext::current();
         #[cfg(not(feature = "opentelemetry"))]
@@ -107,7 +104,7 @@ impl TaskClient {
     pub async fn call_traced(
         &self,
         name: &str,
-        arguments: impl serde::Serialize,
+        arguments: impl Serialize,
         trace: Option<&crate::trace::TraceContext>,
     ) -> Result<Call, ClientError> {
         let arguments = arguments_object(name, arguments)?;
@@ -231,30 +228,30 @@ impl TaskClient {
                 other => break other?,
             }
         };
+        let invalid = |reason: String| ClientError::InvalidResponse {
+            method: METHOD,
+            reason,
+        };
         match result {
             ServerResult::CreateTaskResult(created) if self.inner.server_tasks => {
                 Ok(Round::Task(created.task))
             }
             // C5: a resultType counts only from an extension the server advertises.
-            ServerResult::CreateTaskResult(_) => Err(ClientError::InvalidResponse {
-                method: METHOD,
-                reason: "it is a task (resultType \"task\"), but the server did not advertise \
-                         the tasks extension when the client connected"
+            ServerResult::CreateTaskResult(_) => Err(invalid(
+                "it is a task (resultType \"task\"), but the server did not advertise the tasks \
+                 extension when the client connected"
                     .to_owned(),
-            }),
+            )),
             ServerResult::InputRequiredResult(required) => Ok(Round::InputRequired {
                 requests: required.input_requests.unwrap_or_default(),
                 state: required.request_state,
             }),
             ServerResult::CallToolResult(result) => match &result.result_type {
-                Some(kind) if !kind.is_complete() => Err(ClientError::InvalidResponse {
-                    method: METHOD,
-                    reason: format!(
-                        "a tool result with resultType {:?}, which this client cannot read (a \
-                         final result has resultType \"complete\" or none)",
-                        kind.as_str()
-                    ),
-                }),
+                Some(kind) if !kind.is_complete() => Err(invalid(format!(
+                    "a tool result with resultType {:?}, which this client cannot read (a final \
+                     result has resultType \"complete\" or none)",
+                    kind.as_str()
+                ))),
                 _ => Ok(Round::Complete(result)),
             },
             other => {
@@ -263,18 +260,12 @@ impl TaskClient {
                 match value.get("resultType").and_then(Value::as_str) {
                     None | Some("complete") => serde_json::from_value::<CallToolResult>(value)
                         .map(Round::Complete)
-                        .map_err(|error| ClientError::InvalidResponse {
-                            method: METHOD,
-                            reason: format!("not a CallToolResult: {error}"),
-                        }),
-                    Some(kind) => Err(ClientError::InvalidResponse {
-                        method: METHOD,
-                        reason: format!(
-                            "resultType {kind:?} is unknown to this client, or its result is \
-                             malformed (the client reads \"complete\", \"input_required\" \
-                             and \"task\")"
-                        ),
-                    }),
+                        .map_err(|error| invalid(format!("not a CallToolResult: {error}"))),
+                    Some(kind) => Err(invalid(format!(
+                        "resultType {kind:?} is unknown to this client, or its result is \
+                         malformed (the client reads \"complete\", \"input_required\" and \
+                         \"task\")"
+                    ))),
                 }
             }
         }
@@ -285,7 +276,7 @@ impl TaskClient {
 /// `serde_json::json!({..})` object, or `()` / `None` for none.
 fn arguments_object(
     tool: &str,
-    arguments: impl serde::Serialize,
+    arguments: impl Serialize,
 ) -> Result<Option<JsonObject>, ClientError> {
     let invalid = |reason: String| ClientError::InvalidArguments {
         tool: tool.to_owned(),
