@@ -12,7 +12,7 @@ use rmcp::{
     service::{ClientLifecycleMode, ClientServiceExt},
     transport::IntoTransport,
 };
-use tokio::sync::Mutex;
+use tokio::{process::Command, sync::Mutex};
 
 use super::{
     ClientError, Endpoint, InputAnswer, InputContext, TaskClient, connection::Inner,
@@ -151,7 +151,7 @@ impl TaskClientBuilder {
                         reason: "the command is empty",
                     });
                 };
-                let mut cmd = tokio::process::Command::new(program);
+                let mut cmd = Command::new(program);
                 cmd.args(args);
                 self.connect_command(cmd, endpoint.clone()).await
             }
@@ -183,10 +183,7 @@ impl TaskClientBuilder {
     ///
     /// # Errors
     /// As for [`TaskClientBuilder::connect`].
-    pub async fn connect_stdio(
-        self,
-        command: tokio::process::Command,
-    ) -> Result<TaskClient, ClientError> {
+    pub async fn connect_stdio(self, command: Command) -> Result<TaskClient, ClientError> {
         let std = command.as_std();
         let endpoint = Endpoint::stdio(
             std.get_program().to_string_lossy(),
@@ -197,7 +194,7 @@ impl TaskClientBuilder {
 
     async fn connect_command(
         self,
-        mut command: tokio::process::Command,
+        mut command: Command,
         endpoint: Endpoint,
     ) -> Result<TaskClient, ClientError> {
         #[cfg(unix)]
@@ -246,15 +243,11 @@ impl TaskClientBuilder {
                 source: Box::new(source),
             })?;
         let peer = service.peer().clone();
-        let (protocol_version, server_tasks) = peer
-            .peer_info()
-            .map(|info| {
-                (
-                    info.protocol_version.clone(),
-                    info.capabilities.supports_tasks(),
-                )
-            })
-            .unwrap_or((ProtocolVersion::V_2026_07_28, false));
+        let info = peer.peer_info();
+        let protocol_version = info.as_ref().map_or(ProtocolVersion::V_2026_07_28, |i| {
+            i.protocol_version.clone()
+        });
+        let server_tasks = info.is_some_and(|info| info.capabilities.supports_tasks());
         let mut capabilities = self.handlers.capabilities();
         (capabilities.extensions.get_or_insert_with(Default::default))
             .insert(crate::EXTENSION_ID.to_owned(), JsonObject::new());

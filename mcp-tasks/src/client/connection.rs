@@ -6,9 +6,9 @@ use std::{sync::Arc, time::Duration};
 use rmcp::{
     RoleClient,
     model::{
-        CancelTaskParams, CancelTaskRequest, ClientRequest, GetTaskParams, GetTaskRequest,
-        InputResponses, ListToolsRequest, PaginatedRequestParams, RequestMetaObject, ServerResult,
-        Tool, UpdateTaskParams, UpdateTaskRequest,
+        CancelTaskParams, CancelTaskRequest, ClientRequest, DetailedTask, GetTaskParams,
+        GetTaskRequest, InputResponses, ListToolsRequest, PaginatedRequestParams,
+        RequestMetaObject, ServerResult, Tool, UpdateTaskParams, UpdateTaskRequest,
     },
     service::{Peer, PeerRequestOptions, RunningService},
 };
@@ -140,10 +140,7 @@ impl TaskClient {
     }
 
     /// `tasks/get`.
-    pub(crate) async fn get_task(
-        &self,
-        task_id: &str,
-    ) -> Result<rmcp::model::DetailedTask, ClientError> {
+    pub(crate) async fn get_task(&self, task_id: &str) -> Result<DetailedTask, ClientError> {
         const METHOD: &str = "tasks/get";
         let request =
             ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
@@ -214,9 +211,7 @@ impl TaskClient {
 /// An empty acknowledgement: `resultType` `"complete"` (or absent) and nothing but `_meta`.
 fn expect_ack(method: &'static str, result: &ServerResult) -> Result<(), ClientError> {
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
-    let Some(object) = value.as_object() else {
-        return Err(invalid(method, result));
-    };
+    let object = value.as_object().ok_or_else(|| invalid(method, result))?;
     let complete = matches!(
         object.get("resultType").and_then(Value::as_str),
         None | Some("complete")
@@ -227,11 +222,9 @@ fn expect_ack(method: &'static str, result: &ServerResult) -> Result<(), ClientE
         "content" => value.as_array().is_some_and(Vec::is_empty),
         _ => false,
     });
-    if complete && only_ack {
-        Ok(())
-    } else {
-        Err(invalid(method, result))
-    }
+    (complete && only_ack)
+        .then_some(())
+        .ok_or_else(|| invalid(method, result))
 }
 
 fn invalid(method: &'static str, result: &ServerResult) -> ClientError {
