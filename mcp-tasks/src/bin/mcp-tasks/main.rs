@@ -164,12 +164,9 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                 // What the tool declares; a server without the extension runs nothing as a task.
                 let mode = if tasks { Mode::of(&tool) } else { Mode::Inline };
                 let mode = format!("task: {}", mode.label());
-                let description = tool.description.as_deref().unwrap_or("");
-                println!(
-                    "{}\t{mode}\t{}",
-                    printable(&tool.name),
-                    printable(description)
-                );
+                let name = printable(&tool.name);
+                let description = printable(tool.description.as_deref().unwrap_or(""));
+                println!("{name}\t{mode}\t{description}");
             }
             client.close().await;
             Ok(COMPLETED)
@@ -177,10 +174,8 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
         Command::Get { target, task_id } => {
             let client = connect(&target).await?;
             let task = client.task(&task_id).await?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(task.snapshot()).unwrap_or_default()
-            );
+            let json = serde_json::to_string_pretty(task.snapshot()).unwrap_or_default();
+            println!("{json}");
             client.close().await;
             Ok(COMPLETED)
         }
@@ -198,10 +193,7 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
         } => {
             let client = connect(&target).await?;
             let task = client.task(&task_id).await?;
-            let following = Following {
-                target: &target,
-                follow,
-            };
+            let following = Following { target, follow };
             following.run(client, task, &mut interrupts).await
         }
         Command::Call {
@@ -236,10 +228,7 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                     Ok(print_result(&result, follow.raw))
                 }
                 Call::Task(task) => {
-                    let following = Following {
-                        target: &target,
-                        follow,
-                    };
+                    let following = Following { target, follow };
                     following.run(client, task, &mut interrupts).await
                 }
                 _ => {
@@ -289,12 +278,12 @@ impl StatusLine {
 }
 
 /// Following one task to its end, through server restarts.
-struct Following<'a> {
-    target: &'a Endpoint,
+struct Following {
+    target: Endpoint,
     follow: Follow,
 }
 
-impl Following<'_> {
+impl Following {
     /// Follows `task` of `client`; when the connection fails, reconnects with backoff for up
     /// to `reconnect_for` and goes on, else prints the `resume` command and exits 5.
     async fn run(
@@ -343,7 +332,7 @@ impl Following<'_> {
             let last = tokio::select! {
                 attempt = async {
                     tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + pause)).await;
-                    let client = connect(self.target).await?;
+                    let client = connect(&self.target).await?;
                     match client.task(id).await {
                         Ok(task) => Ok((client, task)),
                         Err(error) => {
@@ -433,11 +422,8 @@ fn print_outcome(outcome: TaskEnd, task_id: &str, raw: bool) -> u8 {
     match outcome {
         TaskEnd::Completed(result) => print_result(&result, raw),
         TaskEnd::Failed(error) => {
-            eprintln!(
-                "task {task_id} failed: error {}: {}",
-                error.code.0,
-                printable(&error.message)
-            );
+            let (code, message) = (error.code.0, printable(&error.message));
+            eprintln!("task {task_id} failed: error {code}: {message}");
             if let Some(data) = &error.data {
                 eprintln!("  data: {data}");
             }
