@@ -67,7 +67,7 @@ use axum::{
     Router,
     extract::{Path, RawQuery, Request, State},
     http::StatusCode,
-    middleware::Next,
+    middleware::{Next, from_fn_with_state},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -78,7 +78,7 @@ use crate::{
     clock::{Clock, rfc3339},
     store::{
         Outcome, TaskSnapshot,
-        admin::{self, Cancelled, StatusCounts, TaskDetail, status_word},
+        admin::{self, Cancelled, TaskDetail, status_word},
     },
 };
 
@@ -103,12 +103,10 @@ pub const ADMIN_PATH: &str = "/admin";
 /// Merge it with the MCP router ([`http_router`](crate::http_router)); it answers nothing
 /// outside [`ADMIN_PATH`].
 pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
+    let throttle = Throttle::new(credential.max_failures, credential.failure_window);
     let state = Admin {
         engine: engine.clone(),
-        throttle: Arc::new(Throttle::new(
-            credential.max_failures,
-            credential.failure_window,
-        )),
+        throttle: Arc::new(throttle),
         credential: Arc::new(credential),
         clock: Clock::new(),
     };
@@ -124,14 +122,8 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
         .route("/admin/api/purge", post(purge))
         // `route_layer`, not `layer`: the credential guards these routes only, so a path of
         // the merged router that none of them matches (`/favicon.ico`) stays a plain 404.
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            bearer_only,
-        ));
-    let web = web::routes().route_layer(axum::middleware::from_fn_with_state(
-        state.clone(),
-        web::basic_or_bearer,
-    ));
+        .route_layer(from_fn_with_state(state.clone(), bearer_only));
+    let web = web::routes().route_layer(from_fn_with_state(state.clone(), web::basic_or_bearer));
     api.merge(web).with_state(state)
 }
 
@@ -207,17 +199,6 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
     })
 }
 
-fn counts_json(counts: &StatusCounts) -> Value {
-    json!({
-        "working": counts.working,
-        "input_required": counts.input_required,
-        "completed": counts.completed,
-        "failed": counts.failed,
-        "cancelled": counts.cancelled,
-        "total": counts.total(),
-    })
-}
-
 async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
     query::only(&pairs, &LIST_PARAMS)?;
@@ -234,16 +215,19 @@ async fn counts(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<R
     query::only(&pairs, &LIST_PARAMS[..8])?;
     let filter = query::filter(&pairs, admin.now_ms())?;
     let counts = admin.admin_store()?.count(&filter).await?;
-    ok(&counts_json(&counts))
+    ok(&json!({
+        "working": counts.working,
+        "input_required": counts.input_required,
+        "completed": counts.completed,
+        "failed": counts.failed,
+        "cancelled": counts.cancelled,
+        "total": counts.total(),
+    }))
 }
 
 async fn detail(State(admin): State<Admin>, Path(id): Path<String>) -> Result<Response, Failure> {
-    let detail = admin
-        .admin_store()?
-        .detail(&id)
-        .await?
-        .ok_or(Failure::NotFound)?;
-    ok(&detail_json(&detail))
+    let detail = admin.admin_store()?.detail(&id).await?;
+    ok(&detail_json(&detail.ok_or(Failure::NotFound)?))
 }
 
 async fn cancel(
