@@ -38,7 +38,7 @@ use std::{
 };
 
 use super::{
-    OwnerSlot, Runtime, WriteError,
+    Runtime, WriteError,
     placement::Placement,
     recover::{Cause, RecoveryReport, take},
 };
@@ -85,12 +85,7 @@ impl Runtime {
             // Not parked: the work keeps its count (and takes a running slot again).
             let owner = self.parking.holds.lock().remove(id);
             if let (Some(live), Some(owner)) = (&live, owner) {
-                *live.slot.lock() = Some(OwnerSlot {
-                    owner,
-                    owners: Arc::clone(&self.owners),
-                    running: Some(self.capacity.take_over()),
-                    counted: true,
-                });
+                *live.slot.lock() = Some(self.owner_slot(&owner, self.capacity.take_over()));
             }
         }
         match written {
@@ -193,9 +188,7 @@ impl Runtime {
         }
         let runtime = Arc::clone(self);
         let id: Arc<str> = Arc::from(id);
-        self.lifecycle
-            .work
-            .spawn(async move { runtime.wake_one(&id).await });
+        (self.lifecycle.work).spawn(async move { runtime.wake_one(&id).await });
     }
 
     /// Over a single-process store, runs task `id` again if the store hands it over woken.

@@ -217,10 +217,8 @@ async fn end_unrun(
     outcome: Outcome,
 ) -> Result<bool, StoreError> {
     let status = outcome.status();
-    match (runtime.store)
-        .apply(&task.id, lease, Transition::Finish(outcome))
-        .await
-    {
+    let finished = (runtime.store).apply(&task.id, lease, Transition::Finish(outcome));
+    match finished.await {
         Ok(()) => {
             crate::metrics::task_finished(&task.id, &task.tool, status);
             Ok(true)
@@ -243,22 +241,20 @@ async fn resume(
 ) -> Result<(), String> {
     let tool: Arc<str> = Arc::from(registered.definition.name());
     let key = (runtime.limited).key_of(&tool, &task.owner, &task.origin.arguments);
-    let pass = match pass {
-        Some(pass) => Some(pass),
-        None => match runtime.enter(&tool, key.as_deref()) {
-            Entry::Open => None,
-            Entry::Pass(pass) => Some(pass),
-            Entry::Held => {
-                // Held back: its owner's count is held until it starts (`held.rs`).
-                runtime.count_and_hold_back(Held {
-                    id: task.id,
-                    owner: task.owner,
-                    key,
-                    tool,
-                });
-                return Ok(());
-            }
-        },
+    let entry = pass.map_or_else(|| runtime.enter(&tool, key.as_deref()), Entry::Pass);
+    let pass = match entry {
+        Entry::Open => None,
+        Entry::Pass(pass) => Some(pass),
+        Entry::Held => {
+            // Held back: its owner's count is held until it starts (`held.rs`).
+            runtime.count_and_hold_back(Held {
+                id: task.id,
+                owner: task.owner,
+                key,
+                tool,
+            });
+            return Ok(());
+        }
     };
     let meta: RequestMetaObject =
         serde_json::from_value(serde_json::Value::Object(task.origin.request_meta))
@@ -294,13 +290,8 @@ async fn resume(
         instance: lease.as_ref().map(|lease| &*lease.instance),
         epoch: lease.as_ref().map(|lease| lease.epoch),
     };
-    let span = crate::trace::task_span(
-        &task.id,
-        &tool,
-        &task.owner,
-        run,
-        task.origin.trace_context.as_ref(),
-    );
+    let trace = task.origin.trace_context.as_ref();
+    let span = crate::trace::task_span(&task.id, &tool, &task.owner, run, trace);
     let gauges = crate::metrics::Live::new(&tool, crate::metrics::Run::Again);
     runtime.register(task.id.clone(), cancel, lease, slot, gauges);
     if let Some(message) = cause.resumed() {
