@@ -55,6 +55,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     Limits, errors,
+    rate::{Limiter, step_key},
     store::{Lease, Notice, StoreError, TaskSnapshot, TaskStore},
     toolkit::{StateMap, Toolkit},
 };
@@ -271,19 +272,12 @@ impl Runtime {
     /// limiter's window has room.
     pub(crate) async fn take_rate(
         &self,
-        limiter: &crate::rate::Limiter,
-    ) -> Result<Option<std::time::Duration>, StoreError> {
+        limiter: &Limiter,
+    ) -> Result<Option<Duration>, StoreError> {
+        let (name, rate) = (limiter.name(), limiter.rate());
         match self.placement.shared() {
-            Some(cluster) => {
-                cluster
-                    .store
-                    .take_rate(limiter.name(), limiter.rate())
-                    .await
-            }
-            None => Ok(self
-                .limited
-                .local
-                .take(&crate::rate::step_key(limiter.name()), limiter.rate())),
+            Some(cluster) => cluster.store.take_rate(name, rate).await,
+            None => Ok(self.limited.local.take(&step_key(name), rate)),
         }
     }
 
@@ -540,22 +534,20 @@ impl Runtime {
 
     /// One pass of the expiry sweep: applies due expiry, stops the work of expired tasks.
     async fn reap(&self) {
-        match self.store.expire_due().await {
-            Ok(expired) => {
-                for id in expired {
-                    self.release_hold(&id);
-                    self.unqueue_held(&id);
-                    self.waiting.remove(&id);
-                    match self.get_live(&id) {
-                        Some(live) => live.gauges.expired(None),
-                        None => crate::metrics::tasks_expired(1),
-                    }
-                    tracing::info!(task_id = %id, "task expired");
-                    self.cancel(&id);
-                    self.changed(&id);
-                }
+        let expired = (self.store.expire_due().await)
+            .inspect_err(|error| tracing::warn!(%error, "expiry sweep failed"))
+            .unwrap_or_default();
+        for id in expired {
+            self.release_hold(&id);
+            self.unqueue_held(&id);
+            self.waiting.remove(&id);
+            match self.get_live(&id) {
+                Some(live) => live.gauges.expired(None),
+                None => crate::metrics::tasks_expired(1),
             }
-            Err(error) => tracing::warn!(%error, "expiry sweep failed"),
+            tracing::info!(task_id = %id, "task expired");
+            self.cancel(&id);
+            self.changed(&id);
         }
     }
 }
