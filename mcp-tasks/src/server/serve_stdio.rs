@@ -80,13 +80,8 @@ where
         running.waiting().await.map_err(io::Error::other)?;
         Ok::<(), io::Error>(())
     };
-    let mut filter = Box::pin(filter_input(
-        BufReader::new(read),
-        to_rmcp,
-        lines,
-        limits,
-        engine,
-    ));
+    let filter = filter_input(BufReader::new(read), to_rmcp, lines, limits, engine);
+    let mut filter = Box::pin(filter);
     let mut service = std::pin::pin!(service);
     let mut filter_done = false;
     let result = loop {
@@ -216,13 +211,11 @@ where
 {
     let mut legacy_session = false;
     let mut listens = push::Listens::default();
+    let limit = limits.max_request_bytes();
     loop {
-        let verdict = match read_line(&mut read, limits.max_request_bytes()).await? {
+        let verdict = match read_line(&mut read, limit).await? {
             Line::Eof => break,
-            Line::TooLong => Err((
-                None,
-                crate::errors::request_too_large(limits.max_request_bytes()),
-            )),
+            Line::TooLong => Err((None, crate::errors::request_too_large(limit))),
             Line::Whole(line) => {
                 let text = line.strip_suffix(b"\r").unwrap_or(&line);
                 if text.iter().all(u8::is_ascii_whitespace) {

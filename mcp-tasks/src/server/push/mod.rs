@@ -155,22 +155,13 @@ fn task_ids(message: &Value, limit: usize) -> Result<Vec<Arc<str>>, ErrorData> {
         .get("params")
         .and_then(|params| params.get("notifications"))
         .and_then(|filter| filter.get("taskIds"));
+    let malformed =
+        |found: &str| errors::malformed_param("subscriptions/listen", FIELD, EXPECTED, found);
     let Some(Value::Array(raw)) = raw else {
-        let found = raw.map_or("none", kind);
-        return Err(errors::malformed_param(
-            "subscriptions/listen",
-            FIELD,
-            EXPECTED,
-            found,
-        ));
+        return Err(malformed(raw.map_or("none", kind)));
     };
     if let Some(other) = raw.iter().find(|id| !id.is_string()) {
-        return Err(errors::malformed_param(
-            "subscriptions/listen",
-            FIELD,
-            EXPECTED,
-            &format!("an array holding {}", kind(other)),
-        ));
+        return Err(malformed(&format!("an array holding {}", kind(other))));
     }
     let mut seen = HashSet::new();
     let ids: Vec<Arc<str>> = raw
