@@ -60,6 +60,7 @@ mod http {
     use sha2::{Digest, Sha256};
 
     use super::Owner;
+    use crate::server::guard::JSON;
 
     /// Why a bearer token was refused. The HTTP answer follows RFC 6750 §3.1.
     #[derive(Debug, thiserror::Error)]
@@ -339,10 +340,7 @@ mod http {
                 router = router.route(
                     path,
                     axum::routing::get(move || async move {
-                        (
-                            [(header::CONTENT_TYPE, "application/json")],
-                            document.to_string(),
-                        )
+                        ([(header::CONTENT_TYPE, JSON)], document.to_string())
                     }),
                 );
             }

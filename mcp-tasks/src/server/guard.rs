@@ -45,7 +45,7 @@ pub(crate) fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8>
 
 #[cfg(feature = "http")]
 pub(crate) use http::{
-    admit, body_timed_out, error_reply, is_json, read_body, recheck, rmcp_first,
+    JSON, admit, body_timed_out, error_reply, is_json, read_body, recheck, rmcp_first,
 };
 
 #[cfg(feature = "http")]
@@ -53,7 +53,7 @@ mod http {
     use axum::{
         body::{Body, Bytes},
         extract::Request,
-        http::{HeaderMap, HeaderName, StatusCode, header},
+        http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
         response::{IntoResponse, Response},
     };
     use http_body_util::LengthLimitError;
@@ -65,6 +65,9 @@ mod http {
 
     /// The header of a legacy (`initialize`) session.
     const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
+    /// `Content-Type: application/json`.
+    pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
     /// The guard on HTTP: a `POST` with a JSON body, read already (`bytes`, at most the
     /// request limit), is checked before rmcp sees it. `Ok` is the request to serve, the
@@ -222,7 +225,7 @@ mod http {
         );
         let error = ErrorData::invalid_request(message, None);
         let mut response = reject(StatusCode::REQUEST_TIMEOUT, None, error);
-        let close = header::HeaderValue::from_static("close");
+        let close = HeaderValue::from_static("close");
         response.headers_mut().insert(header::CONNECTION, close);
         response
     }
@@ -238,11 +241,8 @@ mod http {
         id: Option<RequestId>,
         error: ErrorData,
     ) -> Response {
-        let json = [(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        )];
-        (status, json, error_response(id, error)).into_response()
+        let body = error_response(id, error);
+        (status, [(header::CONTENT_TYPE, JSON)], body).into_response()
     }
 }
 

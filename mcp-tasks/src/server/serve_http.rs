@@ -14,7 +14,7 @@ use std::{
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{Method, StatusCode, header},
+    http::{HeaderValue, Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use rmcp::transport::streamable_http_server::{
@@ -61,7 +61,7 @@ pub const READINESS_STORE_TIMEOUT: Duration = Duration::from_secs(2);
 const PROBE_TASK_ID: &str = "mcp-tasks-readiness-probe";
 
 /// The `Retry-After` (seconds) of a `tools/call` refused while the server drains.
-const DRAIN_RETRY_AFTER_SECS: &str = "1";
+const DRAIN_RETRY_AFTER: HeaderValue = HeaderValue::from_static("1");
 
 /// Serves `server` at `/mcp` on `listener` until the process ends: the one entry point for
 /// Streamable HTTP ([`http_router`] is the same server as an axum router, to add layers or
@@ -243,15 +243,12 @@ fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     let mut error = errors::shutting_down();
     error.data = Some(serde_json::json!({ "retryable": true }));
     let response = guard::error_reply(StatusCode::SERVICE_UNAVAILABLE, id, error);
-    ([(header::RETRY_AFTER, DRAIN_RETRY_AFTER_SECS)], response).into_response()
+    ([(header::RETRY_AFTER, DRAIN_RETRY_AFTER)], response).into_response()
 }
 
 /// A JSON body (axum's `json` feature is off).
 fn json_body(value: &serde_json::Value) -> impl IntoResponse + use<> {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
+    ([(header::CONTENT_TYPE, guard::JSON)], value.to_string())
 }
 
 /// What [`READINESS_PATH`] answers (see there).
