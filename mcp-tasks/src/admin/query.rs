@@ -59,16 +59,12 @@ pub(crate) fn step(value: Option<&str>) -> Result<usize, BadParam> {
 
 /// Refuses a parameter not in `known` (a misspelt filter would otherwise match everything).
 pub(crate) fn only(pairs: &[(String, String)], known: &[&str]) -> Result<(), BadParam> {
-    match pairs.iter().find(|(key, _)| !known.contains(&key.as_str())) {
-        Some((key, _)) => Err(BadParam::new(
-            key,
-            format!(
-                "unknown parameter `{key}`: expected one of {}",
-                known.join(", ")
-            ),
-        )),
-        None => Ok(()),
-    }
+    let Some((key, _)) = pairs.iter().find(|(key, _)| !known.contains(&key.as_str())) else {
+        return Ok(());
+    };
+    let expected = known.join(", ");
+    let message = format!("unknown parameter `{key}`: expected one of {expected}");
+    Err(BadParam::new(key, message))
 }
 
 pub(crate) fn single<'a>(

@@ -149,13 +149,8 @@ impl Admin {
             .set_tool_version(id, &version)
             .await
             .map_err(Failure::from);
-        audit(
-            "set_version",
-            id,
-            client,
-            "/admin/api/tasks/{id}/version",
-            &set,
-        );
+        let path = "/admin/api/tasks/{id}/version";
+        audit("set_version", id, client, path, &set);
         let task = set?;
         let started = self.engine.reversioned(id).await?;
         Ok((task, started))
