@@ -327,22 +327,15 @@ fn show(detail: &Value) -> String {
             .unwrap_or_default();
         field("parked", format!("waits for {waits_for}{until}"));
     }
-    if let Some(lease) = detail["lease"].as_object() {
-        field(
-            "lease",
-            format!(
-                "{} at epoch {}",
-                text(lease.get("instance").unwrap_or(&Value::Null)),
-                text(lease.get("epoch").unwrap_or(&Value::Null))
-            ),
-        );
+    let lease = &detail["lease"];
+    if lease.is_object() {
+        let (instance, epoch) = (text(&lease["instance"]), text(&lease["epoch"]));
+        field("lease", format!("{instance} at epoch {epoch}"));
     }
     if let Some(steps) = detail["steps"].as_array() {
         for step in steps {
-            field(
-                "step",
-                format!("{} {}: {}", step["seq"], text(&step["name"]), step["value"]),
-            );
+            let (seq, name, value) = (&step["seq"], text(&step["name"]), &step["value"]);
+            field("step", format!("{seq} {name}: {value}"));
         }
     }
     if let Some(questions) = detail["questions"].as_object() {
@@ -359,14 +352,11 @@ fn show(detail: &Value) -> String {
             field("answered", format!("{key}: {value}{again}"));
         }
     }
-    if !detail["error"].is_null() {
+    let error = &detail["error"];
+    if !error.is_null() {
         field(
             "error",
-            format!(
-                "{} {}",
-                detail["error"]["code"],
-                text(&detail["error"]["message"])
-            ),
+            format!("{} {}", error["code"], text(&error["message"])),
         );
     }
     if !detail["result"].is_null() {

@@ -156,10 +156,8 @@ pub fn encode(value: &str) -> String {
 }
 
 pub fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_default()
-    );
+    let json = serde_json::to_string_pretty(value).unwrap_or_default();
+    println!("{json}");
 }
 
 pub fn text(value: &Value) -> String {

@@ -86,10 +86,8 @@ impl Prompter {
         let empty = Map::new();
         let properties = schema["properties"].as_object().unwrap_or(&empty);
         for (name, property) in properties {
-            match self
-                .field(name, property, required.contains(&name.as_str()))
-                .await
-            {
+            let needed = required.contains(&name.as_str());
+            match self.field(name, property, needed).await {
                 Field::Value(value) => {
                     content.insert(name.clone(), value);
                 }

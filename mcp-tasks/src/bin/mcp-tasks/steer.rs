@@ -46,11 +46,8 @@ pub async fn retry(task: &TaskArgs, step: Option<usize>) -> Result<(), AdminErro
 
 /// `admin fail`: ends a live task `failed`, with the operator's reason.
 pub async fn fail(task: &TaskArgs, reason: Option<&str>) -> Result<(), AdminError> {
-    let query: Vec<_> = reason
-        .map(|r| ("reason", r.to_owned()))
-        .into_iter()
-        .collect();
-    let answer = post(task, "fail", &query).await?;
+    let query = reason.map(|r| ("reason", r.to_owned()));
+    let answer = post(task, "fail", query.as_slice()).await?;
     if !task.target.json {
         let message = text(&answer["statusMessage"]);
         let message = printable(&message);
@@ -62,8 +59,8 @@ pub async fn fail(task: &TaskArgs, reason: Option<&str>) -> Result<(), AdminErro
 /// `admin version`: records a live task as one of version `to` of its tool (by default the
 /// server's own), so that the servers that run that version take it.
 pub async fn version(task: &TaskArgs, to: Option<&str>) -> Result<(), AdminError> {
-    let query: Vec<_> = to.map(|to| ("to", to.to_owned())).into_iter().collect();
-    let answer = post(task, "version", &query).await?;
+    let query = to.map(|to| ("to", to.to_owned()));
+    let answer = post(task, "version", query.as_slice()).await?;
     if !task.target.json {
         let version = match to {
             Some(to) => format!("version `{}`", printable(to)),
@@ -74,10 +71,8 @@ pub async fn version(task: &TaskArgs, to: Option<&str>) -> Result<(), AdminError
         } else {
             ""
         };
-        println!(
-            "task {} moved to {version} of its tool{started}",
-            task.task_id
-        );
+        let task_id = &task.task_id;
+        println!("task {task_id} moved to {version} of its tool{started}");
     }
     Ok(())
 }
