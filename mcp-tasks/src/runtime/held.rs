@@ -59,11 +59,7 @@ impl Runtime {
     /// Holds back `task`, counting one more live task of its owner (a task whose count was
     /// not held: recovered, or held again after a failed read).
     pub(crate) fn count_and_hold_back(&self, task: Held) {
-        *self
-            .owners
-            .lock()
-            .entry(Arc::clone(&task.owner))
-            .or_insert(0) += 1;
+        *self.owners.lock().entry(task.owner.clone()).or_insert(0) += 1;
         self.hold_back(task);
     }
 
@@ -134,9 +130,7 @@ impl Runtime {
             let bucket = crate::cluster::DEFAULT_OWNER_BUCKET;
             crate::metrics::claimed_queued(&task.id, &task.tool, bucket);
             let runtime = Arc::clone(self);
-            self.lifecycle
-                .work
-                .spawn(async move { runtime.start_one(task, pass).await });
+            (self.lifecycle.work).spawn(async move { runtime.start_one(task, pass).await });
         }
         if full {
             return Some(wait.map_or(FULL_RETRY, |wait| wait.min(FULL_RETRY)));
