@@ -9,7 +9,7 @@ use std::{
 
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{
     PgError, PostgresStore, SWEEP_BATCH, batch, notice,
@@ -235,26 +235,19 @@ impl PostgresStore {
         lease: &Lease,
         outcome: &Outcome,
     ) -> Result<bool, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        let stopped = || PgError::msg("the store's finish writers have stopped".into());
-        self.finishes
-            .send(batch::FinishJob {
-                lease: lease.clone(),
-                outcome: outcome.clone(),
-                now: self.clock.now_ms(),
-                reply,
-            })
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        let (lease, outcome, now) = (lease.clone(), outcome.clone(), self.clock.now_ms());
+        let job = |reply| batch::FinishJob {
+            lease,
+            outcome,
+            now,
+            reply,
+        };
+        ask(&self.finishes, job, "the store's finish writers").await
     }
 
     async fn enqueue(&self, task: NewTask, now: u64) -> Result<batch::Created, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        let stopped = || PgError::msg("the Postgres create writers have stopped".into());
-        self.creates
-            .send(batch::Job { task, now, reply })
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
+        let job = |reply| batch::Job { task, now, reply };
+        ask(&self.creates, job, "the Postgres create writers").await
     }
 
     /// Every live task's replay data, with its steps, from `rows` ([`recovery_columns`]) and
@@ -285,38 +278,29 @@ impl TaskStore for PostgresStore {
         self.trim.note(&task);
         let now = self.clock.now_ms();
         let snapshot = codec::created_snapshot(&task, now);
-        match self.enqueue(task, now).await? {
-            batch::Created::Inserted => {}
-            batch::Created::Conflict(task) => {
-                if let Some(existing) = self.create_conflicted(*task, now).await? {
-                    return Ok(Created::Existing(existing));
-                }
-            }
+        let conflicted = match self.enqueue(task, now).await? {
+            batch::Created::Inserted => None,
+            batch::Created::Conflict(task) => Some(task),
             // A retry whose first create went through answers that task, quota or not; the
             // conflict path finds it (and, when there is none, meets the quota again).
-            batch::Created::OverQuota(task, _) if task.idempotency_key.is_some() => {
-                if let Some(existing) = self.create_conflicted(*task, now).await? {
-                    return Ok(Created::Existing(existing));
-                }
-            }
+            batch::Created::OverQuota(task, _) if task.idempotency_key.is_some() => Some(task),
             batch::Created::OverQuota(task, quota) => return Err(over_quota(&task, quota)),
+        };
+        if let Some(task) = conflicted
+            && let Some(existing) = self.create_conflicted(*task, now).await?
+        {
+            return Ok(Created::Existing(existing));
         }
         Ok(Created::New(snapshot))
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
         let now = self.clock.now_ms();
-        let (reply, answer) = oneshot::channel();
-        self.reads
-            .send(batch::ReadJob {
-                id: Arc::from(id),
-                reply,
-            })
-            .map_err(|_| PgError::msg("the store's readers have stopped".into()))?;
-        let row = answer
-            .await
-            .map_err(|_| PgError::msg("the store's readers have stopped".into()))??;
-        let Some(row) = row else {
+        let job = |reply| batch::ReadJob {
+            id: Arc::from(id),
+            reply,
+        };
+        let Some(row) = ask(&self.reads, job, "the store's readers").await? else {
             return Ok(None);
         };
         if record::due(&row.task.state, now) == Due::Nothing {
@@ -431,22 +415,17 @@ impl TaskStore for PostgresStore {
                     "could not expire the tasks past their TTL",
                 )
                 .await?;
-            let ids = rows
-                .iter()
-                .map(|r| text(r, 0))
-                .collect::<Result<Vec<_>, _>>()?;
-            let running = rows
-                .iter()
-                .map(|r| row::PgRow(r).flag(1))
-                .collect::<Result<Vec<_>, _>>()?;
+            let ids = (rows.iter())
+                .map(|r| Ok((Arc::<str>::from(text(r, 0)?), row::PgRow(r).flag(1)?)))
+                .collect::<Result<Vec<_>, StoreError>>()?;
             // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
-            let ended = (ids.iter().zip(running))
-                .map(|(id, running)| notice::ended_elsewhere(Arc::from(id.as_str()), running));
+            let ended =
+                (ids.iter()).map(|(id, running)| notice::ended_elsewhere(id.clone(), *running));
             let context = "could not announce the expired tasks";
             notice::announce(&tx, &self.channel, ended, context).await?;
             tx.commit().await?;
             let full = i64::try_from(ids.len()).unwrap_or(i64::MAX) >= SWEEP_BATCH;
-            failed.extend(ids.into_iter().map(Arc::from));
+            failed.extend(ids.into_iter().map(|(id, _)| id));
             if !full {
                 break;
             }
@@ -522,10 +501,8 @@ impl TaskStore for PostgresStore {
             "could not count the parked tasks",
         )
         .await?;
-        match rows.first() {
-            Some(row) => Ok(Some(codec::to_u64(row::int(row, 0)?))),
-            None => Ok(Some(0)),
-        }
+        let count = rows.first().map(|row| row::int(row, 0)).transpose()?;
+        Ok(Some(codec::to_u64(count.unwrap_or(0))))
     }
 }
 
@@ -543,6 +520,19 @@ static EXPIRE: LazyLock<String> = LazyLock::new(|| {
         set = end_sql::set("$6", "$3", "$2", "$1", &end_sql::expiry_purge("$4")),
     )
 });
+
+/// Sends `job` (made with its reply channel) to `workers` and awaits their answer; `who`
+/// names them in the error when they have stopped.
+async fn ask<J, T>(
+    workers: &mpsc::UnboundedSender<J>,
+    job: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> J,
+    who: &str,
+) -> Result<T, StoreError> {
+    let (reply, answer) = oneshot::channel();
+    let stopped = || PgError::msg(format!("{who} have stopped"));
+    workers.send(job(reply)).map_err(|_| stopped())?;
+    answer.await.map_err(|_| stopped())?
+}
 
 /// The refusal of a create past its owner's quota.
 fn over_quota(task: &NewTask, quota: usize) -> StoreError {
