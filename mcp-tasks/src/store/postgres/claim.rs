@@ -317,18 +317,16 @@ impl PostgresStore {
                 let keyed = concurrency.is_some() || rate.is_some();
                 let wanted = left(&rows).min(*places);
                 // The tasks the tool's per-key limits let start, each with its key.
-                let eligible: Option<Vec<(String, Option<String>)>> = if keyed {
-                    let by_key = self
-                        .key_eligible(tx, claim, tool, level, bound, wanted)
-                        .await?;
-                    if by_key.is_empty() {
-                        continue;
-                    }
-                    Some(by_key)
+                let eligible = if keyed {
+                    Some(
+                        self.key_eligible(tx, claim, tool, level, bound, wanted)
+                            .await?,
+                    )
                 } else {
                     None
                 };
                 let more = match &eligible {
+                    Some(eligible) if eligible.is_empty() => continue,
                     // Few, and chosen: taken in their order (each key's oldest first).
                     Some(eligible) => {
                         let ids: Vec<&str> = eligible.iter().map(|(id, _)| &**id).collect();
@@ -554,15 +552,11 @@ impl PostgresStore {
         let routing = Routing::of(claim);
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
         if turns {
-            params.push(&turn);
-            params.push(&owners);
-            params.push(&weights);
+            params.extend_from_slice(&[&turn, &owners, &weights]);
         }
         params.extend(routing.params());
         if filtered {
-            params.push(&excluded);
-            params.push(&only);
-            params.push(&level);
+            params.extend_from_slice(&[&excluded, &only, &level]);
         }
         let sql = match (turns, filtered) {
             (false, false) => CLAIM_OLDEST,
