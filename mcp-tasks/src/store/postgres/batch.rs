@@ -2,7 +2,7 @@
 //! at that moment and run them as one statement with array parameters, so that under load
 //! one round trip (and, for writes, one commit and its WAL flush) covers many tasks. Nothing
 //! waits on a timer: a lone job goes at once, and the jobs that arrive while a batch runs
-//! form the next one ([`spawn_workers`]).
+//! form the next one ([`spawn`]).
 //!
 //! - **Creates**: one multi-row `INSERT` ([`INSERT`]). Creates that carry an owner quota
 //!   (cluster mode) take, in the same transaction and before it, a lock per owner
@@ -120,23 +120,25 @@ pub(super) struct Job {
 }
 
 /// Starts `workers` tasks that run the jobs sent to the returned queue in batches of at most
-/// `max`: each takes every job queued at that moment and hands them to `run` together. They
-/// end when every sender is dropped.
-pub(super) fn spawn_workers<J, F, Fut>(
+/// [`MAX_BATCH`]: each takes every job queued at that moment and hands them to `run` together,
+/// with `state` (the pool, and the store's channel for the writers). They end when every
+/// sender is dropped.
+pub(super) fn spawn<J, S, F, Fut>(
     runtime: &tokio::runtime::Handle,
     workers: usize,
-    max: usize,
+    state: &S,
     run: F,
 ) -> mpsc::UnboundedSender<J>
 where
     J: Send + 'static,
-    F: Fn(Vec<J>) -> Fut + Clone + Send + Sync + 'static,
+    S: Clone + Send + Sync + 'static,
+    F: Fn(S, Vec<J>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
     let (tx, rx) = mpsc::unbounded_channel();
     let rx = Arc::new(Mutex::new(rx));
     for _ in 0..workers {
-        let (rx, run) = (Arc::clone(&rx), run.clone());
+        let (rx, run, state) = (Arc::clone(&rx), run.clone(), state.clone());
         runtime.spawn(async move {
             loop {
                 let batch = {
@@ -145,7 +147,7 @@ where
                         return;
                     };
                     let mut batch = vec![first];
-                    while batch.len() < max {
+                    while batch.len() < MAX_BATCH {
                         match jobs.try_recv() {
                             Ok(job) => batch.push(job),
                             Err(_) => break,
@@ -153,28 +155,16 @@ where
                     }
                     batch
                 };
-                run(batch).await;
+                run(state.clone(), batch).await;
             }
         });
     }
     tx
 }
 
-/// Starts the create writers.
-pub(super) fn spawn(
-    runtime: &tokio::runtime::Handle,
-    pool: &Pool,
-    channel: &Arc<str>,
-) -> mpsc::UnboundedSender<Job> {
-    let (pool, channel) = (pool.clone(), Arc::clone(channel));
-    spawn_workers(runtime, WRITERS, MAX_BATCH, move |batch: Vec<Job>| {
-        let (pool, channel) = (pool.clone(), Arc::clone(&channel));
-        async move { write_creates(&pool, batch, &channel).await }
-    })
-}
-
-async fn write_creates(pool: &Pool, batch: Vec<Job>, channel: &str) {
-    let stored = insert(pool, &batch, channel).await;
+/// The create writers' batch ([`spawn`]).
+pub(super) async fn write_creates((pool, channel): (Pool, Arc<str>), batch: Vec<Job>) {
+    let stored = insert(&pool, &batch, &channel).await;
     for (i, job) in batch.into_iter().enumerate() {
         let created = match &stored {
             Ok((_, over)) if let Some(quota) = over.get(&i) => {
@@ -225,15 +215,9 @@ async fn insert(
         .await?;
     // A statement after the locks: it sees every create that held them before.
     let now = batch.iter().map(|job| job.now).min().map_or(0, to_i64);
+    let context = "could not count the owners' live tasks";
     let mut live: HashMap<String, usize> = HashMap::new();
-    for row in tx
-        .query(
-            COUNT_LIVE,
-            &[&owners, &now],
-            "could not count the owners' live tasks",
-        )
-        .await?
-    {
+    for row in tx.query(COUNT_LIVE, &[&owners, &now], context).await? {
         let count = usize::try_from(int(&row, 1)?).unwrap_or(usize::MAX);
         live.insert(text(&row, 0)?, count);
     }
@@ -318,19 +302,7 @@ pub(super) struct ReadJob {
 }
 
 /// Reads in flight at once.
-const READERS: usize = 4;
-
-/// Starts the readers.
-pub(super) fn spawn_readers(
-    runtime: &tokio::runtime::Handle,
-    pool: &Pool,
-) -> mpsc::UnboundedSender<ReadJob> {
-    let pool = pool.clone();
-    spawn_workers(runtime, READERS, MAX_BATCH, move |batch: Vec<ReadJob>| {
-        let pool = pool.clone();
-        async move { read_batch(&pool, batch).await }
-    })
-}
+pub(super) const READERS: usize = 4;
 
 /// The rows of `ids` in one `SELECT` (a task listen's read of the tasks it names); an id
 /// with no task has no entry.
@@ -348,20 +320,18 @@ pub(super) async fn read_many(
         .collect()
 }
 
-/// Every row of the batch in one `SELECT`; each caller gets its own (decoded) row.
-async fn read_batch(pool: &Pool, batch: Vec<ReadJob>) {
+/// Every row of the readers' batch in one `SELECT`; each caller gets its own (decoded) row.
+pub(super) async fn read_batch(pool: Pool, batch: Vec<ReadJob>) {
     let ids: Vec<&str> = batch.iter().map(|job| &*job.id).collect();
     let rows = if let [id] = ids[..] {
-        read(pool, row::SELECT, &[&id], "could not read the task").await
+        read(&pool, row::SELECT, &[&id], "could not read the task").await
     } else {
-        read(pool, row::SELECT_ANY, &[&ids], "could not read the task").await
+        read(&pool, row::SELECT_ANY, &[&ids], "could not read the task").await
     };
     let by_id = rows.and_then(|rows| {
-        let ids = rows
-            .iter()
-            .map(|raw| text(raw, 0))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(ids.into_iter().zip(rows).collect::<HashMap<_, _>>())
+        (rows.into_iter())
+            .map(|raw| Ok((text(&raw, 0)?, raw)))
+            .collect::<Result<HashMap<_, _>, StoreError>>()
     });
     for job in batch {
         let row = match &by_id {
@@ -420,20 +390,8 @@ pub(super) struct FinishJob {
     pub(super) reply: oneshot::Sender<Result<bool, StoreError>>,
 }
 
-/// Starts the finish writers.
-pub(super) fn spawn_finishers(
-    runtime: &tokio::runtime::Handle,
-    pool: &Pool,
-    channel: &Arc<str>,
-) -> mpsc::UnboundedSender<FinishJob> {
-    let (pool, channel) = (pool.clone(), Arc::clone(channel));
-    spawn_workers(runtime, WRITERS, MAX_BATCH, move |batch: Vec<FinishJob>| {
-        let (pool, channel) = (pool.clone(), Arc::clone(&channel));
-        async move { finish_batch(&pool, batch, &channel).await }
-    })
-}
-
-async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>, channel: &str) {
+/// The finish writers' batch ([`spawn`]).
+pub(super) async fn finish_batch((pool, channel): (Pool, Arc<str>), jobs: Vec<FinishJob>) {
     // One finish per task in a statement: a second one changes nothing here and goes back
     // (the general path answers it, after the first is stored).
     let mut seen = HashSet::new();
@@ -445,7 +403,7 @@ async fn finish_batch(pool: &Pool, jobs: Vec<FinishJob>, channel: &str) {
             let _ = job.reply.send(Ok(false));
         }
     }
-    let finished = finish(pool, &batch, channel).await;
+    let finished = finish(&pool, &batch, &channel).await;
     for job in batch {
         let done = match &finished {
             Ok(done) => Ok(done.contains(&*job.lease.task_id)),

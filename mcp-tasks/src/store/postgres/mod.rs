@@ -349,9 +349,10 @@ impl PostgresBuilder {
         drop(first);
         let runtime = tokio::runtime::Handle::current();
         let channel: Arc<str> = Arc::from(format!("mcp_tasks.{}", self.schema));
-        let creates = batch::spawn(&runtime, &pool, &channel);
-        let reads = batch::spawn_readers(&runtime, &pool);
-        let finishes = batch::spawn_finishers(&runtime, &pool, &channel);
+        let shared = (pool.clone(), Arc::clone(&channel));
+        let creates = batch::spawn(&runtime, batch::WRITERS, &shared, batch::write_creates);
+        let reads = batch::spawn(&runtime, batch::READERS, &pool, batch::read_batch);
+        let finishes = batch::spawn(&runtime, batch::WRITERS, &shared, batch::finish_batch);
         let stop = CancellationToken::new();
         Ok(PostgresStore {
             pool,
