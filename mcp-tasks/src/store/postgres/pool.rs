@@ -54,12 +54,7 @@ pub(super) fn describe(config: &Config) -> String {
             Host::Unix(path) => text.push_str(&path.display().to_string()),
         }
         // One port for every host, or one each.
-        let port = if ports.len() == 1 {
-            ports.first()
-        } else {
-            ports.get(i)
-        };
-        if let Some(port) = port {
+        if let Some(port) = ports.get(if ports.len() == 1 { 0 } else { i }) {
             text.push_str(&format!(":{port}"));
         }
     }
@@ -92,10 +87,8 @@ pub(super) fn shown(conninfo: &str) -> String {
 /// such pieces. When the string could hold a password, every quoted piece that is not an
 /// option name is shown as `...`.
 fn parse_reason(error: &tokio_postgres::Error, conninfo: &str) -> String {
-    let reason = match std::error::Error::source(error) {
-        Some(source) => source.to_string(),
-        None => error.to_string(),
-    };
+    let reason =
+        std::error::Error::source(error).map_or_else(|| error.to_string(), |s| s.to_string());
     if !may_hold_password(conninfo) {
         return reason;
     }
@@ -319,24 +312,14 @@ pub(super) async fn write_one(
         (client, statement)
     })
     .await?;
-    match client.query(&statement, params).await {
-        Ok(rows) => Ok(rows),
-        Err(error) => {
-            let lost = connection_lost(&error);
-            drop(Object::take(client));
-            Err(PgError::owned(
-                if lost {
-                    format!(
-                        "{context} (the connection was lost: whether the change was \
-                         stored is unknown, read the task again)"
-                    )
-                } else {
-                    context.to_owned()
-                },
-                error,
-            ))
-        }
-    }
+    let rows = client.query(&statement, params).await;
+    rows.map_err(|error| {
+        let lost = connection_lost(&error);
+        drop(Object::take(client));
+        let note = " (the connection was lost: whether the change was stored is unknown, read \
+                    the task again)";
+        PgError::owned(format!("{context}{}", if lost { note } else { "" }), error)
+    })
 }
 
 /// An open transaction on a pooled connection. Committed or rolled back, the connection goes
@@ -429,17 +412,13 @@ impl Tx {
     /// closed, never reused.
     pub(super) async fn commit(mut self) -> Result<(), StoreError> {
         let client = self.client.take().ok_or_else(ended)?;
-        match client.batch_execute("COMMIT").await {
-            Ok(()) => Ok(()),
-            Err(error) => {
-                drop(Object::take(client));
-                Err(PgError::owned(
-                    "the commit failed (whether the change was stored is unknown: read the \
-                     task again)",
-                    error,
-                ))
-            }
-        }
+        let committed = client.batch_execute("COMMIT").await;
+        committed.map_err(|error| {
+            drop(Object::take(client));
+            let context = "the commit failed (whether the change was stored is unknown: read the \
+                           task again)";
+            PgError::owned(context, error)
+        })
     }
 
     /// `ROLLBACK`; a connection that cannot roll back is closed instead.
