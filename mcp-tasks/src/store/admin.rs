@@ -236,31 +236,22 @@ impl Cursor {
 
     /// Reads `text` as a cursor made for `filter`.
     fn position(text: &str, filter: &TaskFilter) -> Result<Position, CursorError> {
-        let bytes = (0..text.len())
-            .step_by(2)
-            .map(|i| {
-                text.get(i..i + 2)
-                    .and_then(|pair| u8::from_str_radix(pair, 16).ok())
-            })
-            .collect::<Option<Vec<u8>>>()
-            .ok_or(CursorError::Malformed)?;
-        let plain = String::from_utf8(bytes).map_err(|_| CursorError::Malformed)?;
-        let mut parts = plain.splitn(3, ':');
-        let (Some(fingerprint), Some(created), Some(id)) =
-            (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(CursorError::Malformed);
+        let decoded = || {
+            let bytes = (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+                .collect::<Option<Vec<u8>>>()?;
+            let plain = String::from_utf8(bytes).ok()?;
+            let mut parts = plain.splitn(3, ':');
+            let fingerprint = u64::from_str_radix(parts.next()?, 16).ok()?;
+            let created_at_ms = parts.next()?.parse().ok()?;
+            Some((fingerprint, created_at_ms, Arc::from(parts.next()?)))
         };
-        let fingerprint =
-            u64::from_str_radix(fingerprint, 16).map_err(|_| CursorError::Malformed)?;
-        let created_at_ms = created.parse().map_err(|_| CursorError::Malformed)?;
+        let (fingerprint, created_at_ms, id) = decoded().ok_or(CursorError::Malformed)?;
         if fingerprint != filter.fingerprint() {
             return Err(CursorError::OtherQuery);
         }
-        Ok(Position {
-            created_at_ms,
-            id: Arc::from(id),
-        })
+        Ok(Position { created_at_ms, id })
     }
 }
 
