@@ -38,20 +38,13 @@ impl Lease {
     #[must_use]
     pub(crate) fn first(task: &NewTask) -> Option<Self> {
         task.runner.as_ref().map(|runner| {
-            Self {
-                task_id: Arc::clone(&task.id),
-                instance: Arc::clone(&runner.instance),
-                epoch: 1,
-                length: runner.lease,
-                deadline: None,
-            }
-            .sent_at(tokio::time::Instant::now())
+            let (id, instance) = (Arc::clone(&task.id), Arc::clone(&runner.instance));
+            Self::granted(id, instance, 1, runner.lease).sent_at(tokio::time::Instant::now())
         })
     }
 
     /// A lease granted or renewed by the store.
     #[must_use]
-    #[cfg(any(test, feature = "postgres"))]
     pub(crate) fn granted(
         task_id: Arc<str>,
         instance: Arc<str>,
