@@ -12,10 +12,11 @@ use super::{
 };
 use crate::store::{Claim, ClaimOrder, StoreError, codec::Columns};
 
-type Params<'a> = Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>;
+pub(super) type Params<'a> = Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>;
 
-/// The columns a claim returns, in the order [`PostgresStore::claim_by`] reads them: the
-/// codec's recovery columns (of `t`), then the lease's.
+/// The columns a claim returns, in the order the store's
+/// [`ClusterStore::claim`](crate::store::ClusterStore::claim) reads them: the codec's recovery
+/// columns (of `t`), then the lease's.
 macro_rules! claimed_columns {
     () => {
         concat!(

@@ -1,6 +1,6 @@
 //! The cluster operations of [`PostgresStore`]: leases, claims, wake-ups.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
@@ -13,16 +13,66 @@ use super::{
 };
 use crate::{
     clock::millis,
+    rate::Rate,
     store::{
         Claim, ClaimOrder, ClusterStore, Lease, Notice, QueueDepth, Recovery, StoreError,
         codec::{self, Columns, to_i64, to_u64},
     },
 };
 
-impl PostgresStore {
+#[async_trait]
+impl ClusterStore for PostgresStore {
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let tx = Tx::begin(&self.pool).await?;
+        let renewed = tx
+            .execute(
+                concat!(
+                    "UPDATE tasks SET lease_until_ms = ",
+                    db_now_ms!(),
+                    " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
+                     AND purge_at_ms IS NULL"
+                ),
+                &[
+                    &&*lease.task_id,
+                    &to_i64(lease.epoch),
+                    &&*lease.instance,
+                    &to_i64(millis(lease.length)),
+                ],
+                "could not renew the task's lease",
+            )
+            .await?;
+        tx.commit().await?;
+        if renewed == 0 {
+            return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
+        }
+        Ok(lease.clone())
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        let tx = Tx::begin(&self.pool).await?;
+        let released = tx
+            .execute(
+                "UPDATE tasks SET lease_until_ms = 0, epoch = epoch + 1 \
+                 WHERE id = $1 AND epoch = $2 AND runner = $3 AND purge_at_ms IS NULL",
+                &[&&*lease.task_id, &to_i64(lease.epoch), &&*lease.instance],
+                "could not release the task's lease",
+            )
+            .await?;
+        if released == 0 {
+            tx.rollback().await;
+            return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
+        }
+        // Announced as a queued task: a claim pass takes lapsed tasks too.
+        let queued = [Notice::Queued(Arc::clone(&lease.task_id))];
+        let context = "could not announce the released task";
+        notice::announce(&tx, &self.channel, queued, context).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// A claim (lapsed or queued): the statements that pick and take the rows
     /// (`claim.rs`), then their steps, in one transaction.
-    async fn claim_by(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
         let (instance, lease) = (claim.instance, claim.lease);
         let now = to_i64(self.clock.now_ms());
         let limit = i64::try_from(claim.limit).unwrap_or(i64::MAX);
@@ -30,15 +80,12 @@ impl PostgresStore {
         // The claim in turns is planned once per connection (a plan for any parameters):
         // planning it for each claim would cost more than running it. The plan is made again
         // when the table's statistics change (autovacuum's analyze).
-        let tx = if claim.queued && claim.order == ClaimOrder::OwnersTakeTurns {
-            Tx::begin_with(
-                &self.pool,
-                "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan",
-            )
-            .await?
+        let begin = if claim.queued && claim.order == ClaimOrder::OwnersTakeTurns {
+            "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan"
         } else {
-            Tx::begin(&self.pool).await?
+            "BEGIN"
         };
+        let tx = Tx::begin_with(&self.pool, begin).await?;
         let rows = if claim.queued {
             let bound = claim::Bound {
                 instance,
@@ -48,8 +95,7 @@ impl PostgresStore {
             self.claim_queued(&tx, &claim, &bound).await?
         } else {
             let routing = claim::Routing::of(&claim);
-            let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-                vec![&instance, &lease_ms, &now, &limit];
+            let mut params: claim::Params<'_> = vec![&instance, &lease_ms, &now, &limit];
             params.extend(routing.params());
             tx.query(claim::CLAIM_LAPSED, &params, "could not claim tasks")
                 .await?
@@ -96,72 +142,8 @@ impl PostgresStore {
         }
         Ok(claimed)
     }
-}
 
-#[async_trait]
-impl ClusterStore for PostgresStore {
-    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        let tx = Tx::begin(&self.pool).await?;
-        let renewed = tx
-            .execute(
-                concat!(
-                    "UPDATE tasks SET lease_until_ms = ",
-                    db_now_ms!(),
-                    " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
-                     AND purge_at_ms IS NULL"
-                ),
-                &[
-                    &&*lease.task_id,
-                    &to_i64(lease.epoch),
-                    &&*lease.instance,
-                    &to_i64(millis(lease.length)),
-                ],
-                "could not renew the task's lease",
-            )
-            .await?;
-        tx.commit().await?;
-        if renewed == 0 {
-            return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
-        }
-        Ok(lease.clone())
-    }
-
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        let tx = Tx::begin(&self.pool).await?;
-        let released = tx
-            .execute(
-                "UPDATE tasks SET lease_until_ms = 0, epoch = epoch + 1 \
-                 WHERE id = $1 AND epoch = $2 AND runner = $3 AND purge_at_ms IS NULL",
-                &[&&*lease.task_id, &to_i64(lease.epoch), &&*lease.instance],
-                "could not release the task's lease",
-            )
-            .await?;
-        if released == 0 {
-            tx.rollback().await;
-            return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
-        }
-        // Announced as a queued task: a claim pass takes lapsed tasks too.
-        let queued = [Notice::Queued(Arc::clone(&lease.task_id))];
-        notice::announce(
-            &tx,
-            &self.channel,
-            queued,
-            "could not announce the released task",
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
-        self.claim_by(claim).await
-    }
-
-    async fn take_rate(
-        &self,
-        limiter: &str,
-        rate: crate::rate::Rate,
-    ) -> Result<Option<std::time::Duration>, StoreError> {
+    async fn take_rate(&self, limiter: &str, rate: Rate) -> Result<Option<Duration>, StoreError> {
         self.take_step_rate(limiter, rate).await
     }
 
@@ -206,13 +188,8 @@ impl ClusterStore for PostgresStore {
     }
 
     async fn answers(&self, id: &str) -> Result<InputResponses, StoreError> {
-        let rows = read(
-            &self.pool,
-            "SELECT answers FROM tasks WHERE id = $1",
-            &[&id],
-            "could not read the task's answers",
-        )
-        .await?;
+        let sql = "SELECT answers FROM tasks WHERE id = $1";
+        let rows = read(&self.pool, sql, &[&id], "could not read the task's answers").await?;
         let row = rows.first().ok_or(StoreError::NotFound)?;
         codec::json(&text(row, 0)?)
     }
