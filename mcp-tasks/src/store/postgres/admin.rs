@@ -84,8 +84,7 @@ impl AdminStore for PostgresStore {
         )
         .await?;
         let mut counts = StatusCounts::default();
-        for raw in &rows {
-            let row = PgRow(raw);
+        for row in rows.iter().map(PgRow) {
             counts.add(
                 codec::parse_status(&row.text(0)?)?,
                 codec::to_u64(row.int(1)?),
@@ -109,13 +108,8 @@ impl AdminStore for PostgresStore {
         let live = !row.task.state.status.is_terminal();
         let until_ms = columns.opt_int(TASK_COLUMNS + 3)?.map(codec::to_u64);
         let origin = TaskOrigin::decode(&columns, TASK_COLUMNS + 4)?;
-        let steps_rows = read(
-            &self.pool,
-            "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq",
-            &[&id],
-            "could not read the task's steps",
-        )
-        .await?;
+        let sql = "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq";
+        let steps_rows = read(&self.pool, sql, &[&id], "could not read the task's steps").await?;
         let steps = steps_rows
             .iter()
             .map(|raw| codec::step(&PgRow(raw), 0))
