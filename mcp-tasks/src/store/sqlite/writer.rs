@@ -137,10 +137,8 @@ pub(super) struct LiveSet {
 impl LiveSet {
     /// Reads the live tasks of the file.
     pub(super) fn load(conn: &Connection) -> rusqlite::Result<Self> {
-        let live_from: String =
-            conn.query_row("SELECT value FROM meta WHERE name = 'live_from'", [], |r| {
-                r.get(0)
-            })?;
+        let sql = "SELECT value FROM meta WHERE name = 'live_from'";
+        let live_from: String = conn.query_row(sql, [], |r| r.get(0))?;
         let rows: i64 = conn.query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))?;
         let mut live = Self {
             live_from,
@@ -215,11 +213,8 @@ impl LiveSet {
     }
 
     fn store_live_from(&mut self, conn: &Connection, id: &str) -> rusqlite::Result<()> {
-        exec(
-            conn,
-            "UPDATE meta SET value = ?1 WHERE name = 'live_from'",
-            params![id],
-        )?;
+        let sql = "UPDATE meta SET value = ?1 WHERE name = 'live_from'";
+        exec(conn, sql, params![id])?;
         id.clone_into(&mut self.live_from);
         Ok(())
     }
@@ -247,13 +242,10 @@ pub(super) fn write_loop(
             continue;
         }
         let mut ran = Vec::with_capacity(last_batch);
-        let mut aborted = if commits.is_multiple_of(RAISE_EVERY) {
-            live.raise(conn)
-                .err()
-                .map(|error| format!("could not record the oldest live task: {error}"))
-        } else {
-            None
-        };
+        let raise = commits.is_multiple_of(RAISE_EVERY);
+        let raise_error = raise.then(|| live.raise(conn)).and_then(Result::err);
+        let mut aborted =
+            raise_error.map(|error| format!("could not record the oldest live task: {error}"));
         if aborted.is_none() {
             aborted = run_job(conn, first, &mut ran, &mut live, trim);
         } else {
