@@ -216,14 +216,8 @@ impl SqliteStore {
         self.submit(true, change).await
     }
 
-    /// [`write`](Self::write) for a change that makes at most one write (one statement).
-    async fn write_once<R: Send + 'static>(
-        &self,
-        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
-    ) -> Result<R, StoreError> {
-        self.submit(false, change).await
-    }
-
+    /// [`write`](Self::write); `savepoint` false for a change that makes at most one write
+    /// (one statement).
     async fn submit<R: Send + 'static>(
         &self,
         savepoint: bool,
@@ -242,11 +236,9 @@ impl SqliteStore {
                 tx,
             }),
         };
-        self.writer
-            .send(job)
-            .map_err(|_| backend_msg("the SQLite writer thread has stopped".into()))?;
-        rx.await
-            .map_err(|_| backend_msg("the SQLite writer thread has stopped".into()))?
+        let stopped = || backend_msg("the SQLite writer thread has stopped".into());
+        self.writer.send(job).map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
 
     /// Runs `query` on a reader connection. A point read takes microseconds and, in WAL

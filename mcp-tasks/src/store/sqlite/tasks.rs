@@ -24,11 +24,8 @@ impl TaskStore for SqliteStore {
         self.trim.note(&task);
         let max_tasks = self.max_tasks;
         let Some(key) = task.idempotency_key.take() else {
-            return self
-                .write_once(move |tx: &mut Tx<'_>| {
-                    insert_task(tx, &task, max_tasks).map(Created::New)
-                })
-                .await;
+            let insert = move |tx: &mut Tx<'_>| insert_task(tx, &task, max_tasks).map(Created::New);
+            return self.submit(false, insert).await;
         };
         // Invariant 9. The one writer runs creates one after the other, so two retries that
         // race each other find each other here; the savepoint undoes the task's row when its
@@ -314,15 +311,14 @@ impl TaskStore for SqliteStore {
                 Ok(failed)
             })
             .await;
-        let failed = match failed {
-            Ok(failed) => failed,
+        match failed {
+            Ok(failed) => reported.extend(failed),
             Err(error) => {
                 // Reported by the next sweep instead.
                 self.unreported.keep(reported);
                 return Err(error);
             }
-        };
-        reported.extend(failed);
+        }
         let owners = self.trim.take();
         if !owners.is_empty()
             && let Err(error) = self
