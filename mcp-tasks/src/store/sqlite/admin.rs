@@ -108,17 +108,10 @@ impl AdminStore for SqliteStore {
     async fn set_tool_version(&self, id: &str, version: &str) -> Result<TaskSnapshot, StoreError> {
         let task = crate::store::admin::live(self, id).await?;
         let (id, version) = (id.to_owned(), version.to_owned());
-        let set = self
-            .write(move |tx: &mut Tx<'_>| {
-                exec(
-                    tx.conn,
-                    "UPDATE tasks SET tool_version = ?2 WHERE id = ?1 \
-                     AND status IN ('working', 'input_required')",
-                    params![id, version],
-                )
-                .map_err(backend)
-            })
-            .await?;
+        let sql = "UPDATE tasks SET tool_version = ?2 WHERE id = ?1 \
+                   AND status IN ('working', 'input_required')";
+        let set = move |tx: &mut Tx<'_>| exec(tx.conn, sql, params![id, version]).map_err(backend);
+        let set = self.write(set).await?;
         let after = self.get(&task.id).await?.ok_or(StoreError::NotFound)?;
         match set {
             0 => Err(StoreError::Terminal(after.status)),
