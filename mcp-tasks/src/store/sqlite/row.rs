@@ -86,10 +86,8 @@ pub(super) fn load_many(
 pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<TaskRow>, StoreError> {
     let mut statement = conn.prepare_cached(SELECT_TASK).map_err(backend)?;
     let mut rows = statement.query(params![id]).map_err(backend)?;
-    match rows.next().map_err(backend)? {
-        Some(row) => TaskRow::decode(&SqliteRow(row)).map(Some),
-        None => Ok(None),
-    }
+    let row = rows.next().map_err(backend)?;
+    row.map(|row| TaskRow::decode(&SqliteRow(row))).transpose()
 }
 
 /// Removes the tasks `cond` picks (a condition on `tasks`, its parameters `params`) with their
@@ -175,12 +173,8 @@ fn persist(tx: &mut Tx<'_>, task: &TaskRow, change: Change) -> Result<(), StoreE
     exec(tx.conn, &WRITE_BACK, &*values).map_err(backend)?;
     if change.ended {
         if !record::keeps_history(task.state.status) {
-            exec(
-                tx.conn,
-                "DELETE FROM steps WHERE task_id = ?1",
-                params![&*task.id],
-            )
-            .map_err(backend)?;
+            let sql = "DELETE FROM steps WHERE task_id = ?1";
+            exec(tx.conn, sql, params![&*task.id]).map_err(backend)?;
         }
         tx.effects.push(Effect::Ended {
             id: Arc::clone(&task.id),

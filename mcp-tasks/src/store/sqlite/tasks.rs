@@ -110,17 +110,10 @@ impl TaskStore for SqliteStore {
             let Some(step) = applied else {
                 return Ok(());
             };
-            exec(
-                tx.conn,
-                "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)",
-                params![
-                    id,
-                    to_i64(step.seq),
-                    step.name,
-                    codec::to_json(&step.value)?
-                ],
-            )
-            .map_err(backend)?;
+            let sql =
+                "INSERT OR REPLACE INTO steps (task_id, seq, name, value) VALUES (?1, ?2, ?3, ?4)";
+            let (seq, value) = (to_i64(step.seq), codec::to_json(&step.value)?);
+            exec(tx.conn, sql, params![id, seq, step.name, value]).map_err(backend)?;
             Ok(())
         })
         .await
