@@ -256,19 +256,13 @@ pub(crate) fn is_retry_of(first: &State, now: u64) -> bool {
 
 /// What is due at `now`.
 pub(crate) fn due(state: &State, now: u64) -> Due {
-    match state.purge_at_ms {
-        Some(purge_at) if state.status.is_terminal() => {
-            if now >= purge_at {
-                Due::Purge
-            } else {
-                Due::Nothing
-            }
-        }
-        _ if state.status.is_terminal() => Due::Nothing,
-        _ => match state.deadline_ms() {
-            Some(deadline) if now >= deadline => Due::Expiry,
-            _ => Due::Nothing,
-        },
+    let (at, due) = match state.status.is_terminal() {
+        true => (state.purge_at_ms, Due::Purge),
+        false => (state.deadline_ms(), Due::Expiry),
+    };
+    match at {
+        Some(at) if now >= at => due,
+        _ => Due::Nothing,
     }
 }
 
