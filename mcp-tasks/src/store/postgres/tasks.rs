@@ -48,12 +48,8 @@ impl PostgresStore {
         let mut change = Change::default();
         match record::apply_due(&mut row.task, now, self.retention_ms()) {
             Due::Purge => {
-                tx.execute(
-                    "DELETE FROM tasks WHERE id = $1",
-                    &[&id],
-                    "could not purge the task",
-                )
-                .await?;
+                let sql = "DELETE FROM tasks WHERE id = $1";
+                tx.execute(sql, &[&id], "could not purge the task").await?;
                 tx.commit().await?;
                 return Err(StoreError::NotFound);
             }
@@ -109,12 +105,9 @@ impl PostgresStore {
             row.write_back(&tx).await?;
         }
         if change.ended && !record::keeps_history(row.task.state.status) {
-            tx.execute(
-                "DELETE FROM steps WHERE task_id = $1",
-                &[&id],
-                "could not drop the finished task's steps",
-            )
-            .await?;
+            let sql = "DELETE FROM steps WHERE task_id = $1";
+            let context = "could not drop the finished task's steps";
+            tx.execute(sql, &[&id], context).await?;
         }
         if let Some(step) = &step {
             tx.execute(
@@ -178,13 +171,8 @@ impl PostgresStore {
                     .await?;
                 if let Some(existing) = rows.first() {
                     let existing = text(existing, 0)?;
-                    let found = tx
-                        .query(
-                            row::SELECT,
-                            &[&existing],
-                            "could not read the existing task",
-                        )
-                        .await?;
+                    let context = "could not read the existing task";
+                    let found = tx.query(row::SELECT, &[&existing], context).await?;
                     match found.first().map(Row::decode).transpose()? {
                         Some(row) if record::is_retry_of(&row.task.state, now) => {
                             tx.rollback().await;
@@ -192,23 +180,16 @@ impl PostgresStore {
                         }
                         _ => {
                             // Past its TTL: the key is free again.
-                            tx.execute(
-                                "UPDATE tasks SET idempotency_key = NULL WHERE id = $1",
-                                &[&existing],
-                                "could not release the idempotency key",
-                            )
-                            .await?;
+                            let sql = "UPDATE tasks SET idempotency_key = NULL WHERE id = $1";
+                            let context = "could not release the idempotency key";
+                            tx.execute(sql, &[&existing], context).await?;
                         }
                     }
                 }
             }
-            let taken = tx
-                .query(
-                    "SELECT 1 FROM tasks WHERE id = $1",
-                    &[&&*task.id],
-                    "could not look up the task id",
-                )
-                .await?;
+            let sql = "SELECT 1 FROM tasks WHERE id = $1";
+            let context = "could not look up the task id";
+            let taken = tx.query(sql, &[&&*task.id], context).await?;
             if !taken.is_empty() {
                 tx.rollback().await;
                 return Err(StoreError::DuplicateId);
@@ -494,13 +475,8 @@ impl TaskStore for PostgresStore {
     }
 
     async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
-        let rows = read(
-            &self.pool,
-            "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL",
-            &[],
-            "could not count the parked tasks",
-        )
-        .await?;
+        let sql = "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL";
+        let rows = read(&self.pool, sql, &[], "could not count the parked tasks").await?;
         let count = rows.first().map(|row| row::int(row, 0)).transpose()?;
         Ok(Some(codec::to_u64(count.unwrap_or(0))))
     }
