@@ -368,12 +368,8 @@ impl PostgresStore {
             }
         }
         if !started.is_empty() {
-            tx.execute(
-                LOG_STARTS,
-                &[&started],
-                "could not log the rate-limited tools' starts",
-            )
-            .await?;
+            let context = "could not log the rate-limited tools' starts";
+            tx.execute(LOG_STARTS, &[&started], context).await?;
         }
         Ok(rows)
     }
@@ -399,12 +395,9 @@ impl PostgresStore {
             return Ok(places);
         }
         let tools: Vec<&str> = places.iter().map(|(tool, _)| *tool).collect();
-        tx.query(
-            LOCK_TOOLS,
-            &[&&*self.channel, &tools],
-            "could not lock the limited tools for a claim",
-        )
-        .await?;
+        let context = "could not lock the limited tools for a claim";
+        tx.query(LOCK_TOOLS, &[&&*self.channel, &tools], context)
+            .await?;
         let mut lower = |tool: &str, to: i64| {
             if let Some((_, places)) = places.iter_mut().find(|(t, _)| *t == tool) {
                 *places = (*places).min(to.max(0));
