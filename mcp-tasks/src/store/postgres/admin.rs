@@ -124,13 +124,10 @@ impl AdminStore for PostgresStore {
 
     async fn set_tool_version(&self, id: &str, version: &str) -> Result<TaskSnapshot, StoreError> {
         crate::store::admin::live(self, id).await?;
-        let set = write_one(
-            &self.pool,
-            "UPDATE tasks SET tool_version = $2 WHERE id = $1 AND purge_at_ms IS NULL RETURNING id",
-            &[&id, &version],
-            "could not change the task's tool version",
-        )
-        .await?;
+        let sql = "UPDATE tasks SET tool_version = $2 WHERE id = $1 AND purge_at_ms IS NULL \
+                   RETURNING id";
+        let context = "could not change the task's tool version";
+        let set = write_one(&self.pool, sql, &[&id, &version], context).await?;
         let after = self.get(id).await?.ok_or(StoreError::NotFound)?;
         match set.len() {
             0 => Err(StoreError::Terminal(after.status)),

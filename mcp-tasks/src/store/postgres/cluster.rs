@@ -111,16 +111,13 @@ impl ClusterStore for PostgresStore {
             let context = "could not announce the claimed tasks";
             notice::announce(&tx, &self.channel, changed, context).await?;
         }
+        let sql = "SELECT task_id, seq, name, value FROM steps WHERE task_id = ANY($1) \
+                   ORDER BY task_id, seq";
         let step_rows = if ids.is_empty() {
             Vec::new()
         } else {
-            tx.query(
-                "SELECT task_id, seq, name, value FROM steps WHERE task_id = ANY($1) \
-                 ORDER BY task_id, seq",
-                &[&ids],
-                "could not read the claimed tasks' steps",
-            )
-            .await?
+            tx.query(sql, &[&ids], "could not read the claimed tasks' steps")
+                .await?
         };
         tx.commit().await?;
         let instance: Arc<str> = Arc::from(instance);
