@@ -513,7 +513,7 @@ async fn wait_closes_its_listen_stream_before_it_returns_c25() {
         .expect("tools/list after the wait");
 
     let sent = sent.lock().unwrap().clone();
-    let position = |wanted: &dyn Fn(&Value) -> bool| sent.iter().position(|m| wanted(m));
+    let position = |wanted: &dyn Fn(&Value) -> bool| sent.iter().position(wanted);
     let listen = position(&|m| m["method"] == "subscriptions/listen").expect("a listen was sent");
     let listen_id = sent[listen]["id"].clone();
     let closed = position(&|m| {
