@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 
 use crate::{
-    admin_api::{AdminError, Api, Target, encode, print_json, text},
+    admin_api::{AdminError, Api, Target, TaskArgs, encode, print_json, text},
     printable::printable,
     steer,
 };
@@ -47,15 +47,6 @@ pub struct Filters {
     /// Only parked tasks (their work dropped while they wait for an answer or a timer).
     #[arg(long)]
     pub parked: bool,
-}
-
-// No doc comment: clap would show it instead of each command's own.
-#[derive(Debug, Clone, PartialEq, Eq, Args)]
-pub struct TaskArgs {
-    #[command(flatten)]
-    pub target: Target,
-    /// The task id.
-    pub task_id: String,
 }
 
 /// The admin commands.

@@ -28,6 +28,15 @@ pub struct Target {
     pub json: bool,
 }
 
+// No doc comment: clap would show it instead of each command's own.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct TaskArgs {
+    #[command(flatten)]
+    pub target: Target,
+    /// The task id.
+    pub task_id: String,
+}
+
 /// An admin command that could not be done.
 #[derive(Debug, thiserror::Error)]
 pub enum AdminError {

@@ -4,8 +4,7 @@
 use serde_json::Value;
 
 use crate::{
-    admin::TaskArgs,
-    admin_api::{AdminError, Api, encode, print_json, text},
+    admin_api::{AdminError, Api, TaskArgs, encode, print_json, text},
     printable::printable,
 };
 
