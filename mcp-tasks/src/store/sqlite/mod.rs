@@ -216,8 +216,15 @@ impl SqliteStore {
         self.submit(true, change).await
     }
 
-    /// [`write`](Self::write); `savepoint` false for a change that makes at most one write
-    /// (one statement).
+    /// [`write`](Self::write) for a change that makes at most one write (one statement): it
+    /// needs no savepoint of its own.
+    async fn write_once<R: Send + 'static>(
+        &self,
+        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        self.submit(false, change).await
+    }
+
     async fn submit<R: Send + 'static>(
         &self,
         savepoint: bool,
