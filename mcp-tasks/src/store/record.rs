@@ -256,9 +256,10 @@ pub(crate) fn is_retry_of(first: &State, now: u64) -> bool {
 
 /// What is due at `now`.
 pub(crate) fn due(state: &State, now: u64) -> Due {
-    let (at, due) = match state.status.is_terminal() {
-        true => (state.purge_at_ms, Due::Purge),
-        false => (state.deadline_ms(), Due::Expiry),
+    let (at, due) = if state.status.is_terminal() {
+        (state.purge_at_ms, Due::Purge)
+    } else {
+        (state.deadline_ms(), Due::Expiry)
     };
     match at {
         Some(at) if now >= at => due,
