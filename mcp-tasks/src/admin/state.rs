@@ -66,22 +66,11 @@ impl Admin {
         path: &'static str,
     ) -> Result<Cancelled, Failure> {
         let cancelled = admin::cancel(self.store(), id).await.map_err(Failure::from);
-        let outcome = match &cancelled {
-            Ok(Cancelled::Requested(_)) => "cancel_requested".to_owned(),
-            Ok(Cancelled::AlreadyEnded(_)) => "already_ended".to_owned(),
-            Err(Failure::NotFound) => "not_found".to_owned(),
-            Err(failure) => format!("failed: {}", failure.message()),
-        };
-        tracing::info!(
-            target: AUDIT_TARGET,
-            event = "cancel",
-            who = "admin",
-            client = %client.describe(),
-            path,
-            task_id = id,
-            outcome,
-            "admin cancel"
-        );
+        let outcome = cancelled.as_ref().map(|cancelled| match cancelled {
+            Cancelled::Requested(_) => "cancel_requested",
+            Cancelled::AlreadyEnded(_) => "already_ended",
+        });
+        audit("cancel", id, client, path, outcome);
         let cancelled = cancelled?;
         if matches!(cancelled, Cancelled::Requested(_)) {
             self.engine.signal_cancel(id);
@@ -112,7 +101,8 @@ impl Admin {
         let failed = admin::fail(self.store(), id, reason)
             .await
             .map_err(Failure::from);
-        audit("fail", id, client, "/admin/api/tasks/{id}/fail", &failed);
+        let outcome = failed.as_ref().map(|_| "done");
+        audit("fail", id, client, "/admin/api/tasks/{id}/fail", outcome);
         let failed = failed?;
         self.engine.ended_by_operator(id);
         Ok(failed)
@@ -150,7 +140,8 @@ impl Admin {
             .await
             .map_err(Failure::from);
         let path = "/admin/api/tasks/{id}/version";
-        audit("set_version", id, client, path, &set);
+        let outcome = set.as_ref().map(|_| "done");
+        audit("set_version", id, client, path, outcome);
         let task = set?;
         let started = self.engine.reversioned(id).await?;
         Ok((task, started))
@@ -198,7 +189,7 @@ impl Admin {
             None => ("retry", "/admin/api/tasks/{id}/retry"),
             Some(_) => ("fork", "/admin/api/tasks/{id}/fork"),
         };
-        audit(event, id, client, path, &retried);
+        audit(event, id, client, path, retried.as_ref().map(|_| "done"));
         if let Ok(new) = &retried {
             tracing::info!(target: AUDIT_TARGET, event, task_id = id, new_task_id = %new,
                 from_step, "admin {event}: the new task");
@@ -207,10 +198,11 @@ impl Admin {
     }
 }
 
-/// The audit event of an operator's change of task `id`.
-fn audit<T>(event: &str, id: &str, client: Client, path: &'static str, done: &Result<T, Failure>) {
+/// The audit event of an operator's change of task `id`: `done` is the outcome's word, or
+/// why it failed.
+fn audit(event: &str, id: &str, client: Client, path: &'static str, done: Result<&str, &Failure>) {
     let outcome = match done {
-        Ok(_) => "done".to_owned(),
+        Ok(word) => word.to_owned(),
         Err(Failure::NotFound) => "not_found".to_owned(),
         Err(failure) => format!("failed: {}", failure.message()),
     };
