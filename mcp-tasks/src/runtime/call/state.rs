@@ -324,17 +324,10 @@ impl CallState {
         // A replay asks again the questions that were open when its data was read; an answer
         // the store took since, before the waiter above existed, reached no one: read it now
         // that the waiter catches every later one (invariant 13).
-        if self.parts.replay.is_some() {
-            match runtime.store.stored_answers(&self.parts.id).await {
-                Ok(mut stored) => {
-                    if let Some(value) = stored.remove(&key) {
-                        runtime.forget_input(&self.parts.id, &key);
-                        return Ok(value);
-                    }
-                }
-                Err(StoreError::NotFound) => return Err(Failure::Cancelled),
-                Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
-            }
+        if self.parts.replay.is_some()
+            && let Some(value) = self.stored_answer(&key).await?
+        {
+            return Ok(value);
         }
         let at_step = self.step_seq.load(Ordering::Relaxed);
         match runtime
@@ -351,15 +344,8 @@ impl CallState {
             Err(crate::runtime::WriteError::Store(StoreError::KeyReused(_)))
                 if self.parts.replay.is_some() =>
             {
-                match runtime.store.stored_answers(&self.parts.id).await {
-                    Ok(mut stored) if stored.contains_key(&key) => {
-                        runtime.forget_input(&self.parts.id, &key);
-                        return Ok(stored.remove(&key).unwrap_or_default());
-                    }
-                    Ok(_) => return Err(Failure::Error(errors::input_key_reused(&key))),
-                    Err(StoreError::NotFound) => return Err(Failure::Cancelled),
-                    Err(error) => return Err(Failure::Error(errors::store_failure(&error))),
-                }
+                let stored = self.stored_answer(&key).await?;
+                return stored.ok_or_else(|| Failure::Error(errors::input_key_reused(&key)));
             }
             Err(error) => return Err(Failure::Error(error.to_error_data())),
         }
@@ -368,6 +354,23 @@ impl CallState {
             () = self.parts.cancel.cancelled() => Err(Failure::Cancelled),
             value = answer => value.map_err(|_| Failure::Cancelled),
             () = self.wait_then_park(Wait::answer(key)) => Err(Failure::Cancelled),
+        }
+    }
+
+    /// The answer the store holds for question `key` of this replayed task, if any; its
+    /// waiter here is then forgotten (invariant 13).
+    async fn stored_answer(&self, key: &str) -> Result<Option<Value>, Failure> {
+        let runtime = &self.parts.runtime;
+        match runtime.store.stored_answers(&self.parts.id).await {
+            Ok(mut stored) => {
+                let answer = stored.remove(key);
+                if answer.is_some() {
+                    runtime.forget_input(&self.parts.id, key);
+                }
+                Ok(answer)
+            }
+            Err(StoreError::NotFound) => Err(Failure::Cancelled),
+            Err(error) => Err(Failure::Error(errors::store_failure(&error))),
         }
     }
 
