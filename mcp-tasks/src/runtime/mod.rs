@@ -56,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     Limits, errors,
     rate::{Limiter, step_key},
-    store::{Lease, Notice, StoreError, TaskSnapshot, TaskStore},
+    store::{Lease, Notice, StoreError, TaskSnapshot, TaskStore, ToolVersions},
     toolkit::{StateMap, Toolkit},
 };
 
@@ -217,7 +217,7 @@ pub(crate) struct Runtime {
     /// The priority of each task a call records.
     pub(crate) priority: Option<Priority>,
     /// The tools at their versions, for the claims (`versions.rs`).
-    pub(crate) versions: crate::store::ToolVersions,
+    pub(crate) versions: ToolVersions,
     /// The tasks of another version kept here (`versions.rs`).
     pub(crate) waiting: waiting::Waiting,
     /// Whether this instance's claims route by version now (`versions.rs`, invariant 1): on
@@ -240,10 +240,10 @@ impl Runtime {
         instance: Arc<str>,
         config: ClusterConfig,
     ) -> Arc<Self> {
-        let id = instance;
         let limited = ToolLimits::of(&tools.toolkit);
-        let versions = waiting::of(&tools.toolkit);
-        let (store, placement) = Placement::new(store, &id, config);
+        let definitions = tools.toolkit.definitions();
+        let versions = ToolVersions::new(definitions.map(|d| (d.name(), d.version())));
+        let (store, placement) = Placement::new(store, &instance, config);
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
@@ -253,7 +253,7 @@ impl Runtime {
             shutdown_grace: settings.shutdown_grace,
             capacity: Capacity::new(settings.max_running),
             owners: Arc::default(),
-            id,
+            id: instance,
             placement,
             tools,
             lifecycle: Lifecycle::new(),
@@ -285,7 +285,10 @@ impl Runtime {
     /// the store's notices, which announce every instance's changes (this one's too), or
     /// else what this process publishes ([`Runtime::changed`]).
     pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Notice> {
-        self.placement.subscribe(&self.changes)
+        match &self.placement {
+            Placement::Local => self.changes.subscribe(),
+            Placement::Cluster(cluster) => cluster.store.wakeups(),
+        }
     }
 
     /// Takes a slot for a new call's work and counts one more live task of `owner`, or

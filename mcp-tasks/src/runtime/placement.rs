@@ -1,16 +1,14 @@
 //! Where a runtime's work runs: in this process alone, over a single-process store, or as
 //! one instance of several on a store they share ([`ClusterStore`]). Decided once, when the
 //! runtime is built ([`Placement::new`]); the rest of the runtime asks its [`Placement`]
-//! what the mode implies (the fence of a write, the runner and quota of a new task, which
-//! feed carries the changes, ...) instead of asking the store again.
+//! what the mode implies (the fence of a write, the runner and quota of a new task, ...)
+//! instead of asking the store again.
 
 use std::sync::Arc;
 
-use tokio::sync::broadcast;
-
 use super::cluster::ClusterConfig;
 use crate::{
-    store::{ClusterStore, Lease, NewTask, Notice, TaskStore},
+    store::{ClusterStore, Lease, NewTask, TaskStore},
     trace,
 };
 
@@ -69,19 +67,6 @@ impl Placement {
         match self {
             Self::Local => None,
             Self::Cluster(cluster) => Some(cluster),
-        }
-    }
-
-    /// A receiver of the one change feed: in a cluster the store's notices, which announce
-    /// every instance's changes (this one's too); otherwise what this process publishes on
-    /// `local`.
-    pub(crate) fn subscribe(
-        &self,
-        local: &broadcast::Sender<Notice>,
-    ) -> broadcast::Receiver<Notice> {
-        match self {
-            Self::Local => local.subscribe(),
-            Self::Cluster(cluster) => cluster.store.wakeups(),
         }
     }
 

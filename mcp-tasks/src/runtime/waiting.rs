@@ -1,11 +1,9 @@
 //! The tasks of another version of their tool that a single-process server keeps
-//! (`versions.rs`, invariant 2), and the tools a runtime runs at their versions.
+//! (`versions.rs`, invariant 2).
 
 use std::{collections::HashMap, sync::Arc};
 
 use parking_lot::Mutex;
-
-use crate::store::ToolVersions;
 
 /// The tasks of another version kept by a single-process server (invariant 2): by id, their
 /// tool and version.
@@ -57,9 +55,4 @@ impl Waiting {
         kept.count(&removed, false);
         Some(removed)
     }
-}
-
-/// The tools of `toolkit` at their versions, for the claims (invariant 1).
-pub(crate) fn of(toolkit: &crate::Toolkit) -> ToolVersions {
-    ToolVersions::new(toolkit.definitions().map(|d| (d.name(), d.version())))
 }

@@ -315,9 +315,10 @@ impl Call<'_> {
             Ok(snapshot) => snapshot,
             Err(existing) => return Ok(existing),
         };
-        if !runs {
+        // Without a slot the work runs elsewhere: the task is queued.
+        let Some(slot) = slot else {
             return Ok(Answer::Task(snapshot.to_task()));
-        }
+        };
         let cancel = CancellationToken::new();
         let mut parts = self.parts(id.clone(), cancel.clone());
         parts.mrtr = None;
@@ -325,10 +326,6 @@ impl Call<'_> {
         parts.notifier = None;
         let call = CallState::task(parts);
         let runtime = self.runtime;
-        let slot = match slot {
-            Some(slot) => slot,
-            None => runtime.reserve(&self.owner),
-        };
         let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
         runtime.register(id.clone(), cancel, lease, slot, gauges);
         match self.work(&call) {
