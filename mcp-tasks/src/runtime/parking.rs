@@ -2,7 +2,11 @@
 //! knows, and the owners whose quota counts parked tasks hold. A leaf: the parking itself
 //! is `park.rs`.
 
-use std::{collections::HashMap, hash::BuildHasher as _, sync::Arc};
+use std::{
+    collections::{HashMap, hash_map::Entry},
+    hash::BuildHasher as _,
+    sync::Arc,
+};
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -38,23 +42,16 @@ pub(super) struct Holds {
 
 impl Holds {
     pub(super) fn insert(&mut self, id: &str, owner: Arc<str>) {
-        let index = match self.owner_index.get(&owner) {
-            Some(index) => *index,
-            None => {
-                let index = u32::try_from(self.owners.len()).unwrap_or(u32::MAX);
-                self.owners.push(Arc::clone(&owner));
-                self.owner_index.insert(owner, index);
-                index
-            }
-        };
+        let owners = &mut self.owners;
+        let index = *self.owner_index.entry(owner).or_insert_with_key(|owner| {
+            owners.push(Arc::clone(owner));
+            u32::try_from(owners.len() - 1).unwrap_or(u32::MAX)
+        });
         let hash = self.hasher.hash_one(id);
-        match self.by_hash.entry(hash) {
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.collided.insert(Arc::from(id), index);
-            }
-            std::collections::hash_map::Entry::Vacant(vacant) => {
-                vacant.insert(index);
-            }
+        if let Entry::Vacant(vacant) = self.by_hash.entry(hash) {
+            vacant.insert(index);
+        } else {
+            self.collided.insert(Arc::from(id), index);
         }
     }
 

@@ -62,6 +62,7 @@ pub(crate) struct Replay {
 /// the answers the client sent (this round's `inputResponses` plus earlier rounds', carried
 /// in `requestState`), the ones this run took (stored with its task, invariant 14) and the
 /// requests still unanswered.
+#[derive(Default)]
 pub(crate) struct Mrtr {
     answers: InputResponses,
     taken: Mutex<InputResponses>,
@@ -73,9 +74,7 @@ impl Mrtr {
     pub(crate) fn new(answers: InputResponses) -> Self {
         Self {
             answers,
-            taken: Mutex::default(),
-            requested: Mutex::default(),
-            asked: Notify::new(),
+            ..Self::default()
         }
     }
 }
