@@ -94,15 +94,17 @@ impl Runtime {
         });
     }
 
-    /// Task `id`, if held back here, is cancelled: out of its queue and ended at once
-    /// (invariant 4).
-    pub(crate) fn cancel_held(self: &Arc<Self>, id: &str) {
-        let Some(task) = self.unqueue_held(id) else {
+    /// A cancel of task `id`: ended `cancelled` at once, without running any of its code,
+    /// when it waits here with no work, held back (invariant 4) or for its version
+    /// (`versions.rs`, invariant 3).
+    pub(crate) fn cancel_unrun(self: &Arc<Self>, id: &str) {
+        let held = self.unqueue_held(id).map(|task| task.tool);
+        let Some(tool) = held.or_else(|| self.waiting.remove(id).map(|(tool, _)| tool)) else {
             return;
         };
-        let runtime = Arc::clone(self);
+        let (runtime, id) = (Arc::clone(self), Arc::<str>::from(id));
         self.lifecycle.work.spawn(async move {
-            runtime.finish(&task.id, &task.tool, Ended::Cancelled).await;
+            runtime.finish(&id, &tool, Ended::Cancelled).await;
         });
     }
 

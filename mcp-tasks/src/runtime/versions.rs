@@ -29,7 +29,7 @@
 
 use std::sync::{Arc, atomic::Ordering};
 
-use super::{Ended, Runtime};
+use super::Runtime;
 use crate::store::{Lease, Recovery, StoreError, Transition};
 
 /// The message of a task that waits for version `wanted` of `tool` (this server has `have`).
@@ -78,18 +78,6 @@ impl Runtime {
         let (tool, version) = (Arc::clone(&task.tool), Arc::clone(wanted));
         self.waiting.keep(Arc::clone(&task.id), tool, version);
         Ok(())
-    }
-
-    /// A cancel of task `id`: ended `cancelled` at once when it waits here for its version
-    /// (invariant 3).
-    pub(crate) fn cancel_waiting(self: &Arc<Self>, id: &str) {
-        let Some((tool, _)) = self.waiting.remove(id) else {
-            return;
-        };
-        let (runtime, id) = (Arc::clone(self), Arc::<str>::from(id));
-        self.lifecycle.work.spawn(async move {
-            runtime.finish(&id, &tool, Ended::Cancelled).await;
-        });
     }
 
     /// Task `id` was moved to another version by an operator: over a single-process store,

@@ -377,8 +377,7 @@ impl Engine {
     /// its tool's limit or waiting for its tool's version ends at once, a parked one wakes.
     pub(crate) fn signal_cancel(&self, id: &str) {
         self.runtime.cancel(id);
-        self.runtime.cancel_held(id);
-        self.runtime.cancel_waiting(id);
+        self.runtime.cancel_unrun(id);
         self.runtime.wake_soon(id);
     }
 
