@@ -407,9 +407,8 @@ impl Runtime {
         self.live.lock().len()
     }
 
-    /// A task as the store has it now. A read that finds a task terminal while its work
-    /// still runs here (the read was the first to see it expire, before the reaper) stops
-    /// the work, exactly as the reaper would.
+    /// A task as the store has it now (a terminal one as the reaper would find it,
+    /// `read_ended`).
     pub(crate) async fn read(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
         let snapshot = self.store.get(id).await?;
         if let Some(snapshot) = &snapshot {

@@ -48,34 +48,30 @@ pub(super) async fn wakeup_loop(
         };
         crate::metrics::received(&received);
         match received {
-            Ok(notice) => match notice {
-                // A hint: the row says whether the work stops.
-                Notice::Cancel(id) if runtime.runs(&id) => {
-                    let cluster = Arc::clone(&cluster);
-                    helper(&runtime, |runtime| async move {
-                        reread_one(&runtime, &*cluster, &id).await;
-                    });
-                }
-                Notice::Answers { task_id: id, .. } if runtime.runs(&id) => {
-                    let cluster = Arc::clone(&cluster);
-                    helper(&runtime, |runtime| async move {
-                        deliver_stored(&runtime, &*cluster, &id).await;
-                    });
-                }
-                // For a task whose work runs elsewhere (or nowhere): not ours.
-                Notice::Cancel(_) | Notice::Answers { .. } => {}
-                Notice::Queued(_) => claim_now.notify_one(),
-                // For listen streams (`server/push`); the work needs nothing.
-                Notice::Changed(_) => {}
-                // The listener reconnected: what was announced while it was down is read.
-                Notice::Missed => {
-                    tracing::info!(
-                        "wake-ups may have been missed; re-reading every task running here"
-                    );
-                    reread_now.notify_one();
-                    claim_now.notify_one();
-                }
-            },
+            // A hint: the row says whether the work stops.
+            Ok(Notice::Cancel(id)) if runtime.runs(&id) => {
+                let cluster = Arc::clone(&cluster);
+                helper(&runtime, |runtime| async move {
+                    reread_one(&runtime, &*cluster, &id).await;
+                });
+            }
+            Ok(Notice::Answers { task_id: id, .. }) if runtime.runs(&id) => {
+                let cluster = Arc::clone(&cluster);
+                helper(&runtime, |runtime| async move {
+                    deliver_stored(&runtime, &*cluster, &id).await;
+                });
+            }
+            // For a task whose work runs elsewhere (or nowhere): not ours.
+            Ok(Notice::Cancel(_) | Notice::Answers { .. }) => {}
+            Ok(Notice::Queued(_)) => claim_now.notify_one(),
+            // For listen streams (`server/push`); the work needs nothing.
+            Ok(Notice::Changed(_)) => {}
+            // The listener reconnected: what was announced while it was down is read.
+            Ok(Notice::Missed) => {
+                tracing::info!("wake-ups may have been missed; re-reading every task running here");
+                reread_now.notify_one();
+                claim_now.notify_one();
+            }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(
                     missed,
