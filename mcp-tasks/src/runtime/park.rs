@@ -80,18 +80,16 @@ impl Runtime {
         {
             self.parking.holds.lock().insert(id, slot.hold());
         }
-        let written = self.write(id, Transition::Park(wait)).await;
-        if written.is_err() {
+        if let Err(error) = self.write(id, Transition::Park(wait)).await {
             // Not parked: the work keeps its count (and takes a running slot again).
             let owner = self.parking.holds.lock().remove(id);
             if let (Some(live), Some(owner)) = (&live, owner) {
                 *live.slot.lock() = Some(self.owner_slot(&owner, self.capacity.take_over()));
             }
-        }
-        match written {
-            Ok(()) => {}
-            Err(WriteError::Store(StoreError::Woken)) => return Ok(false),
-            Err(error) => return Err(error),
+            return match error {
+                WriteError::Store(StoreError::Woken) => Ok(false),
+                error => Err(error),
+            };
         }
         tracing::debug!(task_id = %id, ?until, "task parked");
         crate::metrics::parked();

@@ -116,13 +116,6 @@ impl Cause {
             Self::Queued | Self::Woken | Self::Retried => None,
         }
     }
-
-    fn what(self) -> &'static str {
-        match self {
-            Self::Restart => "the server restarted and",
-            _ => "this server instance",
-        }
-    }
 }
 
 /// Deals with every task the store reports as left running (see the module docs).
@@ -164,11 +157,13 @@ pub(crate) async fn take(
         return Ok(());
     }
     let failure = match runtime.tools.toolkit.get(&task.tool) {
-        None => Some(format!(
-            "{} no longer offers tool `{}`",
-            cause.what(),
-            task.tool
-        )),
+        None => {
+            let who = match cause {
+                Cause::Restart => "the server restarted and",
+                _ => "this server instance",
+            };
+            Some(format!("{who} no longer offers tool `{}`", task.tool))
+        }
         Some(registered)
             if !matches!(cause, Cause::Queued | Cause::Retried)
                 && registered.definition.restart() == RestartPolicy::Fail =>

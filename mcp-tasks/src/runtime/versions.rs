@@ -32,14 +32,6 @@ use std::sync::{Arc, atomic::Ordering};
 use super::Runtime;
 use crate::store::{Lease, Recovery, StoreError, Transition};
 
-/// The message of a task that waits for version `wanted` of `tool` (this server has `have`).
-fn waiting_message(tool: &str, wanted: &str, have: &str) -> String {
-    format!(
-        "waiting for a server that runs version `{wanted}` of tool `{tool}` (this one runs \
-         `{have}`); an operator can fail it or move it to another version"
-    )
-}
-
 impl Runtime {
     /// Leaves `task`, recorded by another version of its tool than the `have` this server
     /// runs, for a server that runs its version (invariant 2). Under a `lease` (a claim that
@@ -67,7 +59,11 @@ impl Runtime {
             }
             return Ok(());
         }
-        let message = waiting_message(&task.tool, wanted, have);
+        let tool = &task.tool;
+        let message = format!(
+            "waiting for a server that runs version `{wanted}` of tool `{tool}` (this one runs \
+             `{have}`); an operator can fail it or move it to another version"
+        );
         let shown = Transition::StatusMessage(Some(message));
         match self.store.apply(&task.id, None, shown).await {
             Ok(()) => {}
