@@ -452,17 +452,13 @@ impl ToolLimits {
             .map(|permits| Arc::clone(permits).try_acquire_owned())
             .transpose()
             .map_err(|_| Blocked::Tool(None))?;
-        let mut windows: Vec<(&str, Rate)> = Vec::new();
-        if let Some((rate, log)) = &gate.rate {
-            windows.push((log, *rate));
-        }
         let key_log = match (&gate.key_rate, key) {
             (Some((rate, prefix)), Some(key)) => Some((format!("{prefix}{key}"), *rate)),
             _ => None,
         };
-        if let Some((log, rate)) = &key_log {
-            windows.push((log, *rate));
-        }
+        let tool_window = gate.rate.as_ref().map(|(rate, log)| (&**log, *rate));
+        let key_window = key_log.as_ref().map(|(log, rate)| (log.as_str(), *rate));
+        let windows: Vec<(&str, Rate)> = tool_window.into_iter().chain(key_window).collect();
         // The tool's window is the first when it has one: a refusal by it holds every key.
         if let Some(refused) = self.local.try_take_all(&windows) {
             return Err(if refused.first == 0 && gate.rate.is_some() {

@@ -67,7 +67,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use tokio::{sync::Notify, time::Instant};
+use tokio::time::Instant;
 
 use super::{
     Runtime,
@@ -98,7 +98,6 @@ const RENEW_CONCURRENCY: usize = 8;
 /// (renewals, wake-ups and, on an executing instance, claims). Called once, by
 /// [`Runtime::start`].
 pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
-    let claim_now = Arc::clone(&runtime.parking.claim_now);
     let wakeups = runtime.subscribe();
     let loops = &runtime.lifecycle.loops;
     loops.spawn(renew_loop(Arc::clone(runtime), Arc::clone(instance)));
@@ -106,17 +105,11 @@ pub(crate) fn start(runtime: &Arc<Runtime>, instance: &Arc<Cluster>) {
     loops.spawn(fence_loop(Arc::clone(runtime), margin));
     loops.spawn(wakeup_loop(
         Arc::clone(runtime),
-        Arc::clone(&instance.store),
+        Arc::clone(instance),
         wakeups,
-        instance.config.reread_interval,
-        claim_now.clone(),
     ));
     if instance.config.execution {
-        loops.spawn(claim_loop(
-            Arc::clone(runtime),
-            Arc::clone(instance),
-            claim_now,
-        ));
+        loops.spawn(claim_loop(Arc::clone(runtime), Arc::clone(instance)));
     }
 }
 
@@ -257,8 +250,9 @@ impl Runtime {
 /// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`] and at once on a
 /// queued wake-up, until intake stops. A pass under way is not cut short: it ends after
 /// its batch (see [`claim`]).
-async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>, claim_now: Arc<Notify>) {
+async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
     let stop = runtime.lifecycle.intake.clone();
+    let claim_now = &runtime.parking.claim_now;
     let mut tick = tokio::time::interval(instance.config.claim_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sampled = HashSet::new();
@@ -484,6 +478,15 @@ mod tests {
         }
     }
 
+    /// This instance over [`Unshared`], re-reading its tasks every `reread`.
+    fn unshared(reread: Duration) -> Arc<Cluster> {
+        Arc::new(Cluster {
+            store: Arc::new(Unshared),
+            id: Arc::from("instance-a"),
+            config: ClusterConfig::default().with_reread_interval(reread),
+        })
+    }
+
     fn runtime() -> Arc<Runtime> {
         let tools = Tools {
             toolkit: Arc::new(Toolkit::default()),
@@ -690,10 +693,8 @@ mod tests {
         let reread = Duration::from_secs(3600);
         let wakeups = tokio::spawn(wakeup_loop(
             Arc::clone(&runtime),
-            Arc::new(Unshared),
+            unshared(reread),
             receiver,
-            reread,
-            Arc::new(Notify::new()),
         ));
         tokio::time::timeout(Duration::from_secs(5), cancel.cancelled())
             .await
@@ -716,14 +717,7 @@ mod tests {
         let (sender, receiver) = tokio::sync::broadcast::channel(16);
         let stop = runtime.lifecycle.stop.clone();
         let reread = Duration::from_secs(3600);
-        let claim_now = Arc::new(Notify::new());
-        let wakeups = tokio::spawn(wakeup_loop(
-            runtime.clone(),
-            Arc::new(Unshared),
-            receiver,
-            reread,
-            claim_now,
-        ));
+        let wakeups = tokio::spawn(wakeup_loop(runtime.clone(), unshared(reread), receiver));
         sender.send(Notice::Cancel(id.clone())).unwrap();
         let forged = tokio::time::timeout(Duration::from_millis(300), cancel.cancelled());
         assert!(

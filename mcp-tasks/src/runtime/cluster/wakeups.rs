@@ -1,26 +1,26 @@
 //! The change feed's notices for the work running here ([`Runtime::subscribe`]), and the
 //! periodic re-reads that cover a lost one (invariant 3 of the [cluster docs](super)).
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use tokio::sync::{Notify, broadcast::error::RecvError};
 
 use crate::{
-    runtime::Runtime,
+    runtime::{Runtime, placement::Cluster},
     store::{ClusterStore, Notice},
 };
 
 /// Acts on the feed's notices for the work running here, and re-reads that work every
-/// `reread`, until the runtime stops.
+/// [`ClusterConfig::reread_interval`](crate::ClusterConfig::reread_interval), until the
+/// runtime stops.
 pub(super) async fn wakeup_loop(
     runtime: Arc<Runtime>,
-    cluster: Arc<dyn ClusterStore>,
+    instance: Arc<Cluster>,
     mut wakeups: tokio::sync::broadcast::Receiver<Notice>,
-    reread: Duration,
-    claim_now: Arc<Notify>,
 ) {
+    let (cluster, claim_now) = (&instance.store, &runtime.parking.claim_now);
     let stop = runtime.lifecycle.stop.clone();
-    let mut ticks = tokio::time::interval(reread);
+    let mut ticks = tokio::time::interval(instance.config.reread_interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
     // One re-read at a time: asked for while one runs (a storm of lags), one more follows,
@@ -28,7 +28,7 @@ pub(super) async fn wakeup_loop(
     let reread_now = Arc::new(Notify::new());
     helper(&runtime, {
         let reread_now = Arc::clone(&reread_now);
-        let cluster = Arc::clone(&cluster);
+        let cluster = Arc::clone(cluster);
         |runtime| async move {
             loop {
                 reread_now.notified().await;
@@ -50,13 +50,13 @@ pub(super) async fn wakeup_loop(
         match received {
             // A hint: the row says whether the work stops.
             Ok(Notice::Cancel(id)) if runtime.runs(&id) => {
-                let cluster = Arc::clone(&cluster);
+                let cluster = Arc::clone(cluster);
                 helper(&runtime, |runtime| async move {
                     reread_one(&runtime, &*cluster, &id).await;
                 });
             }
             Ok(Notice::Answers { task_id: id, .. }) if runtime.runs(&id) => {
-                let cluster = Arc::clone(&cluster);
+                let cluster = Arc::clone(cluster);
                 helper(&runtime, |runtime| async move {
                     deliver_stored(&runtime, &*cluster, &id).await;
                 });
