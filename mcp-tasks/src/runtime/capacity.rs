@@ -23,8 +23,8 @@ use rmcp::model::{ErrorData, JsonObject};
 pub(crate) struct OwnerSlot {
     pub(super) owner: Arc<str>,
     pub(super) owners: Arc<Mutex<HashMap<Arc<str>, usize>>>,
-    /// The task's slot of this instance's [`Capacity`].
-    pub(super) running: Option<RunSlot>,
+    /// The task's slot of this instance's [`Capacity`], held until dropped.
+    pub(super) _running: RunSlot,
     /// Whether dropping it gives the owner's count back (not once [`OwnerSlot::hold`] kept
     /// it).
     pub(super) counted: bool,
@@ -35,7 +35,6 @@ impl OwnerSlot {
     /// whose count [`unhold`] gives back later.
     pub(super) fn hold(mut self) -> Arc<str> {
         self.counted = false;
-        self.running = None;
         Arc::clone(&self.owner)
     }
 }

@@ -325,7 +325,7 @@ impl Runtime {
         OwnerSlot {
             owner: owner.clone(),
             owners: self.owners.clone(),
-            running: Some(running),
+            _running: running,
             counted: true,
         }
     }
