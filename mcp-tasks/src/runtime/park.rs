@@ -283,12 +283,7 @@ pub(crate) async fn wake_loop(runtime: Arc<Runtime>) {
             () = tokio::time::sleep(wait) => {}
         }
         let Some(due) = next else { continue };
-        {
-            let mut next = runtime.parking.next.lock();
-            if *next == Some(due) {
-                *next = None;
-            }
-        }
+        runtime.parking.next.lock().take_if(|next| *next == due);
         match runtime.placement {
             Placement::Local => runtime.wake_due().await,
             Placement::Cluster(_) => runtime.parking.claim_now.notify_one(),

@@ -234,12 +234,9 @@ impl Call<'_> {
         trace::task_span(id, &self.tool, &self.owner, run, self.trace.as_ref())
     }
 
-    /// Whether the task record is created before any work starts: calls are queued for
-    /// other instances and workers ([`ClusterConfig::with_queued_calls`](super::ClusterConfig)),
-    /// and none starts here; or, in cluster mode, the call carries an idempotency key
-    /// (invariant 9): the same key may reach two instances at the same moment, and only the
-    /// one whose create wins may run the work; or, in cluster mode, its tool has a
-    /// concurrency, per-key or rate limit ([`Call::queued_for_its_limit`]).
+    /// Whether the task record is created before any work starts: as the placement says
+    /// (`Placement::records_first`: queued calls, or a keyed call in cluster mode), or, in
+    /// cluster mode, because its tool has a limit ([`Call::queued_for_its_limit`]).
     pub(crate) fn records_first(&self) -> bool {
         let keyed = self.idempotency_key.is_some();
         self.runtime.placement.records_first(keyed) || self.queued_for_its_limit()

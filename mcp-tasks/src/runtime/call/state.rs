@@ -249,22 +249,19 @@ impl CallState {
 
     /// Makes sure a task record exists: promotes a pending call, refuses an inline one.
     async fn become_task(&self) -> Result<(), Failure> {
-        {
-            let mut phase = self.phase.lock();
-            match &mut *phase {
-                // Work that lost its lease starts no new step or input request: the instance
-                // that takes the task over runs them (`runtime/cluster.rs`, self-fencing).
-                Phase::Task if self.parts.runtime.winding_down(&self.parts.id) => {
-                    return Err(Failure::Cancelled);
-                }
-                Phase::Task => return Ok(()),
-                Phase::Inline => {
-                    return Err(Failure::Error(errors::input_needs_task(&self.parts.tool)));
-                }
-                Phase::Pending { promote, .. } => {
-                    if let Some(promote) = promote.take() {
-                        let _ = promote.send(());
-                    }
+        match &mut *self.phase.lock() {
+            // Work that lost its lease starts no new step or input request: the instance
+            // that takes the task over runs them (`runtime/cluster.rs`, self-fencing).
+            Phase::Task if self.parts.runtime.winding_down(&self.parts.id) => {
+                return Err(Failure::Cancelled);
+            }
+            Phase::Task => return Ok(()),
+            Phase::Inline => {
+                return Err(Failure::Error(errors::input_needs_task(&self.parts.tool)));
+            }
+            Phase::Pending { promote, .. } => {
+                if let Some(promote) = promote.take() {
+                    let _ = promote.send(());
                 }
             }
         }
@@ -479,24 +476,21 @@ impl Host for CallState {
     }
 
     fn status(&self, message: String) -> BoxFuture<'_, ()> {
-        {
-            let mut phase = self.phase.lock();
-            match &mut *phase {
-                Phase::Inline => {
-                    tracing::debug!(tool = %self.parts.tool, status = %message, "status");
-                    return Box::pin(std::future::ready(()));
-                }
-                Phase::Pending {
-                    message: pending,
-                    dirty,
-                    ..
-                } => {
-                    *pending = Some(message);
-                    *dirty = true;
-                    return Box::pin(std::future::ready(()));
-                }
-                Phase::Task => {}
+        match &mut *self.phase.lock() {
+            Phase::Inline => {
+                tracing::debug!(tool = %self.parts.tool, status = %message, "status");
+                return Box::pin(std::future::ready(()));
             }
+            Phase::Pending {
+                message: pending,
+                dirty,
+                ..
+            } => {
+                *pending = Some(message);
+                *dirty = true;
+                return Box::pin(std::future::ready(()));
+            }
+            Phase::Task => {}
         }
         Box::pin(self.write_status(Some(message)))
     }
