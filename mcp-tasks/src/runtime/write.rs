@@ -6,10 +6,11 @@ use std::{
     time::Duration,
 };
 
-use rmcp::model::{ErrorData, InputRequest};
+use rmcp::model::InputRequest;
 
 use super::{Runtime, placement::Fence};
 use crate::{
+    context::Failure,
     errors,
     store::{Notice, Step, StoreError, Transition},
 };
@@ -34,11 +35,14 @@ pub(crate) enum WriteError {
 }
 
 impl WriteError {
-    /// The JSON-RPC error a request that made this write answers.
-    pub(crate) fn to_error_data(&self) -> ErrorData {
+    /// How the work that made this write meets its failure: cancelled when it is to stop
+    /// ([`WriteError::stops_work`]), else with the store's error.
+    pub(crate) fn to_failure(&self) -> Failure {
         match self {
-            Self::LeaseLost => ErrorData::internal_error(self.to_string(), None),
-            Self::Store(error) => errors::store_failure(error),
+            Self::Store(error) if !self.stops_work() => {
+                Failure::Error(errors::store_failure(error))
+            }
+            _ => Failure::Cancelled,
         }
     }
 

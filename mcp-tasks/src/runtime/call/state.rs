@@ -331,9 +331,6 @@ impl CallState {
             .await
         {
             Ok(()) => {}
-            // The task ended under the work (it expired), or another instance took it over:
-            // stop the work.
-            Err(error) if error.stops_work() => return Err(Failure::Cancelled),
             // A replay asks again a question that was open when it read the store; an answer
             // taken between that read and this request used the key up. The store keeps the
             // answer (invariant 13): it is this question's.
@@ -343,7 +340,9 @@ impl CallState {
                 let stored = self.stored_answer(&key).await?;
                 return stored.ok_or_else(|| Failure::Error(errors::input_key_reused(&key)));
             }
-            Err(error) => return Err(Failure::Error(error.to_error_data())),
+            // The task ended under the work (it expired), or another instance took it over:
+            // the work stops.
+            Err(error) => return Err(error.to_failure()),
         }
         tokio::select! {
             biased;
@@ -550,11 +549,8 @@ impl Host for CallState {
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
         let step = Step::new(seq, name, value);
         Box::pin(async move {
-            match self.parts.runtime.save_step(&self.parts.id, step).await {
-                Ok(()) => Ok(()),
-                Err(error) if error.stops_work() => Err(Failure::Cancelled),
-                Err(error) => Err(Failure::Error(error.to_error_data())),
-            }
+            (self.parts.runtime.save_step(&self.parts.id, step).await)
+                .map_err(|error| error.to_failure())
         })
     }
 }
