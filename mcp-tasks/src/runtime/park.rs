@@ -126,13 +126,11 @@ impl Runtime {
         }
     }
 
-    /// Over a single-process store, at start-up: the tasks an earlier process parked count
-    /// against their owners' quotas again, each held as if it had parked here (invariant 7).
+    /// Over a single-process store (its one caller, [`Runtime::recover`], checks), at
+    /// start-up: the tasks an earlier process parked count against their owners' quotas
+    /// again, each held as if it had parked here (invariant 7).
     pub(crate) async fn hold_parked(&self) -> Result<(), StoreError> {
-        if !matches!(self.placement, Placement::Local)
-            || !self.store.parks()
-            || self.parking.held_at_start.swap(true, Ordering::AcqRel)
-        {
+        if !self.store.parks() || self.parking.held_at_start.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         let mut after: Option<Arc<str>> = None;
