@@ -497,11 +497,7 @@ impl ToolLimits {
     pub(crate) fn startable(&self, room: usize) -> (Vec<(Held, GatePass)>, Option<Duration>) {
         let mut ready = Vec::new();
         let mut wait: Option<Duration> = None;
-        let mut sooner = |w: Option<Duration>| {
-            if let Some(w) = w {
-                wait = Some(wait.map_or(w, |known| known.min(w)));
-            }
-        };
+        let mut sooner = |w: Option<Duration>| wait = wait.into_iter().chain(w).min();
         for gate in self.gates.values() {
             let mut held = gate.held.lock();
             let mut at = 0;
