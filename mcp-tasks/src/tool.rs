@@ -5,14 +5,12 @@
 //! `#[task_tool]` implements [`TaskTool`] for a generated struct; a hand-written
 //! implementation is just as valid.
 
-use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+use std::{borrow::Cow, fmt, hash::Hasher as _, sync::Arc, time::Duration};
 
-mod digest;
 mod error;
 pub mod headers;
 mod settings;
 
-use digest::{Fnv1a, canonical_json};
 pub use error::{DefinitionError, ToolError};
 use settings::name_problem;
 pub use settings::{
@@ -224,20 +222,23 @@ impl ToolDefinition {
     /// schemas (keys sorted), stable across builds, platforms and Rust versions.
     #[must_use]
     pub fn with_digest_version(mut self, code: &str) -> Self {
-        let mut digest = Fnv1a::new();
-        digest.field(self.tool.name.as_bytes());
-        let mut json = String::new();
-        canonical_json(
-            &serde_json::Value::Object((*self.tool.input_schema).clone()),
-            &mut json,
-        );
-        digest.field(json.as_bytes());
-        json.clear();
-        if let Some(output) = &self.tool.output_schema {
-            canonical_json(&serde_json::Value::Object((**output).clone()), &mut json);
+        // Keys sorted whatever order the map keeps (a no-op unless `preserve_order` is on).
+        let canonical = |schema: &JsonObject| {
+            let mut value = serde_json::Value::Object(schema.clone());
+            value.sort_all_objects();
+            value.to_string()
+        };
+        let input = canonical(&self.tool.input_schema);
+        let output = (self.tool.output_schema.as_deref())
+            .map(canonical)
+            .unwrap_or_default();
+        // 64-bit FNV-1a (the `fnv` crate, as the macro's code digest), each field followed by
+        // its length so that fields cannot run together.
+        let mut digest = fnv::FnvHasher::default();
+        for field in [&*self.tool.name, &input, &output, code] {
+            digest.write(field.as_bytes());
+            digest.write(&(field.len() as u64).to_le_bytes());
         }
-        digest.field(json.as_bytes());
-        digest.field(code.as_bytes());
         self.version = Cow::Owned(format!("{:016x}", digest.finish()));
         self
     }
