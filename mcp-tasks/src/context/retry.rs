@@ -5,7 +5,7 @@ use std::{fmt::Display, future::Future, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use super::{StepError, TaskContext};
-use crate::clock::system_now_ms as now_ms;
+use crate::clock::{millis, system_now_ms as now_ms};
 
 /// How a [retried step](TaskContext::retry_step) tries again: how many attempts in all, and
 /// the wait before each new one (exponential backoff from `initial` to `max`, less a random
@@ -163,8 +163,6 @@ impl TaskContext {
     {
         let last = policy.max_attempts();
         for attempt in 1..=last {
-            // The error of this attempt when it is not stored (the last, or not retryable).
-            let mut kept: Option<E> = None;
             let step_name = format!("{name} (attempt {attempt})");
             let stored = self
                 .try_step(&step_name, || async {
@@ -173,29 +171,20 @@ impl TaskContext {
                         Err(error) if attempt < last && retryable(&error) => {
                             // Counted where it ran, not again by a replay.
                             crate::metrics::step_retried(self.host.tool());
-                            let wait = policy.jittered(attempt);
-                            let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                            let wait_ms = millis(policy.jittered(attempt));
                             Ok(Attempt::Failed {
                                 error: error.to_string(),
                                 retry_at: now_ms().saturating_add(wait_ms),
                             })
                         }
-                        Err(error) => {
-                            kept = Some(error);
-                            Err(())
-                        }
+                        // The last attempt's error, or one not retryable: not stored.
+                        Err(error) => Err(error),
                     }
                 })
-                .await;
+                .await?;
             let (error, retry_at) = match stored {
-                Ok(Attempt::Done(value)) => return Ok(value),
-                Ok(Attempt::Failed { error, retry_at }) => (error, retry_at),
-                Err(StepError::Failure(failure)) => return Err(StepError::Failure(failure)),
-                Err(StepError::Work(())) => {
-                    return Err(StepError::Work(
-                        kept.expect("an attempt's unstored error is kept"),
-                    ));
-                }
+                Attempt::Done(value) => return Ok(value),
+                Attempt::Failed { error, retry_at } => (error, retry_at),
             };
             let left = retry_at.saturating_sub(now_ms());
             if left > 0 {
