@@ -49,9 +49,7 @@ impl Clock {
     #[must_use]
     pub fn now_ms(&self) -> u64 {
         let elapsed = Instant::now().saturating_duration_since(self.anchor);
-        let local = self
-            .anchor_ms
-            .saturating_add(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+        let local = self.anchor_ms.saturating_add(millis(elapsed));
         local.saturating_add_signed(self.offset_ms)
     }
 }
@@ -64,8 +62,7 @@ impl Default for Clock {
 
 /// Milliseconds since the Unix epoch of `time` (0 before the epoch, saturated far after it).
 pub(crate) fn epoch_ms(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    time.duration_since(UNIX_EPOCH).map_or(0, millis)
 }
 
 /// Milliseconds since the Unix epoch on the system clock, now: the wall clock of durable

@@ -106,8 +106,8 @@ impl FromStr for Rate {
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = u64::try_from(self.per.as_millis()).unwrap_or(u64::MAX);
-        write!(f, "{}/{}", self.count, crate::duration::format(ms))
+        let per = crate::duration::format(crate::clock::millis(self.per));
+        write!(f, "{}/{per}", self.count)
     }
 }
 

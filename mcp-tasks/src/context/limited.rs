@@ -58,13 +58,11 @@ impl TaskContext {
                 if self.is_cancelled() {
                     return Err(Failure::Cancelled);
                 }
-                match self.host.take_rate(limiter).await? {
-                    None => break,
-                    Some(wait) => {
-                        let wait = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-                        self.sleep_to(now_ms().saturating_add(wait)).await?;
-                    }
-                }
+                let Some(wait) = self.host.take_rate(limiter).await? else {
+                    break;
+                };
+                let wait = crate::clock::millis(wait);
+                self.sleep_to(now_ms().saturating_add(wait)).await?;
             }
         }
         self.step(name, work).await
