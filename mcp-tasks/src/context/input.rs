@@ -27,32 +27,27 @@ pub const MAX_INPUT_KEY_LEN: usize = 64;
 /// generates (`elicit-N`, `sample-N`, `roots-N`), so a chosen key never collides with one.
 pub(crate) fn check_key(key: &str) -> Result<(), ErrorData> {
     let problem = if key.is_empty() {
-        Some("it is empty".to_owned())
+        "it is empty".to_owned()
     } else if key.len() > MAX_INPUT_KEY_LEN {
-        Some(format!(
+        format!(
             "it is {} bytes long, more than {MAX_INPUT_KEY_LEN}",
             key.len()
-        ))
+        )
     } else if let Some(c) = key
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
     {
-        Some(format!(
-            "it contains {c:?}; a key is ASCII letters, digits, `_`, `-` and `.`"
-        ))
+        format!("it contains {c:?}; a key is ASCII letters, digits, `_`, `-` and `.`")
     } else if InputKind::ALL.iter().any(|kind| {
         key.strip_prefix(kind.key_prefix())
             .and_then(|rest| rest.strip_prefix('-'))
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     }) {
-        Some("it has the form of a generated key (`elicit-N`, `sample-N`, `roots-N`)".to_owned())
+        "it has the form of a generated key (`elicit-N`, `sample-N`, `roots-N`)".to_owned()
     } else {
-        None
+        return Ok(());
     };
-    match problem {
-        Some(problem) => Err(errors::bad_input_key(key, &problem)),
-        None => Ok(()),
-    }
+    Err(errors::bad_input_key(key, &problem))
 }
 
 impl TaskContext {
