@@ -51,13 +51,10 @@ impl TaskContext {
     /// As for [`step`](Self::step): the marker cannot be stored, or the task ended.
     pub async fn patched(&self, name: &str) -> Result<bool, Failure> {
         let marker = marker(name);
-        match self.host.peek_step() {
-            // This task passed the patch before: the new code, again.
-            Some(stored) if stored == marker => {}
-            // A history from before the patch: its own step stands here.
-            Some(_) => return Ok(false),
-            // A first run, or past the end of a recorded history: the new code.
-            None => {}
+        // A history from before the patch has its own step here. A task that passed the patch
+        // before, a first run, or a run past the end of a recorded history: the new code.
+        if self.host.peek_step().is_some_and(|stored| stored != marker) {
+            return Ok(false);
         }
         self.step(&marker, || async { true }).await
     }
