@@ -61,14 +61,8 @@
 //! assert_eq!(server.limits().max_request_bytes(), 16 * 1024 * 1024);
 //! ```
 
-/// Limits on what one request may carry and one task or owner may hold.
-/// [`Limits::default()`] is 4 MiB per request ([`Limits::DEFAULT_MAX_REQUEST_BYTES`]), 1 MiB
-/// of `tools/call` arguments ([`Limits::DEFAULT_MAX_ARGUMENTS_BYTES`]), 64 KiB and 32 levels of
-/// a request's `_meta`, 32 outstanding input
-/// requests per task, 4,096 characters of `statusMessage`, 10,000 live and 10,000 finished
-/// tasks per owner, 256
-/// task ids per listen and 64 open listen streams per owner; see the [module docs](self) for
-/// what each limit answers.
+/// Limits on what one request may carry and one task or owner may hold: the
+/// [module docs](self) give each one's default (the `DEFAULT_*` constants) and what it answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Limits {

@@ -1,11 +1,8 @@
 //! The return type of a `#[task_tool]` fn: how the value it returned becomes the call's
-//! outcome, and the tool's `outputSchema`.
-//!
-//! Autoref specialisation over the concrete return type (the macro only calls these in
-//! non-generic code) ends in one [`ReturnOps`] value whose bounds are checked at a single
-//! place, so a wrong type is reported once. Its [`OutputShape`] (the `outputSchema` and
-//! whether values are wrapped as `{"result": value}`) is computed once per tool: the macro
-//! keeps it in a `OnceLock` of the tool's own, filled when the toolkit reads the definition.
+//! outcome ([`ReturnOps`], chosen as the [parent module](super) says), and the tool's
+//! `outputSchema`. The [`OutputShape`] (the `outputSchema` and whether values are wrapped as
+//! `{"result": value}`) is computed once per tool: the macro keeps it in a `OnceLock` of the
+//! tool's own, filled when the toolkit reads the definition.
 
 use std::{convert::Infallible, fmt::Display, marker::PhantomData};
 
