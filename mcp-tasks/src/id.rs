@@ -11,8 +11,6 @@
 
 // Unguessable ids: docs/protocol.md R13.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 /// Hex digits of the timestamp: 48 bits of milliseconds, enough until the year 10889.
 const TIME_DIGITS: usize = 12;
 /// Hex digits of the random part: 128 bits.
@@ -32,22 +30,10 @@ pub fn new_task_id() -> String {
     let mut bytes = [0u8; RANDOM_DIGITS / 2];
     getrandom::fill(&mut bytes).expect("the operating system's CSPRNG is unavailable");
     // A clock before 1970 gives 0: ids then lose their order, never their entropy.
-    let millis = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let mut out = String::with_capacity(TASK_ID_LEN);
-    for shift in (0..TIME_DIGITS).rev() {
-        let digit = (millis >> (shift * 4)) & 0xf;
-        out.push(char::from(HEX[usize::try_from(digit).unwrap_or(0)]));
-    }
-    for b in bytes {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    out
+    let millis = crate::clock::system_now_ms() & ((1 << (4 * TIME_DIGITS)) - 1);
+    let random = u128::from_be_bytes(bytes);
+    format!("{millis:0TIME_DIGITS$x}{random:0RANDOM_DIGITS$x}")
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The creation time in milliseconds that id `id` carries, when it is one of [`new_task_id`]'s.
 pub(crate) fn created_ms(id: &str) -> Option<u64> {
@@ -59,7 +45,10 @@ pub(crate) fn created_ms(id: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashSet;
+    use std::{
+        collections::HashSet,
+        time::{SystemTime, UNIX_EPOCH},
+    };
 
     use super::*;
 
@@ -77,7 +66,10 @@ mod tests {
         assert_eq!(ids.iter().collect::<HashSet<_>>().len(), 10_000);
         for id in &ids {
             assert_eq!(id.len(), TASK_ID_LEN);
-            assert!(id.bytes().all(|b| HEX.contains(&b)), "{id}");
+            assert!(
+                id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+                "{id}"
+            );
             let millis = u128::from_str_radix(&id[..TIME_DIGITS], 16).unwrap();
             assert!((before..=after).contains(&millis), "{id}");
             assert_eq!(created_ms(id).map(u128::from), Some(millis));
