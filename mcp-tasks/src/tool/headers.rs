@@ -76,16 +76,14 @@ fn walk_properties(
         };
         path.push(name.clone());
         let dotted = path.join(".");
-        if let Some(header) = property.get(ANNOTATION) {
-            let header = match header {
-                Value::String(header) if is_valid_name(header) => header.clone(),
-                other => {
-                    return Err(DefinitionError::InvalidHeaderName {
-                        property: dotted,
-                        header: other.to_string(),
-                    });
-                }
+        if let Some(annotation) = property.get(ANNOTATION) {
+            let Some(header) = annotation.as_str().filter(|h| is_valid_name(h)) else {
+                return Err(DefinitionError::InvalidHeaderName {
+                    property: dotted,
+                    header: annotation.to_string(),
+                });
             };
+            let header = header.to_owned();
             let folded = header.to_ascii_lowercase();
             if let Some((first, _)) = seen.iter().find(|(_, h)| *h == folded) {
                 return Err(DefinitionError::DuplicateHeader {
