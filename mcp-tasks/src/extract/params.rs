@@ -390,11 +390,7 @@ impl InputSchema {
                     .and_then(|key| self.generator.definitions().get(key))
             {
                 let mut inlined = definition.clone();
-                for (key, value) in schema {
-                    if key != "$ref" {
-                        inlined.insert(key, value);
-                    }
-                }
+                inlined.extend(schema.into_iter().filter(|(key, _)| key != "$ref"));
                 schema = inlined;
                 continue;
             }
@@ -420,11 +416,7 @@ impl InputSchema {
                     && branches.len() == 2
                 {
                     let mut merged = only.clone();
-                    for (key, value) in schema {
-                        if key != "anyOf" {
-                            merged.insert(key, value);
-                        }
-                    }
+                    merged.extend(schema.into_iter().filter(|(key, _)| key != "anyOf"));
                     schema = merged;
                     continue;
                 }
