@@ -1,5 +1,5 @@
 //! The return type of a `#[task_tool]` fn: how the value it returned becomes the call's
-//! outcome ([`ReturnOps`], chosen as the [parent module](super) says), and the tool's
+//! outcome ([`ReturnOps`], chosen by the dispatch `extract.rs` describes), and the tool's
 //! `outputSchema`. The [`OutputShape`] (the `outputSchema` and whether values are wrapped as
 //! `{"result": value}`) is computed once per tool: the macro keeps it in a `OnceLock` of the
 //! tool's own, filled when the toolkit reads the definition.
