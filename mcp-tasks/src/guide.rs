@@ -37,101 +37,58 @@ macro_rules! page_links {
     };
 }
 
-/// Adding task tools to an existing rmcp server.
-///
-#[cfg_attr(feature = "http", doc = page_links!())]
-#[cfg_attr(feature = "http", doc = include_str!("../guide/01-rmcp-server.md"))]
-#[cfg_attr(
-    not(feature = "http"),
-    doc = "\n\nThis page's examples need feature `http`: build the docs with `--features http`."
-)]
-pub mod rmcp_server {}
+/// A page of the guide: module `$name`, titled `$title`, its text `guide/$file`. A page whose
+/// examples need features is included only with them (`$cfg`); without them it says which
+/// (`$needs`) and how to turn them on (`$flags`).
+macro_rules! page {
+    ($name:ident, $file:literal, $title:literal) => {
+        page!($name, $file, $title, all(), "", "");
+    };
+    ($name:ident, $file:literal, $title:literal, $cfg:meta, $needs:literal, $flags:literal) => {
+        #[doc = $title]
+        #[doc = ""]
+        #[cfg_attr($cfg, doc = page_links!())]
+        #[cfg_attr($cfg, doc = include_str!(concat!("../guide/", $file)))]
+        #[cfg_attr(
+            not($cfg),
+            doc = concat!(
+                "\n\nThis page's examples need ", $needs, ": build the docs with `--features ",
+                $flags, "`."
+            )
+        )]
+        pub mod $name {}
+    };
+}
 
-/// Tool modes and restart policies.
-///
-#[cfg_attr(feature = "sqlite", doc = page_links!())]
-#[cfg_attr(feature = "sqlite", doc = include_str!("../guide/02-modes.md"))]
-#[cfg_attr(
-    not(feature = "sqlite"),
-    doc = "\n\nThis page's examples need feature `sqlite`: build the docs with `--features sqlite`."
-)]
-pub mod modes {}
-
-/// Durable steps and questions.
-///
-#[cfg_attr(feature = "sqlite", doc = page_links!())]
-#[cfg_attr(feature = "sqlite", doc = include_str!("../guide/03-steps-and-questions.md"))]
-#[cfg_attr(
-    not(feature = "sqlite"),
-    doc = "\n\nThis page's examples need feature `sqlite`: build the docs with `--features sqlite`."
-)]
-pub mod steps_and_questions {}
-
-/// The client and the command line.
-///
-#[cfg_attr(feature = "client", doc = page_links!())]
-#[cfg_attr(feature = "client", doc = include_str!("../guide/04-client-and-cli.md"))]
-#[cfg_attr(
-    not(feature = "client"),
-    doc = "\n\nThis page's examples need feature `client`: build the docs with `--features client`."
-)]
-pub mod client_and_cli {}
-
-/// Running several instances.
-///
-#[cfg_attr(all(feature = "postgres", feature = "http"), doc = page_links!())]
-#[cfg_attr(
-    all(feature = "postgres", feature = "http"),
-    doc = include_str!("../guide/05-several-instances.md")
-)]
-#[cfg_attr(
-    not(all(feature = "postgres", feature = "http")),
-    doc = "\n\nThis page's examples need features `postgres` and `http`: build the docs with \
-           `--features postgres,http`."
-)]
-pub mod several_instances {}
-
-/// Security.
-///
-#[cfg_attr(feature = "http", doc = page_links!())]
-#[cfg_attr(feature = "http", doc = include_str!("../guide/06-security.md"))]
-#[cfg_attr(
-    not(feature = "http"),
-    doc = "\n\nThis page's examples need feature `http`: build the docs with `--features http`."
-)]
-pub mod security {}
-
-/// Operating.
-///
-#[cfg_attr(
+page! {
+    rmcp_server, "01-rmcp-server.md", "Adding task tools to an existing rmcp server.",
+    feature = "http", "feature `http`", "http"
+}
+page! {
+    modes, "02-modes.md", "Tool modes and restart policies.",
+    feature = "sqlite", "feature `sqlite`", "sqlite"
+}
+page! {
+    steps_and_questions, "03-steps-and-questions.md", "Durable steps and questions.",
+    feature = "sqlite", "feature `sqlite`", "sqlite"
+}
+page! {
+    client_and_cli, "04-client-and-cli.md", "The client and the command line.",
+    feature = "client", "feature `client`", "client"
+}
+page! {
+    several_instances, "05-several-instances.md", "Running several instances.",
+    all(feature = "postgres", feature = "http"), "features `postgres` and `http`", "postgres,http"
+}
+page! {
+    security, "06-security.md", "Security.",
+    feature = "http", "feature `http`", "http"
+}
+page! {
+    operating, "07-operating.md", "Operating.",
     all(feature = "sqlite", feature = "admin", feature = "prometheus"),
-    doc = page_links!()
-)]
-#[cfg_attr(
-    all(feature = "sqlite", feature = "admin", feature = "prometheus"),
-    doc = include_str!("../guide/07-operating.md")
-)]
-#[cfg_attr(
-    not(all(feature = "sqlite", feature = "admin", feature = "prometheus")),
-    doc = "\n\nThis page's examples need features `sqlite`, `admin` and `prometheus`: build \
-           the docs with `--features sqlite,admin,prometheus`."
-)]
-pub mod operating {}
-
-/// Troubleshooting.
-///
-#[doc = page_links!()]
-#[doc = include_str!("../guide/08-troubleshooting.md")]
-pub mod troubleshooting {}
-
-/// Changing a tool while tasks run.
-///
-#[doc = page_links!()]
-#[doc = include_str!("../guide/09-changing-tools.md")]
-pub mod changing_tools {}
-
-/// Sharing a server between many callers.
-///
-#[doc = page_links!()]
-#[doc = include_str!("../guide/10-many-callers.md")]
-pub mod many_callers {}
+    "features `sqlite`, `admin` and `prometheus`", "sqlite,admin,prometheus"
+}
+page! { troubleshooting, "08-troubleshooting.md", "Troubleshooting." }
+page! { changing_tools, "09-changing-tools.md", "Changing a tool while tasks run." }
+page! { many_callers, "10-many-callers.md", "Sharing a server between many callers." }
