@@ -92,12 +92,8 @@ impl RetryPolicy {
         if self.jitter == 0.0 {
             return delay;
         }
-        let mut bytes = [0u8; 4];
         // Without randomness the wait is simply not shortened.
-        let unit = match getrandom::fill(&mut bytes) {
-            Ok(()) => f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX),
-            Err(_) => 0.0,
-        };
+        let unit = getrandom::u32().map_or(0.0, |n| f64::from(n) / f64::from(u32::MAX));
         delay.mul_f64(1.0 - self.jitter * unit)
     }
 }
