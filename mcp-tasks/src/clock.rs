@@ -54,12 +54,6 @@ impl Clock {
     }
 }
 
-impl Default for Clock {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 /// Milliseconds since the Unix epoch of `time` (0 before the epoch, saturated far after it).
 pub(crate) fn epoch_ms(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, millis)
