@@ -9,8 +9,8 @@ use rmcp::model::{InputRequests, TaskStatus};
 pub(crate) use super::row::TaskRow;
 use super::{
     NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, record,
-    row::{self, EncodedOrigin, EncodedPending, TaskOrigin},
-    row::{Pending, State},
+    row::{self, EncodedOrigin, EncodedPending, Pending, State, TaskOrigin},
+    status::status_word,
 };
 use crate::clock::millis;
 
@@ -222,16 +222,13 @@ pub(crate) fn placeholders(mark: char, first: usize, columns: &[&str], assign: b
 }
 
 /// The origin columns a task's end clears ([`TaskOrigin::ended`]), as `, col = ..`
-/// assignments, applied where `ended` (an SQL condition; `None`: always) holds: the
-/// replay data goes with the task's end, as the memory store drops it.
-pub(crate) fn clear_origin(ended: Option<&str>) -> String {
+/// assignments, applied where `ended` (an SQL condition) holds: the replay data goes with
+/// the task's end, as the memory store drops it.
+pub(crate) fn clear_origin(ended: &str) -> String {
     TaskOrigin::ended_columns()
         .into_iter()
-        .map(|(column, kept)| match ended {
-            Some(ended) => {
-                format!(", {column} = CASE WHEN {ended} THEN {kept} ELSE {column} END")
-            }
-            None => format!(", {column} = {kept}"),
+        .map(|(column, kept)| {
+            format!(", {column} = CASE WHEN {ended} THEN {kept} ELSE {column} END")
         })
         .collect()
 }
@@ -239,8 +236,7 @@ pub(crate) fn clear_origin(ended: Option<&str>) -> String {
 /// Whether a task whose status is the SQL expression `status` drops its history as it ends
 /// (steps, answers, origin): not when it keeps it ([`record::keeps_history`]).
 pub(crate) fn drops_history(status: &str) -> String {
-    let kept = [TaskStatus::Failed, TaskStatus::Cancelled]
-        .map(|kept| status_name(kept).unwrap_or("failed"));
+    let kept = [TaskStatus::Failed, TaskStatus::Cancelled].map(status_word);
     format!("{status} NOT IN ('{}')", kept.join("', '"))
 }
 
@@ -251,7 +247,7 @@ pub(crate) fn drops_history(status: &str) -> String {
 /// both against the transitions.
 #[cfg(any(test, feature = "postgres"))]
 pub(crate) mod end_sql {
-    use super::{Pending, clear_origin, record, status_name};
+    use super::{Pending, clear_origin, record};
 
     /// `t` is live at `now` and not past its TTL: what a finish needs, and an expiry
     /// refuses (record: `check_live`, `due`).
@@ -268,7 +264,7 @@ pub(crate) mod end_sql {
     }
 
     fn is_live() -> String {
-        let names = record::LIVE.map(|status| status_name(status).unwrap_or("working"));
+        let names = record::LIVE.map(super::status_word);
         format!(
             "t.purge_at_ms IS NULL AND t.status IN ('{}')",
             names.join("', '")
@@ -297,7 +293,7 @@ pub(crate) mod end_sql {
              purge_at_ms = {purge}, parked_until_ms = NULL, \
              last_updated_at_ms = CASE WHEN {now} > t.last_updated_at_ms THEN {now} \
              ELSE t.last_updated_at_ms + 1 END{pending}{}",
-            clear_origin(Some(&drops)),
+            clear_origin(&drops),
         )
     }
 

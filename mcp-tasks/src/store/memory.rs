@@ -29,8 +29,7 @@ use super::{
     Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
     Transition,
     record::{self, Due, Record},
-    row::{self, TaskOrigin},
-    row::{Pending, State},
+    row::{self, Pending, State, TaskOrigin},
 };
 use crate::clock::Clock;
 

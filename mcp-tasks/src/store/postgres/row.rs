@@ -47,10 +47,10 @@ pub(super) static WRITE_BACK: std::sync::LazyLock<String> = std::sync::LazyLock:
          epoch = epoch + CASE WHEN $9::bigint IS NOT NULL AND parked_until_ms IS NULL \
          THEN 1 ELSE 0 END, {}{} WHERE id = $1",
         codec::placeholders('$', 10, &crate::store::row::PENDING_COLUMNS, true),
-        codec::clear_origin(Some(&format!(
+        codec::clear_origin(&format!(
             "$8::bigint IS NOT NULL AND {}",
             codec::drops_history("$2")
-        ))),
+        )),
     )
 });
 

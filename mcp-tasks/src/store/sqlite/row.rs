@@ -27,10 +27,10 @@ static WRITE_BACK: LazyLock<String> = LazyLock::new(|| {
          outcome = ?5, cancel_requested = ?6, purge_at_ms = ?7, parked_until_ms = ?8, \
          {}{} WHERE id = ?1",
         codec::placeholders('?', 9, &PENDING_COLUMNS, true),
-        codec::clear_origin(Some(&format!(
+        codec::clear_origin(&format!(
             "?7 IS NOT NULL AND {}",
             codec::drops_history("?2")
-        ))),
+        )),
     )
 });
 
