@@ -208,7 +208,7 @@ pub(super) fn insert_task(
     task: &NewTask,
     max_tasks: usize,
 ) -> Result<TaskSnapshot, StoreError> {
-    if tx.live.rows() >= max_tasks {
+    if tx.live.rows >= max_tasks {
         return Err(StoreError::Full { max_tasks });
     }
     let row = NewRow::encode(task, tx.now)?;

@@ -177,11 +177,7 @@ impl TaskStore for SqliteStore {
             _ => return Ok(None),
         }
         let key = id.to_owned();
-        let found = self.read(move |conn| recovery_of(conn, &key)).await?;
-        Ok(found.map(|mut task| {
-            task.woken = false;
-            task
-        }))
+        self.read(move |conn| recovery_of(conn, &key, false)).await
     }
 
     async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
@@ -210,7 +206,7 @@ impl TaskStore for SqliteStore {
                     Ok((Some(timer), record::Change::CHANGED))
                 })?;
                 if let Some(timer) = taken
-                    && let Some(mut recovery) = recovery_of(tx.conn, &id)?
+                    && let Some(mut recovery) = recovery_of(tx.conn, &id, true)?
                 {
                     recovery.woken_by_timer_ms = timer;
                     woken.push(recovery);
@@ -343,8 +339,12 @@ fn trim_owners(tx: &mut Tx<'_>, owners: &[(Arc<str>, usize)]) -> Result<(), Stor
     Ok(())
 }
 
-/// What a replay of live task `id` needs, with its steps, marked woken.
-fn recovery_of(conn: &rusqlite::Connection, id: &str) -> Result<Option<Recovery>, StoreError> {
+/// What a replay of live task `id` needs, with its steps, marked `woken` or not.
+fn recovery_of(
+    conn: &rusqlite::Connection,
+    id: &str,
+    woken: bool,
+) -> Result<Option<Recovery>, StoreError> {
     let found = conn
         .prepare_cached(concat!(
             "SELECT ",
@@ -364,6 +364,6 @@ fn recovery_of(conn: &rusqlite::Connection, id: &str) -> Result<Option<Recovery>
         return Ok(None);
     };
     recovery.steps = steps(conn, id)?;
-    recovery.woken = true;
+    recovery.woken = woken;
     Ok(Some(recovery))
 }

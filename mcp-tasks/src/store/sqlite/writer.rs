@@ -131,7 +131,7 @@ pub(super) struct LiveSet {
     newest: Option<Arc<str>>,
     /// How many tasks the file holds, live or finished (not yet purged): what the store's
     /// capacity limits.
-    rows: usize,
+    pub(super) rows: usize,
 }
 
 impl LiveSet {
@@ -162,11 +162,6 @@ impl LiveSet {
             self.deadlines.insert((deadline, Arc::clone(&id)));
         }
         self.tasks.insert(id, deadline);
-    }
-
-    /// How many tasks the file holds (live or finished, not yet purged).
-    pub(super) fn rows(&self) -> usize {
-        self.rows
     }
 
     /// Live tasks whose deadline is at or before `now`.
