@@ -4,7 +4,7 @@ use std::sync::{Arc, atomic::Ordering};
 
 use async_trait::async_trait;
 
-use super::{Entry, MemoryStore};
+use super::MemoryStore;
 use crate::store::{
     StoreError, TaskSnapshot, TaskStore,
     admin::{AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary},
@@ -16,7 +16,7 @@ impl MemoryStore {
     async fn scan(
         &self,
         filter: &TaskFilter,
-        mut each: impl FnMut(&Entry, TaskSummary),
+        mut each: impl FnMut(TaskSummary),
     ) -> Result<(), StoreError> {
         let expired = self.expire_due().await?;
         self.unreported.keep(expired);
@@ -24,7 +24,7 @@ impl MemoryStore {
         self.each_entry(|entry| {
             let summary = TaskSummary::of(entry.snapshot(), None);
             if filter.matches(&summary, now) {
-                each(entry, summary);
+                each(summary);
             }
         });
         Ok(())
@@ -35,7 +35,7 @@ impl MemoryStore {
 impl AdminStore for MemoryStore {
     async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
         let mut found = Vec::new();
-        self.scan(&query.filter, |_, summary| {
+        self.scan(&query.filter, |summary| {
             if query
                 .after
                 .as_ref()
@@ -55,7 +55,7 @@ impl AdminStore for MemoryStore {
 
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
         let mut counts = StatusCounts::default();
-        self.scan(filter, |_, summary| counts.add(summary.task.status, 1))
+        self.scan(filter, |summary| counts.add(summary.task.status, 1))
             .await?;
         Ok(counts)
     }
@@ -92,20 +92,13 @@ impl AdminStore for MemoryStore {
         let mut purged = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();
-            let ids: Vec<_> = shard
-                .tasks
-                .values()
-                .filter(|entry| {
-                    entry.state.status.is_terminal()
-                        && before_ms.is_none_or(|before| entry.state.last_updated_at_ms < before)
-                })
-                .map(|entry| entry.id.clone())
-                .collect();
-            for id in ids {
-                if let Some(entry) = shard.tasks.remove(&id) {
-                    self.len.fetch_sub(1, Ordering::Relaxed);
-                    purged.push(entry);
-                }
+            let finished = shard.tasks.extract_if(|_, entry| {
+                entry.state.status.is_terminal()
+                    && before_ms.is_none_or(|before| entry.state.last_updated_at_ms < before)
+            });
+            for (_, entry) in finished {
+                self.len.fetch_sub(1, Ordering::Relaxed);
+                purged.push(entry);
             }
         }
         let count = purged.len() as u64;
