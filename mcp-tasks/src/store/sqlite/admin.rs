@@ -6,7 +6,7 @@ use rusqlite::{params, params_from_iter, types::Value as SqlValue};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, delete_tasks, load, steps},
+    row::{SqliteRow, all_rows, delete_tasks, load, steps},
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -44,15 +44,9 @@ impl AdminStore for SqliteStore {
         let found = self
             .read(move |conn| {
                 let mut statement = conn.prepare(&sql).map_err(backend)?;
-                let mut rows = statement
-                    .query(params_from_iter(values(params)))
-                    .map_err(backend)?;
-                let mut found = Vec::new();
-                while let Some(row) = rows.next().map_err(backend)? {
-                    let task = TaskRow::decode(&SqliteRow(row))?.into_snapshot();
-                    found.push(TaskSummary::of(task, None));
-                }
-                Ok(found)
+                all_rows(&mut statement, params_from_iter(values(params)), |row| {
+                    Ok(TaskSummary::of(TaskRow::decode(row)?.into_snapshot(), None))
+                })
             })
             .await?;
         Ok(query.page(found))

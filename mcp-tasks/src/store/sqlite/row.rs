@@ -59,6 +59,20 @@ impl Columns for SqliteRow<'_, '_> {
     }
 }
 
+/// Every row `statement` answers for `params`, each read by `read`.
+pub(super) fn all_rows<T>(
+    statement: &mut rusqlite::Statement<'_>,
+    params: impl rusqlite::Params,
+    read: impl Fn(&SqliteRow<'_, '_>) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut rows = statement.query(params).map_err(backend)?;
+    let mut found = Vec::new();
+    while let Some(row) = rows.next().map_err(backend)? {
+        found.push(read(&SqliteRow(row))?);
+    }
+    Ok(found)
+}
+
 /// Several tasks (`?1`: a JSON array of ids), each row as [`SELECT_TASK`] reads it.
 const SELECT_TASKS: &str = concat!(
     "SELECT ",
@@ -73,13 +87,11 @@ pub(super) fn load_many(
 ) -> Result<std::collections::HashMap<Arc<str>, TaskRow>, StoreError> {
     let ids = serde_json::Value::from(ids.iter().map(|id| &**id).collect::<Vec<_>>()).to_string();
     let mut statement = conn.prepare_cached(SELECT_TASKS).map_err(backend)?;
-    let mut rows = statement.query(params![ids]).map_err(backend)?;
-    let mut found = std::collections::HashMap::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        let task = TaskRow::decode(&SqliteRow(row))?;
-        found.insert(task.id.clone(), task);
-    }
-    Ok(found)
+    let tasks = all_rows(&mut statement, params![ids], |row| TaskRow::decode(row))?;
+    Ok(tasks
+        .into_iter()
+        .map(|task| (task.id.clone(), task))
+        .collect())
 }
 
 /// Task `id` as stored, `None` when there is none.
@@ -107,15 +119,9 @@ pub(super) fn delete_tasks(
 
 /// The steps of task `id`, in order.
 pub(super) fn steps(conn: &Connection, id: &str) -> Result<Vec<Step>, StoreError> {
-    let mut select = conn
-        .prepare_cached("SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq")
-        .map_err(backend)?;
-    let mut rows = select.query(params![id]).map_err(backend)?;
-    let mut steps = Vec::new();
-    while let Some(row) = rows.next().map_err(backend)? {
-        steps.push(codec::step(&SqliteRow(row), 0)?);
-    }
-    Ok(steps)
+    let sql = "SELECT seq, name, value FROM steps WHERE task_id = ?1 ORDER BY seq";
+    let mut select = conn.prepare_cached(sql).map_err(backend)?;
+    all_rows(&mut select, params![id], |row| codec::step(row, 0))
 }
 
 /// Applies what is due to task `id` at the change's time; returns the row as it then is

@@ -9,7 +9,9 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, delete_tasks, insert_task, load, load_live, load_many, modify, steps},
+    row::{
+        SqliteRow, all_rows, delete_tasks, insert_task, load, load_live, load_many, modify, steps,
+    },
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -153,11 +155,7 @@ impl TaskStore for SqliteStore {
                      AND purge_at_ms IS NULL AND parked_until_ms IS NULL"
                 ))
                 .map_err(backend)?;
-            let mut found = Vec::new();
-            let mut rows = statement.query([]).map_err(backend)?;
-            while let Some(row) = rows.next().map_err(backend)? {
-                found.push(codec::recovery(&SqliteRow(row), Vec::new())?);
-            }
+            let mut found = all_rows(&mut statement, [], |row| codec::recovery(row, Vec::new()))?;
             for task in &mut found {
                 task.steps = steps(conn, &task.id)?;
             }
