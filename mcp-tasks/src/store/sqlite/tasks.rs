@@ -282,42 +282,40 @@ impl TaskStore for SqliteStore {
 
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let mut reported = self.unreported.take();
-        let failed = self
-            .write(|tx: &mut Tx<'_>| {
-                let (conn, now) = (tx.conn, tx.now);
-                // Live tasks are not indexed in the file: the writer holds their deadlines.
-                let due = tx.live.due(now);
-                let mut failed = Vec::with_capacity(due.len());
-                for id in due {
-                    if load_live(tx, &id)?.1 {
-                        failed.push(id);
-                    }
-                }
-                let purged = delete_tasks(conn, "purge_at_ms <= ?1", params![to_i64(now)])?;
-                tx.effects.push(Effect::Purged(purged));
-                Ok(failed)
-            })
-            .await;
-        match failed {
-            Ok(failed) => reported.extend(failed),
-            Err(error) => {
-                // Reported by the next sweep instead.
-                self.unreported.keep(reported);
-                return Err(error);
+        let swept = async {
+            reported.extend(self.write(expire).await?);
+            let owners = self.trim.take();
+            if !owners.is_empty() {
+                self.write(move |tx: &mut Tx<'_>| trim_owners(tx, &owners))
+                    .await?;
             }
+            Ok::<_, StoreError>(())
         }
-        let owners = self.trim.take();
-        if !owners.is_empty()
-            && let Err(error) = self
-                .write(move |tx: &mut Tx<'_>| trim_owners(tx, &owners))
-                .await
-        {
-            // The expiries are committed: the next sweep reports them.
+        .await;
+        if let Err(error) = swept {
+            // What it expired (or had to report) is reported by the next sweep instead.
             self.unreported.keep(reported);
             return Err(error);
         }
         Ok(reported)
     }
+}
+
+/// Applies every expiry that is due: the live tasks past their TTL fail (their ids are
+/// returned), the finished ones past their purge time go.
+fn expire(tx: &mut Tx<'_>) -> Result<Vec<Arc<str>>, StoreError> {
+    let (conn, now) = (tx.conn, tx.now);
+    // Live tasks are not indexed in the file: the writer holds their deadlines.
+    let due = tx.live.due(now);
+    let mut failed = Vec::with_capacity(due.len());
+    for id in due {
+        if load_live(tx, &id)?.1 {
+            failed.push(id);
+        }
+    }
+    let purged = delete_tasks(conn, "purge_at_ms <= ?1", params![to_i64(now)])?;
+    tx.effects.push(Effect::Purged(purged));
+    Ok(failed)
 }
 
 /// Removes, for each `(owner, keep)`, the owner's finished tasks past its `keep` newest (by
