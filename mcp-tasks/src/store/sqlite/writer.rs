@@ -113,14 +113,10 @@ pub(super) enum Effect {
     Purged(usize),
 }
 
-/// The live (unfinished) tasks, held by the writer thread.
-///
-/// The file has no index over live tasks, so a create writes one B-tree, not two: expiry
-/// finds due tasks here, and recovery scans the table from `meta.live_from`, an id no live
-/// task is below. Task ids begin with their creation time, so that scan starts at the
-/// oldest live task, not at the first task ever stored. The writer keeps `live_from` a
-/// lower bound in the same transactions that change the live set: a create below it
-/// lowers it; now and then it is raised to the oldest live task.
+/// The live (unfinished) tasks, held by the writer thread: the file does not index them
+/// ([`SqliteStore`](super::SqliteStore) says why), so expiry finds the due ones here. The
+/// writer keeps `meta.live_from` below every live id in the same transactions that change
+/// the live set: a create below it lowers it; now and then it is raised to the oldest one.
 #[derive(Default)]
 pub(super) struct LiveSet {
     deadlines: BTreeSet<(u64, Arc<str>)>,
