@@ -44,13 +44,12 @@ impl TaskStore for SqliteStore {
                         .optional()
                 })
                 .map_err(backend)?;
-            if let Some(first) = first {
-                // Expiry or purge that is due applies first: a purged task frees its key.
-                if let (Some(first), _) = load_live(tx, &first)?
-                    && record::is_retry_of(&first.state, tx.now)
-                {
-                    return Ok(Created::Existing(first.into_snapshot()));
-                }
+            // Expiry or purge that is due applies first: a purged task frees its key.
+            if let Some(first) = first
+                && let (Some(first), _) = load_live(tx, &first)?
+                && record::is_retry_of(&first.state, tx.now)
+            {
+                return Ok(Created::Existing(first.into_snapshot()));
             }
             let snapshot = insert_task(tx, &task, max_tasks)?;
             // Past the first task's TTL the key names the new call's task.
