@@ -1,6 +1,4 @@
-//! Several instances, one task space: leases with a fencing epoch, claims and wake-ups
-//! ([`ClusterStore`]); the fenced writes are [`TaskStore::apply`](super::TaskStore::apply)
-//! under a lease.
+//! Several instances, one task space ([`ClusterStore`]).
 
 use std::{sync::Arc, time::Duration};
 
