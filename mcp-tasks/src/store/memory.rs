@@ -299,7 +299,6 @@ impl MemoryStore {
             }
             Due::Nothing => {}
         }
-        let entry = shard.tasks.get_mut(id).ok_or(StoreError::NotFound)?;
         let done = f(entry, now);
         // Ended here (by `f` or by its expiry): its owner may be past its bound now.
         if was_live && entry.state.status.is_terminal() {
