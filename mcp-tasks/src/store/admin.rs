@@ -218,12 +218,13 @@ impl Position {
 pub struct Cursor(String);
 
 impl Cursor {
-    fn new(filter: &TaskFilter, position: &Position) -> Self {
+    /// The cursor of the page after the one that ends with `last`.
+    fn new(filter: &TaskFilter, last: &TaskSnapshot) -> Self {
         let plain = format!(
             "{:016x}:{}:{}",
             filter.fingerprint(),
-            position.created_at_ms,
-            position.id
+            last.created_at_ms,
+            last.id
         );
         Self(plain.bytes().map(|b| format!("{b:02x}")).collect())
     }
@@ -324,13 +325,7 @@ impl TaskQuery {
         let more = sorted.len() > self.limit;
         sorted.truncate(self.limit);
         let next_cursor = match sorted.last() {
-            Some(last) if more => Some(Cursor::new(
-                &self.filter,
-                &Position {
-                    created_at_ms: last.task.created_at_ms,
-                    id: Arc::clone(&last.task.id),
-                },
-            )),
+            Some(last) if more => Some(Cursor::new(&self.filter, &last.task)),
             _ => None,
         };
         TaskPage {
