@@ -511,7 +511,7 @@ impl PostgresStore {
         {
             let level: i16 = row
                 .try_get(0)
-                .map_err(|e| super::PgError::owned("an unreadable priority", e))?;
+                .map_err(|e| super::PgError::query("an unreadable priority", e))?;
             let oldest = int(&row, 1).unwrap_or(now);
             let waited = u64::try_from(now.saturating_sub(oldest)).unwrap_or(0);
             let gained = i64::try_from(waited / aging_ms).unwrap_or(i64::MAX);

@@ -21,7 +21,7 @@ pub(super) async fn measure(client: &Object, local: Clock) -> Result<Clock, Stor
         let row = client
             .query_one(statement, &[])
             .await
-            .map_err(|e| PgError::owned("could not read the database server's clock", e))?;
+            .map_err(|e| PgError::query("could not read the database server's clock", e))?;
         let received = local.now_ms();
         let server: i64 = row.get(0);
         let round_trip = received.saturating_sub(sent);

@@ -147,23 +147,19 @@ pub(super) struct PgError;
 
 impl PgError {
     /// A failed query.
-    pub(super) fn query(context: impl Into<String>, error: &tokio_postgres::Error) -> StoreError {
+    pub(super) fn query(context: impl Into<String>, error: tokio_postgres::Error) -> StoreError {
         let context = context.into();
+        let code = error.as_db_error().map(|db| db.code().code().to_owned());
         StoreError::Backend(
-            BackendError::new(format!("{context}{}", detail(error)))
-                .with_code(code(error))
-                .retryable(retryable(error)),
+            BackendError::new(format!("{context}{}", detail(&error)))
+                .with_code(code)
+                .retryable(retryable(&error)),
         )
     }
 
     /// A failure that is not a query's (not retryable).
     pub(super) fn msg(context: String) -> StoreError {
         StoreError::Backend(BackendError::new(context))
-    }
-
-    /// [`query`](Self::query), taking the error.
-    pub(super) fn owned(context: impl Into<String>, error: tokio_postgres::Error) -> StoreError {
-        Self::query(context, &error)
     }
 
     /// `error` again, with `note` added to its message: the same code and retryability, for
@@ -188,10 +184,6 @@ fn retryable(error: &tokio_postgres::Error) -> bool {
         || error
             .as_db_error()
             .is_some_and(|db| matches!(db.code().code(), "40001" | "40P01" | "55P03" | "53300"))
-}
-
-fn code(error: &tokio_postgres::Error) -> Option<String> {
-    error.as_db_error().map(|db| db.code().code().to_owned())
 }
 
 /// What the server (or the socket) said, in one line.
@@ -234,7 +226,7 @@ pub(super) async fn get(pool: &Pool) -> Result<Object, StoreError> {
 /// [`get`], saying `context` when no connection can be opened.
 pub(super) async fn get_or(pool: &Pool, context: &str) -> Result<Object, StoreError> {
     pool.get().await.map_err(|error| match error {
-        PoolError::Backend(e) => PgError::owned(context, e),
+        PoolError::Backend(e) => PgError::query(context, e),
         other => StoreError::Backend(
             BackendError::new(format!(
                 "could not get a Postgres connection from the pool: {other}"
@@ -268,7 +260,7 @@ where
             Err(error) => {
                 drop(Object::take(client));
                 if retried || !connection_lost(&error) {
-                    return Err(PgError::owned(context, error));
+                    return Err(PgError::query(context, error));
                 }
                 retried = true;
             }
@@ -318,7 +310,7 @@ pub(super) async fn write_one(
         drop(Object::take(client));
         let note = " (the connection was lost: whether the change was stored is unknown, read \
                     the task again)";
-        PgError::owned(format!("{context}{}", if lost { note } else { "" }), error)
+        PgError::query(format!("{context}{}", if lost { note } else { "" }), error)
     })
 }
 
@@ -356,7 +348,7 @@ impl Tx {
                     // Closes the connection.
                     drop(tx);
                     if retried || !connection_lost(&error) {
-                        return Err(PgError::owned("could not begin a transaction", error));
+                        return Err(PgError::query("could not begin a transaction", error));
                     }
                     retried = true;
                 }
@@ -376,7 +368,7 @@ impl Tx {
         let statement = client
             .prepare_cached(sql)
             .await
-            .map_err(|e| PgError::owned(context, e))?;
+            .map_err(|e| PgError::query(context, e))?;
         Ok((client, statement))
     }
 
@@ -391,7 +383,7 @@ impl Tx {
         client
             .query(&statement, params)
             .await
-            .map_err(|e| PgError::owned(context, e))
+            .map_err(|e| PgError::query(context, e))
     }
 
     /// Runs one statement and returns the number of rows it changed.
@@ -405,7 +397,7 @@ impl Tx {
         client
             .execute(&statement, params)
             .await
-            .map_err(|e| PgError::owned(context, e))
+            .map_err(|e| PgError::query(context, e))
     }
 
     /// `COMMIT`. An error means the outcome is unknown to this process: the connection is
@@ -417,7 +409,7 @@ impl Tx {
             drop(Object::take(client));
             let context = "the commit failed (whether the change was stored is unknown: read the \
                            task again)";
-            PgError::owned(context, error)
+            PgError::query(context, error)
         })
     }
 

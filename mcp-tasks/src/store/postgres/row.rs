@@ -64,7 +64,7 @@ impl PgRow<'_> {
     ) -> Result<T, StoreError> {
         self.0
             .try_get(index)
-            .map_err(|e| PgError::owned("an unreadable task row", e))
+            .map_err(|e| PgError::query("an unreadable task row", e))
     }
 }
 

@@ -129,7 +129,7 @@ pub(super) async fn migrate(client: &Object, schema: &str) -> Result<(), StoreEr
         client
             .batch_execute("BEGIN")
             .await
-            .map_err(|e| PgError::query("could not begin the schema migration", &e))?;
+            .map_err(|e| PgError::query("could not begin the schema migration", e))?;
         let step = migrate_step(client, schema, &lock_key).await;
         let end = if matches!(step, Ok(true)) {
             "COMMIT"
@@ -140,7 +140,7 @@ pub(super) async fn migrate(client: &Object, schema: &str) -> Result<(), StoreEr
         match (step, ended) {
             (Err(error), _) => return Err(error),
             (Ok(_), Err(e)) => {
-                return Err(PgError::query("could not commit the schema migration", &e));
+                return Err(PgError::query("could not commit the schema migration", e));
             }
             (Ok(true), Ok(())) => {}
             (Ok(false), Ok(())) => return Ok(()),
@@ -154,7 +154,7 @@ async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<b
     client
         .execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&lock_key])
         .await
-        .map_err(|e| PgError::query("could not lock the schema for migration", &e))?;
+        .map_err(|e| PgError::query("could not lock the schema for migration", e))?;
     let version = schema_version(client, schema).await?;
     if version > SCHEMA_VERSION {
         return Err(StoreError::Config(ConfigError::new(format!(
@@ -170,7 +170,7 @@ async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<b
         return Ok(false);
     };
     let to = version + 1;
-    let fail = |e: &tokio_postgres::Error| {
+    let fail = |e| {
         PgError::query(
             format!(
                 "could not migrate the Postgres schema `{schema}` from version {version} to {to}"
@@ -181,21 +181,21 @@ async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<b
     client
         .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\""))
         .await
-        .map_err(|e| fail(&e))?;
-    client.batch_execute(step).await.map_err(|e| fail(&e))?;
+        .map_err(fail)?;
+    client.batch_execute(step).await.map_err(fail)?;
     client
         .execute(
             "UPDATE meta SET value = $1 WHERE name = 'schema_version'",
             &[&to],
         )
         .await
-        .map_err(|e| fail(&e))?;
+        .map_err(fail)?;
     Ok(true)
 }
 
 /// The schema's version: 0 when it (or its `meta` table) does not exist yet.
 async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError> {
-    let read = |e: &tokio_postgres::Error| {
+    let read = |e| {
         PgError::query(
             format!("could not read the version of the Postgres schema `{schema}`"),
             e,
@@ -205,9 +205,9 @@ async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError
     let exists: bool = client
         .query_one("SELECT to_regclass($1) IS NOT NULL", &[&meta])
         .await
-        .map_err(|e| read(&e))?
+        .map_err(read)?
         .try_get(0)
-        .map_err(|e| read(&e))?;
+        .map_err(read)?;
     if !exists {
         return Ok(0);
     }
@@ -217,7 +217,7 @@ async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError
             &[],
         )
         .await
-        .map_err(|e| read(&e))?;
+        .map_err(read)?;
     row.map_or_else(
         || {
             Err(StoreError::Config(ConfigError::new(format!(
@@ -225,6 +225,6 @@ async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError
                  row; it is not a task store schema (choose another schema)"
             ))))
         },
-        |row| row.try_get(0).map_err(|e| read(&e)),
+        |row| row.try_get(0).map_err(read),
     )
 }
