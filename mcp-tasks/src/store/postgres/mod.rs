@@ -146,7 +146,8 @@ pub struct PostgresBuilder {
     source: Source,
     ssl_mode: Option<SslMode>,
     ssl_root_cert: Option<String>,
-    tls: Option<tls::UserTls>,
+    /// A connector of the user's own ([`with_tls`](Self::with_tls)).
+    tls: Option<Arc<dyn tls::Connector>>,
     schema: String,
     pool_size: usize,
     connect_timeout: Duration,
@@ -216,7 +217,7 @@ impl PostgresBuilder {
         T::TlsConnect: Sync + Send,
         <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
     {
-        self.tls = Some(tls::UserTls::new(tls));
+        self.tls = Some(Arc::new(tls::Generic(tls)));
         self
     }
 

@@ -253,7 +253,7 @@ pub(super) type Messages =
     Pin<Box<dyn Stream<Item = Result<AsyncMessage, tokio_postgres::Error>> + Send>>;
 
 /// A connector, whatever its type: what the pool is built with and the listener connects with.
-trait Connector: Send + Sync {
+pub(super) trait Connector: Send + Sync {
     fn manager(&self, config: Config, manager: ManagerConfig) -> Manager;
     fn connect(
         &self,
@@ -261,7 +261,7 @@ trait Connector: Send + Sync {
     ) -> BoxFuture<'static, Result<(Client, Messages), tokio_postgres::Error>>;
 }
 
-struct Generic<T>(T);
+pub(super) struct Generic<T>(pub(super) T);
 
 impl<T> Connector for Generic<T>
 where
@@ -289,23 +289,6 @@ where
     }
 }
 
-/// A TLS connector of the user's own, as [`PostgresBuilder::with_tls`](super::PostgresBuilder::with_tls)
-/// takes it.
-#[derive(Clone)]
-pub(super) struct UserTls(Arc<dyn Connector>);
-
-impl UserTls {
-    pub(super) fn new<T>(tls: T) -> Self
-    where
-        T: MakeTlsConnect<Socket> + Clone + Sync + Send + 'static,
-        T::Stream: Sync + Send,
-        T::TlsConnect: Sync + Send,
-        <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
-    {
-        Self(Arc::new(Generic(tls)))
-    }
-}
-
 /// The settings and the connector of every connection a store opens.
 #[derive(Clone)]
 pub(super) struct Connect {
@@ -324,13 +307,13 @@ impl Connect {
     pub(super) fn new(
         mut config: Config,
         settings: &Settings,
-        user: Option<UserTls>,
+        user: Option<Arc<dyn Connector>>,
     ) -> Result<Self, StoreError> {
         let mode = settings
             .mode
             .unwrap_or_else(|| SslMode::from_driver(config.get_ssl_mode()));
         config.ssl_mode(mode.driver());
-        if let Some(UserTls(tls)) = user {
+        if let Some(tls) = user {
             if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull)
                 || settings.root_cert.is_some()
             {
@@ -486,7 +469,7 @@ mod tests {
 
     #[test]
     fn certificate_checks_beside_a_connector_of_ones_own_are_refused() {
-        let user = || Some(UserTls::new(tokio_postgres::NoTls));
+        let user = || Some(Arc::new(Generic(tokio_postgres::NoTls)) as Arc<dyn Connector>);
         for (mode, root) in [
             (Some(SslMode::VerifyFull), None),
             (Some(SslMode::VerifyCa), None),
