@@ -202,29 +202,16 @@ impl ServerCertVerifier for Lenient {
     }
 }
 
-/// The error of a host name rustls cannot use.
-#[derive(Debug)]
-pub(super) struct BadName(String);
-
-impl std::fmt::Display for BadName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "`{}` is not a host name or IP address TLS can check a certificate for",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for BadName {}
-
 impl MakeTlsConnect<Socket> for MakeRustls {
     type Stream = Stream;
     type TlsConnect = Connect;
-    type Error = BadName;
+    /// A host name rustls cannot use.
+    type Error = String;
 
-    fn make_tls_connect(&mut self, host: &str) -> Result<Connect, BadName> {
-        let name = ServerName::try_from(host.to_owned()).map_err(|_| BadName(host.into()))?;
+    fn make_tls_connect(&mut self, host: &str) -> Result<Connect, String> {
+        let name = ServerName::try_from(host.to_owned()).map_err(|_| {
+            format!("`{host}` is not a host name or IP address TLS can check a certificate for")
+        })?;
         Ok(Connect {
             connector: tokio_rustls::TlsConnector::from(Arc::clone(&self.config)),
             name,
