@@ -251,7 +251,6 @@ pub(super) struct Bound<'a> {
 }
 
 /// Which queued tasks one claim statement may take.
-#[derive(Clone, Copy)]
 struct Filter<'a> {
     /// Not these tools (the limited ones, in the claim of every other tool).
     excluded: &'a [&'a str],
@@ -259,13 +258,6 @@ struct Filter<'a> {
     only: Option<&'a str>,
     /// Only this priority.
     level: Option<i16>,
-}
-
-impl Filter<'_> {
-    /// Whether it allows every queued task (the statement without a filter serves it).
-    fn is_all(&self) -> bool {
-        self.excluded.is_empty() && self.only.is_none() && self.level.is_none()
-    }
 }
 
 impl PostgresStore {
@@ -405,16 +397,8 @@ impl PostgresStore {
         };
         if !claim.limits.is_empty() {
             let concurrency: Vec<&str> = claim.limits.iter().map(|(t, _)| &**t).collect();
-            let running: HashMap<String, i64> = tx
-                .query(
-                    RUNNING,
-                    &[&concurrency],
-                    "could not count the limited tools' tasks",
-                )
-                .await?
-                .iter()
-                .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
-                .collect::<Result<_, StoreError>>()?;
+            let context = "could not count the limited tools' tasks";
+            let running = counts(tx, RUNNING, &[&concurrency], context).await?;
             for (tool, limit) in claim.limits {
                 let held = running.get(&**tool).copied().unwrap_or(0);
                 lower(tool, i64::from(*limit) - held);
@@ -427,16 +411,8 @@ impl PostgresStore {
             let windows: Vec<i64> = (claim.rates.iter())
                 .map(|(_, rate)| window_ms(*rate))
                 .collect();
-            let recent: HashMap<String, i64> = tx
-                .query(
-                    RECENT,
-                    &[&keys, &windows],
-                    "could not count the rate-limited tools' starts",
-                )
-                .await?
-                .iter()
-                .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
-                .collect::<Result<_, StoreError>>()?;
+            let context = "could not count the rate-limited tools' starts";
+            let recent = counts(tx, RECENT, &[&keys, &windows], context).await?;
             for ((tool, rate), key) in claim.rates.iter().zip(&keys) {
                 let count = recent.get(key).copied().unwrap_or(0);
                 lower(tool, i64::from(rate.count()) - count);
@@ -542,7 +518,8 @@ impl PostgresStore {
             only,
             level,
         } = filter;
-        let filtered = !filter.is_all();
+        // A filter that allows every queued task: the statement without one serves it.
+        let filtered = !(excluded.is_empty() && only.is_none() && level.is_none());
         let routing = Routing::of(claim);
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
         if turns {
@@ -569,4 +546,17 @@ impl PostgresStore {
         }
         Ok(rows)
     }
+}
+
+/// The rows of `sql`, a name and a count each, by name.
+async fn counts(
+    tx: &Tx,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    context: &str,
+) -> Result<HashMap<String, i64>, StoreError> {
+    let rows = tx.query(sql, params, context).await?;
+    rows.iter()
+        .map(|row| Ok((text(row, 0)?, int(row, 1)?)))
+        .collect()
 }
