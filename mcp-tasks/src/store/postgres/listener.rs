@@ -1,9 +1,7 @@
 //! Wake-ups of [`PostgresStore`](super::PostgresStore): one `LISTEN` connection per store,
 //! reconnected when it fails, that turns every notification on the store's channel into a
-//! [`Notice`] (`notice.rs` decodes them). Which tasks run where is the runtime's knowledge, not the store's: every
-//! answer and cancel of the task space is announced, and the runtime keeps the ones of the
-//! tasks it runs (and re-reads those to cover a notification lost while this connection was
-//! down). The listener itself sends no query but its `LISTEN`.
+//! [`Notice`] (`notice.rs` decodes them), and sends no query but its `LISTEN`. Which of them
+//! matter is the runtime's knowledge (module docs of [`postgres`](super), "Wake-ups").
 
 use std::{sync::Arc, time::Duration};
 
@@ -88,15 +86,11 @@ impl Listener {
         };
         let (notes, mut notifications) = mpsc::unbounded_channel();
         let driver = tokio::spawn(async move {
-            while let Some(message) = messages.next().await {
-                match message {
-                    Ok(AsyncMessage::Notification(n)) => {
-                        if notes.send(n.payload().to_owned()).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
+            while let Some(Ok(message)) = messages.next().await {
+                if let AsyncMessage::Notification(n) = message
+                    && notes.send(n.payload().to_owned()).is_err()
+                {
+                    return;
                 }
             }
         });
