@@ -298,12 +298,9 @@ impl PostgresBuilder {
             }
             Source::Config(config) => ((**config).clone(), tls::Settings::default()),
         };
-        if let Some(mode) = self.ssl_mode {
-            tls_settings.mode = Some(mode);
-        }
-        if let Some(root) = &self.ssl_root_cert {
-            tls_settings.root_cert = Some(root.clone());
-        }
+        // The builder's settings over the connection string's.
+        tls_settings.mode = self.ssl_mode.or(tls_settings.mode);
+        tls_settings.root_cert = self.ssl_root_cert.clone().or(tls_settings.root_cert);
         // `enable_seqscan = off`: every statement of the store finds its rows by an index,
         // and must keep doing so. A prepared statement's generic plan is made once, from
         // the table as it is then: made while the table was new and small, a sequential scan

@@ -158,7 +158,7 @@ impl PgError {
     }
 
     /// A failure that is not a query's (not retryable).
-    pub(super) fn msg(context: String) -> StoreError {
+    pub(super) fn msg(context: impl Into<String>) -> StoreError {
         StoreError::Backend(BackendError::new(context))
     }
 
@@ -426,7 +426,7 @@ impl Tx {
 
 /// The error of a transaction used after it ended.
 fn ended() -> StoreError {
-    PgError::msg("the transaction has ended already".into())
+    PgError::msg("the transaction has ended already")
 }
 
 impl Drop for Tx {

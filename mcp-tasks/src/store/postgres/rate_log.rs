@@ -72,9 +72,9 @@ impl PostgresStore {
             .await?;
         let Some(row) = rows.first() else {
             tx.rollback().await;
-            return Err(StoreError::Backend(crate::store::BackendError::new(
+            return Err(super::PgError::msg(
                 "counting the rate limiter's starts returned no row",
-            )));
+            ));
         };
         let (count, now) = (int(row, 1)?, int(row, 3)?);
         if count < i64::from(rate.count()) {

@@ -17,8 +17,8 @@ use super::{
     row::{self, Row, text},
 };
 use crate::store::{
-    ClusterStore, Created, Lease, NewTask, Notice, Outcome, Recovery, Step, StoreError,
-    TaskSnapshot, TaskStore, Transition,
+    ClusterStore, Created, Lease, NewTask, Notice, Recovery, Step, StoreError, TaskSnapshot,
+    TaskStore, Transition,
     codec::{self, Columns, TaskRow, end_sql, recovery_columns, to_i64, to_json},
     record::{self, Change, Due, WakeupKind},
 };
@@ -209,23 +209,6 @@ impl PostgresStore {
         )))
     }
 
-    /// A fenced finish through the finish writers ([`batch`]): `true` when it ended the task,
-    /// `false` when it changed nothing (not live under this lease, or past its TTL).
-    pub(super) async fn finish_batched(
-        &self,
-        lease: &Lease,
-        outcome: &Outcome,
-    ) -> Result<bool, StoreError> {
-        let (lease, outcome, now) = (lease.clone(), outcome.clone(), self.clock.now_ms());
-        let job = |reply| batch::FinishJob {
-            lease,
-            outcome,
-            now,
-            reply,
-        };
-        ask(&self.finishes, job, "the store's finish writers").await
-    }
-
     async fn enqueue(&self, task: NewTask, now: u64) -> Result<batch::Created, StoreError> {
         let job = |reply| batch::Job { task, now, reply };
         ask(&self.creates, job, "the Postgres create writers").await
@@ -315,13 +298,20 @@ impl TaskStore for PostgresStore {
         fence: Option<&Lease>,
         transition: Transition,
     ) -> Result<(), StoreError> {
-        // A fenced finish goes through the finish writers, one statement for many tasks;
-        // one they did not apply (not live under this lease, past its TTL) takes the
-        // general path, which finds out why and answers for it.
-        if let (Some(lease), Transition::Finish(outcome)) = (fence, &transition)
-            && self.finish_batched(lease, outcome).await?
-        {
-            return Ok(());
+        // A fenced finish goes through the finish writers ([`batch`]), one statement for
+        // many tasks; one they did not apply (not live under this lease, past its TTL) takes
+        // the general path, which finds out why and answers for it.
+        if let (Some(lease), Transition::Finish(outcome)) = (fence, &transition) {
+            let (lease, outcome, now) = (lease.clone(), outcome.clone(), self.clock.now_ms());
+            let job = |reply| batch::FinishJob {
+                lease,
+                outcome,
+                now,
+                reply,
+            };
+            if ask(&self.finishes, job, "the store's finish writers").await? {
+                return Ok(());
+            }
         }
         let apply = |task: &mut TaskRow, now| {
             let (change, step) = record::apply(task, now, transition)?;
@@ -441,10 +431,7 @@ impl TaskStore for PostgresStore {
                  AND status IN ('working', 'input_required')) \
                  + (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL) \
                  - (SELECT count(*) FROM gone)",
-                &[
-                    &&*owner as &(dyn tokio_postgres::types::ToSql + Sync),
-                    &bound,
-                ],
+                &[&&*owner, &bound],
                 "could not remove an owner's oldest finished tasks",
             )
             .await?;
