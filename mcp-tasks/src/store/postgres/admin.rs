@@ -28,21 +28,14 @@ const DIALECT: Dialect = Dialect {
     runner: Some("runner"),
 };
 
-/// The parameters, boxed for `tokio_postgres`.
-fn values(params: Vec<Param>) -> Vec<Box<dyn ToSql + Sync + Send>> {
-    params
-        .into_iter()
-        .map(|param| -> Box<dyn ToSql + Sync + Send> {
-            match param {
-                Param::Text(text) => Box::new(text),
-                Param::Int(n) => Box::new(n),
-            }
+/// The parameters, as `tokio_postgres` binds them.
+fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
+    (params.iter())
+        .map(|param| match param {
+            Param::Text(text) => text as _,
+            Param::Int(n) => n as _,
         })
         .collect()
-}
-
-fn refs(values: &[Box<dyn ToSql + Sync + Send>]) -> Vec<&(dyn ToSql + Sync)> {
-    values.iter().map(|value| &**value as _).collect()
 }
 
 /// The columns a list and a detail read: [`Row::decode`]'s, then the detail's own.
@@ -61,8 +54,7 @@ impl AdminStore for PostgresStore {
     async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
         self.expire_due().await?;
         let (sql, params) = list_query(&DIALECT, admin_columns!(), query, self.clock.now_ms());
-        let values = values(params);
-        let rows = read(&self.pool, &sql, &refs(&values), "could not list the tasks").await?;
+        let rows = read(&self.pool, &sql, &refs(&params), "could not list the tasks").await?;
         let mut found = Vec::with_capacity(rows.len());
         for raw in &rows {
             let row = Row::decode(raw)?;
@@ -75,11 +67,10 @@ impl AdminStore for PostgresStore {
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
         self.expire_due().await?;
         let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
-        let values = values(params);
         let rows = read(
             &self.pool,
             &sql,
-            &refs(&values),
+            &refs(&params),
             "could not count the tasks",
         )
         .await?;
