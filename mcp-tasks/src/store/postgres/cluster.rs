@@ -9,6 +9,7 @@ use tokio::sync::broadcast;
 use super::{
     PostgresStore, claim, listener, notice,
     pool::{Tx, read},
+    rate_log::{LOCK_TOOLS, LOG_STARTS, RECENT, window_ms},
     row::{PgRow, db_now_ms, int, text},
 };
 use crate::{
@@ -140,8 +141,49 @@ impl ClusterStore for PostgresStore {
         Ok(claimed)
     }
 
+    /// One start of the step limiter `limiter`, under its lock, logged when its window has
+    /// room.
     async fn take_rate(&self, limiter: &str, rate: Rate) -> Result<Option<Duration>, StoreError> {
-        self.take_step_rate(limiter, rate).await
+        let keys = vec![crate::rate::step_key(limiter)];
+        let per = window_ms(rate);
+        let tx = Tx::begin(&self.pool).await?;
+        tx.query(
+            LOCK_TOOLS,
+            &[&&*self.channel, &keys],
+            "could not lock the rate limiter",
+        )
+        .await?;
+        let rows = tx
+            .query(
+                RECENT,
+                &[&keys, &[per].as_slice()],
+                "could not count the rate limiter's starts",
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            tx.rollback().await;
+            return Err(super::PgError::msg(
+                "counting the rate limiter's starts returned no row",
+            ));
+        };
+        let (count, now) = (int(row, 1)?, int(row, 3)?);
+        if count < i64::from(rate.count()) {
+            tx.execute(
+                LOG_STARTS,
+                &[&keys],
+                "could not log the rate limiter's start",
+            )
+            .await?;
+            tx.commit().await?;
+            return Ok(None);
+        }
+        // Nothing logged; what was pruned stays pruned.
+        tx.commit().await?;
+        let oldest = int(row, 2).unwrap_or(now);
+        let left = oldest.saturating_add(per).saturating_sub(now).max(1);
+        Ok(Some(Duration::from_millis(
+            u64::try_from(left).unwrap_or(1),
+        )))
     }
 
     async fn unclaimed_versions(&self) -> Result<Option<Vec<(String, String, u64)>>, StoreError> {

@@ -3,12 +3,7 @@
 //! limiters, each counted within its window by the database's clock under an advisory lock;
 //! and that lock, which every claim taking a limited tool's tasks holds too.
 
-use super::{
-    PostgresStore,
-    pool::Tx,
-    row::{db_now_ms, int},
-};
-use crate::store::StoreError;
+use super::row::db_now_ms;
 
 /// Locks the limited tools `$2` (sorted, so every claim takes the locks in one order) until
 /// the claim commits: claims that take tasks of a limited tool run one at a time across the
@@ -45,57 +40,6 @@ pub(super) const PRUNE_KEYS: &str = concat!(
     db_now_ms!(),
     " - $2::int8"
 );
-
-impl PostgresStore {
-    /// [`ClusterStore::take_rate`](crate::store::ClusterStore::take_rate): one start of the
-    /// step limiter `limiter`, under its lock, logged when its window has room.
-    pub(super) async fn take_step_rate(
-        &self,
-        limiter: &str,
-        rate: crate::rate::Rate,
-    ) -> Result<Option<std::time::Duration>, StoreError> {
-        let key = crate::rate::step_key(limiter);
-        let per = window_ms(rate);
-        let tx = Tx::begin(&self.pool).await?;
-        tx.query(
-            LOCK_TOOLS,
-            &[&&*self.channel, &[key.as_str()].as_slice()],
-            "could not lock the rate limiter",
-        )
-        .await?;
-        let rows = tx
-            .query(
-                RECENT,
-                &[&[key.as_str()].as_slice(), &[per].as_slice()],
-                "could not count the rate limiter's starts",
-            )
-            .await?;
-        let Some(row) = rows.first() else {
-            tx.rollback().await;
-            return Err(super::PgError::msg(
-                "counting the rate limiter's starts returned no row",
-            ));
-        };
-        let (count, now) = (int(row, 1)?, int(row, 3)?);
-        if count < i64::from(rate.count()) {
-            tx.execute(
-                LOG_STARTS,
-                &[&[key.as_str()].as_slice()],
-                "could not log the rate limiter's start",
-            )
-            .await?;
-            tx.commit().await?;
-            return Ok(None);
-        }
-        // Nothing logged; what was pruned stays pruned.
-        tx.commit().await?;
-        let oldest = int(row, 2).unwrap_or(now);
-        let left = oldest.saturating_add(per).saturating_sub(now).max(1);
-        Ok(Some(std::time::Duration::from_millis(
-            u64::try_from(left).unwrap_or(1),
-        )))
-    }
-}
 
 /// A rate's window in milliseconds, as the rate log's statements bind it.
 pub(super) fn window_ms(rate: crate::rate::Rate) -> i64 {
