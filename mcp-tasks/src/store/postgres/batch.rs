@@ -190,15 +190,12 @@ async fn insert(
     batch: &[Job],
     channel: &str,
 ) -> Result<(HashSet<String>, HashMap<usize, usize>), StoreError> {
-    // Each owner's quota in this batch (the smallest, should two differ).
-    let mut quotas: HashMap<&str, usize> = HashMap::new();
-    for job in batch {
-        if let Some(quota) = job.task.owner_quota {
-            let entry = quotas.entry(&*job.task.owner).or_insert(quota);
-            *entry = (*entry).min(quota);
-        }
-    }
-    if quotas.is_empty() {
+    // The owners whose creates carry a quota (each create is held to its own).
+    let mut owners: Vec<&str> = (batch.iter())
+        .filter(|job| job.task.owner_quota.is_some())
+        .map(|job| &*job.task.owner)
+        .collect();
+    if owners.is_empty() {
         // One statement, its own transaction: one round trip and one commit per batch.
         let rows = batch
             .iter()
@@ -209,8 +206,9 @@ async fn insert(
         let rows = write_one(pool, &INSERT, &params, "could not store the new tasks").await?;
         return Ok((inserted_ids(&rows), HashMap::new()));
     }
+    owners.sort_unstable();
+    owners.dedup();
     let tx = Tx::begin(pool).await?;
-    let owners: Vec<&str> = quotas.keys().copied().collect();
     tx.query(LOCK_OWNERS, &[&owners], "could not lock the owners' quotas")
         .await?;
     // A statement after the locks: it sees every create that held them before.

@@ -6,6 +6,7 @@ use deadpool_postgres::{Object, Pool, PoolError};
 use tokio_postgres::{Config, Row, Statement, config::Host, types::ToSql};
 
 use super::{BackendError, ConfigError, StoreError};
+use crate::errors::error_chain;
 
 /// Parses a connection string, a URL (`postgres://USER:PASSWORD@HOST:PORT/DATABASE?k=v`) or
 /// `key=value` pairs (`host=HOST user=USER password='se cret'`), with the driver's own parser;
@@ -167,11 +168,11 @@ impl PgError {
     pub(super) fn again(error: &StoreError, note: &str) -> StoreError {
         match error {
             StoreError::Backend(backend) => StoreError::Backend(
-                BackendError::new(format!("{}{note}", chain(backend)))
+                BackendError::new(format!("{}{note}", error_chain(backend)))
                     .with_code(backend.code().map(str::to_owned))
                     .retryable(backend.is_retryable()),
             ),
-            other => Self::msg(format!("{}{note}", chain(other))),
+            other => Self::msg(format!("{}{note}", error_chain(other))),
         }
     }
 }
@@ -196,7 +197,7 @@ fn detail(error: &tokio_postgres::Error) -> String {
             db.code().code()
         );
     }
-    format!(": {}", crate::errors::error_chain(error))
+    format!(": {}", error_chain(error))
 }
 
 /// Whether the error means the connection is gone (closed socket, a terminated backend, a
@@ -437,9 +438,6 @@ impl Drop for Tx {
     }
 }
 
-/// An error with its sources, in one line.
-use crate::errors::error_chain as chain;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,7 +577,7 @@ mod tests {
 
     /// The whole message of an error, with its sources.
     fn full_message(error: &StoreError) -> String {
-        chain(error)
+        error_chain(error)
     }
 
     /// Through [`PostgresStore::connect`](super::super::PostgresStore::connect), to a port
