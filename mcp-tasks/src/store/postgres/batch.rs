@@ -302,22 +302,6 @@ pub(super) struct ReadJob {
 /// Reads in flight at once.
 pub(super) const READERS: usize = 4;
 
-/// The rows of `ids` in one `SELECT` (a task listen's read of the tasks it names); an id
-/// with no task has no entry.
-pub(super) async fn read_many(
-    pool: &Pool,
-    ids: &[Arc<str>],
-) -> Result<HashMap<Arc<str>, Row>, StoreError> {
-    let keys: Vec<&str> = ids.iter().map(|id| &**id).collect();
-    let rows = read(pool, row::SELECT_ANY, &[&keys], "could not read the tasks").await?;
-    rows.iter()
-        .map(|raw| {
-            let row = Row::decode(raw)?;
-            Ok((row.task.id.clone(), row))
-        })
-        .collect()
-}
-
 /// Every row of the readers' batch in one `SELECT`; each caller gets its own (decoded) row.
 pub(super) async fn read_batch(pool: Pool, batch: Vec<ReadJob>) {
     let ids: Vec<&str> = batch.iter().map(|job| &*job.id).collect();
