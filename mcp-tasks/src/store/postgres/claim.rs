@@ -14,13 +14,23 @@ use crate::store::{Claim, ClaimOrder, StoreError, codec::Columns};
 
 pub(super) type Params<'a> = Vec<&'a (dyn tokio_postgres::types::ToSql + Sync)>;
 
-/// The columns a claim returns, in the order the store's
+/// Takes the rows of `c` (`id`, `parked`) for `$1`, with a lease of `$2` milliseconds and
+/// the further changes `$set`, and returns the columns in the order the store's
 /// [`ClusterStore::claim`](crate::store::ClusterStore::claim) reads them: the codec's recovery
-/// columns (of `t`), then the lease's.
-macro_rules! claimed_columns {
-    () => {
+/// columns (of `t`), then the lease's. A queued task's claim (`queued`) clears its "queued"
+/// status message and counts as its change at `$3`.
+macro_rules! take {
+    (queued) => {
+        take!("status_message = NULL, last_updated_at_ms = $3, ")
+    };
+    ($set:literal) => {
         concat!(
-            " RETURNING t.id, t.owner, t.tool, t.answers, t.cancel_requested, ",
+            " UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, ",
+            $set,
+            "lease_until_ms = ",
+            db_now_ms!(),
+            " + $2 FROM c WHERE t.id = c.id RETURNING t.id, t.owner, t.tool, t.answers, \
+             t.cancel_requested, ",
             crate::store::row::origin_columns!(),
             ", t.epoch, c.parked"
         )
@@ -62,13 +72,8 @@ pub(super) const CLAIM_LAPSED: &str = concat!(
     db_now_ms!(),
     " AND (deadline_ms IS NULL OR deadline_ms > $3)",
     routed!("$5", "$6", "$7"),
-    " ORDER BY lease_until_ms LIMIT $4 \
-     FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, parked_until_ms = NULL, \
-     lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!()
+    " ORDER BY lease_until_ms LIMIT $4 FOR UPDATE SKIP LOCKED)",
+    take!("parked_until_ms = NULL, ")
 );
 
 /// Takes up to `$4` live tasks that have no runner, oldest first, for `$1`
@@ -77,12 +82,8 @@ macro_rules! claim_oldest {
     ($tools:expr) => { concat!(
     "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE purge_at_ms IS NULL AND runner IS NULL \
      AND (deadline_ms IS NULL OR deadline_ms > $3)", routed!("$5", "$6", "$7"), $tools, " ORDER BY created_at_ms LIMIT $4 \
-     FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, last_updated_at_ms = $3, \
-     lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!()
+     FOR UPDATE SKIP LOCKED)",
+    take!(queued)
 ) };
 }
 
@@ -139,12 +140,8 @@ macro_rules! claim_by_turns {
        FROM candidates c LEFT JOIN visited v ON v.owner = c.owner \
        ORDER BY turn, v.pos NULLS LAST, c.created_at_ms, c.id LIMIT $4), \
      c AS (SELECT id, NULL::bigint AS parked FROM tasks \
-       WHERE id = ANY(ARRAY(SELECT id FROM picked))) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, last_updated_at_ms = $3, \
-     lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!(),
+       WHERE id = ANY(ARRAY(SELECT id FROM picked)))",
+    take!(queued),
     ", (SELECT owner FROM picked WHERE pos IS NOT NULL ORDER BY turn DESC, pos DESC LIMIT 1)"
 ) };
 }
@@ -167,12 +164,8 @@ const CLAIM_BY_TURNS_FILTERED: &str = claim_by_turns!(
 const CLAIM_IDS: &str = concat!(
     "WITH c AS (SELECT id, NULL::bigint AS parked FROM tasks WHERE id = ANY($5::text[]) \
      AND purge_at_ms IS NULL AND runner IS NULL AND (deadline_ms IS NULL OR deadline_ms > $3) \
-     ORDER BY array_position($5::text[], id) LIMIT $4 FOR UPDATE SKIP LOCKED) \
-     UPDATE tasks t SET runner = $1, epoch = t.epoch + 1, status_message = NULL, \
-     last_updated_at_ms = $3, lease_until_ms = ",
-    db_now_ms!(),
-    " + $2 FROM c WHERE t.id = c.id",
-    claimed_columns!()
+     ORDER BY array_position($5::text[], id) LIMIT $4 FOR UPDATE SKIP LOCKED)",
+    take!(queued)
 );
 
 /// The queued tasks of the tool `$1` (of priority `$3`, unless NULL; not past their TTL at
@@ -262,7 +255,7 @@ struct Filter<'a> {
 
 impl PostgresStore {
     /// Takes up to `claim.limit` queued tasks in `claim`'s order, inside `tx`: the rows of
-    /// [`claimed_columns`]. By priority ([`Claim::priority_aging`]): each priority waiting,
+    /// [`take`]. By priority ([`Claim::priority_aging`]): each priority waiting,
     /// the one whose oldest task has waited longest for its level first (a task gains one
     /// level for each `aging` it waited). With limited tools ([`Claim::limits`],
     /// [`Claim::rates`]), within each priority first the tasks of every other tool, then, for
