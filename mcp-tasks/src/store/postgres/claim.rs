@@ -298,9 +298,8 @@ impl PostgresStore {
                 if left(&rows) <= 0 || *places <= 0 {
                     continue;
                 }
-                let concurrency = claim.key_limits.iter().find(|(t, _)| &**t == *tool);
-                let rate = claim.key_rates.iter().find(|(t, _)| &**t == *tool);
-                let keyed = concurrency.is_some() || rate.is_some();
+                let key_rated = claim.key_rates.iter().any(|(t, _)| &**t == *tool);
+                let keyed = key_rated || claim.key_limits.iter().any(|(t, _)| &**t == *tool);
                 let wanted = left(&rows).min(*places);
                 // The tasks the tool's per-key limits let start, each with its key.
                 let eligible = if keyed {
@@ -337,7 +336,7 @@ impl PostgresStore {
                     let key = crate::rate::tool_key(tool);
                     started.extend(std::iter::repeat_n(key, more.len()));
                 }
-                if let (Some(_), Some(eligible)) = (rate, &eligible) {
+                if key_rated && let Some(eligible) = &eligible {
                     // Each start logged under its key (the claimed row's id is its first
                     // column).
                     let prefix = crate::rate::tool_key_prefix(tool);

@@ -153,17 +153,17 @@ fn split_url(url: &str, take: &mut Take<'_>) -> Result<Option<String>, StoreErro
     let Some((head, query)) = url.split_once('?') else {
         return Ok(None);
     };
+    let decode = |text| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8()
+            .ok()
+    };
     let mut kept = Vec::new();
     let mut took = false;
     for piece in query.split('&') {
-        let taken = match piece.split_once('=') {
-            Some((key, value)) => {
-                let decode = |text| percent_encoding::percent_decode_str(text).decode_utf8();
-                match (decode(key), decode(value)) {
-                    (Ok(key), Ok(value)) => take(&key, &value)?,
-                    _ => false,
-                }
-            }
+        let pair = piece.split_once('=');
+        let taken = match pair.and_then(|(key, value)| Some((decode(key)?, decode(value)?))) {
+            Some((key, value)) => take(&key, &value)?,
             None => false,
         };
         if taken {
