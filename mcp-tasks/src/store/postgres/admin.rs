@@ -96,7 +96,6 @@ impl AdminStore for PostgresStore {
         };
         let row = Row::decode(raw)?;
         let columns = PgRow(raw);
-        let live = !row.task.state.status.is_terminal();
         let until_ms = columns.opt_int(TASK_COLUMNS + 3)?.map(codec::to_u64);
         let origin = TaskOrigin::decode(&columns, TASK_COLUMNS + 4)?;
         let sql = "SELECT seq, name, value FROM steps WHERE task_id = $1 ORDER BY seq";
@@ -106,9 +105,9 @@ impl AdminStore for PostgresStore {
             .map(|raw| codec::step(&PgRow(raw), 0))
             .collect::<Result<Vec<_>, _>>()?;
         let lease = Some(LeaseState {
-            instance: row.runner.clone().map(Arc::from),
+            instance: row.runner.map(Arc::from),
             epoch: row.epoch,
-            until_ms: if live { until_ms } else { None },
+            until_ms: until_ms.filter(|_| !row.task.state.status.is_terminal()),
         });
         Ok(Some(sql::detail(row.task, origin, steps, lease)))
     }

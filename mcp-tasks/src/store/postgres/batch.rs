@@ -250,8 +250,8 @@ fn inserted_ids(rows: &[tokio_postgres::Row]) -> HashSet<String> {
     rows.iter().filter_map(|row| text(row, 0).ok()).collect()
 }
 
-/// The parameters of [`INSERT`], column by column from `rows` (one array each), with the
-/// store's notification channel as `$15`: the one place the batch binds a new row.
+/// The parameters of [`INSERT`] but the channel, column by column from `rows` (one array
+/// each): the one place the batch binds a new row.
 fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
     fn column<'r, T: ToSql + Sync + Send + 'r>(
         rows: &'r [NewRow<'r>],

@@ -269,8 +269,7 @@ where
     }
 }
 
-/// Runs one read-only statement, again on a fresh connection if the first one turned out to
-/// be gone (a backend terminated while idle in the pool): a read is safe to repeat.
+/// Runs one read-only statement, [`on_live_connection`]: a read is safe to repeat.
 pub(super) async fn read(
     pool: &Pool,
     sql: &str,
