@@ -3,6 +3,8 @@
 //! errors).
 
 mod common;
+#[path = "support/temp_db.rs"]
+mod temp_db;
 
 use std::{sync::Arc, time::Duration};
 
@@ -44,6 +46,30 @@ async fn chatty(ctx: TaskContext, chars: usize) -> Result<String, ToolError> {
     ctx.status("é".repeat(chars)).await;
     ctx.cancelled().await;
     Err(ToolError::cancelled())
+}
+
+/// Returns `levels` nested arrays around a string; with `step`, saves them as a step first.
+#[task_tool(mode = "required", poll_interval = "100ms")]
+async fn deep(ctx: TaskContext, levels: u32, step: bool) -> Result<Value, ToolError> {
+    let mut value = json!("bottom");
+    for _ in 0..levels {
+        value = json!([value]);
+    }
+    if step {
+        let saved = value.clone();
+        ctx.step("deep", || async move { saved }).await?;
+    }
+    Ok(value)
+}
+
+/// [`deep`]'s value, answered inline.
+#[task_tool(mode = "inline")]
+async fn deep_now(levels: u32) -> Result<Value, ToolError> {
+    let mut value = json!("bottom");
+    for _ in 0..levels {
+        value = json!([value]);
+    }
+    Ok(value)
 }
 
 async fn peer(limits: Limits) -> Peer {
@@ -334,4 +360,61 @@ async fn an_owner_keeps_its_bound_of_finished_tasks_and_others_are_served() {
     assert_eq!(kept, ids[ids.len() - BOUND..], "the newest are kept");
     let (_, task) = bob.rpc("tasks/get", json!({ "taskId": bobs }), TASKS).await;
     assert_eq!(task["result"]["status"], "completed", "{task}");
+}
+
+/// A task's result or step nested deeper than a JSON reader takes back (serde_json stops at
+/// 128 levels) fails the task with an error that says so, on the memory store and on a
+/// SQLite file alike: the task is never stored as a result that reads back as `{}`, nor as a
+/// row no `tasks/get` can read; an inline call answers the same error. Within the limit the
+/// value comes back whole.
+#[tokio::test]
+async fn results_and_steps_nested_past_the_limit_fail_the_task_with_a_clear_error() {
+    let db = temp_db::TempDb::new("deep");
+    let stores: [(&str, Box<dyn Fn() -> mcp_tasks::Engine>); 2] = [
+        (
+            "memory",
+            Box::new(|| mcp_tasks::Engine::builder(toolkit![deep, deep_now].unwrap()).build()),
+        ),
+        (
+            "sqlite",
+            Box::new(|| {
+                let store = mcp_tasks::SqliteStore::open(&db.0).expect("open");
+                let tools = toolkit![deep, deep_now].unwrap();
+                mcp_tasks::Engine::builder(tools).with_store(store).build()
+            }),
+        ),
+    ];
+    for (store, engine) in stores {
+        let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine())).await);
+        let within = json!({ "levels": 90, "step": true });
+        let id = task_id(&peer.call("deep", within, TASKS).await);
+        let task = peer.wait_terminal(&id).await;
+        assert_eq!(task["status"], "completed", "{store}: {task}");
+        let result = &task["result"]["structuredContent"]["result"];
+        let depth = std::iter::successors(Some(result), |v| v.get(0)).count();
+        assert_eq!(
+            depth, 91,
+            "{store}: the 90 arrays and their string come back"
+        );
+
+        for (step, what) in [(false, "result"), (true, "step")] {
+            let past = json!({ "levels": 150, "step": step });
+            let id = task_id(&peer.call("deep", past, TASKS).await);
+            let task = peer.wait_terminal(&id).await;
+            assert_eq!(task["status"], "failed", "{store}, {what}: {task}");
+            let error = &task["error"];
+            let message = error["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(what) && message.contains("100 levels"),
+                "{store}: the error names the {what} and the limit: {error}"
+            );
+            assert_eq!(error["data"]["maxDepth"], 100, "{store}: {error}");
+        }
+        let answered = peer.call("deep_now", json!({ "levels": 150 }), TASKS).await;
+        let error = &answered["error"];
+        assert_eq!(
+            error["data"]["maxDepth"], 100,
+            "{store}, inline: {answered}"
+        );
+    }
 }

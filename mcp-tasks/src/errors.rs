@@ -247,6 +247,20 @@ pub fn unserializable_result() -> ErrorData {
     ErrorData::internal_error("the tool result could not be serialized", None)
 }
 
+/// `-32603` for a tool's `what` (its result, its error, a step) that nests deeper than
+/// [`Limits::MAX_VALUE_DEPTH`](crate::Limits::MAX_VALUE_DEPTH).
+#[must_use]
+pub fn value_too_deep(tool: &str, what: &str) -> ErrorData {
+    let levels = crate::Limits::MAX_VALUE_DEPTH;
+    ErrorData::internal_error(
+        format!(
+            "the {what} of tool `{tool}` nests more than {levels} levels deep, which JSON readers \
+             cannot read back: make it flatter (for example, encode the deep part as a string)"
+        ),
+        Some(json!({ "maxDepth": levels })),
+    )
+}
+
 /// `-32603` for an input request past [`Limits::max_input_requests`](crate::Limits).
 #[must_use]
 pub fn too_many_input_requests(limit: usize) -> ErrorData {

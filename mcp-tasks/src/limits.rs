@@ -11,6 +11,7 @@
 //! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
 //! | live tasks of one owner: per server process, and across the cluster on a shared store | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no task is created; the owner's other tasks and other owners are unaffected |
 //! | finished tasks one owner keeps in the store (`completed`, `failed`, `cancelled`, until each is purged at its TTL) | 10,000 ([`Limits::DEFAULT_MAX_FINISHED_TASKS_PER_OWNER`]) | [`Limits::with_max_finished_tasks_per_owner`] | nothing is refused: at the store's next expiry sweep (about once a second) the owner's oldest finished tasks past the limit are removed early (their TTL is cut short; a `tasks/get` of one answers as for a purged task); other owners' tasks and the owner's live tasks are never touched |
+//! | how deep a task's result, its error or a step's value nests (`[]` is one level) | 100 levels ([`Limits::MAX_VALUE_DEPTH`]), fixed: a client's JSON reader stops at 128 (serde_json's), and the answer wraps the value in a few more | the task fails with `-32603` naming the result, error or step and the limit (`data.maxDepth`), instead of storing what no reader could read back; an inline call answers that error |
 //! | task ids one `subscriptions/listen` may name | 256 ([`Limits::DEFAULT_MAX_LISTEN_TASK_IDS`]) | [`Limits::with_max_listen_task_ids`] | `-32602` naming `params.notifications.taskIds`, how many it named and the limit (`data.maxTaskIds`); no stream is opened |
 //! | task listen streams one owner may hold open on one server | 64 ([`Limits::DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER`]) | [`Limits::with_max_listen_streams_per_owner`] | `-32603` naming the owner and the limit (`data.maxListenStreams`); the owner's open streams go on, and a closed one gives its place back |
 //!
@@ -87,6 +88,10 @@ impl Limits {
     pub const DEFAULT_MAX_META_BYTES: usize = 64 * 1024;
     /// The default depth limit of a request's `params._meta`: 32 levels.
     pub const DEFAULT_MAX_META_DEPTH: usize = 32;
+    /// How deep a task's result, its error or a step's value may nest: 100 levels. Fixed,
+    /// not a setting: JSON readers stop at 128 (serde_json, hence rmcp's clients and this
+    /// crate's stores), and an answer wraps the value in a few levels of its own.
+    pub const MAX_VALUE_DEPTH: usize = 100;
     /// The default number of outstanding input requests one task may have: 32.
     pub const DEFAULT_MAX_INPUT_REQUESTS: usize = 32;
     /// The default length of a `statusMessage`, in characters: 4,096.
@@ -278,6 +283,18 @@ impl Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Whether `value` nests more than `levels` levels (`[]` and `{}` are one). It looks no
+/// deeper than `levels + 1`, so a value nested ever so deep costs no deeper recursion.
+pub(crate) fn nests_deeper(value: &serde_json::Value, levels: usize) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Array(_) | Value::Object(_) if levels == 0 => true,
+        Value::Array(items) => items.iter().any(|item| nests_deeper(item, levels - 1)),
+        Value::Object(fields) => fields.values().any(|field| nests_deeper(field, levels - 1)),
+        _ => false,
     }
 }
 

@@ -12,8 +12,11 @@ use tracing::Instrument;
 use super::{
     Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, placement::Fence, result_object,
 };
+use rmcp::model::JsonObject;
+
 use crate::{
     errors,
+    limits::nests_deeper,
     store::{Outcome, StoreError, Transition},
     tool::RestartPolicy,
 };
@@ -171,6 +174,7 @@ impl Runtime {
                 Outcome::Failed(errors::to_object(&errors::tool_panicked(tool, &panic)))
             }
         };
+        let outcome = readable(tool, outcome);
         let status = outcome.status();
         let span = tracing::info_span!("result", status = ?status);
         match self
@@ -192,4 +196,18 @@ impl Runtime {
         }
         self.live.lock().remove(id);
     }
+}
+
+/// The outcome to store: a result or error that nests deeper than
+/// [`Limits::MAX_VALUE_DEPTH`](crate::Limits::MAX_VALUE_DEPTH) fails the task instead, with
+/// an error that says so (no reader could read it back).
+fn readable(tool: &str, outcome: Outcome) -> Outcome {
+    let levels = crate::Limits::MAX_VALUE_DEPTH - 1;
+    let too_deep = |object: &JsonObject| object.values().any(|v| nests_deeper(v, levels));
+    let what = match &outcome {
+        Outcome::Completed(result) if too_deep(result) => "result",
+        Outcome::Failed(error) if too_deep(error) => "error",
+        _ => return outcome,
+    };
+    Outcome::Failed(errors::to_object(&errors::value_too_deep(tool, what)))
 }

@@ -511,7 +511,18 @@ async fn after(budget: Option<Duration>) {
 
 /// The answer to an inline call from how its work ended.
 fn inline_answer(tool: &str, ended: Ended) -> Result<Answer, ErrorData> {
+    // As a task's outcome is stored: nothing deeper than a reader takes back.
+    let too_deep = |value: &Option<_>| {
+        let levels = crate::Limits::MAX_VALUE_DEPTH - 2;
+        value
+            .as_ref()
+            .is_some_and(|v| crate::limits::nests_deeper(v, levels))
+    };
     match ended {
+        Ended::Completed(result) if too_deep(&result.structured_content) => {
+            Err(errors::value_too_deep(tool, "result"))
+        }
+        Ended::Failed(error) if too_deep(&error.data) => Err(errors::value_too_deep(tool, "error")),
         Ended::Completed(result) => Ok(Answer::Result(result)),
         Ended::Failed(error) => Err(error),
         Ended::Cancelled => Err(errors::request_cancelled()),
