@@ -49,6 +49,36 @@ async fn contract<S: TaskStore>(make: impl Fn() -> S) {
     finished_per_owner(make()).await;
     parking(make()).await;
     asked_at_step(make()).await;
+    nul_characters(make()).await;
+}
+
+/// Text with a NUL character, which a Postgres text column cannot hold: a status message
+/// reads back with U+FFFD in the NUL's place, and so does a failed task's status message,
+/// while its error (stored as JSON, the NUL escaped) and a step's value read back as given;
+/// the task ends on every store.
+async fn nul_characters(store: impl TaskStore) {
+    let queued = new_task("nul", None).with_status_message(Some("queued\0".into()));
+    store.create(queued).await.unwrap();
+    let task = store.get("nul").await.unwrap().unwrap();
+    assert_eq!(task.status_message.as_deref(), Some("queued\u{fffd}"));
+    let half = Transition::StatusMessage(Some("half\0way".into()));
+    store.apply("nul", None, half).await.unwrap();
+    let task = store.get("nul").await.unwrap().unwrap();
+    assert_eq!(task.status_message.as_deref(), Some("half\u{fffd}way"));
+    let step = Step::new(1, "fetch", json!({ "text": "a\0b" }));
+    store.save_step("nul", step.clone()).await.unwrap();
+    let recoverable = store.recoverable().await.unwrap();
+    assert_eq!(recoverable[0].steps, vec![step]);
+    let error = object(json!({ "code": -32603, "message": "bad\0byte" }));
+    let failed = Outcome::Failed(error.clone());
+    store
+        .apply("nul", None, Transition::Finish(failed))
+        .await
+        .unwrap();
+    let task = store.get("nul").await.unwrap().unwrap();
+    assert_eq!(task.status, TaskStatus::Failed);
+    assert_eq!(task.status_message.as_deref(), Some("bad\u{fffd}byte"));
+    assert_eq!(task.outcome, Some(Outcome::Failed(error)));
 }
 
 /// When each question was asked (how many steps the run had begun): kept by key for a
@@ -774,7 +804,7 @@ mod pg;
 #[tokio::test]
 async fn postgres_store_keeps_the_contract() {
     let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..14 {
+    for _ in 0..15 {
         let Some(db) = pg::Db::new().await else {
             return;
         };

@@ -75,7 +75,7 @@
 //!     knowledge (it keeps the wake-ups of the tasks it runs, and re-reads them to cover a
 //!     lost notification).
 
-use std::time::Duration;
+use std::{borrow::Cow, time::Duration};
 
 use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
@@ -227,7 +227,7 @@ pub(crate) enum Due {
 pub(crate) fn create(status_message: Option<String>, ttl: Option<Duration>, now: u64) -> State {
     State {
         status: TaskStatus::Working,
-        status_message,
+        status_message: storable(status_message),
         created_at_ms: now,
         last_updated_at_ms: now,
         ttl_ms: ttl.map(millis),
@@ -436,6 +436,7 @@ pub(crate) fn set_status_message(
 ) -> Result<Change, Refusal> {
     let state = record.state_mut();
     state.check_live()?;
+    let message = storable(message);
     if state.status_message == message {
         return Ok(Change::NONE);
     }
@@ -527,7 +528,25 @@ pub(crate) fn finish(
 /// status and its status message. A batch that finishes many tasks in one statement takes
 /// them from here; the purge time is the task's deadline, as in [`finish`].
 pub(crate) fn finished(outcome: &Outcome) -> (TaskStatus, Option<String>) {
-    (outcome.status(), outcome.status_message())
+    (outcome.status(), storable(outcome.status_message()))
+}
+
+/// A status message every store can hold: U+FFFD in place of each NUL character, which a
+/// Postgres text column refuses (the write would fail, and with it a finish).
+fn storable(message: Option<String>) -> Option<String> {
+    message.map(|text| match storable_text(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(replaced) => replaced,
+    })
+}
+
+/// [`storable`], borrowed where it changes nothing (a new task's message, bound as it is).
+pub(crate) fn storable_text(text: &str) -> Cow<'_, str> {
+    if text.contains('\0') {
+        Cow::Owned(text.replace('\0', "\u{fffd}"))
+    } else {
+        Cow::Borrowed(text)
+    }
 }
 
 /// Records a cancel intent (invariant 5): once, and only on a live task (on a terminal one

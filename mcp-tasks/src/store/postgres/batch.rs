@@ -263,7 +263,7 @@ fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
         column(rows, |r| r.id),
         column(rows, |r| r.owner),
         column(rows, |r| r.tool),
-        column(rows, |r| r.status_message),
+        column(rows, |r| r.status_message.as_deref()),
         column(rows, |r| r.created_at_ms),
         column(rows, |r| r.ttl_ms),
         column(rows, |r| r.poll_interval_ms),
