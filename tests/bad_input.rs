@@ -249,6 +249,42 @@ async fn http_malformed_params_answer_32602_naming_the_field() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
 }
 
+/// A malformed idempotency key answers `-32602` saying what a key must be, and runs nothing:
+/// a control character among them (a NUL would fail the create on Postgres instead).
+#[tokio::test]
+async fn http_malformed_idempotency_keys_answer_32602() {
+    let runs = Runs::default();
+    let mut http = Http::start(server(&runs, Limits::default())).await;
+    for (what, key) in [
+        ("an empty key", json!("")),
+        ("a key of 201 characters", json!("k".repeat(201))),
+        ("a key with a NUL character", json!("charge\u{0}1")),
+        ("a key with a line feed", json!("charge\n1")),
+        ("a key as a number", json!(7)),
+    ] {
+        let mut with_key = meta(TASKS);
+        with_key["mcp-tasks/idempotencyKey"] = key;
+        let params = json!({ "name": "count", "arguments": { "n": 1 } });
+        let (_, body) = http.rpc_meta("tools/call", params, with_key).await;
+        assert_eq!(body["error"]["code"], -32602, "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("at most 200 characters, none of them a control character"),
+            "{what}: {message}"
+        );
+    }
+    let mut with_key = meta(TASKS);
+    with_key["mcp-tasks/idempotencyKey"] = json!("charge-1 (a retry, 2nd)");
+    let params = json!({ "name": "count", "arguments": { "n": 1 } });
+    let (_, ok) = http.rpc_meta("tools/call", params, with_key).await;
+    assert!(ok.get("result").is_some(), "a well-formed key: {ok}");
+    assert_eq!(
+        runs.0.load(Ordering::SeqCst),
+        1,
+        "only the well-formed call ran"
+    );
+}
+
 #[tokio::test]
 async fn http_unparseable_bodies_answer_400_with_32700() {
     let runs = Runs::default();

@@ -228,8 +228,9 @@ pub fn bad_client_answer(what: &str, error: &serde_json::Error) -> ErrorData {
 pub fn bad_idempotency_key(field: &str, max: usize) -> ErrorData {
     ErrorData::invalid_params(
         format!(
-            "`_meta[\"{field}\"]` must be a non-empty string of at most {max} characters; send \
-             one key per logical call and the same key when you retry it"
+            "`_meta[\"{field}\"]` must be a non-empty string of at most {max} characters, none \
+             of them a control character; send one key per logical call and the same key when \
+             you retry it"
         ),
         None,
     )

@@ -33,7 +33,11 @@ pub(super) fn idempotency_key(
         return Ok(None);
     };
     match value.as_str() {
-        Some(key) if !key.is_empty() && key.chars().count() <= MAX_IDEMPOTENCY_KEY => {
+        Some(key)
+            if !key.is_empty()
+                && key.chars().count() <= MAX_IDEMPOTENCY_KEY
+                && !key.chars().any(char::is_control) =>
+        {
             Ok(Some(Arc::from(key)))
         }
         _ => Err(errors::bad_idempotency_key(
