@@ -21,7 +21,6 @@
 //! closed.
 
 use std::{
-    convert::Infallible,
     future::Future,
     io,
     net::SocketAddr,
@@ -86,17 +85,11 @@ pub(super) async fn serve(
                 let mut request = request.map(Body::new);
                 request.extensions_mut().insert(ConnectInfo(remote));
                 let mut app = app.clone();
-                async move {
-                    let response: Result<_, Infallible> =
-                        tower_service::Service::call(&mut app, request).await;
-                    response
-                }
+                async move { tower_service::Service::call(&mut app, request).await }
             });
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
+            let connection = hyper::server::conn::http1::Builder::new()
                 .timer(ConnectionTimer::new())
-                .header_read_timeout(bounds.header_read_timeout);
-            let connection = builder
+                .header_read_timeout(bounds.header_read_timeout)
                 .serve_connection(TokioIo::new(tcp), service)
                 .with_upgrades();
             let mut connection = std::pin::pin!(connection);
@@ -186,12 +179,7 @@ async fn accept_failed(error: io::Error) {
 
 /// Whether `addr` is a loopback address (`127.0.0.0/8`, `::1`, or `127.x` mapped in IPv6).
 pub(super) fn is_loopback(addr: SocketAddr) -> bool {
-    match addr.ip() {
-        std::net::IpAddr::V4(ip) => ip.is_loopback(),
-        std::net::IpAddr::V6(ip) => ip
-            .to_ipv4_mapped()
-            .map_or(ip.is_loopback(), |ip| ip.is_loopback()),
-    }
+    addr.ip().to_canonical().is_loopback()
 }
 
 #[cfg(test)]
