@@ -302,11 +302,6 @@ impl HttpOptions {
         self
     }
 
-    /// Whether a caller is authenticated (a bearer validator is set).
-    pub(super) fn authenticates(&self) -> bool {
-        self.bearer.is_some()
-    }
-
     /// `config` with these checks.
     pub(super) fn config(&self, config: StreamableHttpServerConfig) -> StreamableHttpServerConfig {
         let config = match &self.origins {

@@ -74,13 +74,7 @@ impl Negotiation {
         meta: &RequestMetaObject,
         legacy_session: bool,
     ) -> (Self, Option<ClientCapabilities>) {
-        Self::of_meta_map(&meta.0.0, legacy_session)
-    }
-
-    fn of_meta_map(
-        meta: &serde_json::Map<String, Value>,
-        legacy_session: bool,
-    ) -> (Self, Option<ClientCapabilities>) {
+        let meta = &meta.0.0;
         let version = meta.get(PROTOCOL_VERSION_KEY).and_then(Value::as_str);
         let capabilities = meta
             .get(CLIENT_CAPABILITIES_KEY)

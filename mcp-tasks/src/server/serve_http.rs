@@ -116,7 +116,7 @@ where
 /// [`HttpOptions::allow_anonymous`] says so.
 fn refuse_anonymous_bind(listener: &TcpListener, options: &HttpOptions) -> io::Result<()> {
     let addr = listener.local_addr()?;
-    if options.authenticates() || options.anonymous || connections::is_loopback(addr) {
+    if options.bearer.is_some() || options.anonymous || connections::is_loopback(addr) {
         return Ok(());
     }
     Err(io::Error::new(
@@ -345,13 +345,8 @@ where
 /// `/mcp`: the drain check, the request guard, task listens and rmcp's Streamable HTTP
 /// service, as one tower service. A request costs one `Arc` clone here: no middleware
 /// stack, no boxed `Next`, no clone of rmcp's service or of the engine.
+#[derive(Clone)]
 struct Mcp<S>(Arc<McpInner<S>>);
-
-impl<S> Clone for Mcp<S> {
-    fn clone(&self) -> Self {
-        Self(self.0.clone())
-    }
-}
 
 struct McpInner<S> {
     service: StreamableHttpService<S, LocalSessionManager>,

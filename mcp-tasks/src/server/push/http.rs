@@ -180,15 +180,11 @@ impl Stream {
                     self.end();
                 }
                 () = sleep_until_some(check), if !self.finishing => {
-                    let still_valid = match &self.presented {
-                        Some(presented) => presented.still_valid().await,
-                        None => true,
-                    };
-                    if still_valid {
-                        self.next_check = Instant::now() + self.bounds.recheck;
-                    } else {
+                    if let Some(presented) = &self.presented && !presented.still_valid().await {
                         tracing::info!("a listen stream ends: its bearer token is no longer accepted");
                         self.end();
+                    } else {
+                        self.next_check = Instant::now() + self.bounds.recheck;
                     }
                 }
                 () = tokio::time::sleep_until(keep_alive) => return Some(b":\n\n".to_vec()),

@@ -68,12 +68,9 @@ impl Listens {
     /// Ends the stream of `id` (a `notifications/cancelled` for it): nothing more is
     /// sent on it. Whether `id` was one of these streams.
     pub(crate) fn cancel(&mut self, id: &RequestId) -> bool {
-        match self.open.remove(id) {
-            Some(cancel) => {
-                cancel.cancel();
-                true
-            }
-            None => false,
-        }
+        self.open
+            .remove(id)
+            .inspect(CancellationToken::cancel)
+            .is_some()
     }
 }
