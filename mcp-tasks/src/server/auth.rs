@@ -230,12 +230,12 @@ mod http {
                 if entry.is_empty() && list.trim().is_empty() {
                     return Err(TokenListError::Empty);
                 }
-                let Some((owner, token)) = entry.split_once(':') else {
+                let Some((owner, token)) = entry
+                    .split_once(':')
+                    .filter(|(owner, token)| !owner.is_empty() && !token.is_empty())
+                else {
                     return Err(TokenListError::Malformed { position });
                 };
-                if owner.is_empty() || token.is_empty() {
-                    return Err(TokenListError::Malformed { position });
-                }
                 if tokens
                     .by_digest
                     .insert(digest(token.as_bytes()), Owner::new(owner))
@@ -375,8 +375,9 @@ mod http {
     /// The bearer-token guard in front of `/mcp`.
     #[derive(Clone)]
     pub(crate) struct Bearer {
-        validator: Arc<dyn TokenValidator>,
-        resource_metadata: Option<Arc<str>>,
+        pub(crate) validator: Arc<dyn TokenValidator>,
+        /// Named in every refusal's `WWW-Authenticate`, when set.
+        pub(crate) resource_metadata: Option<Arc<str>>,
     }
 
     impl std::fmt::Debug for Bearer {
@@ -388,18 +389,6 @@ mod http {
     }
 
     impl Bearer {
-        pub(crate) fn new(validator: Arc<dyn TokenValidator>) -> Self {
-            Self {
-                validator,
-                resource_metadata: None,
-            }
-        }
-
-        pub(crate) fn with_resource_metadata(mut self, url: Arc<str>) -> Self {
-            self.resource_metadata = Some(url);
-            self
-        }
-
         /// `router` behind the guard: every request to one of its routes needs a token the
         /// validator accepts (a path it does not serve is `404`, with no challenge).
         pub(crate) fn protect(&self, router: axum::Router) -> axum::Router {

@@ -141,11 +141,10 @@ impl HttpOptions {
     /// [`Owner`](crate::Owner) it answers owns the request's tasks. A missing or refused
     /// token answers HTTP 401 with `WWW-Authenticate: Bearer ...` before anything runs.
     pub fn with_bearer(mut self, validator: impl TokenValidator) -> Self {
-        let mut bearer = Bearer::new(Arc::new(validator));
-        if let Some(url) = &self.resource_metadata {
-            bearer = bearer.with_resource_metadata(url.clone());
-        }
-        self.bearer = Some(bearer);
+        self.bearer = Some(Bearer {
+            validator: Arc::new(validator),
+            resource_metadata: self.resource_metadata.clone(),
+        });
         self
     }
 
@@ -158,9 +157,9 @@ impl HttpOptions {
     /// `WWW-Authenticate` (`resource_metadata="<url>"`), as the MCP authorization spec asks.
     pub fn with_resource_metadata(mut self, url: impl Into<String>) -> Self {
         let url: Arc<str> = Arc::from(url.into());
-        self.bearer = self
-            .bearer
-            .map(|bearer| bearer.with_resource_metadata(url.clone()));
+        if let Some(bearer) = &mut self.bearer {
+            bearer.resource_metadata = Some(url.clone());
+        }
         self.resource_metadata = Some(url);
         self
     }
