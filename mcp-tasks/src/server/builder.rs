@@ -1,7 +1,7 @@
 //! [`EngineBuilder`]: an [`Engine`]'s configuration, kept in one place until
 //! [`EngineBuilder::build`] makes the engine (once: nothing is rebuilt).
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use rmcp::model::{Implementation, MetaObject};
 
@@ -283,7 +283,7 @@ fn server_info_meta(info: &Implementation) -> MetaObject {
 }
 
 /// How many engines this process built, by their tools' names.
-static BUILT: parking_lot::Mutex<Vec<(String, u64)>> = parking_lot::Mutex::new(Vec::new());
+static BUILT: parking_lot::Mutex<BTreeMap<String, u64>> = parking_lot::Mutex::new(BTreeMap::new());
 
 /// The build-per-request trap (guide 01, "The trap: build the engine once"): engines with
 /// the same tools built again and again in one process are most likely built inside rmcp's
@@ -294,16 +294,9 @@ fn built_again(toolkit: &Toolkit) {
     let tools: Vec<&str> = toolkit.definitions().map(|d| d.name()).collect();
     let tools = tools.join(",");
     let mut built = BUILT.lock();
-    let count = match built.iter_mut().find(|(other, _)| *other == tools) {
-        Some((_, count)) => {
-            *count += 1;
-            *count
-        }
-        None => {
-            built.push((tools.clone(), 1));
-            1
-        }
-    };
+    let count = built.entry(tools.clone()).or_default();
+    *count += 1;
+    let count = *count;
     if count == 3 || count % 100 == 0 {
         tracing::warn!(
             tools = %tools,

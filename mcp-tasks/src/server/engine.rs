@@ -247,15 +247,12 @@ impl Engine {
             tool: definition.name(),
             arguments: &arguments,
         };
-        let mrtr = if incoming.negotiation.modern {
-            Some(self.request_state.open(
-                &binding,
-                params.request_state.as_deref(),
-                params.input_responses,
-            )?)
-        } else {
-            None
-        };
+        let mrtr = incoming.negotiation.modern.then(|| {
+            let state = params.request_state.as_deref();
+            self.request_state
+                .open(&binding, state, params.input_responses)
+        });
+        let mrtr = mrtr.transpose()?;
         let tool = registered.name.clone();
         let trace = crate::trace::of_call(&context.meta.0.0);
         let call = Call {
