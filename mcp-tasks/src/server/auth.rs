@@ -401,7 +401,7 @@ mod http {
             &self,
             status: StatusCode,
             error: Option<(&str, &str)>,
-            body: String,
+            body: impl IntoResponse,
         ) -> Response {
             let mut params = Vec::new();
             if let Some(url) = &self.resource_metadata {
@@ -450,15 +450,14 @@ mod http {
                 return bearer.refuse(
                     StatusCode::UNAUTHORIZED,
                     None,
-                    "this server needs a bearer token: send `Authorization: Bearer <token>`"
-                        .to_owned(),
+                    "this server needs a bearer token: send `Authorization: Bearer <token>`",
                 );
             }
             Err(()) => {
                 return bearer.refuse(
                     StatusCode::UNAUTHORIZED,
                     Some(("invalid_request", "")),
-                    "the Authorization header is not `Bearer <token>`".to_owned(),
+                    "the Authorization header is not `Bearer <token>`",
                 );
             }
         };
@@ -475,8 +474,7 @@ mod http {
             Err(AuthError::InvalidToken) => bearer.refuse(
                 StatusCode::UNAUTHORIZED,
                 Some(("invalid_token", "")),
-                "the bearer token is not valid: send a token this server issued, or get a new one"
-                    .to_owned(),
+                "the bearer token is not valid: send a token this server issued, or get a new one",
             ),
             Err(AuthError::InsufficientScope { scope }) => {
                 let scope = scope.replace(['"', '\\'], "");
@@ -490,7 +488,7 @@ mod http {
                 tracing::warn!(%error, "bearer token not checked");
                 (
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "the bearer token could not be checked right now; retry later".to_owned(),
+                    "the bearer token could not be checked right now; retry later",
                 )
                     .into_response()
             }

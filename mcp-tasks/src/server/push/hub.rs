@@ -311,13 +311,11 @@ async fn refresh(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, id: 
         watches.remove(id);
         return;
     }
-    let owner = watch.owner.clone();
-    match visible_task(runtime, id, &owner).await {
+    // `watches` is the dispatcher's alone: nothing changes it while the read runs.
+    let read = visible_task(runtime, id, &watch.owner).await;
+    match read {
         Ok(Some(snapshot)) => {
             let (state, terminal) = state_of(snapshot);
-            let Some(watch) = watches.get_mut(id) else {
-                return;
-            };
             if watch.last != state || terminal {
                 offer_all(watch, id, &state, terminal);
                 watch.last = state;
