@@ -41,13 +41,11 @@ use crate::{
 /// Built once by [`Engine::builder`] (or [`Engine::new`] for the defaults), then
 /// [`started`](Engine::start) and, at the end, [`shut down`](Engine::shutdown):
 ///
-/// - **start** spawns the background loops: the expiry sweep and, over a store several
-///   instances share, lease renewals, wake-ups and claims of lapsed and queued tasks. The
-///   serving functions (`serve_http`, `http_router`, `serve_stdio`, `serve_io`) start the
-///   engine they serve themselves;
-///   a handler of your own that routes to an engine starts it before serving. Nothing
-///   starts from a request: an engine never started answers calls, but sweeps no expiry
-///   and renews no lease.
+/// - **start** spawns the background loops (see [`Engine::start`]). The serving functions
+///   (`serve_http`, `http_router`, `serve_stdio`, `serve_io`) start the engine they serve
+///   themselves; a handler of your own that routes to an engine starts it before serving.
+///   Nothing starts from a request: an engine never started answers calls, but sweeps no
+///   expiry and renews no lease.
 /// - **shutdown** stops them: see [`Engine::shutdown`]. Dropping every clone of an engine
 ///   without a shutdown stops its loops and drops its running work at once.
 ///

@@ -121,13 +121,8 @@ mod http {
     /// names it, no `Mcp-Session-Id`), whose body has no escape (so no method name can be
     /// spelled in escapes) and names no `subscriptions/listen` (task listens are served
     /// here, rmcp has no `taskIds`), and is small and flat enough that neither its arguments
-    /// nor its `_meta` can be over their limits.
-    ///
-    /// On that wire rmcp answers what it cannot decode, and the `-32601` of a method whose
-    /// params do not decode as their type, with a status other than 200 or 202, and what
-    /// the guard refuses never decodes as a request of the methods this crate owns: a
-    /// well-formed request is parsed once (by rmcp), and the engine negotiates from the
-    /// `_meta` rmcp decoded.
+    /// nor its `_meta` can be over their limits. Sound because what the guard refuses never
+    /// decodes as a request of the methods this crate owns (see the module docs).
     pub(crate) fn rmcp_first(headers: &HeaderMap, bytes: &[u8], limits: &Limits) -> bool {
         static LISTEN: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
             std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"subscriptions/listen"));

@@ -16,13 +16,10 @@
 //! `http::request::Parts`), and [`Incoming::of`] reads them once per request: the
 //! negotiation, the client capabilities and the [`Owner`].
 //!
-//! On Streamable HTTP rmcp's service reads and decodes the body itself (it takes an HTTP
-//! request, not a message). A stateless request on the 2026-07-28 wire is parsed once, by
-//! rmcp, and negotiated from the `_meta` rmcp decoded, by the same rule; the guard reads its
-//! body only when rmcp refused it (see the guard). A request in a legacy session, a task
-//! listen and a body with escapes are looked at by the guard first, as on stdio: those are
-//! the requests whose JSON is read twice. A request that reached the engine without the
-//! guard (an rmcp transport of the caller's own) is negotiated from the decoded `_meta`.
+//! On Streamable HTTP a stateless request on the 2026-07-28 wire is parsed once, by rmcp
+//! (the guard's docs say which requests it reads first), and negotiated from the `_meta`
+//! rmcp decoded, by the same rule; so is a request that reached the engine without the
+//! guard (an rmcp transport of the caller's own).
 
 use std::sync::Arc;
 

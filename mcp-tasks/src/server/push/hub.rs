@@ -1,7 +1,6 @@
 //! The hub of one engine's listen streams: the open streams per owner, and the dispatcher
 //! that reads each changed task once and offers it to every stream following it (module
-//! docs of `server::push`, "One feed, one read per change"). The dispatcher starts with the
-//! engine ([`Hub::start`]) and stops with its runtime (`runtime/lifecycle.rs`, step 3).
+//! docs of `server::push`, "One feed, one read per change").
 
 use std::{
     collections::{HashMap, HashSet},
