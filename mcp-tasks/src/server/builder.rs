@@ -297,7 +297,7 @@ fn built_again(toolkit: &Toolkit) {
     let count = built.entry(tools.clone()).or_default();
     *count += 1;
     let count = *count;
-    if count == 3 || count % 100 == 0 {
+    if count == 3 || count.is_multiple_of(100) {
         tracing::warn!(
             tools = %tools,
             "an engine with these tools was built {count} times in this process: an engine \
