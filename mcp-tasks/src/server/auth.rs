@@ -309,12 +309,11 @@ mod http {
                 resource: resource.to_owned(),
             };
             let uri: axum::http::Uri = resource.parse().map_err(|_| not_absolute())?;
-            let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            let (Some(scheme @ ("https" | "http")), Some(authority)) =
+                (uri.scheme_str(), uri.authority())
+            else {
                 return Err(not_absolute());
             };
-            if !matches!(scheme, "https" | "http") {
-                return Err(not_absolute());
-            }
             let path = uri.path().trim_end_matches('/');
             let inserted = format!("{WELL_KNOWN}{path}");
             let document = serde_json::json!({

@@ -2,13 +2,10 @@
 //! `axum::serve`, which arms no deadline on a request's headers and holds any number of
 //! connections.
 //!
-//! Each accepted connection gets `TCP_NODELAY` (without it, SSE responses on keep-alive
-//! connections stall about 40 ms each: Nagle against delayed ACK) and the client's address
-//! in every request's extensions (`ConnectInfo<SocketAddr>`, what the admin router's
-//! throttle keys on), then is served as HTTP/1.1 by hyper with a header-read deadline: a
-//! client that has not sent a request's headers in full within it (nor a new request on an
-//! idle keep-alive connection) is disconnected. At most `max` connections are open at once;
-//! one beyond is closed as soon as it is accepted, before anything is read from it.
+//! Each accepted connection is held as [`serve_http`](super::serve_http) documents
+//! (`TCP_NODELAY`, the header-read deadline, at most `max` open) and served as HTTP/1.1 by
+//! hyper, with the client's address in every request's extensions
+//! (`ConnectInfo<SocketAddr>`, what the admin router's throttle keys on).
 //!
 //! The deadline runs on one tokio timer per connection ([`ConnectionTimer`]): hyper asks for
 //! a new sleep for every request's headers and drops it once they are in, and a fresh tokio

@@ -52,9 +52,8 @@ where
     let Some(checked) = parts.extensions.get::<Checked>().cloned() else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(_) => return StatusCode::BAD_REQUEST.into_response(),
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::BAD_REQUEST.into_response();
     };
     let message: Value = match guard::parse(&bytes) {
         Ok(message) => message,
