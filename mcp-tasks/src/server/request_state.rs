@@ -21,10 +21,6 @@
 //! base64url. A state may be retried by its owner until it expires (the same call with the
 //! same answers); it is not single-use.
 //!
-//! The key is [`EngineBuilder::with_request_state_key`]; without one each engine generates a random
-//! key at start, so states do not survive a restart and are not accepted by other instances.
-//!
-//! [`EngineBuilder::with_request_state_key`]: super::EngineBuilder::with_request_state_key
 //! [`EngineBuilder::with_request_state_ttl`]: super::EngineBuilder::with_request_state_ttl
 //! [`Owner`]: super::Owner
 
