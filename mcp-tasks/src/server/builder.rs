@@ -212,13 +212,12 @@ impl EngineBuilder {
     /// worker does not), not started.
     pub fn build_worker(mut self) -> Worker {
         let (tools, store, instance) = self.parts();
-        let (settings, config) = (self.settings, self.cluster);
         Worker {
             store,
             tools,
-            settings,
+            settings: self.settings,
             instance,
-            config,
+            config: self.cluster,
         }
     }
 
