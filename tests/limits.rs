@@ -370,22 +370,16 @@ async fn an_owner_keeps_its_bound_of_finished_tasks_and_others_are_served() {
 #[tokio::test]
 async fn results_and_steps_nested_past_the_limit_fail_the_task_with_a_clear_error() {
     let db = temp_db::TempDb::new("deep");
-    let stores: [(&str, Box<dyn Fn() -> mcp_tasks::Engine>); 2] = [
-        (
-            "memory",
-            Box::new(|| mcp_tasks::Engine::builder(toolkit![deep, deep_now].unwrap()).build()),
-        ),
-        (
-            "sqlite",
-            Box::new(|| {
-                let store = mcp_tasks::SqliteStore::open(&db.0).expect("open");
-                let tools = toolkit![deep, deep_now].unwrap();
-                mcp_tasks::Engine::builder(tools).with_store(store).build()
-            }),
-        ),
-    ];
-    for (store, engine) in stores {
-        let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine())).await);
+    for store in ["memory", "sqlite"] {
+        let tools = toolkit![deep, deep_now].unwrap();
+        let engine = match store {
+            "memory" => mcp_tasks::Engine::builder(tools).build(),
+            _ => {
+                let sqlite = mcp_tasks::SqliteStore::open(&db.0).expect("open");
+                mcp_tasks::Engine::builder(tools).with_store(sqlite).build()
+            }
+        };
+        let mut peer = Peer::Http(Http::start(TaskServer::from_engine(engine)).await);
         let within = json!({ "levels": 90, "step": true });
         let id = task_id(&peer.call("deep", within, TASKS).await);
         let task = peer.wait_terminal(&id).await;
