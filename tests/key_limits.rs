@@ -99,7 +99,9 @@ async fn sync(State(journal): State<Journal>, workspace: String) -> Result<Strin
     Ok(format!("{workspace} synced"))
 }
 
-const WORKSPACES: [&str; 3] = ["acme", "globex", "initech"];
+/// The third has a NUL character, which a Postgres text column cannot hold: its key is
+/// stored with U+FFFD in its place, and still keeps its tasks apart from the others'.
+const WORKSPACES: [&str; 3] = ["acme", "globex", "ini\u{0}tech"];
 const PER_WORKSPACE: usize = 5;
 
 /// Five calls for each workspace, interleaved, spread over `urls`; each answers with a task

@@ -48,7 +48,8 @@ pub struct ToolDefinition {
 pub enum LimitKey {
     /// The task's owner (the identity authentication gave the call).
     Owner,
-    /// A top-level argument of the call, by name: a string is its own key, any other value
+    /// A top-level argument of the call, by name: a string is its own key (with U+FFFD in
+    /// place of each NUL character, which a Postgres text column refuses), any other value
     /// its compact JSON text (a missing argument is `null`).
     Argument(Cow<'static, str>),
 }
@@ -60,7 +61,9 @@ impl LimitKey {
         match self {
             Self::Owner => owner.to_owned(),
             Self::Argument(name) => match arguments.get(&**name) {
-                Some(serde_json::Value::String(text)) => text.clone(),
+                Some(serde_json::Value::String(text)) => {
+                    crate::store::record::storable_text(text).into_owned()
+                }
                 Some(other) => other.to_string(),
                 None => "null".to_owned(),
             },
