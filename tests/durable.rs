@@ -1091,3 +1091,34 @@ async fn peer_cancel(peer: &mut Peer, id: &str) -> Value {
     peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
         .await
 }
+
+/// A step whose result is a NaN: stored as JSON it is `null`, which no replay could read
+/// back as an `f64`.
+#[task_tool(mode = "required", restart = "resume", poll_interval = "50ms")]
+async fn measure(ctx: TaskContext, nan: bool) -> Result<String, ToolError> {
+    let value = if nan { f64::NAN } else { 0.5 };
+    let read: f64 = ctx.step("measure", || async move { value }).await?;
+    Ok(format!("measured {read}"))
+}
+
+/// A step result that would not read back as its type after a restart fails its step (and
+/// the task) at once, with an error naming the step and why, instead of completing now and
+/// failing every replay later; a step that reads back completes.
+#[tokio::test]
+async fn a_step_a_replay_could_not_read_fails_at_once() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("unreadable-step");
+    let mut peer = Peer::Stdio(Stdio::start(db.server(toolkit![measure].unwrap())));
+    let fine = task_id(&peer.call("measure", json!({ "nan": false }), TASKS).await);
+    let fine = peer.wait_terminal(&fine).await;
+    assert_eq!(fine["status"], "completed", "{fine}");
+    let nan = task_id(&peer.call("measure", json!({ "nan": true }), TASKS).await);
+    let nan = peer.wait_terminal(&nan).await;
+    assert_eq!(nan["status"], "failed", "{nan}");
+    let message = nan["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("step `measure` does not read back as its type")
+            && message.contains("a replay could not use it"),
+        "{message}"
+    );
+}

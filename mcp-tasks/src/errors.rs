@@ -214,6 +214,19 @@ pub fn step_unserializable(name: &str, error: &serde_json::Error) -> ErrorData {
     )
 }
 
+/// `-32603` for a step whose stored result would not read back as the step's type.
+#[must_use]
+pub fn step_unreadable(name: &str, error: &serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "the result of step `{name}` does not read back as its type once stored as JSON \
+             ({error}), so a replay could not use it: return a type that does (a NaN float, \
+             for one, is stored as null)"
+        ),
+        None,
+    )
+}
+
 /// `-32602` for a client answer (or a stored one) that is not the type asked for.
 #[must_use]
 pub fn bad_client_answer(what: &str, error: &serde_json::Error) -> ErrorData {

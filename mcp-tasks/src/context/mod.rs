@@ -187,8 +187,9 @@ impl TaskContext {
     ///
     /// # Errors
     /// [`Failure::Cancelled`] if the task ended meanwhile (it expired); a `-32603` error when
-    /// the result does not serialize, the store fails, or the step's name differs from the
-    /// one stored for its position (the tool's code changed).
+    /// the result does not serialize or does not read back as a `T` (a replay could not use
+    /// it: `f64::NAN`, for one, is stored as `null`), the store fails, or the step's name
+    /// differs from the one stored for its position (the tool's code changed).
     ///
     /// [`RestartPolicy::Resume`]: crate::RestartPolicy::Resume
     pub async fn step<T, F, Fut>(&self, name: &str, work: F) -> Result<T, Failure>
@@ -265,6 +266,13 @@ impl TaskContext {
             let json = serde_json::to_value(&value).map_err(|e| {
                 StepError::Failure(Failure::Error(errors::step_unserializable(name, &e)))
             })?;
+            // What a replay will read must be a `T` again (a NaN is stored as `null`, a
+            // hand-written `Serialize` may not match its `Deserialize`): found out now, not
+            // after a restart, when the task could no longer go on.
+            if let Err(error) = <T as serde::Deserialize>::deserialize(&json) {
+                let error = errors::step_unreadable(name, &error);
+                return Err(StepError::Failure(Failure::Error(error)));
+            }
             self.host
                 .save_step(seq, name, json)
                 .await
