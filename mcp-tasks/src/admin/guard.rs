@@ -52,9 +52,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Client {
 }
 
 /// The failed-credential counts, per client address.
+#[derive(Default)]
 pub(crate) struct Throttle {
-    max_failures: u32,
-    window: Duration,
     counts: Mutex<HashMap<Option<IpAddr>, Count>>,
 }
 
@@ -67,24 +66,15 @@ struct Count {
 /// What the credential check decided.
 pub(crate) enum Checked {
     Accepted,
-    /// No credential at all.
-    Missing,
-    /// A wrong credential (counted).
-    Wrong,
+    /// No credential (not counted), or a wrong one (counted).
+    Refused,
     /// Too many wrong ones from this address: wait this long.
     Throttled(Duration),
 }
 
 impl Throttle {
-    pub(crate) fn new(max_failures: u32, window: Duration) -> Self {
-        Self {
-            max_failures,
-            window,
-            counts: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Checks `presented` against `credential` for a request from `client` to `path`.
+    /// Checks `presented` against `credential` for a request from `client` to `path`, with
+    /// the credential's throttle.
     pub(crate) fn check(
         &self,
         credential: &AdminCredential,
@@ -98,7 +88,7 @@ impl Throttle {
         let key = if counts.contains_key(&key) || counts.len() < MAX_ADDRESSES {
             key
         } else {
-            counts.retain(|_, count| now < count.since + self.window);
+            counts.retain(|_, count| now < count.since + credential.failure_window);
             if counts.len() < MAX_ADDRESSES {
                 key
             } else {
@@ -106,15 +96,15 @@ impl Throttle {
             }
         };
         if let Some(count) = counts.get(&key).copied() {
-            let until = count.since + self.window;
+            let until = count.since + credential.failure_window;
             if now >= until {
                 counts.remove(&key);
-            } else if count.failures >= self.max_failures {
+            } else if count.failures >= credential.max_failures {
                 return Checked::Throttled(until - now);
             }
         }
         let Some(presented) = presented else {
-            return Checked::Missing;
+            return Checked::Refused;
         };
         if credential.accepts(presented) {
             counts.remove(&key);
@@ -136,7 +126,7 @@ impl Throttle {
             failures,
             "a wrong admin credential"
         );
-        Checked::Wrong
+        Checked::Refused
     }
 }
 

@@ -92,7 +92,7 @@ mod web;
 
 pub use credential::{AdminCredential, CredentialError, MIN_CREDENTIAL_LEN};
 pub use guard::AUDIT_TARGET;
-use guard::{AUDIT_TARGET as AUDIT, Checked, Client, Throttle};
+use guard::{Checked, Client};
 use query::LIST_PARAMS;
 use state::{Admin, Failure, json_response};
 
@@ -103,10 +103,9 @@ pub const ADMIN_PATH: &str = "/admin";
 /// Merge it with the MCP router ([`http_router`](crate::http_router)); it answers nothing
 /// outside [`ADMIN_PATH`].
 pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
-    let throttle = Throttle::new(credential.max_failures, credential.failure_window);
     let state = Admin {
         engine: engine.clone(),
-        throttle: Arc::new(throttle),
+        throttle: Arc::default(),
         credential: Arc::new(credential),
         clock: Clock::new(),
     };
@@ -132,7 +131,7 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
 async fn bearer_only(State(admin): State<Admin>, request: Request, next: Next) -> Response {
     match admin.check(&request, false) {
         Checked::Accepted => next.run(request).await,
-        Checked::Missing | Checked::Wrong => Failure::Unauthorized.into_response(),
+        Checked::Refused => Failure::Unauthorized.into_response(),
         Checked::Throttled(wait) => Failure::Throttled(wait).into_response(),
     }
 }
@@ -339,7 +338,7 @@ async fn purge(
         Err(error) => format!("failed: {error}"),
     };
     tracing::info!(
-        target: AUDIT,
+        target: AUDIT_TARGET,
         event = "purge",
         who = "admin",
         client = %client.describe(),
