@@ -41,12 +41,11 @@ pub(super) fn page(status: StatusCode, title: &str, body: &str, refresh: Option<
     let refresh = refresh
         .map(|s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">"))
         .unwrap_or_default();
+    let title = escape(title);
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">{refresh}\
-         <title>{} · mcp-tasks admin</title><style>{STYLE}</style></head><body>\
-         <h1>{}</h1>{body}</body></html>",
-        escape(title),
-        escape(title)
+         <title>{title} · mcp-tasks admin</title><style>{STYLE}</style></head><body>\
+         <h1>{title}</h1>{body}</body></html>"
     );
     (
         status,
@@ -56,8 +55,9 @@ pub(super) fn page(status: StatusCode, title: &str, body: &str, refresh: Option<
         .into_response()
 }
 
+/// The page of `failure` (with `Retry-After` when throttled).
 pub(super) fn error_page(failure: &Failure) -> Response {
-    page(
+    let mut response = page(
         failure.status(),
         "Error",
         &format!(
@@ -65,7 +65,9 @@ pub(super) fn error_page(failure: &Failure) -> Response {
             escape(&failure.message())
         ),
         None,
-    )
+    );
+    failure.add_retry_after(&mut response);
+    response
 }
 
 #[cfg(test)]

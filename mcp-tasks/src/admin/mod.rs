@@ -201,7 +201,7 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
 async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
     query::only(&pairs, &LIST_PARAMS)?;
-    let query = query::list(&pairs, admin.now_ms())?;
+    let query = query::list(&pairs, admin.clock.now_ms())?;
     let page = admin.admin_store()?.list(&query).await?;
     ok(&json!({
         "tasks": page.tasks.iter().map(|t| summary_json(&t.task, t.instance.as_deref())).collect::<Vec<_>>(),
@@ -212,7 +212,7 @@ async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Res
 async fn counts(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
     query::only(&pairs, &LIST_PARAMS[..8])?;
-    let filter = query::filter(&pairs, admin.now_ms())?;
+    let filter = query::filter(&pairs, admin.clock.now_ms())?;
     let counts = admin.admin_store()?.count(&filter).await?;
     ok(&json!({
         "working": counts.working,
@@ -331,7 +331,7 @@ async fn purge(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
     let pairs = query::pairs(raw.as_deref());
-    let before = query::purge_before(&pairs, admin.now_ms())?;
+    let before = query::purge_before(&pairs, admin.clock.now_ms())?;
     let purged = admin.admin_store()?.purge_finished(before).await;
     let outcome = match &purged {
         Ok(_) => "purged".to_owned(),

@@ -22,6 +22,9 @@ use crate::{
     },
 };
 
+/// The longest `reason` an operator's failure takes.
+const MAX_REASON: usize = 500;
+
 /// What every handler reads.
 #[derive(Clone)]
 pub(crate) struct Admin {
@@ -38,10 +41,6 @@ impl Admin {
 
     pub(super) fn admin_store(&self) -> Result<&dyn AdminStore, Failure> {
         self.store().admin().ok_or(Failure::Unsupported)
-    }
-
-    pub(super) fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
     }
 
     /// Checks the credential `request` presents (HTTP Basic's password too when `basic`),
@@ -77,12 +76,7 @@ impl Admin {
         }
         Ok(cancelled)
     }
-}
 
-/// The longest `reason` an operator's failure takes.
-const MAX_REASON: usize = 500;
-
-impl Admin {
     /// Ends the live task `id` `failed` with `reason` (by default "no reason given"; its
     /// code never runs again; its work stops, here at once and on another instance of a
     /// cluster when it hears of the end); an audit event says who asked,
@@ -122,17 +116,17 @@ impl Admin {
             Some(version) => version.to_owned(),
             None => {
                 let task = self.store().get(id).await?.ok_or(Failure::NotFound)?;
-                let Some(definition) = self.engine.toolkit().get(&task.tool).map(|r| &r.definition)
-                else {
-                    return Err(Failure::BadParam(BadParam::new(
+                let ours = self.engine.toolkit().get(&task.tool);
+                let ours = ours.map(|registered| registered.definition.version().to_owned());
+                ours.ok_or_else(|| {
+                    BadParam::new(
                         "to",
                         format!(
                             "this server does not offer tool `{}`: name the version with `to`",
                             task.tool
                         ),
-                    )));
-                };
-                definition.version().to_owned()
+                    )
+                })?
             }
         };
         let set = store
@@ -146,9 +140,7 @@ impl Admin {
         let started = self.engine.reversioned(id).await?;
         Ok((task, started))
     }
-}
 
-impl Admin {
     /// Retries task `id` (`from_step: None`) or forks it from step `from_step`: a new task
     /// (`runtime/retry.rs`), whose id it answers; an audit event as for [`Admin::fail`],
     /// naming the new task too.
@@ -159,13 +151,9 @@ impl Admin {
         client: Client,
     ) -> Result<std::sync::Arc<str>, Failure> {
         use crate::runtime::retry::RetryRefused;
-        let detail = self
-            .admin_store()?
-            .detail(id)
-            .await?
-            .ok_or(Failure::NotFound);
-        let retried = match detail {
-            Ok(detail) => {
+        let retried = match self.admin_store()?.detail(id).await? {
+            None => Err(Failure::NotFound),
+            Some(detail) => {
                 (self.engine.retry(detail, from_step).await).map_err(|refused| match refused {
                     RetryRefused::Status(status) => Failure::Conflict(format!(
                         "only a failed or cancelled task can be retried or forked; this one is {}",
@@ -183,7 +171,6 @@ impl Admin {
                     RetryRefused::Store(error) => Failure::from(error),
                 })
             }
-            Err(failure) => Err(failure),
         };
         let (event, path) = match from_step {
             None => ("retry", "/admin/api/tasks/{id}/retry"),
@@ -290,6 +277,16 @@ impl Failure {
             Self::Store(error) => crate::errors::error_chain(error),
         }
     }
+
+    /// `Retry-After` on a throttled answer.
+    pub(super) fn add_retry_after(&self, response: &mut Response) {
+        if let Self::Throttled(wait) = self {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_secs(*wait)),
+            );
+        }
+    }
 }
 
 impl IntoResponse for Failure {
@@ -307,18 +304,6 @@ impl IntoResponse for Failure {
         }
         self.add_retry_after(&mut response);
         response
-    }
-}
-
-impl Failure {
-    /// `Retry-After` on a throttled answer.
-    pub(super) fn add_retry_after(&self, response: &mut Response) {
-        if let Self::Throttled(wait) = self {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(retry_after_secs(*wait)),
-            );
-        }
     }
 }
 

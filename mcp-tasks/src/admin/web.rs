@@ -54,12 +54,7 @@ pub(super) async fn basic_or_bearer(
     next: Next,
 ) -> Response {
     match admin.check(&request, true) {
-        Checked::Throttled(wait) => {
-            let failure = Failure::Throttled(wait);
-            let mut response = error_page(&failure);
-            failure.add_retry_after(&mut response);
-            response
-        }
+        Checked::Throttled(wait) => error_page(&Failure::Throttled(wait)),
         Checked::Accepted => {
             let mut response = next.run(request).await;
             let headers = response.headers_mut();
@@ -81,7 +76,7 @@ pub(super) async fn basic_or_bearer(
             headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
-        _ => {
+        Checked::Refused => {
             let mut response = page(
                 StatusCode::UNAUTHORIZED,
                 "Sign in",
@@ -200,7 +195,7 @@ async fn list_page(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Respo
 async fn list_html(admin: &Admin, raw: Option<&str>) -> Result<Response, Failure> {
     let pairs = query::pairs(raw);
     query::only(&pairs, &query::LIST_PARAMS)?;
-    let query = query::list(&pairs, admin.now_ms())?;
+    let query = query::list(&pairs, admin.clock.now_ms())?;
     let store = admin.admin_store()?;
     // The counts show every status under the other filters.
     let mut others = query.filter.clone();
