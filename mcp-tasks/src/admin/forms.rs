@@ -150,9 +150,8 @@ impl FromRequest<Admin> for TaskForm {
                  open the task's page again and use its button",
             ));
         }
-        let admin = admin.clone();
         Ok(Self {
-            admin,
+            admin: admin.clone(),
             client,
             id,
             fields,

@@ -134,9 +134,12 @@ fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
             value(name)
         )
     };
+    let parked = if filter.parked { " selected" } else { "" };
     format!(
         "<form class=\"filters\" method=\"get\" action=\"/admin/\">\
-         <label>status <select name=\"status\">{options}</select></label>{}{}{}{}{}{}{}\
+         <label>status <select name=\"status\">{options}</select></label>{}{}{}{}{}{}\
+         <label>parked <select name=\"parked\"><option value=\"\">any</option>\
+         <option value=\"true\"{parked}>only parked</option></select></label>\
          <button type=\"submit\">Filter</button> <a href=\"/admin/\">clear</a></form>",
         field("tool", "tool", "name"),
         field("owner", "owner", "principal"),
@@ -144,16 +147,6 @@ fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
         field("stalled", "stalled for", "1h"),
         field("created_after", "created after", "2h or RFC 3339"),
         field("created_before", "created before", ""),
-        parked_field(filter.parked),
-    )
-}
-
-/// The `parked` filter: any task, or only the parked ones.
-fn parked_field(parked: bool) -> String {
-    let selected = if parked { " selected" } else { "" };
-    format!(
-        "<label>parked <select name=\"parked\"><option value=\"\">any</option>\
-         <option value=\"true\"{selected}>only parked</option></select></label>"
     )
 }
 
