@@ -85,16 +85,12 @@ impl Throttle {
         let now = Instant::now();
         let key = client.0.map(|addr| addr.ip());
         let mut counts = self.counts.lock();
-        let key = if counts.contains_key(&key) || counts.len() < MAX_ADDRESSES {
-            key
-        } else {
+        let known = counts.contains_key(&key);
+        if !known && counts.len() >= MAX_ADDRESSES {
             counts.retain(|_, count| now < count.since + credential.failure_window);
-            if counts.len() < MAX_ADDRESSES {
-                key
-            } else {
-                None
-            }
-        };
+        }
+        // A new address beyond MAX_ADDRESSES shares the count of `None`.
+        let key = key.filter(|_| known || counts.len() < MAX_ADDRESSES);
         if let Some(count) = counts.get(&key).copied() {
             let until = count.since + credential.failure_window;
             if now >= until {

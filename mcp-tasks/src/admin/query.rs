@@ -187,22 +187,19 @@ pub(crate) fn duration(name: &str, text: &str) -> Result<Duration, BadParam> {
 /// An instant: epoch milliseconds, an RFC 3339 time (`2026-12-02T10:00:00Z`), or a duration
 /// ago (`2h` is two hours before now).
 pub(crate) fn instant(name: &str, text: &str, now_ms: u64) -> Result<u64, BadParam> {
-    if let Ok(ms) = text.parse::<u64>() {
-        return Ok(ms);
-    }
-    if let Some(ms) = rfc3339_ms(text) {
-        return Ok(ms);
-    }
-    if let Ok(ago) = duration(name, text) {
-        return Ok(now_ms.saturating_sub(crate::clock::millis(ago)));
-    }
-    Err(BadParam::new(
-        name,
-        format!(
-            "`{text}` is not an instant: give epoch milliseconds, an RFC 3339 time \
+    let ago = || duration(name, text).ok().map(crate::clock::millis);
+    (text.parse().ok())
+        .or_else(|| rfc3339_ms(text))
+        .or_else(|| ago().map(|ago| now_ms.saturating_sub(ago)))
+        .ok_or_else(|| {
+            BadParam::new(
+                name,
+                format!(
+                    "`{text}` is not an instant: give epoch milliseconds, an RFC 3339 time \
              (2026-12-02T10:00:00Z) or a duration ago (2h)"
-        ),
-    ))
+                ),
+            )
+        })
 }
 
 /// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` as epoch milliseconds (not before 1970).
