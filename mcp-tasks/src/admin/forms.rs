@@ -98,9 +98,8 @@ fn same_origin(headers: &HeaderMap) -> bool {
         // The browser says so (a header no page can set): also when it sends `Origin: null`,
         // as Chromium does for a form of a page that sends no referrer.
         Some("same-origin") => return true,
-        Some("none") => {}
+        Some("none") | None => {}
         Some(_) => return false,
-        None => {}
     }
     match (text(header::ORIGIN), text(header::HOST)) {
         (Some(origin), Some(host)) => origin
