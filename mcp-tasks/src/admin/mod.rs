@@ -155,11 +155,10 @@ pub(crate) fn summary_json(task: &TaskSnapshot, instance: Option<&str>) -> Value
         "ttlMs": task.ttl_ms,
         "cancelRequested": task.cancel_requested,
         "instance": instance,
-        "parked": task.waits_for().map(|waits_for| json!({
-            "waitsFor": waits_for,
-            "untilMs": task.parked_until_ms.filter(|_| waits_for == "timer"),
-            "until": task.parked_until_ms.filter(|_| waits_for == "timer").map(rfc3339),
-        })),
+        "parked": task.waits_for().map(|waits_for| {
+            let until_ms = task.parked_until_ms.filter(|_| waits_for == "timer");
+            json!({ "waitsFor": waits_for, "untilMs": until_ms, "until": until_ms.map(rfc3339) })
+        }),
     })
 }
 

@@ -234,9 +234,9 @@ pub(crate) fn register(toolkit: &crate::Toolkit) {
         gauge!(TASKS_RUNNING, "tool" => tool()).increment(0.0);
         // The queue's series of the default owner bucket (owner buckets of the application's
         // own appear with their first sample).
-        let bucket = || crate::cluster::DEFAULT_OWNER_BUCKET;
-        gauge!(QUEUE_DEPTH, "tool" => tool(), "owner_bucket" => bucket()).increment(0.0);
-        drop(::metrics::histogram!(CLAIM_LAG, "tool" => tool(), "owner_bucket" => bucket()));
+        let bucket = crate::cluster::DEFAULT_OWNER_BUCKET;
+        gauge!(QUEUE_DEPTH, "tool" => tool(), "owner_bucket" => bucket).increment(0.0);
+        drop(::metrics::histogram!(CLAIM_LAG, "tool" => tool(), "owner_bucket" => bucket));
         gauge!(TASKS_INPUT_REQUIRED, "tool" => tool()).increment(0.0);
         drop(::metrics::histogram!(TASK_FIRST_STATUS, "tool" => tool()));
         counter!(STEP_RETRIES, "tool" => tool()).increment(0);
