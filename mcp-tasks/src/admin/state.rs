@@ -89,8 +89,7 @@ impl Admin {
     ) -> Result<crate::store::TaskSnapshot, Failure> {
         let reason = reason.unwrap_or("no reason given");
         if reason.len() > MAX_REASON {
-            let message = format!("at most {MAX_REASON} bytes");
-            return Err(Failure::BadParam(BadParam::new("reason", message)));
+            return Err(BadParam::new("reason", format!("at most {MAX_REASON} bytes")).into());
         }
         let failed = admin::fail(self.store(), id, reason)
             .await

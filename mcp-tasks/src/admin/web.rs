@@ -179,10 +179,7 @@ fn task_row(summary: &TaskSummary) -> String {
 }
 
 async fn list_page(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Response {
-    match list_html(&admin, raw.as_deref()).await {
-        Ok(response) => response,
-        Err(failure) => error_page(&failure),
-    }
+    (list_html(&admin, raw.as_deref()).await).unwrap_or_else(|failure| error_page(&failure))
 }
 
 async fn list_html(admin: &Admin, raw: Option<&str>) -> Result<Response, Failure> {
