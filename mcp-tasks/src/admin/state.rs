@@ -115,8 +115,8 @@ impl Admin {
             Some(version) => version.to_owned(),
             None => {
                 let task = self.store().get(id).await?.ok_or(Failure::NotFound)?;
-                let ours = self.engine.toolkit().get(&task.tool);
-                let ours = ours.map(|registered| registered.definition.version().to_owned());
+                let registered = self.engine.toolkit().get(&task.tool);
+                let ours = registered.map(|r| r.definition.version().to_owned());
                 ours.ok_or_else(|| {
                     BadParam::new(
                         "to",
