@@ -51,24 +51,13 @@ fn is_control(c: char) -> bool {
 }
 
 fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    for c in chars.by_ref() {
-        if matches!(c, '@'..='~') {
-            return;
-        }
-    }
+    chars.find(|c| matches!(c, '@'..='~'));
 }
 
 /// Up to BEL, ESC `\` or the 8-bit ST, inclusive.
 fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    while let Some(c) = chars.next() {
-        match c {
-            '\x07' | '\u{9c}' => return,
-            '\x1b' => {
-                chars.next_if_eq(&'\\');
-                return;
-            }
-            _ => {}
-        }
+    if chars.find(|c| matches!(c, '\x07' | '\u{9c}' | '\x1b')) == Some('\x1b') {
+        chars.next_if_eq(&'\\');
     }
 }
 
