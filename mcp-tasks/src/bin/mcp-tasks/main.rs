@@ -14,7 +14,7 @@ mod printable;
 mod prompt;
 mod steer;
 
-use std::{io::IsTerminal, io::Write, process::ExitCode, time::Duration};
+use std::{error::Error, io::IsTerminal, io::Write, process::ExitCode, time::Duration};
 
 use futures::StreamExt;
 use mcp_tasks::{
@@ -79,7 +79,7 @@ async fn main() -> ExitCode {
 }
 
 /// `error` and its causes, made printable.
-fn chain(error: &dyn std::error::Error) -> String {
+fn chain(error: &dyn Error) -> String {
     printable(&mcp_tasks::__private::error_chain(error)).into_owned()
 }
 
@@ -94,19 +94,14 @@ fn lost(error: &ClientError) -> bool {
 /// One line for a connection failure: what failed and the innermost cause (the operating
 /// system's words, not the client library's types).
 fn cause(error: &ClientError) -> String {
-    let mut innermost: &dyn std::error::Error = error;
-    while let Some(source) = innermost.source() {
-        innermost = source;
-    }
     let what = match error {
         ClientError::Connect { endpoint, .. } => format!("cannot connect to {endpoint}"),
         _ => "the connection to the server failed".to_owned(),
     };
-    if std::ptr::addr_eq(innermost, error as &dyn std::error::Error) {
-        what
-    } else {
+    match std::iter::successors(error.source(), |&source| source.source()).last() {
         // The innermost error may quote what the server sent.
-        format!("{what} ({})", printable(&innermost.to_string()))
+        Some(innermost) => format!("{what} ({})", printable(&innermost.to_string())),
+        None => what,
     }
 }
 
@@ -310,7 +305,9 @@ impl Following {
             eprintln!(
                 "{}; reconnecting for up to {}",
                 cause(&error),
-                mcp_tasks::duration::format(millis(self.follow.reconnect_for))
+                mcp_tasks::duration::format(
+                    u64::try_from(self.follow.reconnect_for.as_millis()).unwrap_or(u64::MAX)
+                )
             );
             (client, task) = match self.reconnect(&id, interrupts).await {
                 Ok(again) => again,
@@ -364,10 +361,6 @@ impl Following {
     }
 }
 
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
 async fn follow(
     task: &mut TaskHandle,
     raw: bool,
@@ -383,15 +376,15 @@ async fn follow(
             tokio::select! {
                 update = updates.next() => match update {
                     Some(Ok(snapshot)) => line.show(&snapshot),
-                    Some(Err(error)) => { line.end(); return Err(error); }
-                    None => break false,
+                    Some(Err(error)) => break Err(error),
+                    None => break Ok(false),
                 },
-                () = interrupts.next() => break true,
+                () = interrupts.next() => break Ok(true),
             }
         }
     };
-    if interrupted {
-        line.end();
+    line.end();
+    if interrupted? {
         eprintln!("interrupted: cancelling task {}", task.id());
         task.cancel().await?;
         let watched = tokio::select! {
@@ -399,15 +392,13 @@ async fn follow(
             () = interrupts.next() => None,
         };
         return match watched {
-            Some(Ok(outcome)) => Ok(print_outcome(outcome, task.id(), raw)),
-            Some(Err(error)) => Err(error),
+            Some(outcome) => Ok(print_outcome(outcome?, task.id(), raw)),
             None => {
                 eprintln!("cancel requested; the task has not ended yet");
                 Ok(CANCELLED)
             }
         };
     }
-    line.end();
     let outcome = task
         .outcome()?
         .ok_or_else(|| ClientError::InvalidResponse {
