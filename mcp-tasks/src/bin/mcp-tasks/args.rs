@@ -241,7 +241,7 @@ impl Cli {
             Sub::Tools { url, server } => {
                 let target = match (url, server.command.is_empty()) {
                     (Some(url), true) => http(&url, "tools")?,
-                    (None, false) => stdio(server.command, "tools")?,
+                    (None, false) => stdio(server.command),
                     (Some(url), false) => {
                         return Err(usage(
                             "tools",
@@ -299,19 +299,19 @@ fn place(
     operand: &str,
     server: Server,
 ) -> Result<(Endpoint, String), clap::Error> {
-    match (Some(first), second, server.command.is_empty()) {
-        (Some(url), Some(value), true) => Ok((http(&url, sub)?, value)),
-        (Some(value), None, false) => Ok((stdio(server.command, sub)?, value)),
-        (Some(url), None, true) if url.contains("://") => {
-            http(&url, sub)?;
+    match (second, server.command.is_empty()) {
+        (Some(value), true) => Ok((http(&first, sub)?, value)),
+        (None, false) => Ok((stdio(server.command), first)),
+        (None, true) if first.contains("://") => {
+            http(&first, sub)?;
             Err(usage(
                 sub,
                 ErrorKind::MissingRequiredArgument,
                 format!("`{sub}` needs <{operand}> after the URL"),
             ))
         }
-        (Some(_), None, true) => Err(missing_target(sub)),
-        (Some(_), Some(extra), false) => Err(usage(
+        (None, true) => Err(missing_target(sub)),
+        (Some(extra), false) => Err(usage(
             sub,
             ErrorKind::UnknownArgument,
             format!(
@@ -319,8 +319,6 @@ fn place(
                      comes before <{operand}>"
             ),
         )),
-        // clap requires at least one word.
-        (None, _, _) => Err(missing_target(sub)),
     }
 }
 
@@ -329,11 +327,9 @@ fn http(url: &str, sub: &str) -> Result<Endpoint, clap::Error> {
         .map_err(|error| usage(sub, ErrorKind::ValueValidation, error.to_string()))
 }
 
-fn stdio(command: Vec<String>, sub: &str) -> Result<Endpoint, clap::Error> {
-    let mut args = vec!["--".to_owned()];
-    args.extend(command);
-    Endpoint::parse(&args)
-        .map_err(|error| usage(sub, ErrorKind::ValueValidation, error.to_string()))
+/// A stdio server; `command` is not empty (all that `Endpoint::parse` would check).
+fn stdio(command: Vec<String>) -> Endpoint {
+    Endpoint::Stdio { command }
 }
 
 fn missing_target(sub: &str) -> clap::Error {
