@@ -3,6 +3,7 @@
 //! library), with its own credential.
 
 use clap::{Args, Subcommand};
+use reqwest::Method;
 use serde_json::Value;
 
 use crate::{
@@ -149,7 +150,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
         } => {
             let api = Api::new(&target)?;
             let base = filter_query(&filters);
-            let counts = api.send(false, "counts", &base).await?;
+            let counts = api.send(Method::GET, "counts", &base).await?;
             let mut cursor = cursor;
             let mut pages = Vec::new();
             loop {
@@ -160,7 +161,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 if let Some(cursor) = &cursor {
                     query.push(("cursor", cursor.clone()));
                 }
-                let page = api.send(false, "tasks", &query).await?;
+                let page = api.send(Method::GET, "tasks", &query).await?;
                 cursor = page["nextCursor"].as_str().map(str::to_owned);
                 pages.push(page);
                 if !all || cursor.is_none() {
@@ -195,7 +196,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
         AdminCommand::Show(TaskArgs { target, task_id }) => {
             let api = Api::new(&target)?;
             let detail = api
-                .send(false, &format!("tasks/{}", encode(&task_id)), &[])
+                .send(Method::GET, &format!("tasks/{}", encode(&task_id)), &[])
                 .await?;
             if target.json {
                 print_json(&detail);
@@ -219,7 +220,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 .into_iter()
                 .filter_map(|(key, value)| Some((key, value?)))
                 .collect();
-            let answer = api.send(true, "purge", &query).await?;
+            let answer = api.send(Method::POST, "purge", &query).await?;
             if target.json {
                 print_json(&answer);
             } else {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use reqwest::Method;
 use serde_json::Value;
 
 /// The environment variable that holds the admin credential.
@@ -74,13 +75,12 @@ pub struct Api {
 
 impl Api {
     pub fn new(target: &Target) -> Result<Self, AdminError> {
-        let token = match &target.token {
-            Some(token) => token.clone(),
-            None => std::env::var(TOKEN_ENV).map_err(|_| AdminError::NoToken)?,
-        };
-        if token.is_empty() {
-            return Err(AdminError::NoToken);
-        }
+        let token = target
+            .token
+            .clone()
+            .or_else(|| std::env::var(TOKEN_ENV).ok())
+            .filter(|token| !token.is_empty())
+            .ok_or(AdminError::NoToken)?;
         let url = target.url.trim_end_matches('/');
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(AdminError::BadUrl(target.url.clone()));
@@ -107,7 +107,7 @@ impl Api {
 
     pub async fn send(
         &self,
-        post: bool,
+        method: Method,
         path: &str,
         query: &[(&str, String)],
     ) -> Result<Value, AdminError> {
@@ -119,11 +119,7 @@ impl Api {
                 .collect();
             url = format!("{url}?{}", encoded.join("&"));
         }
-        let request = if post {
-            self.http.post(&url)
-        } else {
-            self.http.get(&url)
-        };
+        let request = self.http.request(method, &url);
         let unreachable = |source| AdminError::Unreachable {
             url: url.clone(),
             source,

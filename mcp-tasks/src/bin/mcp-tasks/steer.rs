@@ -1,6 +1,7 @@
 //! The admin commands that change one task: `cancel`, `retry`, `fork`, `fail` and
 //! `version`.
 
+use reqwest::Method;
 use serde_json::Value;
 
 use crate::{
@@ -85,7 +86,7 @@ async fn post(
 ) -> Result<Value, AdminError> {
     let api = Api::new(&task.target)?;
     let path = format!("tasks/{}/{action}", encode(&task.task_id));
-    let answer = api.send(true, &path, query).await?;
+    let answer = api.send(Method::POST, &path, query).await?;
     if task.target.json {
         print_json(&answer);
     }
