@@ -18,13 +18,6 @@ pub struct Prompter {
     lines: Arc<Mutex<Lines<BufReader<Stdin>>>>,
 }
 
-enum Field {
-    Value(Value),
-    Skip,
-    Decline,
-    Cancel,
-}
-
 /// Writes a prompt, which quotes the server's question: [`printable`] first.
 fn say(text: &str) {
     let mut err = std::io::stderr().lock();
@@ -78,22 +71,16 @@ impl Prompter {
     }
 
     async fn form(&self, schema: &Value) -> InputAnswer<ElicitResult> {
-        let required: Vec<&str> = schema["required"]
-            .as_array()
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = schema["required"].as_array();
         let mut content = Map::new();
-        let empty = Map::new();
-        let properties = schema["properties"].as_object().unwrap_or(&empty);
-        for (name, property) in properties {
-            let needed = required.contains(&name.as_str());
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            let needed = required.is_some_and(|r| r.iter().any(|n| n == name));
             match self.field(name, property, needed).await {
-                Field::Value(value) => {
+                Ok(Some(value)) => {
                     content.insert(name.clone(), value);
                 }
-                Field::Skip => {}
-                Field::Decline => return Ok(Some(ElicitResult::new(ElicitationAction::Decline))),
-                Field::Cancel => return Ok(Some(ElicitResult::new(ElicitationAction::Cancel))),
+                Ok(None) => {}
+                Err(refusal) => return Ok(Some(ElicitResult::new(refusal))),
             }
         }
         Ok(Some(
@@ -101,46 +88,43 @@ impl Prompter {
         ))
     }
 
-    async fn field(&self, name: &str, property: &Value, required: bool) -> Field {
+    /// One field's value, `None` to leave it out, or the person's refusal of the whole form.
+    async fn field(
+        &self,
+        name: &str,
+        property: &Value,
+        required: bool,
+    ) -> Result<Option<Value>, ElicitationAction> {
         let label = property["title"].as_str().unwrap_or(name);
         let hint = describe(property);
         let default = property.get("default").filter(|d| !d.is_null());
+        let mut question = format!("  {label} ({hint}");
+        if let Some(default) = default {
+            question.push_str(&format!(", default {default}"));
+        } else if !required {
+            question.push_str(", optional");
+        }
+        question.push(')');
+        if let Some(description) = property["description"].as_str() {
+            question.push_str(&format!(" {description}"));
+        }
+        question.push_str(": ");
         loop {
-            let mut question = format!("  {label} ({hint}");
-            if let Some(default) = default {
-                question.push_str(&format!(", default {default}"));
-            } else if !required {
-                question.push_str(", optional");
-            }
-            question.push(')');
-            if let Some(description) = property["description"].as_str() {
-                question.push_str(&format!(" {description}"));
-            }
-            question.push_str(": ");
             say(&question);
             let Some(line) = self.read_line().await else {
                 say("\n  (end of input: cancelling)\n");
-                return Field::Cancel;
+                return Err(ElicitationAction::Cancel);
             };
             let line = line.trim();
             match line {
-                ":cancel" => return Field::Cancel,
-                ":decline" => return Field::Decline,
-                "" => {
-                    if let Some(default) = default {
-                        return Field::Value(default.clone());
-                    }
-                    if !required {
-                        return Field::Skip;
-                    }
-                    say("  a value is required\n");
-                    continue;
-                }
-                _ => {}
-            }
-            match check(property, line) {
-                Ok(value) => return Field::Value(value),
-                Err(why) => say(&format!("  invalid: {why}\n")),
+                ":cancel" => return Err(ElicitationAction::Cancel),
+                ":decline" => return Err(ElicitationAction::Decline),
+                "" if default.is_some() || !required => return Ok(default.cloned()),
+                "" => say("  a value is required\n"),
+                _ => match check(property, line) {
+                    Ok(value) => return Ok(Some(value)),
+                    Err(why) => say(&format!("  invalid: {why}\n")),
+                },
             }
         }
     }
@@ -163,14 +147,11 @@ fn choices(property: &Value) -> Option<Vec<String>> {
 
 fn describe(property: &Value) -> String {
     let kind = property["type"].as_str().unwrap_or("string");
-    if kind == "array" {
-        let items = &property["items"];
-        return match choices(items) {
+    match (kind, choices(property)) {
+        ("array", _) => match choices(&property["items"]) {
             Some(options) => format!("comma-separated, from {}", options.join("|")),
             None => "comma-separated list".to_owned(),
-        };
-    }
-    match (kind, choices(property)) {
+        },
         ("boolean", _) => "yes/no".to_owned(),
         (_, Some(options)) => format!("one of {}", options.join("|")),
         (kind, None) => kind.to_owned(),
