@@ -145,14 +145,13 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             target,
             filters,
             limit,
-            cursor,
+            mut cursor,
             all,
         } => {
             let api = Api::new(&target)?;
             let base = filter_query(&filters);
             let counts = api.send(Method::GET, "counts", &base).await?;
-            let mut cursor = cursor;
-            let mut pages = Vec::new();
+            let mut tasks = Vec::new();
             loop {
                 let mut query = base.clone();
                 if let Some(limit) = limit {
@@ -163,16 +162,12 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 }
                 let page = api.send(Method::GET, "tasks", &query).await?;
                 cursor = page["nextCursor"].as_str().map(str::to_owned);
-                pages.push(page);
+                tasks.extend(page["tasks"].as_array().cloned().unwrap_or_default());
                 if !all || cursor.is_none() {
                     break;
                 }
             }
             if target.json {
-                let tasks: Vec<Value> = pages
-                    .iter()
-                    .flat_map(|page| page["tasks"].as_array().cloned().unwrap_or_default())
-                    .collect();
                 let out = serde_json::json!({
                     "tasks": tasks,
                     "nextCursor": cursor,
@@ -180,12 +175,8 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 });
                 print_json(&out);
             } else {
-                let rows: Vec<&Value> = pages
-                    .iter()
-                    .flat_map(|page| page["tasks"].as_array().into_iter().flatten())
-                    .collect();
                 // The server's fields, made printable.
-                print!("{}", printable(&table(&rows)));
+                print!("{}", printable(&table(&tasks)));
                 println!("{}", printable(&counts_line(&counts)));
                 if let Some(cursor) = &cursor {
                     eprintln!("more tasks: add --cursor {} (or --all)", printable(cursor));
@@ -246,7 +237,7 @@ fn cell(value: &str, width: usize) -> String {
 }
 
 /// The tasks as a table with aligned columns.
-fn table(tasks: &[&Value]) -> String {
+fn table(tasks: &[Value]) -> String {
     let header = [
         "TASK ID", "STATUS", "TOOL", "OWNER", "INSTANCE", "UPDATED", "MESSAGE",
     ];
@@ -392,7 +383,7 @@ mod tests {
         let a = serde_json::json!({"taskId": "t1", "status": "working", "tool": "spin",
             "owner": "alice", "instance": null, "lastUpdatedAt": "2026-01-01T00:00:00Z",
             "statusMessage": "line one\nline two"});
-        let out = table(&[&a]);
+        let out = table(&[a]);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].find("STATUS"), lines[1].find("working"));
