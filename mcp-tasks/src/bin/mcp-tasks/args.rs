@@ -342,11 +342,10 @@ fn missing_target(sub: &str) -> clap::Error {
 
 /// A usage error of subcommand `sub`, rendered by clap with that subcommand's usage.
 fn usage(sub: &str, kind: ErrorKind, message: String) -> clap::Error {
-    let mut root = Cli::command();
-    match root.find_subcommand_mut(sub) {
-        Some(command) => command.error(kind, message),
-        None => root.error(kind, message),
-    }
+    Cli::command()
+        .find_subcommand_mut(sub)
+        .expect("`sub` names a subcommand")
+        .error(kind, message)
 }
 
 /// `--arg key=value`.
