@@ -1,4 +1,4 @@
-//! The command line, parsed by clap (derive): six subcommands, their flags, and where the
+//! The command line, parsed by clap (derive): seven subcommands, their flags, and where the
 //! server is, an URL before the operands or a command after `--`.
 
 use clap::{Args, CommandFactory, Parser, Subcommand, error::ErrorKind};

@@ -1,9 +1,6 @@
 //! `mcp-tasks`: call MCP tools from a terminal and follow their tasks to the end.
 //!
-//! See `mcp-tasks --help` and the README. Exit codes: 0 completed, 1 the tool reported an
-//! error (`isError`), 2 the task failed, 3 cancelled, 4 usage error, 5 connection error
-//! (also: the server did not come back within `--reconnect-for` while a task was followed),
-//! 6 protocol error (the server answered with an error or an invalid answer).
+//! See `mcp-tasks --help` (which ends with what each exit code below means) and the README.
 
 #![forbid(unsafe_code)]
 

@@ -4,9 +4,8 @@
 //! server sent. Printed as it is, an escape sequence in it would act on the user's terminal:
 //! retitle the window (`ESC ] 0 ; title BEL`), clear the screen (`ESC [ 2 J`), move the
 //! cursor to overwrite what was printed before, or worse on some terminals. So every string
-//! a server sent goes through [`printable`] before it is printed: escape sequences are
-//! removed whole, and so is every other control character but newline and tab (the ASCII
-//! controls, DEL and the 8-bit controls). JSON output (`--json`, `--raw`) needs nothing: JSON escapes control characters.
+//! a server sent goes through [`printable`] before it is printed. JSON output (`--json`,
+//! `--raw`) needs nothing: JSON escapes control characters.
 
 use std::borrow::Cow;
 
