@@ -115,27 +115,28 @@ pub enum AdminCommand {
     },
 }
 
-fn filter_query(filters: &Filters) -> Vec<(&'static str, String)> {
-    let mut query = Vec::new();
-    if !filters.status.is_empty() {
-        query.push(("status", filters.status.join(",")));
-    }
-    for (key, value) in [
-        ("tool", &filters.tool),
-        ("owner", &filters.owner),
-        ("instance", &filters.instance),
-        ("created_after", &filters.created_after),
-        ("created_before", &filters.created_before),
-        ("stalled", &filters.stalled),
-    ] {
-        if let Some(value) = value {
-            query.push((key, value.clone()));
-        }
-    }
-    if filters.parked {
-        query.push(("parked", "true".to_owned()));
-    }
-    query
+fn filter_query(filters: Filters) -> Vec<(&'static str, String)> {
+    let status = (!filters.status.is_empty()).then(|| filters.status.join(","));
+    given([
+        ("status", status),
+        ("tool", filters.tool),
+        ("owner", filters.owner),
+        ("instance", filters.instance),
+        ("created_after", filters.created_after),
+        ("created_before", filters.created_before),
+        ("stalled", filters.stalled),
+        ("parked", filters.parked.then(|| "true".to_owned())),
+    ])
+}
+
+/// The query's pairs whose value is given, in order.
+fn given(
+    pairs: impl IntoIterator<Item = (&'static str, Option<String>)>,
+) -> Vec<(&'static str, String)> {
+    pairs
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?)))
+        .collect()
 }
 
 /// Runs an admin command; its output goes to stdout, notes to stderr.
@@ -149,17 +150,15 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             all,
         } => {
             let api = Api::new(&target)?;
-            let base = filter_query(&filters);
+            let base = filter_query(filters);
             let counts = api.send(Method::GET, "counts", &base).await?;
             let mut tasks = Vec::new();
             loop {
                 let mut query = base.clone();
-                if let Some(limit) = limit {
-                    query.push(("limit", limit.to_string()));
-                }
-                if let Some(cursor) = &cursor {
-                    query.push(("cursor", cursor.clone()));
-                }
+                query.extend(given([
+                    ("limit", limit.map(|limit| limit.to_string())),
+                    ("cursor", cursor.clone()),
+                ]));
                 let page = api.send(Method::GET, "tasks", &query).await?;
                 cursor = page["nextCursor"].as_str().map(str::to_owned);
                 tasks.extend(page["tasks"].as_array().cloned().unwrap_or_default());
@@ -207,10 +206,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             before,
         } => {
             let api = Api::new(&target)?;
-            let query: Vec<_> = [("older_than", older_than), ("before", before)]
-                .into_iter()
-                .filter_map(|(key, value)| Some((key, value?)))
-                .collect();
+            let query = given([("older_than", older_than), ("before", before)]);
             let answer = api.send(Method::POST, "purge", &query).await?;
             if target.json {
                 print_json(&answer);
