@@ -59,8 +59,7 @@ async fn main() -> ExitCode {
             }
         };
     }
-    let interrupts = Interrupts::new();
-    let code = match run(command, interrupts).await {
+    let code = match run(command, Interrupts::new()).await {
         Ok(code) => code,
         Err(error) if lost(&error) => {
             eprintln!("mcp-tasks: {}", cause(&error));
@@ -154,11 +153,10 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             let tasks = client.server_supports_tasks();
             for tool in client.list_tools().await? {
                 // What the tool declares; a server without the extension runs nothing as a task.
-                let mode = if tasks { Mode::of(&tool) } else { Mode::Inline };
-                let mode = format!("task: {}", mode.label());
+                let mode = if tasks { Mode::of(&tool) } else { Mode::Inline }.label();
                 let name = printable(&tool.name);
                 let description = printable(tool.description.as_deref().unwrap_or(""));
-                println!("{name}\t{mode}\t{description}");
+                println!("{name}\ttask: {mode}\t{description}");
             }
             client.close().await;
             Ok(COMPLETED)
