@@ -112,12 +112,9 @@ impl Api {
         query: &[(&str, String)],
     ) -> Result<Value, AdminError> {
         let mut url = format!("{}/{path}", self.base);
-        if !query.is_empty() {
-            let encoded: Vec<String> = query
-                .iter()
-                .map(|(key, value)| format!("{key}={}", encode(value)))
-                .collect();
-            url = format!("{url}?{}", encoded.join("&"));
+        for (i, (key, value)) in query.iter().enumerate() {
+            let separator = if i == 0 { '?' } else { '&' };
+            url += &format!("{separator}{key}={}", encode(value));
         }
         let request = self.http.request(method, &url);
         let unreachable = |source| AdminError::Unreachable {
