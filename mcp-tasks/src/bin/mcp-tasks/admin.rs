@@ -311,25 +311,19 @@ fn show(detail: &Value) -> String {
         let (instance, epoch) = (text(&lease["instance"]), text(&lease["epoch"]));
         field("lease", format!("{instance} at epoch {epoch}"));
     }
-    if let Some(steps) = detail["steps"].as_array() {
-        for step in steps {
-            let (seq, name, value) = (&step["seq"], text(&step["name"]), &step["value"]);
-            field("step", format!("{seq} {name}: {value}"));
-        }
+    for step in detail["steps"].as_array().into_iter().flatten() {
+        let (seq, name, value) = (&step["seq"], text(&step["name"]), &step["value"]);
+        field("step", format!("{seq} {name}: {value}"));
     }
-    if let Some(questions) = detail["questions"].as_object() {
-        for key in questions.keys() {
-            field("open question", key.clone());
-        }
+    for (key, _) in detail["questions"].as_object().into_iter().flatten() {
+        field("open question", key.clone());
     }
-    if let Some(answers) = detail["answers"].as_object() {
-        for (key, value) in answers {
-            let again = match detail["askedAtStep"][key].as_u64() {
-                Some(step) => format!(" (a fork from step {step} or before asks it again)"),
-                None => String::new(),
-            };
-            field("answered", format!("{key}: {value}{again}"));
-        }
+    for (key, value) in detail["answers"].as_object().into_iter().flatten() {
+        let again = match detail["askedAtStep"][key].as_u64() {
+            Some(step) => format!(" (a fork from step {step} or before asks it again)"),
+            None => String::new(),
+        };
+        field("answered", format!("{key}: {value}{again}"));
     }
     let error = &detail["error"];
     if !error.is_null() {
