@@ -7,13 +7,12 @@ use std::{
     time::Duration,
 };
 
+use rmcp::model::JsonObject;
 use tracing::Instrument;
 
 use super::{
     Ended, Runtime, SHUT_DOWN_MESSAGE, WriteError, lifecycle, placement::Fence, result_object,
 };
-use rmcp::model::JsonObject;
-
 use crate::{
     errors,
     limits::nests_deeper,
