@@ -158,8 +158,7 @@ pub fn encode(value: &str) -> String {
 }
 
 pub fn print_json(value: &Value) {
-    let json = serde_json::to_string_pretty(value).unwrap_or_default();
-    println!("{json}");
+    println!("{}", crate::printable::json(value, true));
 }
 
 pub fn text(value: &Value) -> String {

@@ -164,8 +164,7 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
         Command::Get { target, task_id } => {
             let client = connect(&target).await?;
             let task = client.task(&task_id).await?;
-            let json = serde_json::to_string_pretty(task.snapshot()).unwrap_or_default();
-            println!("{json}");
+            println!("{}", printable::json(task.snapshot(), true));
             client.close().await;
             Ok(COMPLETED)
         }
@@ -411,10 +410,10 @@ fn print_outcome(outcome: TaskEnd, task_id: &str, raw: bool) -> u8 {
             let (code, message) = (error.code.0, printable(&error.message));
             eprintln!("task {task_id} failed: error {code}: {message}");
             if let Some(data) = &error.data {
-                eprintln!("  data: {data}");
+                eprintln!("  data: {}", printable::json(data, false));
             }
             if raw {
-                println!("{}", serde_json::to_string(&error).unwrap_or_default());
+                println!("{}", printable::json(&error, false));
             }
             FAILED
         }
@@ -440,7 +439,7 @@ fn print_result(result: &CallToolResult, raw: bool) -> u8 {
 /// text made [`printable`] (JSON needs nothing: it escapes control characters).
 fn write_result(out: &mut impl Write, result: &CallToolResult, raw: bool) -> std::io::Result<()> {
     if raw {
-        return writeln!(out, "{}", serde_json::to_string(result).unwrap_or_default());
+        return writeln!(out, "{}", printable::json(result, false));
     }
     for block in &result.content {
         match block {
@@ -457,7 +456,7 @@ fn write_result(out: &mut impl Write, result: &CallToolResult, raw: bool) -> std
                 printable(&audio.mime_type),
                 audio.data.len()
             )?,
-            other => writeln!(out, "{}", serde_json::to_string(other).unwrap_or_default())?,
+            other => writeln!(out, "{}", printable::json(other, false))?,
         }
     }
     if result.content.is_empty()

@@ -5,7 +5,8 @@
 //! retitle the window (`ESC ] 0 ; title BEL`), clear the screen (`ESC [ 2 J`), move the
 //! cursor to overwrite what was printed before, or worse on some terminals. So every string
 //! a server sent goes through [`printable`] before it is printed. JSON output (`--json`,
-//! `--raw`) needs nothing: JSON escapes control characters.
+//! `--raw`) goes through [`json`]: the server's strings whole, with every control character
+//! escaped (serde_json escapes the ASCII ones only, not DEL nor the 8-bit CSI `\u{9b}`).
 
 use std::borrow::Cow;
 
@@ -44,6 +45,32 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `value` as JSON (`pretty`: indented), safe to print: DEL and the 8-bit controls, which
+/// JSON lets through, escaped as `\u007f`..`\u009f` (outside strings JSON has none).
+pub fn json(value: &impl serde::Serialize, pretty: bool) -> String {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    let text = text.unwrap_or_default();
+    // serde_json escapes the ASCII controls in strings; outside them are only spaces and
+    // the newlines of `pretty`.
+    let unescaped = |c: char| matches!(c, '\x7f'..='\u{9f}');
+    if !text.chars().any(unescaped) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 5);
+    for c in text.chars() {
+        if unescaped(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The ASCII controls (`\0`..`\x1f`), DEL and the 8-bit controls (`\u{80}`..`\u{9f}`).
 fn is_control(c: char) -> bool {
     matches!(c, '\0'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')
@@ -62,7 +89,25 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 
 #[cfg(test)]
 mod tests {
-    use super::printable;
+    use super::{json, printable};
+
+    #[test]
+    fn json_escapes_every_control_and_reads_back_the_same() {
+        let sent = serde_json::json!({ "text": "c1\u{9b}2J del\x7f esc\x1b nl\n caf\u{e9}" });
+        for pretty in [false, true] {
+            let printed = json(&sent, pretty);
+            assert!(
+                !printed.chars().any(|c| c > '\x7e' && c < '\u{a0}'),
+                "{printed}"
+            );
+            assert!(
+                printed.contains("\\u009b") && printed.contains("\\u007f"),
+                "{printed}"
+            );
+            let read: serde_json::Value = serde_json::from_str(&printed).unwrap();
+            assert_eq!(read, sent);
+        }
+    }
 
     #[test]
     fn escape_sequences_and_controls_are_removed() {
