@@ -61,7 +61,6 @@ impl ClientHandler for Handler {
             .unwrap_or_else(input::elicitation_cancelled))
     }
 
-    #[allow(deprecated, reason = "sampling still works on the 2026-07-28 wire")]
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
@@ -77,7 +76,6 @@ impl ClientHandler for Handler {
         }
     }
 
-    #[allow(deprecated, reason = "roots still work on the 2026-07-28 wire")]
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,

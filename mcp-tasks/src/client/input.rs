@@ -23,11 +23,6 @@
 // keys is fine (R27), multi round-trip requests (C20), capabilities asked for only when
 // declared (C18).
 
-#![allow(
-    deprecated,
-    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
-)]
-
 use std::{future::Future, sync::Arc};
 
 use futures::{FutureExt, future::BoxFuture};
