@@ -2,6 +2,7 @@
 
 use std::{sync::Arc, time::Duration};
 
+use futures::FutureExt;
 use rmcp::{
     RoleClient,
     model::{
@@ -81,7 +82,7 @@ impl TaskClientBuilder {
         F: Fn(ElicitRequestParams, InputContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = InputAnswer<ElicitResult>> + Send + 'static,
     {
-        self.handlers.set_elicitation(handler);
+        self.handlers.elicitation = Some(Arc::new(move |params, cx| handler(params, cx).boxed()));
         self
     }
 
@@ -91,7 +92,7 @@ impl TaskClientBuilder {
         F: Fn(CreateMessageRequestParams, InputContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = InputAnswer<CreateMessageResult>> + Send + 'static,
     {
-        self.handlers.set_sampling(handler);
+        self.handlers.sampling = Some(Arc::new(move |params, cx| handler(params, cx).boxed()));
         self
     }
 
@@ -101,7 +102,7 @@ impl TaskClientBuilder {
         F: Fn(InputContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = InputAnswer<ListRootsResult>> + Send + 'static,
     {
-        self.handlers.set_roots(handler);
+        self.handlers.roots = Some(Arc::new(move |cx| handler(cx).boxed()));
         self
     }
 

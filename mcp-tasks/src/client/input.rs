@@ -23,9 +23,9 @@
 // keys is fine (R27), multi round-trip requests (C20), capabilities asked for only when
 // declared (C18).
 
-use std::{future::Future, sync::Arc};
+use std::sync::Arc;
 
-use futures::{FutureExt, future::BoxFuture};
+use futures::future::BoxFuture;
 use rmcp::model::{
     ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
@@ -86,9 +86,9 @@ type RootsFn =
 /// The application's input handlers.
 #[derive(Clone, Default)]
 pub(crate) struct InputHandlers {
-    elicitation: Option<ElicitFn>,
-    sampling: Option<SampleFn>,
-    roots: Option<RootsFn>,
+    pub(super) elicitation: Option<ElicitFn>,
+    pub(super) sampling: Option<SampleFn>,
+    pub(super) roots: Option<RootsFn>,
 }
 
 impl std::fmt::Debug for InputHandlers {
@@ -107,30 +107,6 @@ pub(crate) fn elicitation_cancelled() -> ElicitResult {
 }
 
 impl InputHandlers {
-    pub(crate) fn set_elicitation<F, Fut>(&mut self, handler: F)
-    where
-        F: Fn(ElicitRequestParams, InputContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = InputAnswer<ElicitResult>> + Send + 'static,
-    {
-        self.elicitation = Some(Arc::new(move |params, cx| handler(params, cx).boxed()));
-    }
-
-    pub(crate) fn set_sampling<F, Fut>(&mut self, handler: F)
-    where
-        F: Fn(CreateMessageRequestParams, InputContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = InputAnswer<CreateMessageResult>> + Send + 'static,
-    {
-        self.sampling = Some(Arc::new(move |params, cx| handler(params, cx).boxed()));
-    }
-
-    pub(crate) fn set_roots<F, Fut>(&mut self, handler: F)
-    where
-        F: Fn(InputContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = InputAnswer<ListRootsResult>> + Send + 'static,
-    {
-        self.roots = Some(Arc::new(move |cx| handler(cx).boxed()));
-    }
-
     /// The capabilities these handlers let the client declare (without the extension).
     pub(crate) fn capabilities(&self) -> ClientCapabilities {
         let mut capabilities = ClientCapabilities::default();
@@ -170,38 +146,18 @@ impl InputHandlers {
         params: CreateMessageRequestParams,
         cx: InputContext,
     ) -> Result<Option<CreateMessageResult>, ClientError> {
-        let Some(handler) = &self.sampling else {
-            return Err(ClientError::NoHandler {
-                key: cx.key,
-                method: "sampling/createMessage",
-            });
-        };
         let key = cx.key.clone();
-        handler(params, cx)
-            .await
-            .map_err(|source| ClientError::Handler {
-                key,
-                method: "sampling/createMessage",
-                source,
-            })
+        let answer = self.sampling.as_ref().map(|handler| handler(params, cx));
+        required("sampling/createMessage", key, answer).await
     }
 
     pub(crate) async fn list_roots(
         &self,
         cx: InputContext,
     ) -> Result<Option<ListRootsResult>, ClientError> {
-        let Some(handler) = &self.roots else {
-            return Err(ClientError::NoHandler {
-                key: cx.key,
-                method: "roots/list",
-            });
-        };
         let key = cx.key.clone();
-        handler(cx).await.map_err(|source| ClientError::Handler {
-            key,
-            method: "roots/list",
-            source,
-        })
+        let answer = self.roots.as_ref().map(|handler| handler(cx));
+        required("roots/list", key, answer).await
     }
 
     /// The answer to one embedded input request, as the JSON that goes into
@@ -240,4 +196,21 @@ impl InputHandlers {
                 reason: format!("the answer to `{key}` does not serialize: {error}"),
             })
     }
+}
+
+/// The answer of a handler for a kind that cannot be declined (sampling, roots): `answer` is
+/// `None` when no handler is registered.
+async fn required<T>(
+    method: &'static str,
+    key: String,
+    answer: Option<BoxFuture<'static, InputAnswer<T>>>,
+) -> Result<Option<T>, ClientError> {
+    let Some(answer) = answer else {
+        return Err(ClientError::NoHandler { key, method });
+    };
+    answer.await.map_err(|source| ClientError::Handler {
+        key,
+        method,
+        source,
+    })
 }
