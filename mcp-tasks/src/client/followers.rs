@@ -10,7 +10,7 @@ use std::{
     },
 };
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use rmcp::model::{DetailedTask, RequestId};
 use tokio::sync::mpsc;
 
@@ -28,10 +28,6 @@ pub(crate) struct Followers {
 }
 
 impl Followers {
-    fn lock(&self) -> MutexGuard<'_, ByTask> {
-        self.by_task.lock()
-    }
-
     /// Follows task `task_id` until the returned registration is dropped. Registered before
     /// the listen is sent, so nothing pushed on it is missed.
     pub(crate) fn register(
@@ -40,7 +36,8 @@ impl Followers {
     ) -> (Registration, mpsc::UnboundedReceiver<Pushed>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.lock()
+        self.by_task
+            .lock()
             .entry(task_id.to_owned())
             .or_default()
             .push((key, sender));
@@ -55,7 +52,7 @@ impl Followers {
     /// A `notifications/tasks` on subscription `subscription` (when known): to every
     /// handle following its task (each keeps the ones of its own subscription).
     pub(crate) fn deliver(&self, subscription: Option<RequestId>, task: &DetailedTask) {
-        if let Some(followers) = self.lock().get(&task.task.task_id) {
+        if let Some(followers) = self.by_task.lock().get(&task.task.task_id) {
             for (_, sender) in followers {
                 let _ = sender.send((subscription.clone(), task.clone()));
             }
@@ -72,7 +69,7 @@ pub(crate) struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut by_task = self.followers.lock();
+        let mut by_task = self.followers.by_task.lock();
         if let Some(followers) = by_task.get_mut(&self.task_id) {
             followers.retain(|(key, _)| *key != self.key);
             if followers.is_empty() {
