@@ -51,14 +51,13 @@
 //! answers), input requests included, which are answered as soon as they arrive. When the
 //! server refuses the listen, does not push the task's state within two poll intervals of
 //! it, or the stream ends before the task does, `wait` polls instead and listens again ten
-//! seconds later. [`TaskHandle::updates`] follows the same way; [`TaskHandle::poll`]
-//! polls once.
+//! seconds later. [`TaskHandle::updates`] follows the same way, as a stream of the distinct
+//! snapshots; [`TaskHandle::poll`] polls once.
 //!
 //! Polling, `wait` calls `tasks/get`, sleeping the latest `pollIntervalMs` between polls
 //! (the value may change from one snapshot to the next; it is clamped below by
 //! [`TaskClientBuilder::with_min_poll_interval`], 10 ms by default) until the task is
-//! terminal. [`TaskHandle::updates`] is the same loop as a stream of the distinct
-//! snapshots. A `completed` task yields its `CallToolResult`, also when `isError` is true (a
+//! terminal. A `completed` task yields its `CallToolResult`, also when `isError` is true (a
 //! tool's own failure is a result, not an error); `failed` yields the JSON-RPC error it
 //! carries; `cancelled` yields [`TaskEnd::Cancelled`]. [`TaskHandle::cancel`] sends
 //! `tasks/cancel` and nothing else, never `notifications/cancelled` (which does not cancel a
@@ -73,6 +72,8 @@
 //! `input_required` answer to `tools/call` itself (before a task) is answered with the same
 //! handlers and the call retried with `inputResponses`, the echoed `requestState` and a new
 //! request id, at most [`TaskClientBuilder::with_max_input_rounds`] times (10 by default).
+//! A handler that answers "later" (`Ok(None)`) there is asked again, without re-sending the
+//! call, for at most [`TaskClientBuilder::with_max_input_wait`] (5 minutes by default).
 //!
 //! # Resuming
 //!
@@ -81,11 +82,6 @@
 //! get a [`TaskHandle`] again; the keys it lists are not asked again, so a person never
 //! sees the same question twice. Save the reference again after a poll that answered
 //! input ([`TaskHandle::reference`] is cheap).
-//!
-//! Before a task exists, a handler may answer "later" (`Ok(None)`): the client then asks the
-//! handlers again every default poll interval, without re-sending the call, for at most
-//! [`TaskClientBuilder::with_max_input_wait`] (5 minutes by default), then fails with
-//! [`ClientError::InputNotAnswered`].
 
 // For maintainers, the rules of docs/protocol.md this module follows: the extension declared
 // on every request (R1, C6), inline or task answers (R4, R5), HTTP headers (R48, C30-C31,
