@@ -69,10 +69,7 @@ impl TaskClient {
     ) -> Result<CallToolResult, ClientError> {
         match self.call(name, arguments).await? {
             Call::Inline(result) => Ok(result),
-            Call::Task(mut task) => {
-                let outcome = task.wait().await?;
-                outcome.into_result(task.id())
-            }
+            Call::Task(mut task) => task.wait().await?.into_result(task.id()),
         }
     }
 
