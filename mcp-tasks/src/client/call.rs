@@ -104,9 +104,8 @@ impl TaskClient {
         arguments: impl Serialize,
         trace: Option<&crate::trace::TraceContext>,
     ) -> Result<Call, ClientError> {
-        let arguments = arguments_object(name, arguments)?;
         let mut params = CallToolRequestParams::new(name.to_owned());
-        params.arguments = arguments;
+        params.arguments = arguments_object(name, arguments)?;
         let mut rounds = 0usize;
         let mut previous_state: Option<Option<String>> = None;
         // One key for this logical call: every round and every retry carries it, so a
