@@ -143,24 +143,20 @@ impl TaskClientBuilder {
     /// fails; [`ClientError::HttpsNotEnabled`] for `https://` without the `https` feature;
     /// [`ClientError::InvalidTarget`] for a [`Endpoint::Named`] endpoint or an empty command.
     pub async fn connect(self, endpoint: &Endpoint) -> Result<TaskClient, ClientError> {
-        match endpoint {
-            Endpoint::Http { url } => self.connect_http(url).await,
-            Endpoint::Stdio { command } => {
-                let Some((program, args)) = command.split_first() else {
-                    return Err(ClientError::InvalidTarget {
-                        target: endpoint.to_string(),
-                        reason: "the command is empty",
-                    });
-                };
-                let mut cmd = Command::new(program);
-                cmd.args(args);
-                self.connect_command(cmd, endpoint.clone()).await
+        let reason = match endpoint {
+            Endpoint::Http { url } => return self.connect_http(url).await,
+            Endpoint::Stdio { command } if !command.is_empty() => {
+                let mut cmd = Command::new(&command[0]);
+                cmd.args(&command[1..]);
+                return self.connect_command(cmd, endpoint.clone()).await;
             }
-            Endpoint::Named { .. } => Err(ClientError::InvalidTarget {
-                target: endpoint.to_string(),
-                reason: "a named endpoint is connected by the application (`serve`)",
-            }),
-        }
+            Endpoint::Stdio { .. } => "the command is empty",
+            Endpoint::Named { .. } => "a named endpoint is connected by the application (`serve`)",
+        };
+        Err(ClientError::InvalidTarget {
+            target: endpoint.to_string(),
+            reason,
+        })
     }
 
     /// Connects to a Streamable HTTP endpoint.
