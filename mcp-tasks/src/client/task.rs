@@ -34,9 +34,11 @@ impl TaskClient {
                 connected: self.inner.endpoint.to_string(),
             });
         }
-        let snapshot = self.get_task(&reference.task_id).await?;
-        Ok(TaskHandle::from_snapshot(self.clone(), snapshot)
-            .with_answered(reference.answered_keys.iter().cloned()))
+        let mut handle = self.task(&reference.task_id).await?;
+        handle
+            .answered
+            .extend(reference.answered_keys.iter().cloned());
+        Ok(handle)
     }
 }
 
@@ -143,12 +145,6 @@ impl TaskHandle {
             snapshot,
             answered: HashSet::new(),
         }
-    }
-
-    /// Marks `keys` as answered: they are never answered again.
-    pub(crate) fn with_answered(mut self, keys: impl IntoIterator<Item = String>) -> Self {
-        self.answered.extend(keys);
-        self
     }
 
     /// The input keys this handle answered, or was told were answered (sorted).
