@@ -5,12 +5,12 @@ use rmcp::{
     ClientHandler, ErrorData, RoleClient,
     model::{
         ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, ListRootsResult, TaskStatusNotificationParams,
+        ElicitResult, ElicitationAction, ListRootsResult, TaskStatusNotificationParams,
     },
     service::{NotificationContext, RequestContext},
 };
 
-use super::input::{self, InputContext, InputHandlers, InputScope};
+use super::input::{InputContext, InputHandlers, InputScope};
 
 /// The rmcp client handler: forwards plain server→client requests to the input handlers.
 pub(super) struct Handler {
@@ -58,7 +58,7 @@ impl ClientHandler for Handler {
             .handlers
             .elicit(request, request_cx())
             .await
-            .unwrap_or_else(input::elicitation_cancelled))
+            .unwrap_or_else(|| ElicitResult::new(ElicitationAction::Cancel)))
     }
 
     async fn create_message(

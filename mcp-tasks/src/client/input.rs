@@ -101,11 +101,6 @@ impl std::fmt::Debug for InputHandlers {
     }
 }
 
-/// The cancel answer to an elicitation.
-pub(crate) fn elicitation_cancelled() -> ElicitResult {
-    ElicitResult::new(ElicitationAction::Cancel)
-}
-
 impl InputHandlers {
     /// The capabilities these handlers let the client declare (without the extension).
     pub(crate) fn capabilities(&self) -> ClientCapabilities {
@@ -129,14 +124,14 @@ impl InputHandlers {
         cx: InputContext,
     ) -> Option<ElicitResult> {
         let Some(handler) = &self.elicitation else {
-            return Some(elicitation_cancelled());
+            return Some(ElicitResult::new(ElicitationAction::Cancel));
         };
         let key = cx.key.clone();
         match handler(params, cx).await {
             Ok(answer) => answer,
             Err(error) => {
                 tracing::warn!(key, %error, "elicitation handler failed; answering cancel");
-                Some(elicitation_cancelled())
+                Some(ElicitResult::new(ElicitationAction::Cancel))
             }
         }
     }
