@@ -186,25 +186,6 @@ impl TaskClient {
         let result = self.send("tasks/cancel", request).await?;
         expect_ack("tasks/cancel", &result)
     }
-
-    /// Sends `subscriptions/listen` for task `task_id`; the handle's `rx` answers when the
-    /// stream ends. Its notifications reach the [`Followers`] registered for it.
-    // docs/protocol.md R43, C6.
-    pub(crate) async fn open_listen(
-        &self,
-        task_id: &str,
-    ) -> Result<rmcp::service::RequestHandle<RoleClient>, rmcp::ServiceError> {
-        let params = serde_json::json!({ "notifications": { "taskIds": [task_id] } });
-        let request = ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(
-            "subscriptions/listen",
-            Some(params),
-        ));
-        let options = PeerRequestOptions::no_options().with_meta(self.inner.meta.clone());
-        self.inner
-            .peer
-            .send_request_with_option(request, options)
-            .await
-    }
 }
 
 // R23, R35: the acknowledgement of tasks/update and tasks/cancel.

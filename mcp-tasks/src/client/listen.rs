@@ -9,8 +9,8 @@ use std::{pin::Pin, time::Duration};
 
 use rmcp::{
     RoleClient,
-    model::{DetailedTask, RequestId},
-    service::RequestHandle,
+    model::{ClientRequest, CustomRequest, DetailedTask, RequestId},
+    service::{PeerRequestOptions, RequestHandle},
 };
 use tokio::sync::mpsc;
 
@@ -43,7 +43,16 @@ impl Pushing {
     ) -> Option<Self> {
         // Registered before the listen is sent, so nothing pushed on it is missed.
         let (following, pushed) = client.inner.followers.register(task_id);
-        let listen = client.open_listen(task_id).await.ok()?;
+        // docs/protocol.md R43, C6.
+        let params = serde_json::json!({ "notifications": { "taskIds": [task_id] } });
+        let request = CustomRequest::new("subscriptions/listen", Some(params));
+        let options = PeerRequestOptions::no_options().with_meta(client.inner.meta.clone());
+        let listen = client
+            .inner
+            .peer
+            .send_request_with_option(ClientRequest::CustomRequest(request), options)
+            .await
+            .ok()?;
         Some(Self {
             _following: following,
             pushed,
