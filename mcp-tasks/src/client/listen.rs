@@ -1,9 +1,8 @@
-//! Following a task by listening: `subscriptions/listen` with `notifications.taskIds`, whose
-//! `notifications/tasks` the rmcp client hands to [`Handler`](super::handler::Handler)
-//! (rmcp routes only its own listens' notifications elsewhere), which passes each to the
-//! handle following that task ([`Followers`](super::followers::Followers)). [`Pushing`] is one task followed on one
-//! stream, what [`TaskHandle::wait`](super::TaskHandle::wait) and
-//! [`TaskHandle::updates`](super::TaskHandle::updates) read.
+//! Following a task by listening ([`Pushing`], what [`TaskHandle::wait`](super::TaskHandle::wait)
+//! and [`TaskHandle::updates`](super::TaskHandle::updates) read). The `notifications/tasks` of
+//! a `subscriptions/listen` with `notifications.taskIds` go to the rmcp client's
+//! [`Handler`](super::handler::Handler) (rmcp routes only its own listens' notifications
+//! elsewhere), which passes each to [`Followers`](super::followers::Followers).
 
 use std::{pin::Pin, time::Duration};
 
