@@ -123,17 +123,16 @@ impl InputHandlers {
         params: ElicitRequestParams,
         cx: InputContext,
     ) -> Option<ElicitResult> {
-        let Some(handler) = &self.elicitation else {
-            return Some(ElicitResult::new(ElicitationAction::Cancel));
-        };
-        let key = cx.key.clone();
-        match handler(params, cx).await {
-            Ok(answer) => answer,
-            Err(error) => {
-                tracing::warn!(key, %error, "elicitation handler failed; answering cancel");
-                Some(ElicitResult::new(ElicitationAction::Cancel))
+        if let Some(handler) = &self.elicitation {
+            let key = cx.key.clone();
+            match handler(params, cx).await {
+                Ok(answer) => return answer,
+                Err(error) => {
+                    tracing::warn!(key, %error, "elicitation handler failed; answering cancel");
+                }
             }
         }
+        Some(ElicitResult::new(ElicitationAction::Cancel))
     }
 
     pub(crate) async fn sample(
