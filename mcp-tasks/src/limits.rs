@@ -286,6 +286,13 @@ impl Default for Limits {
     }
 }
 
+/// Whether `field`, a field of a task's result or error object, takes the object past
+/// [`Limits::MAX_VALUE_DEPTH`] (the object itself is one level): the one measure of a stored
+/// outcome and of an inline answer.
+pub(crate) fn field_too_deep(field: &serde_json::Value) -> bool {
+    nests_deeper(field, Limits::MAX_VALUE_DEPTH - 1)
+}
+
 /// Whether `value` nests more than `levels` levels (`[]` and `{}` are one). It looks no
 /// deeper than `levels + 1`, so a value nested ever so deep costs no deeper recursion.
 pub(crate) fn nests_deeper(value: &serde_json::Value, levels: usize) -> bool {

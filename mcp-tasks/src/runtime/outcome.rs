@@ -15,7 +15,7 @@ use super::{
 };
 use crate::{
     errors,
-    limits::nests_deeper,
+    limits::field_too_deep,
     store::{Outcome, StoreError, Transition},
     tool::RestartPolicy,
 };
@@ -201,8 +201,7 @@ impl Runtime {
 /// [`Limits::MAX_VALUE_DEPTH`](crate::Limits::MAX_VALUE_DEPTH) fails the task instead, with
 /// an error that says so (no reader could read it back).
 fn readable(tool: &str, outcome: Outcome) -> Outcome {
-    let levels = crate::Limits::MAX_VALUE_DEPTH - 1;
-    let too_deep = |object: &JsonObject| object.values().any(|v| nests_deeper(v, levels));
+    let too_deep = |object: &JsonObject| object.values().any(field_too_deep);
     let what = match &outcome {
         Outcome::Completed(result) if too_deep(result) => "result",
         Outcome::Failed(error) if too_deep(error) => "error",

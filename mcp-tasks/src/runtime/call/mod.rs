@@ -511,13 +511,10 @@ async fn after(budget: Option<Duration>) {
 
 /// The answer to an inline call from how its work ended.
 fn inline_answer(tool: &str, ended: Ended) -> Result<Answer, ErrorData> {
-    // As a task's outcome is stored: nothing deeper than a reader takes back.
-    let too_deep = |value: &Option<_>| {
-        let levels = crate::Limits::MAX_VALUE_DEPTH - 2;
-        value
-            .as_ref()
-            .is_some_and(|v| crate::limits::nests_deeper(v, levels))
-    };
+    // Held to a task outcome's measure: the fields a tool fills, the result's
+    // `structuredContent` and the error's `data` (serialising the whole result to walk it
+    // would cost every inline call).
+    let too_deep = |field: &Option<_>| field.as_ref().is_some_and(crate::limits::field_too_deep);
     match ended {
         Ended::Completed(result) if too_deep(&result.structured_content) => {
             Err(errors::value_too_deep(tool, "result"))
