@@ -266,6 +266,13 @@ impl TaskContext {
             let json = serde_json::to_value(&value).map_err(|e| {
                 StepError::Failure(Failure::Error(errors::step_unserializable(name, &e)))
             })?;
+            // Not deeper than a reader takes back (checked first: reading it back recurses as
+            // deep as it nests).
+            if crate::limits::nests_deeper(&json, crate::Limits::MAX_VALUE_DEPTH) {
+                let what = format!("step `{name}`");
+                let error = errors::value_too_deep(self.host.tool(), &what);
+                return Err(StepError::Failure(Failure::Error(error)));
+            }
             // What a replay will read must be a `T` again (a NaN is stored as `null`, a
             // hand-written `Serialize` may not match its `Deserialize`): found out now, not
             // after a restart, when the task could no longer go on.

@@ -547,11 +547,6 @@ impl Host for CallState {
     }
 
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
-        if crate::limits::nests_deeper(&value, crate::Limits::MAX_VALUE_DEPTH) {
-            let what = format!("step `{name}`");
-            let error = errors::value_too_deep(&self.parts.tool, &what);
-            return Box::pin(std::future::ready(Err(Failure::Error(error))));
-        }
         let step = Step::new(seq, name, value);
         Box::pin(async move {
             (self.parts.runtime.save_step(&self.parts.id, step).await)
