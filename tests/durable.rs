@@ -1122,3 +1122,28 @@ async fn a_step_a_replay_could_not_read_fails_at_once() {
         "{message}"
     );
 }
+
+/// A step named by its caller.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn named_step(ctx: TaskContext, name: String) -> Result<String, ToolError> {
+    Ok(ctx.step(&name, || async { "done".to_owned() }).await?)
+}
+
+/// A step whose name has a NUL character (which a Postgres store cannot keep) fails its task
+/// at once on every store, with an error that says so; the same step named without one
+/// completes.
+#[tokio::test]
+async fn a_step_named_with_a_nul_fails_on_every_store() {
+    let _serial = SERIAL.lock().await;
+    let db = Db::new("nul-step-name");
+    let mut peer = Peer::Stdio(Stdio::start(db.server(toolkit![named_step].unwrap())));
+    let error = r#"step name "a\0" has a NUL character"#;
+    for (name, status, message) in [("fetch", "completed", ""), ("a\u{0}", "failed", error)] {
+        let arguments = json!({ "name": name });
+        let id = task_id(&peer.call("named_step", arguments, TASKS).await);
+        let task = peer.wait_terminal(&id).await;
+        assert_eq!(task["status"], status, "{task}");
+        let said = task["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains(message), "{task}");
+    }
+}

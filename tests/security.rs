@@ -424,6 +424,27 @@ async fn no_or_wrong_token_is_refused_before_any_tool_runs() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
 }
 
+/// An owner whose name has a NUL character (the application's authentication named it; a
+/// Postgres store cannot keep it) gets a clear `-32603` for a task call on every store, before
+/// any work starts; its inline calls, which store nothing, are answered.
+#[tokio::test]
+async fn an_owner_named_with_a_nul_is_refused_tasks() {
+    let runs = Runs::default();
+    let tokens = StaticTokens::new().with_token("TOKEN_N", Owner::new("ev\u{0}e"));
+    let options = HttpOptions::new().with_static_tokens(tokens);
+    let url = start(TaskServer::new(tools(&runs)), options).await;
+    let caller = Caller::new(&url, Some("TOKEN_N"));
+    let refused = caller.call("hold", json!({ "arguments": {} })).await;
+    let (code, message) = refused.error();
+    assert_eq!(code, -32603, "{}", refused.text);
+    assert!(
+        message.contains(r#"owner "ev\0e" has a NUL character"#),
+        "{message}"
+    );
+    let inline = caller.call("counted", json!({ "arguments": {} })).await;
+    assert_eq!(inline.result()["content"][0]["text"], "ran");
+}
+
 /// The MCP authorization spec: the protected resource metadata (RFC 9728) is served without a
 /// token, at the path-inserted and the root well-known URI, and every 401 names it.
 #[tokio::test]

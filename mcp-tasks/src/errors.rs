@@ -205,6 +205,29 @@ pub fn step_renamed(seq: u64, stored: &str, now: &str) -> ErrorData {
     )
 }
 
+/// `-32603` for a step whose name has a NUL character, which a Postgres store cannot keep.
+#[must_use]
+pub fn step_name_nul(name: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "step name {name:?} has a NUL character, which a task store cannot keep: name the step without one"
+        ),
+        None,
+    )
+}
+
+/// `-32603` for a call whose owner name has a NUL character, which a Postgres store cannot
+/// keep: the application's authentication named it.
+#[must_use]
+pub fn owner_nul(owner: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "the request's owner {owner:?} has a NUL character, which a task store cannot keep: the server's authentication must name owners without one"
+        ),
+        None,
+    )
+}
+
 /// `-32603` for a step whose result does not serialize.
 #[must_use]
 pub fn step_unserializable(name: &str, error: &serde_json::Error) -> ErrorData {

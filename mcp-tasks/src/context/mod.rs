@@ -188,8 +188,9 @@ impl TaskContext {
     /// # Errors
     /// [`Failure::Cancelled`] if the task ended meanwhile (it expired); a `-32603` error when
     /// the result does not serialize or does not read back as a `T` (a replay could not use
-    /// it: `f64::NAN`, for one, is stored as `null`), the store fails, or the step's name
-    /// differs from the one stored for its position (the tool's code changed).
+    /// it: `f64::NAN`, for one, is stored as `null`), the store fails, the step's name has a
+    /// NUL character, or it differs from the one stored for its position (the tool's code
+    /// changed).
     ///
     /// [`RestartPolicy::Resume`]: crate::RestartPolicy::Resume
     pub async fn step<T, F, Fut>(&self, name: &str, work: F) -> Result<T, Failure>
@@ -240,6 +241,10 @@ impl TaskContext {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        if name.contains('\0') {
+            let error = errors::step_name_nul(name);
+            return Err(StepError::Failure(Failure::Error(error)));
+        }
         let seq = match self.host.next_step() {
             StepSlot::Stored {
                 seq,

@@ -271,6 +271,11 @@ impl Engine {
             }),
             trace,
         };
+        // A task of an owner no store could keep (a Postgres text column refuses a NUL) is
+        // refused before any work starts.
+        if as_task && owner.contains('\0') {
+            return Err(errors::owner_nul(&owner));
+        }
         let answer = if as_task && call.records_first() {
             call.recorded().await?
         } else if as_task {

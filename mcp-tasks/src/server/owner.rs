@@ -13,7 +13,8 @@ use crate::{
 /// Put one in the request's extensions (for Streamable HTTP: an axum/tower layer that inserts
 /// it into the HTTP request's extensions after authenticating the caller). A task records the
 /// owner of the request that created it; `tasks/*` requests from any other owner answer as
-/// for an unknown id. Requests without one get the engine's default owner.
+/// for an unknown id. Requests without one get the engine's default owner. A name with a NUL
+/// character is refused a task (`-32603`): a Postgres store could not keep it.
 // docs/protocol.md R49.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Owner(pub Arc<str>);
