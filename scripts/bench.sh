@@ -207,10 +207,14 @@ for rep in $(seq 1 "$REPS"); do
     continue
   fi
   if [[ "$ONLY" == ab ]]; then
-    for server in ours ours-ab rmcp; do
+    # Which build goes first alternates, so whatever the server before leaves behind (and a
+    # load that drifts during a repetition) favours neither.
+    order=(ours ours-ab rmcp)
+    if (( rep % 2 == 0 )); then order=(ours-ab ours rmcp); fi
+    for server in "${order[@]}"; do
       measure "$server" "task-c64" "$rep" "${COMMON[@]}" "${TASK[@]}" --clients 64
     done
-    for server in ours ours-ab rmcp; do
+    for server in "${order[@]}"; do
       measure "$server" "inline-c16" "$rep" "${COMMON[@]}" --mode inline --clients 16
     done
     continue
