@@ -512,8 +512,15 @@ mod tests {
         let cancel = CancellationToken::new();
         let lease = Lease::granted(Arc::from(id), Arc::from("instance-a"), 1, length).sent_at(sent);
         let slot = runtime.reserve(&Arc::from("owner"));
-        let gauges = crate::metrics::Live::new(&Arc::from("tool"), crate::metrics::Run::First);
-        runtime.register(Arc::from(id), cancel.clone(), Some(lease), slot, gauges);
+        let (tool, first) = (Arc::from("tool"), crate::metrics::Run::First);
+        runtime.register(
+            Arc::from(id),
+            &tool,
+            first,
+            cancel.clone(),
+            Some(lease),
+            slot,
+        );
         cancel
     }
 

@@ -446,15 +446,16 @@ impl Runtime {
         Ok(snapshots)
     }
 
-    /// Tracks a running task so `tasks/cancel` and `tasks/update` reach it; in cluster
-    /// mode its work runs under `lease`.
+    /// Tracks a running task of `tool` so `tasks/cancel` and `tasks/update` reach it (and
+    /// counts it in the gauges as its `run`); in cluster mode its work runs under `lease`.
     pub(crate) fn register(
         self: &Arc<Self>,
         id: Arc<str>,
+        tool: &Arc<str>,
+        run: crate::metrics::Run,
         cancel: CancellationToken,
         lease: Option<Lease>,
         slot: OwnerSlot,
-        gauges: crate::metrics::Live,
     ) {
         let live = Arc::new(LiveTask {
             cancel,
@@ -466,7 +467,7 @@ impl Runtime {
             halted: AtomicBool::new(false),
             parked: AtomicBool::new(false),
             step_writes: Arc::default(),
-            gauges,
+            gauges: crate::metrics::Live::new(tool, run),
         });
         self.live.lock().insert(id, live);
     }

@@ -41,6 +41,7 @@ use super::{
 };
 use crate::{
     errors,
+    metrics::Run,
     store::{Lease, Outcome, Recovery, StoreError, Transition},
     tool::RestartPolicy,
     toolkit::Registered,
@@ -287,8 +288,7 @@ async fn resume(
     };
     let trace = task.origin.trace_context.as_ref();
     let span = crate::trace::task_span(&task.id, &tool, &task.owner, run, trace);
-    let gauges = crate::metrics::Live::new(&tool, crate::metrics::Run::Again);
-    runtime.register(task.id.clone(), cancel, lease, slot, gauges);
+    runtime.register(task.id.clone(), &tool, Run::Again, cancel, lease, slot);
     if let Some(message) = cause.resumed() {
         let _ = runtime.set_status(&task.id, Some(message.to_owned())).await;
     }

@@ -73,7 +73,7 @@
     reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
 )]
 
-use std::{any::Any, pin::Pin, sync::Arc, time::Duration};
+use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::FutureExt;
 use rmcp::model::CallToolResult;
@@ -89,6 +89,7 @@ use crate::{
     context::Failure,
     errors,
     id::new_task_id,
+    metrics::Run,
     store::{Created, Lease, NewTask, StoreError},
     tool::ToolFuture,
     toolkit::{Registered, StateMap},
@@ -126,16 +127,12 @@ impl From<Result<CallToolResult, Failure>> for Ended {
 pub(crate) async fn run_caught(work: ToolFuture) -> Ended {
     match std::panic::AssertUnwindSafe(work).catch_unwind().await {
         Ok(result) => result.into(),
-        Err(panic) => Ended::Panicked(panic_message(&*panic)),
+        Err(panic) => Ended::Panicked(
+            (panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned()),
+        ),
     }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// What answering a `tools/call` produced, before the server puts it on the wire.
@@ -254,15 +251,6 @@ impl Call<'_> {
         (self.runtime.limited).key_of(&self.tool, &self.owner, self.arguments)
     }
 
-    /// The status message of a task recorded queued, until an instance claims it (the claim
-    /// clears it): what it waits for.
-    fn queued_message(&self) -> String {
-        if !self.queued_for_its_limit() {
-            return "queued: waiting for an instance with a free slot to start it".to_owned();
-        }
-        self.limit_message()
-    }
-
     /// The status message of a task its tool's limits hold back: which limits.
     fn limit_message(&self) -> String {
         let definition = &self.registered.definition;
@@ -305,7 +293,13 @@ impl Call<'_> {
         } else {
             None
         };
-        let message = (!runs).then(|| self.queued_message());
+        // What a task recorded queued waits for, until an instance claims it (and clears it).
+        let message = (!runs).then(|| {
+            if self.queued_for_its_limit() {
+                return self.limit_message();
+            }
+            "queued: waiting for an instance with a free slot to start it".to_owned()
+        });
         let record = self.new_task(id.clone(), message, runs);
         let lease = Lease::first(&record);
         let snapshot = match self.create(record).await? {
@@ -323,8 +317,7 @@ impl Call<'_> {
         parts.notifier = None;
         let call = CallState::task(parts);
         let runtime = self.runtime;
-        let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
-        runtime.register(id.clone(), cancel, lease, slot, gauges);
+        runtime.register(id.clone(), &self.tool, Run::First, cancel, lease, slot);
         match self.work(&call) {
             Ok(work) => {
                 let span = self.span(&id);
@@ -355,7 +348,7 @@ impl Call<'_> {
             ended = &mut work => inline_answer(&self.tool, ended),
             () = call.round_trip_asked() => {
                 cancel.cancel();
-                Ok(input_required(&call))
+                Ok(call.input_required())
             }
         }
     }
@@ -398,7 +391,7 @@ impl Call<'_> {
             ended = &mut work => Some(ended),
             () = call.round_trip_asked() => {
                 cancel.cancel();
-                return Ok(input_required(&call));
+                return Ok(call.input_required());
             }
             _ = &mut promote => None,
             () = after(budget) => None,
@@ -423,8 +416,7 @@ impl Call<'_> {
             Err(existing) => return Ok(existing),
         };
         let runtime = self.runtime;
-        let gauges = crate::metrics::Live::new(&self.tool, crate::metrics::Run::First);
-        runtime.register(id.clone(), cancel, lease, slot, gauges);
+        runtime.register(id.clone(), &self.tool, Run::First, cancel, lease, slot);
         call.finish_promotion().await;
         match ended {
             // The work ended before it ever waited: the task is born finished.
@@ -492,12 +484,6 @@ pub(crate) fn holding(work: ToolFuture, pass: Option<GatePass>) -> ToolFuture {
             work.await
         }),
     }
-}
-
-/// The `input_required` answer of a round (invariant 7).
-fn input_required(call: &CallState) -> Answer {
-    let (requests, answers) = call.round_trip_state();
-    Answer::InputRequired { requests, answers }
 }
 
 /// Resolves after `budget`, or, without one, once the work it races has been polled and

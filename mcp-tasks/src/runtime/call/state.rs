@@ -30,6 +30,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::Answer;
 use crate::{
     context::{Ask, Failure, Host, Progress, ProgressError, StepSlot, TaskContext},
     errors,
@@ -219,15 +220,17 @@ impl CallState {
             .unwrap_or_default()
     }
 
-    /// The requests of this round, and every answer gathered so far.
-    pub(super) fn round_trip_state(&self) -> (InputRequests, InputResponses) {
-        match &self.parts.mrtr {
+    /// The `input_required` answer of a round (invariant 7): its requests, and every answer
+    /// gathered so far.
+    pub(super) fn input_required(&self) -> Answer {
+        let (requests, answers) = match &self.parts.mrtr {
             Some(mrtr) => (
                 std::mem::take(&mut *mrtr.requested.lock()),
                 mrtr.answers.clone(),
             ),
             None => Default::default(),
-        }
+        };
+        Answer::InputRequired { requests, answers }
     }
 
     /// Input by multi round-trip request: the answer if the client sent it, else the request
