@@ -413,8 +413,8 @@ impl ToolLimits {
 
     /// Whether `tool` has a limit of its own.
     pub(crate) fn limits(&self, tool: &str) -> bool {
-        // Most toolkits limit nothing: no hashing then, on every call and every task end.
-        !self.gates.is_empty() && self.gates.contains_key(tool)
+        // Most toolkits limit nothing: a lookup in an empty map hashes nothing.
+        self.gates.contains_key(tool)
     }
 
     /// Whether any tool has a gate.
@@ -427,9 +427,6 @@ impl ToolLimits {
     /// else it is to be held back ([`ToolLimits::hold`]), so that the tasks held back start
     /// first, oldest first.
     pub(crate) fn enter(&self, tool: &str, key: Option<&str>) -> Entry {
-        if self.gates.is_empty() {
-            return Entry::Open;
-        }
         let Some(gate) = self.gates.get(tool) else {
             return Entry::Open;
         };

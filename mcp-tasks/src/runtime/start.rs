@@ -19,20 +19,15 @@ impl Runtime {
         if !self.lifecycle.begin()? {
             return Ok(());
         }
-        self.lifecycle
-            .loops
-            .spawn(super::reap_loop(Arc::clone(self)));
+        let loops = &self.lifecycle.loops;
+        loops.spawn(super::reap_loop(Arc::clone(self)));
         if self.store.parks() {
-            self.lifecycle
-                .loops
-                .spawn(super::park::wake_loop(Arc::clone(self)));
+            loops.spawn(super::park::wake_loop(Arc::clone(self)));
         }
         match &self.placement {
             Placement::Cluster(instance) => cluster::start(self, instance),
             Placement::Local if self.limited.any() => {
-                self.lifecycle
-                    .loops
-                    .spawn(super::held::dispatch_loop(Arc::clone(self)));
+                loops.spawn(super::held::dispatch_loop(Arc::clone(self)));
             }
             Placement::Local => {}
         }

@@ -150,9 +150,8 @@ impl Runtime {
         request: InputRequest,
         at_step: u64,
     ) -> Result<(), WriteError> {
-        let key = key.to_owned();
         let ask = Transition::RequestInput {
-            key,
+            key: key.to_owned(),
             request,
             at_step,
         };
