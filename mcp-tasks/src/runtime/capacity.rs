@@ -345,11 +345,7 @@ pub(crate) enum Entry {
 
 impl ToolLimits {
     pub(crate) fn of(toolkit: &crate::Toolkit) -> Self {
-        let mut limits: Vec<(Arc<str>, u32)> = Vec::new();
-        let mut rates: Vec<(Arc<str>, Rate)> = Vec::new();
-        let mut keyed: Vec<(Arc<str>, u32)> = Vec::new();
-        let mut key_rates: Vec<(Arc<str>, Rate)> = Vec::new();
-        let mut gates = HashMap::new();
+        let mut of = Self::default();
         for definition in toolkit.definitions() {
             let (concurrency, rate) = (definition.concurrency(), definition.rate());
             let (per_key, key_rate) = (definition.key_concurrency(), definition.key_rate());
@@ -358,23 +354,23 @@ impl ToolLimits {
             }
             let tool: Arc<str> = Arc::from(definition.name());
             let permits = concurrency.map(|n| {
-                limits.push((Arc::clone(&tool), n));
+                of.limits.push((Arc::clone(&tool), n));
                 let n = usize::try_from(n).unwrap_or(usize::MAX);
                 Arc::new(tokio::sync::Semaphore::new(n))
             });
             let rate = rate.map(|rate| {
-                rates.push((Arc::clone(&tool), rate));
+                of.rates.push((Arc::clone(&tool), rate));
                 (rate, Arc::from(crate::rate::tool_key(&tool)))
             });
             let key_permits = per_key.map(|(_, limit)| {
-                keyed.push((Arc::clone(&tool), limit));
+                of.keyed.push((Arc::clone(&tool), limit));
                 Arc::new(KeyPermits {
                     limit: usize::try_from(limit).unwrap_or(usize::MAX),
                     keys: Mutex::default(),
                 })
             });
             let key_rate = key_rate.map(|(_, rate)| {
-                key_rates.push((Arc::clone(&tool), rate));
+                of.key_rates.push((Arc::clone(&tool), rate));
                 (rate, Arc::from(crate::rate::tool_key_prefix(&tool)))
             });
             let gate = Gate {
@@ -385,20 +381,13 @@ impl ToolLimits {
                 key_rate,
                 held: Mutex::default(),
             };
-            gates.insert(tool, gate);
+            of.gates.insert(tool, gate);
         }
-        limits.sort();
-        rates.sort_by(|a, b| a.0.cmp(&b.0));
-        keyed.sort();
-        key_rates.sort_by(|a, b| a.0.cmp(&b.0));
-        Self {
-            limits,
-            rates,
-            keyed,
-            key_rates,
-            gates,
-            ..Self::default()
-        }
+        of.limits.sort();
+        of.rates.sort_by(|a, b| a.0.cmp(&b.0));
+        of.keyed.sort();
+        of.key_rates.sort_by(|a, b| a.0.cmp(&b.0));
+        of
     }
 
     /// The key of a call of `tool` by `owner` with `arguments` under the tool's per-key
