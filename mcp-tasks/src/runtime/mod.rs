@@ -5,25 +5,9 @@
 //! state. What only a running process needs (the cancellation token, the channels that carry
 //! answers to waiting input requests) lives here, never in the store.
 //!
-//! - `call/`: the life of one call (inline, promotion to a task, ending), with its
-//!   invariants;
-//! - `recover.rs`: what a starting process does with the tasks a previous one left running;
-//! - `cluster.rs`: several instances on one [`ClusterStore`](crate::store::ClusterStore):
-//!   leases, renewals, wake-ups, takeover and queued work ([`ClusterConfig`]);
-//! - `worker.rs`: [`Worker`], a process that runs queued tasks and serves no HTTP;
-//! - `lifecycle.rs`: who starts and stops the background loops and the running work
-//!   (start, and shutdown with a grace period);
-//! - `write.rs`: the writes of running work (below);
-//! - `outcome.rs`: how the work of a task ends: its outcome stored, or the work dropped by
-//!   a shutdown and its task handed over;
-//! - `capacity.rs`: the owners' quotas and this instance's slots of running work;
-//! - `placement.rs`: where the work runs, here alone or as one instance of a cluster,
-//!   decided once when the runtime is built, and what that means for a write's fence and a
-//!   new task's runner;
-//! - `park.rs`: parked tasks, whose work is dropped while they wait, and their wake-ups;
-//! - `start.rs`: starting the loops, and what a starting runtime does with the tasks it
-//!   finds unfinished (recovery, or a first claim);
-//! - this module: the process-local registry of running tasks and the expiry sweep.
+//! Each submodule's docs say what it does (the life of a call in `call/`, recovery in
+//! `recover.rs`, the cluster in `cluster.rs`, starts and shutdowns in `lifecycle.rs`, ...);
+//! this module holds the process-local registry of running tasks and the expiry sweep.
 //!
 //! # Writes of running work
 //!
