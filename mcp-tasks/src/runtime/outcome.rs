@@ -39,7 +39,7 @@ impl Runtime {
     /// Runs a task's work to its end and stores the outcome, on the work tracker, in the
     /// run's `task` span (`trace::task_span`): at the end of a shutdown's grace period
     /// work still running is dropped instead ([`Runtime::abandon`]), and so is work whose
-    /// lease is about to lapse or was taken ([`Runtime::halted`]).
+    /// lease is about to lapse or was taken (and then forgotten).
     pub(crate) fn spawn(
         self: &Arc<Self>,
         id: Arc<str>,
@@ -72,7 +72,13 @@ impl Runtime {
                 match ended {
                     Run::Ended(ended) => runtime.finish(&id, &tool, ended).await,
                     Run::Stopped => runtime.abandon(&id, &tool).await,
-                    Run::Halted => runtime.halted(&id),
+                    // It wrote nothing since it lost the lease (`cluster.rs`, invariant 6).
+                    Run::Halted => {
+                        tracing::warn!(task_id = %id, "work dropped before its lease could \
+                            lapse: the step in flight ends here, and the instance that takes \
+                            the task over runs it again");
+                        runtime.live.lock().remove(&id);
+                    }
                     Run::Parked => runtime.parked(&id).await,
                 }
                 // In a cluster, a limited tool's place is free now: its queued tasks are
@@ -83,15 +89,6 @@ impl Runtime {
             }
             .instrument(span),
         );
-    }
-
-    /// Forgets task `id`, whose work was dropped because its lease could not be renewed in
-    /// time or was taken (`cluster.rs`, invariant 6): it wrote nothing since it lost the
-    /// lease, and the instance that claims the task runs the step that was cut again.
-    fn halted(&self, id: &Arc<str>) {
-        tracing::warn!(task_id = %id, "work dropped before its lease could lapse: the step \
-            in flight ends here, and the instance that takes the task over runs it again");
-        self.live.lock().remove(id);
     }
 
     /// Forgets task `id`, whose work was dropped at the end of a shutdown's grace period

@@ -32,7 +32,9 @@ pub(super) async fn wakeup_loop(
         |runtime| async move {
             loop {
                 reread_now.notified().await;
-                reread_all(&runtime, &*cluster).await;
+                for id in runtime.live_ids() {
+                    reread_one(&runtime, &*cluster, &id).await;
+                }
             }
         }
     });
@@ -110,18 +112,11 @@ async fn deliver_stored(runtime: &Runtime, cluster: &dyn ClusterStore, id: &str)
     }
 }
 
-/// Re-reads every task running here: cancels the ones with a cancel intent (or that
-/// ended), hands the stored answers to the ones whose work waits for input (a waiter takes
-/// an answer once; the rest are ignored). Whether the work waits is this instance's
-/// knowledge, not the row's: a stored answer has already moved the row to `working`.
-async fn reread_all(runtime: &Runtime, cluster: &dyn ClusterStore) {
-    for id in runtime.live_ids() {
-        reread_one(runtime, cluster, &id).await;
-    }
-}
-
-/// Re-reads task `id`, running here: what [`reread_all`] does for each task, and what a
-/// cancel notice asks (the work stops only when the row holds a cancel intent, or ended).
+/// Re-reads task `id`, running here (for each such task at a re-read, and for a cancel
+/// notice): cancels its work when the row holds a cancel intent (or ended), hands the stored
+/// answers to its work when that waits for input (a waiter takes an answer once; the rest
+/// are ignored). Whether the work waits is this instance's knowledge, not the row's: a
+/// stored answer has already moved the row to `working`.
 async fn reread_one(runtime: &Runtime, cluster: &dyn ClusterStore, id: &str) {
     match runtime.store.get(id).await {
         Ok(Some(snapshot)) if snapshot.cancel_requested || snapshot.status.is_terminal() => {
