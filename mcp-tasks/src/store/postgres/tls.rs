@@ -143,12 +143,14 @@ pub(super) fn split(conninfo: &str) -> Result<(String, Settings), StoreError> {
     } else {
         split_pairs(conninfo, &mut take)?
     };
+    // Nothing taken: the string as it is.
+    let rest = rest.filter(|_| settings != Settings::default());
     Ok((rest.unwrap_or_else(|| conninfo.to_owned()), settings))
 }
 
 type Take<'a> = dyn FnMut(&str, &str) -> Result<bool, StoreError> + 'a;
 
-/// The URL without the query parameters `take` took, or `None` when it took none.
+/// The URL without the query parameters `take` took; `None` when it has no query.
 fn split_url(url: &str, take: &mut Take<'_>) -> Result<Option<String>, StoreError> {
     let Some((head, query)) = url.split_once('?') else {
         return Ok(None);
@@ -159,46 +161,37 @@ fn split_url(url: &str, take: &mut Take<'_>) -> Result<Option<String>, StoreErro
             .ok()
     };
     let mut kept = Vec::new();
-    let mut took = false;
     for piece in query.split('&') {
         let pair = piece.split_once('=');
-        let taken = match pair.and_then(|(key, value)| Some((decode(key)?, decode(value)?))) {
-            Some((key, value)) => take(&key, &value)?,
-            None => false,
-        };
-        if taken {
-            took = true;
-        } else {
-            kept.push(piece);
+        if let Some((key, value)) = pair.and_then(|(k, v)| Some((decode(k)?, decode(v)?)))
+            && take(&key, &value)?
+        {
+            continue;
         }
+        kept.push(piece);
     }
-    Ok(took.then(|| {
-        if kept.is_empty() {
-            head.to_owned()
-        } else {
-            format!("{head}?{}", kept.join("&"))
-        }
+    Ok(Some(if kept.is_empty() {
+        head.to_owned()
+    } else {
+        format!("{head}?{}", kept.join("&"))
     }))
 }
 
 /// `key=value` pairs, read as the driver reads them (whitespace around `=`, values quoted
 /// with `'` or bare, `\` escaping the next character), written back without the pairs `take`
-/// took, every value quoted; `None` when it took none or the string does not parse.
+/// took, every value quoted; `None` when the string does not parse.
 fn split_pairs(conninfo: &str, take: &mut Take<'_>) -> Result<Option<String>, StoreError> {
     let Some(pairs) = pairs(conninfo) else {
         return Ok(None);
     };
     let mut kept = Vec::new();
-    let mut took = false;
     for (key, value) in pairs {
-        if take(key, &value)? {
-            took = true;
-        } else {
+        if !take(key, &value)? {
             let quoted = value.replace('\\', "\\\\").replace('\'', "\\'");
             kept.push(format!("{key}='{quoted}'"));
         }
     }
-    Ok(took.then(|| kept.join(" ")))
+    Ok(Some(kept.join(" ")))
 }
 
 fn pairs(conninfo: &str) -> Option<Vec<(&str, String)>> {

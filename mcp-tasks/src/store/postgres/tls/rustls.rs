@@ -2,7 +2,7 @@
 
 use std::{
     io,
-    path::{Path, PathBuf},
+    path::Path,
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
@@ -16,7 +16,7 @@ use rustls::{
         WebPkiServerVerifier,
         danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
     },
-    crypto::{CryptoProvider, ring},
+    crypto::{WebPkiSupportedAlgorithms, ring},
     pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject},
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -40,33 +40,35 @@ impl MakeRustls {
     pub(super) fn new(mode: SslMode, root_cert: Option<&str>) -> Result<Self, StoreError> {
         let provider = Arc::new(ring::default_provider());
         // `verify-` modes without `sslrootcert`: libpq's default file.
-        let default_file;
         let root_cert = match root_cert {
-            Some(root) => Some(root),
             None if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) => {
-                default_file = default_root_file().ok_or_else(|| {
-                    config_error(format!(
-                        "sslmode={mode} checks the server's certificate against trusted \
-                         CAs, and none are given: set sslrootcert=/path/to/ca.pem (the \
-                         CA certificates, PEM), or sslrootcert=system for the operating \
-                         system's store, or put them in ~/.postgresql/root.crt"
-                    ))
-                })?;
-                Some(default_file.to_str().unwrap_or_default())
+                let home = std::env::var_os("HOME");
+                let file = (home.map(|home| Path::new(&home).join(".postgresql").join("root.crt")))
+                    .filter(|file| file.is_file())
+                    .ok_or_else(|| {
+                        config_error(format!(
+                            "sslmode={mode} checks the server's certificate against trusted \
+                             CAs, and none are given: set sslrootcert=/path/to/ca.pem (the \
+                             CA certificates, PEM), or sslrootcert=system for the operating \
+                             system's store, or put them in ~/.postgresql/root.crt"
+                        ))
+                    })?;
+                Some(file.to_str().unwrap_or_default().to_owned())
             }
-            None => None,
+            root => root.map(str::to_owned),
         };
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(rustls::DEFAULT_VERSIONS)
             .map_err(|e| config_error(format!("could not set up TLS: {e}")))?;
-        let verifier: Arc<dyn ServerCertVerifier> = match root_cert {
+        let algorithms = provider.signature_verification_algorithms;
+        let verifier: Arc<dyn ServerCertVerifier> = match root_cert.as_deref() {
             None => Arc::new(Lenient {
                 chain: None,
-                provider,
+                algorithms,
             }),
             Some(root) => {
                 let roots = Arc::new(load_roots(root)?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
                     .build()
                     .map_err(|e| {
                         config_error(format!("could not use the root certificates {root}: {e}"))
@@ -76,7 +78,7 @@ impl MakeRustls {
                 } else {
                     Arc::new(Lenient {
                         chain: Some(webpki),
-                        provider,
+                        algorithms,
                     })
                 }
             }
@@ -87,16 +89,10 @@ impl MakeRustls {
             .with_no_client_auth();
         Ok(Self {
             config: Arc::new(config),
-            roots: root_cert.map(str::to_owned),
+            roots: root_cert,
             mode,
         })
     }
-}
-
-fn default_root_file() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let file = Path::new(&home).join(".postgresql").join("root.crt");
-    file.is_file().then_some(file)
 }
 
 /// The CA certificates of `root`: a PEM file, or `system`.
@@ -150,7 +146,7 @@ fn load_roots(root: &str) -> Result<RootCertStore, StoreError> {
 #[derive(Debug)]
 struct Lenient {
     chain: Option<Arc<WebPkiServerVerifier>>,
-    provider: Arc<CryptoProvider>,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
 impl ServerCertVerifier for Lenient {
@@ -181,8 +177,7 @@ impl ServerCertVerifier for Lenient {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        let algorithms = &self.provider.signature_verification_algorithms;
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
     fn verify_tls13_signature(
@@ -191,14 +186,11 @@ impl ServerCertVerifier for Lenient {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        let algorithms = &self.provider.signature_verification_algorithms;
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.algorithms.supported_schemes()
     }
 }
 
@@ -303,7 +295,8 @@ fn explain(error: io::Error, host: &str, roots: Option<&str>, mode: SslMode) -> 
     io::Error::new(error.kind(), format!("{hint}: {reason}"))
 }
 
-/// A TLS connection to the server.
+/// A TLS connection to the server. Its writes are never vectored: the driver's stream
+/// around it (`MaybeTlsStream`) forwards none.
 pub(super) struct Stream(tokio_rustls::client::TlsStream<Socket>);
 
 impl AsyncRead for Stream {
@@ -331,18 +324,6 @@ impl AsyncWrite for Stream {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
     }
 }
 
