@@ -340,8 +340,8 @@ impl PostgresBuilder {
             "could not connect to the Postgres server at {}",
             pool::describe(connect.config())
         );
-        let first = pool::get_or(&pool, &context).await?;
-        schema::migrate(&first, &self.schema).await?;
+        let mut first = pool::get_or(&pool, &context).await?;
+        schema::migrate(&mut first, &self.schema).await?;
         let local = Clock::new().with_offset_ms(self.clock_offset_ms);
         let clock = clock::measure(&first, local).await?;
         drop(first);

@@ -2,6 +2,7 @@
 //! versioned in its `meta` table, one step per version, each step in one transaction.
 
 use deadpool_postgres::Object;
+use tokio_postgres::Transaction;
 
 use super::{ConfigError, PgError, StoreError};
 
@@ -123,34 +124,28 @@ const MIGRATIONS: [&str; 8] = [
 /// Creates the schema `schema` if needed and migrates it to [`SCHEMA_VERSION`], one step per
 /// transaction. Instances starting together take turns (a transaction-scoped advisory lock
 /// per schema). A schema at a newer version is refused and left untouched.
-pub(super) async fn migrate(client: &Object, schema: &str) -> Result<(), StoreError> {
-    let lock_key = format!("mcp-tasks schema {schema}");
+pub(super) async fn migrate(client: &mut Object, schema: &str) -> Result<(), StoreError> {
     loop {
-        client
-            .batch_execute("BEGIN")
-            .await
+        let tx = (client.transaction().await)
             .map_err(|e| PgError::query("could not begin the schema migration", e))?;
-        let step = migrate_step(client, schema, &lock_key).await;
-        let end = if matches!(step, Ok(true)) {
-            "COMMIT"
+        // A failed step's transaction is rolled back as it is dropped.
+        let migrated = migrate_step(&tx, schema).await?;
+        let ended = if migrated {
+            tx.commit().await
         } else {
-            "ROLLBACK"
+            tx.rollback().await
         };
-        let ended = client.batch_execute(end).await;
-        match (step, ended) {
-            (Err(error), _) => return Err(error),
-            (Ok(_), Err(e)) => {
-                return Err(PgError::query("could not commit the schema migration", e));
-            }
-            (Ok(true), Ok(())) => {}
-            (Ok(false), Ok(())) => return Ok(()),
+        ended.map_err(|e| PgError::query("could not commit the schema migration", e))?;
+        if !migrated {
+            return Ok(());
         }
     }
 }
 
 /// One migration step inside the open transaction: `true` when it migrated (commit and go
 /// on), `false` when the schema is current (nothing to commit).
-async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<bool, StoreError> {
+async fn migrate_step(client: &Transaction<'_>, schema: &str) -> Result<bool, StoreError> {
+    let lock_key = format!("mcp-tasks schema {schema}");
     client
         .execute("SELECT pg_advisory_xact_lock(hashtext($1))", &[&lock_key])
         .await
@@ -194,7 +189,7 @@ async fn migrate_step(client: &Object, schema: &str, lock_key: &str) -> Result<b
 }
 
 /// The schema's version: 0 when it (or its `meta` table) does not exist yet.
-async fn schema_version(client: &Object, schema: &str) -> Result<i64, StoreError> {
+async fn schema_version(client: &Transaction<'_>, schema: &str) -> Result<i64, StoreError> {
     let read = |e| {
         PgError::query(
             format!("could not read the version of the Postgres schema `{schema}`"),
