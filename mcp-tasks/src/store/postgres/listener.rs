@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::Notice;
+use crate::{RetryPolicy, store::Notice};
 
 /// Everything the listener task needs.
 pub(super) struct Listener {
@@ -27,25 +27,20 @@ const RECONNECT_FIRST: Duration = Duration::from_millis(250);
 /// The longest pause between two reconnection attempts.
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
-/// The pause after `failures` failed attempts in a row (at least 1): exponential from
-/// [`RECONNECT_FIRST`], capped at [`RECONNECT_MAX`], then scaled by `jitter` in [0.5, 1.0] so
-/// that instances which lost the database together do not reconnect in lockstep.
+/// The pause after `failures` failed attempts in a row (at least 1): doubling from
+/// [`RECONNECT_FIRST`] up to [`RECONNECT_MAX`], then scaled by `jitter` in [0.5, 1.0] so that
+/// instances which lost the database together do not reconnect in lockstep.
 fn reconnect_delay(failures: u32, jitter: f64) -> Duration {
-    let exponent = failures.saturating_sub(1).min(16);
-    let base = RECONNECT_FIRST
-        .saturating_mul(1 << exponent)
-        .min(RECONNECT_MAX);
-    base.mul_f64(jitter.clamp(0.5, 1.0))
+    let backoff = RetryPolicy::default().with_backoff(RECONNECT_FIRST, 2.0, RECONNECT_MAX);
+    backoff
+        .delay_after(failures)
+        .mul_f64(jitter.clamp(0.5, 1.0))
 }
 
 /// A jitter factor in [0.5, 1.0] from the operating system's random source (1.0 if it is
 /// unavailable: no jitter rather than no reconnection).
 fn jitter() -> f64 {
-    let mut bytes = [0u8; 4];
-    match getrandom::fill(&mut bytes) {
-        Ok(()) => 0.5 + f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX) / 2.0,
-        Err(_) => 1.0,
-    }
+    getrandom::u32().map_or(1.0, |n| 0.5 + f64::from(n) / f64::from(u32::MAX) / 2.0)
 }
 
 impl Listener {
