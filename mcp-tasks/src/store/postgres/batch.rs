@@ -141,20 +141,11 @@ where
         let (rx, run, state) = (Arc::clone(&rx), run.clone(), state.clone());
         runtime.spawn(async move {
             loop {
-                let batch = {
-                    let mut jobs = rx.lock().await;
-                    let Some(first) = jobs.recv().await else {
-                        return;
-                    };
-                    let mut batch = vec![first];
-                    while batch.len() < MAX_BATCH {
-                        match jobs.try_recv() {
-                            Ok(job) => batch.push(job),
-                            Err(_) => break,
-                        }
-                    }
-                    batch
-                };
+                let mut batch = Vec::new();
+                // Nothing only once every sender is dropped and the queue is empty.
+                if rx.lock().await.recv_many(&mut batch, MAX_BATCH).await == 0 {
+                    return;
+                }
                 run(state.clone(), batch).await;
             }
         });
@@ -201,8 +192,8 @@ async fn insert(
             .iter()
             .map(|job| NewRow::encode(&job.task, job.now))
             .collect::<Result<Vec<_>, _>>()?;
-        let bound = bind(&rows);
-        let params = params(&bound, &channel);
+        let bound = bind(&rows, channel);
+        let params: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
         let rows = write_one(pool, &INSERT, &params, "could not store the new tasks").await?;
         return Ok((inserted_ids(&rows), HashMap::new()));
     }
@@ -236,8 +227,8 @@ async fn insert(
         tx.rollback().await;
         return Ok((HashSet::new(), over));
     }
-    let bound = bind(&rows);
-    let params = params(&bound, &channel);
+    let bound = bind(&rows, channel);
+    let params: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
     let rows = tx
         .query(&INSERT, &params, "could not store the new tasks")
         .await?;
@@ -250,9 +241,9 @@ fn inserted_ids(rows: &[tokio_postgres::Row]) -> HashSet<String> {
     rows.iter().filter_map(|row| text(row, 0).ok()).collect()
 }
 
-/// The parameters of [`INSERT`] but the channel, column by column from `rows` (one array
-/// each): the one place the batch binds a new row.
-fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
+/// The parameters of [`INSERT`]: column by column from `rows` (one array each), the channel as
+/// `$15`. The one place the batch binds a new row.
+fn bind<'r>(rows: &'r [NewRow<'r>], channel: &'r str) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
     fn column<'r, T: ToSql + Sync + Send + 'r>(
         rows: &'r [NewRow<'r>],
         field: impl Fn(&'r NewRow<'r>) -> T,
@@ -274,20 +265,11 @@ fn bind<'r>(rows: &'r [NewRow<'r>]) -> Vec<Box<dyn ToSql + Sync + Send + 'r>> {
         column(rows, |r| r.status),
         column(rows, |r| r.priority),
         column(rows, |r| r.limit_key),
+        Box::new(channel),
     ];
     bound.extend((0..PENDING_COLUMNS.len()).map(|i| column(rows, move |r| r.pending[i].as_str())));
     bound.extend((0..ORIGIN_COLUMNS.len()).map(|i| column(rows, move |r| r.origin[i].as_deref())));
     bound
-}
-
-/// [`bind`]'s parameters with the channel as `$15`, as [`INSERT`] numbers them.
-fn params<'p>(
-    bound: &'p [Box<dyn ToSql + Sync + Send + 'p>],
-    channel: &'p &'p str,
-) -> Vec<&'p (dyn ToSql + Sync)> {
-    let mut params: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
-    params.insert(14, channel);
-    params
 }
 
 // ---------------------------------------------------------------------------------------
