@@ -201,36 +201,21 @@ fn pairs(conninfo: &str) -> Option<Vec<(&str, String)>> {
         let end = rest
             .find(|c: char| c.is_whitespace() || c == '=')
             .unwrap_or(rest.len());
-        let key = &rest[..end];
-        if key.is_empty() {
-            return None;
-        }
+        let key = Some(&rest[..end]).filter(|key| !key.is_empty())?;
         rest = rest[end..].trim_start().strip_prefix('=')?.trim_start();
         let mut value = String::new();
-        let mut chars = rest.char_indices();
         let quoted = rest.starts_with('\'');
-        if quoted {
-            chars.next();
-        }
-        let mut end = None;
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' => value.push(chars.next()?.1),
-                '\'' if quoted => {
-                    end = Some(i + 1);
-                    break;
-                }
-                c if c.is_whitespace() && !quoted => {
-                    end = Some(i);
-                    break;
-                }
-                c => value.push(c),
+        let mut chars = rest.char_indices().skip(usize::from(quoted));
+        let end = loop {
+            match chars.next() {
+                Some((_, '\\')) => value.push(chars.next()?.1),
+                Some((i, '\'')) if quoted => break i + 1,
+                Some((i, c)) if c.is_whitespace() && !quoted => break i,
+                Some((_, c)) => value.push(c),
+                // A quoted value must end with its quote; a bare one may end with the string.
+                None if quoted => return None,
+                None => break rest.len(),
             }
-        }
-        let end = match end {
-            Some(end) => end,
-            None if quoted => return None,
-            None => rest.len(),
         };
         if !quoted && value.is_empty() {
             return None;
@@ -423,6 +408,26 @@ mod tests {
         // A string that does not parse goes to the driver as it is.
         let broken = "host=db.example password='unterminated sslmode=require";
         assert_eq!(split(broken).unwrap().0, broken);
+    }
+
+    #[test]
+    fn key_value_pairs_end_where_the_driver_ends_them() {
+        let owned = |pairs: &[(&'static str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|&(k, v)| (k, v.to_owned()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(
+            pairs(r" a=1  b = 'x \'y' c=\z"),
+            owned(&[("a", "1"), ("b", "x 'y"), ("c", "z")])
+        );
+        // No value, an escape with nothing after it, an open quote, no `=`, no key.
+        for broken in ["a=", r"a=1\", "a='1", "a", "=1"] {
+            assert_eq!(pairs(broken), None, "{broken}");
+        }
     }
 
     #[test]
