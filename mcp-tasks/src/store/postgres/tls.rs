@@ -291,10 +291,9 @@ impl Connect {
             .mode
             .unwrap_or_else(|| SslMode::from_driver(config.get_ssl_mode()));
         config.ssl_mode(mode.driver());
-        if let Some(tls) = user {
-            if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull)
-                || settings.root_cert.is_some()
-            {
+        let checks = matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull);
+        let tls = match user {
+            Some(_) if checks || settings.root_cert.is_some() => {
                 return Err(config_error(format!(
                     "sslmode={mode}{} checks the server's certificate with the store's own TLS, \
                      and a connector of your own is given (with_tls): the connector checks \
@@ -307,9 +306,9 @@ impl Connect {
                     }
                 )));
             }
-            return Ok(Self { config, tls });
-        }
-        let tls = builtin(mode, settings.root_cert.as_deref())?;
+            Some(tls) => tls,
+            None => builtin(mode, settings.root_cert.as_deref())?,
+        };
         Ok(Self { config, tls })
     }
 
