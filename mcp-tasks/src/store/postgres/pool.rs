@@ -93,19 +93,15 @@ fn parse_reason(error: &tokio_postgres::Error, conninfo: &str) -> String {
     if !may_hold_password(conninfo) {
         return reason;
     }
-    let mut shown = String::with_capacity(reason.len());
-    for (i, piece) in reason.split('`').enumerate() {
-        if i > 0 {
-            shown.push('`');
-        }
+    let pieces = reason.split('`').enumerate().map(|(i, piece)| {
         // Odd pieces are the quoted ones.
         if i % 2 == 1 && !OPTION_NAMES.contains(&piece) && piece != "=" {
-            shown.push_str("...");
+            "..."
         } else {
-            shown.push_str(piece);
+            piece
         }
-    }
-    shown
+    });
+    pieces.collect::<Vec<_>>().join("`")
 }
 
 /// Whether `conninfo` may set a password: it names one (in any case), is a URL with a user
