@@ -338,16 +338,13 @@ impl Tx {
                 client: Some(get(pool).await?),
             };
             let begun = tx.client()?.batch_execute(begin).await;
+            // On an error `tx` is dropped, which closes the connection.
             match begun {
                 Ok(()) => return Ok(tx),
-                Err(error) => {
-                    // Closes the connection.
-                    drop(tx);
-                    if retried || !connection_lost(&error) {
-                        return Err(PgError::query("could not begin a transaction", error));
-                    }
-                    retried = true;
+                Err(error) if retried || !connection_lost(&error) => {
+                    return Err(PgError::query("could not begin a transaction", error));
                 }
+                Err(_) => retried = true,
             }
         }
     }
