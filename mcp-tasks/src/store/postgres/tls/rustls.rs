@@ -253,12 +253,12 @@ impl TlsConnect<Socket> for Connect {
         self.unused = false;
         let (connector, name) = (self.connector.clone(), self.name.clone());
         let (roots, mode) = (self.roots.take(), self.mode);
+        let host = name.to_str().into_owned();
         Box::pin(async move {
-            let host = name.to_str().into_owned();
-            match connector.connect(name, socket).await {
-                Ok(stream) => Ok(Stream(stream)),
-                Err(error) => Err(explain(error, &host, roots.as_deref(), mode)),
-            }
+            let stream = connector.connect(name, socket).await;
+            stream
+                .map(Stream)
+                .map_err(|error| explain(error, &host, roots.as_deref(), mode))
         })
     }
 }
