@@ -78,6 +78,7 @@
 //! }
 //! ```
 
+#[cfg(feature = "http")]
 mod auth;
 mod builder;
 #[cfg(feature = "http")]

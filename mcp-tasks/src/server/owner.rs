@@ -25,6 +25,28 @@ impl Owner {
     pub fn new(name: impl Into<Arc<str>>) -> Self {
         Self(name.into())
     }
+
+    /// The user this process runs as: the one principal of a stdio server (over stdio there
+    /// is one client, the process that started the server). `$USER`, else `$LOGNAME` or
+    /// `$USERNAME`, else (on Unix) `uid:<n>` of `/proc/self`, else [`DEFAULT_OWNER`].
+    #[must_use]
+    pub fn process_user() -> Self {
+        for variable in ["USER", "LOGNAME", "USERNAME"] {
+            if let Ok(name) = std::env::var(variable)
+                && !name.is_empty()
+            {
+                return Self::new(name);
+            }
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if let Ok(metadata) = std::fs::metadata("/proc/self") {
+                return Self::new(format!("uid:{}", metadata.uid()));
+            }
+        }
+        Self::new(DEFAULT_OWNER)
+    }
 }
 
 /// The default owner of requests that carry no [`Owner`].
