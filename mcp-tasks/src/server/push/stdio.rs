@@ -5,24 +5,16 @@ use std::collections::HashMap;
 use rmcp::model::RequestId;
 use serde_json::Value;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{Refusal, open};
 use crate::server::{Engine, negotiation::Checked};
 
-/// The task listen streams of one stdio connection, by subscription id. Dropping it
-/// (the input ended) ends them all.
+/// The task listen streams of one stdio connection, by subscription id. Dropping one's
+/// guard ends it, so dropping this (the input ended) ends them all.
 #[derive(Default)]
 pub(crate) struct Listens {
-    open: HashMap<RequestId, CancellationToken>,
-}
-
-impl Drop for Listens {
-    fn drop(&mut self) {
-        for cancel in self.open.values() {
-            cancel.cancel();
-        }
-    }
+    open: HashMap<RequestId, DropGuard>,
 }
 
 impl Listens {
@@ -35,7 +27,7 @@ impl Listens {
         checked: &Checked,
         lines: mpsc::Sender<Vec<u8>>,
     ) -> Result<(), Refusal> {
-        self.open.retain(|_, cancel| !cancel.is_cancelled());
+        self.open.retain(|_, ended| !ended.token().is_cancelled());
         let mut subscription = open(engine, message, checked, None).await?;
         let cancel = CancellationToken::new();
         let id = subscription.id().clone();
@@ -58,19 +50,15 @@ impl Listens {
             }
             ended.cancel();
         });
-        if let Some(replaced) = self.open.insert(id, cancel) {
-            // A client reusing the id of an open stream (C1 forbids it) ends the old one.
-            replaced.cancel();
-        }
+        // A client reusing the id of an open stream (C1 forbids it) ends the old one: its
+        // guard, replaced, is dropped.
+        self.open.insert(id, cancel.drop_guard());
         Ok(())
     }
 
     /// Ends the stream of `id` (a `notifications/cancelled` for it): nothing more is
     /// sent on it. Whether `id` was one of these streams.
     pub(crate) fn cancel(&mut self, id: &RequestId) -> bool {
-        self.open
-            .remove(id)
-            .inspect(CancellationToken::cancel)
-            .is_some()
+        self.open.remove(id).is_some()
     }
 }
