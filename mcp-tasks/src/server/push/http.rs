@@ -163,7 +163,6 @@ impl Stream {
         loop {
             let keep_alive = Instant::now() + KEEP_ALIVE;
             let expires = self.ends_at.min(self.idle_since + self.bounds.idle);
-            let check = self.presented.is_some().then_some(self.next_check);
             tokio::select! {
                 biased;
                 message = self.subscription.next() => {
@@ -178,7 +177,7 @@ impl Stream {
                     tracing::debug!("a listen stream ends: idle or at its maximum lifetime");
                     self.end();
                 }
-                () = sleep_until_some(check), if !self.finishing => {
+                () = tokio::time::sleep_until(self.next_check), if !self.finishing && self.presented.is_some() => {
                     if let Some(presented) = &self.presented && !presented.still_valid().await {
                         tracing::info!("a listen stream ends: its bearer token is no longer accepted");
                         self.end();
@@ -194,13 +193,5 @@ impl Stream {
     fn end(&mut self) {
         self.finishing = true;
         self.subscription.finish();
-    }
-}
-
-/// Sleeps until `at`, or forever when `None`.
-async fn sleep_until_some(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
