@@ -227,17 +227,6 @@ where
 /// `tools/call` are refused.
 type Draining = Arc<AtomicBool>;
 
-/// While the server drains (see [`serve_http_with_shutdown`]): the refusal of a body that
-/// is a `tools/call` request; `None` for anything else, served as usual.
-fn drain_refusal_of(bytes: &[u8]) -> Option<Response> {
-    match guard::parse(bytes) {
-        Ok(message) if message.get("method").and_then(|m| m.as_str()) == Some("tools/call") => {
-            Some(drain_refusal(guard::request_id(&message)))
-        }
-        _ => None,
-    }
-}
-
 /// HTTP 503 with `Retry-After` and a JSON-RPC error saying to retry elsewhere.
 fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     let mut error = errors::shutting_down();
@@ -398,8 +387,12 @@ where
             Ok(Err(response)) => return response,
             Err(_) => return guard::body_timed_out(self.body_timeout),
         };
-        if draining && let Some(refusal) = drain_refusal_of(&bytes) {
-            return refusal;
+        // While draining a `tools/call` is refused; anything else is served as usual.
+        if draining
+            && let Ok(message) = guard::parse(&bytes)
+            && message.get("method").and_then(|m| m.as_str()) == Some("tools/call")
+        {
+            return drain_refusal(guard::request_id(&message));
         }
         if !json {
             let request = Request::from_parts(parts, Body::from(bytes));
