@@ -31,7 +31,7 @@ use axum::{body::Body, extract::ConnectInfo};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::{net::TcpListener, sync::Semaphore};
-use tokio_util::sync::CancellationToken;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 /// How [`serve`] holds its connections.
 #[derive(Clone, Copy, Debug)]
@@ -49,8 +49,8 @@ pub(super) async fn serve(
     stop: CancellationToken,
 ) -> io::Result<()> {
     let open = Arc::new(Semaphore::new(bounds.max));
-    // Every connection task holds a receiver: the stop waits until all are dropped.
-    let (closed_tx, closed_rx) = tokio::sync::watch::channel(());
+    // The stop waits until every connection task has ended.
+    let connections = TaskTracker::new();
     loop {
         let (tcp, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -76,8 +76,7 @@ pub(super) async fn serve(
         }
         let app = app.clone();
         let stop = stop.clone();
-        let closed_rx = closed_rx.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
                 let mut request = request.map(Body::new);
                 request.extensions_mut().insert(ConnectInfo(remote));
@@ -101,12 +100,11 @@ pub(super) async fn serve(
                 tracing::debug!(%remote, %error, "connection ended with an error");
             }
             drop(permit);
-            drop(closed_rx);
         });
     }
-    drop(closed_rx);
     drop(listener);
-    closed_tx.closed().await;
+    connections.close();
+    connections.wait().await;
     Ok(())
 }
 
