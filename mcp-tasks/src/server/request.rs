@@ -1,5 +1,5 @@
-//! What a request carries besides its params: negotiation, the idempotency key, the `_meta`
-//! kept with a task, and the checks of `tasks/update` answers.
+//! What a request carries besides its params: the idempotency key, and the checks of
+//! `tasks/update` answers.
 
 #![allow(
     deprecated,
