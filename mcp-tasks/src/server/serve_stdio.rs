@@ -80,23 +80,19 @@ where
         running.waiting().await.map_err(io::Error::other)?;
         Ok::<(), io::Error>(())
     };
-    let filter = filter_input(BufReader::new(read), to_rmcp, lines, limits, engine);
-    let mut filter = Box::pin(filter);
-    let mut service = std::pin::pin!(service);
-    let mut filter_done = false;
-    let result = loop {
-        tokio::select! {
-            result = &mut service => break result,
-            result = &mut filter, if !filter_done => {
-                filter_done = true;
-                if let Err(error) = result {
-                    tracing::debug!(%error, "stdio input ended with an error");
-                }
-            }
+    let filter = async move {
+        let read = BufReader::new(read);
+        if let Err(error) = filter_input(read, to_rmcp, lines, limits, engine).await {
+            tracing::debug!(%error, "stdio input ended with an error");
         }
+        std::future::pending().await
     };
-    // The service is gone: stop reading, then let every answered line reach the output.
-    drop(filter);
+    // The service is gone: the filter is dropped with the select (reading stops), then every
+    // answered line reaches the output.
+    let result = tokio::select! {
+        result = service => result,
+        never = filter => never,
+    };
     let written = writer.await.map_err(io::Error::other)?;
     result.and(written)
 }
