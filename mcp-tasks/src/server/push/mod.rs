@@ -229,7 +229,7 @@ impl Subscription {
 
     fn subscription_meta(&self) -> Map<String, Value> {
         let mut meta = Map::new();
-        meta.insert(SUBSCRIPTION_ID_KEY.to_owned(), id_value(&self.id));
+        meta.insert(SUBSCRIPTION_ID_KEY.to_owned(), json!(self.id));
         meta
     }
 
@@ -267,16 +267,12 @@ impl Subscription {
             meta.extend(self.subscription_meta());
             return Some(json!({
                 "jsonrpc": "2.0",
-                "id": id_value(&self.id),
+                "id": self.id,
                 "result": { "resultType": "complete", "_meta": meta },
             }));
         }
         None
     }
-}
-
-fn id_value(id: &RequestId) -> Value {
-    serde_json::to_value(id).unwrap_or(Value::Null)
 }
 
 #[cfg(feature = "http")]
