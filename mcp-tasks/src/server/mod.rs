@@ -84,7 +84,7 @@ mod builder;
 #[cfg(feature = "http")]
 mod connections;
 mod engine;
-#[cfg(any(feature = "http", feature = "stdio"))]
+#[cfg(feature = "http")]
 mod guard;
 #[cfg(feature = "http")]
 mod http_options;

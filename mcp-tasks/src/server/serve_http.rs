@@ -30,6 +30,7 @@ use super::{
     http_options::{HttpOptions, ListenBounds},
     negotiation::Checked,
     push::serve_http_listen,
+    shape,
 };
 use crate::{Limits, ShutdownReport, errors};
 
@@ -389,10 +390,10 @@ where
         };
         // While draining a `tools/call` is refused; anything else is served as usual.
         if draining
-            && let Ok(message) = guard::parse(&bytes)
+            && let Ok(message) = shape::parse(&bytes)
             && message.get("method").and_then(|m| m.as_str()) == Some("tools/call")
         {
-            return drain_refusal(guard::request_id(&message));
+            return drain_refusal(shape::request_id(&message));
         }
         if !json {
             let request = Request::from_parts(parts, Body::from(bytes));

@@ -25,7 +25,7 @@ use tokio::{
     sync::mpsc,
 };
 
-use super::{TaskServer, guard, push, shape};
+use super::{TaskServer, push, shape};
 use crate::Limits;
 
 /// How many decoded messages wait for rmcp, and how many lines for the writer.
@@ -224,7 +224,7 @@ where
                     Ok(shape::Verdict {
                         checked: Some(checked),
                         id,
-                    }) if checked.task_listen => match guard::parse(text) {
+                    }) if checked.task_listen => match shape::parse(text) {
                         Ok(message) => listens
                             .open(&engine, &message, &checked, lines.clone())
                             .await
@@ -253,7 +253,7 @@ where
             Ok(None) => {}
             Err((id, error)) => {
                 crate::metrics::request_refused(error.code.0);
-                let mut answer = guard::error_response(id, error);
+                let mut answer = shape::error_response(id, error);
                 answer.push(b'\n');
                 if lines.send(answer).await.is_err() {
                     break;

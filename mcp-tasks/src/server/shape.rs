@@ -11,7 +11,7 @@
 
 use std::borrow::Cow;
 
-use rmcp::model::{ClientCapabilities, ErrorData, RequestId};
+use rmcp::model::{ClientCapabilities, ErrorData, JsonRpcError, RequestId};
 use serde::{
     Deserialize, Deserializer,
     de::{IgnoredAny, MapAccess, SeqAccess, Visitor, value::MapAccessDeserializer},
@@ -151,6 +151,22 @@ pub(crate) fn kind(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// The `id` of a request, when it has a valid one (a string or an integer).
+#[must_use]
+pub(crate) fn request_id(message: &Value) -> Option<RequestId> {
+    message
+        .get("id")
+        .and_then(|id| RequestId::deserialize(id).ok())
+}
+
+/// One JSON-RPC error response, serialized (without a newline).
+#[must_use]
+pub(crate) fn error_response(id: Option<RequestId>, error: ErrorData) -> Vec<u8> {
+    serde_json::to_vec(&JsonRpcError::new(id, error)).unwrap_or_else(|_| {
+        br#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"internal error"}}"#.to_vec()
+    })
 }
 
 /// One message, as the authority reads it: every field is optional here, and judged after.

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::{Refusal, Subscription, open};
 use crate::server::{
-    Engine, Owner, auth::Presented, guard, http_options::ListenBounds, negotiation::Checked,
+    Engine, Owner, auth::Presented, guard, http_options::ListenBounds, negotiation::Checked, shape,
 };
 
 /// An SSE comment this often keeps an idle stream open through proxies.
@@ -55,7 +55,7 @@ where
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    let message: Value = match guard::parse(&bytes) {
+    let message: Value = match shape::parse(&bytes) {
         Ok(message) => message,
         Err(error) => return refuse((None, error)),
     };
@@ -74,7 +74,7 @@ where
 /// when sent, the version of its `_meta` (`-32020` otherwise).
 // docs/protocol.md C31-C36.
 fn check_headers(headers: &axum::http::HeaderMap, message: &Value) -> Result<(), Refusal> {
-    let id = guard::request_id(message);
+    let id = shape::request_id(message);
     let mismatch = |what: String| {
         (
             id.clone(),

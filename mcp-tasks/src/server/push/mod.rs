@@ -72,7 +72,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use self::hub::{Register, Shared, StreamSlot, reserve};
-use super::{Engine, guard::kind, negotiation::Checked};
+use super::{Engine, negotiation::Checked, shape::kind};
 use crate::{Limits, errors};
 
 /// How many task ids one `subscriptions/listen` may name by default
@@ -105,7 +105,7 @@ pub(crate) async fn open(
     checked: &Checked,
     owner: Option<&super::Owner>,
 ) -> Result<Subscription, Refusal> {
-    let id = super::guard::request_id(message);
+    let id = super::shape::request_id(message);
     let refuse = |error: ErrorData| (id.clone(), error);
     let Some(request_id) = id.clone() else {
         return Err(refuse(ErrorData::invalid_request(
