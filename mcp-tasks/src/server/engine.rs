@@ -285,7 +285,11 @@ impl Engine {
         };
         Ok(match answer {
             Answer::Result(mut result) => {
-                self.add_meta(&mut result.meta);
+                // The server's info joins what the tool put in `_meta` (usually nothing).
+                let meta = result.meta.get_or_insert_with(MetaObject::new);
+                for (key, value) in &self.result_meta.0 {
+                    meta.0.entry(key.clone()).or_insert_with(|| value.clone());
+                }
                 CallToolResponse::Complete(result)
             }
             Answer::Task(task) => {
@@ -447,18 +451,6 @@ impl Engine {
     // docs/protocol.md C9.
     fn meta(&self) -> MetaObject {
         (*self.result_meta).clone()
-    }
-
-    /// Adds the server's info to a result's `_meta`, keeping what the tool put there.
-    fn add_meta(&self, meta: &mut Option<MetaObject>) {
-        let Some(meta) = meta else {
-            // The usual case: the tool set none, the server's is the whole `_meta`.
-            *meta = Some(self.meta());
-            return;
-        };
-        for (key, value) in &self.result_meta.0 {
-            meta.0.entry(key.clone()).or_insert_with(|| value.clone());
-        }
     }
 }
 
