@@ -293,15 +293,11 @@ fn decode(text: &[u8], verdict: shape::Verdict) -> Decoded {
 
 /// Whether `message` is a `notifications/cancelled` of an open task listen, which it ends.
 fn cancels(message: &ClientJsonRpcMessage, listens: &mut push::Listens) -> bool {
-    let ClientJsonRpcMessage::Notification(notification) = message else {
-        return false;
-    };
-    let ClientNotification::CancelledNotification(cancelled) = &notification.notification else {
-        return false;
-    };
-    cancelled
-        .params
-        .request_id
-        .as_ref()
-        .is_some_and(|id| listens.cancel(id))
+    if let ClientJsonRpcMessage::Notification(notification) = message
+        && let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+        && let Some(id) = &cancelled.params.request_id
+    {
+        return listens.cancel(id);
+    }
+    false
 }
