@@ -299,8 +299,17 @@ where
 {
     let engine = server.as_ref().clone();
     let limits = engine.limits().clone();
+    // rmcp's service, with the `Origin` and `Host` checks of `options`.
+    let config = StreamableHttpServerConfig::default()
+        .with_json_response(true)
+        .with_max_request_body_bytes(limits.max_request_bytes());
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        options.config(config),
+    );
     let mcp = Mcp(Arc::new(McpInner {
-        service: http_service(server, &options, &limits),
+        service,
         engine: engine.clone(),
         limits,
         draining: draining.clone(),
@@ -429,24 +438,4 @@ where
             Poll::Pending => tokio::time::timeout(self.body_timeout, read).await,
         }
     }
-}
-
-/// rmcp's Streamable HTTP service for `server` with the `Origin` and `Host` checks of
-/// `options` and the body limit of `limits`.
-fn http_service<S>(
-    server: S,
-    options: &HttpOptions,
-    limits: &Limits,
-) -> StreamableHttpService<S, LocalSessionManager>
-where
-    S: ServerHandler + Clone + Send + Sync + 'static,
-{
-    let config = StreamableHttpServerConfig::default()
-        .with_json_response(true)
-        .with_max_request_body_bytes(limits.max_request_bytes());
-    StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        options.config(config),
-    )
 }
