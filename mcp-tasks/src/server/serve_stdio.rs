@@ -157,35 +157,29 @@ enum Line {
 
 /// Reads one line without ever holding more than `limit` bytes of it.
 async fn read_line<R: AsyncBufRead + Unpin>(read: &mut R, limit: usize) -> io::Result<Line> {
-    let mut line = Vec::new();
-    let mut too_long = false;
+    // `None` once the line is over the limit.
+    let mut line = Some(Vec::new());
     loop {
         let available = read.fill_buf().await?;
         if available.is_empty() {
-            return Ok(match (too_long, line.is_empty()) {
-                (true, _) => Line::TooLong,
-                (false, true) => Line::Eof,
-                (false, false) => Line::Whole(line),
+            return Ok(match line {
+                Some(line) if line.is_empty() => Line::Eof,
+                line => line.map_or(Line::TooLong, Line::Whole),
             });
         }
         let newline = available.iter().position(|b| *b == b'\n');
         let take = newline.unwrap_or(available.len());
-        if !too_long {
-            if line.len().saturating_add(take) > limit {
-                too_long = true;
-                line = Vec::new();
+        if let Some(bytes) = &mut line {
+            if bytes.len().saturating_add(take) > limit {
+                line = None;
             } else {
-                line.extend_from_slice(&available[..take]);
+                bytes.extend_from_slice(&available[..take]);
             }
         }
         let consumed = newline.map_or(take, |n| n + 1);
         read.consume(consumed);
         if newline.is_some() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else {
-                Line::Whole(line)
-            });
+            return Ok(line.map_or(Line::TooLong, Line::Whole));
         }
     }
 }
