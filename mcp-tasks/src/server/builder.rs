@@ -255,6 +255,13 @@ impl EngineBuilder {
         let key = self
             .request_state_key
             .unwrap_or_else(RequestStateKey::generate);
+        // The `_meta` of every result: `io.modelcontextprotocol/serverInfo` (docs/protocol.md C9).
+        let mut result_meta = MetaObject::new();
+        if let Ok(value) = serde_json::to_value(&self.server_info) {
+            result_meta
+                .0
+                .insert("io.modelcontextprotocol/serverInfo".into(), value);
+        }
         Engine {
             _guard: runtime.lifecycle.drop_guard(),
             toolkit: tools.toolkit,
@@ -262,23 +269,12 @@ impl EngineBuilder {
             runtime,
             default_owner: self.default_owner,
             request_state: Arc::new(request_state::Sealer::new(key, self.request_state_ttl)),
-            result_meta: Arc::new(server_info_meta(&self.server_info)),
+            result_meta: Arc::new(result_meta),
             server_info: Arc::new(self.server_info),
             #[cfg(any(feature = "http", feature = "stdio"))]
             push: Arc::default(),
         }
     }
-}
-
-/// `{"io.modelcontextprotocol/serverInfo": info}`.
-// docs/protocol.md C9.
-fn server_info_meta(info: &Implementation) -> MetaObject {
-    let mut meta = MetaObject::new();
-    if let Ok(value) = serde_json::to_value(info) {
-        meta.0
-            .insert("io.modelcontextprotocol/serverInfo".to_owned(), value);
-    }
-    meta
 }
 
 /// How many engines this process built, by their tools' names.
