@@ -245,27 +245,21 @@ fn state_of(snapshot: TaskSnapshot) -> (Value, bool) {
 }
 
 async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, register: Register) {
-    let Register {
-        owner,
-        ids,
-        stream,
-        reply,
-    } = register;
     // Every task it names in one read: a listen of many ids delays no other owner's push.
-    let snapshots = match visible_tasks(runtime, &ids, &owner).await {
+    let snapshots = match visible_tasks(runtime, &register.ids, &register.owner).await {
         Ok(snapshots) => snapshots,
         Err(error) => {
-            let _ = reply.send(Err(errors::store_failure(&error)));
+            let _ = register.reply.send(Err(errors::store_failure(&error)));
             return;
         }
     };
     let mut agreed = Vec::new();
-    for (id, snapshot) in ids.into_iter().zip(snapshots) {
+    for (id, snapshot) in register.ids.into_iter().zip(snapshots) {
         let Some(snapshot) = snapshot else {
             continue;
         };
         let (state, terminal) = state_of(snapshot);
-        stream.offer(&id, &state, terminal);
+        register.stream.offer(&id, &state, terminal);
         agreed.push(id.clone());
         if terminal {
             // Streams that follow it already get this end too, even when the change that
@@ -276,7 +270,7 @@ async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, r
             continue;
         }
         let watch = watches.entry(id.clone()).or_insert_with(|| Watch {
-            owner: owner.clone(),
+            owner: register.owner.clone(),
             last: Value::Null,
             streams: Vec::new(),
         });
@@ -285,9 +279,9 @@ async fn registered(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, r
             offer_all(watch, &id, &state, false);
             watch.last = state;
         }
-        watch.streams.push(Arc::downgrade(&stream));
+        watch.streams.push(Arc::downgrade(&register.stream));
     }
-    let _ = reply.send(Ok(agreed));
+    let _ = register.reply.send(Ok(agreed));
 }
 
 /// Offers `state` to every live stream of `watch`, forgetting the closed ones.
