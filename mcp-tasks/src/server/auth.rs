@@ -1,16 +1,7 @@
-//! Who is calling over Streamable HTTP: bearer-token authentication.
-//!
-//! Every task belongs to the [`Owner`] of the request that created it, and `tasks/get`,
-//! `tasks/update`, `tasks/cancel` and multi round-trip retries from anyone else answer
-//! exactly as for an unknown id. The owner comes from the bearer token: with
-//! [`HttpOptions::with_bearer`](super::HttpOptions::with_bearer) (or
-//! [`with_static_tokens`](super::HttpOptions::with_static_tokens)) every request to `/mcp`
-//! must carry `Authorization: Bearer <token>`; a missing or invalid token answers HTTP 401
-//! with `WWW-Authenticate: Bearer ...` before any tool runs, and a valid one puts the
-//! validator's [`Owner`] in the request's extensions, where the engine reads it. Without a
-//! validator every HTTP request is [`DEFAULT_OWNER`](super::DEFAULT_OWNER).
-//!
-//! OAuth 2.1 resource-server validation: see [`TokenValidator`].
+//! Who is calling over Streamable HTTP: the bearer-token guard in front of `/mcp` (what it
+//! answers: [`HttpOptions::with_bearer`](super::HttpOptions::with_bearer)), which puts the
+//! validator's [`Owner`] in the request's extensions, where the engine reads it; and the
+//! OAuth protected resource metadata (OAuth 2.1 validation: see [`TokenValidator`]).
 
 use std::{collections::HashMap, sync::Arc};
 
