@@ -47,7 +47,7 @@ pub(super) async fn serve(
     app: axum::Router,
     bounds: Bounds,
     stop: CancellationToken,
-) -> io::Result<()> {
+) {
     let open = Arc::new(Semaphore::new(bounds.max));
     // The stop waits until every connection task has ended.
     let connections = TaskTracker::new();
@@ -105,7 +105,6 @@ pub(super) async fn serve(
     drop(listener);
     connections.close();
     connections.wait().await;
-    Ok(())
 }
 
 /// hyper's timer for one connection: every sleep it hands out is a deadline on the

@@ -110,7 +110,8 @@ where
     server.as_ref().start().map_err(io::Error::other)?;
     let bounds = bounds(&options);
     let app = router(server, options, Draining::default());
-    connections::serve(listener, app, bounds, CancellationToken::new()).await
+    connections::serve(listener, app, bounds, CancellationToken::new()).await;
+    Ok(())
 }
 
 /// Refuses to serve an address other than loopback without authentication, unless
@@ -196,14 +197,11 @@ where
     let app = router(server, options, draining.clone());
     let stop_http = CancellationToken::new();
     let mut serving = tokio::spawn(connections::serve(listener, app, bounds, stop_http.clone()));
-    let joined = |joined: Result<io::Result<()>, tokio::task::JoinError>| {
-        joined.unwrap_or_else(|error| Err(io::Error::other(error)))
-    };
     tokio::select! {
         served = &mut serving => {
-            // The listener failed before any signal: nothing to drain but the engine.
+            // The connection loop panicked before any signal: nothing to drain but the engine.
             engine.shutdown(Duration::ZERO).await;
-            joined(served)?;
+            served.map_err(io::Error::other)?;
             return Ok(ShutdownReport::default());
         }
         () = signal => {}
@@ -214,7 +212,7 @@ where
     let report = engine.shutdown(grace).await;
     stop_http.cancel();
     match tokio::time::timeout(grace.max(Duration::from_secs(1)), &mut serving).await {
-        Ok(served) => joined(served)?,
+        Ok(served) => served.map_err(io::Error::other)?,
         Err(_) => {
             tracing::warn!("requests still in flight after the grace period were cut off");
             serving.abort();
