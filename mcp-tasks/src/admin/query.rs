@@ -202,70 +202,10 @@ pub(crate) fn instant(name: &str, text: &str, now_ms: u64) -> Result<u64, BadPar
         })
 }
 
-/// `YYYY-MM-DDTHH:MM:SS[.fff](Z|±HH:MM)` as epoch milliseconds (not before 1970).
+/// An RFC 3339 time as epoch milliseconds (not before 1970).
 fn rfc3339_ms(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    let num = |range: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(range)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
-    };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let mut rest = &text[19..];
-    let mut millis = 0i64;
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let first3: String = fraction[..digits]
-            .chars()
-            .chain("000".chars())
-            .take(3)
-            .collect();
-        millis = first3.parse().ok()?;
-        rest = &fraction[digits..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
-            let sign = match rest.as_bytes()[0] {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let h: i64 = rest.get(1..3)?.parse().ok()?;
-            let m: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (h * 60 + m)
-        }
-        _ => return None,
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_min * 60;
-    u64::try_from(seconds * 1_000 + millis).ok()
+    let time = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+    u64::try_from(time.timestamp_millis()).ok()
 }
 
 #[cfg(test)]
@@ -289,7 +229,14 @@ mod tests {
         );
         assert_eq!(instant("x", "2h", 10_000_000), Ok(10_000_000 - 7_200_000));
         assert_eq!(instant("x", "1234", 0), Ok(1234));
-        for bad in ["yesterday", "2026-13-01T00:00:00Z", "2026-12-02", "-5"] {
+        // Not a day of February: refused, not read as the 3rd of March.
+        for bad in [
+            "yesterday",
+            "2026-13-01T00:00:00Z",
+            "2026-02-31T00:00:00Z",
+            "2026-12-02",
+            "-5",
+        ] {
             let error = instant("created_after", bad, 0).unwrap_err();
             assert_eq!(error.name, "created_after", "{bad}");
         }
