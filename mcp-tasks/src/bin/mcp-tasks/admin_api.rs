@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -144,17 +145,14 @@ impl Api {
     }
 }
 
-/// Percent-encodes a query value.
+/// Percent-encodes a query value or path segment: every byte but RFC 3986's unreserved ones.
 pub fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    const KEPT: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    utf8_percent_encode(value, KEPT).to_string()
 }
 
 pub fn print_json(value: &Value) {

@@ -241,10 +241,7 @@ impl StatusLine {
         if self.last.as_ref() == Some(&key) {
             return;
         }
-        let status = serde_json::to_value(snapshot.status())
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
+        let status = mcp_tasks::store::admin::status_word(snapshot.status());
         let line = match &key.1 {
             Some(message) => format!("[{status}] {}", printable(message)),
             None => format!("[{status}]"),
