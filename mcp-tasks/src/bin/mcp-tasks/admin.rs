@@ -115,20 +115,6 @@ pub enum AdminCommand {
     },
 }
 
-fn filter_query(filters: Filters) -> Vec<(&'static str, String)> {
-    let status = (!filters.status.is_empty()).then(|| filters.status.join(","));
-    given([
-        ("status", status),
-        ("tool", filters.tool),
-        ("owner", filters.owner),
-        ("instance", filters.instance),
-        ("created_after", filters.created_after),
-        ("created_before", filters.created_before),
-        ("stalled", filters.stalled),
-        ("parked", filters.parked.then(|| "true".to_owned())),
-    ])
-}
-
 /// The query's pairs whose value is given, in order.
 fn given(
     pairs: impl IntoIterator<Item = (&'static str, Option<String>)>,
@@ -150,7 +136,17 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             all,
         } => {
             let api = Api::new(&target)?;
-            let base = filter_query(filters);
+            let status = (!filters.status.is_empty()).then(|| filters.status.join(","));
+            let base = given([
+                ("status", status),
+                ("tool", filters.tool),
+                ("owner", filters.owner),
+                ("instance", filters.instance),
+                ("created_after", filters.created_after),
+                ("created_before", filters.created_before),
+                ("stalled", filters.stalled),
+                ("parked", filters.parked.then(|| "true".to_owned())),
+            ]);
             let counts = api.send(Method::GET, "counts", &base).await?;
             let mut tasks = Vec::new();
             loop {
@@ -176,7 +172,17 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             } else {
                 // The server's fields, made printable.
                 print!("{}", printable(&table(&tasks)));
-                println!("{}", printable(&counts_line(&counts)));
+                let counts = format!(
+                    "{} tasks: {} working, {} input_required, {} completed, {} failed, {} \
+                     cancelled",
+                    counts["total"],
+                    counts["working"],
+                    counts["input_required"],
+                    counts["completed"],
+                    counts["failed"],
+                    counts["cancelled"]
+                );
+                println!("{}", printable(&counts));
                 if let Some(cursor) = &cursor {
                     eprintln!("more tasks: add --cursor {} (or --all)", printable(cursor));
                 }
@@ -271,18 +277,6 @@ fn table(tasks: &[Value]) -> String {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
     out
-}
-
-fn counts_line(counts: &Value) -> String {
-    format!(
-        "{} tasks: {} working, {} input_required, {} completed, {} failed, {} cancelled",
-        counts["total"],
-        counts["working"],
-        counts["input_required"],
-        counts["completed"],
-        counts["failed"],
-        counts["cancelled"]
-    )
 }
 
 /// A task in detail, one field a line.
