@@ -78,7 +78,8 @@ use crate::{
     clock::{Clock, rfc3339},
     store::{
         Outcome, TaskSnapshot,
-        admin::{self, Cancelled, TaskDetail, status_word},
+        admin::{self, TaskDetail, status_word},
+        status::STATUSES,
     },
 };
 
@@ -213,14 +214,11 @@ async fn counts(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<R
     query::only(&pairs, &LIST_PARAMS[..8])?;
     let filter = query::filter(&pairs, admin.clock.now_ms())?;
     let counts = admin.admin_store()?.count(&filter).await?;
-    ok(&json!({
-        "working": counts.working,
-        "input_required": counts.input_required,
-        "completed": counts.completed,
-        "failed": counts.failed,
-        "cancelled": counts.cancelled,
-        "total": counts.total(),
-    }))
+    let mut body: serde_json::Map<_, _> = (STATUSES.into_iter())
+        .map(|status| (status_word(status).to_owned(), json!(counts.get(status))))
+        .collect();
+    body.insert("total".to_owned(), json!(counts.total()));
+    ok(&Value::Object(body))
 }
 
 async fn detail(State(admin): State<Admin>, Path(id): Path<String>) -> Result<Response, Failure> {
@@ -233,14 +231,8 @@ async fn cancel(
     client: Client,
     Path(id): Path<String>,
 ) -> Result<Response, Failure> {
-    let cancelled = admin
-        .cancel(&id, client, "/admin/api/tasks/{id}/cancel")
-        .await?;
-    let outcome = match &cancelled {
-        Cancelled::Requested(_) => "cancel_requested",
-        Cancelled::AlreadyEnded(_) => "already_ended",
-    };
-    let task = cancelled.task();
+    let path = "/admin/api/tasks/{id}/cancel";
+    let (task, outcome) = admin.cancel(&id, client, path).await?;
     ok(&json!({
         "taskId": &*task.id,
         "outcome": outcome,

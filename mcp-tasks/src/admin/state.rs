@@ -57,24 +57,27 @@ impl Admin {
 
     /// Records a cancel for task `id` and signals its work, wherever it runs (a cluster
     /// store wakes the instance that runs it); an audit event says who asked, from where
-    /// (`path`) and how it went.
+    /// (`path`) and how it went. Answers the task and the outcome's word: `cancel_requested`
+    /// or `already_ended`.
     pub(super) async fn cancel(
         &self,
         id: &str,
         client: Client,
         path: &'static str,
-    ) -> Result<Cancelled, Failure> {
-        let cancelled = admin::cancel(self.store(), id).await.map_err(Failure::from);
-        let outcome = cancelled.as_ref().map(|cancelled| match cancelled {
-            Cancelled::Requested(_) => "cancel_requested",
-            Cancelled::AlreadyEnded(_) => "already_ended",
-        });
+    ) -> Result<(crate::store::TaskSnapshot, &'static str), Failure> {
+        let cancelled = (admin::cancel(self.store(), id).await)
+            .map(|cancelled| match cancelled {
+                Cancelled::Requested(task) => (task, "cancel_requested"),
+                Cancelled::AlreadyEnded(task) => (task, "already_ended"),
+            })
+            .map_err(Failure::from);
+        let outcome = cancelled.as_ref().map(|(_, outcome)| *outcome);
         audit("cancel", id, client, path, outcome);
-        let cancelled = cancelled?;
-        if matches!(cancelled, Cancelled::Requested(_)) {
+        let (task, outcome) = cancelled?;
+        if outcome == "cancel_requested" {
             self.engine.signal_cancel(id);
         }
-        Ok(cancelled)
+        Ok((task, outcome))
     }
 
     /// Ends the live task `id` `failed` with `reason` (by default "no reason given"; its
