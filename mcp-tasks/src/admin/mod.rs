@@ -66,7 +66,7 @@ use std::sync::Arc;
 use axum::{
     Router,
     extract::{Path, RawQuery, Request, State},
-    http::StatusCode,
+    http::{StatusCode, Uri},
     middleware::{Next, from_fn_with_state},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -118,7 +118,7 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
         .route("/admin/api/tasks/{id}/fail", post(fail))
         .route("/admin/api/tasks/{id}/version", post(set_version))
         .route("/admin/api/tasks/{id}/retry", post(retry))
-        .route("/admin/api/tasks/{id}/fork", post(fork))
+        .route("/admin/api/tasks/{id}/fork", post(retry))
         .route("/admin/api/purge", post(purge))
         // `route_layer`, not `layer`: the credential guards these routes only, so a path of
         // the merged router that none of them matches (`/favicon.ico`) stays a plain 404.
@@ -275,39 +275,22 @@ async fn set_version(
     }))
 }
 
+/// A retry of task `id` as a new task; on the `fork` route, from the step its query names.
 async fn retry(
     State(admin): State<Admin>,
     client: Client,
+    uri: Uri,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    retried(&admin, client, &id, raw.as_deref(), false).await
-}
-
-async fn fork(
-    State(admin): State<Admin>,
-    client: Client,
-    Path(id): Path<String>,
-    RawQuery(raw): RawQuery,
-) -> Result<Response, Failure> {
-    retried(&admin, client, &id, raw.as_deref(), true).await
-}
-
-/// A retry of task `id` (`fork`: from the step its query names) as a new task.
-async fn retried(
-    admin: &Admin,
-    client: Client,
-    id: &str,
-    raw: Option<&str>,
-    fork: bool,
-) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw);
+    let fork = uri.path().ends_with("/fork");
+    let pairs = query::pairs(raw.as_deref());
     query::only(&pairs, if fork { &["step"] } else { &[] })?;
     let step = match fork {
         true => Some(query::step(query::single(&pairs, "step")?)?),
         false => None,
     };
-    let new = admin.retry(id, step, client).await?;
+    let new = admin.retry(&id, step, client).await?;
     let mut answer = json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" });
     if let Some(step) = step {
         answer["outcome"] = json!("forked");
