@@ -438,11 +438,6 @@ pub(crate) fn waiting_for_version(tool: &str, version: &str, count: u64) {
         .set(count as f64);
 }
 
-/// The store refused a write of running work as fenced.
-pub(crate) fn fenced_write() {
-    counter!(FENCED_WRITES).increment(1);
-}
-
 /// The listen streams' dispatcher fell `n` changes behind the runtime's change feed.
 #[cfg(any(feature = "http", feature = "stdio"))]
 pub(crate) fn push_changes_missed(n: u64) {
