@@ -10,8 +10,9 @@
 //! its script clicks the button the browser rendered; the window lands on the new task's
 //! page, and the new task runs.
 //!
-//! A third (plain HTTP, no browser) sends a live task's fail form and, once another version
-//! recorded the task, its form that moves it back to the server's version.
+//! A third (plain HTTP, no browser) sends a live task's fail form, then the failed task's
+//! retry and fork forms, and, once another version recorded a task, its form that moves it
+//! back to the server's version.
 //!
 //! Without Chromium the tests say how to install it and return, except under CI (`CI` set),
 //! where they fail.
@@ -432,6 +433,23 @@ async fn the_fail_and_version_forms() {
         !page.contains("id=\"fail\""),
         "no fail form on an ended task"
     );
+
+    // Its retry and fork forms (without a browser): each leads to the new task's page; a
+    // fork from no step number is refused.
+    let csrf = token(&page);
+    for (form, body) in [("retry", ""), ("fork", "&step=0")] {
+        let sent = send(target, form, base, format!("csrf={csrf}{body}"));
+        let sent = sent.await.unwrap();
+        assert_eq!(sent.status().as_u16(), 303, "{form}");
+        let to = sent.headers()["location"].to_str().unwrap();
+        assert!(to.starts_with("/admin/tasks/"), "{form}: {to}");
+        assert!(
+            !to.ends_with(target.as_str()),
+            "{form}: a new task, not {to}"
+        );
+    }
+    let bad = send(target, "fork", base, format!("csrf={csrf}&step=x"));
+    assert_eq!(bad.await.unwrap().status().as_u16(), 400);
 
     // Recorded by another version (the admin API moves it): the page offers this server's.
     let moved = http

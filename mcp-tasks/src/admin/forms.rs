@@ -7,7 +7,7 @@ use axum::{
     Router,
     body::Bytes,
     extract::{FromRequest, FromRequestParts, Path, Request},
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
     response::{IntoResponse, Response},
     routing::post,
 };
@@ -27,7 +27,7 @@ pub(super) fn routes() -> Router<Admin> {
         .route("/admin/tasks/{id}/fail", post(fail_form))
         .route("/admin/tasks/{id}/version", post(version_form))
         .route("/admin/tasks/{id}/retry", post(retry_form))
-        .route("/admin/tasks/{id}/fork", post(fork_form))
+        .route("/admin/tasks/{id}/fork", post(retry_form))
 }
 
 /// The forms a task's page shows: for a live task cancel, fail (with a reason) and, when
@@ -200,19 +200,13 @@ async fn version_form(form: TaskForm) -> Response {
     to_task(&form.id, moved)
 }
 
-async fn retry_form(form: TaskForm) -> Response {
-    retried_page(form, None).await
-}
-
-async fn fork_form(form: TaskForm) -> Response {
-    match query::step(form.field("step")) {
-        Ok(step) => retried_page(form, Some(step)).await,
-        Err(bad) => error_page(&Failure::BadParam(bad)),
-    }
-}
-
-/// A retry of the form's task (a fork from `step`): to the new task's page.
-async fn retried_page(form: TaskForm, step: Option<usize>) -> Response {
+/// A retry of the form's task (on the fork form, from its step): to the new task's page.
+async fn retry_form(uri: Uri, form: TaskForm) -> Response {
+    let fork = uri.path().ends_with("/fork");
+    let step = match fork.then(|| query::step(form.field("step"))).transpose() {
+        Ok(step) => step,
+        Err(bad) => return error_page(&Failure::BadParam(bad)),
+    };
     match form.admin.retry(&form.id, step, form.client).await {
         Ok(new) => see_task(&new),
         Err(failure) => error_page(&failure),
