@@ -399,6 +399,27 @@ async fn the_fail_and_version_forms() {
             .to_owned()
     };
 
+    // Every page's headers: no script, no frame, no address sent elsewhere, no cache.
+    let list = http.get(format!("{base}/admin/"));
+    let list = list
+        .basic_auth("admin", Some(ADMIN_SECRET))
+        .send()
+        .await
+        .unwrap();
+    for (name, value) in [
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "same-origin"),
+        ("cache-control", "no-store"),
+    ] {
+        assert_eq!(list.headers()[name], value, "{name}");
+    }
+    let policy = list.headers()["content-security-policy"].to_str().unwrap();
+    assert!(policy.starts_with("default-src 'none';"), "{policy}");
+    assert!(
+        policy.ends_with("frame-ancestors 'none'; base-uri 'none'"),
+        "{policy}"
+    );
+
     // Fail, with a reason; a forged form first, which fails nothing.
     let (target, other) = (&ids.spin[0], &ids.spin[1]);
     let page = detail(target.clone()).await;

@@ -57,23 +57,21 @@ pub(super) async fn basic_or_bearer(
         Checked::Throttled(wait) => error_page(&Failure::Throttled(wait)),
         Checked::Accepted => {
             let mut response = next.run(request).await;
-            let headers = response.headers_mut();
-            // No script, no frame, nothing from elsewhere; forms only to this origin.
-            headers.insert(
-                header::CONTENT_SECURITY_POLICY,
-                HeaderValue::from_static(
+            for (name, value) in [
+                // No script, no frame, nothing from elsewhere; forms only to this origin.
+                (
+                    header::CONTENT_SECURITY_POLICY,
                     "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; \
                      form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
                 ),
-            );
-            headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-            // The admin pages' addresses (task ids) go to no other site; within this one a
-            // form's request keeps its `Origin` (with `no-referrer` Chromium sends `null`).
-            headers.insert(
-                header::REFERRER_POLICY,
-                HeaderValue::from_static("same-origin"),
-            );
-            headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                (header::X_FRAME_OPTIONS, "DENY"),
+                // The admin pages' addresses (task ids) go to no other site; within this one a
+                // form's request keeps its `Origin` (with `no-referrer` Chromium sends `null`).
+                (header::REFERRER_POLICY, "same-origin"),
+                (header::CACHE_CONTROL, "no-store"),
+            ] {
+                (response.headers_mut()).insert(name, HeaderValue::from_static(value));
+            }
             response
         }
         Checked::Refused => {
@@ -224,10 +222,9 @@ fn query_prefix(pairs: &[(String, String)], skip: &[&str]) -> String {
 }
 
 async fn detail_page(State(admin): State<Admin>, Path(id): Path<String>) -> Response {
-    let detail = async { Ok::<_, Failure>(admin.admin_store()?.detail(&id).await?) };
+    let detail = async { (admin.admin_store()?.detail(&id).await?).ok_or(Failure::NotFound) };
     match detail.await {
-        Ok(Some(detail)) => detail_html(&admin, &detail),
-        Ok(None) => error_page(&Failure::NotFound),
+        Ok(detail) => detail_html(&admin, &detail),
         Err(failure) => error_page(&failure),
     }
 }
