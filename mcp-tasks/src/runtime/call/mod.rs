@@ -77,7 +77,7 @@ use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::FutureExt;
 use rmcp::model::CallToolResult;
-use rmcp::model::{ClientCapabilities, ErrorData, InputRequests, InputResponses, JsonObject, Task};
+use rmcp::model::{ClientCapabilities, ErrorData, InputResponses, JsonObject};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -98,7 +98,7 @@ use crate::{
 
 mod state;
 
-pub(crate) use state::{CallParts, CallState, Mrtr, Notifier, Replay};
+pub(crate) use state::{Answer, CallParts, CallState, Mrtr, Notifier, Replay};
 
 /// How a call's work ended, panics included.
 #[derive(Debug, Clone)]
@@ -133,20 +133,6 @@ pub(crate) async fn run_caught(work: ToolFuture) -> Ended {
                 .unwrap_or_else(|| "a panic without a message".to_owned()),
         ),
     }
-}
-
-/// What answering a `tools/call` produced, before the server puts it on the wire.
-pub(crate) enum Answer {
-    /// The call's result, inline.
-    Result(CallToolResult),
-    /// A task was created.
-    Task(Task),
-    /// Input is needed before the call can go on (multi round-trip): this round's requests,
-    /// and every answer so far, for the server to carry in `requestState` (C20).
-    InputRequired {
-        requests: InputRequests,
-        answers: InputResponses,
-    },
 }
 
 /// One `tools/call` being answered.

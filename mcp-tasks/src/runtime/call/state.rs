@@ -22,15 +22,15 @@ use futures::future::BoxFuture;
 use rmcp::{
     Peer, RoleServer,
     model::{
-        ClientCapabilities, InputRequest, InputRequests, InputResponses, LoggingLevel,
-        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+        CallToolResult, ClientCapabilities, InputRequest, InputRequests, InputResponses,
+        LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken,
+        Task,
     },
 };
 use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::Answer;
 use crate::{
     context::{Ask, Failure, Host, Progress, ProgressError, StepSlot, TaskContext},
     errors,
@@ -38,6 +38,20 @@ use crate::{
     store::{Step, StoreError, Wait},
     toolkit::StateMap,
 };
+
+/// What answering a `tools/call` produced, before the server puts it on the wire.
+pub(crate) enum Answer {
+    /// The call's result, inline.
+    Result(CallToolResult),
+    /// A task was created.
+    Task(Task),
+    /// Input is needed before the call can go on (multi round-trip): this round's requests,
+    /// and every answer so far, for the server to carry in `requestState` (C20).
+    InputRequired {
+        requests: InputRequests,
+        answers: InputResponses,
+    },
+}
 
 /// Where the call stands (see the module docs).
 enum Phase {
