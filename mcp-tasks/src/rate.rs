@@ -230,9 +230,9 @@ impl LocalRates {
             }
             let count = usize::try_from(rate.count).unwrap_or(usize::MAX);
             if log.len() >= count {
-                // The start that leaves the window first frees a place.
-                let first = log[log.len() - count];
-                let left = (first + rate.per).saturating_duration_since(now);
+                // The start that leaves the window first frees a place; measured from it,
+                // not as an instant (`Instant + per` overflows for a long enough `per`).
+                let left = rate.per.saturating_sub(now - log[log.len() - count]);
                 let left = left.max(Duration::from_millis(1));
                 wait = wait.max(left);
                 first_full.get_or_insert((at, left));
@@ -311,6 +311,18 @@ mod tests {
                 .take_all(&[("tool", tool), ("tool/dune", key)])
                 .is_some(),
             "the tool's window is full: three starts"
+        );
+    }
+
+    #[test]
+    fn a_window_past_the_clock_s_range_waits_and_does_not_panic() {
+        let rates = LocalRates::default();
+        let forever = Rate::new(1, Duration::MAX);
+        assert_eq!(rates.take("k", forever), None);
+        let wait = rates.take("k", forever);
+        assert!(
+            wait.is_some_and(|w| w > Duration::from_secs(1 << 40)),
+            "{wait:?}"
         );
     }
 
