@@ -203,16 +203,12 @@ impl LocalRates {
     /// Takes one start of `key` under `rate`: `None` when taken, else how long until one is
     /// free (take again then).
     pub(crate) fn take(&self, key: &str, rate: Rate) -> Option<Duration> {
-        self.take_all(&[(key, rate)])
+        self.try_take_all(&[(key, rate)])
+            .map(|refused| refused.wait)
     }
 
     /// Takes one start of each `(key, rate)` of `windows` at once, or none: `None` when
-    /// taken, else how long until every one of them has room (take again then).
-    pub(crate) fn take_all(&self, windows: &[(&str, Rate)]) -> Option<Duration> {
-        self.try_take_all(windows).map(|refused| refused.wait)
-    }
-
-    /// [`LocalRates::take_all`], saying also which window refused: `None` when taken.
+    /// taken, else how long until every one of them has room and which one refused first.
     pub(crate) fn try_take_all(&self, windows: &[(&str, Rate)]) -> Option<Refused> {
         let now = Instant::now();
         let mut logs = self.logs.lock();
@@ -295,21 +291,20 @@ mod tests {
     #[test]
     fn windows_taken_together_take_all_or_none() {
         let rates = LocalRates::default();
+        let take_all = |windows: &[_]| rates.try_take_all(windows).map(|refused| refused.wait);
         let tool = Rate::new(3, Duration::from_secs(60));
         let key = Rate::new(1, Duration::from_secs(60));
-        assert_eq!(rates.take_all(&[("tool", tool), ("tool/acme", key)]), None);
-        let wait = rates.take_all(&[("tool", tool), ("tool/acme", key)]);
+        assert_eq!(take_all(&[("tool", tool), ("tool/acme", key)]), None);
+        let wait = take_all(&[("tool", tool), ("tool/acme", key)]);
         assert!(
             wait.is_some_and(|w| w > Duration::from_secs(59)),
             "{wait:?}"
         );
         // The refused start took none of the tool's places.
-        assert_eq!(rates.take_all(&[("tool", tool), ("tool/bolt", key)]), None);
-        assert_eq!(rates.take_all(&[("tool", tool), ("tool/cove", key)]), None);
+        assert_eq!(take_all(&[("tool", tool), ("tool/bolt", key)]), None);
+        assert_eq!(take_all(&[("tool", tool), ("tool/cove", key)]), None);
         assert!(
-            rates
-                .take_all(&[("tool", tool), ("tool/dune", key)])
-                .is_some(),
+            take_all(&[("tool", tool), ("tool/dune", key)]).is_some(),
             "the tool's window is full: three starts"
         );
     }

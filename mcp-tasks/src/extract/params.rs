@@ -272,12 +272,9 @@ fn decode<T: DeserializeOwned>(name: &str, value: Value) -> Result<T, ArgumentEr
 /// "`count`: missing, expected u32", from serde's "invalid type: null, expected u32".
 fn missing(name: &str, error: &serde_json::Error) -> ArgumentError {
     let text = error.to_string();
-    match text.split_once(", expected ") {
-        Some((_, expected)) => {
-            ArgumentError::new(format!("`{name}`: missing, expected {expected}"))
-        }
-        None => ArgumentError::new(format!("`{name}`: missing")),
-    }
+    let expected = text.split_once(", expected ").map(|(_, expected)| expected);
+    let expected = expected.map_or(String::new(), |e| format!(", expected {e}"));
+    ArgumentError::new(format!("`{name}`: missing{expected}"))
 }
 
 /// A draft 2020-12 generator; `serialize` for output schemas.

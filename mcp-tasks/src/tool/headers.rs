@@ -56,8 +56,7 @@ pub(crate) fn check(input_schema: &serde_json::Map<String, Value>) -> Result<(),
             location: "the schema root".to_owned(),
         });
     }
-    let mut seen: Vec<(String, String)> = Vec::new();
-    walk_properties(input_schema, &mut Vec::new(), &mut seen)?;
+    walk_properties(input_schema, &mut Vec::new(), &mut Vec::new())?;
     off_chain(input_schema, "", true)
 }
 
