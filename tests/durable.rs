@@ -687,6 +687,28 @@ async fn cancel_and_expiry_end_a_durable_sleep_at_once() {
     assert_eq!(peer.get(&long).await["result"]["status"], "cancelled");
 }
 
+/// A sleep too long for the wall clock to add (`Duration::MAX`: until cancelled) sleeps
+/// until the task ends, rather than panicking as it computes its deadline.
+#[tokio::test]
+async fn a_sleep_past_the_clock_s_range_sleeps_until_the_task_ends() {
+    #[task_tool(
+        name = "endless_nap",
+        mode = "required",
+        ttl = "1s",
+        poll_interval = "50ms"
+    )]
+    async fn endless_nap(ctx: TaskContext) -> Result<String, ToolError> {
+        ctx.sleep("forever", Duration::MAX).await?;
+        Ok("rested".to_owned())
+    }
+    let engine = mcp_tasks::Engine::builder(toolkit![endless_nap].unwrap()).build();
+    let mut peer = Peer::Stdio(Stdio::start(TaskServer::from_engine(engine)));
+    let task = task_id(&peer.call("endless_nap", json!({}), TASKS).await);
+    let ended = peer.wait_terminal(&task).await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert_eq!(ended["error"]["message"], "task expired", "{ended}");
+}
+
 /// How many times `flaky`'s work ran, in this process.
 static FLAKY_RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 

@@ -38,12 +38,13 @@ impl TaskContext {
     /// [`step`](Self::step) when its deadline cannot be stored or the step at its position
     /// has another name.
     pub async fn sleep(&self, name: &str, duration: Duration) -> Result<(), Failure> {
-        let deadline = self
-            .step(
-                name,
-                || async move { epoch_ms(SystemTime::now() + duration) },
-            )
-            .await?;
+        // Past the clock's range (`Duration::MAX`: until cancelled), the last instant it has.
+        let deadline = || {
+            SystemTime::now()
+                .checked_add(duration)
+                .map_or(u64::MAX, epoch_ms)
+        };
+        let deadline = self.step(name, || async move { deadline() }).await?;
         self.sleep_to(deadline).await
     }
 
