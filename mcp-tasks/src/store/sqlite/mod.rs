@@ -216,15 +216,8 @@ impl SqliteStore {
         self.submit(true, change).await
     }
 
-    /// [`write`](Self::write) for a change that makes at most one write (one statement): it
-    /// needs no savepoint of its own.
-    async fn write_once<R: Send + 'static>(
-        &self,
-        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
-    ) -> Result<R, StoreError> {
-        self.submit(false, change).await
-    }
-
+    /// [`write`](Self::write), under a savepoint of its own only when `savepoint`: a change
+    /// that makes at most one write (one statement) needs none.
     async fn submit<R: Send + 'static>(
         &self,
         savepoint: bool,

@@ -27,7 +27,7 @@ impl TaskStore for SqliteStore {
         let max_tasks = self.max_tasks;
         let Some(key) = task.idempotency_key.take() else {
             let insert = move |tx: &mut Tx<'_>| insert_task(tx, &task, max_tasks).map(Created::New);
-            return self.write_once(insert).await;
+            return self.submit(false, insert).await;
         };
         // Invariant 9. The one writer runs creates one after the other, so two retries that
         // race each other find each other here; the savepoint undoes the task's row when its
