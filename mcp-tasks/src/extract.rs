@@ -14,6 +14,19 @@
 
 use std::marker::PhantomData;
 
+/// `Clone` and `Copy` for tables of fn pointers, whatever their type parameters (a derive
+/// would ask the parameters to be `Copy` too).
+macro_rules! copy_ops {
+    ($($ops:ident<$($t:ident),+>),+) => {$(
+        impl<$($t),+> Clone for $ops<$($t),+> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<$($t),+> Copy for $ops<$($t),+> {}
+    )+};
+}
+
 pub mod params;
 pub mod registry;
 pub mod returns;

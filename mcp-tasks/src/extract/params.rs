@@ -79,12 +79,7 @@ pub struct ParamOps<T> {
     take: fn(&TaskContext, &mut Arguments, &str) -> Result<Filled<T>, ArgumentError>,
 }
 
-impl<T> Clone for ParamOps<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for ParamOps<T> {}
+copy_ops!(ParamOps<T>);
 
 impl<T> fmt::Debug for ParamOps<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -182,12 +177,7 @@ pub struct WholeOps<T> {
     take: fn(&mut Arguments) -> Result<T, ArgumentError>,
 }
 
-impl<T> Clone for WholeOps<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for WholeOps<T> {}
+copy_ops!(WholeOps<T>);
 
 #[allow(
     clippy::new_without_default,

@@ -160,24 +160,7 @@ pub struct Ops<R, T, E> {
     err: ErrOps<E>,
 }
 
-impl<R, T, E> Clone for Ops<R, T, E> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<R, T, E> Copy for Ops<R, T, E> {}
-impl<T> Clone for OkOps<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for OkOps<T> {}
-impl<E> Clone for ErrOps<E> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<E> Copy for ErrOps<E> {}
+copy_ops!(Ops<R, T, E>, OkOps<T>, ErrOps<E>);
 
 impl<R: 'static, T: 'static, E: 'static> ReturnOps<R> for Ops<R, T, E> {
     fn shape(&self) -> OutputShape {
