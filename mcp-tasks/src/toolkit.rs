@@ -58,7 +58,7 @@ impl fmt::Debug for StateMap {
 #[derive(Default)]
 pub struct Toolkit {
     tools: Vec<Registered>,
-    index: HashMap<String, usize>,
+    index: HashMap<Arc<str>, usize>,
     state: StateMap,
 }
 
@@ -91,12 +91,11 @@ impl Toolkit {
                 tool: definition.name().to_owned(),
                 problem,
             })?;
-        let name = definition.name().to_owned();
+        let name: Arc<str> = Arc::from(definition.name());
         if self.index.contains_key(&name) {
-            return Err(ToolkitError::DuplicateName(name));
+            return Err(ToolkitError::DuplicateName(name.to_string()));
         }
-        self.index.insert(name, self.tools.len());
-        let name = Arc::from(definition.name());
+        self.index.insert(Arc::clone(&name), self.tools.len());
         self.tools.push(Registered {
             definition,
             tool,
