@@ -187,6 +187,14 @@ async fn count_renamed(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
     Ok(format!("counted {counted}"))
 }
 
+/// The same name, version and step, but the step's result is now text: the number stored
+/// no longer reads as its type.
+#[task_tool(name = "count", mode = "required", restart = "resume", version = "1")]
+async fn count_as_text(ctx: TaskContext, n: u32) -> Result<String, ToolError> {
+    let counted: String = ctx.step("fetch", || async move { n.to_string() }).await?;
+    Ok(format!("counted {counted}"))
+}
+
 /// Starts one `count` task (n = 7) in a first process and waits until its step is stored;
 /// returns the task id.
 async fn count_task_then_stop(db: &Db) -> String {
@@ -259,6 +267,24 @@ async fn recovery_when_the_code_changed() {
     let message = task["error"]["message"].as_str().unwrap();
     assert!(
         message.contains("step 1 was `fetch` when the task started and is `download` now"),
+        "{message}"
+    );
+    drop(after);
+
+    // A step's result type changed: the stored result no longer reads as it (the server's
+    // code changed, not the client's answer).
+    let db = Db::new("retyped");
+    let id = count_task_then_stop(&db).await;
+    let restarted = db.server(toolkit![count_as_text].unwrap());
+    assert_eq!(restarted.recover().await.unwrap().resumed, 1);
+    let mut after = Peer::Stdio(Stdio::start(restarted));
+    let task = after.wait_terminal(&id).await;
+    assert_eq!(task["status"], "failed", "{task}");
+    assert_eq!(task["error"]["code"], -32603, "{task}");
+    let message = task["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the stored result of step 1 `fetch` no longer reads as its type")
+            && message.contains("the tool's code changed"),
         "{message}"
     );
 }

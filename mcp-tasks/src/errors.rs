@@ -228,6 +228,18 @@ pub fn owner_nul(owner: &str) -> ErrorData {
     )
 }
 
+/// `-32603` for a replayed step whose stored result no longer reads as its type.
+#[must_use]
+pub fn step_retyped(seq: u64, name: &str, error: &serde_json::Error) -> ErrorData {
+    ErrorData::internal_error(
+        format!(
+            "the stored result of step {seq} `{name}` no longer reads as its type ({error}): \
+             the tool's code changed, so the task cannot be replayed"
+        ),
+        None,
+    )
+}
+
 /// `-32603` for a step whose result does not serialize.
 #[must_use]
 pub fn step_unserializable(name: &str, error: &serde_json::Error) -> ErrorData {

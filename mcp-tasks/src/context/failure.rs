@@ -63,8 +63,7 @@ pub enum StepError<E> {
     Failure(Failure),
 }
 
-/// A client's answer (or a stored step result) decoded as `T`; a `-32602` error naming
-/// `what` when it does not fit.
+/// A client's answer decoded as `T`; a `-32602` error naming `what` when it does not fit.
 pub(super) fn decode<T: serde::de::DeserializeOwned>(
     value: Value,
     what: &str,

@@ -189,8 +189,8 @@ impl TaskContext {
     /// [`Failure::Cancelled`] if the task ended meanwhile (it expired); a `-32603` error when
     /// the result does not serialize or does not read back as a `T` (a replay could not use
     /// it: `f64::NAN`, for one, is stored as `null`), the store fails, the step's name has a
-    /// NUL character, or it differs from the one stored for its position (the tool's code
-    /// changed).
+    /// NUL character, or, on a replay, its name or its result's type differs from what was
+    /// stored for its position (the tool's code changed).
     ///
     /// [`RestartPolicy::Resume`]: crate::RestartPolicy::Resume
     pub async fn step<T, F, Fut>(&self, name: &str, work: F) -> Result<T, Failure>
@@ -256,7 +256,9 @@ impl TaskContext {
                         seq, &stored, name,
                     ))));
                 }
-                return decode(value, "stored step result").map_err(StepError::Failure);
+                return serde_json::from_value(value).map_err(|e| {
+                    StepError::Failure(Failure::Error(errors::step_retyped(seq, name, &e)))
+                });
             }
             StepSlot::Fresh { seq } => seq,
         };
