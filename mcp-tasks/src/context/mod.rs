@@ -39,7 +39,6 @@ pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use retry::RetryPolicy;
 pub use state::State;
 
-use failure::decode;
 use input::form;
 
 impl TaskContext {
