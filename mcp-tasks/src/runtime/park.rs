@@ -78,6 +78,7 @@ impl Runtime {
         if matches!(self.placement, Placement::Local)
             && let Some(slot) = live.as_ref().and_then(|live| live.slot.lock().take())
         {
+            // Never held already: a park is stored (and read by `hold_parked`) after its hold.
             self.parking.holds.lock().insert(id, slot.hold());
         }
         if let Err(error) = self.write(id, Transition::Park(wait)).await {
@@ -144,8 +145,10 @@ impl Runtime {
                 let mut holds = self.parking.holds.lock();
                 let mut owners = self.owners.lock();
                 for (id, owner) in &page {
-                    holds.insert(id, Arc::clone(owner));
-                    *owners.entry(Arc::clone(owner)).or_insert(0) += 1;
+                    // A task parked here since the start is held already, its count with it.
+                    if holds.insert(id, Arc::clone(owner)) {
+                        *owners.entry(Arc::clone(owner)).or_insert(0) += 1;
+                    }
                 }
             }
             after = page.into_iter().next_back().map(|(id, _)| id);

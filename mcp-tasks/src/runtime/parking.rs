@@ -41,17 +41,24 @@ pub(super) struct Holds {
 }
 
 impl Holds {
-    pub(super) fn insert(&mut self, id: &str, owner: Arc<str>) {
+    /// Holds `owner`'s count for task `id`: `true` when this added a hold, `false` when `id`
+    /// was held already (nothing changes then, so the count it holds is counted once). An
+    /// id held already is one whose hash is held for the same owner (two ids of one owner
+    /// whose 64-bit hashes collide would be taken for one: not worth keeping every id).
+    pub(super) fn insert(&mut self, id: &str, owner: Arc<str>) -> bool {
         let owners = &mut self.owners;
         let index = *self.owner_index.entry(owner).or_insert_with_key(|owner| {
             owners.push(Arc::clone(owner));
             u32::try_from(owners.len() - 1).unwrap_or(u32::MAX)
         });
         let hash = self.hasher.hash_one(id);
-        if let Entry::Vacant(vacant) = self.by_hash.entry(hash) {
-            vacant.insert(index);
-        } else {
-            self.collided.insert(Arc::from(id), index);
+        match self.by_hash.entry(hash) {
+            Entry::Vacant(vacant) => {
+                vacant.insert(index);
+                true
+            }
+            Entry::Occupied(held) if *held.get() == index => false,
+            Entry::Occupied(_) => self.collided.insert(Arc::from(id), index).is_none(),
         }
     }
 
@@ -66,5 +73,44 @@ impl Holds {
             None => self.by_hash.remove(&self.hasher.hash_one(id))?,
         };
         self.owners.get(index as usize).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hold inserted twice is held once: one removal gives it back, and its count is
+    /// counted once (`Runtime::hold_parked` counts only what `insert` added).
+    #[test]
+    fn a_hold_inserted_twice_is_held_once() {
+        let mut holds = Holds::default();
+        let ada: Arc<str> = Arc::from("ada");
+        assert!(holds.insert("t1", Arc::clone(&ada)));
+        assert!(!holds.insert("t1", Arc::clone(&ada)));
+        assert!(holds.insert("t2", Arc::clone(&ada)));
+        assert_eq!(holds.remove("t1").as_deref(), Some("ada"));
+        assert_eq!(holds.remove("t1"), None);
+        assert_eq!(holds.remove("t2").as_deref(), Some("ada"));
+        assert_eq!(holds.remove("t2"), None);
+    }
+
+    /// A collision of two ids' hashes (of two owners) keeps both holds, each given back once.
+    #[test]
+    fn colliding_ids_of_two_owners_are_both_held() {
+        let mut holds = Holds::default();
+        let (ada, bob): (Arc<str>, Arc<str>) = (Arc::from("ada"), Arc::from("bob"));
+        assert!(holds.insert("t1", Arc::clone(&ada)));
+        // t1's hold moved under t2's hash: t2 then collides with a hold of another owner, and
+        // is kept whole.
+        let hash = holds.hasher.hash_one("t1");
+        let index = holds.by_hash[&hash];
+        holds.by_hash.remove(&hash);
+        holds.by_hash.insert(holds.hasher.hash_one("t2"), index);
+        assert!(holds.insert("t2", Arc::clone(&bob)));
+        assert!(!holds.insert("t2", Arc::clone(&bob)));
+        assert_eq!(holds.remove("t2").as_deref(), Some("bob"));
+        assert_eq!(holds.remove("t2").as_deref(), Some("ada"));
+        assert_eq!(holds.remove("t2"), None);
     }
 }

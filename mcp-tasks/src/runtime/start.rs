@@ -41,9 +41,10 @@ impl Runtime {
     pub(crate) async fn recover(self: &Arc<Self>) -> Result<RecoveryReport, StoreError> {
         match &self.placement {
             Placement::Local => {
-                let report = recover(self).await?;
+                // The parked tasks first: none of the replays runs yet, so none parks while
+                // their pages are read (a park it stored would be held twice).
                 self.hold_parked().await?;
-                Ok(report)
+                recover(self).await
             }
             Placement::Cluster(instance) if instance.config.execution => {
                 cluster::claim(self, instance).await
