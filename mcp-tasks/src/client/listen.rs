@@ -24,7 +24,7 @@ use super::{
 // docs/protocol.md R39-R41, C23-C25.
 pub(crate) struct Pushing {
     _following: Registration,
-    pushed: mpsc::UnboundedReceiver<Pushed>,
+    pushed: mpsc::Receiver<Pushed>,
     /// `None` once closed.
     listen: Option<RequestHandle<RoleClient>>,
     subscription: RequestId,
