@@ -238,8 +238,13 @@ impl Engine {
             Mode::Optional => declared,
             Mode::Inline => false,
         };
-        let arguments = params.arguments.unwrap_or_default();
         let owner = incoming.owner;
+        // A task of an owner no store could keep (a Postgres text column refuses a NUL) is
+        // refused before anything else is read or runs.
+        if as_task && owner.contains('\0') {
+            return Err(errors::owner_nul(&owner));
+        }
+        let arguments = params.arguments.unwrap_or_default();
         let binding = request_state::Binding {
             owner: &owner,
             tool: definition.name(),
@@ -271,11 +276,6 @@ impl Engine {
             }),
             trace,
         };
-        // A task of an owner no store could keep (a Postgres text column refuses a NUL) is
-        // refused before any work starts.
-        if as_task && owner.contains('\0') {
-            return Err(errors::owner_nul(&owner));
-        }
         let answer = if as_task && call.records_first() {
             call.recorded().await?
         } else if as_task {
