@@ -232,10 +232,11 @@ async fn cancel(
     Path(id): Path<String>,
 ) -> Result<Response, Failure> {
     let path = "/admin/api/tasks/{id}/cancel";
-    let (task, outcome) = admin.cancel(&id, client, path).await?;
+    let cancelled = admin.cancel(&id, client, path).await?;
+    let task = cancelled.task();
     ok(&json!({
         "taskId": &*task.id,
-        "outcome": outcome,
+        "outcome": cancelled.outcome(),
         "status": status_word(task.status),
     }))
 }

@@ -57,27 +57,26 @@ impl Admin {
 
     /// Records a cancel for task `id` and signals its work, wherever it runs (a cluster
     /// store wakes the instance that runs it); an audit event says who asked, from where
-    /// (`path`) and how it went. Answers the task and the outcome's word: `cancel_requested`
-    /// or `already_ended`.
+    /// (`path`) and how it went.
     pub(super) async fn cancel(
         &self,
         id: &str,
         client: Client,
         path: &'static str,
-    ) -> Result<(crate::store::TaskSnapshot, &'static str), Failure> {
-        let cancelled = (admin::cancel(self.store(), id).await)
-            .map(|cancelled| match cancelled {
-                Cancelled::Requested(task) => (task, "cancel_requested"),
-                Cancelled::AlreadyEnded(task) => (task, "already_ended"),
-            })
-            .map_err(Failure::from);
-        let outcome = cancelled.as_ref().map(|(_, outcome)| *outcome);
-        audit("cancel", id, client, path, outcome);
-        let (task, outcome) = cancelled?;
-        if outcome == "cancel_requested" {
+    ) -> Result<Cancelled, Failure> {
+        let cancelled = admin::cancel(self.store(), id).await.map_err(Failure::from);
+        audit(
+            "cancel",
+            id,
+            client,
+            path,
+            cancelled.as_ref().map(Cancelled::outcome),
+        );
+        let cancelled = cancelled?;
+        if matches!(cancelled, Cancelled::Requested(_)) {
             self.engine.signal_cancel(id);
         }
-        Ok((task, outcome))
+        Ok(cancelled)
     }
 
     /// Ends the live task `id` `failed` with `reason` (by default "no reason given"; its

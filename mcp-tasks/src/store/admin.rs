@@ -479,6 +479,16 @@ impl Cancelled {
             Self::Requested(task) | Self::AlreadyEnded(task) => task,
         }
     }
+
+    /// The outcome's word, as the admin API and its audit events say it:
+    /// `cancel_requested` or `already_ended`.
+    #[must_use]
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            Self::Requested(_) => "cancel_requested",
+            Self::AlreadyEnded(_) => "already_ended",
+        }
+    }
 }
 
 /// The operator operations of a store; see the [module docs](self).
