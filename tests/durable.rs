@@ -677,7 +677,8 @@ async fn a_replay_past_a_finished_sleep_does_not_sleep_again() {
 }
 
 /// A cancel ends a sleep at once, and so does the task's expiry: the work is gone, not
-/// asleep until its deadline.
+/// asleep until its deadline; so too a sleep too long for the wall clock to add
+/// (`Duration::MAX`: until cancelled), which must not panic as it computes its deadline.
 #[tokio::test]
 async fn cancel_and_expiry_end_a_durable_sleep_at_once() {
     #[task_tool(
@@ -686,9 +687,14 @@ async fn cancel_and_expiry_end_a_durable_sleep_at_once() {
         ttl = "1s",
         poll_interval = "50ms"
     )]
-    async fn brief_nap(ctx: TaskContext) -> Result<String, ToolError> {
+    async fn brief_nap(ctx: TaskContext, forever: bool) -> Result<String, ToolError> {
         ctx.status("napping").await;
-        ctx.sleep("nap", Duration::from_secs(600)).await?;
+        let nap = if forever {
+            Duration::MAX
+        } else {
+            Duration::from_secs(600)
+        };
+        ctx.sleep("nap", nap).await?;
         Ok("rested".to_owned())
     }
     let engine = mcp_tasks::Engine::builder(toolkit![nap, brief_nap].unwrap()).build();
@@ -701,38 +707,22 @@ async fn cancel_and_expiry_end_a_durable_sleep_at_once() {
         .rpc("tasks/cancel", json!({ "taskId": long }), TASKS)
         .await;
     assert!(cancelled.get("error").is_none(), "{cancelled}");
-    let short = task_id(&peer.call("brief_nap", json!({}), TASKS).await);
-    let expired = peer.wait_terminal(&short).await;
-    assert_eq!(expired["status"], "failed", "{expired}");
-    assert_eq!(expired["error"]["message"], "task expired");
-    let patience = Patience::with_bound("both sleeps to end", Duration::from_secs(5));
+    for forever in [false, true] {
+        let short = task_id(
+            &peer
+                .call("brief_nap", json!({ "forever": forever }), TASKS)
+                .await,
+        );
+        let expired = peer.wait_terminal(&short).await;
+        assert_eq!(expired["status"], "failed", "{expired}");
+        assert_eq!(expired["error"]["message"], "task expired", "{expired}");
+    }
+    let patience = Patience::with_bound("every sleep to end", Duration::from_secs(5));
     while engine.running_tasks() != 0 {
         assert!(!patience.expired(), "a sleep outlived its task");
         patience.wait().await;
     }
     assert_eq!(peer.get(&long).await["result"]["status"], "cancelled");
-}
-
-/// A sleep too long for the wall clock to add (`Duration::MAX`: until cancelled) sleeps
-/// until the task ends, rather than panicking as it computes its deadline.
-#[tokio::test]
-async fn a_sleep_past_the_clock_s_range_sleeps_until_the_task_ends() {
-    #[task_tool(
-        name = "endless_nap",
-        mode = "required",
-        ttl = "1s",
-        poll_interval = "50ms"
-    )]
-    async fn endless_nap(ctx: TaskContext) -> Result<String, ToolError> {
-        ctx.sleep("forever", Duration::MAX).await?;
-        Ok("rested".to_owned())
-    }
-    let engine = mcp_tasks::Engine::builder(toolkit![endless_nap].unwrap()).build();
-    let mut peer = Peer::Stdio(Stdio::start(TaskServer::from_engine(engine)));
-    let task = task_id(&peer.call("endless_nap", json!({}), TASKS).await);
-    let ended = peer.wait_terminal(&task).await;
-    assert_eq!(ended["status"], "failed", "{ended}");
-    assert_eq!(ended["error"]["message"], "task expired", "{ended}");
 }
 
 /// How many times `flaky`'s work ran, in this process.
