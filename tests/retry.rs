@@ -101,7 +101,11 @@ async fn retry_and_fork(workspace: &str, via: Http, operator: &Http) {
     DOWN.lock().unwrap().push(workspace.to_owned());
     let mut peer = Peer::Http(via);
     let (status, created) = match &mut peer {
-        Peer::Http(http) => http.rpc("tools/call", call(workspace), TASKS).await,
+        Peer::Http(http) => {
+            let mut meta = common::meta(TASKS);
+            meta["traceparent"] = json!(TRACEPARENT);
+            http.rpc_meta("tools/call", call(workspace), meta).await
+        }
         Peer::Stdio(_) => unreachable!(),
     };
     assert_eq!(status, 200, "{created}");
@@ -143,6 +147,8 @@ async fn retry_and_fork(workspace: &str, via: Http, operator: &Http) {
         (1, 1),
         "the retry did not fetch again"
     );
+    // The new task is created with the old one's origin: its trace context too.
+    assert_eq!(trace_of(operator, &retried).await, json!(TRACEPARENT));
     let still = peer.get(&old).await["result"].clone();
     assert_eq!(
         still["status"], "failed",
@@ -166,6 +172,7 @@ async fn retry_and_fork(workspace: &str, via: Http, operator: &Http) {
         (2, 2),
         "the fork from step 0 fetched again"
     );
+    assert_eq!(trace_of(operator, &forked).await, json!(TRACEPARENT));
 }
 
 /// Asks who approves, drafts, asks on which channel, then sends: fails after the send while
@@ -282,6 +289,17 @@ async fn publish_v2(workspace: String) -> Result<String, ToolError> {
 
 fn call(workspace: &str) -> Value {
     json!({ "name": "publish", "arguments": { "workspace": workspace } })
+}
+
+/// The trace context the failing `publish` call of `retry_and_fork` carries in `_meta`.
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// The trace context of task `id` in the operator's detail.
+async fn trace_of(operator: &Http, id: &str) -> Value {
+    let detail: Value =
+        serde_json::from_str(&admin_get(operator, &format!("api/tasks/{id}")).await)
+            .expect("a task's detail");
+    detail["traceContext"]["traceparent"].clone()
 }
 
 fn engine(store: impl TaskStore + 'static) -> Engine {

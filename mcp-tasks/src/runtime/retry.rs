@@ -87,11 +87,9 @@ impl Runtime {
         if let Some(every) = task.poll_interval_ms {
             record = record.with_poll_interval(std::time::Duration::from_millis(every));
         }
+        // The whole origin, so that a field added to it is carried over too.
+        record.origin = origin.clone();
         record = record
-            .with_arguments(origin.arguments.clone())
-            .with_tool_version(Arc::clone(&origin.tool_version))
-            .with_request_meta(origin.request_meta.clone())
-            .with_trace_context(origin.trace_context.clone())
             .with_answers(answers.clone())
             .with_asked_at_step(asked);
         let key = (self.limited).key_of(&task.tool, &task.owner, &origin.arguments);
