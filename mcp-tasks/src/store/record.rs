@@ -81,7 +81,7 @@ use rmcp::model::{InputRequest, InputRequests, InputResponses, TaskStatus};
 
 use super::{
     StoreError,
-    row::{AskedAtStep, Outcome, PARKED_FOR_ANSWER, Pending, State, Step, TaskRow},
+    row::{AskedAtStep, Outcome, PARKED_FOR_ANSWER, Pending, State, Step},
 };
 use crate::{clock::millis, errors};
 
@@ -130,7 +130,8 @@ pub(crate) enum WakeupKind {
 }
 
 /// The SQL stores' decoded row.
-impl Record for TaskRow {
+#[cfg(any(test, feature = "sqlite", feature = "postgres"))]
+impl Record for super::row::TaskRow {
     fn state(&self) -> &State {
         &self.state
     }

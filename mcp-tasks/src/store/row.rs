@@ -527,10 +527,7 @@ impl Created {
 
 /// A stored task as the state machine sees it; see the [module docs](self).
 #[derive(Debug, Clone, PartialEq)]
-#[cfg_attr(
-    not(any(feature = "sqlite", feature = "postgres")),
-    allow(dead_code, reason = "only the SQL stores and the tests use it")
-)]
+#[cfg(any(test, feature = "sqlite", feature = "postgres"))]
 pub(crate) struct TaskRow {
     pub(crate) id: Arc<str>,
     pub(crate) owner: Arc<str>,
@@ -541,12 +538,9 @@ pub(crate) struct TaskRow {
     pub(crate) outcome: Option<Outcome>,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 impl TaskRow {
     /// The task as a snapshot.
-    #[cfg_attr(
-        not(any(feature = "sqlite", feature = "postgres")),
-        allow(dead_code, reason = "only the SQL stores and the tests use it")
-    )]
     pub(crate) fn into_snapshot(self) -> TaskSnapshot {
         snapshot(
             (self.id, self.owner, self.tool),
