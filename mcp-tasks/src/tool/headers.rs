@@ -34,15 +34,13 @@ pub const ANNOTATION: &str = "x-mcp-header";
 /// The prefix of the header an annotation names: `Mcp-Param-Region` for `"Region"`.
 pub const PREFIX: &str = "Mcp-Param-";
 
-/// RFC 9110 §5.6.2 `tchar`.
-fn is_tchar(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
-}
-
-/// Whether `name` can follow [`PREFIX`]: a non-empty HTTP token.
+/// Whether `name` can follow [`PREFIX`]: a non-empty HTTP token (RFC 9110 §5.6.2 `tchar`s).
 #[must_use]
 pub fn is_valid_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(is_tchar)
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
 }
 
 /// Checks the `x-mcp-header` annotations of an input schema against the rules of the
