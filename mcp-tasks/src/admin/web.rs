@@ -109,13 +109,6 @@ fn counts_table(counts: &StatusCounts, base: &str) -> String {
 }
 
 fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
-    let value = |name: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, v)| escape(v))
-            .unwrap_or_default()
-    };
     let mut options = String::from("<option value=\"\">any</option>");
     for status in STATUSES {
         let word = status_word(status);
@@ -127,9 +120,10 @@ fn filter_form(filter: &TaskFilter, pairs: &[(String, String)]) -> String {
         options.push_str(&format!("<option{selected}>{word}</option>"));
     }
     let field = |name: &str, label: &str, hint: &str| {
+        let value = pairs.iter().find(|(key, _)| key == name);
         format!(
             "<label>{label} <input name=\"{name}\" value=\"{}\" placeholder=\"{hint}\"></label>",
-            value(name)
+            value.map(|(_, v)| escape(v)).unwrap_or_default()
         )
     };
     let parked = if filter.parked { " selected" } else { "" };
