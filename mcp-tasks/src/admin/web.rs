@@ -217,10 +217,7 @@ fn query_prefix(pairs: &[(String, String)], skip: &[&str]) -> String {
 
 async fn detail_page(State(admin): State<Admin>, Path(id): Path<String>) -> Response {
     let detail = async { (admin.admin_store()?.detail(&id).await?).ok_or(Failure::NotFound) };
-    match detail.await {
-        Ok(detail) => detail_html(&admin, &detail),
-        Err(failure) => error_page(&failure),
-    }
+    (detail.await).map_or_else(|failure| error_page(&failure), |d| detail_html(&admin, &d))
 }
 
 fn json_block(value: &impl serde::Serialize) -> String {
