@@ -287,10 +287,7 @@ async fn retry(
     let fork = uri.path().ends_with("/fork");
     let pairs = query::pairs(raw.as_deref());
     query::only(&pairs, if fork { &["step"] } else { &[] })?;
-    let step = match fork {
-        true => Some(query::step(query::single(&pairs, "step")?)?),
-        false => None,
-    };
+    let step = (fork.then(|| query::step(query::single(&pairs, "step")?))).transpose()?;
     let new = admin.retry(&id, step, client).await?;
     let mut answer = json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" });
     if let Some(step) = step {
