@@ -64,15 +64,8 @@ impl Admin {
         client: Client,
         path: &'static str,
     ) -> Result<Cancelled, Failure> {
-        let cancelled = admin::cancel(self.store(), id).await.map_err(Failure::from);
-        audit(
-            "cancel",
-            id,
-            client,
-            path,
-            cancelled.as_ref().map(Cancelled::outcome),
-        );
-        let cancelled = cancelled?;
+        let cancelled = admin::cancel(self.store(), id).await;
+        let cancelled = audit("cancel", id, client, path, cancelled, Cancelled::outcome)?;
         if matches!(cancelled, Cancelled::Requested(_)) {
             self.engine.signal_cancel(id);
         }
@@ -93,12 +86,9 @@ impl Admin {
         if reason.len() > MAX_REASON {
             return Err(BadParam::new("reason", format!("at most {MAX_REASON} bytes")).into());
         }
-        let failed = admin::fail(self.store(), id, reason)
-            .await
-            .map_err(Failure::from);
-        let outcome = failed.as_ref().map(|_| "done");
-        audit("fail", id, client, "/admin/api/tasks/{id}/fail", outcome);
-        let failed = failed?;
+        let failed = admin::fail(self.store(), id, reason).await;
+        let path = "/admin/api/tasks/{id}/fail";
+        let failed = audit("fail", id, client, path, failed, |_| "done")?;
         self.engine.ended_by_operator(id);
         Ok(failed)
     }
@@ -130,14 +120,9 @@ impl Admin {
                 })?
             }
         };
-        let set = store
-            .set_tool_version(id, &version)
-            .await
-            .map_err(Failure::from);
+        let set = store.set_tool_version(id, &version).await;
         let path = "/admin/api/tasks/{id}/version";
-        let outcome = set.as_ref().map(|_| "done");
-        audit("set_version", id, client, path, outcome);
-        let task = set?;
+        let task = audit("set_version", id, client, path, set, |_| "done")?;
         let started = self.engine.reversioned(id).await?;
         Ok((task, started))
     }
@@ -177,7 +162,7 @@ impl Admin {
             None => ("retry", "/admin/api/tasks/{id}/retry"),
             Some(_) => ("fork", "/admin/api/tasks/{id}/fork"),
         };
-        audit(event, id, client, path, retried.as_ref().map(|_| "done"));
+        let retried = audit(event, id, client, path, retried, |_| "done");
         if let Ok(new) = &retried {
             tracing::info!(target: AUDIT_TARGET, event, task_id = id, new_task_id = %new,
                 from_step, "admin {event}: the new task");
@@ -186,11 +171,19 @@ impl Admin {
     }
 }
 
-/// The audit event of an operator's change of task `id`: `done` is the outcome's word, or
-/// why it failed.
-fn audit(event: &str, id: &str, client: Client, path: &'static str, done: Result<&str, &Failure>) {
-    let outcome = match done {
-        Ok(word) => word.to_owned(),
+/// The audit event of an operator's change of task `id`, which answered `done`: its outcome
+/// is `word` of what it did, or why it failed. Answers `done`.
+fn audit<T>(
+    event: &str,
+    id: &str,
+    client: Client,
+    path: &'static str,
+    done: Result<T, impl Into<Failure>>,
+    word: impl FnOnce(&T) -> &'static str,
+) -> Result<T, Failure> {
+    let done = done.map_err(Into::into);
+    let outcome = match &done {
+        Ok(value) => word(value).to_owned(),
         Err(Failure::NotFound) => "not_found".to_owned(),
         Err(failure) => format!("failed: {}", failure.message()),
     };
@@ -204,6 +197,7 @@ fn audit(event: &str, id: &str, client: Client, path: &'static str, done: Result
         outcome,
         "admin {event}"
     );
+    done
 }
 
 /// Why an admin request failed, as its response says.
