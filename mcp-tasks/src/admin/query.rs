@@ -99,24 +99,18 @@ pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilt
             filter = filter.with_status(status);
         }
     }
-    if let Some(tool) = single(pairs, "tool")? {
-        filter = filter.with_tool(tool);
-    }
-    if let Some(owner) = single(pairs, "owner")? {
-        filter = filter.with_owner(owner);
-    }
-    if let Some(instance) = single(pairs, "instance")? {
-        filter = filter.with_instance(instance);
-    }
-    if let Some(after) = single(pairs, "created_after")? {
-        filter = filter.with_created_after_ms(instant("created_after", after, now_ms)?);
-    }
-    if let Some(before) = single(pairs, "created_before")? {
-        filter = filter.with_created_before_ms(instant("created_before", before, now_ms)?);
-    }
-    if let Some(stalled) = single(pairs, "stalled")? {
-        filter = filter.with_stalled_for(duration("stalled", stalled)?);
-    }
+    filter.tool = single(pairs, "tool")?.map(str::to_owned);
+    filter.owner = single(pairs, "owner")?.map(str::to_owned);
+    filter.instance = single(pairs, "instance")?.map(str::to_owned);
+    let at = |name| {
+        single(pairs, name)?
+            .map(|text| instant(name, text, now_ms))
+            .transpose()
+    };
+    filter.created_after_ms = at("created_after")?;
+    filter.created_before_ms = at("created_before")?;
+    let stalled = single(pairs, "stalled")?;
+    filter.stalled_for = stalled.map(|text| duration("stalled", text)).transpose()?;
     match single(pairs, "parked")? {
         None | Some("false" | "0" | "no") => {}
         Some("true" | "1" | "yes") => filter = filter.parked_only(),
