@@ -211,10 +211,6 @@ pub use mcp_tasks_macros::task_tool;
 pub use runtime::recover::RecoveryReport;
 pub use runtime::{ClusterConfig, PriorityInput, ShutdownReport, StartError, Worker, WorkerHandle};
 pub use server::IDEMPOTENCY_KEY;
-#[cfg(feature = "stdio")]
-pub use server::serve_io;
-#[cfg(feature = "stdio")]
-pub use server::serve_stdio;
 #[cfg(feature = "http")]
 pub use server::{
     AuthError, HttpOptions, LIVENESS_PATH, LOCALHOST_ORIGINS, ProtectedResourceError,
@@ -225,6 +221,8 @@ pub use server::{
     DEFAULT_OWNER, DEFAULT_REQUEST_STATE_TTL, Engine, EngineBuilder, Owner, RequestStateKey,
     RequestStateKeyError, TaskServer,
 };
+#[cfg(feature = "stdio")]
+pub use server::{serve_io, serve_stdio};
 #[cfg(feature = "postgres")]
 pub use store::PostgresStore;
 #[cfg(feature = "sqlite")]
