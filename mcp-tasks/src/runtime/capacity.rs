@@ -2,7 +2,7 @@
 //! once.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeMap, HashMap},
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -226,6 +226,12 @@ pub(crate) struct ToolLimits {
     /// `(tool, rate)` of the per-key rate limits, sorted by tool.
     pub(crate) key_rates: Vec<(Arc<str>, Rate)>,
     gates: HashMap<Arc<str>, Gate>,
+    /// Where each task held back is, so that a cancel or an expiry looks at that one place.
+    /// Locked after a gate's queue when both are (a hold, a start), never before.
+    held_at: Mutex<HashMap<Arc<str>, Place>>,
+    /// The queue entries [`ToolLimits::unhold`] looked at, for the tests of its cost.
+    #[cfg(test)]
+    visited: AtomicUsize,
     /// The windows of starts in this process: the gates' and the step limiters'.
     pub(crate) local: Arc<LocalRates>,
     /// Told when a task that passed a gate gives its places back, and when a task is held
@@ -244,8 +250,22 @@ struct Gate {
     key_permits: Option<Arc<KeyPermits>>,
     /// The tool's per-key rate, and the start of its keys in [`ToolLimits::local`].
     key_rate: Option<(Rate, Arc<str>)>,
-    /// The tasks held back, oldest first.
-    held: Mutex<VecDeque<Held>>,
+    /// The tasks held back.
+    held: Mutex<Queue>,
+}
+
+/// A gate's tasks held back, oldest first: each under the number of its hold, so that
+/// one taken out anywhere in the queue costs a lookup, not a scan.
+#[derive(Default)]
+struct Queue {
+    next: u64,
+    tasks: BTreeMap<u64, Held>,
+}
+
+/// Where a task held back is: its tool's queue, and its number there.
+struct Place {
+    tool: Arc<str>,
+    at: u64,
 }
 
 /// A task a gate holds back: all it costs this process (its row holds the rest).
@@ -419,7 +439,7 @@ impl ToolLimits {
         let Some(gate) = self.gates.get(tool) else {
             return Entry::Open;
         };
-        if !gate.held.lock().is_empty() {
+        if !gate.held.lock().tasks.is_empty() {
             return Entry::Held;
         }
         self.pass(gate, key).map_or(Entry::Held, Entry::Pass)
@@ -462,18 +482,35 @@ impl ToolLimits {
     /// Holds `task` back at the end of its tool's queue, and tells the dispatcher.
     pub(crate) fn hold(&self, task: Held) {
         if let Some(gate) = self.gates.get(&task.tool) {
-            gate.held.lock().push_back(task);
+            let mut queue = gate.held.lock();
+            let at = queue.next;
+            queue.next += 1;
+            // Noted before the queue is unlocked: the dispatcher that starts it finds the note.
+            let place = Place {
+                tool: Arc::clone(&task.tool),
+                at,
+            };
+            self.held_at.lock().insert(Arc::clone(&task.id), place);
+            queue.tasks.insert(at, task);
+            drop(queue);
             self.freed.notify_one();
         }
     }
 
-    /// Takes task `id` out of the queues, if it is held back.
+    /// Takes task `id` out of its queue, if it is held back.
     pub(crate) fn unhold(&self, id: &str) -> Option<Held> {
-        self.gates.values().find_map(|gate| {
-            let mut held = gate.held.lock();
-            let at = held.iter().position(|task| &*task.id == id)?;
-            held.remove(at)
-        })
+        let Place { tool, at } = {
+            let mut held_at = self.held_at.lock();
+            // Most tasks that end were never held: no hashing then.
+            if held_at.is_empty() {
+                return None;
+            }
+            held_at.remove(id)?
+        };
+        #[cfg(test)]
+        self.visited.fetch_add(1, Ordering::Relaxed);
+        // None when the dispatcher started it meanwhile.
+        self.gates.get(&tool)?.held.lock().tasks.remove(&at)
     }
 
     /// The tasks held back that may start now, each with its places, at most `room` of
@@ -485,23 +522,33 @@ impl ToolLimits {
         let mut wait: Option<Duration> = None;
         let mut sooner = |w: Option<Duration>| wait = wait.into_iter().chain(w).min();
         for gate in self.gates.values() {
-            let mut held = gate.held.lock();
-            let mut at = 0;
-            while at < held.len() && ready.len() < room {
-                match self.pass(gate, held[at].key.as_deref()) {
-                    Ok(pass) => {
-                        let task = held.remove(at).expect("within the queue");
-                        ready.push((task, pass));
-                    }
-                    Err(Blocked::Key(w)) => {
-                        sooner(w);
-                        at += 1;
-                    }
+            let mut queue = gate.held.lock();
+            let mut passed = Vec::new();
+            for (&at, task) in &queue.tasks {
+                if ready.len() + passed.len() >= room {
+                    break;
+                }
+                match self.pass(gate, task.key.as_deref()) {
+                    Ok(pass) => passed.push((at, pass)),
+                    Err(Blocked::Key(w)) => sooner(w),
                     Err(Blocked::Tool(w)) => {
                         sooner(w);
                         break;
                     }
                 }
+            }
+            if passed.is_empty() {
+                continue;
+            }
+            let mut held_at = self.held_at.lock();
+            for (at, pass) in passed {
+                let task = queue.tasks.remove(&at).expect("within the queue");
+                // The note of an id held twice is its later hold's: that one stays held.
+                let noted = held_at.get(&task.id);
+                if noted.is_some_and(|place| place.at == at && place.tool == task.tool) {
+                    held_at.remove(&task.id);
+                }
+                ready.push((task, pass));
             }
         }
         (ready, wait)
@@ -511,12 +558,15 @@ impl ToolLimits {
     pub(crate) fn held_of(&self, tool: &str) -> usize {
         self.gates
             .get(tool)
-            .map_or(0, |gate| gate.held.lock().len())
+            .map_or(0, |gate| gate.held.lock().tasks.len())
     }
 
     /// How many tasks the gates hold back.
     pub(crate) fn held(&self) -> usize {
-        self.gates.values().map(|gate| gate.held.lock().len()).sum()
+        self.gates
+            .values()
+            .map(|gate| gate.held.lock().tasks.len())
+            .sum()
     }
 }
 
@@ -674,6 +724,49 @@ mod tests {
         assert!(limits.unhold("2").is_some());
         assert_eq!(limits.held(), 0);
         assert!(limits.unhold("2").is_none());
+    }
+
+    #[test]
+    fn a_task_taken_out_of_the_queue_leaves_the_others_in_order() {
+        let limits = gated(None);
+        for id in ["1", "2", "3", "4", "5"] {
+            limits.hold(held(id, &format!("key {id}")));
+        }
+        let middle = limits.unhold("3").expect("held back");
+        assert_eq!(&*middle.id, "3");
+        assert!(limits.unhold("9").is_none(), "never held");
+        assert!(limits.unhold("3").is_none(), "taken out already");
+        assert_eq!((limits.held(), limits.held_of("t")), (4, 4));
+        let (first, _) = limits.startable(usize::MAX);
+        let ids: Vec<&str> = first.iter().map(|(task, _)| &*task.id).collect();
+        assert_eq!(ids, ["1", "2"], "the tool's two permits, oldest first");
+        drop(first);
+        let (then, _) = limits.startable(usize::MAX);
+        let ids: Vec<&str> = then.iter().map(|(task, _)| &*task.id).collect();
+        assert_eq!(ids, ["4", "5"]);
+        assert_eq!(limits.held(), 0);
+        assert!(
+            limits.held_at.lock().is_empty(),
+            "no note outlives its task"
+        );
+        assert!(limits.unhold("4").is_none(), "started: no longer held");
+    }
+
+    /// An expiry sweep that ends many held tasks looks at each once: the last held is not
+    /// found by a walk past every older one.
+    #[test]
+    fn expiring_many_held_tasks_costs_one_look_each() {
+        const TASKS: usize = 20_000;
+        let limits = gated(None);
+        for n in 0..TASKS {
+            limits.hold(held(&n.to_string(), "alice"));
+        }
+        for n in (0..TASKS).rev() {
+            assert!(limits.unhold(&n.to_string()).is_some());
+            assert!(limits.unhold(&format!("other {n}")).is_none());
+        }
+        assert_eq!(limits.held(), 0);
+        assert_eq!(limits.visited.load(Ordering::Relaxed), TASKS);
     }
 
     #[test]
