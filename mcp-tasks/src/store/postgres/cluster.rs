@@ -8,7 +8,7 @@ use tokio::sync::broadcast;
 
 use super::{
     PostgresStore, claim, listener, notice,
-    pool::{Tx, read},
+    pool::{Tx, read, write_one},
     rate_log::{LOCK_TOOLS, LOG_STARTS, RECENT, window_ms},
     row::{PgRow, db_now_ms, int, text},
 };
@@ -24,26 +24,25 @@ use crate::{
 #[async_trait]
 impl ClusterStore for PostgresStore {
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        let tx = Tx::begin(&self.pool).await?;
-        let renewed = tx
-            .execute(
-                concat!(
-                    "UPDATE tasks SET lease_until_ms = ",
-                    db_now_ms!(),
-                    " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
-                     AND purge_at_ms IS NULL"
-                ),
-                &[
-                    &&*lease.task_id,
-                    &to_i64(lease.epoch),
-                    &&*lease.instance,
-                    &to_i64(millis(lease.length)),
-                ],
-                "could not renew the task's lease",
-            )
-            .await?;
-        tx.commit().await?;
-        if renewed == 0 {
+        // One statement, committed on its own: no BEGIN and COMMIT round trips around it.
+        let renewed = write_one(
+            &self.pool,
+            concat!(
+                "UPDATE tasks SET lease_until_ms = ",
+                db_now_ms!(),
+                " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
+                 AND purge_at_ms IS NULL RETURNING 1"
+            ),
+            &[
+                &&*lease.task_id,
+                &to_i64(lease.epoch),
+                &&*lease.instance,
+                &to_i64(millis(lease.length)),
+            ],
+            "could not renew the task's lease",
+        )
+        .await?;
+        if renewed.is_empty() {
             return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
         }
         Ok(lease.clone())
@@ -247,5 +246,54 @@ impl ClusterStore for PostgresStore {
                 sender
             })
             .subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::Arc, time::Duration};
+
+    use super::super::pool::scratch::{SENT, Scratch};
+    use crate::store::{Claim, ClusterStore, Lease, NewTask, StoreError, TaskStore};
+
+    /// A task of `store`'s, created queued and claimed by `instance`: its lease.
+    async fn leased(store: &super::PostgresStore, id: &str, instance: &str) -> Lease {
+        let task = NewTask::new(id.into(), "owner".into(), "tool".into());
+        assert!(store.create(task).await.unwrap().is_new());
+        let claim = Claim::queued(instance, Duration::from_secs(30), 1);
+        let mut claimed = store.claim(claim).await.unwrap();
+        assert_eq!(claimed.len(), 1, "{claimed:?}");
+        claimed.pop().unwrap().1
+    }
+
+    /// A renewal is one statement (committed on its own), not `BEGIN`, `UPDATE` and
+    /// `COMMIT`; one that renews nothing still says why.
+    #[tokio::test]
+    async fn a_renewal_is_one_statement() {
+        let Some(scratch) = Scratch::new("renew_once", 2).await else {
+            return;
+        };
+        let store = &scratch.store;
+        let lease = leased(store, "t", "a").await;
+        let before = SENT.with(std::cell::Cell::get);
+        assert_eq!(store.renew(&lease).await.unwrap(), lease);
+        assert_eq!(
+            SENT.with(std::cell::Cell::get) - before,
+            1,
+            "statements sent"
+        );
+        let stale = Lease::granted(Arc::clone(&lease.task_id), "b".into(), 2, lease.length);
+        let refused = store.renew(&stale).await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::Fenced {
+                    held: Some(2),
+                    current: 1
+                })
+            ),
+            "{refused:?}"
+        );
+        scratch.end().await;
     }
 }

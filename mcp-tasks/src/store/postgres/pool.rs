@@ -265,6 +265,13 @@ where
     }
 }
 
+/// Counts a statement sent to the server on this thread (prepares aside), for the tests that
+/// count a store method's round trips; nothing outside tests.
+fn sent() {
+    #[cfg(test)]
+    scratch::SENT.with(|n| n.set(n.get() + 1));
+}
+
 /// Runs one read-only statement, [`on_live_connection`]: a read is safe to repeat.
 pub(super) async fn read(
     pool: &Pool,
@@ -275,6 +282,7 @@ pub(super) async fn read(
     let (_, rows) = on_live_connection(pool, context, |client| async move {
         let rows = async {
             let statement = client.prepare_cached(sql).await?;
+            sent();
             client.query(&statement, params).await
         }
         .await;
@@ -300,6 +308,7 @@ pub(super) async fn write_one(
         (client, statement)
     })
     .await?;
+    sent();
     let rows = client.query(&statement, params).await;
     rows.map_err(|error| {
         let lost = connection_lost(&error);
@@ -337,6 +346,7 @@ impl Tx {
             let tx = Self {
                 client: Some(get(pool).await?),
             };
+            sent();
             let begun = tx.client()?.batch_execute(begin).await;
             // On an error `tx` is dropped, which closes the connection.
             match begun {
@@ -355,13 +365,14 @@ impl Tx {
         self.client.as_ref().ok_or_else(ended)
     }
 
-    /// The connection and `sql` prepared on it (once per connection).
+    /// The connection and `sql` prepared on it (once per connection), for one statement.
     async fn prepare(&self, sql: &str, context: &str) -> Result<(&Object, Statement), StoreError> {
         let client = self.client()?;
         let statement = client
             .prepare_cached(sql)
             .await
             .map_err(|e| PgError::query(context, e))?;
+        sent();
         Ok((client, statement))
     }
 
@@ -397,6 +408,7 @@ impl Tx {
     /// closed, never reused.
     pub(super) async fn commit(mut self) -> Result<(), StoreError> {
         let client = self.client.take().ok_or_else(ended)?;
+        sent();
         let committed = client.batch_execute("COMMIT").await;
         committed.map_err(|error| {
             drop(Object::take(client));
@@ -411,6 +423,7 @@ impl Tx {
         let Some(client) = self.client.take() else {
             return;
         };
+        sent();
         if client.batch_execute("ROLLBACK").await.is_err() {
             drop(Object::take(client));
         }
@@ -605,16 +618,72 @@ mod tests {
     }
 }
 
-/// The retry on a fresh connection, against the server at `MCP_TASKS_POSTGRES_URL` (default
-/// the local test server; skipped with a line when none answers, unless under CI).
+/// What the unit tests that need a Postgres server share.
+#[cfg(test)]
+pub(super) mod scratch {
+    thread_local! {
+        /// The statements [`sent`](super::sent) counted on this thread.
+        pub(crate) static SENT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A store in a schema of its own on the server at `MCP_TASKS_POSTGRES_URL` (default the
+    /// local test server), for the unit tests that need one; `None`, with a line, when no
+    /// server answers, unless under CI.
+    pub(crate) struct Scratch {
+        pub(crate) store: super::super::PostgresStore,
+        pub(crate) schema: String,
+        /// A connection of its own, outside the store's pool.
+        pub(crate) raw: tokio_postgres::Client,
+    }
+
+    impl Scratch {
+        pub(crate) async fn new(name: &str, pool_size: usize) -> Option<Self> {
+            let url = std::env::var("MCP_TASKS_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos();
+            let schema = format!("{name}_{}_{nanos}", std::process::id());
+            let connected = super::super::PostgresStore::builder(&url)
+                .with_schema(&schema)
+                .with_pool_size(pool_size)
+                .with_application_name(&schema)
+                .connect()
+                .await;
+            let store = match connected {
+                Ok(store) => store,
+                Err(error) if std::env::var_os("CI").is_none() => {
+                    eprintln!("skipped: no Postgres server answers at {url} ({error})");
+                    return None;
+                }
+                Err(error) => panic!("no Postgres server at {url}: {error}"),
+            };
+            let (raw, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .expect("a connection of the test's own");
+            tokio::spawn(connection);
+            Some(Self { store, schema, raw })
+        }
+
+        /// Drops the store and its schema.
+        pub(crate) async fn end(self) {
+            drop(self.store);
+            let drop_schema = format!("DROP SCHEMA \"{}\" CASCADE", self.schema);
+            self.raw
+                .batch_execute(&drop_schema)
+                .await
+                .expect("drop the test schema");
+        }
+    }
+}
+
+/// The retry on a fresh connection.
 #[cfg(test)]
 mod stale {
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-    use tokio_postgres::NoTls;
+    use std::time::Duration;
 
     use super::*;
-    use crate::store::PostgresStore;
 
     /// Ends the backends of the store's connections, and waits until they are gone, without
     /// letting the runtime run (a single-threaded test), so the pool's connection tasks do not
@@ -635,46 +704,27 @@ mod stale {
 
     #[tokio::test]
     async fn a_read_a_begin_and_a_prepare_move_to_a_fresh_connection() {
-        let url = std::env::var("MCP_TASKS_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let schema = format!("pool_stale_{}_{nanos}", std::process::id());
-        let connected = PostgresStore::builder(&url)
-            .with_schema(&schema)
-            .with_pool_size(1)
-            .with_application_name(&schema)
-            .connect()
-            .await;
-        let store = match connected {
-            Ok(store) => store,
-            Err(error) if std::env::var_os("CI").is_none() => {
-                eprintln!("skipped: no Postgres server answers at {url} ({error})");
-                return;
-            }
-            Err(error) => panic!("no Postgres server at {url}: {error}"),
+        let Some(scratch) = scratch::Scratch::new("pool_stale", 1).await else {
+            return;
         };
-        let (raw, connection) = tokio_postgres::connect(&url, NoTls).await.expect("raw");
-        tokio::spawn(connection);
+        let (store, schema, raw) = (&scratch.store, &scratch.schema, &scratch.raw);
         read(&store.pool, "SELECT 1", &[], "warm up")
             .await
             .expect("a first read");
 
-        terminate(&raw, &schema).await;
+        terminate(raw, schema).await;
         let rows = read(&store.pool, "SELECT 2", &[], "read")
             .await
             .expect("the read is repeated on a fresh connection");
         assert_eq!(rows[0].get::<_, i32>(0), 2);
 
-        terminate(&raw, &schema).await;
+        terminate(raw, schema).await;
         let tx = Tx::begin(&store.pool)
             .await
             .expect("BEGIN is repeated on a fresh connection");
         tx.rollback().await;
 
-        terminate(&raw, &schema).await;
+        terminate(raw, schema).await;
         let rows = write_one(&store.pool, "SELECT 3", &[], "write")
             .await
             .expect("a statement not sent yet is prepared again on a fresh connection");
@@ -712,10 +762,6 @@ mod stale {
             .expect("count")
             .get(0);
         assert_eq!(seen, 1, "the write was committed");
-
-        drop(store);
-        raw.batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
-            .await
-            .expect("drop the test schema");
+        scratch.end().await;
     }
 }
