@@ -349,7 +349,9 @@ fn builtin(mode: SslMode, root_cert: Option<&str>) -> Result<Arc<dyn Connector>,
     if mode == SslMode::Disable {
         return Ok(Arc::new(Generic(tokio_postgres::NoTls)));
     }
-    Ok(Arc::new(Generic(rustls::MakeRustls::new(mode, root_cert)?)))
+    let home = std::env::var_os("HOME");
+    let tls = rustls::MakeRustls::new(mode, root_cert, home.as_deref())?;
+    Ok(Arc::new(Generic(tls)))
 }
 
 #[cfg(feature = "postgres-tls")]
@@ -520,5 +522,58 @@ mod tests {
         .to_string();
         let _ = std::fs::remove_file(&empty);
         assert!(error.contains("holds no certificate"), "{error}");
+    }
+
+    /// A CA certificate (self-signed, P-256, valid until 2126), for the tests that need one
+    /// to load.
+    #[cfg(feature = "postgres-tls")]
+    const CA: &str = "-----BEGIN CERTIFICATE-----
+MIIBjzCCATWgAwIBAgIUPesxY6nG85rHOslWm2Opgg2rjQMwCgYIKoZIzj0EAwIw
+HDEaMBgGA1UEAwwRbWNwLXRhc2tzIHRlc3QgQ0EwIBcNMjYxMjA2MDYzMTEzWhgP
+MjEyNjExMTIwNjMxMTNaMBwxGjAYBgNVBAMMEW1jcC10YXNrcyB0ZXN0IENBMFkw
+EwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEGuQ0pLNBHALlmsCxhRZAJs56aKqOeKFB
+Bov8BBqAv4V9i48g4sjd5JyeZo52siYOddh32pr1T6RxrfCy4xnnUaNTMFEwHQYD
+VR0OBBYEFHojphVjoXBfsiHvfxQcAgr4KPBZMB8GA1UdIwQYMBaAFHojphVjoXBf
+siHvfxQcAgr4KPBZMA8GA1UdEwEB/wQFMAMBAf8wCgYIKoZIzj0EAwIDSAAwRQIg
+cakWzMHc8zSdt6lEZH+pKQmx7+FPOtTjWJNMPmC4g4YCIQCH5ygAHKXBkK0cBbaS
+jXk5yoMnTzu5ZXSqeU7edS4TPQ==
+-----END CERTIFICATE-----
+";
+
+    /// `verify-` modes without `sslrootcert` read `.postgresql/root.crt` under HOME, whatever
+    /// bytes HOME holds (here one that is not UTF-8); an error about that file names it as
+    /// the default file, and one without HOME says that HOME is not set.
+    #[cfg(all(feature = "postgres-tls", unix))]
+    #[test]
+    fn the_default_root_certificates_are_read_under_any_home() {
+        use std::os::unix::ffi::OsStrExt;
+
+        let made = |mode, home: Option<&std::path::Path>| {
+            rustls::MakeRustls::new(mode, None, home.map(std::path::Path::as_os_str))
+                .err()
+                .map(|error| error.to_string())
+        };
+        let base = std::env::temp_dir().join(format!("mcp-tasks-home-{}", std::process::id()));
+        let home = base.join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+        let file = home.join(".postgresql").join("root.crt");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, CA).unwrap();
+        let good = made(SslMode::VerifyFull, Some(&home));
+        std::fs::write(&file, "not a certificate\n").unwrap();
+        let bad = made(SslMode::VerifyCa, Some(&home));
+        let _ = std::fs::remove_dir_all(&base);
+        assert_eq!(good, None, "the CA under a HOME that is not UTF-8 is read");
+        let bad = bad.expect("a file without a certificate is refused");
+        assert!(
+            bad.contains("the default root certificate file /")
+                && bad.contains("/.postgresql/root.crt holds no certificate"),
+            "{bad}"
+        );
+        let none = made(SslMode::VerifyFull, None).expect("no CA to check against");
+        assert!(
+            none.contains("sslrootcert=/path/to/ca.pem")
+                && none.contains("HOME is empty or not set"),
+            "{none}"
+        );
     }
 }

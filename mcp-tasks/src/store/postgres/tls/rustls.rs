@@ -1,8 +1,9 @@
 //! The built-in connector: rustls on the `ring` provider.
 
 use std::{
+    ffi::OsStr,
     io,
-    path::Path,
+    path::{Path, PathBuf},
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
@@ -37,41 +38,30 @@ pub(super) struct MakeRustls {
 }
 
 impl MakeRustls {
-    pub(super) fn new(mode: SslMode, root_cert: Option<&str>) -> Result<Self, StoreError> {
+    /// The connector for `mode`, checking against `root_cert`, or for a `verify-` mode
+    /// without it, against libpq's default file under `home` (the process's `HOME`).
+    pub(super) fn new(
+        mode: SslMode,
+        root_cert: Option<&str>,
+        home: Option<&OsStr>,
+    ) -> Result<Self, StoreError> {
         let provider = Arc::new(ring::default_provider());
-        // `verify-` modes without `sslrootcert`: libpq's default file.
-        let root_cert = match root_cert {
-            None if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) => {
-                let home = std::env::var_os("HOME");
-                let file = (home.map(|home| Path::new(&home).join(".postgresql").join("root.crt")))
-                    .filter(|file| file.is_file())
-                    .ok_or_else(|| {
-                        config_error(format!(
-                            "sslmode={mode} checks the server's certificate against trusted \
-                             CAs, and none are given: set sslrootcert=/path/to/ca.pem (the \
-                             CA certificates, PEM), or sslrootcert=system for the operating \
-                             system's store, or put them in ~/.postgresql/root.crt"
-                        ))
-                    })?;
-                Some(file.to_str().unwrap_or_default().to_owned())
-            }
-            root => root.map(str::to_owned),
-        };
+        let roots = Roots::of(mode, root_cert, home)?;
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_protocol_versions(rustls::DEFAULT_VERSIONS)
             .map_err(|e| config_error(format!("could not set up TLS: {e}")))?;
         let algorithms = provider.signature_verification_algorithms;
-        let verifier: Arc<dyn ServerCertVerifier> = match root_cert.as_deref() {
+        let verifier: Arc<dyn ServerCertVerifier> = match &roots {
             None => Arc::new(Lenient {
                 chain: None,
                 algorithms,
             }),
-            Some(root) => {
-                let roots = Arc::new(load_roots(root)?);
-                let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider)
+            Some(roots) => {
+                let (named, store) = (&roots.named, Arc::new(load_roots(roots)?));
+                let webpki = WebPkiServerVerifier::builder_with_provider(store, provider)
                     .build()
                     .map_err(|e| {
-                        config_error(format!("could not use the root certificates {root}: {e}"))
+                        config_error(format!("could not use the root certificates {named}: {e}"))
                     })?;
                 if mode == SslMode::VerifyFull {
                     webpki
@@ -89,16 +79,64 @@ impl MakeRustls {
             .with_no_client_auth();
         Ok(Self {
             config: Arc::new(config),
-            roots: root_cert,
+            roots: roots.map(|roots| roots.named),
             mode,
         })
     }
 }
 
-/// The CA certificates of `root`: a PEM file, or `system`.
-fn load_roots(root: &str) -> Result<RootCertStore, StoreError> {
+/// Where the CA certificates come from.
+struct Roots {
+    /// A PEM file; `None` for the operating system's store (`sslrootcert=system`).
+    file: Option<PathBuf>,
+    /// What messages call it: `sslrootcert=...`, or the default file.
+    named: String,
+}
+
+impl Roots {
+    /// `root_cert`; for a `verify-` mode without it, libpq's default file,
+    /// `.postgresql/root.crt` under `home` (whatever bytes it holds); `None` when nothing is
+    /// checked.
+    fn of(
+        mode: SslMode,
+        root_cert: Option<&str>,
+        home: Option<&OsStr>,
+    ) -> Result<Option<Self>, StoreError> {
+        if let Some(root) = root_cert {
+            return Ok(Some(Self {
+                file: (root != "system").then(|| PathBuf::from(root)),
+                named: format!("sslrootcert={root}"),
+            }));
+        }
+        if !matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) {
+            return Ok(None);
+        }
+        let home = home.filter(|home| !home.is_empty());
+        match home.map(|home| Path::new(home).join(".postgresql").join("root.crt")) {
+            Some(file) if file.is_file() => Ok(Some(Self {
+                named: format!("the default root certificate file {}", file.display()),
+                file: Some(file),
+            })),
+            _ => Err(config_error(format!(
+                "sslmode={mode} checks the server's certificate against trusted CAs, and none \
+                 are given: set sslrootcert=/path/to/ca.pem (the CA certificates, PEM), or \
+                 sslrootcert=system for the operating system's store, or put them in \
+                 ~/.postgresql/root.crt{}",
+                if home.is_none() {
+                    " (HOME is empty or not set, so there is no such file)"
+                } else {
+                    ""
+                }
+            ))),
+        }
+    }
+}
+
+/// The CA certificates of `roots`.
+fn load_roots(roots: &Roots) -> Result<RootCertStore, StoreError> {
     let mut store = RootCertStore::empty();
-    if root == "system" {
+    let named = &roots.named;
+    let Some(file) = &roots.file else {
         let found = rustls_native_certs::load_native_certs();
         let (added, _) = store.add_parsable_certificates(found.certs);
         if added == 0 {
@@ -114,25 +152,25 @@ fn load_roots(root: &str) -> Result<RootCertStore, StoreError> {
             )));
         }
         return Ok(store);
-    }
-    let certs = CertificateDer::pem_file_iter(root)
+    };
+    let certs = CertificateDer::pem_file_iter(file)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)
         .map_err(|e| {
             config_error(format!(
-                "could not read the root certificates from sslrootcert={root}: {e} (give \
-                 a file of PEM certificates, -----BEGIN CERTIFICATE-----)"
+                "could not read the root certificates from {named}: {e} (give a file of \
+                 PEM certificates, -----BEGIN CERTIFICATE-----)"
             ))
         })?;
     for cert in certs {
         store.add(cert).map_err(|e| {
             config_error(format!(
-                "a certificate in sslrootcert={root} is not a usable CA certificate: {e}"
+                "a certificate in {named} is not a usable CA certificate: {e}"
             ))
         })?;
     }
     if store.is_empty() {
         return Err(config_error(format!(
-            "sslrootcert={root} holds no certificate: give a file of PEM certificates \
+            "{named} holds no certificate: give a file of PEM certificates \
              (-----BEGIN CERTIFICATE-----)"
         )));
     }
@@ -271,7 +309,7 @@ fn explain(error: io::Error, host: &str, roots: Option<&str>, mode: SslMode) -> 
     else {
         return error;
     };
-    let roots = roots.unwrap_or("(none)");
+    let roots = roots.unwrap_or("sslrootcert=(none)");
     let hint = match reason {
         CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
             format!(
@@ -282,7 +320,7 @@ fn explain(error: io::Error, host: &str, roots: Option<&str>, mode: SslMode) -> 
             )
         }
         CertificateError::UnknownIssuer | CertificateError::BadSignature => format!(
-            "the server's certificate is not signed by a CA of sslrootcert={roots} \
+            "the server's certificate is not signed by a CA of {roots} \
              (sslmode={mode} checks it): name the CA that issued the server's \
              certificate in sslrootcert"
         ),
