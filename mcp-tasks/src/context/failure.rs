@@ -3,9 +3,6 @@
 //! [`StepError`] for a fallible step.
 
 use rmcp::model::ErrorData;
-use serde_json::Value;
-
-use crate::errors;
 
 /// How a tool's work ends other than with a [`CallToolResult`](rmcp::model::CallToolResult),
 /// and how the [`TaskContext`](super::TaskContext) calls that wait on the client fail.
@@ -61,12 +58,4 @@ pub enum StepError<E> {
     /// [`TaskContext::step`](super::TaskContext::step).
     #[error("{0}")]
     Failure(Failure),
-}
-
-/// A client's answer decoded as `T`; a `-32602` error naming `what` when it does not fit.
-pub(super) fn decode<T: serde::de::DeserializeOwned>(
-    value: Value,
-    what: &str,
-) -> Result<T, Failure> {
-    serde_json::from_value(value).map_err(|e| Failure::Error(errors::bad_client_answer(what, &e)))
 }

@@ -7,7 +7,7 @@ use rmcp::model::{
 };
 use tracing::Instrument as _;
 
-use super::{Ask, Failure, InputKind, TaskContext, failure::decode};
+use super::{Ask, Failure, InputKind, TaskContext};
 use crate::errors;
 
 /// A form elicitation of `message` with `schema`.
@@ -82,7 +82,7 @@ impl TaskContext {
     }
 
     /// Asks, once the key and the client's capability are checked; the answer decoded as
-    /// `what`.
+    /// `what` (a `-32602` error naming it when it does not fit).
     async fn input<T: serde::de::DeserializeOwned>(
         &self,
         ask: Ask,
@@ -98,7 +98,8 @@ impl TaskContext {
         }
         let span = tracing::info_span!("input", key = ask.key.as_deref());
         let value = self.host.input(ask).instrument(span).await?;
-        decode(value, what)
+        serde_json::from_value(value)
+            .map_err(|e| Failure::Error(errors::bad_client_answer(what, &e)))
     }
 }
 
