@@ -21,11 +21,13 @@ pub(crate) enum InputKind {
 }
 
 impl InputKind {
-    pub(crate) fn capability(self) -> &'static str {
+    /// The capability a client declares to be asked input of this kind, and whether `caps`
+    /// declares it.
+    pub(super) fn capability(self, caps: &ClientCapabilities) -> (&'static str, bool) {
         match self {
-            Self::Elicitation => "elicitation",
-            Self::Sampling => "sampling",
-            Self::Roots => "roots",
+            Self::Elicitation => ("elicitation", caps.elicitation.is_some()),
+            Self::Sampling => ("sampling", caps.sampling.is_some()),
+            Self::Roots => ("roots", caps.roots.is_some()),
         }
     }
 
@@ -40,14 +42,6 @@ impl InputKind {
 
     /// Every prefix of generated keys, for the check that a chosen key is not one of them.
     pub(super) const ALL: [Self; 3] = [Self::Elicitation, Self::Sampling, Self::Roots];
-
-    pub(super) fn declared(self, caps: &ClientCapabilities) -> bool {
-        match self {
-            Self::Elicitation => caps.elicitation.is_some(),
-            Self::Sampling => caps.sampling.is_some(),
-            Self::Roots => caps.roots.is_some(),
-        }
-    }
 }
 
 /// One input request of a tool, as [`Host::input`] takes it.

@@ -91,9 +91,10 @@ impl TaskContext {
         if let Some(key) = &ask.key {
             check_key(key)?;
         }
-        if !ask.kind.declared(self.host.client_capabilities()) {
+        let (capability, declared) = ask.kind.capability(self.host.client_capabilities());
+        if !declared {
             return Err(Failure::Error(errors::client_capability_required(
-                ask.kind.capability(),
+                capability,
             )));
         }
         let span = tracing::info_span!("input", key = ask.key.as_deref());
