@@ -70,18 +70,6 @@ impl Ask {
     }
 }
 
-/// A step's place in a run: its number, and what a replay already has for it.
-pub(crate) enum StepSlot {
-    /// The step ran before a restart: its stored name and result.
-    Stored {
-        seq: u64,
-        name: String,
-        value: Value,
-    },
-    /// The step runs now, as number `seq`.
-    Fresh { seq: u64 },
-}
-
 /// One progress report, as `notifications/progress` carries it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Progress {
@@ -118,8 +106,9 @@ pub(crate) trait Host: Send + Sync + 'static {
     /// Sends a log message, only while the creating request is open and asked for this level
     /// (or a less severe one) in its `_meta`.
     fn log(&self, level: LoggingLevel, logger: Option<String>, data: Value) -> BoxFuture<'_, ()>;
-    /// Numbers the next step and says whether a replay has it.
-    fn next_step(&self) -> StepSlot;
+    /// Numbers the next step, with what a replay has for it: the step as stored before a
+    /// restart, or `None` for a step that runs now.
+    fn next_step(&self) -> (u64, Option<crate::store::Step>);
     /// The stored name of the next step, when a replay has it, without taking its number.
     fn peek_step(&self) -> Option<String>;
     /// Whether the call is inline for good (no task, none to come): steps just run.

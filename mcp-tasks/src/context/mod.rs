@@ -34,7 +34,7 @@ mod timer;
 
 pub use failure::{Failure, ProgressError, StepError};
 pub use handle::TaskContext;
-pub(crate) use host::{Ask, Host, InputKind, Progress, StepSlot};
+pub(crate) use host::{Ask, Host, InputKind, Progress};
 pub use input::{Keyed, MAX_INPUT_KEY_LEN};
 pub use retry::RetryPolicy;
 pub use state::State;
@@ -244,23 +244,16 @@ impl TaskContext {
             let error = errors::step_name_nul(name);
             return Err(StepError::Failure(Failure::Error(error)));
         }
-        let seq = match self.host.next_step() {
-            StepSlot::Stored {
-                seq,
-                name: stored,
-                value,
-            } => {
-                if stored != name {
-                    return Err(StepError::Failure(Failure::Error(errors::step_renamed(
-                        seq, &stored, name,
-                    ))));
-                }
-                return serde_json::from_value(value).map_err(|e| {
-                    StepError::Failure(Failure::Error(errors::step_retyped(seq, name, &e)))
-                });
+        let (seq, stored) = self.host.next_step();
+        if let Some(stored) = stored {
+            if stored.name != name {
+                let error = errors::step_renamed(seq, &stored.name, name);
+                return Err(StepError::Failure(Failure::Error(error)));
             }
-            StepSlot::Fresh { seq } => seq,
-        };
+            return serde_json::from_value(stored.value).map_err(|e| {
+                StepError::Failure(Failure::Error(errors::step_retyped(seq, name, &e)))
+            });
+        }
         if self.host.is_inline() {
             return work().await.map_err(StepError::Work);
         }

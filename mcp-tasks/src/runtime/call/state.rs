@@ -32,7 +32,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    context::{Ask, Failure, Host, Progress, ProgressError, StepSlot, TaskContext},
+    context::{Ask, Failure, Host, Progress, ProgressError, TaskContext},
     errors,
     runtime::Runtime,
     store::{Step, StoreError, Wait},
@@ -523,16 +523,10 @@ impl Host for CallState {
         Box::pin(self.send_log(level, logger, data))
     }
 
-    fn next_step(&self) -> StepSlot {
+    fn next_step(&self) -> (u64, Option<Step>) {
         let seq = self.step_seq.fetch_add(1, Ordering::Relaxed) + 1;
-        match self.parts.replay.as_ref().and_then(|r| r.steps.get(&seq)) {
-            Some(stored) => StepSlot::Stored {
-                seq,
-                name: stored.name.clone(),
-                value: stored.value.clone(),
-            },
-            None => StepSlot::Fresh { seq },
-        }
+        let stored = self.parts.replay.as_ref().and_then(|r| r.steps.get(&seq));
+        (seq, stored.cloned())
     }
 
     fn peek_step(&self) -> Option<String> {
