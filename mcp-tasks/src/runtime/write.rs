@@ -6,8 +6,6 @@ use std::{
     time::Duration,
 };
 
-use rmcp::model::InputRequest;
-
 use super::{Runtime, placement::Fence};
 use crate::{
     context::Failure,
@@ -139,23 +137,6 @@ impl Runtime {
         message: Option<String>,
     ) -> Result<(), WriteError> {
         self.write(id, Transition::StatusMessage(message)).await
-    }
-
-    /// Stores an input request of a running task, asked with `at_step` steps of its run
-    /// begun.
-    pub(crate) async fn request_input(
-        &self,
-        id: &str,
-        key: &str,
-        request: InputRequest,
-        at_step: u64,
-    ) -> Result<(), WriteError> {
-        let ask = Transition::RequestInput {
-            key: key.to_owned(),
-            request,
-            at_step,
-        };
-        self.write(id, ask).await
     }
 
     /// Stores a completed step of a running task. The step's work is done (its side

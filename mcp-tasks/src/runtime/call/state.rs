@@ -35,7 +35,7 @@ use crate::{
     context::{Ask, Failure, Host, Progress, ProgressError, TaskContext},
     errors,
     runtime::Runtime,
-    store::{Step, StoreError, Wait},
+    store::{Step, StoreError, Transition, Wait},
     toolkit::StateMap,
 };
 
@@ -343,10 +343,12 @@ impl CallState {
             return Ok(value);
         }
         let at_step = self.step_seq.load(Ordering::Relaxed);
-        match runtime
-            .request_input(&self.parts.id, &key, request, at_step)
-            .await
-        {
+        let ask = Transition::RequestInput {
+            key: key.clone(),
+            request,
+            at_step,
+        };
+        match runtime.write(&self.parts.id, ask).await {
             Ok(()) => {}
             // A replay asks again a question that was open when it read the store; an answer
             // taken between that read and this request used the key up. The store keeps the
