@@ -288,13 +288,11 @@ impl Call<'_> {
         });
         let record = self.new_task(id.clone(), message, runs);
         let lease = Lease::first(&record);
-        let snapshot = match self.create(record).await? {
-            Ok(snapshot) => snapshot,
-            Err(existing) => return Ok(existing),
-        };
-        // Without a slot the work runs elsewhere: the task is queued.
-        let Some(slot) = slot else {
-            return Ok(Answer::Task(snapshot.to_task()));
+        let (task, new) = self.create(record).await?;
+        // An existing task answers as it is; without a slot the work runs elsewhere: the task
+        // is queued.
+        let (true, Some(slot)) = (new, slot) else {
+            return Ok(Answer::Task(task));
         };
         let cancel = CancellationToken::new();
         let mut parts = self.parts(id.clone(), cancel.clone());
@@ -314,7 +312,7 @@ impl Call<'_> {
                 runtime.finish(&id, &self.tool, ended).await;
             }
         }
-        Ok(Answer::Task(snapshot.to_task()))
+        Ok(Answer::Task(task))
     }
 
     /// An ordinary call: the work runs here and its result is the answer. Input it asks for
@@ -394,13 +392,13 @@ impl Call<'_> {
         // Not created, or a retry of a call that created its task already (same owner, tool
         // and idempotency key; that task answers): this run of the work stops before its
         // first step or input request (both wait for a record of their own).
-        if !matches!(created, Ok(Ok(_))) {
+        if !matches!(created, Ok((_, true))) {
             cancel.cancel();
         }
-        let snapshot = match created? {
-            Ok(snapshot) => snapshot,
-            Err(existing) => return Ok(existing),
-        };
+        let (task, new) = created?;
+        if !new {
+            return Ok(Answer::Task(task));
+        }
         let runtime = self.runtime;
         runtime.register(id.clone(), &self.tool, Run::First, cancel, lease, slot);
         call.finish_promotion().await;
@@ -414,22 +412,19 @@ impl Call<'_> {
             }
             None => runtime.spawn(id, self.tool.clone(), span, work),
         }
-        Ok(Answer::Task(snapshot.to_task()))
+        Ok(Answer::Task(task))
     }
 }
 
 impl Call<'_> {
-    /// Creates `record`: its snapshot, or the answer of the existing task an idempotent
-    /// retry finds.
-    async fn create(
-        &self,
-        record: NewTask,
-    ) -> Result<Result<crate::store::TaskSnapshot, Answer>, ErrorData> {
+    /// Creates `record`: the task to answer, and whether it is new (else it is the existing
+    /// task an idempotent retry finds).
+    async fn create(&self, record: NewTask) -> Result<(rmcp::model::Task, bool), ErrorData> {
         match self.runtime.store.create(record).await {
-            Ok(Created::New(snapshot)) => Ok(Ok(snapshot)),
+            Ok(Created::New(snapshot)) => Ok((snapshot.to_task(), true)),
             Ok(Created::Existing(existing)) => {
                 tracing::debug!(task_id = %existing.id, tool = %self.tool, "idempotent retry");
-                Ok(Err(Answer::Task(existing.to_task())))
+                Ok((existing.to_task(), false))
             }
             Err(StoreError::Full { max_tasks }) => Err(errors::store_full(max_tasks)),
             Err(other) => Err(errors::store_failure(&other)),
@@ -446,10 +441,10 @@ impl Call<'_> {
         key: Option<String>,
     ) -> Result<Answer, ErrorData> {
         let record = self.new_task(id.clone(), Some(self.limit_message()), true);
-        let snapshot = match self.create(record).await? {
-            Ok(snapshot) => snapshot,
-            Err(existing) => return Ok(existing),
-        };
+        let (task, new) = self.create(record).await?;
+        if !new {
+            return Ok(Answer::Task(task));
+        }
         self.runtime.warn_if_not_started(&self.tool);
         self.runtime.hold_back(Held {
             id,
@@ -457,7 +452,7 @@ impl Call<'_> {
             key,
             tool: self.tool.clone(),
         });
-        Ok(Answer::Task(snapshot.to_task()))
+        Ok(Answer::Task(task))
     }
 }
 
