@@ -240,21 +240,18 @@ impl Call<'_> {
     /// The status message of a task its tool's limits hold back: which limits.
     fn limit_message(&self) -> String {
         let definition = &self.registered.definition;
+        let tasks = |n: u32| format!("{n} {}", if n == 1 { "task" } else { "tasks" });
+        let at_once = |n| format!("runs at most {} at once", tasks(n));
+        // `starts at most 10 tasks in any 1m`
+        let starts = |rate: crate::rate::Rate| {
+            let per = crate::duration::format(crate::clock::millis(rate.per()));
+            format!("starts at most {} in any {per}", tasks(rate.count()))
+        };
         let limits: Vec<String> = [
-            definition.concurrency().map(|limit| {
-                let tasks = if limit == 1 { "task" } else { "tasks" };
-                format!("runs at most {limit} {tasks} at once")
-            }),
-            definition.key_concurrency().map(|(key, limit)| {
-                let tasks = if limit == 1 { "task" } else { "tasks" };
-                format!("runs at most {limit} {tasks} at once for each {key}")
-            }),
-            definition
-                .rate()
-                .map(|rate| format!("starts at most {}", rate_text(rate))),
-            definition
-                .key_rate()
-                .map(|(key, rate)| format!("starts at most {} for each {key}", rate_text(rate))),
+            definition.concurrency().map(&at_once),
+            (definition.key_concurrency()).map(|(key, n)| format!("{} for each {key}", at_once(n))),
+            definition.rate().map(&starts),
+            (definition.key_rate()).map(|(key, rate)| format!("{} for each {key}", starts(rate))),
         ]
         .into_iter()
         .flatten()
@@ -495,15 +492,4 @@ fn inline_answer(tool: &str, ended: Ended) -> Result<Answer, ErrorData> {
             Err(errors::tool_panicked(tool, &panic))
         }
     }
-}
-
-/// How a queued task's status message says a rate: `10 tasks in any 1m`.
-fn rate_text(rate: crate::rate::Rate) -> String {
-    let ms = u64::try_from(rate.per().as_millis()).unwrap_or(u64::MAX);
-    let tasks = if rate.count() == 1 { "task" } else { "tasks" };
-    format!(
-        "{} {tasks} in any {}",
-        rate.count(),
-        crate::duration::format(ms)
-    )
 }
