@@ -240,19 +240,17 @@ impl TaskContext {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
+        let failed = |error: rmcp::model::ErrorData| StepError::Failure(Failure::Error(error));
         if name.contains('\0') {
-            let error = errors::step_name_nul(name);
-            return Err(StepError::Failure(Failure::Error(error)));
+            return Err(failed(errors::step_name_nul(name)));
         }
         let (seq, stored) = self.host.next_step();
         if let Some(stored) = stored {
             if stored.name != name {
-                let error = errors::step_renamed(seq, &stored.name, name);
-                return Err(StepError::Failure(Failure::Error(error)));
+                return Err(failed(errors::step_renamed(seq, &stored.name, name)));
             }
-            return serde_json::from_value(stored.value).map_err(|e| {
-                StepError::Failure(Failure::Error(errors::step_retyped(seq, name, &e)))
-            });
+            return serde_json::from_value(stored.value)
+                .map_err(|e| failed(errors::step_retyped(seq, name, &e)));
         }
         if self.host.is_inline() {
             return work().await.map_err(StepError::Work);
@@ -262,22 +260,19 @@ impl TaskContext {
         let span = tracing::info_span!("step", step = name, seq);
         async {
             let value = work().await.map_err(StepError::Work)?;
-            let json = serde_json::to_value(&value).map_err(|e| {
-                StepError::Failure(Failure::Error(errors::step_unserializable(name, &e)))
-            })?;
+            let json = serde_json::to_value(&value)
+                .map_err(|e| failed(errors::step_unserializable(name, &e)))?;
             // Not deeper than a reader takes back (checked first: reading it back recurses as
             // deep as it nests).
             if crate::limits::nests_deeper(&json, crate::Limits::MAX_VALUE_DEPTH) {
                 let what = format!("step `{name}`");
-                let error = errors::value_too_deep(self.host.tool(), &what);
-                return Err(StepError::Failure(Failure::Error(error)));
+                return Err(failed(errors::value_too_deep(self.host.tool(), &what)));
             }
             // What a replay will read must be a `T` again (a NaN is stored as `null`, a
             // hand-written `Serialize` may not match its `Deserialize`): found out now, not
             // after a restart, when the task could no longer go on.
             if let Err(error) = <T as serde::Deserialize>::deserialize(&json) {
-                let error = errors::step_unreadable(name, &error);
-                return Err(StepError::Failure(Failure::Error(error)));
+                return Err(failed(errors::step_unreadable(name, &error)));
             }
             self.host
                 .save_step(seq, name, json)
