@@ -346,19 +346,22 @@ async fn take_claimed(
         let lease = lease.sent_at(sent);
         tracing::info!(task_id = %task.id, tool = %task.tool, epoch = lease.epoch,
             ?cause, "task claimed");
-        // Its own task, whose earlier work lost the lease and still winds down here
-        // (invariant 7): not replayed beside it; the lease claimed is left to lapse.
-        if runtime.winding_down(&task.id) {
-            tracing::info!(task_id = %task.id, epoch = lease.epoch,
-                "claimed task left to lapse: its earlier work still ends here");
-            continue;
+        match runtime.get_live(&task.id) {
+            // Its own task, whose earlier work lost the lease and still winds down here
+            // (invariant 7): not replayed beside it; the lease claimed is left to lapse.
+            Some(live) if live.fenced.load(Ordering::Acquire) => {
+                tracing::info!(task_id = %task.id, epoch = lease.epoch,
+                    "claimed task left to lapse: its earlier work still ends here");
+            }
+            // Its own lapsed task, whose work still runs here (it stalled past its lease, and
+            // no other instance took the task meanwhile): it goes on under the new lease, not
+            // twice.
+            Some(live) => {
+                *live.lease.lock() = Some(lease);
+                report.resumed += 1;
+            }
+            None => take(runtime, task, Some(lease), cause, report, None).await?,
         }
-        // Its own lapsed task, whose work still runs here: it goes on, not twice.
-        if runtime.adopt(&lease) {
-            report.resumed += 1;
-            continue;
-        }
-        take(runtime, task, Some(lease), cause, report, None).await?;
     }
     Ok(())
 }

@@ -362,20 +362,6 @@ impl Runtime {
         }
     }
 
-    /// This instance claimed a lapsed task whose work still runs here (it stalled past its
-    /// lease, and no other instance took the task meanwhile): the work goes on under the new
-    /// lease. `false` when no such work runs here.
-    pub(crate) fn adopt(&self, lease: &Lease) -> bool {
-        let Some(live) = self.get_live(&lease.task_id) else {
-            return false;
-        };
-        if live.fenced.load(Ordering::Acquire) {
-            return false;
-        }
-        *live.lease.lock() = Some(lease.clone());
-        true
-    }
-
     /// Replaces the lease of task `id` with its renewal, unless the work lost it meanwhile.
     pub(crate) fn renewed(&self, lease: Lease) {
         if let Some(live) = self.get_live(&lease.task_id) {
