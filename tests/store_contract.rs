@@ -878,6 +878,57 @@ async fn sqlite_store_trims_a_burst_that_ends_after_reopening() {
     );
 }
 
+/// The bound a runtime tells its store at start-up
+/// ([`TaskStore::set_max_finished_per_owner`]), from the rows: `first` finished tasks of
+/// three owners (one of them named by the empty string) under a bound of 10 that its sweep
+/// never trimmed, and was dropped; `second`, over the same tasks, is told a bound of 3, and
+/// its next sweep trims every owner past it without any create, and no other.
+async fn told_bound(first: impl TaskStore, second: impl TaskStore) {
+    const BOUND: usize = 3;
+    let task = |id: &str, owner: &str| {
+        NewTask::new(Arc::from(id), Arc::from(owner), Arc::from("tool"))
+            .with_ttl(Some(Duration::from_secs(3600)))
+            .with_max_finished_per_owner(10)
+    };
+    let mut all = Vec::new();
+    for (owner, count) in [("", 5), ("trent", 8), ("bob", 2)] {
+        for i in 0..count {
+            let id = format!("{owner}-{i}");
+            tokio::time::advance(Duration::from_millis(1)).await;
+            first.create(task(&id, owner)).await.unwrap();
+            first.finish(&id, Outcome::Cancelled).await.unwrap();
+            all.push(id);
+        }
+    }
+    drop(first);
+    second.set_max_finished_per_owner(BOUND);
+    second.expire_due().await.unwrap();
+    let kept = [
+        "-2", "-3", "-4", "trent-5", "trent-6", "trent-7", "bob-0", "bob-1",
+    ];
+    assert_eq!(present(&second, &all).await, kept);
+}
+
+#[tokio::test(start_paused = true)]
+async fn sqlite_store_trims_to_the_bound_told_at_start_up() {
+    let db = TempDb::new("told-bound");
+    let open = || SqliteStore::open(&db.0).unwrap();
+    told_bound(open(), open()).await;
+}
+
+/// [`told_bound`] across two stores (instances) over one Postgres task space; they connect
+/// before time is paused.
+#[tokio::test]
+async fn postgres_store_trims_to_the_bound_told_at_start_up() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let first = db.store().await.expect("connect");
+    let second = db.store().await.expect("connect");
+    tokio::time::pause();
+    told_bound(first, second).await;
+}
+
 /// Everything survives closing and reopening the file: running tasks with their arguments,
 /// answers and steps; finished tasks byte for byte.
 #[tokio::test]

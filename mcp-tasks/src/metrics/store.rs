@@ -104,6 +104,10 @@ impl TaskStore for Timed {
         time("expire_due", self.0.expire_due()).await
     }
 
+    fn set_max_finished_per_owner(&self, tasks: usize) {
+        self.0.set_max_finished_per_owner(tasks);
+    }
+
     fn parks(&self) -> bool {
         self.0.parks()
     }

@@ -200,8 +200,23 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The stores of this crate also remove, for each owner that created a task with
     /// [`NewTask::max_finished_per_owner`] since the last sweep (or that held more tasks
     /// than the bound then and has finished some since), that owner's oldest finished tasks
-    /// past the bound.
+    /// past the bound; and, after [`TaskStore::set_max_finished_per_owner`], the owners of
+    /// the next page of their pass over every owner.
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError>;
+
+    /// The bound on each owner's finished tasks
+    /// ([`Limits::max_finished_tasks_per_owner`](crate::Limits::max_finished_tasks_per_owner)),
+    /// which a runtime tells its store once, when it starts. The stores that keep tasks
+    /// across a restart (SQLite, Postgres) then make a pass over every owner's finished
+    /// tasks, a page of at most 10,000 of them at each [`TaskStore::expire_due`] (so one
+    /// sweep's work stays bounded), and trim each owner that holds more than `tasks`: an
+    /// owner left past its bound by a process that stopped before its sweep (on Postgres,
+    /// any instance), or by a bound lowered at the restart, is trimmed without creating
+    /// again. Until a create carries a bound, it is the one the sweeps trim to. The default
+    /// does nothing: a store that forgets its tasks at a restart has none left over.
+    fn set_max_finished_per_owner(&self, tasks: usize) {
+        let _ = tasks;
+    }
 
     /// The cluster operations of a store that several instances share; `None` (the default)
     /// for a single-process store.

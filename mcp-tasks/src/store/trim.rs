@@ -5,6 +5,14 @@
 //! last sweep are looked at, each by an index of its own finished tasks. An owner whose
 //! tasks were still running past its bound at the sweep is noted again: by the store that
 //! sees it there (Postgres counts them), or at the end of each of its tasks (SQLite).
+//!
+//! What a process noted is lost when it stops, so a runtime tells its store the bound when
+//! it starts ([`TaskStore::set_max_finished_per_owner`](super::TaskStore::set_max_finished_per_owner)):
+//! the store's sweeps then make a pass over every owner's finished tasks, by the same index,
+//! in pages of at most [`PASS_ROWS`] rows a sweep, and trim each owner that holds more than
+//! the bound. The rows decide, not what some process remembers: an owner left past its bound
+//! by a process (or, on Postgres, an instance) that stopped before its sweep, or by a bound
+//! lowered at the restart, is trimmed without creating again.
 
 use std::{
     collections::HashMap,
@@ -22,16 +30,86 @@ use super::NewTask;
 /// one): a store whose creates never carry one does not remember every owner.
 const MAX_WAITING: usize = 10_000;
 
+/// How many finished tasks one sweep reads, at most, in its page of the pass over every
+/// owner ([`Owners::pass`]).
+pub(crate) const PASS_ROWS: u64 = 10_000;
+
+/// Owners to trim, each with the bound to trim it to.
+pub(crate) type ToTrim = Vec<(Arc<str>, usize)>;
+
 /// Owners to trim, with the bound their latest create carried.
 #[derive(Default)]
 pub(crate) struct Owners {
     due: Mutex<HashMap<Arc<str>, usize>>,
-    /// The bound the latest create carried; 0 before one carried a bound (and in `due`, an
-    /// owner waiting for one).
+    /// The bound the latest create carried (or a runtime told at its start); 0 before one
+    /// did (and in `due`, an owner waiting for one).
     latest: AtomicUsize,
+    /// The pass over every owner a runtime's start asked for ([`Owners::bound`]), while it
+    /// lasts.
+    pass: Mutex<Option<Pass>>,
+}
+
+/// Where the pass over every owner's finished tasks is.
+#[derive(Clone, Default)]
+pub(crate) struct Pass {
+    /// The last owner a page reached; `None` before the first page.
+    pub(crate) after: Option<Arc<str>>,
+    /// The bound it trims to.
+    pub(crate) keep: usize,
+}
+
+impl Pass {
+    /// Which of the owners one page `found` (each with how many of the page's finished
+    /// tasks are its, in owner order, [`PASS_ROWS`] of them at most) to trim: those with
+    /// more than the bound, and the page's last owner when the page is full (some of its
+    /// tasks may lie past the page; its trim counts them all). With the pass's next place:
+    /// after that last owner, or `None` when the page was not full (the pass is over).
+    pub(crate) fn page(&self, found: Vec<(Arc<str>, u64)>) -> (ToTrim, Option<Arc<str>>) {
+        let full = found.iter().map(|(_, rows)| rows).sum::<u64>() >= PASS_ROWS;
+        let last = found.last().map(|(owner, _)| Arc::clone(owner));
+        let keep = self.keep;
+        let over = found
+            .into_iter()
+            .filter(|(owner, rows)| {
+                usize::try_from(*rows).map_or(true, |rows| rows > keep)
+                    || (full && Some(owner) == last.as_ref())
+            })
+            .map(|(owner, _)| (owner, keep))
+            .collect();
+        (over, if full { last } else { None })
+    }
 }
 
 impl Owners {
+    /// The bound a runtime tells its store when it starts: what an owner noted before any
+    /// create carried a bound is trimmed to, and the start of a pass over every owner (one
+    /// underway starts again, with this bound).
+    pub(crate) fn bound(&self, keep: usize) {
+        let keep = keep.max(1);
+        self.latest.store(keep, Ordering::Relaxed);
+        *self.pass.lock() = Some(Pass { after: None, keep });
+    }
+
+    /// Where the pass over every owner is, while one is underway.
+    pub(crate) fn pass(&self) -> Option<Pass> {
+        self.pass.lock().clone()
+    }
+
+    /// Moves the pass that was at `from` on to `next` (ends it with `None`), unless it
+    /// has moved (or started again) since.
+    pub(crate) fn passed(&self, from: &Pass, next: Option<Arc<str>>) {
+        let mut pass = self.pass.lock();
+        if let Some(now) = pass.as_mut()
+            && now.after == from.after
+            && now.keep == from.keep
+        {
+            match next {
+                Some(owner) => now.after = Some(owner),
+                None => *pass = None,
+            }
+        }
+    }
+
     /// Notes `task`'s owner when the task carries a bound.
     pub(crate) fn note(&self, task: &NewTask) {
         if let Some(keep) = task.max_finished_per_owner {
@@ -67,7 +145,7 @@ impl Owners {
 
     /// The owners noted since the last call, with their bounds; an owner noted before any
     /// bound was known stays noted until one is.
-    pub(crate) fn take(&self) -> Vec<(Arc<str>, usize)> {
+    pub(crate) fn take(&self) -> ToTrim {
         let latest = self.latest.load(Ordering::Relaxed);
         if latest == 0 {
             return Vec::new();
@@ -83,7 +161,65 @@ impl Owners {
 mod tests {
     use std::sync::Arc;
 
-    use super::{MAX_WAITING, NewTask, Owners};
+    use super::{MAX_WAITING, NewTask, Owners, PASS_ROWS};
+
+    fn found(pages: &[(&str, u64)]) -> Vec<(Arc<str>, u64)> {
+        pages.iter().map(|(o, n)| (Arc::from(*o), *n)).collect()
+    }
+
+    /// The pass a start asks for trims, page after page, the owners past the bound (and a
+    /// full page's last owner, whose tasks may go on past it); a page that is not full ends
+    /// it, and a start during a pass starts it again.
+    #[test]
+    fn the_pass_trims_the_owners_past_the_bound_page_by_page() {
+        let owners = Owners::default();
+        assert!(owners.pass().is_none(), "no pass before a start");
+        owners.bound(3);
+        let first = owners.pass().expect("a start begins a pass");
+        assert_eq!((first.after.clone(), first.keep), (None, 3));
+        let (over, next) = first.page(found(&[
+            ("ann", 3),
+            ("bob", 4),
+            ("cy", PASS_ROWS - 8),
+            ("dee", 1),
+        ]));
+        let dee = Arc::<str>::from("dee");
+        assert_eq!(
+            over,
+            vec![
+                (Arc::from("bob"), 3),
+                (Arc::from("cy"), 3),
+                (dee.clone(), 3)
+            ]
+        );
+        assert_eq!(
+            next,
+            Some(dee.clone()),
+            "a full page: the pass goes on after it"
+        );
+        owners.passed(&first, next);
+        let second = owners.pass().expect("still passing");
+        assert_eq!(second.after, Some(dee));
+        owners.passed(&first, None);
+        assert!(
+            owners.pass().is_some(),
+            "a page from an old place moves nothing"
+        );
+        let (over, next) = second.page(found(&[("eve", 2)]));
+        assert!(over.is_empty() && next.is_none(), "{over:?}");
+        owners.bound(5);
+        owners.passed(&second, next);
+        let again = owners.pass().expect("a second start begins again");
+        assert_eq!((again.after.clone(), again.keep), (None, 5));
+        owners.passed(&again, None);
+        assert!(owners.pass().is_none(), "a page that is not full ends it");
+        owners.ended(&Arc::from("late"));
+        assert_eq!(
+            owners.take(),
+            vec![(Arc::from("late"), 5)],
+            "the bound told"
+        );
+    }
 
     /// Owners whose tasks end before any bound is known wait for one, at most
     /// [`MAX_WAITING`] of them, and get the first bound a create brings.

@@ -21,6 +21,7 @@ use crate::store::{
     TaskStore, Transition,
     codec::{self, Columns, TaskRow, end_sql, recovery_columns, to_i64, to_json},
     record::{self, Change, Due, WakeupKind},
+    trim,
 };
 
 impl PostgresStore {
@@ -429,11 +430,20 @@ impl TaskStore for PostgresStore {
                 break;
             }
         }
-        // The owners this instance created for since the last sweep: each one's finished
-        // tasks past its bound, counted in the store (every instance's), by the index of the
-        // owner's finished tasks. An owner whose live and kept tasks are still more than its
-        // bound (it created past it while they ran) is looked at again by the next sweep.
-        for (owner, keep) in self.trim.take() {
+        // The owners this instance created for since the last sweep, and those of the next
+        // page of the pass over every owner since a runtime started here (the owners any
+        // instance left past the bound): each one's finished tasks past its bound, counted
+        // in the store (every instance's), by the index of the owner's finished tasks. An
+        // owner whose live and kept tasks are still more than its bound (it created past it
+        // while they ran) is looked at again by the next sweep.
+        let pass = self.trim.pass();
+        let (mut owners, mut next) = (Vec::new(), None);
+        if let Some(pass) = &pass {
+            let (over, after) = pass.page(self.pass_page(pass).await?);
+            (owners, next) = (over, Some(after));
+        }
+        owners.extend(self.trim.take());
+        for (owner, keep) in owners {
             let bound = i64::try_from(keep).unwrap_or(i64::MAX);
             let rows = super::pool::write_one(
                 &self.pool,
@@ -453,7 +463,14 @@ impl TaskStore for PostgresStore {
                 self.trim.again(&owner, keep);
             }
         }
+        if let (Some(pass), Some(next)) = (pass, next) {
+            self.trim.passed(&pass, next);
+        }
         Ok(failed)
+    }
+
+    fn set_max_finished_per_owner(&self, tasks: usize) {
+        self.trim.bound(tasks);
     }
 
     async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
@@ -479,6 +496,34 @@ impl TaskStore for PostgresStore {
         let rows = read(&self.pool, sql, &[], "could not count the parked tasks").await?;
         let count = rows.first().map(|row| row::int(row, 0)).transpose()?;
         Ok(Some(codec::to_u64(count.unwrap_or(0))))
+    }
+}
+
+impl PostgresStore {
+    /// One page of the pass over every owner ([`trim::Pass`]): the owners of the next
+    /// [`trim::PASS_ROWS`] finished tasks after the pass's last owner, in owner order, each
+    /// with how many of them are its, read from the owner index (`tasks_owner_finished`).
+    async fn pass_page(&self, pass: &trim::Pass) -> Result<Vec<(Arc<str>, u64)>, StoreError> {
+        let rows = to_i64(trim::PASS_ROWS);
+        let context = "could not read the owners of the finished tasks";
+        // An owner may be the empty string: the first page names no owner to start after.
+        let found = match &pass.after {
+            None => {
+                let sql = "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
+                           WHERE purge_at_ms IS NOT NULL ORDER BY owner LIMIT $1) page \
+                           GROUP BY owner ORDER BY owner";
+                read(&self.pool, sql, &[&rows], context).await?
+            }
+            Some(after) => {
+                let sql = "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
+                           WHERE purge_at_ms IS NOT NULL AND owner > $2 ORDER BY owner \
+                           LIMIT $1) page GROUP BY owner ORDER BY owner";
+                read(&self.pool, sql, &[&rows, &&**after], context).await?
+            }
+        };
+        (found.iter())
+            .map(|r| Ok((Arc::from(text(r, 0)?), codec::to_u64(row::int(r, 1)?))))
+            .collect()
     }
 }
 

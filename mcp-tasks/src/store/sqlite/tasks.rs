@@ -18,6 +18,7 @@ use crate::store::{
     Created, Lease, NewTask, Recovery, StoreError, TaskSnapshot, TaskStore, Transition,
     codec::{self, recovery_columns, to_i64},
     record::{self, Due},
+    trim,
 };
 
 #[async_trait]
@@ -279,14 +280,36 @@ impl TaskStore for SqliteStore {
         Some(self)
     }
 
+    fn set_max_finished_per_owner(&self, tasks: usize) {
+        self.trim.bound(tasks);
+    }
+
     async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
         let mut reported = self.unreported.take();
         let swept = async {
             reported.extend(self.write(expire).await?);
-            let owners = self.trim.take();
-            if !owners.is_empty() {
-                self.write(move |tx: &mut Tx<'_>| trim_owners(tx, &owners))
-                    .await?;
+            let mut owners = self.trim.take();
+            let pass = self.trim.pass();
+            if owners.is_empty() && pass.is_none() {
+                return Ok(());
+            }
+            let at = pass.clone();
+            let next = self
+                .write(move |tx: &mut Tx<'_>| {
+                    let next = match &pass {
+                        Some(pass) => {
+                            let (over, next) = pass.page(pass_page(tx.conn, pass)?);
+                            owners.extend(over);
+                            Some(next)
+                        }
+                        None => None,
+                    };
+                    trim_owners(tx, &owners)?;
+                    Ok(next)
+                })
+                .await?;
+            if let (Some(at), Some(next)) = (at, next) {
+                self.trim.passed(&at, next);
             }
             Ok::<_, StoreError>(())
         }
@@ -332,6 +355,43 @@ fn trim_owners(tx: &mut Tx<'_>, owners: &[(Arc<str>, usize)]) -> Result<(), Stor
     }
     tx.effects.push(Effect::Purged(removed));
     Ok(())
+}
+
+/// One page of the pass over every owner ([`trim::Pass`]): the owners of the next
+/// [`trim::PASS_ROWS`] finished tasks after the pass's last owner, in owner order, each with
+/// how many of them are its, read from the owner index (`tasks_owner_finished`).
+fn pass_page(
+    conn: &rusqlite::Connection,
+    pass: &trim::Pass,
+) -> Result<Vec<(Arc<str>, u64)>, StoreError> {
+    // An owner may be the empty string: the first page names no owner to start after.
+    let after = if pass.after.is_some() {
+        " AND owner > ?2"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
+         WHERE purge_at_ms IS NOT NULL{after} ORDER BY owner LIMIT ?1) \
+         GROUP BY owner ORDER BY owner"
+    );
+    let rows = to_i64(trim::PASS_ROWS);
+    let after = pass.after.as_deref().unwrap_or_default();
+    let mut select = conn.prepare_cached(&sql).map_err(backend)?;
+    let params: &[&dyn rusqlite::ToSql] = if pass.after.is_some() {
+        &[&rows, &after]
+    } else {
+        &[&rows]
+    };
+    select
+        .query_map(params, |r| {
+            Ok((
+                Arc::from(r.get::<_, String>(0)?),
+                codec::to_u64(r.get::<_, i64>(1)?),
+            ))
+        })
+        .and_then(Iterator::collect)
+        .map_err(backend)
 }
 
 /// What a replay of live task `id` needs, with its steps, marked `woken` or not.
