@@ -3,6 +3,8 @@
 //! errors).
 
 mod common;
+#[path = "support/postgres.rs"]
+mod pg;
 #[path = "support/temp_db.rs"]
 mod temp_db;
 
@@ -10,7 +12,8 @@ use std::{sync::Arc, time::Duration};
 
 use common::{Http, Peer, TASKS, first_input_key};
 use mcp_tasks::{
-    Limits, MemoryStore, Owner, TaskContext, TaskServer, ToolError, task_tool, toolkit,
+    Engine, Limits, MemoryStore, Owner, SqliteStore, TaskContext, TaskServer, TaskStore, ToolError,
+    task_tool, toolkit,
 };
 use serde_json::{Value, json};
 
@@ -411,4 +414,89 @@ async fn results_and_steps_nested_past_the_limit_fail_the_task_with_a_clear_erro
             "{store}, inline: {answered}"
         );
     }
+}
+
+/// An engine serving [`quick`] over `store` that keeps `bound` finished tasks per owner.
+fn quick_engine(store: Arc<dyn TaskStore>, bound: usize) -> Engine {
+    Engine::builder(toolkit![quick].expect("toolkit"))
+        .with_shared_store(store)
+        .with_limits(Limits::default().with_max_finished_tasks_per_owner(bound))
+        .build()
+}
+
+/// Runs `count` [`quick`] tasks to their end, one after the other, and returns their ids
+/// (oldest first).
+async fn finish_quick(peer: &mut Peer, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..count {
+        // A few milliseconds apart: their order of creation is the order of the calls.
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let id = task_id(&peer.call("quick", json!({}), TASKS).await);
+        let task = peer.wait_terminal(&id).await;
+        assert_eq!(task["status"], "completed", "{task}");
+        ids.push(id);
+    }
+    ids
+}
+
+/// Waits until, of `ids`, `peer` reads exactly the tasks `kept` (the others are gone).
+async fn until_kept(peer: &mut Peer, ids: &[String], kept: &[String]) {
+    let patience = common::Patience::new("the owner's oldest finished tasks to go");
+    loop {
+        let mut present = Vec::new();
+        for id in ids {
+            if peer.get(id).await["result"]["status"] == "completed" {
+                present.push(id.clone());
+            }
+        }
+        if present == kept || patience.expired() {
+            assert_eq!(present, kept, "only the newest finished tasks are kept");
+            return;
+        }
+        patience.wait().await;
+    }
+}
+
+/// The bound on an owner's finished tasks after a restart, from the rows: a process that
+/// finished twice the bound of one owner's tasks stopped before any sweep of its trimmed
+/// them (it never started its loops); the next process on the same SQLite file trims them
+/// at its first sweep, though no task is created there.
+#[tokio::test]
+async fn a_restart_trims_what_the_stopped_process_left_past_the_bound_on_sqlite() {
+    const BOUND: usize = 3;
+    let db = temp_db::TempDb::new("trim-restart");
+    let path = db.0.clone();
+    let open = |path: &std::path::Path| Arc::new(SqliteStore::open(path).expect("open"));
+    let ids = common::restart::run_then_stop(
+        move || TaskServer::from_engine(quick_engine(open(&path), BOUND)),
+        |mut peer| async move { finish_quick(&mut peer, 2 * BOUND).await },
+    )
+    .await;
+    let engine = quick_engine(open(&db.0), BOUND);
+    engine.start().expect("start");
+    let mut peer = Peer::Stdio(common::Stdio::start(TaskServer::from_engine(engine)));
+    until_kept(&mut peer, &ids, &ids[BOUND..]).await;
+}
+
+/// The same across a cluster: the instance whose creates noted the owner stops before its
+/// sweep trims (it never started its loops), and another instance over the same Postgres
+/// task space trims the owner at its first sweep, as an instance started by a rolling
+/// deploy does, though no task is created there.
+#[tokio::test]
+async fn a_starting_instance_trims_what_a_stopped_one_left_past_the_bound_on_postgres() {
+    const BOUND: usize = 3;
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let first = Arc::new(db.store().await.expect("connect"));
+    let mut noting = Peer::Stdio(common::Stdio::start(TaskServer::from_engine(quick_engine(
+        first, BOUND,
+    ))));
+    let ids = finish_quick(&mut noting, 2 * BOUND).await;
+    drop(noting);
+    let second = Arc::new(db.store().await.expect("connect"));
+    let engine = quick_engine(second, BOUND);
+    engine.start().expect("start");
+    let mut peer = Peer::Stdio(common::Stdio::start(TaskServer::from_engine(engine)));
+    until_kept(&mut peer, &ids, &ids[BOUND..]).await;
 }

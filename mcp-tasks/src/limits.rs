@@ -180,7 +180,9 @@ impl Limits {
 
     /// Sets how many finished tasks one owner keeps in the store (at least 1): past it, the
     /// store's next expiry sweep removes the owner's oldest finished tasks early, cutting
-    /// their TTL short (see the [module docs](self)). Nothing is refused.
+    /// their TTL short (see the [module docs](self)). Nothing is refused. A starting server
+    /// also trims, over its first sweeps, every owner a process that stopped (or a higher
+    /// bound before a restart) left past it in a SQLite or Postgres store.
     #[must_use]
     pub const fn with_max_finished_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_finished_tasks_per_owner = if tasks == 0 { 1 } else { tasks };

@@ -14,11 +14,13 @@ use crate::store::StoreError;
 impl Runtime {
     /// Starts every background loop, once (`lifecycle.rs`): the expiry sweep and, in cluster
     /// mode, renewals, wake-ups and (on an executing instance) claims. A running runtime is
-    /// left as it is.
+    /// left as it is. The store learns the bound on each owner's finished tasks first, so
+    /// that the sweep trims, from the rows, the owners an earlier process left past it.
     pub(crate) fn start(self: &Arc<Self>) -> Result<(), StartError> {
         if !self.lifecycle.begin()? {
             return Ok(());
         }
+        (self.store).set_max_finished_per_owner(self.limits.max_finished_tasks_per_owner());
         let loops = &self.lifecycle.loops;
         loops.spawn(super::reap_loop(Arc::clone(self)));
         if self.store.parks() {
