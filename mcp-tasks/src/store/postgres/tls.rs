@@ -543,7 +543,8 @@ jXk5yoMnTzu5ZXSqeU7edS4TPQ==
     /// `verify-` modes without `sslrootcert` read `.postgresql/root.crt` under HOME, whatever
     /// bytes HOME holds (here one that is not UTF-8); an error about that file names it as
     /// the default file, and one without HOME says that HOME is not set.
-    #[cfg(all(feature = "postgres-tls", unix))]
+    #[cfg(feature = "postgres-tls")]
+    #[cfg(unix)]
     #[test]
     fn the_default_root_certificates_are_read_under_any_home() {
         use std::os::unix::ffi::OsStrExt;
