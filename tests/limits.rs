@@ -500,3 +500,35 @@ async fn a_starting_instance_trims_what_a_stopped_one_left_past_the_bound_on_pos
     let mut peer = Peer::Stdio(common::Stdio::start(TaskServer::from_engine(engine)));
     until_kept(&mut peer, &ids, &ids[BOUND..]).await;
 }
+
+/// And when no instance starts after it: an instance that runs on passes over every
+/// owner's finished tasks again a while after its last pass ended (here 200 ms; an hour by
+/// default), and trims what the stopped one left past the bound. It started, and ended its
+/// first pass, before the stopped instance created anything.
+#[tokio::test]
+async fn a_running_instance_trims_what_a_stopped_one_left_past_the_bound_on_postgres() {
+    const BOUND: usize = 3;
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let builder = db
+        .builder()
+        .with_trim_pass_every(Duration::from_millis(200));
+    let running = Arc::new(builder.connect().await.expect("connect"));
+    let engine = Engine::builder(toolkit![quick].expect("toolkit"))
+        .with_shared_store(running)
+        .with_limits(Limits::default().with_max_finished_tasks_per_owner(BOUND))
+        .with_expiry_sweep(Duration::from_millis(20))
+        .build();
+    engine.start().expect("start");
+    let mut peer = Peer::Stdio(common::Stdio::start(TaskServer::from_engine(engine)));
+    // Its first pass, at its first sweep, finds no task.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let first = Arc::new(db.store().await.expect("connect"));
+    let mut noting = Peer::Stdio(common::Stdio::start(TaskServer::from_engine(quick_engine(
+        first, BOUND,
+    ))));
+    let ids = finish_quick(&mut noting, 2 * BOUND).await;
+    drop(noting);
+    until_kept(&mut peer, &ids, &ids[BOUND..]).await;
+}

@@ -212,8 +212,10 @@ pub trait TaskStore: Send + Sync + 'static {
     /// sweep's work stays bounded), and trim each owner that holds more than `tasks`: an
     /// owner left past its bound by a process that stopped before its sweep (on Postgres,
     /// any instance), or by a bound lowered at the restart, is trimmed without creating
-    /// again. Until a create carries a bound, it is the one the sweeps trim to. The default
-    /// does nothing: a store that forgets its tasks at a restart has none left over.
+    /// again. Postgres passes again an hour after each pass ends
+    /// (`PostgresBuilder::with_trim_pass_every`), for an instance that stops while the
+    /// others run on. Until a create carries a bound, it is the one the sweeps trim to. The
+    /// default does nothing: a store that forgets its tasks at a restart has none left over.
     fn set_max_finished_per_owner(&self, tasks: usize) {
         let _ = tasks;
     }

@@ -12,7 +12,9 @@
 //! in pages of at most [`PASS_ROWS`] rows a sweep, and trim each owner that holds more than
 //! the bound. The rows decide, not what some process remembers: an owner left past its bound
 //! by a process (or, on Postgres, an instance) that stopped before its sweep, or by a bound
-//! lowered at the restart, is trimmed without creating again.
+//! lowered at the restart, is trimmed without creating again. A store shared by instances
+//! passes again a while after each pass ends ([`Owners::repeat_every`]), so what an instance
+//! left is trimmed even when none starts after it.
 
 use std::{
     collections::HashMap,
@@ -20,6 +22,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use parking_lot::Mutex;
@@ -47,6 +50,17 @@ pub(crate) struct Owners {
     /// The pass over every owner a runtime's start asked for ([`Owners::bound`]), while it
     /// lasts.
     pass: Mutex<Option<Pass>>,
+    /// When the next pass begins, and how long after each pass ends the next one does.
+    repeat: Mutex<Repeat>,
+}
+
+/// The passes a store makes again ([`Owners::repeat_every`]).
+#[derive(Default)]
+struct Repeat {
+    every: Option<Duration>,
+    /// When the next pass begins, with the bound it trims to; `None` while one is underway
+    /// (or before the first).
+    next: Option<(Instant, usize)>,
 }
 
 /// Where the pass over every owner's finished tasks is.
@@ -88,11 +102,30 @@ impl Owners {
         let keep = keep.max(1);
         self.latest.store(keep, Ordering::Relaxed);
         *self.pass.lock() = Some(Pass { after: None, keep });
+        self.repeat.lock().next = None;
     }
 
-    /// Where the pass over every owner is, while one is underway.
+    /// Passes over every owner again `every` after each pass ends (by default a store
+    /// passes only when a runtime starts): on a store that instances share, one that stops
+    /// before its sweep leaves owners past the bound that only the rows know of.
+    pub(crate) fn repeat_every(&self, every: Duration) {
+        self.repeat.lock().every = Some(every);
+    }
+
+    /// Where the pass over every owner is, while one is underway; one begins when the
+    /// time for the next has come.
     pub(crate) fn pass(&self) -> Option<Pass> {
-        self.pass.lock().clone()
+        let mut pass = self.pass.lock();
+        if pass.is_none() {
+            let mut repeat = self.repeat.lock();
+            if let Some((at, keep)) = repeat.next
+                && Instant::now() >= at
+            {
+                repeat.next = None;
+                *pass = Some(Pass { after: None, keep });
+            }
+        }
+        pass.clone()
     }
 
     /// Moves the pass that was at `from` on to `next` (ends it with `None`), unless it
@@ -105,7 +138,13 @@ impl Owners {
         {
             match next {
                 Some(owner) => now.after = Some(owner),
-                None => *pass = None,
+                None => {
+                    *pass = None;
+                    let mut repeat = self.repeat.lock();
+                    repeat.next = (repeat.every)
+                        .and_then(|every| Instant::now().checked_add(every))
+                        .map(|at| (at, from.keep));
+                }
             }
         }
     }
@@ -213,12 +252,36 @@ mod tests {
         assert_eq!((again.after.clone(), again.keep), (None, 5));
         owners.passed(&again, None);
         assert!(owners.pass().is_none(), "a page that is not full ends it");
+        assert!(owners.pass().is_none(), "and no other begins by itself");
         owners.ended(&Arc::from("late"));
         assert_eq!(
             owners.take(),
             vec![(Arc::from("late"), 5)],
             "the bound told"
         );
+    }
+
+    /// A store that passes again begins a pass, with the bound of the last one, once the
+    /// time has come after it ended; not while one is underway, nor before its time.
+    #[test]
+    fn a_store_that_passes_again_begins_once_the_time_has_come() {
+        let owners = Owners::default();
+        owners.repeat_every(std::time::Duration::ZERO);
+        assert!(owners.pass().is_none(), "no pass before the first start");
+        owners.bound(4);
+        let first = owners.pass().expect("a start begins a pass");
+        owners.passed(&first, Some(Arc::from("ann")));
+        let second = owners.pass().expect("underway");
+        assert_eq!(second.after, Some(Arc::from("ann")), "not begun again");
+        owners.passed(&second, None);
+        let again = owners.pass().expect("begun again once ended");
+        assert_eq!((again.after.clone(), again.keep), (None, 4));
+        let owners = Owners::default();
+        owners.repeat_every(std::time::Duration::from_secs(3600));
+        owners.bound(4);
+        let first = owners.pass().expect("a start begins a pass");
+        owners.passed(&first, None);
+        assert!(owners.pass().is_none(), "an hour away");
     }
 
     /// Owners whose tasks end before any bound is known wait for one, at most

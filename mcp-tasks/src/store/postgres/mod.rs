@@ -107,6 +107,9 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_APPLICATION_NAME: &str = "mcp-tasks";
 /// Default number of wake-ups held for a runtime that has not read them yet.
 pub const DEFAULT_WAKEUP_CAPACITY: usize = 1024;
+/// Default time from the end of one pass over every owner's finished tasks to the start of
+/// the next ([`PostgresBuilder::with_trim_pass_every`]).
+pub const DEFAULT_TRIM_PASS_EVERY: Duration = Duration::from_secs(3600);
 
 /// How long the server lets a connection of the store sit idle inside a transaction before
 /// it ends the session (`idle_in_transaction_session_timeout`). The store's transactions
@@ -155,6 +158,7 @@ pub struct PostgresBuilder {
     expired_retention: Duration,
     clock_offset_ms: i64,
     wakeup_capacity: usize,
+    trim_pass_every: Duration,
 }
 
 /// Where the builder's connection settings come from.
@@ -184,6 +188,7 @@ impl std::fmt::Debug for PostgresBuilder {
             .field("connect_timeout", &self.connect_timeout)
             .field("application_name", &self.application_name)
             .field("expired_retention", &self.expired_retention)
+            .field("trim_pass_every", &self.trim_pass_every)
             .finish()
     }
 }
@@ -262,6 +267,18 @@ impl PostgresBuilder {
     /// lost answer or cancel.
     pub fn with_wakeup_capacity(mut self, capacity: usize) -> Self {
         self.wakeup_capacity = capacity.max(1);
+        self
+    }
+
+    /// Sets how long after one pass over every owner's finished tasks ends the next one
+    /// starts (default [`DEFAULT_TRIM_PASS_EVERY`]). A pass trims each owner holding more
+    /// finished tasks than the runtime's bound
+    /// ([`Limits::with_max_finished_tasks_per_owner`](crate::Limits::with_max_finished_tasks_per_owner));
+    /// a runtime starts one when it starts. The passes that follow trim what an instance
+    /// that stopped before its sweep left past the bound, though no instance starts after
+    /// it. A pass reads at most 10,000 rows a sweep.
+    pub fn with_trim_pass_every(mut self, every: Duration) -> Self {
+        self.trim_pass_every = every;
         self
     }
 
@@ -352,6 +369,8 @@ impl PostgresBuilder {
         let reads = batch::spawn(&runtime, batch::READERS, &pool, batch::read_batch);
         let finishes = batch::spawn(&runtime, batch::WRITERS, &shared, batch::finish_batch);
         let stop = CancellationToken::new();
+        let trim = super::trim::Owners::default();
+        trim.repeat_every(self.trim_pass_every);
         Ok(PostgresStore {
             pool,
             creates,
@@ -365,7 +384,7 @@ impl PostgresBuilder {
             stop: stop.clone(),
             _stop: stop.drop_guard(),
             settings: self,
-            trim: super::trim::Owners::default(),
+            trim,
             turn: parking_lot::Mutex::default(),
         })
     }
@@ -448,6 +467,7 @@ impl PostgresStore {
             expired_retention: DEFAULT_EXPIRED_RETENTION,
             clock_offset_ms: 0,
             wakeup_capacity: DEFAULT_WAKEUP_CAPACITY,
+            trim_pass_every: DEFAULT_TRIM_PASS_EVERY,
         }
     }
 

@@ -431,8 +431,8 @@ impl TaskStore for PostgresStore {
             }
         }
         // The owners this instance created for since the last sweep, and those of the next
-        // page of the pass over every owner since a runtime started here (the owners any
-        // instance left past the bound): each one's finished tasks past its bound, counted
+        // page of the pass over every owner since a runtime started here, or the time for
+        // the next pass came (the owners any instance left past the bound): each one's finished tasks past its bound, counted
         // in the store (every instance's), by the index of the owner's finished tasks. An
         // owner whose live and kept tasks are still more than its bound (it created past it
         // while they ran) is looked at again by the next sweep.
