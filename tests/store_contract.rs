@@ -929,6 +929,51 @@ async fn postgres_store_trims_to_the_bound_told_at_start_up() {
     told_bound(first, second).await;
 }
 
+/// An owner far past the bound (one lowered at a restart) is trimmed over several sweeps,
+/// each removing at most 1,000 of its tasks, oldest first: `first` finished 1,010 of one
+/// owner's tasks under a bound of 2,000; `second`, told a bound of 3, keeps the newest 10
+/// after its first sweep and the newest 3 after its second.
+async fn trimmed_in_bounded_sweeps(first: impl TaskStore, second: impl TaskStore) {
+    let ids: Vec<String> = (0..1_010).map(|i| format!("t-{i:04}")).collect();
+    for id in &ids {
+        let task = NewTask::new(
+            Arc::from(id.as_str()),
+            Arc::from("trent"),
+            Arc::from("tool"),
+        )
+        .with_ttl(Some(Duration::from_secs(3600)))
+        .with_max_finished_per_owner(2_000);
+        tokio::time::advance(Duration::from_millis(1)).await;
+        first.create(task).await.unwrap();
+        first.finish(id, Outcome::Cancelled).await.unwrap();
+    }
+    drop(first);
+    second.set_max_finished_per_owner(3);
+    second.expire_due().await.unwrap();
+    assert_eq!(present(&second, &ids).await, ids[1_000..], "a first sweep");
+    second.expire_due().await.unwrap();
+    assert_eq!(present(&second, &ids).await, ids[1_007..], "and the next");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sqlite_store_trims_far_past_the_bound_in_bounded_sweeps() {
+    let db = TempDb::new("bounded-trims");
+    let open = || SqliteStore::open(&db.0).unwrap();
+    trimmed_in_bounded_sweeps(open(), open()).await;
+}
+
+/// [`trimmed_in_bounded_sweeps`] across two Postgres instances.
+#[tokio::test]
+async fn postgres_store_trims_far_past_the_bound_in_bounded_sweeps() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let first = db.store().await.expect("connect");
+    let second = db.store().await.expect("connect");
+    tokio::time::pause();
+    trimmed_in_bounded_sweeps(first, second).await;
+}
+
 /// Everything survives closing and reopening the file: running tasks with their arguments,
 /// answers and steps; finished tasks byte for byte.
 #[tokio::test]

@@ -4,7 +4,9 @@
 //! the finished tasks past the bound, oldest (by creation) first. Only owners noted since the
 //! last sweep are looked at, each by an index of its own finished tasks. An owner whose
 //! tasks were still running past its bound at the sweep is noted again: by the store that
-//! sees it there (Postgres counts them), or at the end of each of its tasks (SQLite).
+//! sees it there (Postgres counts them), or at the end of each of its tasks (SQLite). A
+//! sweep removes at most [`TRIM_ROWS`] of one owner's tasks; an owner with more past its
+//! bound is noted again for the next sweep.
 //!
 //! What a process noted is lost when it stops, so a runtime tells its store the bound when
 //! it starts ([`TaskStore::set_max_finished_per_owner`](super::TaskStore::set_max_finished_per_owner)):
@@ -36,6 +38,11 @@ const MAX_WAITING: usize = 10_000;
 /// How many finished tasks one sweep reads, at most, in its page of the pass over every
 /// owner ([`Owners::pass`]).
 pub(crate) const PASS_ROWS: u64 = 10_000;
+
+/// How many of one owner's finished tasks one sweep removes, at most (oldest first): an
+/// owner far past its bound (a bound lowered at a restart) is trimmed over several sweeps,
+/// each of bounded work.
+pub(crate) const TRIM_ROWS: u64 = 1_000;
 
 /// Owners to trim, each with the bound to trim it to.
 pub(crate) type ToTrim = Vec<(Arc<str>, usize)>;
@@ -108,6 +115,10 @@ impl Owners {
     /// Passes over every owner again `every` after each pass ends (by default a store
     /// passes only when a runtime starts): on a store that instances share, one that stops
     /// before its sweep leaves owners past the bound that only the rows know of.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(dead_code, reason = "only the Postgres store passes again")
+    )]
     pub(crate) fn repeat_every(&self, every: Duration) {
         self.repeat.lock().every = Some(every);
     }
@@ -159,10 +170,6 @@ impl Owners {
     }
 
     /// Notes `owner` again, with `keep`, unless a create noted it since the sweep took it.
-    #[cfg_attr(
-        not(feature = "postgres"),
-        allow(dead_code, reason = "only the Postgres store looks at an owner again")
-    )]
     pub(crate) fn again(&self, owner: &Arc<str>, keep: usize) {
         self.due.lock().entry(Arc::clone(owner)).or_insert(keep);
     }

@@ -433,9 +433,10 @@ impl TaskStore for PostgresStore {
         // The owners this instance created for since the last sweep, and those of the next
         // page of the pass over every owner since a runtime started here, or the time for
         // the next pass came (the owners any instance left past the bound): each one's finished tasks past its bound, counted
-        // in the store (every instance's), by the index of the owner's finished tasks. An
-        // owner whose live and kept tasks are still more than its bound (it created past it
-        // while they ran) is looked at again by the next sweep.
+        // in the store (every instance's), by the index of the owner's finished tasks, at
+        // most `TRIM_ROWS` of them, oldest first. An owner whose live and kept tasks are still
+        // more than its bound (it created past it while they ran, or had more past it) is
+        // looked at again by the next sweep.
         let pass = self.trim.pass();
         let (mut owners, mut next) = (Vec::new(), None);
         if let Some(pass) = &pass {
@@ -447,14 +448,15 @@ impl TaskStore for PostgresStore {
             let bound = i64::try_from(keep).unwrap_or(i64::MAX);
             let rows = super::pool::write_one(
                 &self.pool,
-                "WITH gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM tasks \
-                 WHERE owner = $1 AND purge_at_ms IS NOT NULL \
-                 ORDER BY created_at_ms DESC, id DESC OFFSET $2) RETURNING 1) \
+                "WITH gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM (SELECT id, \
+                 created_at_ms FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL \
+                 ORDER BY created_at_ms DESC, id DESC OFFSET $2) past \
+                 ORDER BY created_at_ms, id LIMIT $3) RETURNING 1) \
                  SELECT (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NULL \
                  AND status IN ('working', 'input_required')) \
                  + (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL) \
                  - (SELECT count(*) FROM gone)",
-                &[&&*owner, &bound],
+                &[&&*owner, &bound, &to_i64(trim::TRIM_ROWS)],
                 "could not remove an owner's oldest finished tasks",
             )
             .await?;

@@ -294,7 +294,7 @@ impl TaskStore for SqliteStore {
                 return Ok(());
             }
             let at = pass.clone();
-            let next = self
+            let (next, again) = self
                 .write(move |tx: &mut Tx<'_>| {
                     let next = match &pass {
                         Some(pass) => {
@@ -304,10 +304,12 @@ impl TaskStore for SqliteStore {
                         }
                         None => None,
                     };
-                    trim_owners(tx, &owners)?;
-                    Ok(next)
+                    Ok((next, trim_owners(tx, owners)?))
                 })
                 .await?;
+            for (owner, keep) in again {
+                self.trim.again(&owner, keep);
+            }
             if let (Some(at), Some(next)) = (at, next) {
                 self.trim.passed(&at, next);
             }
@@ -341,20 +343,27 @@ fn expire(tx: &mut Tx<'_>) -> Result<Vec<Arc<str>>, StoreError> {
 }
 
 /// Removes, for each `(owner, keep)`, the owner's finished tasks past its `keep` newest (by
-/// creation), with their steps and keys: one index range per owner
-/// (`tasks_owner_finished`).
-fn trim_owners(tx: &mut Tx<'_>, owners: &[(Arc<str>, usize)]) -> Result<(), StoreError> {
-    let mut removed = 0;
+/// creation), oldest first and at most [`trim::TRIM_ROWS`] of them, with their steps and
+/// keys: one index range per owner (`tasks_owner_finished`). Returns the owners that may
+/// have more past their bound (as many went as could), for the next sweep.
+fn trim_owners(tx: &mut Tx<'_>, owners: trim::ToTrim) -> Result<trim::ToTrim, StoreError> {
+    let (mut removed, mut again) = (0, Vec::new());
     for (owner, keep) in owners {
-        removed += delete_tasks(
+        let gone = delete_tasks(
             tx.conn,
-            "id IN (SELECT id FROM tasks WHERE owner = ?1 AND purge_at_ms IS NOT NULL \
-             ORDER BY created_at_ms DESC, id DESC LIMIT -1 OFFSET ?2)",
-            params![&**owner, to_i64(*keep as u64)],
+            "id IN (SELECT id FROM (SELECT id, created_at_ms FROM tasks \
+             WHERE owner = ?1 AND purge_at_ms IS NOT NULL \
+             ORDER BY created_at_ms DESC, id DESC LIMIT -1 OFFSET ?2) \
+             ORDER BY created_at_ms, id LIMIT ?3)",
+            params![&*owner, to_i64(keep as u64), to_i64(trim::TRIM_ROWS)],
         )?;
+        removed += gone;
+        if gone as u64 >= trim::TRIM_ROWS {
+            again.push((owner, keep));
+        }
     }
     tx.effects.push(Effect::Purged(removed));
-    Ok(())
+    Ok(again)
 }
 
 /// One page of the pass over every owner ([`trim::Pass`]): the owners of the next
