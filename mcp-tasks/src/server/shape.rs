@@ -499,30 +499,21 @@ fn call(
     let expected = "an object with `name` (a string) and optional `arguments` (an object)";
     let p = fields(METHOD, params, expected)?;
     let kind = |value: &Option<Any<'_>>| value.as_ref().map(Any::kind);
+    let check = |name, found, wanted, required| field((METHOD, name), found, wanted, required);
     let name = (STRING, "a string (the name of the tool to call)");
     let described = "the name of the tool to call, a string";
-    field((METHOD, "name"), kind(&p.name), name, Some(described))?;
+    check("name", kind(&p.name), name, Some(described))?;
     let arguments = (OBJECT, "an object of the tool's arguments by name");
-    field((METHOD, "arguments"), kind(&p.arguments), arguments, None)?;
+    check("arguments", kind(&p.arguments), arguments, None)?;
     let responses = (OBJECT, RESPONSES);
-    field(
-        (METHOD, "inputResponses"),
-        kind(&p.input_responses),
-        responses,
-        None,
-    )?;
+    check("inputResponses", kind(&p.input_responses), responses, None)?;
     let state = (
         STRING,
         "a string (the requestState of the last input_required result, as received)",
     );
-    field(
-        (METHOD, "requestState"),
-        kind(&p.request_state),
-        state,
-        None,
-    )?;
+    check("requestState", kind(&p.request_state), state, None)?;
     let meta = p.meta.as_ref().map(Any::kind);
-    field((METHOD, "_meta"), meta, (OBJECT, OBJECT), None)?;
+    check("_meta", meta, (OBJECT, OBJECT), None)?;
     // Compact, the arguments are at most MAX_GROWTH times the body: under the limit for any
     // body this small; a larger one gets the exact count.
     let limit = limits.max_arguments_bytes();
@@ -547,25 +538,17 @@ fn task_request(method: &str, params: Option<&Any<'_, Params<'_>>>) -> Result<()
         "an object with `taskId` (a string)"
     };
     let p = fields(method, params, expected)?;
+    let check = |name, found, wanted, required| field((method, name), found, wanted, required);
     let task_id = p.task_id.as_ref().map(Any::kind);
     let described = "the taskId the task was created with, a string";
-    field(
-        (method, "taskId"),
-        task_id,
-        (STRING, STRING),
-        Some(described),
-    )?;
+    check("taskId", task_id, (STRING, STRING), Some(described))?;
     if update {
         let responses = p.input_responses.as_ref().map(Any::kind);
-        field(
-            (method, "inputResponses"),
-            responses,
-            (OBJECT, RESPONSES),
-            Some(RESPONSES),
-        )?;
+        let wanted = (OBJECT, RESPONSES);
+        check("inputResponses", responses, wanted, Some(RESPONSES))?;
     }
     let meta = p.meta.as_ref().map(Any::kind);
-    field((method, "_meta"), meta, (OBJECT, OBJECT), None)
+    check("_meta", meta, (OBJECT, OBJECT), None)
 }
 
 #[cfg(test)]
