@@ -36,21 +36,14 @@ pub(super) fn meta_within(method: &str, text: &str, limits: &Limits) -> Result<(
     else {
         return Ok(());
     };
-    let depth = depth(&meta);
-    if depth > limits.max_meta_depth() {
-        return Err(errors::meta_too_deep(
-            method,
-            depth,
-            limits.max_meta_depth(),
-        ));
+    let (depth, max_depth) = (depth(&meta), limits.max_meta_depth());
+    if depth > max_depth {
+        return Err(errors::meta_too_deep(method, depth, max_depth));
     }
     let size = serde_json::to_vec(&meta).map_or(0, |compact| compact.len());
-    if size > limits.max_meta_bytes() {
-        return Err(errors::meta_too_large(
-            method,
-            size,
-            limits.max_meta_bytes(),
-        ));
+    let max_bytes = limits.max_meta_bytes();
+    if size > max_bytes {
+        return Err(errors::meta_too_large(method, size, max_bytes));
     }
     Ok(())
 }
