@@ -76,14 +76,9 @@ where
 fn check_headers(headers: &axum::http::HeaderMap, message: &Value) -> Result<(), Refusal> {
     let id = shape::request_id(message);
     let mismatch = |what: String| {
-        (
-            id.clone(),
-            rmcp::model::ErrorData::new(
-                rmcp::model::ErrorCode(-32020),
-                format!("Header mismatch: {what}"),
-                None,
-            ),
-        )
+        let error =
+            rmcp::model::ErrorData::header_mismatch(format!("Header mismatch: {what}"), None);
+        (id.clone(), error)
     };
     if let Some(method) = headers.get("mcp-method")
         && method.as_bytes() != b"subscriptions/listen"
