@@ -363,13 +363,10 @@ impl Bearer {
                 params.push(extra.to_owned());
             }
         }
-        let challenge = if params.is_empty() {
-            "Bearer".to_owned()
-        } else {
-            format!("Bearer {}", params.join(", "))
-        };
+        // `Bearer` alone when there are no params.
+        let challenge = format!("Bearer {}", params.join(", "));
         let mut response = (status, body).into_response();
-        if let Ok(value) = HeaderValue::from_str(&challenge) {
+        if let Ok(value) = HeaderValue::from_str(challenge.trim_end()) {
             response
                 .headers_mut()
                 .insert(header::WWW_AUTHENTICATE, value);
