@@ -71,9 +71,8 @@ pub struct HttpOptions {
     pub(super) health: bool,
     /// Serving a non-loopback address without authentication was asked for.
     pub(super) anonymous: bool,
-    pub(super) header_read_timeout: Duration,
     pub(super) body_timeout: Duration,
-    pub(super) max_connections: usize,
+    pub(super) connections: super::connections::Bounds,
     pub(super) listen: ListenBounds,
 }
 
@@ -111,9 +110,11 @@ impl Default for HttpOptions {
             any_host: false,
             health: true,
             anonymous: false,
-            header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
             body_timeout: Self::DEFAULT_BODY_TIMEOUT,
-            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            connections: super::connections::Bounds {
+                header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+                max: Self::DEFAULT_MAX_CONNECTIONS,
+            },
             listen: ListenBounds {
                 idle: Self::DEFAULT_LISTEN_IDLE_TIMEOUT,
                 max_lifetime: Self::DEFAULT_LISTEN_MAX_LIFETIME,
@@ -248,7 +249,7 @@ impl HttpOptions {
     /// no new request for that long. [`serve_http`](crate::serve_http) only (it accepts the
     /// connections). A zero duration is raised to 1 ms.
     pub fn with_header_read_timeout(mut self, timeout: Duration) -> Self {
-        self.header_read_timeout = timeout.max(Duration::from_millis(1));
+        self.connections.header_read_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -267,7 +268,7 @@ impl HttpOptions {
     /// read from it (the client sees the connection closed and may retry; a balancer tries
     /// another instance), and a warning is logged. At least 1.
     pub fn with_max_connections(mut self, max: usize) -> Self {
-        self.max_connections = max.max(1);
+        self.connections.max = max.max(1);
         self
     }
 

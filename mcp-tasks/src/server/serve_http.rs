@@ -108,7 +108,7 @@ where
 {
     refuse_anonymous_bind(&listener, &options)?;
     server.as_ref().start().map_err(io::Error::other)?;
-    let bounds = bounds(&options);
+    let bounds = options.connections;
     let app = router(server, options, Draining::default());
     connections::serve(listener, app, bounds, CancellationToken::new()).await;
     Ok(())
@@ -131,13 +131,6 @@ fn refuse_anonymous_bind(listener: &TcpListener, options: &HttpOptions) -> io::R
              with HttpOptions::allow_anonymous()"
         ),
     ))
-}
-
-fn bounds(options: &HttpOptions) -> connections::Bounds {
-    connections::Bounds {
-        header_read_timeout: options.header_read_timeout,
-        max: options.max_connections,
-    }
 }
 
 /// [`serve_http`] until `signal` resolves, then a graceful stop, in this order:
@@ -193,7 +186,7 @@ where
     let engine = server.as_ref().clone();
     engine.start().map_err(io::Error::other)?;
     let draining = Draining::default();
-    let bounds = bounds(&options);
+    let bounds = options.connections;
     let app = router(server, options, draining.clone());
     let stop_http = CancellationToken::new();
     let mut serving = tokio::spawn(connections::serve(listener, app, bounds, stop_http.clone()));
