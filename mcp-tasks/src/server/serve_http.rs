@@ -307,16 +307,14 @@ where
         body_timeout: options.body_timeout,
         listen: options.listen,
     }));
-    let router = axum::Router::new().route_service(MCP_PATH, mcp);
-    let router = match &options.bearer {
-        Some(bearer) => bearer.protect(router),
-        None => router,
-    };
+    let mut router = axum::Router::new().route_service(MCP_PATH, mcp);
+    if let Some(bearer) = &options.bearer {
+        router = bearer.protect(router);
+    }
     // Added after the guard: the metadata is what a client reads before it has a token.
-    let router = match &options.protected_resource {
-        Some(resource) => resource.serve(router),
-        None => router,
-    };
+    if let Some(resource) = &options.protected_resource {
+        router = resource.serve(router);
+    }
     if !options.health {
         return router;
     }
