@@ -24,7 +24,7 @@
 //! [`EngineBuilder::with_request_state_ttl`]: super::EngineBuilder::with_request_state_ttl
 //! [`Owner`]: super::Owner
 
-use std::{fmt::Write as _, time::Duration};
+use std::time::Duration;
 
 use rmcp::model::{
     ErrorData, InputResponses, JsonObject, RequestStateCodec, RequestStateError, SealOptions,
@@ -220,11 +220,8 @@ impl Sealer {
 fn arguments_digest(arguments: &JsonObject) -> String {
     let mut hasher = Sha256::new();
     digest_object(&mut hasher, arguments);
-    let mut out = String::with_capacity(64);
-    for byte in hasher.finalize() {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
+    let digest = hasher.finalize();
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 fn digest_bytes(hasher: &mut Sha256, tag: u8, bytes: &[u8]) {
