@@ -206,11 +206,8 @@ impl Sealer {
             ));
         }
         let mut answers = payload.answers;
-        for (key, value) in responses.unwrap_or_default() {
-            if payload.issued.contains(&key) {
-                answers.insert(key, value);
-            }
-        }
+        let responses = responses.unwrap_or_default().into_iter();
+        answers.extend(responses.filter(|(key, _)| payload.issued.contains(key)));
         Ok(answers)
     }
 }
