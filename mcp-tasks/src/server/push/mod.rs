@@ -228,9 +228,7 @@ impl Subscription {
     }
 
     fn subscription_meta(&self) -> Map<String, Value> {
-        let mut meta = Map::new();
-        meta.insert(SUBSCRIPTION_ID_KEY.to_owned(), json!(self.id));
-        meta
+        Map::from_iter([(SUBSCRIPTION_ID_KEY.to_owned(), json!(self.id))])
     }
 
     fn acknowledgement(&self, agreed: &[Arc<str>]) -> Value {
