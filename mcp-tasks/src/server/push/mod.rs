@@ -248,10 +248,8 @@ impl Subscription {
             Value::Object(params) => params,
             _ => Map::new(),
         };
-        let meta = params
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
             meta.extend(self.subscription_meta());
         }
         json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": params })
