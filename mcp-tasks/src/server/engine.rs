@@ -256,13 +256,11 @@ impl Engine {
                 .open(&binding, state, params.input_responses)
         });
         let mrtr = mrtr.transpose()?;
-        let tool = registered.name.clone();
-        let trace = crate::trace::of_call(&context.meta.0.0);
         let call = Call {
             runtime: &self.runtime,
             registered,
             state: &self.state,
-            tool: tool.clone(),
+            tool: registered.name.clone(),
             owner: owner.clone(),
             client_capabilities: incoming.capabilities.unwrap_or_default(),
             arguments: &arguments,
@@ -274,7 +272,7 @@ impl Engine {
                 progress_token: context.meta.get_progress_token(),
                 log_level: context.meta.log_level(),
             }),
-            trace,
+            trace: crate::trace::of_call(&context.meta.0.0),
         };
         let answer = if as_task && call.records_first() {
             call.recorded().await?
