@@ -406,11 +406,8 @@ impl Message<'_> {
             _ => match params {
                 None | Some(Any::Object(_)) => None,
                 Some(other) => {
-                    return Err(refuse(errors::malformed_envelope(
-                        "params",
-                        "an object",
-                        other.kind(),
-                    )));
+                    let error = errors::malformed_envelope("params", OBJECT, other.kind());
+                    return Err(refuse(error));
                 }
             },
         };
@@ -430,11 +427,7 @@ impl Message<'_> {
             return Err(errors::malformed_envelope("jsonrpc", "\"2.0\"", found));
         }
         if let Some(method) = self.method.as_ref().filter(|m| m.str().is_none()) {
-            return Err(errors::malformed_envelope(
-                "method",
-                "a string",
-                method.kind(),
-            ));
+            return Err(errors::malformed_envelope("method", STRING, method.kind()));
         }
         match &self.id {
             Some(id) => id
