@@ -78,11 +78,8 @@ pub(crate) fn verdict(
     if verdict.checked.is_none()
         && let Err(error) = serde_json::from_slice::<ClientJsonRpcMessage>(bytes)
     {
-        return Err(Box::new(reject(
-            StatusCode::BAD_REQUEST,
-            verdict.id,
-            errors::undecodable_message(&error.to_string()),
-        )));
+        let error = errors::undecodable_message(&error.to_string());
+        return Err(Box::new(reject(StatusCode::BAD_REQUEST, verdict.id, error)));
     }
     Ok(verdict.checked)
 }
@@ -163,20 +160,14 @@ pub(crate) async fn read_body(mut body: Body, limit: usize) -> Result<Bytes, Res
 }
 
 fn too_large(limit: usize) -> Response {
-    reject(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        None,
-        errors::request_too_large(limit),
-    )
+    let error = errors::request_too_large(limit);
+    reject(StatusCode::PAYLOAD_TOO_LARGE, None, error)
 }
 
 fn unreadable(error: &dyn std::fmt::Display) -> Response {
     let message = format!("Invalid request: the request body could not be read: {error}");
-    reject(
-        StatusCode::BAD_REQUEST,
-        None,
-        ErrorData::invalid_request(message, None),
-    )
+    let error = ErrorData::invalid_request(message, None);
+    reject(StatusCode::BAD_REQUEST, None, error)
 }
 
 /// The answer to a body that did not arrive in full within `timeout`: HTTP 408 with a
