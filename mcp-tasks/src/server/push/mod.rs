@@ -151,10 +151,7 @@ pub(crate) async fn open(
 fn task_ids(message: &Value, limit: usize) -> Result<Vec<Arc<str>>, ErrorData> {
     const FIELD: &str = "notifications.taskIds";
     const EXPECTED: &str = "an array of task ids (strings)";
-    let raw = message
-        .get("params")
-        .and_then(|params| params.get("notifications"))
-        .and_then(|filter| filter.get("taskIds"));
+    let raw = message.pointer("/params/notifications/taskIds");
     let malformed =
         |found: &str| errors::malformed_param("subscriptions/listen", FIELD, EXPECTED, found);
     let Some(Value::Array(raw)) = raw else {
