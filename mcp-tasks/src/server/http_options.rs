@@ -97,34 +97,7 @@ impl HttpOptions {
     pub const DEFAULT_LISTEN_MAX_LIFETIME: Duration = Duration::from_secs(60 * 60);
     /// The default of [`with_listen_recheck_interval`](Self::with_listen_recheck_interval).
     pub const DEFAULT_LISTEN_RECHECK_INTERVAL: Duration = Duration::from_secs(60);
-}
 
-impl Default for HttpOptions {
-    fn default() -> Self {
-        Self {
-            bearer: None,
-            resource_metadata: None,
-            protected_resource: None,
-            origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
-            hosts: None,
-            any_host: false,
-            health: true,
-            anonymous: false,
-            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
-            connections: super::connections::Bounds {
-                header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
-                max: Self::DEFAULT_MAX_CONNECTIONS,
-            },
-            listen: ListenBounds {
-                idle: Self::DEFAULT_LISTEN_IDLE_TIMEOUT,
-                max_lifetime: Self::DEFAULT_LISTEN_MAX_LIFETIME,
-                recheck: Self::DEFAULT_LISTEN_RECHECK_INTERVAL,
-            },
-        }
-    }
-}
-
-impl HttpOptions {
     /// The defaults: no authentication, localhost origins and hosts only.
     pub fn new() -> Self {
         Self::default()
@@ -315,6 +288,31 @@ impl HttpOptions {
             _ if self.any_host => config.disable_allowed_hosts(),
             Some(hosts) => config.with_allowed_hosts(hosts.clone()),
             None => config,
+        }
+    }
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            bearer: None,
+            resource_metadata: None,
+            protected_resource: None,
+            origins: Some(LOCALHOST_ORIGINS.iter().map(|&o| o.to_owned()).collect()),
+            hosts: None,
+            any_host: false,
+            health: true,
+            anonymous: false,
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
+            connections: super::connections::Bounds {
+                header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+                max: Self::DEFAULT_MAX_CONNECTIONS,
+            },
+            listen: ListenBounds {
+                idle: Self::DEFAULT_LISTEN_IDLE_TIMEOUT,
+                max_lifetime: Self::DEFAULT_LISTEN_MAX_LIFETIME,
+                recheck: Self::DEFAULT_LISTEN_RECHECK_INTERVAL,
+            },
         }
     }
 }
