@@ -26,7 +26,6 @@ use tokio::{
 };
 
 use super::{TaskServer, push, shape};
-use crate::Limits;
 
 /// How many decoded messages wait for rmcp, and how many lines for the writer.
 const QUEUE: usize = 64;
@@ -66,7 +65,6 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     server.engine().start().map_err(io::Error::other)?;
-    let limits = server.limits().clone();
     let engine = server.engine().clone();
     let (lines, queue) = mpsc::channel::<Vec<u8>>(QUEUE);
     let writer = tokio::spawn(write_lines(write, queue));
@@ -82,7 +80,7 @@ where
     };
     let filter = async move {
         let read = BufReader::new(read);
-        if let Err(error) = filter_input(read, to_rmcp, lines, limits, engine).await {
+        if let Err(error) = filter_input(read, to_rmcp, lines, engine).await {
             tracing::debug!(%error, "stdio input ended with an error");
         }
         std::future::pending().await
@@ -193,7 +191,6 @@ async fn filter_input<R>(
     mut read: R,
     to_rmcp: mpsc::Sender<ClientJsonRpcMessage>,
     lines: mpsc::Sender<Vec<u8>>,
-    limits: Limits,
     engine: crate::Engine,
 ) -> io::Result<()>
 where
@@ -201,6 +198,7 @@ where
 {
     let mut legacy_session = false;
     let mut listens = push::Listens::default();
+    let limits = engine.limits();
     let limit = limits.max_request_bytes();
     loop {
         let verdict = match read_line(&mut read, limit).await? {
@@ -213,7 +211,7 @@ where
                 }
                 // The authority judges the line; rmcp decodes what it lets through (a task
                 // listen, the push module's, is read as a value).
-                match shape::judge(text, &limits, legacy_session) {
+                match shape::judge(text, limits, legacy_session) {
                     Err(refusal) => Err((refusal.id, refusal.error)),
                     Ok(shape::Verdict {
                         checked: Some(checked),
