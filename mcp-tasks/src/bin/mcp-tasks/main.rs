@@ -439,22 +439,13 @@ fn write_result(out: &mut impl Write, result: &CallToolResult, raw: bool) -> std
         return writeln!(out, "{}", printable::json(result, false));
     }
     for block in &result.content {
-        match block {
-            ContentBlock::Text(text) => writeln!(out, "{}", printable(&text.text))?,
-            ContentBlock::Image(image) => writeln!(
-                out,
-                "[image {}, {} base64 bytes]",
-                printable(&image.mime_type),
-                image.data.len()
-            )?,
-            ContentBlock::Audio(audio) => writeln!(
-                out,
-                "[audio {}, {} base64 bytes]",
-                printable(&audio.mime_type),
-                audio.data.len()
-            )?,
-            other => writeln!(out, "{}", printable::json(other, false))?,
-        }
+        let line = match block {
+            ContentBlock::Text(text) => printable(&text.text).into_owned(),
+            ContentBlock::Image(image) => media("image", &image.mime_type, &image.data),
+            ContentBlock::Audio(audio) => media("audio", &audio.mime_type, &audio.data),
+            other => printable::json(other, false),
+        };
+        writeln!(out, "{line}")?;
     }
     if result.content.is_empty()
         && let Some(structured) = &result.structured_content
@@ -462,6 +453,12 @@ fn write_result(out: &mut impl Write, result: &CallToolResult, raw: bool) -> std
         writeln!(out, "{structured}")?;
     }
     Ok(())
+}
+
+/// An image or audio block: its type and size, not its data.
+fn media(kind: &str, mime_type: &str, data: &str) -> String {
+    let mime_type = printable(mime_type);
+    format!("[{kind} {mime_type}, {} base64 bytes]", data.len())
 }
 
 #[cfg(test)]
