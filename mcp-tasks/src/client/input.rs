@@ -108,12 +108,8 @@ impl InputHandlers {
         let mut elicitation = ElicitationCapability::default();
         elicitation.form = Some(FormElicitationCapability::default());
         capabilities.elicitation = Some(elicitation);
-        if self.sampling.is_some() {
-            capabilities.sampling = Some(SamplingCapability::default());
-        }
-        if self.roots.is_some() {
-            capabilities.roots = Some(RootsCapabilities::default());
-        }
+        capabilities.sampling = self.sampling.is_some().then(SamplingCapability::default);
+        capabilities.roots = self.roots.is_some().then(RootsCapabilities::default);
         capabilities
     }
 
