@@ -16,8 +16,7 @@ pub async fn cancel(task: &TaskArgs) -> Result<(), AdminError> {
     if task.target.json {
         // `post` printed the answer.
     } else if answer["outcome"] == "already_ended" {
-        let status = text(&answer["status"]);
-        let status = printable(&status);
+        let status = printable(&text(&answer["status"])).into_owned();
         println!("task {task_id} had already ended ({status}): nothing to cancel");
     } else {
         println!("cancel requested for task {task_id}: its work stops when it honours it");
@@ -34,8 +33,7 @@ pub async fn retry(task: &TaskArgs, step: Option<usize>) -> Result<(), AdminErro
     let answer = post(task, path, &query).await?;
     let task_id = &task.task_id;
     if !task.target.json {
-        let new = text(&answer["newTaskId"]);
-        let new = printable(&new);
+        let new = printable(&text(&answer["newTaskId"])).into_owned();
         match step {
             None => println!("task {task_id} retried as task {new}"),
             Some(step) => println!("task {task_id} forked from step {step} as task {new}"),
@@ -49,8 +47,7 @@ pub async fn fail(task: &TaskArgs, reason: Option<&str>) -> Result<(), AdminErro
     let query = reason.map(|r| ("reason", r.to_owned()));
     let answer = post(task, "fail", query.as_slice()).await?;
     if !task.target.json {
-        let message = text(&answer["statusMessage"]);
-        let message = printable(&message);
+        let message = printable(&text(&answer["statusMessage"])).into_owned();
         println!("task {} failed: {message}", task.task_id);
     }
     Ok(())
