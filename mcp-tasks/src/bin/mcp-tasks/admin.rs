@@ -187,7 +187,6 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                     eprintln!("more tasks: add --cursor {} (or --all)", printable(cursor));
                 }
             }
-            Ok(())
         }
         AdminCommand::Show(TaskArgs { target, task_id }) => {
             let api = Api::new(&target)?;
@@ -199,13 +198,12 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             } else {
                 print!("{}", printable(&show(&detail)));
             }
-            Ok(())
         }
-        AdminCommand::Cancel(task) => steer::cancel(&task).await,
-        AdminCommand::Retry(task) => steer::retry(&task, None).await,
-        AdminCommand::Fork { task, step } => steer::retry(&task, Some(step)).await,
-        AdminCommand::Fail { task, reason } => steer::fail(&task, reason.as_deref()).await,
-        AdminCommand::Version { task, to } => steer::version(&task, to.as_deref()).await,
+        AdminCommand::Cancel(task) => steer::cancel(&task).await?,
+        AdminCommand::Retry(task) => steer::retry(&task, None).await?,
+        AdminCommand::Fork { task, step } => steer::retry(&task, Some(step)).await?,
+        AdminCommand::Fail { task, reason } => steer::fail(&task, reason.as_deref()).await?,
+        AdminCommand::Version { task, to } => steer::version(&task, to.as_deref()).await?,
         AdminCommand::Purge {
             target,
             older_than,
@@ -219,9 +217,9 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             } else {
                 println!("purged {} finished tasks", answer["purged"]);
             }
-            Ok(())
         }
     }
+    Ok(())
 }
 
 /// One line, at most `width` characters, control characters shown as spaces.
