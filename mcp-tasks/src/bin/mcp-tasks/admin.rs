@@ -172,16 +172,11 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             } else {
                 // The server's fields, made printable.
                 print!("{}", printable(&table(&tasks)));
-                let counts = format!(
-                    "{} tasks: {} working, {} input_required, {} completed, {} failed, {} \
-                     cancelled",
-                    counts["total"],
-                    counts["working"],
-                    counts["input_required"],
-                    counts["completed"],
-                    counts["failed"],
-                    counts["cancelled"]
-                );
+                let by_status: Vec<String> = "working input_required completed failed cancelled"
+                    .split(' ')
+                    .map(|status| format!("{} {status}", counts[status]))
+                    .collect();
+                let counts = format!("{} tasks: {}", counts["total"], by_status.join(", "));
                 println!("{}", printable(&counts));
                 if let Some(cursor) = &cursor {
                     eprintln!("more tasks: add --cursor {} (or --all)", printable(cursor));
