@@ -115,8 +115,7 @@ impl TaskClient {
             match self.call_round(params.clone(), &key, trace).await? {
                 Round::Complete(result) => return Ok(Call::Inline(result)),
                 Round::Task(task) => {
-                    let handle = TaskHandle::created(self.clone(), task).await?;
-                    return Ok(Call::Task(handle));
+                    return Ok(Call::Task(TaskHandle::created(self.clone(), task).await?));
                 }
                 Round::InputRequired { requests, state } => {
                     rounds += 1;

@@ -170,8 +170,7 @@ impl TaskClient {
         let request = ClientRequest::UpdateTaskRequest(UpdateTaskRequest::new(
             UpdateTaskParams::new(task_id, responses),
         ));
-        let result = self.send("tasks/update", request).await?;
-        expect_ack("tasks/update", &result)
+        expect_ack("tasks/update", &self.send("tasks/update", request).await?)
     }
 
     /// Asks the server to cancel task `task_id` with `tasks/cancel` (never with
@@ -183,8 +182,7 @@ impl TaskClient {
         let request = ClientRequest::CancelTaskRequest(CancelTaskRequest::new(
             CancelTaskParams::new(task_id),
         ));
-        let result = self.send("tasks/cancel", request).await?;
-        expect_ack("tasks/cancel", &result)
+        expect_ack("tasks/cancel", &self.send("tasks/cancel", request).await?)
     }
 }
 

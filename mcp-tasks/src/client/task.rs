@@ -236,8 +236,7 @@ impl TaskHandle {
             if follow.done {
                 return None;
             }
-            let item = follow.next().await;
-            Some((item, follow))
+            Some((follow.next().await, follow))
         })
     }
 
