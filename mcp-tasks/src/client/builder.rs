@@ -164,14 +164,13 @@ impl TaskClientBuilder {
     /// # Errors
     /// As for [`TaskClientBuilder::connect`].
     pub async fn connect_http(self, url: &str) -> Result<TaskClient, ClientError> {
-        let endpoint = Endpoint::http(url);
         if url.starts_with("https://") && !cfg!(feature = "https") {
             return Err(ClientError::HttpsNotEnabled {
                 endpoint: url.to_owned(),
             });
         }
         let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
-        self.serve(transport, endpoint).await
+        self.serve(transport, Endpoint::http(url)).await
     }
 
     /// Starts `command` and speaks MCP on its stdin and stdout. The child gets its own

@@ -163,12 +163,11 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
                 }
             }
             if target.json {
-                let out = serde_json::json!({
+                print_json(&serde_json::json!({
                     "tasks": tasks,
                     "nextCursor": cursor,
                     "counts": counts,
-                });
-                print_json(&out);
+                }));
             } else {
                 // The server's fields, made printable.
                 print!("{}", printable(&table(&tasks)));

@@ -202,9 +202,8 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                     .find(|t| t.name == tool)
                     .map(|t| (*t.input_schema).clone())
             };
-            let arguments = arguments.object(schema.as_ref());
             let call = tokio::select! {
-                call = client.call(&tool, Some(arguments)) => call?,
+                call = client.call(&tool, Some(arguments.object(schema.as_ref()))) => call?,
                 () = interrupts.next() => {
                     eprintln!("\ninterrupted before the server answered");
                     client.close().await;

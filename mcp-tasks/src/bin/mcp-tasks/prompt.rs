@@ -96,9 +96,8 @@ impl Prompter {
         required: bool,
     ) -> Result<Option<Value>, ElicitationAction> {
         let label = property["title"].as_str().unwrap_or(name);
-        let hint = describe(property);
         let default = property.get("default").filter(|d| !d.is_null());
-        let mut question = format!("  {label} ({hint}");
+        let mut question = format!("  {label} ({}", describe(property));
         if let Some(default) = default {
             question.push_str(&format!(", default {default}"));
         } else if !required {
