@@ -235,9 +235,8 @@ fn table(tasks: &[Value]) -> String {
     let header = [
         "TASK ID", "STATUS", "TOOL", "OWNER", "INSTANCE", "UPDATED", "MESSAGE",
     ];
-    let rows: Vec<[String; 7]> = tasks
-        .iter()
-        .map(|task| {
+    let rows: Vec<[String; 7]> = std::iter::once(header.map(str::to_owned))
+        .chain(tasks.iter().map(|task| {
             [
                 text(&task["taskId"]),
                 match task["parked"]["waitsFor"].as_str() {
@@ -250,25 +249,21 @@ fn table(tasks: &[Value]) -> String {
                 text(&task["lastUpdatedAt"]),
                 cell(&text(&task["statusMessage"]), 48),
             ]
-        })
+        }))
         .collect();
-    let mut widths = header.map(str::len);
+    let mut widths = [0; 7];
     for row in &rows {
         for (width, value) in widths.iter_mut().zip(row) {
             *width = (*width).max(value.chars().count());
         }
     }
-    let line = |values: Vec<&str>| {
-        let out: String = (values.iter().zip(widths))
+    let line = |row: &[String; 7]| {
+        let out: String = (row.iter().zip(widths))
             .map(|(value, width)| format!("{value:<width$}  "))
             .collect();
         out.trim_end().to_owned() + "\n"
     };
-    let mut out = line(header.to_vec());
-    for row in &rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+    rows.iter().map(line).collect()
 }
 
 /// A task in detail, one field a line.
