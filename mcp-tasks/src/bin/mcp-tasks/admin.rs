@@ -308,10 +308,8 @@ fn show(detail: &Value) -> String {
     }
     let error = &detail["error"];
     if !error.is_null() {
-        field(
-            "error",
-            format!("{} {}", error["code"], text(&error["message"])),
-        );
+        let (code, message) = (&error["code"], text(&error["message"]));
+        field("error", format!("{code} {message}"));
     }
     if !detail["result"].is_null() {
         field("result", detail["result"].to_string());

@@ -278,11 +278,8 @@ impl Following {
         interrupts: &mut Interrupts,
     ) -> Result<u8, ClientError> {
         let id = task.id().to_owned();
-        let shown = printable(&id);
-        eprintln!(
-            "task {shown} (resume: mcp-tasks resume {} {shown})",
-            self.target
-        );
+        let (shown, target) = (printable(&id), &self.target);
+        eprintln!("task {shown} (resume: mcp-tasks resume {target} {shown})");
         loop {
             let error = match follow(&mut task, self.follow.raw, interrupts).await {
                 Err(error) if lost(&error) => error,
@@ -292,13 +289,9 @@ impl Following {
                 }
             };
             client.close().await;
-            eprintln!(
-                "{}; reconnecting for up to {}",
-                cause(&error),
-                mcp_tasks::duration::format(
-                    u64::try_from(self.follow.reconnect_for.as_millis()).unwrap_or(u64::MAX)
-                )
-            );
+            let ms = u64::try_from(self.follow.reconnect_for.as_millis()).unwrap_or(u64::MAX);
+            let (why, up_to) = (cause(&error), mcp_tasks::duration::format(ms));
+            eprintln!("{why}; reconnecting for up to {up_to}");
             (client, task) = match self.reconnect(&id, interrupts).await {
                 Ok(again) => again,
                 Err(code) => return Ok(code),
@@ -338,11 +331,10 @@ impl Following {
                 () = interrupts.next() => "interrupted".to_owned(),
             };
             if last == "interrupted" || tokio::time::Instant::now() >= deadline {
+                let (target, id) = (&self.target, printable(id));
                 eprintln!(
                     "gave up reconnecting: {last}\nthe task may still be running; follow it \
-                     with:\n  mcp-tasks resume {} {}",
-                    self.target,
-                    printable(id)
+                     with:\n  mcp-tasks resume {target} {id}"
                 );
                 return Err(CONNECTION);
             }
