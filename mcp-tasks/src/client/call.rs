@@ -192,10 +192,8 @@ impl TaskClient {
     ) -> Result<Round, ClientError> {
         const METHOD: &str = "tools/call";
         let mut meta = self.inner.meta.clone();
-        meta.0.insert(
-            crate::IDEMPOTENCY_KEY.to_owned(),
-            Value::String(key.to_owned()),
-        );
+        meta.0
+            .insert(crate::IDEMPOTENCY_KEY.to_owned(), Value::from(key));
         if let Some(trace) = trace {
             trace.insert_into(&mut meta.0);
         }

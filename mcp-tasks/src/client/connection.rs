@@ -146,13 +146,11 @@ impl TaskClient {
             ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(task_id)));
         match self.send(METHOD, request).await? {
             ServerResult::GetTaskResult(result) if result.result_type.is_complete() => {
-                if result.task.task.task_id != task_id {
+                let got = &result.task.task.task_id;
+                if got != task_id {
                     return Err(ClientError::InvalidResponse {
                         method: METHOD,
-                        reason: format!(
-                            "asked for task {task_id}, got task {}",
-                            result.task.task.task_id
-                        ),
+                        reason: format!("asked for task {task_id}, got task {got}"),
                     });
                 }
                 Ok(result.task)
