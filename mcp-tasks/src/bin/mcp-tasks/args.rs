@@ -55,17 +55,11 @@ enum Sub {
     /// Print a task's current snapshot as JSON.
     #[command(override_usage = "mcp-tasks get <URL> <TASK_ID>\n       \
                                 mcp-tasks get <TASK_ID> -- <COMMAND>...")]
-    Get {
-        #[command(flatten)]
-        operands: TaskOperands,
-    },
+    Get(TaskOperands),
     /// Ask the server to cancel a task (tasks/cancel).
     #[command(override_usage = "mcp-tasks cancel <URL> <TASK_ID>\n       \
                                 mcp-tasks cancel <TASK_ID> -- <COMMAND>...")]
-    Cancel {
-        #[command(flatten)]
-        operands: TaskOperands,
-    },
+    Cancel(TaskOperands),
     /// Follow a task to its end, answering its questions.
     #[command(override_usage = "mcp-tasks resume <URL> <TASK_ID> [--raw]\n       \
                                 mcp-tasks resume <TASK_ID> [--raw] -- <COMMAND>...")]
@@ -108,8 +102,9 @@ impl ToolOperands {
     }
 }
 
-/// The positional words of `get`, `cancel` and `resume`: the URL (left out when the server
-/// comes after `--`), then the task id, and the server after `--`.
+// The positional words of `get`, `cancel` and `resume`: the URL (left out when the server
+// comes after `--`), then the task id, and the server after `--`. No doc comment: clap would
+// show it instead of `get`'s and `cancel`'s own.
 #[derive(Debug, Args)]
 struct TaskOperands {
     /// The server's MCP endpoint URL; or the task id, when the server comes after `--`.
@@ -268,11 +263,11 @@ impl Cli {
                     follow,
                 }
             }
-            Sub::Get { operands } => {
+            Sub::Get(operands) => {
                 let (target, task_id) = operands.place("get")?;
                 Command::Get { target, task_id }
             }
-            Sub::Cancel { operands } => {
+            Sub::Cancel(operands) => {
                 let (target, task_id) = operands.place("cancel")?;
                 Command::Cancel { target, task_id }
             }
