@@ -151,9 +151,8 @@ impl TaskClient {
                 let scope = InputScope::Call {
                     tool: tool.to_owned(),
                 };
-                if let Some(answer) = self.inner.handlers.answer(key, request, scope).await? {
-                    responses.insert(key.clone(), answer);
-                }
+                let answer = self.inner.handlers.answer(key, request, scope).await?;
+                responses.extend(answer.map(|answer| (key.clone(), answer)));
             }
             if !responses.is_empty() || requests.is_empty() {
                 return Ok(responses);

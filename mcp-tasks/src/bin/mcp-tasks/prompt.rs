@@ -76,10 +76,7 @@ impl Prompter {
         for (name, property) in schema["properties"].as_object().into_iter().flatten() {
             let needed = required.is_some_and(|r| r.iter().any(|n| n == name));
             match self.field(name, property, needed).await {
-                Ok(Some(value)) => {
-                    content.insert(name.clone(), value);
-                }
-                Ok(None) => {}
+                Ok(value) => content.extend(value.map(|value| (name.clone(), value))),
                 Err(refusal) => return Ok(Some(ElicitResult::new(refusal))),
             }
         }
