@@ -218,10 +218,7 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
 
 /// One line, at most `width` characters, control characters shown as spaces.
 fn cell(value: &str, width: usize) -> String {
-    let clean: String = value
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let clean = value.replace(char::is_control, " ");
     if clean.chars().count() > width {
         let cut: String = clean.chars().take(width.saturating_sub(1)).collect();
         format!("{cut}…")

@@ -14,7 +14,7 @@ use std::borrow::Cow;
 pub fn printable(text: &str) -> Cow<'_, str> {
     if !text
         .chars()
-        .any(|c| is_control(c) && c != '\n' && c != '\t')
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
     {
         return Cow::Borrowed(text);
     }
@@ -38,7 +38,8 @@ pub fn printable(text: &str) -> Cow<'_, str> {
             // The 8-bit forms of CSI and of the string controls.
             '\u{9b}' => skip_csi(&mut chars),
             '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
-            c if is_control(c) => {}
+            // The other controls: the ASCII ones, DEL and the 8-bit ones (Unicode's Cc).
+            c if c.is_control() => {}
             c => out.push(c),
         }
     }
@@ -69,11 +70,6 @@ pub fn json(value: &impl serde::Serialize, pretty: bool) -> String {
         }
     }
     out
-}
-
-/// The ASCII controls (`\0`..`\x1f`), DEL and the 8-bit controls (`\u{80}`..`\u{9f}`).
-fn is_control(c: char) -> bool {
-    matches!(c, '\0'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')
 }
 
 fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
