@@ -210,20 +210,16 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
                     return Ok(CANCELLED);
                 }
             };
-            match call {
-                Call::Inline(result) => {
-                    client.close().await;
-                    Ok(print_result(&result, follow.raw))
-                }
+            let result = match call {
                 Call::Task(task) => {
                     let following = Following { target, follow };
-                    following.run(client, task, &mut interrupts).await
+                    return following.run(client, task, &mut interrupts).await;
                 }
-                _ => {
-                    client.close().await;
-                    Ok(PROTOCOL)
-                }
-            }
+                Call::Inline(result) => Some(result),
+                _ => None,
+            };
+            client.close().await;
+            Ok(result.map_or(PROTOCOL, |result| print_result(&result, follow.raw)))
         }
     }
 }
@@ -281,14 +277,12 @@ impl Following {
         let (shown, target) = (printable(&id), &self.target);
         eprintln!("task {shown} (resume: mcp-tasks resume {target} {shown})");
         loop {
-            let error = match follow(&mut task, self.follow.raw, interrupts).await {
-                Err(error) if lost(&error) => error,
-                other => {
-                    client.close().await;
-                    return other;
-                }
-            };
+            let followed = follow(&mut task, self.follow.raw, interrupts).await;
             client.close().await;
+            let error = match followed {
+                Err(error) if lost(&error) => error,
+                other => return other,
+            };
             let ms = u64::try_from(self.follow.reconnect_for.as_millis()).unwrap_or(u64::MAX);
             let (why, up_to) = (cause(&error), mcp_tasks::duration::format(ms));
             eprintln!("{why}; reconnecting for up to {up_to}");
