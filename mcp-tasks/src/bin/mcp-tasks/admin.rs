@@ -183,10 +183,8 @@ pub async fn run(args: AdminArgs) -> Result<(), AdminError> {
             }
         }
         AdminCommand::Show(TaskArgs { target, task_id }) => {
-            let api = Api::new(&target)?;
-            let detail = api
-                .send(Method::GET, &format!("tasks/{}", encode(&task_id)), &[])
-                .await?;
+            let path = format!("tasks/{}", encode(&task_id));
+            let detail = Api::new(&target)?.send(Method::GET, &path, &[]).await?;
             if target.json {
                 print_json(&detail);
             } else {
