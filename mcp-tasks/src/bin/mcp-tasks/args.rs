@@ -371,9 +371,7 @@ impl Arguments {
         for (key, text) in self.args {
             let kind = schema
                 .and_then(|s| s.get("properties"))
-                .and_then(|p| p.get(&key))
-                .and_then(|p| p.get("type"))
-                .and_then(Value::as_str);
+                .and_then(|p| p[&key]["type"].as_str());
             let value = match kind {
                 Some("string") => Value::String(text),
                 _ => serde_json::from_str(&text).unwrap_or(Value::String(text)),
