@@ -189,10 +189,7 @@ impl TaskClient {
 fn expect_ack(method: &'static str, result: &ServerResult) -> Result<(), ClientError> {
     let value = serde_json::to_value(result).unwrap_or(Value::Null);
     let object = value.as_object().ok_or_else(|| invalid(method, result))?;
-    let complete = matches!(
-        object.get("resultType").and_then(Value::as_str),
-        None | Some("complete")
-    );
+    let complete = matches!(value["resultType"].as_str(), None | Some("complete"));
     // rmcp may decode `{"resultType":"complete"}` as a CallToolResult with empty content.
     let only_ack = object.iter().all(|(key, value)| match key.as_str() {
         "resultType" | "_meta" => true,
