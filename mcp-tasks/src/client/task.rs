@@ -35,9 +35,7 @@ impl TaskClient {
             });
         }
         let mut handle = self.task(&reference.task_id).await?;
-        handle
-            .answered
-            .extend(reference.answered_keys.iter().cloned());
+        handle.answered.extend(reference.answered_keys.clone());
         Ok(handle)
     }
 }
