@@ -54,19 +54,19 @@ pub(crate) struct Owners {
     /// The bound the latest create carried (or a runtime told at its start); 0 before one
     /// did (and in `due`, an owner waiting for one).
     latest: AtomicUsize,
-    /// The pass over every owner a runtime's start asked for ([`Owners::bound`]), while it
-    /// lasts.
-    pass: Mutex<Option<Pass>>,
-    /// When the next pass begins, and how long after each pass ends the next one does.
-    repeat: Mutex<Repeat>,
+    passes: Mutex<Passes>,
 }
 
-/// The passes a store makes again ([`Owners::repeat_every`]).
+/// The passes over every owner: the one underway, and when the next begins.
 #[derive(Default)]
-struct Repeat {
+struct Passes {
+    /// The pass a runtime's start asked for ([`Owners::bound`]), or the time for the next
+    /// brought, while it lasts.
+    now: Option<Pass>,
+    /// How long after a pass ends the next begins ([`Owners::repeat_every`]); `None`: only
+    /// at a start.
     every: Option<Duration>,
-    /// When the next pass begins, with the bound it trims to; `None` while one is underway
-    /// (or before the first).
+    /// When the next pass begins, with the bound it trims to.
     next: Option<(Instant, usize)>,
 }
 
@@ -108,8 +108,9 @@ impl Owners {
     pub(crate) fn bound(&self, keep: usize) {
         let keep = keep.max(1);
         self.latest.store(keep, Ordering::Relaxed);
-        *self.pass.lock() = Some(Pass { after: None, keep });
-        self.repeat.lock().next = None;
+        let mut passes = self.passes.lock();
+        passes.now = Some(Pass { after: None, keep });
+        passes.next = None;
     }
 
     /// Passes over every owner again `every` after each pass ends (by default a store
@@ -120,39 +121,36 @@ impl Owners {
         allow(dead_code, reason = "only the Postgres store passes again")
     )]
     pub(crate) fn repeat_every(&self, every: Duration) {
-        self.repeat.lock().every = Some(every);
+        self.passes.lock().every = Some(every);
     }
 
     /// Where the pass over every owner is, while one is underway; one begins when the
     /// time for the next has come.
     pub(crate) fn pass(&self) -> Option<Pass> {
-        let mut pass = self.pass.lock();
-        if pass.is_none() {
-            let mut repeat = self.repeat.lock();
-            if let Some((at, keep)) = repeat.next
-                && Instant::now() >= at
-            {
-                repeat.next = None;
-                *pass = Some(Pass { after: None, keep });
-            }
+        let mut passes = self.passes.lock();
+        if passes.now.is_none()
+            && let Some((at, keep)) = passes.next
+            && Instant::now() >= at
+        {
+            passes.next = None;
+            passes.now = Some(Pass { after: None, keep });
         }
-        pass.clone()
+        passes.now.clone()
     }
 
     /// Moves the pass that was at `from` on to `next` (ends it with `None`), unless it
     /// has moved (or started again) since.
     pub(crate) fn passed(&self, from: &Pass, next: Option<Arc<str>>) {
-        let mut pass = self.pass.lock();
-        if let Some(now) = pass.as_mut()
+        let mut passes = self.passes.lock();
+        if let Some(now) = passes.now.as_mut()
             && now.after == from.after
             && now.keep == from.keep
         {
             match next {
                 Some(owner) => now.after = Some(owner),
                 None => {
-                    *pass = None;
-                    let mut repeat = self.repeat.lock();
-                    repeat.next = (repeat.every)
+                    passes.now = None;
+                    passes.next = (passes.every)
                         .and_then(|every| Instant::now().checked_add(every))
                         .map(|at| (at, from.keep));
                 }

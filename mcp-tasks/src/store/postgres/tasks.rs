@@ -432,11 +432,11 @@ impl TaskStore for PostgresStore {
         }
         // The owners this instance created for since the last sweep, and those of the next
         // page of the pass over every owner since a runtime started here, or the time for
-        // the next pass came (the owners any instance left past the bound): each one's finished tasks past its bound, counted
-        // in the store (every instance's), by the index of the owner's finished tasks, at
-        // most `TRIM_ROWS` of them, oldest first. An owner whose live and kept tasks are still
-        // more than its bound (it created past it while they ran, or had more past it) is
-        // looked at again by the next sweep.
+        // the next pass came (the owners any instance left past the bound): each one's
+        // finished tasks past its bound, counted in the store (every instance's), by the
+        // index of the owner's finished tasks, at most `TRIM_ROWS` of them, oldest first. An
+        // owner whose live and kept tasks are still more than its bound (it created past it
+        // while they ran, or had more past it) is looked at again by the next sweep.
         let pass = self.trim.pass();
         let (mut owners, mut next) = (Vec::new(), None);
         if let Some(pass) = &pass {
