@@ -974,6 +974,59 @@ async fn postgres_store_trims_far_past_the_bound_in_bounded_sweeps() {
     trimmed_in_bounded_sweeps(first, second).await;
 }
 
+/// The passes over every owner that come due after a start's (`with_trim_pass_every`) are
+/// made by one instance an interval: `a` and `b` share a database and both repeat every
+/// second; once due, `a` makes the first and trims what a third instance left past the
+/// bound. `b`'s pass, due too, waits for its turn (its owner stays past the bound), and is
+/// made once the interval since `a`'s has gone by.
+#[tokio::test]
+async fn postgres_instances_take_turns_at_the_passes_over_every_owner() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let every = Duration::from_secs(1);
+    let a = db
+        .builder()
+        .with_trim_pass_every(every)
+        .connect()
+        .await
+        .unwrap();
+    let b = db
+        .builder()
+        .with_trim_pass_every(every)
+        .connect()
+        .await
+        .unwrap();
+    let other = db.store().await.expect("connect");
+    for store in [&a, &b] {
+        store.set_max_finished_per_owner(3);
+        store.expire_due().await.unwrap();
+    }
+    let leave = |owner: &'static str| {
+        let other = &other;
+        async move {
+            let ids: Vec<String> = (0..6).map(|i| format!("{owner}-{i}")).collect();
+            for id in &ids {
+                let task = NewTask::new(Arc::from(id.as_str()), Arc::from(owner), Arc::from("t"))
+                    .with_ttl(Some(Duration::from_secs(3600)));
+                other.create(task).await.unwrap();
+                other.finish(id, Outcome::Cancelled).await.unwrap();
+            }
+            ids
+        }
+    };
+    tokio::time::sleep(every + Duration::from_millis(100)).await;
+    let xavier = leave("xavier").await;
+    a.expire_due().await.unwrap();
+    assert_eq!(present(&a, &xavier).await, xavier[3..], "a's turn");
+    let yolanda = leave("yolanda").await;
+    b.expire_due().await.unwrap();
+    assert_eq!(present(&b, &yolanda).await, yolanda, "b waits for its turn");
+    tokio::time::sleep(every + Duration::from_millis(100)).await;
+    b.expire_due().await.unwrap();
+    assert_eq!(present(&b, &yolanda).await, yolanda[3..], "b's turn");
+}
+
 /// Everything survives closing and reopening the file: running tasks with their arguments,
 /// answers and steps; finished tasks byte for byte.
 #[tokio::test]

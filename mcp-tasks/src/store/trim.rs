@@ -16,7 +16,8 @@
 //! by a process (or, on Postgres, an instance) that stopped before its sweep, or by a bound
 //! lowered at the restart, is trimmed without creating again. A store shared by instances
 //! passes again a while after each pass ends ([`Owners::repeat_every`]), so what an instance
-//! left is trimmed even when none starts after it.
+//! left is trimmed even when none starts after it; its instances take turns at these passes
+//! (one an interval, cluster-wide: [`Pass::repeat`]).
 
 use std::{
     collections::HashMap,
@@ -77,6 +78,11 @@ pub(crate) struct Pass {
     pub(crate) after: Option<Arc<str>>,
     /// The bound it trims to.
     pub(crate) keep: usize,
+    /// For a pass that began `every` after the last one ended ([`Owners::repeat_every`]):
+    /// `Some(every)`. A store that instances share lets one instance an interval make it
+    /// (the others end theirs before the first page, [`Owners::passed`] with `None`). `None`
+    /// for the pass a runtime's start asks for, which always runs: its bound may be new.
+    pub(crate) repeat: Option<Duration>,
 }
 
 impl Pass {
@@ -109,7 +115,11 @@ impl Owners {
         let keep = keep.max(1);
         self.latest.store(keep, Ordering::Relaxed);
         let mut passes = self.passes.lock();
-        passes.now = Some(Pass { after: None, keep });
+        passes.now = Some(Pass {
+            after: None,
+            keep,
+            repeat: None,
+        });
         passes.next = None;
     }
 
@@ -133,7 +143,11 @@ impl Owners {
             && Instant::now() >= at
         {
             passes.next = None;
-            passes.now = Some(Pass { after: None, keep });
+            passes.now = Some(Pass {
+                after: None,
+                keep,
+                repeat: passes.every,
+            });
         }
         passes.now.clone()
     }
@@ -281,6 +295,8 @@ mod tests {
         owners.passed(&second, None);
         let again = owners.pass().expect("begun again once ended");
         assert_eq!((again.after.clone(), again.keep), (None, 4));
+        assert_eq!(again.repeat, Some(std::time::Duration::ZERO), "and says so");
+        assert_eq!(first.repeat, None, "not the start's");
         let owners = Owners::default();
         owners.repeat_every(std::time::Duration::from_secs(3600));
         owners.bound(4);

@@ -276,7 +276,9 @@ impl PostgresBuilder {
     /// ([`Limits::with_max_finished_tasks_per_owner`](crate::Limits::with_max_finished_tasks_per_owner));
     /// a runtime starts one when it starts. The passes that follow trim what an instance
     /// that stopped before its sweep left past the bound, though no instance starts after
-    /// it. A pass reads at most 10,000 rows a sweep.
+    /// it. The instances sharing the database take turns: one of them makes each of these
+    /// passes, so a cluster makes about one an interval however many instances it has. A
+    /// pass reads at most 10,000 rows a sweep.
     pub fn with_trim_pass_every(mut self, every: Duration) -> Self {
         self.trim_pass_every = every;
         self

@@ -5,6 +5,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, LazyLock},
+    time::Duration,
 };
 
 use async_trait::async_trait;
@@ -437,7 +438,15 @@ impl TaskStore for PostgresStore {
         // index of the owner's finished tasks, at most `TRIM_ROWS` of them, oldest first. An
         // owner whose live and kept tasks are still more than its bound (it created past it
         // while they ran, or had more past it) is looked at again by the next sweep.
-        let pass = self.trim.pass();
+        let mut pass = self.trim.pass();
+        if let Some(first) = &pass
+            && first.after.is_none()
+            && let Some(every) = first.repeat
+            && !self.turn_to_pass(now, every).await?
+        {
+            self.trim.passed(first, None);
+            pass = None;
+        }
         let (mut owners, mut next) = (Vec::new(), None);
         if let Some(pass) = &pass {
             let (over, after) = pass.page(self.pass_page(pass).await?);
@@ -502,6 +511,23 @@ impl TaskStore for PostgresStore {
 }
 
 impl PostgresStore {
+    /// Whether this instance makes the pass over every owner that came due `every` after
+    /// its last one ([`trim::Pass::repeat`]): instances take turns, by the time the next is
+    /// due that the `meta` table holds. The first to ask once it has come moves it on by
+    /// `every`; the others end theirs unmade.
+    async fn turn_to_pass(&self, now: i64, every: Duration) -> Result<bool, StoreError> {
+        let due = now.saturating_add(i64::try_from(every.as_millis()).unwrap_or(i64::MAX));
+        let rows = super::pool::write_one(
+            &self.pool,
+            "INSERT INTO meta (name, value) VALUES ('trim_pass_due_ms', $2) \
+             ON CONFLICT (name) DO UPDATE SET value = $2 WHERE meta.value <= $1 RETURNING 1",
+            &[&now, &due],
+            "could not take a turn at the pass over every owner's finished tasks",
+        )
+        .await?;
+        Ok(!rows.is_empty())
+    }
+
     /// One page of the pass over every owner ([`trim::Pass`]): the owners of the next
     /// [`trim::PASS_ROWS`] finished tasks after the pass's last owner, in owner order, each
     /// with how many of them are its, read from the owner index (`tasks_owner_finished`).
