@@ -94,12 +94,23 @@ pub(super) fn load_many(
         .collect())
 }
 
+/// The first row that `sql` (through the statement cache) answers for `params`, read by
+/// `read`; `None` when there is none.
+pub(super) fn first_row<T>(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: impl FnOnce(&SqliteRow<'_, '_>) -> Result<T, StoreError>,
+) -> Result<Option<T>, StoreError> {
+    let mut statement = conn.prepare_cached(sql).map_err(backend)?;
+    let mut rows = statement.query(params).map_err(backend)?;
+    let row = rows.next().map_err(backend)?;
+    row.map(|row| read(&SqliteRow(row))).transpose()
+}
+
 /// Task `id` as stored, `None` when there is none.
 pub(super) fn load(conn: &Connection, id: &str) -> Result<Option<TaskRow>, StoreError> {
-    let mut statement = conn.prepare_cached(SELECT_TASK).map_err(backend)?;
-    let mut rows = statement.query(params![id]).map_err(backend)?;
-    let row = rows.next().map_err(backend)?;
-    row.map(|row| TaskRow::decode(&SqliteRow(row))).transpose()
+    first_row(conn, SELECT_TASK, params![id], |row| TaskRow::decode(row))
 }
 
 /// Removes the tasks `cond` picks (a condition on `tasks`, its parameters `params`) with their

@@ -5,18 +5,18 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 use super::{
     SqliteStore, backend, exec,
     row::{
-        SqliteRow, all_rows, delete_tasks, insert_task, load, load_live, load_many, modify, steps,
+        all_rows, delete_tasks, first_row, insert_task, load, load_live, load_many, modify, steps,
     },
     writer::{Effect, Tx},
 };
 use crate::store::{
     Created, Lease, NewTask, Recovery, StoreError, TaskSnapshot, TaskStore, Transition,
-    codec::{self, recovery_columns, to_i64},
+    codec::{self, Columns, recovery_columns, to_i64},
     record::{self, Due},
     trim,
 };
@@ -34,17 +34,9 @@ impl TaskStore for SqliteStore {
         // race each other find each other here; the savepoint undoes the task's row when its
         // key cannot be written.
         self.write(move |tx: &mut Tx<'_>| {
-            let first: Option<String> = tx
-                .conn
-                .prepare_cached(
-                    "SELECT task_id FROM idempotency WHERE owner = ?1 AND tool = ?2 AND key = ?3",
-                )
-                .and_then(|mut select| {
-                    select
-                        .query_row(params![&*task.owner, &*task.tool, &*key], |r| r.get(0))
-                        .optional()
-                })
-                .map_err(backend)?;
+            let sql = "SELECT task_id FROM idempotency WHERE owner = ?1 AND tool = ?2 AND key = ?3";
+            let keyed = params![&*task.owner, &*task.tool, &*key];
+            let first = first_row(tx.conn, sql, keyed, |row| row.text(0))?;
             // Expiry or purge that is due applies first: a purged task frees its key.
             if let Some(first) = first
                 && let (Some(first), _) = load_live(tx, &first)?
@@ -409,21 +401,10 @@ fn recovery_of(
     id: &str,
     woken: bool,
 ) -> Result<Option<Recovery>, StoreError> {
-    let found = conn
-        .prepare_cached(concat!(
-            "SELECT ",
-            recovery_columns!(),
-            " FROM tasks WHERE id = ?1"
-        ))
-        .and_then(|mut select| {
-            select
-                .query_row(params![id], |row| {
-                    Ok(codec::recovery(&SqliteRow(row), Vec::new()))
-                })
-                .optional()
-        })
-        .map_err(backend)?
-        .transpose()?;
+    let sql = concat!("SELECT ", recovery_columns!(), " FROM tasks WHERE id = ?1");
+    let found = first_row(conn, sql, params![id], |row| {
+        codec::recovery(row, Vec::new())
+    })?;
     let Some(mut recovery) = found else {
         return Ok(None);
     };
