@@ -174,18 +174,12 @@ impl TaskStore for SqliteStore {
         let only = only.map(str::to_owned);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.write(move |tx: &mut Tx<'_>| {
-            let due: Vec<String> = tx
-                .conn
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE parked_until_ms <= ?1 \
-                     AND (?2 IS NULL OR id = ?2) ORDER BY parked_until_ms LIMIT ?3",
-                )
-                .and_then(|mut select| {
-                    select
-                        .query_map(params![to_i64(tx.now), only, limit], |r| r.get(0))?
-                        .collect()
-                })
-                .map_err(backend)?;
+            let sql = "SELECT id FROM tasks WHERE parked_until_ms <= ?1 \
+                       AND (?2 IS NULL OR id = ?2) ORDER BY parked_until_ms LIMIT ?3";
+            let mut select = tx.conn.prepare_cached(sql).map_err(backend)?;
+            let due = all_rows(&mut select, params![to_i64(tx.now), only, limit], |r| {
+                r.text(0)
+            })?;
             let mut woken = Vec::with_capacity(due.len());
             for id in due {
                 let taken = modify(tx, &id, |task, now| {
@@ -243,21 +237,12 @@ impl TaskStore for SqliteStore {
         let after = after.unwrap_or_default().to_owned();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
-            conn.prepare_cached(
-                "SELECT id, owner FROM tasks WHERE parked_until_ms IS NOT NULL \
-                 AND id > ?1 ORDER BY id LIMIT ?2",
-            )
-            .and_then(|mut select| {
-                select
-                    .query_map(params![after, limit], |r| {
-                        Ok((
-                            Arc::from(r.get::<_, String>(0)?),
-                            Arc::from(r.get::<_, String>(1)?),
-                        ))
-                    })?
-                    .collect()
+            let sql = "SELECT id, owner FROM tasks WHERE parked_until_ms IS NOT NULL \
+                       AND id > ?1 ORDER BY id LIMIT ?2";
+            let mut select = conn.prepare_cached(sql).map_err(backend)?;
+            all_rows(&mut select, params![after, limit], |r| {
+                Ok((Arc::from(r.text(0)?), Arc::from(r.text(1)?)))
             })
-            .map_err(backend)
         })
         .await
     }
@@ -384,15 +369,9 @@ fn pass_page(
     } else {
         &[&rows]
     };
-    select
-        .query_map(params, |r| {
-            Ok((
-                Arc::from(r.get::<_, String>(0)?),
-                codec::to_u64(r.get::<_, i64>(1)?),
-            ))
-        })
-        .and_then(Iterator::collect)
-        .map_err(backend)
+    all_rows(&mut select, params, |r| {
+        Ok((Arc::from(r.text(0)?), codec::to_u64(r.int(1)?)))
+    })
 }
 
 /// What a replay of live task `id` needs, with its steps, marked `woken` or not.
