@@ -6,7 +6,7 @@ use rusqlite::{params, params_from_iter, types::Value as SqlValue};
 
 use super::{
     SqliteStore, backend, exec,
-    row::{SqliteRow, all_rows, delete_tasks, load, steps},
+    row::{all_rows, delete_tasks, first_row, load, steps},
     writer::{Effect, Tx},
 };
 use crate::store::{
@@ -16,7 +16,7 @@ use crate::store::{
         sql::{self, Dialect, Param, count_query, list_query},
     },
     codec::{self, TaskRow, task_columns, to_i64},
-    row::TaskOrigin,
+    row::{TaskOrigin, origin_columns},
 };
 
 const DIALECT: Dialect = Dialect {
@@ -79,21 +79,11 @@ impl AdminStore for SqliteStore {
         }
         let id = id.to_owned();
         self.read(move |conn| {
-            let Some(task) = load(conn, &id)? else {
+            let select = concat!("SELECT ", origin_columns!(), " FROM tasks WHERE id = ?1");
+            let origin = first_row(conn, select, params![id], |row| TaskOrigin::decode(row, 0))?;
+            let (Some(task), Some(origin)) = (load(conn, &id)?, origin) else {
                 return Ok(None);
             };
-            let origin = conn
-                .prepare_cached(concat!(
-                    "SELECT ",
-                    crate::store::row::origin_columns!(),
-                    " FROM tasks WHERE id = ?1"
-                ))
-                .and_then(|mut select| {
-                    select.query_row(params![id], |row| {
-                        Ok(TaskOrigin::decode(&SqliteRow(row), 0))
-                    })
-                })
-                .map_err(backend)??;
             Ok(Some(sql::detail(task, origin, steps(conn, &id)?, None)))
         })
         .await
