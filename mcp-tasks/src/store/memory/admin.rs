@@ -18,8 +18,7 @@ impl MemoryStore {
         filter: &TaskFilter,
         mut each: impl FnMut(TaskSummary),
     ) -> Result<(), StoreError> {
-        let expired = self.expire_due().await?;
-        self.unreported.keep(expired);
+        self.unreported.keep(self.expire_due().await?);
         let now = self.clock.now_ms();
         self.each_entry(|entry| {
             let summary = TaskSummary::of(entry.snapshot(), None);
@@ -87,8 +86,7 @@ impl AdminStore for MemoryStore {
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
-        let expired = self.expire_due().await?;
-        self.unreported.keep(expired);
+        self.unreported.keep(self.expire_due().await?);
         let mut purged = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();

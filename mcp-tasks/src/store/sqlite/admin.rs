@@ -38,8 +38,7 @@ fn values(params: Vec<Param>) -> Vec<SqlValue> {
 #[async_trait]
 impl AdminStore for SqliteStore {
     async fn list(&self, query: &TaskQuery) -> Result<TaskPage, StoreError> {
-        let expired = self.expire_due().await?;
-        self.unreported.keep(expired);
+        self.unreported.keep(self.expire_due().await?);
         let (sql, params) = list_query(&DIALECT, task_columns!(), query, self.clock.now_ms());
         let found = self
             .read(move |conn| {
@@ -53,8 +52,7 @@ impl AdminStore for SqliteStore {
     }
 
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
-        let expired = self.expire_due().await?;
-        self.unreported.keep(expired);
+        self.unreported.keep(self.expire_due().await?);
         let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
         self.read(move |conn| {
             let mut statement = conn.prepare(&sql).map_err(backend)?;
@@ -104,8 +102,7 @@ impl AdminStore for SqliteStore {
     }
 
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
-        let expired = self.expire_due().await?;
-        self.unreported.keep(expired);
+        self.unreported.keep(self.expire_due().await?);
         let before = before_ms.map_or(i64::MAX, to_i64);
         self.write(move |tx: &mut Tx<'_>| {
             let purged = delete_tasks(
