@@ -22,12 +22,10 @@ use std::{
 
 use parking_lot::{Mutex, MutexGuard};
 
-use async_trait::async_trait;
-use rmcp::model::{InputResponses, JsonObject};
+use rmcp::model::JsonObject;
 
 use super::{
-    Created, Lease, NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot, TaskStore,
-    Transition,
+    NewTask, Outcome, Recovery, Step, StoreError, TaskSnapshot,
     record::{self, Due, Record},
     row::{self, Pending, State, TaskOrigin},
 };
@@ -35,7 +33,7 @@ use crate::clock::Clock;
 
 mod admin;
 mod owned;
-mod parked;
+mod tasks;
 
 const SHARDS: usize = 64;
 
@@ -245,6 +243,13 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// Runs `each` on every task, one shard locked at a time.
+    fn each_entry(&self, mut each: impl FnMut(&Entry)) {
+        for shard in &self.shards {
+            shard.lock().tasks.values().for_each(&mut each);
+        }
+    }
+
     fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
         let index = usize::try_from(self.hasher.hash_one(id) % SHARDS as u64).unwrap_or(0);
         // A poisoned shard only means a panic elsewhere while holding the lock; every
@@ -425,158 +430,6 @@ impl std::fmt::Debug for MemoryStore {
             .field("len", &self.len())
             .field("max_tasks", &self.max_tasks)
             .finish_non_exhaustive()
-    }
-}
-
-#[async_trait]
-impl TaskStore for MemoryStore {
-    async fn create(&self, mut task: NewTask) -> Result<Created, StoreError> {
-        let Some(key) = task.idempotency_key.take() else {
-            return self.insert(task, None).map(Created::New);
-        };
-        let key = (Arc::clone(&task.owner), Arc::clone(&task.tool), key);
-        let mut keys = self.keys.lock();
-        if let Some(existing) = keys.get(&key) {
-            let retry = |entry: &mut Entry, now| {
-                Ok(record::is_retry_of(&entry.state, now).then(|| entry.snapshot()))
-            };
-            match self.with_entry_purging(existing, retry, false) {
-                Ok(Some(first)) => return Ok(Created::Existing(first)),
-                Ok(None) | Err(StoreError::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        let id = Arc::clone(&task.id);
-        let snapshot = self.insert(task, Some(key.clone()))?;
-        keys.insert(key, id);
-        Ok(Created::New(snapshot))
-    }
-
-    async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
-        self.snapshot_of(id)
-    }
-
-    async fn get_many(&self, ids: &[Arc<str>]) -> Result<Vec<Option<TaskSnapshot>>, StoreError> {
-        ids.iter().map(|id| self.snapshot_of(id)).collect()
-    }
-
-    async fn apply(
-        &self,
-        id: &str,
-        _fence: Option<&Lease>,
-        transition: Transition,
-    ) -> Result<(), StoreError> {
-        self.with_entry(id, |entry, now| {
-            if let (_, Some(step)) = record::apply(entry, now, transition)? {
-                entry.live.get_or_insert_with(Box::default).steps.push(step);
-            }
-            Ok(())
-        })
-    }
-
-    async fn deliver_input(
-        &self,
-        id: &str,
-        responses: InputResponses,
-    ) -> Result<InputResponses, StoreError> {
-        self.with_entry(id, |entry, now| {
-            Ok(record::deliver_input(entry, now, responses).0)
-        })
-    }
-
-    async fn request_cancel(&self, id: &str) -> Result<(), StoreError> {
-        self.with_entry(id, |entry, now| {
-            let _ = record::request_cancel(entry, now);
-            Ok(())
-        })
-    }
-
-    async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
-        Ok(self.unparked_live())
-    }
-
-    async fn recovery(&self, id: &str) -> Result<Option<Recovery>, StoreError> {
-        let live = |entry: &mut Entry, _| {
-            Ok((!entry.state.status.is_terminal()).then(|| entry.recovery(false)))
-        };
-        StoreError::or_none(self.with_entry(id, live)).map(Option::flatten)
-    }
-
-    fn parks(&self) -> bool {
-        true
-    }
-
-    async fn wake(&self, only: Option<&str>, limit: usize) -> Result<Vec<Recovery>, StoreError> {
-        self.take_woken(only, limit)
-    }
-
-    async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
-        Ok(self.earliest_timer())
-    }
-
-    async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
-        Ok(Some(self.parked_now()))
-    }
-
-    async fn parked_owners(
-        &self,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<(Arc<str>, Arc<str>)>, StoreError> {
-        Ok(self.parked_page(after, limit))
-    }
-
-    async fn stored_answers(&self, id: &str) -> Result<InputResponses, StoreError> {
-        self.with_entry(id, |entry, _| {
-            Ok(entry
-                .live
-                .as_ref()
-                .map(|live| live.pending.answers.clone())
-                .unwrap_or_default())
-        })
-    }
-
-    fn admin(&self) -> Option<&dyn super::AdminStore> {
-        Some(self)
-    }
-
-    async fn expire_due(&self) -> Result<Vec<Arc<str>>, StoreError> {
-        let now = self.clock.now_ms();
-        let mut failed = self.unreported.take();
-        let mut purged = Vec::new();
-        let mut ended = Vec::new();
-        for shard in &self.shards {
-            let mut shard = shard.lock();
-            let shard = &mut *shard;
-            while let Some(Reverse((due, _))) = shard.deadlines.peek() {
-                if *due > now {
-                    break;
-                }
-                let Some(Reverse((_, id))) = shard.deadlines.pop() else {
-                    break;
-                };
-                let Some(entry) = shard.tasks.get_mut(&id) else {
-                    continue;
-                };
-                match record::apply_due(entry, now, self.expired_retention_ms) {
-                    Due::Purge => {
-                        purged.extend(shard.tasks.remove(&id));
-                        self.len.fetch_sub(1, Ordering::Relaxed);
-                    }
-                    Due::Expiry => {
-                        let purge_at = entry.state.purge_at_ms.unwrap_or(now);
-                        shard.deadlines.push(Reverse((purge_at, id.clone())));
-                        ended.push(Arc::clone(&entry.owner));
-                        failed.push(id);
-                    }
-                    Due::Nothing => {}
-                }
-            }
-        }
-        self.forget(purged);
-        self.by_owner.ended(&ended, false);
-        self.trim_due();
-        Ok(failed)
     }
 }
 
