@@ -350,25 +350,18 @@ fn pass_page(
     conn: &rusqlite::Connection,
     pass: &trim::Pass,
 ) -> Result<Vec<(Arc<str>, u64)>, StoreError> {
+    let rows = to_i64(trim::PASS_ROWS);
     // An owner may be the empty string: the first page names no owner to start after.
-    let after = if pass.after.is_some() {
-        " AND owner > ?2"
-    } else {
-        ""
+    let (after, params): (&str, &[&dyn rusqlite::ToSql]) = match &pass.after {
+        Some(owner) => (" AND owner > ?2", &[&rows, owner]),
+        None => ("", &[&rows]),
     };
     let sql = format!(
         "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
          WHERE purge_at_ms IS NOT NULL{after} ORDER BY owner LIMIT ?1) \
          GROUP BY owner ORDER BY owner"
     );
-    let rows = to_i64(trim::PASS_ROWS);
-    let after = pass.after.as_deref().unwrap_or_default();
     let mut select = conn.prepare_cached(&sql).map_err(backend)?;
-    let params: &[&dyn rusqlite::ToSql] = if pass.after.is_some() {
-        &[&rows, &after]
-    } else {
-        &[&rows]
-    };
     all_rows(&mut select, params, |r| {
         Ok((Arc::from(r.text(0)?), codec::to_u64(r.int(1)?)))
     })
