@@ -67,13 +67,8 @@ impl AdminStore for PostgresStore {
     async fn count(&self, filter: &TaskFilter) -> Result<StatusCounts, StoreError> {
         self.expire_due().await?;
         let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
-        let rows = read(
-            &self.pool,
-            &sql,
-            &refs(&params),
-            "could not count the tasks",
-        )
-        .await?;
+        let context = "could not count the tasks";
+        let rows = read(&self.pool, &sql, &refs(&params), context).await?;
         let mut counts = StatusCounts::default();
         for row in rows.iter().map(PgRow) {
             counts.add(

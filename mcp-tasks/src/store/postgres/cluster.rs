@@ -146,18 +146,12 @@ impl ClusterStore for PostgresStore {
         let keys = vec![crate::rate::step_key(limiter)];
         let per = window_ms(rate);
         let tx = Tx::begin(&self.pool).await?;
-        tx.query(
-            LOCK_TOOLS,
-            &[&&*self.channel, &keys],
-            "could not lock the rate limiter",
-        )
-        .await?;
+        let context = "could not lock the rate limiter";
+        tx.query(LOCK_TOOLS, &[&&*self.channel, &keys], context)
+            .await?;
+        let context = "could not count the rate limiter's starts";
         let rows = tx
-            .query(
-                RECENT,
-                &[&keys, &[per].as_slice()],
-                "could not count the rate limiter's starts",
-            )
+            .query(RECENT, &[&keys, &[per].as_slice()], context)
             .await?;
         let Some(row) = rows.first() else {
             tx.rollback().await;
@@ -167,12 +161,8 @@ impl ClusterStore for PostgresStore {
         };
         let (count, now) = (int(row, 1)?, int(row, 3)?);
         if count < i64::from(rate.count()) {
-            tx.execute(
-                LOG_STARTS,
-                &[&keys],
-                "could not log the rate limiter's start",
-            )
-            .await?;
+            let context = "could not log the rate limiter's start";
+            tx.execute(LOG_STARTS, &[&keys], context).await?;
             tx.commit().await?;
             return Ok(None);
         }
@@ -180,9 +170,7 @@ impl ClusterStore for PostgresStore {
         tx.commit().await?;
         let oldest = int(row, 2).unwrap_or(now);
         let left = oldest.saturating_add(per).saturating_sub(now).max(1);
-        Ok(Some(Duration::from_millis(
-            u64::try_from(left).unwrap_or(1),
-        )))
+        Ok(Some(Duration::from_millis(to_u64(left))))
     }
 
     async fn unclaimed_versions(&self) -> Result<Option<Vec<(String, String, u64)>>, StoreError> {
