@@ -411,12 +411,10 @@ impl PostgresStore {
             }
         }
         for (tool, rate) in claim.key_rates {
-            tx.execute(
-                PRUNE_KEYS,
-                &[&crate::rate::tool_key_prefix(tool), &window_ms(*rate)],
-                "could not prune the per-key rates' starts",
-            )
-            .await?;
+            let prefix = crate::rate::tool_key_prefix(tool);
+            let context = "could not prune the per-key rates' starts";
+            tx.execute(PRUNE_KEYS, &[&prefix, &window_ms(*rate)], context)
+                .await?;
         }
         Ok(places)
     }
@@ -452,15 +450,11 @@ impl PostgresStore {
             &wanted,
         ];
         params.extend(routing.params());
-        tx.query(
-            KEY_ELIGIBLE,
-            &params,
-            "could not count the tool's tasks by key",
-        )
-        .await?
-        .iter()
-        .map(|row| Ok((text(row, 0)?, PgRow(row).opt_text(1)?)))
-        .collect()
+        let context = "could not count the tool's tasks by key";
+        let rows = tx.query(KEY_ELIGIBLE, &params, context).await?;
+        rows.iter()
+            .map(|row| Ok((text(row, 0)?, PgRow(row).opt_text(1)?)))
+            .collect()
     }
 
     /// The priorities of the queued tasks, in the order a claim by priority takes them: by
@@ -473,10 +467,8 @@ impl PostgresStore {
     ) -> Result<Vec<Option<i16>>, StoreError> {
         let aging_ms = crate::clock::millis(aging).max(1);
         let mut levels = Vec::new();
-        for row in tx
-            .query(LEVELS, &[], "could not read the queued tasks' priorities")
-            .await?
-        {
+        let context = "could not read the queued tasks' priorities";
+        for row in tx.query(LEVELS, &[], context).await? {
             let level: i16 = row
                 .try_get(0)
                 .map_err(|e| super::PgError::query("an unreadable priority", e))?;
