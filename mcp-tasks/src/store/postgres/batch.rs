@@ -392,14 +392,9 @@ async fn finish(
     let outcome: Vec<_> =
         (batch.iter().map(|job| to_json(&job.outcome))).collect::<Result<_, _>>()?;
     let now: Vec<i64> = batch.iter().map(|job| to_i64(job.now)).collect();
-    let rows = write_one(
-        pool,
-        &FINISH,
-        &[
-            &id, &epoch, &runner, &status, &outcome, &message, &now, &channel,
-        ],
-        "could not finish the task",
-    )
-    .await?;
+    let bound: [&(dyn ToSql + Sync); 8] = [
+        &id, &epoch, &runner, &status, &outcome, &message, &now, &channel,
+    ];
+    let rows = write_one(pool, &FINISH, &bound, "could not finish the task").await?;
     rows.iter().map(|row| text(row, 0)).collect()
 }

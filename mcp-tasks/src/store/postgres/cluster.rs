@@ -5,6 +5,7 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
 use tokio::sync::broadcast;
+use tokio_postgres::types::ToSql;
 
 use super::{
     PostgresStore, claim, listener, notice,
@@ -25,23 +26,17 @@ use crate::{
 impl ClusterStore for PostgresStore {
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         // One statement, committed on its own: no BEGIN and COMMIT round trips around it.
-        let renewed = write_one(
-            &self.pool,
-            concat!(
-                "UPDATE tasks SET lease_until_ms = ",
-                db_now_ms!(),
-                " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
-                 AND purge_at_ms IS NULL RETURNING 1"
-            ),
-            &[
-                &&*lease.task_id,
-                &to_i64(lease.epoch),
-                &&*lease.instance,
-                &to_i64(millis(lease.length)),
-            ],
-            "could not renew the task's lease",
-        )
-        .await?;
+        let sql = concat!(
+            "UPDATE tasks SET lease_until_ms = ",
+            db_now_ms!(),
+            " + $4 WHERE id = $1 AND epoch = $2 AND runner = $3 \
+             AND purge_at_ms IS NULL RETURNING 1"
+        );
+        let (epoch, length) = (to_i64(lease.epoch), to_i64(millis(lease.length)));
+        let bound: [&(dyn ToSql + Sync); 4] =
+            [&&*lease.task_id, &epoch, &&*lease.instance, &length];
+        let renewed =
+            write_one(&self.pool, sql, &bound, "could not renew the task's lease").await?;
         if renewed.is_empty() {
             return Err(self.explain(&lease.task_id, Some(lease.epoch)).await);
         }
