@@ -308,19 +308,14 @@ fn run_job(
 ) -> Option<String> {
     let mut change = job.change;
     let mut effects = Vec::new();
-    let ok = if job.savepoint {
-        let savepoint = exec(conn, "SAVEPOINT job", []);
-        let ok = change.run(conn, live, &mut effects);
-        if savepoint.is_ok() && !conn.is_autocommit() {
-            if !ok {
-                let _ = exec(conn, "ROLLBACK TO job", []);
-            }
-            let _ = exec(conn, "RELEASE job", []);
+    let savepoint = job.savepoint.then(|| exec(conn, "SAVEPOINT job", []));
+    let ok = change.run(conn, live, &mut effects);
+    if matches!(savepoint, Some(Ok(_))) && !conn.is_autocommit() {
+        if !ok {
+            let _ = exec(conn, "ROLLBACK TO job", []);
         }
-        ok
-    } else {
-        change.run(conn, live, &mut effects)
-    };
+        let _ = exec(conn, "RELEASE job", []);
+    }
     ran.push(change);
     if conn.is_autocommit() {
         // SQLite rolled the whole transaction back (disk full, I/O error).
