@@ -203,26 +203,18 @@ impl TaskStore for SqliteStore {
 
     async fn next_wake(&self) -> Result<Option<u64>, StoreError> {
         self.read(|conn| {
-            conn.query_row(
-                "SELECT min(parked_until_ms) FROM tasks WHERE parked_until_ms < ?1",
-                params![to_i64(crate::store::row::PARKED_FOR_ANSWER)],
-                |r| r.get::<_, Option<i64>>(0),
-            )
-            .map(|min| min.map(codec::to_u64))
-            .map_err(backend)
+            let sql = "SELECT min(parked_until_ms) FROM tasks WHERE parked_until_ms < ?1";
+            let parked = params![to_i64(crate::store::row::PARKED_FOR_ANSWER)];
+            let min = first_row(conn, sql, parked, |r| r.opt_int(0))?;
+            Ok(min.flatten().map(codec::to_u64))
         })
         .await
     }
 
     async fn parked_count(&self) -> Result<Option<u64>, StoreError> {
         self.read(|conn| {
-            conn.query_row(
-                "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|count| Some(codec::to_u64(count)))
-            .map_err(backend)
+            let sql = "SELECT count(*) FROM tasks WHERE parked_until_ms IS NOT NULL";
+            Ok(first_row(conn, sql, [], |r| r.int(0))?.map(codec::to_u64))
         })
         .await
     }
