@@ -367,12 +367,7 @@ fn recovery_of(
 ) -> Result<Option<Recovery>, StoreError> {
     let sql = concat!("SELECT ", recovery_columns!(), " FROM tasks WHERE id = ?1");
     let found = first_row(conn, sql, params![id], |row| {
-        codec::recovery(row, Vec::new())
+        codec::recovery(row, steps(conn, id)?)
     })?;
-    let Some(mut recovery) = found else {
-        return Ok(None);
-    };
-    recovery.steps = steps(conn, id)?;
-    recovery.woken = woken;
-    Ok(Some(recovery))
+    Ok(found.map(|recovery| Recovery { woken, ..recovery }))
 }
