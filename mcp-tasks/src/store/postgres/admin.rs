@@ -123,18 +123,14 @@ impl AdminStore for PostgresStore {
     async fn purge_finished(&self, before_ms: Option<u64>) -> Result<u64, StoreError> {
         self.expire_due().await?;
         let before = before_ms.map_or(i64::MAX, to_i64);
+        // Steps go with their task (ON DELETE CASCADE); the idempotency key is a column.
+        let sql = "WITH done AS (SELECT id FROM tasks WHERE purge_at_ms IS NOT NULL \
+                   AND last_updated_at_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                   DELETE FROM tasks t USING done WHERE t.id = done.id RETURNING t.id";
+        let context = "could not purge the finished tasks";
         let mut purged = 0;
         loop {
-            // Steps go with their task (ON DELETE CASCADE); the idempotency key is a column.
-            let rows = write_one(
-                &self.pool,
-                "WITH done AS (SELECT id FROM tasks WHERE purge_at_ms IS NOT NULL \
-                 AND last_updated_at_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED) \
-                 DELETE FROM tasks t USING done WHERE t.id = done.id RETURNING t.id",
-                &[&before, &SWEEP_BATCH],
-                "could not purge the finished tasks",
-            )
-            .await?;
+            let rows = write_one(&self.pool, sql, &[&before, &SWEEP_BATCH], context).await?;
             purged += rows.len() as u64;
             if i64::try_from(rows.len()).unwrap_or(i64::MAX) < SWEEP_BATCH {
                 return Ok(purged);
