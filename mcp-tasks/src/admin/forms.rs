@@ -174,10 +174,7 @@ fn see_task(id: &str) -> Response {
 
 /// The task's page once `done` succeeded, else the error page.
 fn to_task<T>(id: &str, done: Result<T, Failure>) -> Response {
-    match done {
-        Ok(_) => see_task(id),
-        Err(failure) => error_page(&failure),
-    }
+    done.map_or_else(|failure| error_page(&failure), |_| see_task(id))
 }
 
 async fn cancel_form(form: TaskForm) -> Response {
@@ -203,14 +200,11 @@ async fn version_form(form: TaskForm) -> Response {
 /// A retry of the form's task (on the fork form, from its step): to the new task's page.
 async fn retry_form(uri: Uri, form: TaskForm) -> Response {
     let fork = uri.path().ends_with("/fork");
-    let step = match fork.then(|| query::step(form.field("step"))).transpose() {
-        Ok(step) => step,
-        Err(bad) => return error_page(&Failure::BadParam(bad)),
+    let retried = async {
+        let step = fork.then(|| query::step(form.field("step"))).transpose()?;
+        form.admin.retry(&form.id, step, form.client).await
     };
-    match form.admin.retry(&form.id, step, form.client).await {
-        Ok(new) => see_task(&new),
-        Err(failure) => error_page(&failure),
-    }
+    (retried.await).map_or_else(|failure| error_page(&failure), |new| see_task(&new))
 }
 
 #[cfg(test)]
