@@ -73,10 +73,7 @@ impl TaskContext {
     }
 
     pub(super) async fn ask_roots(&self, key: Option<String>) -> Result<ListRootsResult, Failure> {
-        let request = InputRequest::ListRoots(RequestNoParam {
-            method: Default::default(),
-            extensions: Default::default(),
-        });
+        let request = InputRequest::ListRoots(RequestNoParam::default());
         let ask = Ask::new(InputKind::Roots, request, false, key);
         self.input(ask, "ListRootsResult").await
     }
