@@ -90,9 +90,7 @@ impl TaskContext {
         }
         let (capability, declared) = ask.kind.capability(self.host.client_capabilities());
         if !declared {
-            return Err(Failure::Error(errors::client_capability_required(
-                capability,
-            )));
+            return Err(errors::client_capability_required(capability).into());
         }
         let span = tracing::info_span!("input", key = ask.key.as_deref());
         let value = self.host.input(ask).instrument(span).await?;
