@@ -204,21 +204,13 @@ fn valid_traceparent(text: &str) -> Option<&str> {
         return None;
     }
     let head = &bytes[..TRACEPARENT_LEN];
-    let hex = |range: std::ops::Range<usize>| {
-        head[range]
-            .iter()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
-    };
     let dashes = head[2] == b'-' && head[35] == b'-' && head[52] == b'-';
+    // The version, the trace id, the parent id and the flags, each in lowercase hex.
+    let hex = [0..2, 3..35, 36..52, 53..55]
+        .into_iter()
+        .all(|field| (head[field].iter()).all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)));
     let zero = |range: std::ops::Range<usize>| head[range].iter().all(|b| *b == b'0');
-    (dashes
-        && hex(0..2)
-        && hex(3..35)
-        && hex(36..52)
-        && hex(53..55)
-        && !zero(3..35)
-        && !zero(36..52))
-    .then(|| &text[..TRACEPARENT_LEN])
+    (dashes && hex && !zero(3..35) && !zero(36..52)).then(|| &text[..TRACEPARENT_LEN])
 }
 
 /// A `tracestate` of at most [`MAX_TRACESTATE`] bytes and 32 members, each `key=value` in
