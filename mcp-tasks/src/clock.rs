@@ -96,30 +96,21 @@ pub fn rfc3339(epoch_ms: u64) -> String {
     let (year, month, day) = civil_from_days(days);
     // Digit by digit rather than `format!`: every task on the wire carries two of these.
     let mut out = [0u8; 24];
-    let mut put = |at: usize, value: u64, width: usize| {
-        let mut value = value;
+    // Each field at its place, its digits and then the separator after it.
+    for (at, mut value, width, separator) in [
+        (0, year, 4, b'-'),
+        (5, month, 2, b'-'),
+        (8, day, 2, b'T'),
+        (11, h, 2, b':'),
+        (14, m, 2, b':'),
+        (17, s, 2, b'.'),
+        (20, ms, 3, b'Z'),
+    ] {
         for i in (at..at + width).rev() {
             out[i] = b'0' + (value % 10) as u8;
             value /= 10;
         }
-    };
-    put(0, year, 4);
-    put(5, month, 2);
-    put(8, day, 2);
-    put(11, h, 2);
-    put(14, m, 2);
-    put(17, s, 2);
-    put(20, ms, 3);
-    for (at, separator) in [
-        (4, b'-'),
-        (7, b'-'),
-        (10, b'T'),
-        (13, b':'),
-        (16, b':'),
-        (19, b'.'),
-        (23, b'Z'),
-    ] {
-        out[at] = separator;
+        out[at + width] = separator;
     }
     // Digits and separators only: ASCII, so the check cannot fail (and costs a few
     // instructions, where collecting `char`s cost hundreds).
