@@ -152,14 +152,9 @@ impl Toolkit {
 
 impl fmt::Debug for Toolkit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tools: Vec<&str> = self.definitions().map(ToolDefinition::name).collect();
         f.debug_struct("Toolkit")
-            .field(
-                "tools",
-                &self
-                    .definitions()
-                    .map(ToolDefinition::name)
-                    .collect::<Vec<_>>(),
-            )
+            .field("tools", &tools)
             .field("state", &self.state)
             .finish()
     }
