@@ -109,10 +109,7 @@ impl Placement {
     /// receive the same key at the same moment, so only the one whose create wins may run
     /// the work (invariant 9 of `runtime/call`).
     pub(crate) fn records_first(&self, keyed: bool) -> bool {
-        match self {
-            Self::Local => false,
-            Self::Cluster(cluster) => keyed || cluster.config.queued_calls,
-        }
+        matches!(self, Self::Cluster(cluster) if keyed || cluster.config.queued_calls)
     }
 
     /// The fence of a write of running work whose lease is `held()` (`None` once the work
