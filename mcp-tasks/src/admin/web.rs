@@ -239,27 +239,17 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     let mut row = |name: &str, value: String| {
         rows.push_str(&format!("<tr><th>{name}</th><td>{value}</td></tr>"));
     };
+    let message = escape(task.status_message.as_deref().unwrap_or(""));
+    let ttl = (task.ttl_ms).map_or("none".to_owned(), |ms| format!("{ms} ms"));
+    let status = format!("<span class=\"{word}\" id=\"status\">{word}</span>");
     row("task", escape(&task.id));
-    row(
-        "status",
-        format!("<span class=\"{word}\" id=\"status\">{word}</span>"),
-    );
+    row("status", status);
     row("tool", escape(&task.tool));
     row("owner", escape(&task.owner));
-    row(
-        "message",
-        format!(
-            "<span id=\"message\">{}</span>",
-            escape(task.status_message.as_deref().unwrap_or(""))
-        ),
-    );
+    row("message", format!("<span id=\"message\">{message}</span>"));
     row("created", rfc3339(task.created_at_ms));
     row("last change", rfc3339(task.last_updated_at_ms));
-    row(
-        "ttl",
-        task.ttl_ms
-            .map_or("none".to_owned(), |ms| format!("{ms} ms")),
-    );
+    row("ttl", ttl);
     row("cancel asked", task.cancel_requested.to_string());
     if !detail.origin.tool_version.is_empty() {
         row("tool version", escape(&detail.origin.tool_version));
@@ -268,18 +258,9 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         row("traceparent", escape(trace.traceparent()));
     }
     if let Some(lease) = &detail.lease {
-        row(
-            "lease",
-            format!(
-                "{} at epoch {}{}",
-                escape(lease.instance.as_deref().unwrap_or("queued")),
-                lease.epoch,
-                lease
-                    .until_ms
-                    .map(|ms| format!(", until {}", rfc3339(ms)))
-                    .unwrap_or_default()
-            ),
-        );
+        let runner = escape(lease.instance.as_deref().unwrap_or("queued"));
+        let until = (lease.until_ms).map_or(String::new(), |ms| format!(", until {}", rfc3339(ms)));
+        row("lease", format!("{runner} at epoch {}{until}", lease.epoch));
     }
     let mut body = format!("<table class=\"detail\">{rows}</table>");
     body.push_str(&super::forms::controls(admin, detail));
