@@ -47,25 +47,15 @@ pub(super) fn page(status: StatusCode, title: &str, body: &str, refresh: Option<
          <title>{title} · mcp-tasks admin</title><style>{STYLE}</style></head><body>\
          <h1>{title}</h1>{body}</body></html>"
     );
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        html,
-    )
-        .into_response()
+    let headers = [(header::CONTENT_TYPE, "text/html; charset=utf-8")];
+    (status, headers, html).into_response()
 }
 
 /// The page of `failure` (with `Retry-After` when throttled).
 pub(super) fn error_page(failure: &Failure) -> Response {
-    let mut response = page(
-        failure.status(),
-        "Error",
-        &format!(
-            "<p class=\"error\">{}</p><p><a href=\"/admin/\">All tasks</a></p>",
-            escape(&failure.message())
-        ),
-        None,
-    );
+    let message = escape(&failure.message());
+    let body = format!("<p class=\"error\">{message}</p><p><a href=\"/admin/\">All tasks</a></p>");
+    let mut response = page(failure.status(), "Error", &body, None);
     failure.add_retry_after(&mut response);
     response
 }

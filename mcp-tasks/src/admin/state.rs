@@ -303,13 +303,9 @@ impl IntoResponse for Failure {
 }
 
 pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
-    (
-        status,
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        body.to_string(),
-    )
-        .into_response()
+    let headers = [
+        (header::CONTENT_TYPE, "application/json"),
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    (status, headers, body.to_string()).into_response()
 }
