@@ -48,11 +48,6 @@ pub fn prometheus_router(handle: PrometheusHandle) -> Router {
 async fn scrape(State(handle): State<PrometheusHandle>) -> impl IntoResponse {
     let text = handle.render();
     handle.run_upkeep();
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    ([(header::CONTENT_TYPE, content_type)], text)
 }
