@@ -276,10 +276,8 @@ impl Failure {
     /// `Retry-After` on a throttled answer.
     pub(super) fn add_retry_after(&self, response: &mut Response) {
         if let Self::Throttled(wait) = self {
-            response.headers_mut().insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(retry_after_secs(*wait)),
-            );
+            let after = HeaderValue::from(retry_after_secs(*wait));
+            response.headers_mut().insert(header::RETRY_AFTER, after);
         }
     }
 }
@@ -292,10 +290,8 @@ impl IntoResponse for Failure {
         }
         let mut response = json_response(self.status(), &json!({ "error": error }));
         if matches!(self, Self::Unauthorized) {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"mcp-tasks admin\""),
-            );
+            let challenge = HeaderValue::from_static("Bearer realm=\"mcp-tasks admin\"");
+            (response.headers_mut()).insert(header::WWW_AUTHENTICATE, challenge);
         }
         self.add_retry_after(&mut response);
         response

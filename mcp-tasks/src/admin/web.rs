@@ -75,17 +75,12 @@ pub(super) async fn basic_or_bearer(
             response
         }
         Checked::Refused => {
-            let mut response = page(
-                StatusCode::UNAUTHORIZED,
-                "Sign in",
-                "<p>The admin view needs the admin credential: give it as the password (any user \
-                 name).</p>",
-                None,
-            );
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Basic realm=\"mcp-tasks admin\", charset=\"UTF-8\""),
-            );
+            let body = "<p>The admin view needs the admin credential: give it as the password \
+                        (any user name).</p>";
+            let mut response = page(StatusCode::UNAUTHORIZED, "Sign in", body, None);
+            let challenge = "Basic realm=\"mcp-tasks admin\", charset=\"UTF-8\"";
+            let challenge = HeaderValue::from_static(challenge);
+            (response.headers_mut()).insert(header::WWW_AUTHENTICATE, challenge);
             response
         }
     }
