@@ -280,16 +280,14 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     if !detail.asked_at_step.is_empty() {
         let again: Vec<String> = (detail.asked_at_step.iter())
             .map(|(key, step)| {
-                format!(
-                    "<code>{}</code> by a fork from step {step} or an earlier one",
-                    escape(key)
-                )
+                let key = escape(key);
+                format!("<code>{key}</code> by a fork from step {step} or an earlier one")
             })
             .collect();
+        let again = again.join("; ");
         body.push_str(&format!(
-            "<p class=\"asked\">Asked again: {} (a fork from step 0 asks every question \
-             again).</p>",
-            again.join("; ")
+            "<p class=\"asked\">Asked again: {again} (a fork from step 0 asks every question \
+             again).</p>"
         ));
     }
     match &task.outcome {
