@@ -219,13 +219,9 @@ fn valid_tracestate(text: &str) -> bool {
     if text.len() > MAX_TRACESTATE || !text.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
         return false;
     }
-    let members: Vec<&str> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|m| !m.is_empty())
-        .collect();
-    members.len() <= 32
-        && members.iter().all(|member| {
+    let mut members = text.split(',').map(str::trim).filter(|m| !m.is_empty());
+    members.clone().count() <= 32
+        && members.all(|member| {
             member.split_once('=').is_some_and(|(key, value)| {
                 !key.is_empty() && !value.is_empty() && !value.contains('=')
             })
