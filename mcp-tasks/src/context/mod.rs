@@ -108,10 +108,8 @@ impl TaskContext {
     /// [`Toolkit::with_state`](crate::Toolkit::with_state).
     #[must_use]
     pub fn state<T: Clone + Send + Sync + 'static>(&self) -> Option<T> {
-        self.host
-            .state(TypeId::of::<T>())
-            .and_then(|value| value.downcast_ref::<T>())
-            .cloned()
+        let value = self.host.state(TypeId::of::<T>())?;
+        value.downcast_ref::<T>().cloned()
     }
 
     /// Asks the client for input with an elicitation (`elicitation/create`). The task waits

@@ -227,10 +227,8 @@ impl CallState {
 
     /// The answers this run took by multi round-trip request, to store with its task.
     pub(super) fn round_trip_taken(&self) -> InputResponses {
-        self.parts
-            .mrtr
-            .as_ref()
-            .map(|mrtr| mrtr.taken.lock().clone())
+        let mrtr = self.parts.mrtr.as_ref();
+        mrtr.map(|mrtr| mrtr.taken.lock().clone())
             .unwrap_or_default()
     }
 
