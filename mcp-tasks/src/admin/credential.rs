@@ -89,10 +89,8 @@ impl AdminCredential {
 
     /// Whether `token` is the cancel form's token of task `task_id`, in constant time.
     pub(super) fn accepts_form_token(&self, task_id: &str, token: &str) -> bool {
-        token
-            .as_bytes()
-            .ct_eq(self.form_token(task_id).as_bytes())
-            .into()
+        let expected = self.form_token(task_id);
+        token.as_bytes().ct_eq(expected.as_bytes()).into()
     }
 }
 
