@@ -170,11 +170,8 @@ impl Runtime {
         let outcome = readable(tool, outcome);
         let status = outcome.status();
         let span = tracing::info_span!("result", status = ?status);
-        match self
-            .write(id, Transition::Finish(outcome))
-            .instrument(span)
-            .await
-        {
+        let written = self.write(id, Transition::Finish(outcome)).instrument(span);
+        match written.await {
             Ok(()) => {
                 tracing::debug!(task_id = %id, ?status, "task ended");
                 crate::metrics::task_finished(id, tool, status);
