@@ -74,10 +74,8 @@ pub(crate) fn single<'a>(
     let mut values = pairs.iter().filter(|(key, _)| key == name);
     let first = values.next().map(|(_, value)| value.as_str());
     if values.next().is_some() {
-        return Err(BadParam::new(
-            name,
-            format!("`{name}` is given more than once: give it once"),
-        ));
+        let message = format!("`{name}` is given more than once: give it once");
+        return Err(BadParam::new(name, message));
     }
     Ok(first)
 }
@@ -87,15 +85,13 @@ pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilt
     let mut filter = TaskFilter::new();
     for (key, value) in pairs.iter().filter(|(key, _)| key == "status") {
         for word in value.split(',').map(str::trim).filter(|w| !w.is_empty()) {
-            let status = parse_status(word).ok_or_else(|| {
-                BadParam::new(
-                    key,
-                    format!(
-                        "unknown status `{word}`: expected working, input_required, completed, \
-                         failed or cancelled (several separated by commas)"
-                    ),
-                )
-            })?;
+            let Some(status) = parse_status(word) else {
+                let message = format!(
+                    "unknown status `{word}`: expected working, input_required, completed, failed \
+                     or cancelled (several separated by commas)"
+                );
+                return Err(BadParam::new(key, message));
+            };
             filter = filter.with_status(status);
         }
     }
@@ -115,10 +111,9 @@ pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilt
         None | Some("false" | "0" | "no") => {}
         Some("true" | "1" | "yes") => filter = filter.parked_only(),
         Some(other) => {
-            return Err(BadParam::new(
-                "parked",
-                format!("`parked` is `{other}`: give `true` (only parked tasks) or `false`"),
-            ));
+            let message =
+                format!("`parked` is `{other}`: give `true` (only parked tasks) or `false`");
+            return Err(BadParam::new("parked", message));
         }
     }
     Ok(filter)
@@ -128,18 +123,12 @@ pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilt
 pub(crate) fn list(pairs: &[(String, String)], now_ms: u64) -> Result<TaskQuery, BadParam> {
     let mut query = TaskQuery::new(filter(pairs, now_ms)?);
     if let Some(limit) = single(pairs, "limit")? {
-        let n = limit
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=MAX_PAGE).contains(n))
-            .ok_or_else(|| {
-                BadParam::new(
-                    "limit",
-                    format!(
-                        "`{limit}` is not a page size: give a whole number from 1 to {MAX_PAGE}"
-                    ),
-                )
-            })?;
+        let n = (limit.parse::<usize>().ok()).filter(|n| (1..=MAX_PAGE).contains(n));
+        let Some(n) = n else {
+            let message =
+                format!("`{limit}` is not a page size: give a whole number from 1 to {MAX_PAGE}");
+            return Err(BadParam::new("limit", message));
+        };
         query = query.with_limit(n);
     }
     if let Some(cursor) = single(pairs, "cursor")? {
