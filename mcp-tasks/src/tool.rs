@@ -493,10 +493,8 @@ impl ArgumentError {
     }
 
     pub(crate) fn into_result(self, tool: &str) -> CallToolResult {
-        CallToolResult::error(vec![ContentBlock::text(format!(
-            "invalid arguments for tool `{tool}`: {}",
-            self.message
-        ))])
+        let text = format!("invalid arguments for tool `{tool}`: {}", self.message);
+        CallToolResult::error(vec![ContentBlock::text(text)])
     }
 }
 
