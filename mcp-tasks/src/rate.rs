@@ -82,14 +82,11 @@ impl Rate {
                  (at most 10 starts in any minute)"
             ));
         };
-        let count = match count.parse::<u32>() {
-            Ok(n) if n > 0 => n,
-            _ => {
-                return Err(format!(
-                    "invalid rate `{text}`: the count before the slash must be a whole number \
-                     above zero, e.g. `\"10/1m\"`"
-                ));
-            }
+        let Some(count) = count.parse::<u32>().ok().filter(|&n| n > 0) else {
+            return Err(format!(
+                "invalid rate `{text}`: the count before the slash must be a whole number above \
+                 zero, e.g. `\"10/1m\"`"
+            ));
         };
         let ms = crate::duration::parse(per).map_err(|e| format!("invalid rate `{text}`: {e}"))?;
         Ok(Self::new(count, Duration::from_millis(ms)))
