@@ -11,6 +11,7 @@ use std::{
 use async_trait::async_trait;
 use rmcp::model::InputResponses;
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::ToSql;
 
 use super::{
     PgError, PostgresStore, SWEEP_BATCH, batch, notice,
@@ -384,23 +385,14 @@ impl TaskStore for PostgresStore {
         let outcome = record::expired_outcome();
         let status = codec::status_name(outcome.status())?;
         let error = to_json(&outcome)?;
+        let message = record::EXPIRED_MESSAGE;
+        let bound: [&(dyn ToSql + Sync); 6] =
+            [&now, &message, &error, &retention, &SWEEP_BATCH, &status];
         let mut failed = Vec::new();
         loop {
             let tx = Tx::begin(&self.pool).await?;
-            let rows = tx
-                .query(
-                    &EXPIRE,
-                    &[
-                        &now,
-                        &record::EXPIRED_MESSAGE,
-                        &error,
-                        &retention,
-                        &SWEEP_BATCH,
-                        &status,
-                    ],
-                    "could not expire the tasks past their TTL",
-                )
-                .await?;
+            let context = "could not expire the tasks past their TTL";
+            let rows = tx.query(&EXPIRE, &bound, context).await?;
             let ids = (rows.iter())
                 .map(|r| Ok((Arc::<str>::from(text(r, 0)?), row::PgRow(r).flag(1)?)))
                 .collect::<Result<Vec<_>, StoreError>>()?;
@@ -418,14 +410,10 @@ impl TaskStore for PostgresStore {
         }
         loop {
             let tx = Tx::begin(&self.pool).await?;
-            let purged = tx
-                .execute(
-                    "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE purge_at_ms <= $1 \
-                     LIMIT $2 FOR UPDATE SKIP LOCKED)",
-                    &[&now, &SWEEP_BATCH],
-                    "could not purge the tasks past their retention",
-                )
-                .await?;
+            let sql = "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE purge_at_ms <= $1 \
+                       LIMIT $2 FOR UPDATE SKIP LOCKED)";
+            let context = "could not purge the tasks past their retention";
+            let purged = tx.execute(sql, &[&now, &SWEEP_BATCH], context).await?;
             tx.commit().await?;
             if purged < u64::try_from(SWEEP_BATCH).unwrap_or(u64::MAX) {
                 break;
