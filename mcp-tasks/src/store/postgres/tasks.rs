@@ -354,26 +354,16 @@ impl TaskStore for PostgresStore {
     }
 
     async fn recoverable(&self) -> Result<Vec<Recovery>, StoreError> {
-        let rows = read(
-            &self.pool,
-            concat!(
-                "SELECT ",
-                recovery_columns!(),
-                " FROM tasks WHERE purge_at_ms IS NULL AND parked_until_ms IS NULL ORDER BY id"
-            ),
-            &[],
-            "could not list the live tasks",
-        )
-        .await?;
-        let step_rows = read(
-            &self.pool,
-            "SELECT s.task_id, s.seq, s.name, s.value FROM steps s JOIN tasks t \
-             ON t.id = s.task_id WHERE t.purge_at_ms IS NULL AND t.parked_until_ms IS NULL \
-             ORDER BY s.task_id, s.seq",
-            &[],
-            "could not list the live tasks' steps",
-        )
-        .await?;
+        let sql = concat!(
+            "SELECT ",
+            recovery_columns!(),
+            " FROM tasks WHERE purge_at_ms IS NULL AND parked_until_ms IS NULL ORDER BY id"
+        );
+        let rows = read(&self.pool, sql, &[], "could not list the live tasks").await?;
+        let sql = "SELECT s.task_id, s.seq, s.name, s.value FROM steps s JOIN tasks t \
+                   ON t.id = s.task_id WHERE t.purge_at_ms IS NULL AND t.parked_until_ms IS NULL \
+                   ORDER BY s.task_id, s.seq";
+        let step_rows = read(&self.pool, sql, &[], "could not list the live tasks' steps").await?;
         Self::recoveries(&rows, &step_rows)
     }
 
@@ -441,22 +431,20 @@ impl TaskStore for PostgresStore {
             (owners, next) = (over, Some(after));
         }
         owners.extend(self.trim.take());
+        let sql = "WITH gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM (SELECT id, \
+                   created_at_ms FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL \
+                   ORDER BY created_at_ms DESC, id DESC OFFSET $2) past \
+                   ORDER BY created_at_ms, id LIMIT $3) RETURNING 1) \
+                   SELECT (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NULL \
+                   AND status IN ('working', 'input_required')) \
+                   + (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL) \
+                   - (SELECT count(*) FROM gone)";
+        let limit = to_i64(trim::TRIM_ROWS);
+        let context = "could not remove an owner's oldest finished tasks";
         for (owner, keep) in owners {
             let bound = i64::try_from(keep).unwrap_or(i64::MAX);
-            let rows = super::pool::write_one(
-                &self.pool,
-                "WITH gone AS (DELETE FROM tasks WHERE id IN (SELECT id FROM (SELECT id, \
-                 created_at_ms FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL \
-                 ORDER BY created_at_ms DESC, id DESC OFFSET $2) past \
-                 ORDER BY created_at_ms, id LIMIT $3) RETURNING 1) \
-                 SELECT (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NULL \
-                 AND status IN ('working', 'input_required')) \
-                 + (SELECT count(*) FROM tasks WHERE owner = $1 AND purge_at_ms IS NOT NULL) \
-                 - (SELECT count(*) FROM gone)",
-                &[&&*owner, &bound, &to_i64(trim::TRIM_ROWS)],
-                "could not remove an owner's oldest finished tasks",
-            )
-            .await?;
+            let params: [&(dyn ToSql + Sync); 3] = [&&*owner, &bound, &limit];
+            let rows = super::pool::write_one(&self.pool, sql, &params, context).await?;
             let held: i64 = rows.first().map_or(0, |row| row.get(0));
             if held > bound {
                 self.trim.again(&owner, keep);
@@ -505,14 +493,10 @@ impl PostgresStore {
     /// `every`; the others end theirs unmade.
     async fn turn_to_pass(&self, now: i64, every: Duration) -> Result<bool, StoreError> {
         let due = now.saturating_add(i64::try_from(every.as_millis()).unwrap_or(i64::MAX));
-        let rows = super::pool::write_one(
-            &self.pool,
-            "INSERT INTO meta (name, value) VALUES ('trim_pass_due_ms', $2) \
-             ON CONFLICT (name) DO UPDATE SET value = $2 WHERE meta.value <= $1 RETURNING 1",
-            &[&now, &due],
-            "could not take a turn at the pass over every owner's finished tasks",
-        )
-        .await?;
+        let sql = "INSERT INTO meta (name, value) VALUES ('trim_pass_due_ms', $2) \
+                   ON CONFLICT (name) DO UPDATE SET value = $2 WHERE meta.value <= $1 RETURNING 1";
+        let context = "could not take a turn at the pass over every owner's finished tasks";
+        let rows = super::pool::write_one(&self.pool, sql, &[&now, &due], context).await?;
         Ok(!rows.is_empty())
     }
 
