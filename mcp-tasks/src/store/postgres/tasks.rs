@@ -164,14 +164,11 @@ impl PostgresStore {
         for _ in 0..3 {
             let tx = Tx::begin(&self.pool).await?;
             if let Some(key) = &task.idempotency_key {
-                let rows = tx
-                    .query(
-                        "SELECT id FROM tasks WHERE owner = $1 AND tool = $2 \
-                         AND idempotency_key = $3 FOR UPDATE",
-                        &[&&*task.owner, &&*task.tool, &&**key],
-                        "could not look up the idempotency key",
-                    )
-                    .await?;
+                let sql = "SELECT id FROM tasks WHERE owner = $1 AND tool = $2 \
+                           AND idempotency_key = $3 FOR UPDATE";
+                let context = "could not look up the idempotency key";
+                let params: [&(dyn ToSql + Sync); 3] = [&&*task.owner, &&*task.tool, &&**key];
+                let rows = tx.query(sql, &params, context).await?;
                 if let Some(existing) = rows.first() {
                     let existing = text(existing, 0)?;
                     let context = "could not read the existing task";
@@ -282,13 +279,8 @@ impl TaskStore for PostgresStore {
         let now = self.clock.now_ms();
         // The rows of `ids` in one `SELECT`, by id (a task listen's read of the tasks it names).
         let keys: Vec<&str> = ids.iter().map(|id| &**id).collect();
-        let raws = read(
-            &self.pool,
-            row::SELECT_ANY,
-            &[&keys],
-            "could not read the tasks",
-        )
-        .await?;
+        let context = "could not read the tasks";
+        let raws = read(&self.pool, row::SELECT_ANY, &[&keys], context).await?;
         let mut rows = HashMap::new();
         for raw in &raws {
             let row = Row::decode(raw)?;
