@@ -192,16 +192,12 @@ async fn run(command: Command, mut interrupts: Interrupts) -> Result<u8, ClientE
             follow,
         } => {
             let client = connect(&target).await?;
-            let schema = if arguments.args.is_empty() {
-                None
-            } else {
-                client
-                    .list_tools()
-                    .await?
-                    .into_iter()
-                    .find(|t| t.name == tool)
-                    .map(|t| (*t.input_schema).clone())
-            };
+            let mut schema = None;
+            if !arguments.args.is_empty() {
+                let tools = client.list_tools().await?;
+                let found = tools.into_iter().find(|t| t.name == tool);
+                schema = found.map(|t| (*t.input_schema).clone());
+            }
             let call = tokio::select! {
                 call = client.call(&tool, Some(arguments.object(schema.as_ref()))) => call?,
                 () = interrupts.next() => {
