@@ -156,9 +156,7 @@ pub(crate) fn kind(value: &Value) -> &'static str {
 /// The `id` of a request, when it has a valid one (a string or an integer).
 #[must_use]
 pub(crate) fn request_id(message: &Value) -> Option<RequestId> {
-    message
-        .get("id")
-        .and_then(|id| RequestId::deserialize(id).ok())
+    RequestId::deserialize(message.get("id")?).ok()
 }
 
 /// One JSON-RPC error response, serialized (without a newline).
