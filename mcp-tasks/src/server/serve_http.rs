@@ -319,15 +319,11 @@ where
         return router;
     }
     // Added last: no layer above applies to them (no token, no Host or Origin check).
+    let live = axum::routing::get(|| async { json_body(&serde_json::json!({ "live": true })) });
+    let ready = axum::routing::get(move || readiness(draining.clone(), engine.clone()));
     router
-        .route(
-            LIVENESS_PATH,
-            axum::routing::get(|| async { json_body(&serde_json::json!({ "live": true })) }),
-        )
-        .route(
-            READINESS_PATH,
-            axum::routing::get(move || readiness(draining.clone(), engine.clone())),
-        )
+        .route(LIVENESS_PATH, live)
+        .route(READINESS_PATH, ready)
 }
 
 /// `/mcp`: the drain check, the request guard, task listens and rmcp's Streamable HTTP
