@@ -403,11 +403,8 @@ where
             Ok(request) => request,
             Err(refusal) => return *refusal,
         };
-        let task_listen = request
-            .extensions()
-            .get::<Checked>()
-            .is_some_and(|checked| checked.task_listen);
-        if task_listen {
+        let checked = request.extensions().get::<Checked>();
+        if checked.is_some_and(|checked| checked.task_listen) {
             return serve_http_listen(&self.engine, &self.service, request, self.listen).await;
         }
         self.service.handle(request).await.into_response()
