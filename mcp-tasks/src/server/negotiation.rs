@@ -120,19 +120,13 @@ impl Incoming {
             .map(|parts| &parts.extensions);
         #[cfg(not(feature = "http"))]
         let parts: Option<&rmcp::model::Extensions> = None;
-        let checked = direct
-            .get::<Checked>()
-            .or_else(|| parts.and_then(|p| p.get::<Checked>()));
-        let owner = direct
-            .get::<Owner>()
-            .or_else(|| parts.and_then(|p| p.get::<Owner>()))
-            .map_or_else(|| default_owner.clone(), |owner| owner.0.clone());
+        let checked = direct.get::<Checked>().or_else(|| parts?.get::<Checked>());
+        let owner = direct.get::<Owner>().or_else(|| parts?.get::<Owner>());
+        let owner = owner.map_or_else(|| default_owner.clone(), |owner| owner.0.clone());
         // A session opened with `initialize` is legacy whatever the request says (R53); the
         // guard only sees its transport's marker of one, the engine sees the peer.
-        let legacy_peer = context
-            .peer
-            .peer_info()
-            .is_some_and(|info| info.protocol_version.has_initialize());
+        let peer = context.peer.peer_info();
+        let legacy_peer = peer.is_some_and(|info| info.protocol_version.has_initialize());
         let (negotiation, capabilities) = match checked {
             Some(checked) if !legacy_peer => (checked.negotiation, checked.capabilities.clone()),
             _ => Negotiation::of_meta(&context.meta, legacy_peer),
