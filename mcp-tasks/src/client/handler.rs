@@ -41,11 +41,8 @@ impl ClientHandler for Handler {
         params: TaskStatusNotificationParams,
         context: NotificationContext<RoleClient>,
     ) {
-        let subscription = params
-            .meta
-            .as_ref()
-            .and_then(|m| m.subscription_id())
-            .or_else(|| context.meta.subscription_id());
+        let carried = params.meta.as_ref().and_then(|m| m.subscription_id());
+        let subscription = carried.or_else(|| context.meta.subscription_id());
         self.followers.deliver(subscription, &params.task);
     }
 

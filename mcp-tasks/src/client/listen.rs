@@ -45,13 +45,10 @@ impl Pushing {
         // docs/protocol.md R43, C6.
         let params = serde_json::json!({ "notifications": { "taskIds": [task_id] } });
         let request = CustomRequest::new("subscriptions/listen", Some(params));
+        let request = ClientRequest::CustomRequest(request);
         let options = PeerRequestOptions::no_options().with_meta(client.inner.meta.clone());
-        let listen = client
-            .inner
-            .peer
-            .send_request_with_option(ClientRequest::CustomRequest(request), options)
-            .await
-            .ok()?;
+        let sent = client.inner.peer.send_request_with_option(request, options);
+        let listen = sent.await.ok()?;
         Some(Self {
             _following: following,
             pushed,
