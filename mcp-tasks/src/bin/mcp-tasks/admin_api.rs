@@ -117,16 +117,12 @@ impl Api {
             let separator = if i == 0 { '?' } else { '&' };
             url += &format!("{separator}{key}={}", encode(value));
         }
-        let request = self.http.request(method, &url);
+        let request = self.http.request(method, &url).bearer_auth(&self.token);
         let unreachable = |source| AdminError::Unreachable {
             url: url.clone(),
             source,
         };
-        let response = request
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .map_err(unreachable)?;
+        let response = request.send().await.map_err(unreachable)?;
         let status = response.status().as_u16();
         let text = response.text().await.map_err(unreachable)?;
         let body: Value = serde_json::from_str(&text).map_err(|_| AdminError::NotJson {
