@@ -226,18 +226,13 @@ impl TaskClientBuilder {
             handlers: self.handlers.clone(),
             config: ClientConfig::new(self.handlers.capabilities(), self.client_info.clone()),
         };
-        let service = handler
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .map_err(|source| ClientError::Connect {
-                endpoint: endpoint.to_string(),
-                source: Box::new(source),
-            })?;
+        let preferred_versions = vec![ProtocolVersion::V_2026_07_28];
+        let lifecycle = ClientLifecycleMode::Discover { preferred_versions };
+        let served = handler.serve_with_lifecycle(transport, lifecycle).await;
+        let service = served.map_err(|source| ClientError::Connect {
+            endpoint: endpoint.to_string(),
+            source: Box::new(source),
+        })?;
         let peer = service.peer().clone();
         let info = peer.peer_info();
         let protocol_version = info.as_ref().map_or(ProtocolVersion::V_2026_07_28, |i| {
