@@ -144,6 +144,7 @@ impl TaskClient {
         tool: &str,
         requests: &InputRequests,
     ) -> Result<InputResponses, ClientError> {
+        let inner = &self.inner;
         let started = tokio::time::Instant::now();
         loop {
             let mut responses = InputResponses::new();
@@ -151,31 +152,23 @@ impl TaskClient {
                 let scope = InputScope::Call {
                     tool: tool.to_owned(),
                 };
-                let answer = self.inner.handlers.answer(key, request, scope).await?;
+                let answer = inner.handlers.answer(key, request, scope).await?;
                 responses.extend(answer.map(|answer| (key.clone(), answer)));
             }
             if !responses.is_empty() || requests.is_empty() {
                 return Ok(responses);
             }
             let waited = started.elapsed();
-            let Some(left) = self
-                .inner
-                .max_input_wait
-                .checked_sub(waited)
-                .filter(|left| !left.is_zero())
-            else {
+            let left = inner.max_input_wait.checked_sub(waited);
+            let Some(left) = left.filter(|left| !left.is_zero()) else {
                 return Err(ClientError::InputNotAnswered {
                     tool: tool.to_owned(),
                     keys: requests.keys().cloned().collect(),
                     waited,
                 });
             };
-            let pause = self
-                .inner
-                .default_poll_interval
-                .max(self.inner.min_poll_interval)
-                .min(left);
-            tokio::time::sleep(pause).await;
+            let pause = inner.default_poll_interval.max(inner.min_poll_interval);
+            tokio::time::sleep(pause.min(left)).await;
         }
     }
 
