@@ -229,10 +229,8 @@ impl EngineBuilder {
             state: Arc::new(toolkit.state().clone()),
             toolkit: Arc::new(toolkit),
         };
-        let store = self
-            .store
-            .take()
-            .unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let store = self.store.take();
+        let store = store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
         let instance = self.instance.take().unwrap_or_else(random_instance_id);
         (tools, store, instance)
     }
