@@ -159,10 +159,8 @@ impl HttpOptions {
         resource: &str,
         authorization_servers: impl IntoIterator<Item = impl Into<String>>,
     ) -> Result<Self, ProtectedResourceError> {
-        let metadata = ProtectedResource::new(
-            resource,
-            authorization_servers.into_iter().map(Into::into).collect(),
-        )?;
+        let servers = authorization_servers.into_iter().map(Into::into).collect();
+        let metadata = ProtectedResource::new(resource, servers)?;
         let mut options = self.with_resource_metadata(metadata.url.to_string());
         options.protected_resource = Some(metadata);
         Ok(options)
