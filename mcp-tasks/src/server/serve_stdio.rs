@@ -113,10 +113,8 @@ impl Transport<RoleServer> for Filtered {
         async move {
             let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
             line.push(b'\n');
-            output
-                .send(line)
-                .await
-                .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+            let sent = output.send(line).await;
+            sent.map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
         }
     }
 
