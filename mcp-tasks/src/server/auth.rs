@@ -187,11 +187,8 @@ impl StaticTokens {
             else {
                 return Err(TokenListError::Malformed { position });
             };
-            if tokens
-                .by_digest
-                .insert(digest(token.as_bytes()), Owner::new(owner))
-                .is_some()
-            {
+            let key = digest(token.as_bytes());
+            if tokens.by_digest.insert(key, Owner::new(owner)).is_some() {
                 return Err(TokenListError::Duplicate { position });
             }
         }
@@ -214,10 +211,8 @@ impl StaticTokens {
 #[async_trait::async_trait]
 impl TokenValidator for StaticTokens {
     async fn validate(&self, token: &str) -> Result<Owner, AuthError> {
-        self.by_digest
-            .get(&digest(token.as_bytes()))
-            .cloned()
-            .ok_or(AuthError::InvalidToken)
+        let owner = self.by_digest.get(&digest(token.as_bytes()));
+        owner.cloned().ok_or(AuthError::InvalidToken)
     }
 }
 
