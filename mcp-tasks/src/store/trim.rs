@@ -82,6 +82,10 @@ pub(crate) struct Pass {
     /// `Some(every)`. A store that instances share lets one instance an interval make it
     /// (the others end theirs before the first page, [`Owners::passed`] with `None`). `None`
     /// for the pass a runtime's start asks for, which always runs: its bound may be new.
+    #[cfg_attr(
+        not(feature = "postgres"),
+        allow(dead_code, reason = "only the Postgres store takes turns")
+    )]
     pub(crate) repeat: Option<Duration>,
 }
 
