@@ -72,7 +72,7 @@ struct Passes {
 }
 
 /// Where the pass over every owner's finished tasks is.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 pub(crate) struct Pass {
     /// The last owner a page reached; `None` before the first page.
     pub(crate) after: Option<Arc<str>>,
@@ -157,12 +157,12 @@ impl Owners {
     }
 
     /// Moves the pass that was at `from` on to `next` (ends it with `None`), unless it
-    /// has moved (or started again) since.
+    /// has moved (or started again) since: a repeat that lost its turn does not end the
+    /// pass a start began meanwhile with the same bound.
     pub(crate) fn passed(&self, from: &Pass, next: Option<Arc<str>>) {
         let mut passes = self.passes.lock();
         if let Some(now) = passes.now.as_mut()
-            && now.after == from.after
-            && now.keep == from.keep
+            && now == from
         {
             match next {
                 Some(owner) => now.after = Some(owner),
@@ -301,6 +301,12 @@ mod tests {
         assert_eq!((again.after.clone(), again.keep), (None, 4));
         assert_eq!(again.repeat, Some(std::time::Duration::ZERO), "and says so");
         assert_eq!(first.repeat, None, "not the start's");
+        owners.bound(4);
+        owners.passed(&again, None);
+        let start = owners
+            .pass()
+            .expect("a repeat that ends leaves a later start's pass");
+        assert_eq!(start.repeat, None);
         let owners = Owners::default();
         owners.repeat_every(std::time::Duration::from_secs(3600));
         owners.bound(4);
