@@ -173,8 +173,9 @@ impl Feed {
         };
         loop {
             let missed = match feed.recv().await {
-                Ok(Notice::Changed(id) | Notice::Cancel(id)) => return Heard::Task(id),
-                Ok(Notice::Answers { task_id: id, .. }) => return Heard::Task(id),
+                Ok(
+                    Notice::Changed(id) | Notice::Cancel(id) | Notice::Answers { task_id: id, .. },
+                ) => return Heard::Task(id),
                 // For workers' claims.
                 Ok(Notice::Queued(_)) => continue,
                 // The store's listener is back after a gap.
