@@ -985,18 +985,8 @@ async fn postgres_instances_take_turns_at_the_passes_over_every_owner() {
         return;
     };
     let every = Duration::from_secs(1);
-    let a = db
-        .builder()
-        .with_trim_pass_every(every)
-        .connect()
-        .await
-        .unwrap();
-    let b = db
-        .builder()
-        .with_trim_pass_every(every)
-        .connect()
-        .await
-        .unwrap();
+    let instance = || db.builder().with_trim_pass_every(every).connect();
+    let (a, b) = (instance().await.unwrap(), instance().await.unwrap());
     let other = db.store().await.expect("connect");
     for store in [&a, &b] {
         store.set_max_finished_per_owner(3);
