@@ -197,13 +197,10 @@ impl TaskStore for MemoryStore {
         for shard in &self.shards {
             let mut shard = shard.lock();
             let shard = &mut *shard;
-            while let Some(Reverse((due, _))) = shard.deadlines.peek() {
-                if *due > now {
-                    break;
-                }
-                let Some(Reverse((_, id))) = shard.deadlines.pop() else {
-                    break;
-                };
+            while let Some(Reverse((due, _))) = shard.deadlines.peek()
+                && *due <= now
+                && let Some(Reverse((_, id))) = shard.deadlines.pop()
+            {
                 let Some(entry) = shard.tasks.get_mut(&id) else {
                     continue;
                 };
