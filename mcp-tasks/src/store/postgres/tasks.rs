@@ -499,20 +499,17 @@ impl PostgresStore {
         let rows = to_i64(trim::PASS_ROWS);
         let context = "could not read the owners of the finished tasks";
         // An owner may be the empty string: the first page names no owner to start after.
-        let found = match &pass.after {
-            None => {
-                let sql = "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
-                           WHERE purge_at_ms IS NOT NULL ORDER BY owner LIMIT $1) page \
-                           GROUP BY owner ORDER BY owner";
-                read(&self.pool, sql, &[&rows], context).await?
-            }
-            Some(after) => {
-                let sql = "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
-                           WHERE purge_at_ms IS NOT NULL AND owner > $2 ORDER BY owner \
-                           LIMIT $1) page GROUP BY owner ORDER BY owner";
-                read(&self.pool, sql, &[&rows, &&**after], context).await?
-            }
+        let last = pass.after.as_deref();
+        let (after, params): (&str, &[&(dyn ToSql + Sync)]) = match &last {
+            Some(owner) => (" AND owner > $2", &[&rows, owner]),
+            None => ("", &[&rows]),
         };
+        let sql = format!(
+            "SELECT owner, count(*) FROM (SELECT owner FROM tasks \
+             WHERE purge_at_ms IS NOT NULL{after} ORDER BY owner LIMIT $1) page \
+             GROUP BY owner ORDER BY owner"
+        );
+        let found = read(&self.pool, &sql, params, context).await?;
         (found.iter())
             .map(|r| Ok((Arc::from(text(r, 0)?), codec::to_u64(row::int(r, 1)?))))
             .collect()
