@@ -265,14 +265,12 @@ impl TaskStore for SqliteStore {
             let at = pass.clone();
             let (next, again) = self
                 .write(move |tx: &mut Tx<'_>| {
-                    let next = match &pass {
-                        Some(pass) => {
-                            let (over, next) = pass.page(pass_page(tx.conn, pass)?);
-                            owners.extend(over);
-                            Some(next)
-                        }
-                        None => None,
-                    };
+                    let mut next = None;
+                    if let Some(pass) = &pass {
+                        let (over, after) = pass.page(pass_page(tx.conn, pass)?);
+                        owners.extend(over);
+                        next = Some(after);
+                    }
                     Ok((next, trim_owners(tx, owners)?))
                 })
                 .await?;
