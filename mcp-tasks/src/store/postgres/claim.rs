@@ -497,13 +497,9 @@ impl PostgresStore {
         let weights: Vec<i32> = (claim.weights.iter())
             .map(|(_, w)| i32::try_from(*w).unwrap_or(i32::MAX))
             .collect();
-        let Filter {
-            excluded,
-            only,
-            level,
-        } = filter;
         // A filter that allows every queued task: the statement without one serves it.
-        let filtered = !(excluded.is_empty() && only.is_none() && level.is_none());
+        let filtered =
+            !(filter.excluded.is_empty() && filter.only.is_none() && filter.level.is_none());
         let routing = Routing::of(claim);
         let mut params: Params<'_> = vec![&bound.instance, &bound.lease_ms, &bound.now, &limit];
         if turns {
@@ -511,7 +507,7 @@ impl PostgresStore {
         }
         params.extend(routing.params());
         if filtered {
-            params.extend_from_slice(&[&excluded, &only, &level]);
+            params.extend_from_slice(&[&filter.excluded, &filter.only, &filter.level]);
         }
         let sql = match (turns, filtered) {
             (false, false) => CLAIM_OLDEST,
