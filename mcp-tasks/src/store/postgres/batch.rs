@@ -51,11 +51,7 @@ pub(super) const WRITERS: usize = 4;
 static INSERT: LazyLock<String> = LazyLock::new(|| {
     // The pending's and then the origin's columns are bound from `$16` on, one text array
     // each, in `PENDING_COLUMNS`' and `ORIGIN_COLUMNS`' order.
-    let columns: Vec<&str> = PENDING_COLUMNS
-        .iter()
-        .chain(&ORIGIN_COLUMNS)
-        .copied()
-        .collect();
+    let columns = [PENDING_COLUMNS, ORIGIN_COLUMNS].concat();
     let arrays: String = (0..columns.len())
         .map(|i| format!(", ${}::text[]", 16 + i))
         .collect();
