@@ -223,15 +223,13 @@ impl SqliteStore {
         savepoint: bool,
         change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let now = self.clock.now_ms();
-        let retention = self.expired_retention_ms;
         let (tx, rx) = oneshot::channel();
         let job = Job {
             savepoint,
             change: Box::new(Pending {
                 change: Some(change),
-                now,
-                retention,
+                now: self.clock.now_ms(),
+                retention: self.expired_retention_ms,
                 result: None,
                 tx,
             }),
