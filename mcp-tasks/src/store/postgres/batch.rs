@@ -355,13 +355,11 @@ pub(super) async fn finish_batch((pool, channel): (Pool, Arc<str>), jobs: Vec<Fi
     // One finish per task in a statement: a second one changes nothing here and goes back
     // (the general path answers it, after the first is stored).
     let mut seen = HashSet::new();
-    let mut batch = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        if seen.insert(Arc::clone(&job.lease.task_id)) {
-            batch.push(job);
-        } else {
-            let _ = job.reply.send(Ok(false));
-        }
+    let (batch, again): (Vec<_>, Vec<_>) = jobs
+        .into_iter()
+        .partition(|job| seen.insert(Arc::clone(&job.lease.task_id)));
+    for job in again {
+        let _ = job.reply.send(Ok(false));
     }
     let finished = finish(&pool, &batch, &channel).await;
     for job in batch {
