@@ -213,13 +213,11 @@ async fn schema_version(client: &Transaction<'_>, schema: &str) -> Result<i64, S
         )
         .await
         .map_err(read)?;
-    row.map_or_else(
-        || {
-            Err(StoreError::Config(ConfigError::new(format!(
-                "the Postgres schema `{schema}` has a `meta` table without a schema_version \
-                 row; it is not a task store schema (choose another schema)"
-            ))))
-        },
-        |row| row.try_get(0).map_err(read),
-    )
+    let Some(row) = row else {
+        return Err(StoreError::Config(ConfigError::new(format!(
+            "the Postgres schema `{schema}` has a `meta` table without a schema_version row; \
+             it is not a task store schema (choose another schema)"
+        ))));
+    };
+    row.try_get(0).map_err(read)
 }
