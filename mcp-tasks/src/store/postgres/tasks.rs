@@ -284,17 +284,14 @@ impl TaskStore for PostgresStore {
         let mut rows = HashMap::new();
         for raw in &raws {
             let row = Row::decode(raw)?;
-            rows.insert(row.task.id.clone(), row);
+            rows.insert(row.task.id.clone(), row.task);
         }
         let mut tasks = Vec::with_capacity(ids.len());
         for id in ids {
             tasks.push(match rows.get(id) {
-                Some(row) if record::due(&row.task.state, now) == Due::Nothing => {
-                    Some(row.task.clone().into_snapshot())
-                }
                 // Expiry or purge is due: the one-task read applies it (rare).
-                Some(_) => self.get(id).await?,
-                None => None,
+                Some(row) if record::due(&row.state, now) != Due::Nothing => self.get(id).await?,
+                row => row.cloned().map(TaskRow::into_snapshot),
             });
         }
         Ok(tasks)
