@@ -433,8 +433,7 @@ impl PostgresStore {
     ) -> Result<Vec<(String, Option<String>)>, StoreError> {
         let concurrency = claim.key_limits.iter().find(|(t, _)| &**t == tool);
         let rate = claim.key_rates.iter().find(|(t, _)| &**t == tool);
-        let (concurrency, rate) = (concurrency.map(|c| c.1), rate.map(|r| r.1));
-        let concurrency = concurrency.map(i64::from);
+        let (concurrency, rate) = (concurrency.map(|c| i64::from(c.1)), rate.map(|r| r.1));
         let count = rate.map(|rate| i64::from(rate.count()));
         let per = rate.map_or(0, window_ms);
         let prefix = crate::rate::tool_key_prefix(tool);
