@@ -130,11 +130,8 @@ pub(crate) async fn open(
         reply,
     };
     engine.push.register(register).map_err(refuse)?;
-    let agreed = match agreed.await {
-        Ok(Ok(agreed)) => agreed,
-        Ok(Err(error)) => return Err(refuse(error)),
-        Err(_) => return Err(refuse(errors::shutting_down())),
-    };
+    let agreed = (agreed.await).unwrap_or_else(|_| Err(errors::shutting_down()));
+    let agreed = agreed.map_err(refuse)?;
     Ok(Subscription {
         id: request_id,
         agreed: Some(agreed),
