@@ -10,6 +10,7 @@ use rmcp::{
     service::{NotificationContext, RequestContext},
 };
 
+use super::ClientError;
 use super::input::{InputContext, InputHandlers, InputScope};
 
 /// The rmcp client handler: forwards plain server→client requests to the input handlers.
@@ -25,6 +26,12 @@ fn request_cx() -> InputContext {
         key: String::new(),
         scope: InputScope::Request,
     }
+}
+
+/// A handler's answer to a plain request, or an internal error: `none` when it gave none.
+fn answered<T>(answer: Result<Option<T>, ClientError>, none: &'static str) -> Result<T, ErrorData> {
+    let answer = answer.map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+    answer.ok_or_else(|| ErrorData::internal_error(none, None))
 }
 
 impl ClientHandler for Handler {
@@ -63,24 +70,15 @@ impl ClientHandler for Handler {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        match self.handlers.sample(params, request_cx()).await {
-            Ok(Some(result)) => Ok(result),
-            Ok(None) => Err(ErrorData::internal_error(
-                "no answer to the sampling request",
-                None,
-            )),
-            Err(error) => Err(ErrorData::internal_error(error.to_string(), None)),
-        }
+        let answer = self.handlers.sample(params, request_cx()).await;
+        answered(answer, "no answer to the sampling request")
     }
 
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        match self.handlers.list_roots(request_cx()).await {
-            Ok(Some(result)) => Ok(result),
-            Ok(None) => Err(ErrorData::internal_error("no answer to roots/list", None)),
-            Err(error) => Err(ErrorData::internal_error(error.to_string(), None)),
-        }
+        let answer = self.handlers.list_roots(request_cx()).await;
+        answered(answer, "no answer to roots/list")
     }
 }
