@@ -32,19 +32,13 @@ pub(super) fn idempotency_key(
     let Some(value) = meta.0.get(IDEMPOTENCY_KEY) else {
         return Ok(None);
     };
-    match value.as_str() {
-        Some(key)
-            if !key.is_empty()
-                && key.chars().count() <= MAX_IDEMPOTENCY_KEY
-                && !key.chars().any(char::is_control) =>
-        {
-            Ok(Some(Arc::from(key)))
-        }
-        _ => Err(errors::bad_idempotency_key(
-            IDEMPOTENCY_KEY,
-            MAX_IDEMPOTENCY_KEY,
-        )),
-    }
+    let key = value.as_str().filter(|key| {
+        !key.is_empty()
+            && key.chars().count() <= MAX_IDEMPOTENCY_KEY
+            && !key.chars().any(char::is_control)
+    });
+    key.map(|key| Some(Arc::from(key)))
+        .ok_or_else(|| errors::bad_idempotency_key(IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY))
 }
 
 /// Checks that each answer for an outstanding key has the shape its request asks for.
