@@ -139,7 +139,6 @@ impl TaskClient {
         }
     }
 
-    /// `tasks/get`.
     pub(crate) async fn get_task(&self, task_id: &str) -> Result<DetailedTask, ClientError> {
         const METHOD: &str = "tasks/get";
         let request =
@@ -159,7 +158,6 @@ impl TaskClient {
         }
     }
 
-    /// `tasks/update` with `responses`.
     pub(crate) async fn update_task(
         &self,
         task_id: &str,

@@ -25,7 +25,6 @@ pub(crate) type Pushed = (Option<RequestId>, DetailedTask);
 /// The handles following each task, by task id: a key of each, and where its states go.
 type ByTask = HashMap<String, Vec<(u64, mpsc::Sender<Pushed>)>>;
 
-/// The handles following a task by listening, by task id.
 #[derive(Default)]
 pub(crate) struct Followers {
     by_task: Mutex<ByTask>,

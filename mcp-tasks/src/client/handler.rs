@@ -13,11 +13,9 @@ use rmcp::{
 use super::ClientError;
 use super::input::{InputContext, InputHandlers, InputScope};
 
-/// The rmcp client handler: forwards plain server→client requests to the input handlers.
 pub(super) struct Handler {
     pub(super) handlers: InputHandlers,
     pub(super) config: ClientConfig,
-    /// The handles following tasks by listening.
     pub(super) followers: std::sync::Arc<super::followers::Followers>,
 }
 

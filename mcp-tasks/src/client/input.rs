@@ -83,7 +83,6 @@ type SampleFn = Arc<
 type RootsFn =
     Arc<dyn Fn(InputContext) -> BoxFuture<'static, InputAnswer<ListRootsResult>> + Send + Sync>;
 
-/// The application's input handlers.
 #[derive(Clone, Default)]
 pub(crate) struct InputHandlers {
     pub(super) elicitation: Option<ElicitFn>,

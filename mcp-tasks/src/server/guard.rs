@@ -37,7 +37,6 @@ use crate::{Limits, errors};
 /// The header of a legacy (`initialize`) session.
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
-/// `Content-Type: application/json`.
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// The guard on HTTP: a `POST` with a JSON body, read already (`bytes`, at most the

@@ -22,7 +22,6 @@ use crate::{errors, store::TaskSnapshot};
 /// (`MemoryStore`, `PostgresStore`).
 pub const IDEMPOTENCY_KEY: &str = "mcp-tasks/idempotencyKey";
 
-/// The longest idempotency key accepted.
 const MAX_IDEMPOTENCY_KEY: usize = 200;
 
 /// The client's idempotency key in the request's `_meta` ([`IDEMPOTENCY_KEY`]), if any.

@@ -114,7 +114,6 @@ pub(crate) struct Binding<'a> {
     pub(crate) arguments: &'a JsonObject,
 }
 
-/// The sealed payload.
 #[derive(Serialize, Deserialize)]
 struct Payload {
     owner: String,
