@@ -251,17 +251,16 @@ impl Subscription {
 
     /// The graceful result, once; `None` after it.
     fn graceful_end(&mut self) -> Option<Value> {
-        if !self.ended {
-            self.ended = true;
-            let mut meta: Map<String, Value> = self.result_meta.0.clone();
-            meta.extend(self.subscription_meta());
-            return Some(json!({
-                "jsonrpc": "2.0",
-                "id": self.id,
-                "result": { "resultType": "complete", "_meta": meta },
-            }));
+        if std::mem::replace(&mut self.ended, true) {
+            return None;
         }
-        None
+        let mut meta: Map<String, Value> = self.result_meta.0.clone();
+        meta.extend(self.subscription_meta());
+        Some(json!({
+            "jsonrpc": "2.0",
+            "id": self.id,
+            "result": { "resultType": "complete", "_meta": meta },
+        }))
     }
 }
 
