@@ -1,6 +1,6 @@
 //! [`TaskHandle`]: one task followed from the client, and its [`TaskEnd`].
 
-use std::{collections::HashSet, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
 use futures::Stream;
 use rmcp::{
@@ -111,7 +111,7 @@ pub struct TaskHandle {
     snapshot: DetailedTask,
     /// `pollIntervalMs` of the creation result, used while snapshots carry none.
     created_poll_ms: Option<u64>,
-    answered: HashSet<String>,
+    answered: BTreeSet<String>,
 }
 
 /// How long after a listen that was of no use the next one is tried (polling meanwhile).
@@ -141,16 +141,14 @@ impl TaskHandle {
             client,
             created_poll_ms: snapshot.task.poll_interval_ms,
             snapshot,
-            answered: HashSet::new(),
+            answered: BTreeSet::new(),
         }
     }
 
     /// The input keys this handle answered, or was told were answered (sorted).
     #[must_use]
     pub fn answered_keys(&self) -> Vec<&str> {
-        let mut keys: Vec<&str> = self.answered.iter().map(String::as_str).collect();
-        keys.sort_unstable();
-        keys
+        self.answered.iter().map(String::as_str).collect()
     }
 
     /// The task id.
