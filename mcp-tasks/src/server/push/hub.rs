@@ -3,7 +3,7 @@
 //! docs of `server::push`, "One feed, one read per change").
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     sync::{Arc, Weak},
 };
 
@@ -103,7 +103,7 @@ pub(super) struct Shared {
 #[derive(Default)]
 struct Pending {
     /// In the order the tasks first became pending; at most one entry per task.
-    queue: Vec<(Arc<str>, Value)>,
+    queue: VecDeque<(Arc<str>, Value)>,
     /// Tasks whose terminal state was offered: nothing more is taken for them.
     ended: HashSet<Arc<str>>,
 }
@@ -117,7 +117,7 @@ impl Shared {
         }
         match pending.queue.iter_mut().find(|(queued, _)| queued == id) {
             Some((_, queued)) => queued.clone_from(state),
-            None => pending.queue.push((id.clone(), state.clone())),
+            None => pending.queue.push_back((id.clone(), state.clone())),
         }
         if terminal {
             pending.ended.insert(id.clone());
@@ -127,8 +127,7 @@ impl Shared {
     }
 
     pub(super) fn take(&self) -> Option<(Arc<str>, Value)> {
-        let mut pending = self.pending.lock();
-        (!pending.queue.is_empty()).then(|| pending.queue.remove(0))
+        self.pending.lock().queue.pop_front()
     }
 }
 
