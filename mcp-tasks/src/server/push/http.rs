@@ -55,16 +55,13 @@ where
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    let message: Value = match shape::parse(&bytes) {
-        Ok(message) => message,
-        Err(error) => return refuse((None, error)),
-    };
-    if let Err(refusal) = check_headers(&parts.headers, &message) {
-        return refuse(refusal);
-    }
-    let owner = parts.extensions.get::<Owner>();
     let presented = parts.extensions.get::<Presented>().cloned();
-    match open(engine, &message, &checked, owner).await {
+    let opened = async {
+        let message = shape::parse(&bytes).map_err(|error| (None, error))?;
+        check_headers(&parts.headers, &message)?;
+        open(engine, &message, &checked, parts.extensions.get::<Owner>()).await
+    };
+    match opened.await {
         Ok(subscription) => sse(subscription, bounds, presented),
         Err(refusal) => refuse(refusal),
     }
