@@ -87,19 +87,16 @@ pub(crate) fn judge(
             return Err(Refusal::parse(errors::not_a_message(kind(&value))));
         }
     }
-    match serde_json::from_str::<Message>(text) {
-        Ok(message) => message.judge(bytes.len(), text, limits, legacy_session),
-        Err(error) if error.is_data() => {
-            // A key given twice; a syntax error further on comes first.
-            if let Err(syntax) = serde_json::from_str::<IgnoredAny>(text) {
-                return Err(Refusal::parse(not_json(&syntax)));
-            }
-            Err(Refusal::parse(errors::undecodable_message(
-                &error.to_string(),
-            )))
-        }
-        Err(error) => Err(Refusal::parse(not_json(&error))),
-    }
+    let error = match serde_json::from_str::<Message>(text) {
+        Ok(message) => return message.judge(bytes.len(), text, limits, legacy_session),
+        // A key given twice; a syntax error further on comes first.
+        Err(error) if error.is_data() => match serde_json::from_str::<IgnoredAny>(text) {
+            Err(syntax) => not_json(&syntax),
+            Ok(_) => errors::undecodable_message(&error.to_string()),
+        },
+        Err(error) => not_json(&error),
+    };
+    Err(Refusal::parse(error))
 }
 
 /// The text of a message, or `-32700`.
