@@ -442,11 +442,7 @@ impl InputSchema {
         schema.remove("description");
         match schema.to_value() {
             Value::Object(object) => object,
-            other => {
-                let mut object = JsonObject::new();
-                object.insert("allOf".into(), Value::Array(vec![other]));
-                object
-            }
+            other => JsonObject::from_iter([("allOf".to_owned(), Value::Array(vec![other]))]),
         }
     }
 }
