@@ -291,9 +291,7 @@ impl Engine {
                 CallToolResponse::Complete(result)
             }
             Answer::Task(task) => {
-                let mut created = CreateTaskResult::new(task);
-                created.meta = Some(self.meta());
-                CallToolResponse::Task(created)
+                CallToolResponse::Task(CreateTaskResult::new(task).with_meta(self.meta()))
             }
             Answer::InputRequired { requests, answers } => {
                 // This round's requests, and a sealed `requestState` with every answer so far
