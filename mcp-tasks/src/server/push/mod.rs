@@ -130,7 +130,9 @@ pub(crate) async fn open(
         reply,
     };
     engine.push.register(register).map_err(refuse)?;
-    let agreed = (agreed.await).unwrap_or_else(|_| Err(errors::shutting_down()));
+    let agreed = agreed
+        .await
+        .unwrap_or_else(|_| Err(errors::shutting_down()));
     let agreed = agreed.map_err(refuse)?;
     Ok(Subscription {
         id: request_id,
