@@ -159,10 +159,7 @@ impl Runtime {
             drop(writing);
             written
         });
-        match written.await {
-            Ok(written) => written,
-            // Aborted with the tokio runtime: nothing more is written.
-            Err(_) => Err(WriteError::LeaseLost),
-        }
+        // Aborted with the tokio runtime: nothing more is written.
+        written.await.unwrap_or(Err(WriteError::LeaseLost))
     }
 }
