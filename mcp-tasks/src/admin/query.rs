@@ -8,7 +8,6 @@ use crate::store::admin::{MAX_PAGE, TaskFilter, TaskQuery, parse_status};
 /// A query parameter with a value the admin API cannot use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BadParam {
-    /// The parameter.
     pub(crate) name: String,
     /// What is wrong and what to send instead.
     pub(crate) message: String,

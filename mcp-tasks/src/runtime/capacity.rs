@@ -172,7 +172,6 @@ impl Capacity {
         })
     }
 
-    /// The limit.
     pub(crate) fn max(&self) -> Option<usize> {
         self.max
     }
@@ -250,7 +249,6 @@ struct Gate {
     key_permits: Option<Arc<KeyPermits>>,
     /// The tool's per-key rate, and the start of its keys in [`ToolLimits::local`].
     key_rate: Option<(Rate, Arc<str>)>,
-    /// The tasks held back.
     held: Mutex<Queue>,
 }
 
@@ -275,7 +273,6 @@ pub(crate) struct Held {
     pub(crate) owner: Arc<str>,
     /// Its key under the tool's per-key limits.
     pub(crate) key: Option<String>,
-    /// Its tool.
     pub(crate) tool: Arc<str>,
 }
 

@@ -174,7 +174,6 @@ pub(crate) struct Runtime {
     live: Mutex<HashMap<Arc<str>, Arc<LiveTask>>>,
     reap_interval: Duration,
     pub(crate) limits: Limits,
-    /// The grace period of a shutdown the serving functions make on their own.
     #[cfg(feature = "http")]
     pub(crate) shutdown_grace: Duration,
     /// The slots of the work that runs here ([`Settings::max_running`]).
@@ -198,7 +197,6 @@ pub(crate) struct Runtime {
     pub(crate) parking: parking::Parking,
     /// The tools with a concurrency limit of their own.
     pub(crate) limited: ToolLimits,
-    /// The priority of each task a call records.
     pub(crate) priority: Option<Priority>,
     /// The tools at their versions, for the claims (`versions.rs`).
     pub(crate) versions: ToolVersions,
