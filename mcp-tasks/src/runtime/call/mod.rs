@@ -76,8 +76,7 @@
 use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::FutureExt;
-use rmcp::model::CallToolResult;
-use rmcp::model::{ClientCapabilities, ErrorData, InputResponses, JsonObject};
+use rmcp::model::{CallToolResult, ClientCapabilities, ErrorData, InputResponses, JsonObject};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
