@@ -68,11 +68,6 @@
 //!
 //! [`IDEMPOTENCY_KEY`]: crate::IDEMPOTENCY_KEY
 
-#![allow(
-    deprecated,
-    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
-)]
-
 use std::{pin::Pin, sync::Arc, time::Duration};
 
 use futures::FutureExt;
