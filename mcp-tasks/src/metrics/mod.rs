@@ -367,7 +367,6 @@ impl Drop for Live {
 /// The number of queued tasks of `tool` and owners of `bucket` not yet claimed, as sampled
 /// now.
 pub(crate) fn queue_depth(tool: &str, bucket: &str, depth: u64) {
-    #[allow(clippy::cast_precision_loss)]
     gauge!(QUEUE_DEPTH, "tool" => tool.to_owned(), "owner_bucket" => bucket.to_owned())
         .set(depth as f64);
 }
@@ -420,20 +419,17 @@ pub(crate) fn woken(timer_ms: Option<u64>) {
 /// A durable timer set for `deadline_ms` (epoch milliseconds) went off now.
 pub(crate) fn timer_fired(deadline_ms: u64) {
     let late = crate::clock::system_now_ms().saturating_sub(deadline_ms);
-    #[allow(clippy::cast_precision_loss)]
     ::metrics::histogram!(TIMER_LAG).record(late as f64 / 1000.0);
 }
 
 /// The number of tasks parked in the task space, as sampled now.
 pub(crate) fn parked_tasks(count: u64) {
-    #[allow(clippy::cast_precision_loss)]
     gauge!(PARKED_TASKS).set(count as f64);
 }
 
 /// The number of unfinished tasks of `tool` recorded by `version` (one this instance does
 /// not run), as counted now.
 pub(crate) fn waiting_for_version(tool: &str, version: &str, count: u64) {
-    #[allow(clippy::cast_precision_loss)]
     gauge!(TASKS_WAITING_FOR_VERSION, "tool" => tool.to_owned(), "version" => version.to_owned())
         .set(count as f64);
 }
