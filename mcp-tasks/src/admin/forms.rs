@@ -20,7 +20,6 @@ use super::{
 };
 use crate::store::admin::TaskDetail;
 
-/// The forms' routes.
 pub(super) fn routes() -> Router<Admin> {
     Router::new()
         .route("/admin/tasks/{id}/cancel", post(cancel_form))
@@ -116,9 +115,7 @@ fn same_origin(headers: &HeaderMap) -> bool {
 struct TaskForm {
     admin: Admin,
     client: Client,
-    /// The task.
     id: String,
-    /// The form's fields.
     fields: Vec<(String, String)>,
 }
 

@@ -37,7 +37,6 @@ use crate::{
 /// Seconds between two refreshes of the list.
 const REFRESH_SECONDS: u32 = 5;
 
-/// The pages.
 pub(super) fn routes() -> Router<Admin> {
     Router::new()
         .route("/admin", get(list_page))

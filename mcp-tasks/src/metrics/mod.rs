@@ -272,7 +272,6 @@ fn age(id: &str) -> Option<f64> {
     Some(std::time::Duration::from_millis(ms).as_secs_f64())
 }
 
-/// A task was created.
 pub(crate) fn task_created(tool: &Arc<str>) {
     counter!(TASKS_CREATED, "tool" => Arc::clone(tool)).increment(1);
 }
@@ -287,7 +286,6 @@ pub(crate) fn task_finished(id: &str, tool: &str, status: TaskStatus) {
     }
 }
 
-/// `n` tasks expired.
 pub(crate) fn tasks_expired(n: u64) {
     counter!(TASKS_EXPIRED).increment(n);
 }
