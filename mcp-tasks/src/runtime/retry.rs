@@ -98,9 +98,8 @@ impl Runtime {
         }
         let record = self.placement.place(record, true, usize::MAX);
         let lease = Lease::first(&record);
-        match self.store.create(record).await? {
-            Created::New(_) => {}
-            Created::Existing(_) => return Err(RetryRefused::Store(StoreError::NotFound)),
+        if let Created::Existing(_) = self.store.create(record).await? {
+            return Err(RetryRefused::Store(StoreError::NotFound));
         }
         for step in &steps {
             let save = Transition::SaveStep(step.clone());
