@@ -26,9 +26,8 @@ impl Clock {
     /// A clock anchored at the current system time.
     #[must_use]
     pub fn new() -> Self {
-        let anchor_ms = system_now_ms();
         Self {
-            anchor_ms,
+            anchor_ms: system_now_ms(),
             anchor: Instant::now(),
             offset_ms: 0,
         }
