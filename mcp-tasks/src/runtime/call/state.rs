@@ -493,10 +493,7 @@ impl Host for CallState {
 
     fn status(&self, message: String) -> BoxFuture<'_, ()> {
         match &mut *self.phase.lock() {
-            Phase::Inline => {
-                tracing::debug!(tool = %self.parts.tool, status = %message, "status");
-                return Box::pin(std::future::ready(()));
-            }
+            Phase::Inline => tracing::debug!(tool = %self.parts.tool, status = %message, "status"),
             Phase::Pending {
                 message: pending,
                 dirty,
@@ -504,11 +501,10 @@ impl Host for CallState {
             } => {
                 *pending = Some(message);
                 *dirty = true;
-                return Box::pin(std::future::ready(()));
             }
-            Phase::Task => {}
+            Phase::Task => return Box::pin(self.write_status(Some(message))),
         }
-        Box::pin(self.write_status(Some(message)))
+        Box::pin(std::future::ready(()))
     }
 
     fn input(&self, ask: Ask) -> BoxFuture<'_, Result<Value, Failure>> {
