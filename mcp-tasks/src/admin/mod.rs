@@ -199,8 +199,7 @@ pub(crate) fn detail_json(detail: &TaskDetail) -> Value {
 }
 
 async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, &LIST_PARAMS)?;
+    let pairs = query::pairs(raw.as_deref(), &LIST_PARAMS)?;
     let query = query::list(&pairs, admin.clock.now_ms())?;
     let page = admin.admin_store()?.list(&query).await?;
     ok(&json!({
@@ -210,8 +209,7 @@ async fn list(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Res
 }
 
 async fn counts(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, &LIST_PARAMS[..8])?;
+    let pairs = query::pairs(raw.as_deref(), &LIST_PARAMS[..8])?;
     let filter = query::filter(&pairs, admin.clock.now_ms())?;
     let counts = admin.admin_store()?.count(&filter).await?;
     let mut body: serde_json::Map<_, _> = (STATUSES.into_iter())
@@ -247,8 +245,7 @@ async fn fail(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, &["reason"])?;
+    let pairs = query::pairs(raw.as_deref(), &["reason"])?;
     let reason = query::single(&pairs, "reason")?;
     let task = admin.fail(&id, reason, client).await?;
     ok(&json!({
@@ -265,8 +262,7 @@ async fn set_version(
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, &["to"])?;
+    let pairs = query::pairs(raw.as_deref(), &["to"])?;
     let to = query::single(&pairs, "to")?;
     let (task, started) = admin.set_version(&id, to, client).await?;
     ok(&json!({
@@ -285,8 +281,7 @@ async fn retry(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
     let fork = uri.path().ends_with("/fork");
-    let pairs = query::pairs(raw.as_deref());
-    query::only(&pairs, if fork { &["step"] } else { &[] })?;
+    let pairs = query::pairs(raw.as_deref(), if fork { &["step"] } else { &[] })?;
     let step = (fork.then(|| query::step(query::single(&pairs, "step")?))).transpose()?;
     let new = admin.retry(&id, step, client).await?;
     let mut answer = json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" });
@@ -302,7 +297,7 @@ async fn purge(
     client: Client,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw.as_deref());
+    let pairs = query::pairs(raw.as_deref(), &["before", "older_than"])?;
     let before = query::purge_before(&pairs, admin.clock.now_ms())?;
     let purged = admin.admin_store()?.purge_finished(before).await;
     let outcome = match &purged {

@@ -169,8 +169,7 @@ async fn list_page(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Respo
 }
 
 async fn list_html(admin: &Admin, raw: Option<&str>) -> Result<Response, Failure> {
-    let pairs = query::pairs(raw);
-    query::only(&pairs, &query::LIST_PARAMS)?;
+    let pairs = query::pairs(raw, &query::LIST_PARAMS)?;
     let query = query::list(&pairs, admin.clock.now_ms())?;
     let store = admin.admin_store()?;
     // The counts show every status under the other filters.
