@@ -405,9 +405,7 @@ impl Call<'_> {
         }
         Ok(Answer::Task(task))
     }
-}
 
-impl Call<'_> {
     /// Creates `record`: the task to answer, and whether it is new (else it is the existing
     /// task an idempotent retry finds).
     async fn create(&self, record: NewTask) -> Result<(rmcp::model::Task, bool), ErrorData> {

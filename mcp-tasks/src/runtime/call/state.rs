@@ -406,9 +406,7 @@ impl CallState {
         }
         std::future::pending::<()>().await;
     }
-}
 
-impl CallState {
     /// The open request's notifier: `Some` while the call is inline or pending (invariant 10).
     fn open_request(&self) -> Option<&Notifier> {
         match *self.phase.lock() {
