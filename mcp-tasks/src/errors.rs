@@ -114,14 +114,11 @@ pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
 
 /// An error with its sources, in one line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
+    let chain = std::iter::successors(Some(error), |error| error.source());
+    chain
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
 
 /// `-32603` for a tool that panicked; the server keeps serving.
@@ -523,4 +520,27 @@ pub fn undecodable_message(problem: &str) -> ErrorData {
         format!("Invalid request: not a JSON-RPC 2.0 message: {problem}"),
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("the store failed")]
+    struct Outer(#[source] Middle);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the connection was lost")]
+    struct Middle(#[source] std::fmt::Error);
+
+    #[test]
+    fn an_error_chain_names_each_source_after_a_colon() {
+        let chain = super::error_chain(&Outer(Middle(std::fmt::Error)));
+        let expected = "the store failed: the connection was lost: an error occurred when \
+                        formatting an argument";
+        assert_eq!(chain, expected);
+        assert_eq!(
+            super::error_chain(&std::fmt::Error),
+            std::fmt::Error.to_string()
+        );
+    }
 }
