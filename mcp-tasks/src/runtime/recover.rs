@@ -219,9 +219,7 @@ async fn end_unrun(
             crate::metrics::task_finished(&task.id, &task.tool, status);
             Ok(true)
         }
-        Err(StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }) => {
-            Ok(false)
-        }
+        Err(error) if error.stops_work() => Ok(false),
         Err(error) => Err(error),
     }
 }

@@ -50,11 +50,8 @@ impl Runtime {
             self.routing.store(true, Ordering::Relaxed);
             if let Some(cluster) = self.placement.shared() {
                 match cluster.store.release(lease).await {
-                    Ok(())
-                    | Err(
-                        StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. },
-                    ) => {}
-                    Err(error) => return Err(error),
+                    Err(error) if !error.stops_work() => return Err(error),
+                    _ => {}
                 }
             }
             return Ok(());

@@ -47,13 +47,7 @@ impl WriteError {
     /// Whether the work is to stop: its task ended under it (it expired, or was purged), or
     /// the lease is not (or no longer) this instance's.
     pub(crate) fn stops_work(&self) -> bool {
-        matches!(
-            self,
-            Self::LeaseLost
-                | Self::Store(
-                    StoreError::Terminal(_) | StoreError::NotFound | StoreError::Fenced { .. }
-                )
-        )
+        matches!(self, Self::LeaseLost) || matches!(self, Self::Store(error) if error.stops_work())
     }
 }
 

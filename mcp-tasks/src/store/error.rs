@@ -89,6 +89,14 @@ impl StoreError {
         }
     }
 
+    /// Whether the work on the task is to stop: it ended, was purged, or lost its lease.
+    pub(crate) fn stops_work(&self) -> bool {
+        matches!(
+            self,
+            Self::Terminal(_) | Self::NotFound | Self::Fenced { .. }
+        )
+    }
+
     /// `result` with [`NotFound`](Self::NotFound) as `None`: a read of a task that may not
     /// exist.
     pub(crate) fn or_none<T>(result: Result<T, Self>) -> Result<Option<T>, Self> {
