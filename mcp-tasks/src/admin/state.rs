@@ -89,7 +89,7 @@ impl Admin {
         let failed = admin::fail(self.store(), id, reason).await;
         let path = "/admin/api/tasks/{id}/fail";
         let failed = audit("fail", id, client, path, failed, |_| "done")?;
-        self.engine.ended_by_operator(id);
+        self.engine.runtime.ended_by_operator(id);
         Ok(failed)
     }
 
@@ -123,7 +123,7 @@ impl Admin {
         let set = store.set_tool_version(id, &version).await;
         let path = "/admin/api/tasks/{id}/version";
         let task = audit("set_version", id, client, path, set, |_| "done")?;
-        let started = self.engine.reversioned(id).await?;
+        let started = self.engine.runtime.reversioned(id).await?;
         Ok((task, started))
     }
 
@@ -139,8 +139,8 @@ impl Admin {
         use crate::runtime::retry::RetryRefused;
         let retried = match self.admin_store()?.detail(id).await? {
             None => Err(Failure::NotFound),
-            Some(detail) => {
-                (self.engine.retry(detail, from_step).await).map_err(|refused| match refused {
+            Some(detail) => (self.engine.runtime.retry(detail, from_step).await).map_err(
+                |refused| match refused {
                     RetryRefused::Status(status) => Failure::Conflict(format!(
                         "only a failed or cancelled task can be retried or forked; this one is {}",
                         admin::status_word(status)
@@ -155,8 +155,8 @@ impl Admin {
                         format!("the task stored {stored} steps: fork from a step 0 to {stored}"),
                     )),
                     RetryRefused::Store(error) => Failure::from(error),
-                })
-            }
+                },
+            ),
         };
         let (event, path) = match from_step {
             None => ("retry", "/admin/api/tasks/{id}/retry"),

@@ -55,7 +55,7 @@ use crate::{
 pub struct Engine {
     pub(super) toolkit: Arc<Toolkit>,
     pub(super) state: Arc<crate::toolkit::StateMap>,
-    pub(super) runtime: Arc<Runtime>,
+    pub(crate) runtime: Arc<Runtime>,
     pub(super) default_owner: Arc<str>,
     pub(super) request_state: Arc<request_state::Sealer>,
     /// `_meta` of every result the engine builds: `io.modelcontextprotocol/serverInfo`.
@@ -379,30 +379,6 @@ impl Engine {
         self.runtime.cancel(id);
         self.runtime.cancel_unrun(id);
         self.runtime.wake_soon(id);
-    }
-
-    /// Task `id` was ended by an operator: its work here (if any) stops.
-    #[cfg(feature = "admin")]
-    pub(crate) fn ended_by_operator(&self, id: &str) {
-        self.runtime.ended_by_operator(id);
-    }
-
-    /// An operator's retry (`from_step: None`) or fork of the task in `old`: the new task's id
-    /// (`runtime/retry.rs`).
-    #[cfg(feature = "admin")]
-    pub(crate) async fn retry(
-        &self,
-        old: crate::store::admin::TaskDetail,
-        from_step: Option<usize>,
-    ) -> Result<Arc<str>, crate::runtime::retry::RetryRefused> {
-        self.runtime.retry(old, from_step).await
-    }
-
-    /// Task `id` was moved to another version of its tool by an operator: one that waited
-    /// here for its version and now has this server's starts (answers whether it did).
-    #[cfg(feature = "admin")]
-    pub(crate) async fn reversioned(&self, id: &str) -> Result<bool, StoreError> {
-        self.runtime.reversioned(id).await
     }
 
     /// Deals with the tasks a previous process left unfinished in a durable store; call it
