@@ -14,7 +14,6 @@ use super::{
 };
 use crate::clock::millis;
 
-use super::column::corrupt;
 pub(crate) use super::column::{Columns, json, to_i64, to_json, to_u64};
 
 /// The columns of a task row that [`TaskRow::decode`] reads, in its order, its
@@ -325,7 +324,7 @@ pub(crate) fn step(row: &impl Columns, first: usize) -> Result<Step, StoreError>
 /// A status as the stores write it (its wire name).
 pub(crate) fn status_name(status: TaskStatus) -> Result<&'static str, StoreError> {
     super::status::known_word(status).ok_or_else(|| {
-        corrupt(format!(
+        StoreError::backend(format!(
             "the task status {status:?} has no stored form in this build"
         ))
     })
@@ -334,7 +333,7 @@ pub(crate) fn status_name(status: TaskStatus) -> Result<&'static str, StoreError
 /// The status a store wrote as `name`; any other name is an error, never a guess.
 pub(crate) fn parse_status(name: &str) -> Result<TaskStatus, StoreError> {
     super::status::parse_status(name)
-        .ok_or_else(|| corrupt(format!("unknown task status `{name}` in the database")))
+        .ok_or_else(|| StoreError::backend(format!("unknown task status `{name}` in the database")))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! text, milliseconds as signed integers. The leaf the row ([`row`](super::row)) and the
 //! codec ([`codec`](super::codec)) both stand on.
 
-use super::{BackendError, StoreError};
+use super::StoreError;
 
 /// A row as a store's driver reads it, column by column (by index).
 pub(crate) trait Columns {
@@ -20,13 +20,14 @@ pub(crate) trait Columns {
 
 /// A JSON column.
 pub(crate) fn json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| corrupt(format!("unreadable JSON in a task row: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::backend(format!("unreadable JSON in a task row: {e}")))
 }
 
 /// A value as a JSON column.
 pub(crate) fn to_json(value: &impl serde::Serialize) -> Result<String, StoreError> {
     serde_json::to_string(value)
-        .map_err(|e| corrupt(format!("a task field could not be written as JSON: {e}")))
+        .map_err(|e| StoreError::backend(format!("a task field could not be written as JSON: {e}")))
 }
 
 /// Milliseconds as a column (saturating).
@@ -37,9 +38,4 @@ pub(crate) fn to_i64(value: u64) -> i64 {
 /// A column as milliseconds (a negative one as 0).
 pub(crate) fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
-}
-
-/// Data the store holds but cannot read (or write): not retryable.
-pub(crate) fn corrupt(message: String) -> StoreError {
-    StoreError::Backend(BackendError::new(message))
 }

@@ -97,6 +97,12 @@ impl StoreError {
         )
     }
 
+    /// A [`Backend`](Self::Backend) failure that is not retryable and has no backend code.
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    pub(crate) fn backend(message: impl Into<String>) -> Self {
+        Self::Backend(BackendError::new(message))
+    }
+
     /// `result` with [`NotFound`](Self::NotFound) as `None`: a read of a task that may not
     /// exist.
     pub(crate) fn or_none<T>(result: Result<T, Self>) -> Result<Option<T>, Self> {

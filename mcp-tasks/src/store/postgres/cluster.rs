@@ -150,7 +150,7 @@ impl ClusterStore for PostgresStore {
             .await?;
         let Some(row) = rows.first() else {
             tx.rollback().await;
-            return Err(super::PgError::msg(
+            return Err(StoreError::backend(
                 "counting the rate limiter's starts returned no row",
             ));
         };

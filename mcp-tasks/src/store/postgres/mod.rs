@@ -354,7 +354,9 @@ impl PostgresBuilder {
         let pool = Pool::builder(manager)
             .max_size(self.pool_size)
             .build()
-            .map_err(|e| PgError::msg(format!("could not build the connection pool: {e}")))?;
+            .map_err(|e| {
+                StoreError::backend(format!("could not build the connection pool: {e}"))
+            })?;
         let context = format!(
             "could not connect to the Postgres server at {}",
             pool::describe(connect.config())

@@ -154,11 +154,6 @@ impl PgError {
         )
     }
 
-    /// A failure that is not a query's (not retryable).
-    pub(super) fn msg(context: impl Into<String>) -> StoreError {
-        StoreError::Backend(BackendError::new(context))
-    }
-
     /// `error` again, with `note` added to its message: the same code and retryability, for
     /// each caller of a batch that failed.
     pub(super) fn again(error: &StoreError, note: &str) -> StoreError {
@@ -168,7 +163,7 @@ impl PgError {
                     .with_code(backend.code().map(str::to_owned))
                     .retryable(backend.is_retryable()),
             ),
-            other => Self::msg(format!("{}{note}", error_chain(other))),
+            other => StoreError::backend(format!("{}{note}", error_chain(other))),
         }
     }
 }
@@ -432,7 +427,7 @@ impl Tx {
 
 /// The error of a transaction used after it ended.
 fn ended() -> StoreError {
-    PgError::msg("the transaction has ended already")
+    StoreError::backend("the transaction has ended already")
 }
 
 impl Drop for Tx {

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::ToSql;
 
 use super::{
-    PgError, PostgresStore, SWEEP_BATCH, batch, notice,
+    PostgresStore, SWEEP_BATCH, batch, notice,
     pool::{Tx, read},
     row::{self, Row, text},
 };
@@ -202,7 +202,7 @@ impl PostgresStore {
                 batch::Created::OverQuota(task, quota) => return Err(over_quota(&task, quota)),
             }
         }
-        Err(PgError::msg(format!(
+        Err(StoreError::backend(format!(
             "could not create task {}: its id or idempotency key kept conflicting with tasks \
              created at the same time",
             task.id
@@ -536,7 +536,7 @@ async fn ask<J, T>(
     who: &str,
 ) -> Result<T, StoreError> {
     let (reply, answer) = oneshot::channel();
-    let stopped = || PgError::msg(format!("{who} have stopped"));
+    let stopped = || StoreError::backend(format!("{who} have stopped"));
     workers.send(job(reply)).map_err(|_| stopped())?;
     answer.await.map_err(|_| stopped())?
 }

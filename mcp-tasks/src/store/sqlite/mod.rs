@@ -67,7 +67,7 @@ pub use schema::SCHEMA_VERSION;
 
 use super::codec::to_u64;
 use schema::migrate;
-use sql::{backend, backend_msg, exec};
+use sql::{backend, exec};
 use writer::{Job, LiveSet, Nudge, Pending, Tx};
 
 const READERS: usize = 4;
@@ -234,7 +234,7 @@ impl SqliteStore {
                 tx,
             }),
         };
-        let stopped = || backend_msg("the SQLite writer thread has stopped".into());
+        let stopped = || StoreError::backend("the SQLite writer thread has stopped");
         self.writer.send(job).map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }

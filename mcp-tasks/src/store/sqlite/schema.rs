@@ -2,7 +2,7 @@
 
 use rusqlite::Connection;
 
-use super::{backend, backend_msg};
+use super::backend;
 use crate::store::{ConfigError, StoreError};
 
 /// The schema version this build writes.
@@ -130,7 +130,7 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         ))
         .map_err(|error| {
             let _ = conn.execute_batch("ROLLBACK");
-            backend_msg(format!(
+            StoreError::backend(format!(
                 "could not migrate the task database from schema version {from} to {to}: \
                      {error}"
             ))

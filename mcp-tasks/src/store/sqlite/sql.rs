@@ -28,10 +28,6 @@ pub(super) fn backend(error: impl std::error::Error + Send + Sync + 'static) -> 
     )
 }
 
-pub(super) fn backend_msg(message: String) -> StoreError {
-    StoreError::Backend(BackendError::new(message))
-}
-
 /// Runs one statement through the connection's statement cache.
 pub(super) fn exec(
     conn: &Connection,

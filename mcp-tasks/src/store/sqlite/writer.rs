@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::{
     super::{StoreError, trim},
-    backend_msg, exec, to_u64,
+    exec, to_u64,
 };
 
 /// The most changes one transaction takes.
@@ -96,8 +96,8 @@ where
     fn reply(self: Box<Self>, commit: Result<(), String>) {
         let answer = match (commit, self.result) {
             (Ok(()), Some(result)) => result,
-            (Ok(()), None) => Err(backend_msg("the change was never run".into())),
-            (Err(message), _) => Err(backend_msg(message)),
+            (Ok(()), None) => Err(StoreError::backend("the change was never run")),
+            (Err(message), _) => Err(StoreError::backend(message)),
         };
         let _ = self.tx.send(answer);
     }
