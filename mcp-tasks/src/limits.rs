@@ -244,7 +244,9 @@ impl Limits {
 
     /// `message` within [`Limits::max_status_chars`]: cut, ending with `…`, when longer.
     pub(crate) fn clip_status(&self, message: String) -> String {
-        let last_kept = (message.char_indices()).nth(self.max_status_chars.saturating_sub(1));
+        let last_kept = message
+            .char_indices()
+            .nth(self.max_status_chars.saturating_sub(1));
         match last_kept {
             Some((cut, _)) if message[cut..].chars().nth(1).is_some() => {
                 let mut clipped = message[..cut].to_owned();

@@ -201,7 +201,9 @@ async fn retry_form(uri: Uri, form: TaskForm) -> Response {
         let step = fork.then(|| query::step(form.field("step"))).transpose()?;
         form.admin.retry(&form.id, step, form.client).await
     };
-    (retried.await).map_or_else(|failure| error_page(&failure), |new| see_task(&new))
+    retried
+        .await
+        .map_or_else(|failure| error_page(&failure), |new| see_task(&new))
 }
 
 #[cfg(test)]

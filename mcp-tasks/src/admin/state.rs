@@ -139,8 +139,12 @@ impl Admin {
         use crate::runtime::retry::RetryRefused;
         let retried = match self.admin_store()?.detail(id).await? {
             None => Err(Failure::NotFound),
-            Some(detail) => (self.engine.runtime.retry(detail, from_step).await).map_err(
-                |refused| match refused {
+            Some(detail) => self
+                .engine
+                .runtime
+                .retry(detail, from_step)
+                .await
+                .map_err(|refused| match refused {
                     RetryRefused::Status(status) => Failure::Conflict(format!(
                         "only a failed or cancelled task can be retried or forked; this one is {}",
                         admin::status_word(status)
@@ -155,8 +159,7 @@ impl Admin {
                         format!("the task stored {stored} steps: fork from a step 0 to {stored}"),
                     )),
                     RetryRefused::Store(error) => Failure::from(error),
-                },
-            ),
+                }),
         };
         let (event, path) = match from_step {
             None => ("retry", "/admin/api/tasks/{id}/retry"),
@@ -291,7 +294,9 @@ impl IntoResponse for Failure {
         let mut response = json_response(self.status(), &json!({ "error": error }));
         if matches!(self, Self::Unauthorized) {
             let challenge = HeaderValue::from_static("Bearer realm=\"mcp-tasks admin\"");
-            (response.headers_mut()).insert(header::WWW_AUTHENTICATE, challenge);
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
         }
         self.add_retry_after(&mut response);
         response

@@ -69,7 +69,9 @@ pub(super) async fn basic_or_bearer(
                 (header::REFERRER_POLICY, "same-origin"),
                 (header::CACHE_CONTROL, "no-store"),
             ] {
-                (response.headers_mut()).insert(name, HeaderValue::from_static(value));
+                response
+                    .headers_mut()
+                    .insert(name, HeaderValue::from_static(value));
             }
             response
         }
@@ -79,7 +81,9 @@ pub(super) async fn basic_or_bearer(
             let mut response = page(StatusCode::UNAUTHORIZED, "Sign in", body, None);
             let challenge = "Basic realm=\"mcp-tasks admin\", charset=\"UTF-8\"";
             let challenge = HeaderValue::from_static(challenge);
-            (response.headers_mut()).insert(header::WWW_AUTHENTICATE, challenge);
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
             response
         }
     }
@@ -210,7 +214,9 @@ fn query_prefix(pairs: &[(String, String)], skip: &[&str]) -> String {
 
 async fn detail_page(State(admin): State<Admin>, Path(id): Path<String>) -> Response {
     let detail = async { (admin.admin_store()?.detail(&id).await?).ok_or(Failure::NotFound) };
-    (detail.await).map_or_else(|failure| error_page(&failure), |d| detail_html(&admin, &d))
+    detail
+        .await
+        .map_or_else(|failure| error_page(&failure), |d| detail_html(&admin, &d))
 }
 
 fn json_block(value: &impl serde::Serialize) -> String {
@@ -233,7 +239,9 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         rows.push_str(&format!("<tr><th>{name}</th><td>{value}</td></tr>"));
     };
     let message = escape(task.status_message.as_deref().unwrap_or(""));
-    let ttl = (task.ttl_ms).map_or("none".to_owned(), |ms| format!("{ms} ms"));
+    let ttl = task
+        .ttl_ms
+        .map_or("none".to_owned(), |ms| format!("{ms} ms"));
     let status = format!("<span class=\"{word}\" id=\"status\">{word}</span>");
     row("task", escape(&task.id));
     row("status", status);
@@ -252,7 +260,9 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
     }
     if let Some(lease) = &detail.lease {
         let runner = escape(lease.instance.as_deref().unwrap_or("queued"));
-        let until = (lease.until_ms).map_or(String::new(), |ms| format!(", until {}", rfc3339(ms)));
+        let until = lease
+            .until_ms
+            .map_or(String::new(), |ms| format!(", until {}", rfc3339(ms)));
         row("lease", format!("{runner} at epoch {}{until}", lease.epoch));
     }
     let mut body = format!("<table class=\"detail\">{rows}</table>");

@@ -102,7 +102,9 @@ impl TaskClient {
             let handle = peer.send_request_with_option(request, options).await?;
             handle.await_response().await
         };
-        let result = (answer.await).map_err(|source| ClientError::service(method, source))?;
+        let result = answer
+            .await
+            .map_err(|source| ClientError::service(method, source))?;
         if matches!(result, ServerResult::CreateTaskResult(_)) && method != "tools/call" {
             return Err(ClientError::InvalidResponse {
                 method,

@@ -182,8 +182,9 @@ impl TaskHandle {
     #[must_use]
     pub fn poll_interval(&self) -> Duration {
         let inner = &self.client.inner;
-        let ms = (self.snapshot.task.poll_interval_ms).or(self.created_poll_ms);
-        (ms.map_or(inner.default_poll_interval, Duration::from_millis)).max(inner.min_poll_interval)
+        let ms = self.snapshot.task.poll_interval_ms.or(self.created_poll_ms);
+        ms.map_or(inner.default_poll_interval, Duration::from_millis)
+            .max(inner.min_poll_interval)
     }
 
     /// The outcome, once the latest snapshot is terminal.

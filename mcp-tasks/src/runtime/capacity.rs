@@ -550,7 +550,9 @@ impl ToolLimits {
 
     /// How many tasks of `tool` its gate holds back.
     pub(crate) fn held_of(&self, tool: &str) -> usize {
-        (self.gates.get(tool)).map_or(0, |gate| gate.held.lock().tasks.len())
+        self.gates
+            .get(tool)
+            .map_or(0, |gate| gate.held.lock().tasks.len())
     }
 
     /// How many tasks the gates hold back.

@@ -132,7 +132,9 @@ impl Runtime {
             let bucket = crate::cluster::DEFAULT_OWNER_BUCKET;
             crate::metrics::claimed_queued(&task.id, &task.tool, bucket);
             let runtime = Arc::clone(self);
-            (self.lifecycle.work).spawn(async move { runtime.start_one(task, pass).await });
+            self.lifecycle
+                .work
+                .spawn(async move { runtime.start_one(task, pass).await });
         }
         if full {
             return Some(wait.map_or(FULL_RETRY, |wait| wait.min(FULL_RETRY)));

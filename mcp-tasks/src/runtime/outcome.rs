@@ -51,7 +51,9 @@ impl Runtime {
         let stop = self.lifecycle.stop.clone();
         // Registered before it is spawned; work that is not (none is) is never halted.
         let live = self.get_live(&id);
-        let dropped = (live.as_ref()).map_or_else(Default::default, |live| live.drop_work.clone());
+        let dropped = live
+            .as_ref()
+            .map_or_else(Default::default, |live| live.drop_work.clone());
         self.lifecycle.work.spawn(
             async move {
                 // The work is dropped before the drain writes anything in its place, and

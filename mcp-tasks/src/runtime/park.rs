@@ -187,7 +187,9 @@ impl Runtime {
         }
         let runtime = Arc::clone(self);
         let id: Arc<str> = Arc::from(id);
-        (self.lifecycle.work).spawn(async move { runtime.wake_one(&id).await });
+        self.lifecycle
+            .work
+            .spawn(async move { runtime.wake_one(&id).await });
     }
 
     /// Over a single-process store, runs task `id` again if the store hands it over woken.

@@ -213,7 +213,9 @@ async fn end_unrun(
     outcome: Outcome,
 ) -> Result<bool, StoreError> {
     let status = outcome.status();
-    let finished = (runtime.store).apply(&task.id, lease, Transition::Finish(outcome));
+    let finished = runtime
+        .store
+        .apply(&task.id, lease, Transition::Finish(outcome));
     match finished.await {
         Ok(()) => {
             crate::metrics::task_finished(&task.id, &task.tool, status);
@@ -234,7 +236,9 @@ async fn resume(
     pass: Option<GatePass>,
 ) -> Result<(), String> {
     let tool: Arc<str> = Arc::from(registered.definition.name());
-    let key = (runtime.limited).key_of(&tool, &task.owner, &task.origin.arguments);
+    let key = runtime
+        .limited
+        .key_of(&tool, &task.owner, &task.origin.arguments);
     let entry = pass.map_or_else(|| runtime.enter(&tool, key.as_deref()), Entry::Pass);
     let pass = match entry {
         Entry::Open => None,

@@ -92,7 +92,9 @@ impl Runtime {
         record = record
             .with_answers(answers.clone())
             .with_asked_at_step(asked);
-        let key = (self.limited).key_of(&task.tool, &task.owner, &origin.arguments);
+        let key = self
+            .limited
+            .key_of(&task.tool, &task.owner, &origin.arguments);
         if let Some(key) = key {
             record = record.with_limit_key(Arc::from(key));
         }
@@ -107,7 +109,10 @@ impl Runtime {
         }
         crate::metrics::task_created(&task.tool);
         // Not on a front that runs no work, nor without the version.
-        let executes = (self.placement.shared()).is_none_or(|cluster| cluster.config.execution);
+        let executes = self
+            .placement
+            .shared()
+            .is_none_or(|cluster| cluster.config.execution);
         let runs_here = executes && self.versions.runs(&task.tool, &origin.tool_version);
         if let (Some(lease), false) = (&lease, runs_here) {
             // For an instance that runs it (the claims route by version).

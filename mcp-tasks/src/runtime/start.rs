@@ -20,7 +20,8 @@ impl Runtime {
         if !self.lifecycle.begin()? {
             return Ok(());
         }
-        (self.store).set_max_finished_per_owner(self.limits.max_finished_tasks_per_owner());
+        self.store
+            .set_max_finished_per_owner(self.limits.max_finished_tasks_per_owner());
         let loops = &self.lifecycle.loops;
         loops.spawn(super::reap_loop(Arc::clone(self)));
         if self.store.parks() {

@@ -340,7 +340,10 @@ impl Engine {
             .owned_task("tasks/update", &params.task_id, context)
             .await?;
         validate_responses(&snapshot, &params.input_responses)?;
-        let delivered = (self.runtime.store).deliver_input(&params.task_id, params.input_responses);
+        let delivered = self
+            .runtime
+            .store
+            .deliver_input(&params.task_id, params.input_responses);
         let accepted = delivered.await.map_err(refusal("tasks/update"))?;
         let woke = !accepted.is_empty();
         self.runtime.deliver(&params.task_id, accepted);

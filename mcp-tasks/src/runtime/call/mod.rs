@@ -228,7 +228,9 @@ impl Call<'_> {
 
     /// The key of this call under its tool's per-key limits, if it has any.
     fn limit_key(&self) -> Option<String> {
-        (self.runtime.limited).key_of(&self.tool, &self.owner, self.arguments)
+        self.runtime
+            .limited
+            .key_of(&self.tool, &self.owner, self.arguments)
     }
 
     /// The status message of a task its tool's limits hold back: which limits.
@@ -243,9 +245,13 @@ impl Call<'_> {
         };
         let limits: Vec<String> = [
             definition.concurrency().map(&at_once),
-            (definition.key_concurrency()).map(|(key, n)| format!("{} for each {key}", at_once(n))),
+            definition
+                .key_concurrency()
+                .map(|(key, n)| format!("{} for each {key}", at_once(n))),
             definition.rate().map(&starts),
-            (definition.key_rate()).map(|(key, rate)| format!("{} for each {key}", starts(rate))),
+            definition
+                .key_rate()
+                .map(|(key, rate)| format!("{} for each {key}", starts(rate))),
         ]
         .into_iter()
         .flatten()

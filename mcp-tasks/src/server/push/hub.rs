@@ -60,7 +60,9 @@ impl Hub {
                 None,
             ));
         }
-        (self.registrations.send(register)).map_err(|_| errors::shutting_down())
+        self.registrations
+            .send(register)
+            .map_err(|_| errors::shutting_down())
     }
 }
 

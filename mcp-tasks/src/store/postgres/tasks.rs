@@ -376,8 +376,9 @@ impl TaskStore for PostgresStore {
                 .map(|r| Ok((Arc::<str>::from(text(r, 0)?), row::PgRow(r).flag(1)?)))
                 .collect::<Result<Vec<_>, StoreError>>()?;
             // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
-            let ended =
-                (ids.iter()).map(|(id, running)| notice::ended_elsewhere(id.clone(), *running));
+            let ended = ids
+                .iter()
+                .map(|(id, running)| notice::ended_elsewhere(id.clone(), *running));
             let context = "could not announce the expired tasks";
             notice::announce(&tx, &self.channel, ended, context).await?;
             tx.commit().await?;
