@@ -1,8 +1,9 @@
 #!/bin/bash
-# cgrun.sh BIN_DIR LABEL PORT MODE COUNT
+# callgrind.sh BIN_DIR LABEL PORT MODE COUNT; the server's own arguments, if any, in $SARGS;
+# more valgrind options in $CGOPTS (e.g. --cache-sim=yes)
 BIN=$1; LABEL=$2; PORT=$3; MODE=$4; COUNT=$5
 rm -f /tmp/cg-$LABEL.out*
-valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-$LABEL.out --dump-instr=no --collect-atstart=yes $BIN/bench-ours --port $PORT > /tmp/cg-$LABEL.server.log 2>&1 &
+valgrind --tool=callgrind --callgrind-out-file=/tmp/cg-$LABEL.out --dump-instr=no --collect-atstart=yes $CGOPTS $BIN/bench-ours --port $PORT $SARGS > /tmp/cg-$LABEL.server.log 2>&1 &
 SPID=$!
 for i in $(seq 1 600); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 0.1; done
 if [ "$MODE" = task ]; then ARGS="--mode task --poll-first-ms 0 --poll-every-ms 1 --clients 64"; else ARGS="--mode inline --clients 16"; fi
