@@ -110,4 +110,22 @@ mod tests {
             assert_eq!(seen.len(), 16, "digit {position} takes every hex value");
         }
     }
+
+    #[test]
+    fn neighbouring_random_digits_vary_apart() {
+        // Two digits drawn apart take nearly all 256 pairs in 10,000 ids; a digit written
+        // from the same bits as its neighbour (half the entropy) gives 16.
+        let ids: Vec<String> = (0..10_000).map(|_| new_task_id()).collect();
+        for position in TIME_DIGITS..TASK_ID_LEN - 1 {
+            let pairs: HashSet<&[u8]> = ids
+                .iter()
+                .map(|id| &id.as_bytes()[position..position + 2])
+                .collect();
+            assert!(
+                pairs.len() > 200,
+                "digits {position} and the next: {} pairs",
+                pairs.len()
+            );
+        }
+    }
 }
