@@ -232,7 +232,10 @@ impl ToolDefinition {
             value.to_string()
         };
         let input = canonical(&self.tool.input_schema);
-        let output = (self.tool.output_schema.as_deref())
+        let output = self
+            .tool
+            .output_schema
+            .as_deref()
             .map(canonical)
             .unwrap_or_default();
         // 64-bit FNV-1a (the `fnv` crate, as the macro's code digest), each field followed by
@@ -441,7 +444,10 @@ impl ToolDefinition {
             });
         }
         if let Some(LimitKey::Argument(name)) = self.limit_key() {
-            let declared = (self.tool.input_schema.get("properties"))
+            let declared = self
+                .tool
+                .input_schema
+                .get("properties")
                 .and_then(|p| p.as_object())
                 .is_some_and(|p| p.contains_key(&**name));
             if !declared {
@@ -643,7 +649,9 @@ mod tests {
         ));
         let both = required(LimitKey::Argument("workspace".into()));
         assert_eq!(
-            (both.clone().with_key_rate(LimitKey::Owner, rate).validate())
+            both.clone()
+                .with_key_rate(LimitKey::Owner, rate)
+                .validate()
                 .map_err(|e| e.to_string()),
             Err(
                 "the per-key concurrency limit counts by `workspace` and the per-key rate by \

@@ -206,9 +206,11 @@ fn valid_traceparent(text: &str) -> Option<&str> {
     let head = &bytes[..TRACEPARENT_LEN];
     let dashes = head[2] == b'-' && head[35] == b'-' && head[52] == b'-';
     // The version, the trace id, the parent id and the flags, each in lowercase hex.
-    let hex = [0..2, 3..35, 36..52, 53..55]
-        .into_iter()
-        .all(|field| (head[field].iter()).all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b)));
+    let hex = [0..2, 3..35, 36..52, 53..55].into_iter().all(|field| {
+        head[field]
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    });
     let zero = |range: std::ops::Range<usize>| head[range].iter().all(|b| *b == b'0');
     (dashes && hex && !zero(3..35) && !zero(36..52)).then(|| &text[..TRACEPARENT_LEN])
 }

@@ -52,7 +52,11 @@ pub(super) fn controls(admin: &Admin, detail: &TaskDetail) -> String {
             "<label>Reason <input type=\"text\" name=\"reason\" maxlength=\"500\"></label> \
              <button type=\"submit\" id=\"fail\">Fail this task</button>",
         ));
-        let ours = (admin.engine.toolkit().get(&task.tool)).map(|r| r.definition.version());
+        let ours = admin
+            .engine
+            .toolkit()
+            .get(&task.tool)
+            .map(|r| r.definition.version());
         let recorded = &*detail.origin.tool_version;
         if let Some(ours) = ours.filter(|ours| !recorded.is_empty() && ours != &recorded) {
             html.push_str(&form(

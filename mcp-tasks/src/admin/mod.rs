@@ -212,7 +212,8 @@ async fn counts(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Result<R
     let pairs = query::pairs(raw.as_deref(), &LIST_PARAMS[..8])?;
     let filter = query::filter(&pairs, admin.clock.now_ms())?;
     let counts = admin.admin_store()?.count(&filter).await?;
-    let mut body: serde_json::Map<_, _> = (STATUSES.into_iter())
+    let mut body: serde_json::Map<_, _> = STATUSES
+        .into_iter()
         .map(|status| (status_word(status).to_owned(), json!(counts.get(status))))
         .collect();
     body.insert("total".to_owned(), json!(counts.total()));
@@ -282,7 +283,9 @@ async fn retry(
 ) -> Result<Response, Failure> {
     let fork = uri.path().ends_with("/fork");
     let pairs = query::pairs(raw.as_deref(), if fork { &["step"] } else { &[] })?;
-    let step = (fork.then(|| query::step(query::single(&pairs, "step")?))).transpose()?;
+    let step = fork
+        .then(|| query::step(query::single(&pairs, "step")?))
+        .transpose()?;
     let new = admin.retry(&id, step, client).await?;
     let mut answer = json!({ "taskId": id, "newTaskId": &*new, "outcome": "retried" });
     if let Some(step) = step {

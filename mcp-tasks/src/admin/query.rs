@@ -122,7 +122,10 @@ pub(crate) fn filter(pairs: &[(String, String)], now_ms: u64) -> Result<TaskFilt
 pub(crate) fn list(pairs: &[(String, String)], now_ms: u64) -> Result<TaskQuery, BadParam> {
     let mut query = TaskQuery::new(filter(pairs, now_ms)?);
     if let Some(limit) = single(pairs, "limit")? {
-        let n = (limit.parse::<usize>().ok()).filter(|n| (1..=MAX_PAGE).contains(n));
+        let n = limit
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n));
         let Some(n) = n else {
             let message =
                 format!("`{limit}` is not a page size: give a whole number from 1 to {MAX_PAGE}");
@@ -169,7 +172,8 @@ pub(crate) fn duration(name: &str, text: &str) -> Result<Duration, BadParam> {
 /// ago (`2h` is two hours before now).
 pub(crate) fn instant(name: &str, text: &str, now_ms: u64) -> Result<u64, BadParam> {
     let ago = || duration(name, text).ok().map(crate::clock::millis);
-    (text.parse().ok())
+    text.parse()
+        .ok()
         .or_else(|| rfc3339_ms(text))
         .or_else(|| ago().map(|ago| now_ms.saturating_sub(ago)))
         .ok_or_else(|| {

@@ -169,7 +169,9 @@ fn task_row(summary: &TaskSummary) -> String {
 }
 
 async fn list_page(State(admin): State<Admin>, RawQuery(raw): RawQuery) -> Response {
-    (list_html(&admin, raw.as_deref()).await).unwrap_or_else(|failure| error_page(&failure))
+    list_html(&admin, raw.as_deref())
+        .await
+        .unwrap_or_else(|failure| error_page(&failure))
 }
 
 async fn list_html(admin: &Admin, raw: Option<&str>) -> Result<Response, Failure> {
@@ -286,7 +288,9 @@ fn detail_html(admin: &Admin, detail: &TaskDetail) -> Response {
         body.push_str(&section("Answers", &detail.answers));
     }
     if !detail.asked_at_step.is_empty() {
-        let again: Vec<String> = (detail.asked_at_step.iter())
+        let again: Vec<String> = detail
+            .asked_at_step
+            .iter()
             .map(|(key, step)| {
                 let key = escape(key);
                 format!("<code>{key}</code> by a fork from step {step} or an earlier one")

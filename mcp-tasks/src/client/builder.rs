@@ -240,7 +240,9 @@ impl TaskClientBuilder {
         });
         let server_tasks = info.is_some_and(|info| info.capabilities.supports_tasks());
         let mut capabilities = self.handlers.capabilities();
-        (capabilities.extensions.get_or_insert_with(Default::default))
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
             .insert(crate::EXTENSION_ID.to_owned(), JsonObject::new());
         Ok(TaskClient {
             inner: Arc::new(Inner {

@@ -39,7 +39,11 @@ impl TaskContext {
     /// has another name.
     pub async fn sleep(&self, name: &str, duration: Duration) -> Result<(), Failure> {
         // Past the clock's range (`Duration::MAX`: until cancelled), the last instant it has.
-        let deadline = || (SystemTime::now().checked_add(duration)).map_or(u64::MAX, epoch_ms);
+        let deadline = || {
+            SystemTime::now()
+                .checked_add(duration)
+                .map_or(u64::MAX, epoch_ms)
+        };
         let deadline = self.step(name, || async move { deadline() }).await?;
         self.sleep_to(deadline).await
     }

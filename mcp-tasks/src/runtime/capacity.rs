@@ -446,14 +446,22 @@ impl ToolLimits {
     /// permits, and one start in the tool's window and in its key's (taken together: a start
     /// is logged in both or in neither).
     fn pass(&self, gate: &Gate, key: Option<&str>) -> Result<GatePass, Blocked> {
-        let key_place = (gate.key_permits.as_ref().zip(key))
+        let key_place = gate
+            .key_permits
+            .as_ref()
+            .zip(key)
             .map(|(permits, key)| permits.try_acquire(key).ok_or(Blocked::Key(None)))
             .transpose()?;
-        let permit = (gate.permits.as_ref())
+        let permit = gate
+            .permits
+            .as_ref()
             .map(|permits| Arc::clone(permits).try_acquire_owned())
             .transpose()
             .map_err(|_| Blocked::Tool(None))?;
-        let key_log = (gate.key_rate.as_ref().zip(key))
+        let key_log = gate
+            .key_rate
+            .as_ref()
+            .zip(key)
             .map(|((rate, prefix), key)| (format!("{prefix}{key}"), *rate));
         let tool_window = gate.rate.as_ref().map(|(rate, log)| (&**log, *rate));
         let key_window = key_log.as_ref().map(|(log, rate)| (log.as_str(), *rate));

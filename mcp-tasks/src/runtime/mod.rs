@@ -281,7 +281,10 @@ impl Runtime {
         if !self.lifecycle.accepting() {
             return Err(errors::shutting_down());
         }
-        let running = (self.capacity.take_waiting().await)
+        let running = self
+            .capacity
+            .take_waiting()
+            .await
             .ok_or_else(|| at_capacity(self.capacity.max().unwrap_or(0)))?;
         let quota = self.limits.max_live_tasks_per_owner();
         let mut owners = self.owners.lock();
@@ -505,7 +508,10 @@ impl Runtime {
 
     /// One pass of the expiry sweep: applies due expiry, stops the work of expired tasks.
     async fn reap(&self) {
-        let expired = (self.store.expire_due().await)
+        let expired = self
+            .store
+            .expire_due()
+            .await
             .inspect_err(|error| tracing::warn!(%error, "expiry sweep failed"))
             .unwrap_or_default();
         for id in expired {

@@ -168,7 +168,8 @@ impl Owners {
                 Some(owner) => now.after = Some(owner),
                 None => {
                     passes.now = None;
-                    passes.next = (passes.every)
+                    passes.next = passes
+                        .every
                         .and_then(|every| Instant::now().checked_add(every))
                         .map(|at| (at, from.keep));
                 }

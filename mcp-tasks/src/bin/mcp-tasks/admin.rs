@@ -253,7 +253,9 @@ fn table(tasks: &[Value]) -> String {
         }
     }
     let line = |row: &[String; 7]| {
-        let out: String = (row.iter().zip(widths))
+        let out: String = row
+            .iter()
+            .zip(widths)
             .map(|(value, width)| format!("{value:<width$}  "))
             .collect();
         out.trim_end().to_owned() + "\n"

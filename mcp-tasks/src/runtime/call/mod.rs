@@ -122,7 +122,9 @@ pub(crate) async fn run_caught(work: ToolFuture) -> Ended {
     match std::panic::AssertUnwindSafe(work).catch_unwind().await {
         Ok(result) => result.into(),
         Err(panic) => Ended::Panicked(
-            (panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".to_owned()),
         ),

@@ -546,7 +546,10 @@ impl Host for CallState {
         limiter: &'a crate::rate::Limiter,
     ) -> BoxFuture<'a, Result<Option<std::time::Duration>, Failure>> {
         Box::pin(async move {
-            (self.parts.runtime.take_rate(limiter).await)
+            self.parts
+                .runtime
+                .take_rate(limiter)
+                .await
                 .map_err(|error| Failure::Error(crate::errors::store_failure(&error)))
         })
     }
@@ -554,7 +557,10 @@ impl Host for CallState {
     fn save_step(&self, seq: u64, name: &str, value: Value) -> BoxFuture<'_, Result<(), Failure>> {
         let step = Step::new(seq, name, value);
         Box::pin(async move {
-            (self.parts.runtime.save_step(&self.parts.id, step).await)
+            self.parts
+                .runtime
+                .save_step(&self.parts.id, step)
+                .await
                 .map_err(|error| error.to_failure())
         })
     }

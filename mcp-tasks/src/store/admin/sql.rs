@@ -41,7 +41,9 @@ fn conditions(
         (dialect.mark)(params.len())
     };
     if !filter.statuses.is_empty() {
-        let marks: Vec<String> = (filter.statuses.iter())
+        let marks: Vec<String> = filter
+            .statuses
+            .iter()
             .map(|status| bind(Param::Text(status_word(*status).to_owned())))
             .collect();
         parts.push(format!("status IN ({})", marks.join(", ")));

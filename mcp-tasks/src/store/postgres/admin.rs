@@ -30,7 +30,8 @@ const DIALECT: Dialect = Dialect {
 
 /// The parameters, as `tokio_postgres` binds them.
 fn refs(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
-    (params.iter())
+    params
+        .iter()
         .map(|param| match param {
             Param::Text(text) => text as _,
             Param::Int(n) => n as _,

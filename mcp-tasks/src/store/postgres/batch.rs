@@ -178,7 +178,8 @@ async fn insert(
     channel: &str,
 ) -> Result<(HashSet<String>, HashMap<usize, usize>), StoreError> {
     // The owners whose creates carry a quota (each create is held to its own).
-    let mut owners: Vec<&str> = (batch.iter())
+    let mut owners: Vec<&str> = batch
+        .iter()
         .filter(|job| job.task.owner_quota.is_some())
         .map(|job| &*job.task.owner)
         .collect();
@@ -289,7 +290,7 @@ pub(super) async fn read_batch(pool: Pool, batch: Vec<ReadJob>) {
         read(&pool, row::SELECT_ANY, &[&ids], "could not read the task").await
     };
     let by_id = rows.and_then(|rows| {
-        (rows.into_iter())
+        rows.into_iter()
             .map(|raw| Ok((text(&raw, 0)?, raw)))
             .collect::<Result<HashMap<_, _>, StoreError>>()
     });
@@ -382,7 +383,10 @@ async fn finish(
     // What the finish transition writes (record::finish), for many tasks at once.
     let (ended, message): (Vec<_>, Vec<_>) =
         (batch.iter().map(|job| record::finished(&job.outcome))).unzip();
-    let status: Vec<_> = (ended.into_iter().map(codec::status_name)).collect::<Result<_, _>>()?;
+    let status: Vec<_> = ended
+        .into_iter()
+        .map(codec::status_name)
+        .collect::<Result<_, _>>()?;
     let outcome: Vec<_> =
         (batch.iter().map(|job| to_json(&job.outcome))).collect::<Result<_, _>>()?;
     let now: Vec<i64> = batch.iter().map(|job| to_i64(job.now)).collect();

@@ -367,7 +367,9 @@ impl PostgresStore {
         tx: &Tx,
         claim: &Claim<'c>,
     ) -> Result<Vec<(&'c str, i64)>, StoreError> {
-        let mut places: Vec<(&str, i64)> = (claim.limits.iter())
+        let mut places: Vec<(&str, i64)> = claim
+            .limits
+            .iter()
             .map(|(tool, _)| (&**tool, i64::MAX))
             .chain(claim.rates.iter().map(|(tool, _)| (&**tool, i64::MAX)))
             .chain(claim.key_limits.iter().map(|(tool, _)| (&**tool, i64::MAX)))
@@ -397,10 +399,14 @@ impl PostgresStore {
             }
         }
         if !claim.rates.is_empty() {
-            let keys: Vec<String> = (claim.rates.iter())
+            let keys: Vec<String> = claim
+                .rates
+                .iter()
                 .map(|(tool, _)| crate::rate::tool_key(tool))
                 .collect();
-            let windows: Vec<i64> = (claim.rates.iter())
+            let windows: Vec<i64> = claim
+                .rates
+                .iter()
                 .map(|(_, rate)| window_ms(*rate))
                 .collect();
             let context = "could not count the rate-limited tools' starts";
@@ -493,7 +499,9 @@ impl PostgresStore {
         let turns = claim.order != ClaimOrder::OldestFirst;
         let turn = self.turn.lock().clone();
         let owners: Vec<&str> = claim.weights.iter().map(|(o, _)| &**o).collect();
-        let weights: Vec<i32> = (claim.weights.iter())
+        let weights: Vec<i32> = claim
+            .weights
+            .iter()
             .map(|(_, w)| i32::try_from(*w).unwrap_or(i32::MAX))
             .collect();
         // A filter that allows every queued task: the statement without one serves it.

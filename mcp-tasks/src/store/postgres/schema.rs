@@ -126,7 +126,9 @@ const MIGRATIONS: [&str; 8] = [
 /// per schema). A schema at a newer version is refused and left untouched.
 pub(super) async fn migrate(client: &mut Object, schema: &str) -> Result<(), StoreError> {
     loop {
-        let tx = (client.transaction().await)
+        let tx = client
+            .transaction()
+            .await
             .map_err(|e| PgError::query("could not begin the schema migration", e))?;
         // A failed step's transaction is rolled back as it is dropped.
         let migrated = migrate_step(&tx, schema).await?;

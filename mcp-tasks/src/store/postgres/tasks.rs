@@ -372,7 +372,8 @@ impl TaskStore for PostgresStore {
             let tx = Tx::begin(&self.pool).await?;
             let context = "could not expire the tasks past their TTL";
             let rows = tx.query(&EXPIRE, &bound, context).await?;
-            let ids = (rows.iter())
+            let ids = rows
+                .iter()
                 .map(|r| Ok((Arc::<str>::from(text(r, 0)?), row::PgRow(r).flag(1)?)))
                 .collect::<Result<Vec<_>, StoreError>>()?;
             // An expired task is `failed`: it keeps its steps (`record::keeps_history`).
@@ -508,7 +509,8 @@ impl PostgresStore {
              GROUP BY owner ORDER BY owner"
         );
         let found = read(&self.pool, &sql, params, context).await?;
-        (found.iter())
+        found
+            .iter()
             .map(|r| Ok((Arc::from(text(r, 0)?), codec::to_u64(row::int(r, 1)?))))
             .collect()
     }
