@@ -15,6 +15,9 @@
 //! - `create`: `tools/call` declaring the extension, nothing else.
 //! - `inline`: `tools/call` without the extension (an ordinary call).
 //!
+//! `--owners N` gives client `i` the bearer token `owner-{i mod N}` (for a server that takes
+//! each token as its owner: `bench-ours --owner-per-token`), so N owners share the load.
+//!
 //! Every run is bounded both in time (`--duration-secs`) and in operations (`--count`).
 //! Prints one JSON line on stdout; with `--server-pid P` it includes the CPU seconds the
 //! server used during the measured phase (`server_cpu_s`), next to the generator's own, and
@@ -67,6 +70,8 @@ struct Config {
     prefill: usize,
     warmup: usize,
     server_pid: Option<u32>,
+    /// How many owners the clients are spread over (`--owners`); `None`: no token.
+    owners: Option<usize>,
 }
 
 fn err(e: impl std::fmt::Display) -> io::Error {
@@ -90,6 +95,7 @@ impl Config {
             "warmup",
             "server-pid",
             "threads",
+            "owners",
         ])?;
         let url = args.get("url").unwrap_or("http://127.0.0.1:8101/mcp");
         let rest = url
@@ -136,6 +142,11 @@ impl Config {
             ),
             prefill: args.parsed("prefill", 1000)?,
             warmup: args.parsed("warmup", 1000)?,
+            owners: args
+                .get("owners")
+                .map(|n| n.parse::<usize>().map_err(err))
+                .transpose()?
+                .map(|n| n.max(1)),
             server_pid: args
                 .get("server-pid")
                 .map(str::parse)
@@ -168,10 +179,13 @@ struct Conn {
     next_id: u64,
     /// Answers that came as `text/event-stream` rather than one `application/json` body.
     sse_answers: u64,
+    /// `Bearer owner-K`, with `--owners`.
+    authorization: Option<String>,
 }
 
 impl Conn {
-    async fn connect(config: &Config) -> io::Result<Self> {
+    /// Connection `index`'s (its owner, with `--owners`).
+    async fn connect(config: &Config, index: usize) -> io::Result<Self> {
         let tcp = TcpStream::connect(&config.addr).await?;
         tcp.set_nodelay(true)?;
         let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
@@ -186,6 +200,9 @@ impl Conn {
             path: config.path.clone(),
             next_id: 0,
             sse_answers: 0,
+            authorization: config
+                .owners
+                .map(|owners| format!("Bearer owner-{}", index % owners)),
         })
     }
 
@@ -196,7 +213,11 @@ impl Conn {
             r#"{{"jsonrpc":"2.0","id":{},"method":"{method}","params":{params}}}"#,
             self.next_id
         );
-        let request = Request::post(&self.path)
+        let mut request = Request::post(&self.path);
+        if let Some(authorization) = &self.authorization {
+            request = request.header("authorization", authorization);
+        }
+        let request = request
             .header("host", &self.host)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -531,8 +552,8 @@ async fn prefill(config: &Arc<Config>, conns: Vec<Conn>) -> io::Result<(Vec<Stri
 
 async fn run(config: Arc<Config>) -> io::Result<serde_json::Value> {
     let mut conns = Vec::with_capacity(config.clients);
-    for _ in 0..config.clients {
-        conns.push(Conn::connect(&config).await?);
+    for index in 0..config.clients {
+        conns.push(Conn::connect(&config, index).await?);
     }
     // Warm up every connection with ordinary calls (no task is created).
     for i in 0..config.warmup {
