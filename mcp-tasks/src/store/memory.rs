@@ -82,6 +82,8 @@ struct Entry {
     key: Option<Box<IdempotencyKey>>,
     /// Its origin; once it ended, what it keeps of it ([`record::keeps_history`]).
     origin: Option<Box<TaskOrigin>>,
+    /// Whether it was created with a finished-task bound (its owner's list has it).
+    bounded: bool,
 }
 
 /// What only a running task (or a failed or cancelled one) needs.
@@ -252,8 +254,6 @@ impl MemoryStore {
 
     fn shard(&self, id: &str) -> MutexGuard<'_, Shard> {
         let index = usize::try_from(self.hasher.hash_one(id) % SHARDS as u64).unwrap_or(0);
-        // A poisoned shard only means a panic elsewhere while holding the lock; every
-        // operation below leaves an entry consistent before it can panic, so keep serving.
         self.shards[index].lock()
     }
 
@@ -288,13 +288,14 @@ impl MemoryStore {
             Due::Purge => {
                 let purged = shard.tasks.remove(id);
                 self.len.fetch_sub(1, Ordering::Relaxed);
+                self.purged(purged.iter());
                 drop(guard);
                 // A caller that holds the key map (`forget` false) maps the key anew itself.
                 if let Some(mut entry) = purged {
                     if !forget {
                         entry.key = None;
                     }
-                    self.forget([entry]);
+                    self.forget_keys(Some(entry));
                 }
                 return Err(StoreError::NotFound);
             }
@@ -306,12 +307,18 @@ impl MemoryStore {
         }
         let done = f(entry, now);
         // Ended here (by `f` or by its expiry): its owner may be past its bound now.
-        if was_live && entry.state.status.is_terminal() {
-            let owner = Arc::clone(&entry.owner);
-            drop(guard);
-            self.by_owner.ended(&[owner], false);
+        if was_live && entry.bounded && entry.state.status.is_terminal() {
+            self.by_owner.ended(&entry.owner);
         }
         done
+    }
+
+    /// Counts the tasks `removed` from a shard (purged, each finished), under its lock,
+    /// against their owners' bounds.
+    fn purged<'a>(&self, removed: impl Iterator<Item = &'a Entry>) {
+        for entry in removed.filter(|entry| entry.bounded) {
+            self.by_owner.purged(&entry.owner);
+        }
     }
 
     /// Removes a purged task's idempotency key (unless a newer task took it over).
@@ -341,9 +348,7 @@ impl MemoryStore {
             });
         }
         let now = self.clock.now_ms();
-        let bounded = task
-            .max_finished_per_owner
-            .map(|keep| (Arc::clone(&task.owner), Arc::clone(&task.id), keep.max(1)));
+        let bound = task.max_finished_per_owner.map(|keep| keep.max(1));
         let state = record::create(task.status_message, task.ttl, now);
         let entry = Entry {
             id: task.id.clone(),
@@ -358,6 +363,7 @@ impl MemoryStore {
             outcome: None,
             key: key.map(Box::new),
             origin: Some(Box::new(task.origin)),
+            bounded: bound.is_some(),
         };
         let snapshot = entry.snapshot();
         let mut shard = self.shard(&task.id);
@@ -369,52 +375,55 @@ impl MemoryStore {
         if let Some(deadline) = entry.state.deadline_ms() {
             shard.deadlines.push(Reverse((deadline, task.id.clone())));
         }
+        if let Some(keep) = bound {
+            let owner = Arc::clone(&entry.owner);
+            self.by_owner.created(owner, Arc::clone(&task.id), keep);
+        }
         shard.tasks.insert(task.id, entry);
         drop(shard);
-        if let Some((owner, id, keep)) = bounded {
-            self.by_owner.created(owner, id, keep);
-        }
         Ok(snapshot)
     }
 
-    /// Tasks removed from the store (purged): their idempotency keys are forgotten (unless
-    /// a newer task took one over), and their owners' lists are walked at the next sweep.
+    /// Tasks removed from the store (purged, and counted by [`purged`](Self::purged)):
+    /// their idempotency keys are forgotten (unless a newer task took one over).
     fn forget(&self, removed: impl IntoIterator<Item = Entry>) {
-        let mut owners = Vec::new();
         for entry in removed {
-            owners.push(Arc::clone(&entry.owner));
             self.forget_keys(Some(entry));
         }
-        self.by_owner.ended(&owners, true);
     }
 
-    /// The sweep's part of the bound on finished tasks (`owned.rs`): for each owner due, keeps
-    /// its `keep` newest finished tasks (by creation) and removes the older finished ones;
-    /// live tasks stay, and the ids of tasks that are gone go.
-    fn trim_due(&self) {
-        for (owner, keep, ids) in self.by_owner.take_due() {
-            let mut kept = std::collections::VecDeque::with_capacity(ids.len().min(keep));
-            let mut finished = 0;
-            for id in ids.into_iter().rev() {
+    /// The sweep's part of the bound on finished tasks (`owned.rs`): for each owner due,
+    /// removes its oldest finished tasks (by creation) until it keeps its bound of them,
+    /// and, on a walk of the whole list, drops the ids of the tasks that are gone. Live
+    /// tasks stay. Returns how many ids it read.
+    fn trim_due(&self) -> usize {
+        let mut read = 0;
+        for mut walk in self.by_owner.take_due() {
+            let (mut removed, mut dropped) = (0, 0);
+            let mut kept = Vec::new();
+            while (walk.whole || removed < walk.excess)
+                && let Some(id) = walk.ids.pop_front()
+            {
+                read += 1;
                 let mut shard = self.shard(&id);
-                let Some(entry) = shard.tasks.get(&id) else {
-                    continue;
-                };
-                if entry.state.status.is_terminal() {
-                    finished += 1;
-                    if finished > keep {
-                        let removed = shard.tasks.remove(&id);
+                match shard.tasks.get(&id) {
+                    None => dropped += 1,
+                    Some(entry) if removed < walk.excess && entry.state.status.is_terminal() => {
+                        let entry = shard.tasks.remove(&id);
                         drop(shard);
+                        removed += 1;
                         self.len.fetch_sub(1, Ordering::Relaxed);
-                        self.forget_keys(removed);
-                        continue;
+                        self.forget_keys(entry);
                     }
+                    Some(_) => kept.push(id),
                 }
-                drop(shard);
-                kept.push_front(id);
             }
-            self.by_owner.put_back(&owner, kept);
+            for id in kept.into_iter().rev() {
+                walk.ids.push_front(id);
+            }
+            self.by_owner.put_back(walk, removed, dropped);
         }
+        read
     }
 }
 
@@ -471,6 +480,41 @@ mod tests {
         }
         assert!(store.is_empty(), "every task is purged");
         assert_eq!(store.by_owner.len(), 0, "and no owner is kept");
+    }
+
+    /// A sweep's work on an owner at its bound is what it removes: one more finished task
+    /// reads one id (the oldest, which it removes), not the owner's whole list.
+    #[tokio::test]
+    async fn a_trim_reads_what_it_removes() {
+        let store = MemoryStore::new();
+        let bounded = |i: usize| {
+            NewTask::new(format!("t{i:04}").into(), "o".into(), "tool".into())
+                .with_max_finished_per_owner(1_000)
+        };
+        let end = || Transition::Finish(Outcome::Cancelled);
+        store.create(bounded(9_999)).await.unwrap();
+        for i in 0..1_001 {
+            store.create(bounded(i)).await.unwrap();
+            store.apply(&format!("t{i:04}"), None, end()).await.unwrap();
+            if i == 999 {
+                assert_eq!(store.trim_due(), 0, "at the bound, nothing to read");
+            }
+        }
+        assert_eq!(
+            store.trim_due(),
+            2,
+            "the live task, then the oldest finished one"
+        );
+        assert_eq!(store.len(), 1_001);
+        assert!(
+            store.get("t0000").await.unwrap().is_none(),
+            "the oldest finished went"
+        );
+        assert!(
+            store.get("t9999").await.unwrap().is_some(),
+            "the live one stays"
+        );
+        assert_eq!(store.trim_due(), 0, "and the next sweep reads none");
     }
 
     /// An owner that created past its bound while its tasks ran, and then created no more,

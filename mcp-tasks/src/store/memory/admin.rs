@@ -96,6 +96,7 @@ impl AdminStore for MemoryStore {
             });
             for (_, entry) in finished {
                 self.len.fetch_sub(1, Ordering::Relaxed);
+                self.purged(std::iter::once(&entry));
                 purged.push(entry);
             }
         }

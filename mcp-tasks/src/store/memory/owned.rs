@@ -1,12 +1,16 @@
 //! The memory store's bound on an owner's finished tasks ([`NewTask::max_finished_per_owner`]).
 //!
-//! A create with a bound appends its id to its owner's list, in one map behind one mutex.
-//! The sweep ([`TaskStore::expire_due`]) walks, newest first, the lists of the owners that
-//! are due and removes their finished tasks past the bound. An owner is due when a create
-//! or the end of one of its tasks left it with more tasks than its bound (only then can its
-//! finished ones be past it: an owner that created past its bound while its tasks ran, and
-//! then created no more, is walked again as they end), or when one of its tasks was purged
-//! (so that its list, and the owner once its list is empty, do not outlive its tasks).
+//! A create with a bound appends its id to its owner's list, in one map behind one mutex,
+//! and the owner counts how many of its listed tasks are finished and how many are gone
+//! (purged, their ids not yet dropped from the list). Each change is counted under the lock
+//! of the task's shard, so a count is never behind what a sweep reads of the task.
+//!
+//! The sweep ([`TaskStore::expire_due`]) walks the owners that are due, oldest task first,
+//! and removes the finished tasks past the bound until as many are left as it keeps: the
+//! work is what it removes (plus the few live tasks older than them), not the length of the
+//! list. An owner is due when its finished tasks are more than its bound, or when over half
+//! of its list is gone; such a walk goes to the end of the list and drops the ids that are
+//! gone (so that a list, and the owner once its list is empty, do not outlive its tasks).
 //!
 //! [`NewTask::max_finished_per_owner`]: crate::store::NewTask::max_finished_per_owner
 //! [`TaskStore::expire_due`]: crate::store::TaskStore::expire_due
@@ -24,10 +28,15 @@ pub(super) struct ByOwner(Mutex<HashMap<Arc<str>, Owned>>);
 
 #[derive(Default)]
 struct Owned {
-    /// Oldest first; the ids of tasks that are gone go at the owner's next walk.
+    /// Oldest first; the ids of tasks that are gone go at a walk that reaches them.
     ids: VecDeque<Arc<str>>,
     /// The bound of the owner's latest create.
     keep: usize,
+    /// How many of the listed tasks are finished and still stored, counting those that a
+    /// walk under way removed (until [`ByOwner::put_back`] takes them off).
+    finished: usize,
+    /// How many of the listed tasks are gone, counting those that a walk under way dropped.
+    gone: usize,
     /// Whether the next sweep walks this owner.
     due: bool,
     /// How many of its ids a walk under way took out (until [`ByOwner::put_back`]).
@@ -35,63 +44,90 @@ struct Owned {
 }
 
 impl Owned {
-    /// Whether it holds more tasks than its bound, counting those a walk under way took
-    /// out: only then can its finished tasks be past the bound.
-    fn over_bound(&self) -> bool {
-        self.ids.len() + self.walked > self.keep
+    /// Whether a walk has work: finished tasks past the bound, or a list over half gone.
+    fn needs_walk(&self) -> bool {
+        self.finished > self.keep || self.gone * 2 > self.ids.len() + self.walked
     }
 }
 
+/// One owner's walk: its ids (oldest first), taken out of the map until
+/// [`ByOwner::put_back`].
+pub(super) struct Walk {
+    pub(super) owner: Arc<str>,
+    pub(super) ids: VecDeque<Arc<str>>,
+    /// How many finished tasks to remove, oldest first.
+    pub(super) excess: usize,
+    /// Whether to walk the whole list, dropping the ids of tasks that are gone.
+    pub(super) whole: bool,
+}
+
 impl ByOwner {
-    /// Task `id` of `owner` was created with the bound `keep`.
+    /// Task `id` of `owner` was created with the bound `keep` (under its shard's lock).
     pub(super) fn created(&self, owner: Arc<str>, id: Arc<str>, keep: usize) {
         let mut owners = self.0.lock();
         let owned = owners.entry(owner).or_default();
         owned.ids.push_back(id);
         owned.keep = keep;
-        owned.due |= owned.over_bound();
+        owned.due |= owned.needs_walk();
     }
 
-    /// Tasks of `owners` ended, or were `purged`: the next sweep walks each owner whose
-    /// tasks were purged, and each that holds more tasks than its bound.
-    pub(super) fn ended(&self, owners: &[Arc<str>], purged: bool) {
-        if owners.is_empty() {
-            return;
-        }
-        let mut by_owner = self.0.lock();
-        for owner in owners {
-            if let Some(owned) = by_owner.get_mut(owner) {
-                owned.due |= purged || owned.over_bound();
-            }
+    /// A task of `owner` created with a bound ended (under its shard's lock).
+    pub(super) fn ended(&self, owner: &str) {
+        self.change(owner, |owned| owned.finished += 1);
+    }
+
+    /// A finished task of `owner` created with a bound was purged (under its shard's lock).
+    pub(super) fn purged(&self, owner: &str) {
+        self.change(owner, |owned| {
+            owned.finished = owned.finished.saturating_sub(1);
+            owned.gone += 1;
+        });
+    }
+
+    fn change(&self, owner: &str, f: impl FnOnce(&mut Owned)) {
+        if let Some(owned) = self.0.lock().get_mut(owner) {
+            f(owned);
+            owned.due |= owned.needs_walk();
         }
     }
 
-    /// The owners the sweep walks now, each with its bound and its ids (oldest first), taken
-    /// out until [`ByOwner::put_back`].
-    pub(super) fn take_due(&self) -> Vec<(Arc<str>, usize, VecDeque<Arc<str>>)> {
+    /// The owners the sweep walks now, their ids taken out until [`ByOwner::put_back`]. An
+    /// owner that a walk under way holds waits for the next sweep.
+    pub(super) fn take_due(&self) -> Vec<Walk> {
         let mut by_owner = self.0.lock();
         by_owner
             .iter_mut()
+            .filter(|(_, owned)| owned.due && owned.walked == 0)
             .filter_map(|(owner, owned)| {
-                let ids = std::mem::take(&mut owned.due).then(|| std::mem::take(&mut owned.ids))?;
-                owned.walked = ids.len();
-                Some((Arc::clone(owner), owned.keep, ids))
+                owned.due = false;
+                let walk = Walk {
+                    owner: Arc::clone(owner),
+                    excess: owned.finished.saturating_sub(owned.keep),
+                    whole: owned.gone * 2 > owned.ids.len(),
+                    ids: std::mem::take(&mut owned.ids),
+                };
+                owned.walked = walk.ids.len();
+                (walk.excess > 0 || walk.whole).then_some(walk)
             })
             .collect()
     }
 
-    /// The ids the walk of `owner` kept (oldest first), before those of the tasks created
-    /// meanwhile; an owner left with none is forgotten.
-    pub(super) fn put_back(&self, owner: &Arc<str>, kept: VecDeque<Arc<str>>) {
+    /// The end of `walk`: its ids are what it left (oldest first), before those of the tasks
+    /// created meanwhile; it `removed` finished tasks and `dropped` the ids of tasks that
+    /// were gone. An owner left with none is forgotten.
+    pub(super) fn put_back(&self, walk: Walk, removed: usize, dropped: usize) {
         let mut by_owner = self.0.lock();
-        let Some(owned) = by_owner.get_mut(owner) else {
+        let Some(owned) = by_owner.get_mut(&walk.owner) else {
             return;
         };
-        let newer = std::mem::replace(&mut owned.ids, kept);
+        let newer = std::mem::replace(&mut owned.ids, walk.ids);
         owned.ids.extend(newer);
         owned.walked = 0;
+        owned.finished = owned.finished.saturating_sub(removed);
+        owned.gone = owned.gone.saturating_sub(dropped);
+        owned.due |= owned.needs_walk();
         if owned.ids.is_empty() && !owned.due {
-            by_owner.remove(owner);
+            by_owner.remove(&walk.owner);
         }
     }
 
@@ -108,26 +144,30 @@ mod tests {
 
     use super::ByOwner;
 
-    /// A create or an end while the sweep walks an owner counts the ids the walk took out:
-    /// an owner over its bound is walked again at the next sweep.
+    /// An end while the sweep walks an owner waits for that walk: the owner is walked again
+    /// at the next sweep, not by a second walk over the ids created meanwhile.
     #[test]
-    fn changes_during_a_walk_count_the_walked_tasks() {
+    fn changes_during_a_walk_wait_for_it() {
         let by_owner = ByOwner::default();
-        let owner: Arc<str> = Arc::from("o");
         for i in 0..3 {
-            by_owner.created(Arc::clone(&owner), Arc::from(format!("t{i}")), 2);
+            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
+            by_owner.ended("o");
         }
-        let walk = || {
-            let mut due = by_owner.take_due();
-            assert_eq!(due.len(), 1, "the owner is due");
-            due.pop().unwrap().2
-        };
-        let walked = walk();
-        by_owner.ended(&[Arc::clone(&owner)], false);
-        by_owner.put_back(&owner, walked);
-        let walked = walk();
-        by_owner.created(Arc::clone(&owner), Arc::from("t3"), 2);
-        by_owner.put_back(&owner, walked);
-        walk();
+        let mut due = by_owner.take_due();
+        assert_eq!(due.len(), 1, "the owner is due");
+        let walk = due.pop().unwrap();
+        assert_eq!((walk.ids.len(), walk.excess), (3, 1));
+        by_owner.created(Arc::from("o"), Arc::from("t3"), 2);
+        by_owner.ended("o");
+        assert!(
+            by_owner.take_due().is_empty(),
+            "the walk under way holds it"
+        );
+        let mut walk = walk;
+        walk.ids.pop_front();
+        by_owner.put_back(walk, 1, 0);
+        let due = by_owner.take_due();
+        assert_eq!(due.len(), 1, "due again");
+        assert_eq!((due[0].ids.len(), due[0].excess), (3, 1));
     }
 }

@@ -193,7 +193,6 @@ impl TaskStore for MemoryStore {
         let now = self.clock.now_ms();
         let mut failed = self.unreported.take();
         let mut purged = Vec::new();
-        let mut ended = Vec::new();
         for shard in &self.shards {
             let mut shard = shard.lock();
             let shard = &mut *shard;
@@ -206,13 +205,17 @@ impl TaskStore for MemoryStore {
                 };
                 match record::apply_due(entry, now, self.expired_retention_ms) {
                     Due::Purge => {
-                        purged.extend(shard.tasks.remove(&id));
+                        let entry = shard.tasks.remove(&id);
                         self.len.fetch_sub(1, Ordering::Relaxed);
+                        self.purged(entry.iter());
+                        purged.extend(entry);
                     }
                     Due::Expiry => {
                         let purge_at = entry.state.purge_at_ms.unwrap_or(now);
                         shard.deadlines.push(Reverse((purge_at, id.clone())));
-                        ended.push(Arc::clone(&entry.owner));
+                        if entry.bounded {
+                            self.by_owner.ended(&entry.owner);
+                        }
                         failed.push(id);
                     }
                     Due::Nothing => {}
@@ -220,7 +223,6 @@ impl TaskStore for MemoryStore {
             }
         }
         self.forget(purged);
-        self.by_owner.ended(&ended, false);
         self.trim_due();
         Ok(failed)
     }
