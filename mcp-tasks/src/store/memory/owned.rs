@@ -100,14 +100,20 @@ impl ByOwner {
             .filter(|(_, owned)| owned.due && owned.walked == 0)
             .filter_map(|(owner, owned)| {
                 owned.due = false;
-                let walk = Walk {
-                    owner: Arc::clone(owner),
-                    excess: owned.finished.saturating_sub(owned.keep),
-                    whole: owned.gone * 2 > owned.ids.len(),
-                    ids: std::mem::take(&mut owned.ids),
-                };
-                owned.walked = walk.ids.len();
-                (walk.excess > 0 || walk.whole).then_some(walk)
+                let excess = owned.finished.saturating_sub(owned.keep);
+                let whole = owned.gone * 2 > owned.ids.len();
+                if excess == 0 && !whole {
+                    return None;
+                }
+                owned.walked = owned.ids.len();
+                let ids = std::mem::take(&mut owned.ids);
+                let owner = Arc::clone(owner);
+                Some(Walk {
+                    owner,
+                    ids,
+                    excess,
+                    whole,
+                })
             })
             .collect()
     }
@@ -169,5 +175,27 @@ mod tests {
         let due = by_owner.take_due();
         assert_eq!(due.len(), 1, "due again");
         assert_eq!((due[0].ids.len(), due[0].excess), (3, 1));
+    }
+
+    /// An owner due with nothing left to do by the sweep (a purge brought it back to its
+    /// bound) keeps its list, and is walked when it is past its bound again.
+    #[test]
+    fn an_owner_due_for_nothing_keeps_its_list() {
+        let by_owner = ByOwner::default();
+        for i in 0..3 {
+            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
+            by_owner.ended("o");
+        }
+        by_owner.purged("o");
+        assert!(by_owner.take_due().is_empty(), "at its bound again");
+        by_owner.created(Arc::from("o"), Arc::from("t3"), 2);
+        by_owner.ended("o");
+        let due = by_owner.take_due();
+        assert_eq!(due.len(), 1, "past it again");
+        assert_eq!(
+            (due[0].ids.len(), due[0].excess),
+            (4, 1),
+            "with its whole list"
+        );
     }
 }
