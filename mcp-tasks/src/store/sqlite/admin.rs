@@ -15,7 +15,7 @@ use crate::store::{
         AdminStore, StatusCounts, TaskDetail, TaskFilter, TaskPage, TaskQuery, TaskSummary,
         sql::{self, Dialect, Param, count_query, list_query},
     },
-    codec::{self, TaskRow, task_columns, to_i64},
+    codec::{self, Columns, TaskRow, task_columns, to_i64},
     row::{TaskOrigin, origin_columns},
 };
 
@@ -56,14 +56,12 @@ impl AdminStore for SqliteStore {
         let (sql, params) = count_query(&DIALECT, filter, self.clock.now_ms());
         self.read(move |conn| {
             let mut statement = conn.prepare(&sql).map_err(backend)?;
-            let mut rows = statement
-                .query(params_from_iter(values(params)))
-                .map_err(backend)?;
+            let found = all_rows(&mut statement, params_from_iter(values(params)), |row| {
+                Ok((codec::parse_status(&row.text(0)?)?, row.int(1)?))
+            })?;
             let mut counts = StatusCounts::default();
-            while let Some(row) = rows.next().map_err(backend)? {
-                let status: String = row.get(0).map_err(backend)?;
-                let n: i64 = row.get(1).map_err(backend)?;
-                counts.add(codec::parse_status(&status)?, codec::to_u64(n));
+            for (status, n) in found {
+                counts.add(status, codec::to_u64(n));
             }
             Ok(counts)
         })
