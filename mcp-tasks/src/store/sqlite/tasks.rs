@@ -295,16 +295,15 @@ impl TaskStore for SqliteStore {
 /// Applies every expiry that is due: the live tasks past their TTL fail (their ids are
 /// returned), the finished ones past their purge time go.
 fn expire(tx: &mut Tx<'_>) -> Result<Vec<Arc<str>>, StoreError> {
-    let (conn, now) = (tx.conn, tx.now);
     // Live tasks are not indexed in the file: the writer holds their deadlines.
-    let due = tx.live.due(now);
+    let due = tx.live.due(tx.now);
     let mut failed = Vec::with_capacity(due.len());
     for id in due {
         if load_live(tx, &id)?.1 {
             failed.push(id);
         }
     }
-    let purged = delete_tasks(conn, "purge_at_ms <= ?1", params![to_i64(now)])?;
+    let purged = delete_tasks(tx.conn, "purge_at_ms <= ?1", params![to_i64(tx.now)])?;
     tx.effects.push(Effect::Purged(purged));
     Ok(failed)
 }
