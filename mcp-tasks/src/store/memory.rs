@@ -347,14 +347,12 @@ impl MemoryStore {
                 max_tasks: self.max_tasks,
             });
         }
-        let now = self.clock.now_ms();
         let bound = task.max_finished_per_owner.map(|keep| keep.max(1));
-        let state = record::create(task.status_message, task.ttl, now);
         let entry = Entry {
             id: task.id.clone(),
             owner: task.owner,
             tool: task.tool,
-            state,
+            state: record::create(task.status_message, task.ttl, self.clock.now_ms()),
             poll_interval_ms: task.poll_interval.map(crate::clock::millis),
             live: Some(Box::new(Live {
                 pending: record::create_pending(task.answers, task.asked_at_step),

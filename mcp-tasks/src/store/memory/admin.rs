@@ -79,8 +79,7 @@ impl AdminStore for MemoryStore {
             if entry.state.status.is_terminal() {
                 return Err(StoreError::Terminal(entry.state.status));
             }
-            let origin = entry.origin.get_or_insert_with(Box::default);
-            origin.tool_version = Arc::from(version);
+            entry.origin.get_or_insert_with(Box::default).tool_version = Arc::from(version);
             Ok(entry.snapshot())
         })
     }
