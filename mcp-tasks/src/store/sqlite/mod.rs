@@ -254,12 +254,9 @@ impl SqliteStore {
         }
         let index = start % READERS;
         let readers = Arc::clone(&self.readers);
-        tokio::task::spawn_blocking(move || {
-            let conn = readers[index].lock();
-            query(&conn)
-        })
-        .await
-        .map_err(backend)?
+        tokio::task::spawn_blocking(move || query(&readers[index].lock()))
+            .await
+            .map_err(backend)?
     }
 }
 
