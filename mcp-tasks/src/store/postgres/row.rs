@@ -124,9 +124,8 @@ impl Row {
     /// Writes the changeable fields back ([`WRITE_BACK`]).
     pub(super) async fn write_back(&self, tx: &super::pool::Tx) -> Result<(), StoreError> {
         let row = self.task.encode()?;
-        let id = &*self.task.id;
         let head: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
-            &id,
+            &&*self.task.id,
             &row.status,
             &row.status_message,
             &row.last_updated_at_ms,
