@@ -66,10 +66,9 @@ pub(super) fn decode(payload: &str) -> Option<Notice> {
     Some(match prefix {
         notice_prefix!(answers) => {
             let (seq, id) = id.split_once(':')?;
-            let seq = seq.parse().ok()?;
             Notice::Answers {
                 task_id: task(id)?,
-                seq,
+                seq: seq.parse().ok()?,
             }
         }
         notice_prefix!(cancel) => Notice::Cancel(task(id)?),
