@@ -281,11 +281,10 @@ impl TaskStore for PostgresStore {
         let keys: Vec<&str> = ids.iter().map(|id| &**id).collect();
         let context = "could not read the tasks";
         let raws = read(&self.pool, row::SELECT_ANY, &[&keys], context).await?;
-        let mut rows = HashMap::new();
-        for raw in &raws {
-            let row = Row::decode(raw)?;
-            rows.insert(row.task.id.clone(), row.task);
-        }
+        let rows = raws
+            .iter()
+            .map(|raw| Row::decode(raw).map(|row| (row.task.id.clone(), row.task)))
+            .collect::<Result<HashMap<_, _>, _>>()?;
         let mut tasks = Vec::with_capacity(ids.len());
         for id in ids {
             tasks.push(match rows.get(id) {
