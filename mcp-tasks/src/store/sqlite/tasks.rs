@@ -61,8 +61,7 @@ impl TaskStore for SqliteStore {
     async fn get(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
         let now = self.clock.now_ms();
         let key = id.to_owned();
-        let row = self.read(move |conn| load(conn, &key)).await?;
-        match row {
+        match self.read(move |conn| load(conn, &key)).await? {
             Some(row) if record::due(&row.state, now) != Due::Nothing => {
                 let id = id.to_owned();
                 self.write(move |tx: &mut Tx<'_>| {
