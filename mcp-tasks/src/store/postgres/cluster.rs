@@ -61,8 +61,7 @@ impl ClusterStore for PostgresStore {
         let queued = [Notice::Queued(Arc::clone(&lease.task_id))];
         let context = "could not announce the released task";
         notice::announce(&tx, &self.channel, queued, context).await?;
-        tx.commit().await?;
-        Ok(())
+        tx.commit().await
     }
 
     /// A claim (lapsed or queued): the statements that pick and take the rows
