@@ -168,8 +168,7 @@ impl PostgresStore {
                            AND idempotency_key = $3 FOR UPDATE";
                 let context = "could not look up the idempotency key";
                 let params: [&(dyn ToSql + Sync); 3] = [&&*task.owner, &&*task.tool, &&**key];
-                let rows = tx.query(sql, &params, context).await?;
-                if let Some(existing) = rows.first() {
+                if let Some(existing) = tx.query(sql, &params, context).await?.first() {
                     let existing = text(existing, 0)?;
                     let context = "could not read the existing task";
                     let found = tx.query(row::SELECT, &[&existing], context).await?;
@@ -189,8 +188,7 @@ impl PostgresStore {
             }
             let sql = "SELECT 1 FROM tasks WHERE id = $1";
             let context = "could not look up the task id";
-            let taken = tx.query(sql, &[&&*task.id], context).await?;
-            if !taken.is_empty() {
+            if !tx.query(sql, &[&&*task.id], context).await?.is_empty() {
                 tx.rollback().await;
                 return Err(StoreError::DuplicateId);
             }
