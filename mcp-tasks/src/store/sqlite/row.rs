@@ -243,8 +243,7 @@ pub(super) fn insert_task(
     let pending = row.pending.iter().map(|column| column as &dyn ToSql);
     let origin = row.origin.iter().map(|column| column as &dyn ToSql);
     let values: Vec<&dyn ToSql> = head.iter().copied().chain(pending).chain(origin).collect();
-    let inserted = exec(tx.conn, &INSERT, &*values).map_err(backend)?;
-    if inserted == 0 {
+    if exec(tx.conn, &INSERT, &*values).map_err(backend)? == 0 {
         return Err(StoreError::DuplicateId);
     }
     tx.effects.push(Effect::Created {
