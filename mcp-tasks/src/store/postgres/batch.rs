@@ -381,14 +381,18 @@ async fn finish(
     let epoch: Vec<i64> = batch.iter().map(|job| to_i64(job.lease.epoch)).collect();
     let runner: Vec<&str> = batch.iter().map(|job| &*job.lease.instance).collect();
     // What the finish transition writes (record::finish), for many tasks at once.
-    let (ended, message): (Vec<_>, Vec<_>) =
-        (batch.iter().map(|job| record::finished(&job.outcome))).unzip();
+    let (ended, message): (Vec<_>, Vec<_>) = batch
+        .iter()
+        .map(|job| record::finished(&job.outcome))
+        .unzip();
     let status: Vec<_> = ended
         .into_iter()
         .map(codec::status_name)
         .collect::<Result<_, _>>()?;
-    let outcome: Vec<_> =
-        (batch.iter().map(|job| to_json(&job.outcome))).collect::<Result<_, _>>()?;
+    let outcome: Vec<_> = batch
+        .iter()
+        .map(|job| to_json(&job.outcome))
+        .collect::<Result<_, _>>()?;
     let now: Vec<i64> = batch.iter().map(|job| to_i64(job.now)).collect();
     let bound: [&(dyn ToSql + Sync); 8] = [
         &id, &epoch, &runner, &status, &outcome, &message, &now, &channel,
