@@ -196,12 +196,11 @@ impl TaskContext {
         F: FnOnce() -> Fut,
         Fut: Future<Output = T>,
     {
-        let stepped = self
-            .try_step(name, || async {
-                Ok::<T, std::convert::Infallible>(work().await)
-            })
-            .await;
-        stepped.map_err(|error| match error {
+        self.try_step(name, || async {
+            Ok::<T, std::convert::Infallible>(work().await)
+        })
+        .await
+        .map_err(|error| match error {
             StepError::Failure(failure) => failure,
             StepError::Work(never) => match never {},
         })
