@@ -304,11 +304,10 @@ impl CallState {
             before_task,
             key,
         } = ask;
-        if let Some(key) = &key {
-            let fresh = self.chosen_keys.lock().insert(key.clone());
-            if !fresh {
-                return Err(Failure::Error(errors::input_key_reused(key)));
-            }
+        if let Some(key) = &key
+            && !self.chosen_keys.lock().insert(key.clone())
+        {
+            return Err(Failure::Error(errors::input_key_reused(key)));
         }
         // One sequence numbers the generated keys of every route (invariant 14).
         let key = key.unwrap_or_else(|| {
