@@ -397,10 +397,8 @@ fn publish(
     series: HashMap<(String, String), u64>,
     set: fn(&str, &str, u64),
 ) {
-    for (a, b) in sampled.iter() {
-        if !series.contains_key(&(a.clone(), b.clone())) {
-            set(a, b, 0);
-        }
+    for (a, b) in sampled.iter().filter(|key| !series.contains_key(*key)) {
+        set(a, b, 0);
     }
     for ((a, b), tasks) in &series {
         set(a, b, *tasks);
