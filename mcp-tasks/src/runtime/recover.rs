@@ -180,17 +180,16 @@ pub(crate) async fn take(
             report.waiting += 1;
             return Ok(());
         }
-        Some(registered) => {
-            let resumed = resume(
-                runtime,
-                registered,
-                task.clone(),
-                lease.clone(),
-                cause,
-                pass,
-            );
-            resumed.await.err()
-        }
+        Some(registered) => resume(
+            runtime,
+            registered,
+            task.clone(),
+            lease.clone(),
+            cause,
+            pass,
+        )
+        .await
+        .err(),
     };
     let Some(message) = failure else {
         report.resumed += 1;
