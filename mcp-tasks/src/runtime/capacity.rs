@@ -39,8 +39,9 @@ impl OwnerSlot {
     }
 }
 
-/// Gives back one count of `owner`, kept by [`OwnerSlot::hold`].
-pub(super) fn unhold(owners: &Mutex<HashMap<Arc<str>, usize>>, owner: &str) {
+/// Gives back one count of `owner` in `owners` (its entry goes with the last): one kept by
+/// [`OwnerSlot::hold`], or a listen stream's (`server/push/hub.rs`).
+pub(crate) fn unhold(owners: &Mutex<HashMap<Arc<str>, usize>>, owner: &str) {
     let mut owners = owners.lock();
     if let Some(count) = owners.get_mut(owner) {
         *count -= 1;

@@ -70,8 +70,8 @@ use lifecycle::Lifecycle;
 use placement::Placement;
 
 pub use capacity::PriorityInput;
-pub(crate) use capacity::{Capacity, OwnerSlot, Priority};
-use capacity::{ToolLimits, at_capacity, unhold};
+pub(crate) use capacity::{Capacity, OwnerSlot, Priority, unhold};
+use capacity::{ToolLimits, at_capacity};
 pub(crate) use write::WriteError;
 
 pub(crate) use call::Ended;

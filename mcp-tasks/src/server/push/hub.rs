@@ -15,7 +15,7 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 
 use crate::{
     errors,
-    runtime::Runtime,
+    runtime::{Runtime, unhold},
     server::owner::{visible_task, visible_tasks},
     store::{Notice, TaskSnapshot},
 };
@@ -75,13 +75,7 @@ pub(super) struct StreamSlot {
 impl Drop for StreamSlot {
     fn drop(&mut self) {
         if let Some(hub) = self.hub.upgrade() {
-            let mut streams = hub.streams.lock();
-            if let Some(count) = streams.get_mut(&self.owner) {
-                *count -= 1;
-                if *count == 0 {
-                    streams.remove(&self.owner);
-                }
-            }
+            unhold(&hub.streams, &self.owner);
         }
     }
 }
