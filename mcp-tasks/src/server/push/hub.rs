@@ -298,8 +298,7 @@ async fn refresh(runtime: &Runtime, watches: &mut HashMap<Arc<str>, Watch>, id: 
         return;
     }
     // `watches` is the dispatcher's alone: nothing changes it while the read runs.
-    let read = visible_task(runtime, id, &watch.owner).await;
-    match read {
+    match visible_task(runtime, id, &watch.owner).await {
         Ok(Some(snapshot)) => {
             let (state, terminal) = state_of(snapshot);
             if watch.last != state || terminal {
