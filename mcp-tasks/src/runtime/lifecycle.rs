@@ -212,16 +212,15 @@ impl Lifecycle {
         self.loops.wait().await;
         *self.state.lock() = State::Stopped;
         let count = |drained: Drained| self.drained[drained as usize].load(Ordering::Relaxed);
-        let abandoned = count(Drained::Stopped);
         let report = ShutdownReport {
-            abandoned,
+            abandoned: count(Drained::Stopped),
             released: count(Drained::Released),
             left: count(Drained::Left),
             failed: count(Drained::Failed),
         };
-        if abandoned > 0 {
+        if report.abandoned > 0 {
             tracing::info!(
-                abandoned,
+                abandoned = report.abandoned,
                 released = report.released,
                 left = report.left,
                 failed = report.failed,
