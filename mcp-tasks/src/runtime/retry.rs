@@ -80,7 +80,6 @@ impl Runtime {
             None => format!("retried from task {} by an operator", task.id),
             Some(n) => format!("forked from step {n} of task {} by an operator", task.id),
         };
-        let origin = old.origin;
         let mut record = NewTask::new(Arc::clone(&id), task.owner.clone(), task.tool.clone())
             .with_status_message(Some(message))
             .with_ttl(task.ttl_ms.map(std::time::Duration::from_millis));
@@ -88,13 +87,13 @@ impl Runtime {
             record = record.with_poll_interval(std::time::Duration::from_millis(every));
         }
         // The whole origin, so that a field added to it is carried over too.
-        record.origin = origin.clone();
+        record.origin = old.origin.clone();
         record = record
             .with_answers(answers.clone())
             .with_asked_at_step(asked);
         let key = self
             .limited
-            .key_of(&task.tool, &task.owner, &origin.arguments);
+            .key_of(&task.tool, &task.owner, &old.origin.arguments);
         if let Some(key) = key {
             record = record.with_limit_key(Arc::from(key));
         }
@@ -113,7 +112,7 @@ impl Runtime {
             .placement
             .shared()
             .is_none_or(|cluster| cluster.config.execution);
-        let runs_here = executes && self.versions.runs(&task.tool, &origin.tool_version);
+        let runs_here = executes && self.versions.runs(&task.tool, &old.origin.tool_version);
         if let (Some(lease), false) = (&lease, runs_here) {
             // For an instance that runs it (the claims route by version).
             if let Some(cluster) = self.placement.shared() {
@@ -125,7 +124,7 @@ impl Runtime {
             id: Arc::clone(&id),
             owner: task.owner.clone(),
             tool: task.tool.clone(),
-            origin,
+            origin: old.origin,
             answers,
             steps,
             cancel_requested: false,
