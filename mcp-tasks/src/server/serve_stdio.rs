@@ -79,8 +79,7 @@ where
         Ok::<(), io::Error>(())
     };
     let filter = async move {
-        let read = BufReader::new(read);
-        if let Err(error) = filter_input(read, to_rmcp, lines, engine).await {
+        if let Err(error) = filter_input(BufReader::new(read), to_rmcp, lines, engine).await {
             tracing::debug!(%error, "stdio input ended with an error");
         }
         std::future::pending().await
@@ -91,8 +90,7 @@ where
         result = service => result,
         never = filter => never,
     };
-    let written = writer.await.map_err(io::Error::other)?;
-    result.and(written)
+    result.and(writer.await.map_err(io::Error::other)?)
 }
 
 /// rmcp's side of the stdio connection: the messages the filter decoded in, rmcp's
@@ -172,8 +170,7 @@ async fn read_line<R: AsyncBufRead + Unpin>(read: &mut R, limit: usize) -> io::R
                 bytes.extend_from_slice(&available[..take]);
             }
         }
-        let consumed = newline.map_or(take, |n| n + 1);
-        read.consume(consumed);
+        read.consume(newline.map_or(take, |n| n + 1));
         if newline.is_some() {
             return Ok(line.map_or(Line::TooLong, Line::Whole));
         }
