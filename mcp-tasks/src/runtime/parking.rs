@@ -64,8 +64,7 @@ impl Holds {
                 }
             }
         });
-        let hash = self.hasher.hash_one(id);
-        let added = match self.by_hash.entry(hash) {
+        let added = match self.by_hash.entry(self.hasher.hash_one(id)) {
             Entry::Vacant(vacant) => {
                 vacant.insert(index);
                 true
