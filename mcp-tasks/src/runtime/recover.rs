@@ -238,8 +238,7 @@ async fn resume(
     let key = runtime
         .limited
         .key_of(&tool, &task.owner, &task.origin.arguments);
-    let entry = pass.map_or_else(|| runtime.enter(&tool, key.as_deref()), Entry::Pass);
-    let pass = match entry {
+    let pass = match pass.map_or_else(|| runtime.enter(&tool, key.as_deref()), Entry::Pass) {
         Entry::Open => None,
         Entry::Pass(pass) => Some(pass),
         Entry::Held => {
