@@ -93,8 +93,7 @@ impl TaskContext {
             return Err(errors::client_capability_required(capability).into());
         }
         let span = tracing::info_span!("input", key = ask.key.as_deref());
-        let value = self.host.input(ask).instrument(span).await?;
-        serde_json::from_value(value)
+        serde_json::from_value(self.host.input(ask).instrument(span).await?)
             .map_err(|e| Failure::Error(errors::bad_client_answer(what, &e)))
     }
 }
