@@ -138,8 +138,7 @@ impl FromRequest<Admin> for TaskForm {
         let Path(id) = Path::<String>::from_request_parts(&mut parts, admin)
             .await
             .map_err(IntoResponse::into_response)?;
-        let request = Request::from_parts(parts, body);
-        let body = Bytes::from_request(request, admin)
+        let body = Bytes::from_request(Request::from_parts(parts, body), admin)
             .await
             .map_err(IntoResponse::into_response)?;
         let fields: Vec<(String, String)> = form_urlencoded::parse(&body).into_owned().collect();
