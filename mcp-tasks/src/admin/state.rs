@@ -123,8 +123,7 @@ impl Admin {
         let set = store.set_tool_version(id, &version).await;
         let path = "/admin/api/tasks/{id}/version";
         let task = audit("set_version", id, client, path, set, |_| "done")?;
-        let started = self.engine.runtime.reversioned(id).await?;
-        Ok((task, started))
+        Ok((task, self.engine.runtime.reversioned(id).await?))
     }
 
     /// Retries task `id` (`from_step: None`) or forks it from step `from_step`: a new task
