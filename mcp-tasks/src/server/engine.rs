@@ -297,9 +297,8 @@ impl Engine {
                 // This round's requests, and a sealed `requestState` with every answer so far
                 // and the keys asked, so the retry needs only the new answers (C19, C20).
                 let state = self.request_state.seal(&binding, requests.keys(), &answers);
-                let mut result = InputRequiredResult::new(Some(requests), Some(state));
-                result.meta = Some(self.meta());
-                CallToolResponse::InputRequired(result)
+                let result = InputRequiredResult::new(Some(requests), Some(state));
+                CallToolResponse::InputRequired(result.with_meta(self.meta()))
             }
         })
     }
