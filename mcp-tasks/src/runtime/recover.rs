@@ -173,9 +173,8 @@ pub(crate) async fn take(
         }
         Some(registered) if registered.definition.version() != &*task.origin.tool_version => {
             // Left for a server that runs its version (`versions.rs`).
-            let have = registered.definition.version();
             runtime
-                .wait_for_version(&task, have, lease.as_ref())
+                .wait_for_version(&task, registered.definition.version(), lease.as_ref())
                 .await?;
             report.waiting += 1;
             return Ok(());
