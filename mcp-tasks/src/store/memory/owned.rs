@@ -2,8 +2,10 @@
 //!
 //! A create with a bound appends its id to its owner's list, in one map behind one mutex,
 //! and the owner counts how many of its listed tasks are finished and how many are gone
-//! (purged, their ids not yet dropped from the list). Each change is counted under the lock
-//! of the task's shard, so a count is never behind what a sweep reads of the task.
+//! (purged, their ids not yet dropped from the list). A create, an end and a purge are
+//! counted under the lock of the task's shard, so a count is never behind what a sweep reads
+//! of the task; what a walk removes is counted when it puts the list back, and no other walk
+//! takes that owner meanwhile.
 //!
 //! The sweep ([`TaskStore::expire_due`]) walks the owners that are due, oldest task first,
 //! and removes the finished tasks past the bound until as many are left as it keeps: the
