@@ -288,7 +288,9 @@ impl MemoryStore {
             Due::Purge => {
                 let purged = shard.tasks.remove(id);
                 self.len.fetch_sub(1, Ordering::Relaxed);
-                self.purged(purged.iter());
+                if let Some(entry) = &purged {
+                    self.purged(entry);
+                }
                 drop(guard);
                 // A caller that holds the key map (`forget` false) maps the key anew itself.
                 if let Some(mut entry) = purged {
@@ -313,10 +315,10 @@ impl MemoryStore {
         done
     }
 
-    /// Counts the tasks `removed` from a shard (purged, each finished), under its lock,
-    /// against their owners' bounds.
-    fn purged<'a>(&self, removed: impl Iterator<Item = &'a Entry>) {
-        for entry in removed.filter(|entry| entry.bounded) {
+    /// Counts a finished task removed from its shard (purged), under the shard's lock,
+    /// against its owner's bound.
+    fn purged(&self, entry: &Entry) {
+        if entry.bounded {
             self.by_owner.purged(&entry.owner);
         }
     }

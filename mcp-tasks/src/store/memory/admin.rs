@@ -95,7 +95,7 @@ impl AdminStore for MemoryStore {
             });
             for (_, entry) in finished {
                 self.len.fetch_sub(1, Ordering::Relaxed);
-                self.purged(std::iter::once(&entry));
+                self.purged(&entry);
                 purged.push(entry);
             }
         }

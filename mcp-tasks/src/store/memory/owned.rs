@@ -46,9 +46,19 @@ struct Owned {
 }
 
 impl Owned {
+    /// How many of its finished tasks are past its bound.
+    fn excess(&self) -> usize {
+        self.finished.saturating_sub(self.keep)
+    }
+
+    /// Whether over half of its list (counting the ids a walk under way took out) is gone.
+    fn half_gone(&self) -> bool {
+        self.gone * 2 > self.ids.len() + self.walked
+    }
+
     /// Whether a walk has work: finished tasks past the bound, or a list over half gone.
     fn needs_walk(&self) -> bool {
-        self.finished > self.keep || self.gone * 2 > self.ids.len() + self.walked
+        self.excess() > 0 || self.half_gone()
     }
 }
 
@@ -102,8 +112,7 @@ impl ByOwner {
             .filter(|(_, owned)| owned.due && owned.walked == 0)
             .filter_map(|(owner, owned)| {
                 owned.due = false;
-                let excess = owned.finished.saturating_sub(owned.keep);
-                let whole = owned.gone * 2 > owned.ids.len();
+                let (excess, whole) = (owned.excess(), owned.half_gone());
                 if excess == 0 && !whole {
                     return None;
                 }

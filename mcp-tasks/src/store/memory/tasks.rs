@@ -205,10 +205,11 @@ impl TaskStore for MemoryStore {
                 };
                 match record::apply_due(entry, now, self.expired_retention_ms) {
                     Due::Purge => {
-                        let entry = shard.tasks.remove(&id);
-                        self.len.fetch_sub(1, Ordering::Relaxed);
-                        self.purged(entry.iter());
-                        purged.extend(entry);
+                        if let Some(entry) = shard.tasks.remove(&id) {
+                            self.len.fetch_sub(1, Ordering::Relaxed);
+                            self.purged(&entry);
+                            purged.push(entry);
+                        }
                     }
                     Due::Expiry => {
                         let purge_at = entry.state.purge_at_ms.unwrap_or(now);
