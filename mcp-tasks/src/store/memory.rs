@@ -408,7 +408,12 @@ impl MemoryStore {
                 let mut shard = self.shard(&id);
                 match shard.tasks.get(&id) {
                     None => dropped += 1,
-                    Some(entry) if removed < walk.excess && entry.state.status.is_terminal() => {
+                    // Not once a purge since the walk began brought the owner to its bound.
+                    Some(entry)
+                        if removed < walk.excess
+                            && entry.state.status.is_terminal()
+                            && self.by_owner.remove_one(&walk.owner) =>
+                    {
                         let entry = shard.tasks.remove(&id);
                         drop(shard);
                         removed += 1;
@@ -421,7 +426,7 @@ impl MemoryStore {
             for id in kept.into_iter().rev() {
                 walk.ids.push_front(id);
             }
-            self.by_owner.put_back(walk, removed, dropped);
+            self.by_owner.put_back(walk, dropped);
         }
         read
     }

@@ -2,9 +2,11 @@
 //!
 //! A create with a bound appends its id to its owner's list, in one map behind one mutex,
 //! and the owner counts how many of its listed tasks are finished and how many are gone
-//! (purged, their ids not yet dropped from the list). A create, an end and a purge are
-//! counted under the lock of the task's shard, so a count is never behind what a sweep reads
-//! of the task; what a walk removes is counted when it puts the list back, and no other walk
+//! (purged, their ids not yet dropped from the list). A create, an end, a purge and a walk's
+//! removal are counted under the lock of the task's shard, so a count is never behind what a
+//! sweep reads of the task. A walk removes a task only while its owner is past its bound at
+//! that moment: a purge meanwhile (an operator's, or another call's expiry) leaves it fewer
+//! to remove. The ids a walk drops are counted when it puts the list back, and no other walk
 //! takes that owner meanwhile.
 //!
 //! The sweep ([`TaskStore::expire_due`]) walks the owners that are due, oldest task first,
@@ -34,8 +36,7 @@ struct Owned {
     ids: VecDeque<Arc<str>>,
     /// The bound of the owner's latest create.
     keep: usize,
-    /// How many of the listed tasks are finished and still stored, counting those that a
-    /// walk under way removed (until [`ByOwner::put_back`] takes them off).
+    /// How many of the listed tasks are finished and still stored.
     finished: usize,
     /// How many of the listed tasks are gone, counting those that a walk under way dropped.
     gone: usize,
@@ -67,7 +68,8 @@ impl Owned {
 pub(super) struct Walk {
     pub(super) owner: Arc<str>,
     pub(super) ids: VecDeque<Arc<str>>,
-    /// How many finished tasks to remove, oldest first.
+    /// How many finished tasks it may remove, oldest first: those past the bound when it
+    /// began (each removal checks the bound again, [`ByOwner::remove_one`]).
     pub(super) excess: usize,
     /// Whether to walk the whole list, dropping the ids of tasks that are gone.
     pub(super) whole: bool,
@@ -94,6 +96,17 @@ impl ByOwner {
             owned.finished = owned.finished.saturating_sub(1);
             owned.gone += 1;
         });
+    }
+
+    /// Whether a walk may remove one more finished task of `owner`, which it then does (under
+    /// the task's shard lock): only while the owner is past its bound.
+    pub(super) fn remove_one(&self, owner: &str) -> bool {
+        let mut by_owner = self.0.lock();
+        let Some(owned) = by_owner.get_mut(owner).filter(|owned| owned.excess() > 0) else {
+            return false;
+        };
+        owned.finished -= 1;
+        true
     }
 
     fn change(&self, owner: &str, f: impl FnOnce(&mut Owned)) {
@@ -130,9 +143,9 @@ impl ByOwner {
     }
 
     /// The end of `walk`: its ids are what it left (oldest first), before those of the tasks
-    /// created meanwhile; it `removed` finished tasks and `dropped` the ids of tasks that
-    /// were gone. An owner left with none is forgotten.
-    pub(super) fn put_back(&self, walk: Walk, removed: usize, dropped: usize) {
+    /// created meanwhile; it `dropped` the ids of tasks that were gone. An owner left with
+    /// none is forgotten.
+    pub(super) fn put_back(&self, walk: Walk, dropped: usize) {
         let mut by_owner = self.0.lock();
         let Some(owned) = by_owner.get_mut(&walk.owner) else {
             return;
@@ -140,7 +153,6 @@ impl ByOwner {
         let newer = std::mem::replace(&mut owned.ids, walk.ids);
         owned.ids.extend(newer);
         owned.walked = 0;
-        owned.finished = owned.finished.saturating_sub(removed);
         owned.gone = owned.gone.saturating_sub(dropped);
         owned.due |= owned.needs_walk();
         if owned.ids.is_empty() && !owned.due {
@@ -182,10 +194,29 @@ mod tests {
         );
         let mut walk = walk;
         walk.ids.pop_front();
-        by_owner.put_back(walk, 1, 0);
+        assert!(by_owner.remove_one("o"));
+        by_owner.put_back(walk, 0);
         let due = by_owner.take_due();
         assert_eq!(due.len(), 1, "due again");
         assert_eq!((due[0].ids.len(), due[0].excess), (3, 1));
+    }
+
+    /// A purge while a walk is under way (an operator's, or another call's expiry) leaves
+    /// the walk fewer tasks to remove: it never takes the owner below its bound.
+    #[test]
+    fn a_purge_during_a_walk_leaves_it_less_to_remove() {
+        let by_owner = ByOwner::default();
+        for i in 0..4 {
+            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
+            by_owner.ended("o");
+        }
+        let walk = by_owner.take_due().pop().expect("the owner is due");
+        assert_eq!(walk.excess, 2);
+        by_owner.purged("o");
+        assert!(by_owner.remove_one("o"), "one is still past the bound");
+        assert!(!by_owner.remove_one("o"), "the purge took the other");
+        by_owner.put_back(walk, 0);
+        assert!(by_owner.take_due().is_empty(), "at its bound");
     }
 
     /// An owner due with nothing left to do by the sweep (a purge brought it back to its
