@@ -193,15 +193,13 @@ impl CallState {
     /// Ends the promotion once the record exists: flushes a message set meanwhile and lets
     /// waiting input requests and steps go on.
     pub(super) async fn finish_promotion(&self) {
-        let late_message = match std::mem::replace(&mut *self.phase.lock(), Phase::Task) {
-            Phase::Pending {
-                message,
-                dirty: true,
-                ..
-            } => Some(message),
-            _ => None,
-        };
-        if let Some(message) = late_message {
+        let phase = std::mem::replace(&mut *self.phase.lock(), Phase::Task);
+        if let Phase::Pending {
+            message,
+            dirty: true,
+            ..
+        } = phase
+        {
             self.write_status(message).await;
         }
         self.bound.store(true, Ordering::Release);
