@@ -337,11 +337,10 @@ impl CallState {
         {
             return Ok(value);
         }
-        let at_step = self.step_seq.load(Ordering::Relaxed);
         let ask = Transition::RequestInput {
             key: key.clone(),
             request,
-            at_step,
+            at_step: self.step_seq.load(Ordering::Relaxed),
         };
         match runtime.write(&self.parts.id, ask).await {
             Ok(()) => {}
