@@ -370,13 +370,9 @@ impl CallState {
     async fn stored_answer(&self, key: &str) -> Result<Option<Value>, Failure> {
         let runtime = &self.parts.runtime;
         match runtime.store.stored_answers(&self.parts.id).await {
-            Ok(mut stored) => {
-                let answer = stored.remove(key);
-                if answer.is_some() {
-                    runtime.forget_input(&self.parts.id, key);
-                }
-                Ok(answer)
-            }
+            Ok(mut stored) => Ok(stored
+                .remove(key)
+                .inspect(|_| runtime.forget_input(&self.parts.id, key))),
             Err(StoreError::NotFound) => Err(Failure::Cancelled),
             Err(error) => Err(Failure::Error(errors::store_failure(&error))),
         }
