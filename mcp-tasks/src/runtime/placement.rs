@@ -118,10 +118,9 @@ impl Placement {
     pub(crate) fn fence(&self, held: impl FnOnce() -> Option<Lease>) -> Fence<'_> {
         match self {
             Self::Local => Fence::Unfenced,
-            Self::Cluster(cluster) => match held() {
-                Some(lease) => Fence::Held(cluster, lease),
-                None => Fence::Lost,
-            },
+            Self::Cluster(cluster) => {
+                held().map_or(Fence::Lost, |lease| Fence::Held(cluster, lease))
+            }
         }
     }
 }
