@@ -382,10 +382,7 @@ impl Runtime {
     /// `read_ended`).
     pub(crate) async fn read(&self, id: &str) -> Result<Option<TaskSnapshot>, StoreError> {
         let snapshot = self.store.get(id).await?;
-        if let Some(snapshot) = &snapshot {
-            self.read_ended(snapshot);
-        }
-        Ok(snapshot)
+        Ok(snapshot.inspect(|snapshot| self.read_ended(snapshot)))
     }
 
     /// A read found `snapshot`: when it has ended, the read may have been the first to apply
