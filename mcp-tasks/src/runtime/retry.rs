@@ -83,9 +83,7 @@ impl Runtime {
         let mut record = NewTask::new(Arc::clone(&id), task.owner.clone(), task.tool.clone())
             .with_status_message(Some(message))
             .with_ttl(task.ttl_ms.map(std::time::Duration::from_millis));
-        if let Some(every) = task.poll_interval_ms {
-            record = record.with_poll_interval(std::time::Duration::from_millis(every));
-        }
+        record.poll_interval = task.poll_interval_ms.map(std::time::Duration::from_millis);
         // The whole origin, so that a field added to it is carried over too.
         record.origin = old.origin.clone();
         record = record
@@ -94,9 +92,7 @@ impl Runtime {
         let key = self
             .limited
             .key_of(&task.tool, &task.owner, &old.origin.arguments);
-        if let Some(key) = key {
-            record = record.with_limit_key(Arc::from(key));
-        }
+        record.limit_key = key.map(Arc::from);
         let record = self.placement.place(record, true, usize::MAX);
         let lease = Lease::first(&record);
         if let Created::Existing(_) = self.store.create(record).await? {

@@ -188,14 +188,10 @@ impl Call<'_> {
                 arguments: self.arguments,
             }));
         }
-        if let Some(key) = self.limit_key() {
-            task = task.with_limit_key(Arc::from(key));
-        }
+        task.limit_key = self.limit_key().map(Arc::from);
         let quota = self.runtime.limits.max_live_tasks_per_owner();
         task = self.runtime.placement.place(task, runs, quota);
-        if let Some(key) = &self.idempotency_key {
-            task = task.with_idempotency_key(key.clone());
-        }
+        task.idempotency_key = self.idempotency_key.clone();
         task
     }
 
