@@ -383,15 +383,12 @@ impl Call<'_> {
             .new_task(id.clone(), message, true)
             .with_answers(call.round_trip_taken());
         let lease = Lease::first(&record);
-        let created = self.create(record).await;
         // Not created, or a retry of a call that created its task already (same owner, tool
         // and idempotency key; that task answers): this run of the work stops before its
         // first step or input request (both wait for a record of their own).
-        if !matches!(created, Ok((_, true))) {
-            cancel.cancel();
-        }
-        let (task, new) = created?;
+        let (task, new) = self.create(record).await.inspect_err(|_| cancel.cancel())?;
         if !new {
+            cancel.cancel();
             return Ok(Answer::Task(task));
         }
         let runtime = self.runtime;
