@@ -182,15 +182,13 @@ impl Runtime {
 /// single-process store whose toolkit limits a tool.
 pub(crate) async fn dispatch_loop(runtime: Arc<Runtime>) {
     let stop = runtime.lifecycle.intake.clone();
-    let freed = Arc::clone(&runtime.limited.freed);
     let mut wait = None;
     loop {
-        let sleep = wait.unwrap_or(Duration::from_secs(3600));
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            () = freed.notified() => {}
-            () = tokio::time::sleep(sleep) => {}
+            () = runtime.limited.freed.notified() => {}
+            () = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => {}
         }
         wait = runtime.start_held();
     }
