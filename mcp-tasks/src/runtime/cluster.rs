@@ -252,7 +252,6 @@ impl Runtime {
 /// its batch (see [`claim`]).
 async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
     let stop = runtime.lifecycle.intake.clone();
-    let claim_now = &runtime.parking.claim_now;
     let mut tick = tokio::time::interval(instance.config.claim_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sampled = HashSet::new();
@@ -269,7 +268,7 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
                     sample_versions(&runtime, &instance, &mut versions).await;
                 }
             }
-            () = claim_now.notified() => {}
+            () = runtime.parking.claim_now.notified() => {}
         }
         if let Err(error) = claim(&runtime, &instance).await {
             tracing::warn!(%error, "claiming tasks failed; retrying");
