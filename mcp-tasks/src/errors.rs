@@ -114,8 +114,7 @@ pub fn store_failure(error: &crate::store::StoreError) -> ErrorData {
 
 /// An error with its sources, in one line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let chain = std::iter::successors(Some(error), |error| error.source());
-    chain
+    std::iter::successors(Some(error), |error| error.source())
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(": ")
