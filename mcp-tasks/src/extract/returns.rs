@@ -376,11 +376,7 @@ impl<E> MessageKind<E> {
         E: ErrorMessage,
     {
         ErrOps {
-            err: |error| {
-                Ok(CallToolResult::error(vec![ContentBlock::text(
-                    error.to_string(),
-                )]))
-            },
+            err: |error| ToolError::new(error.to_string()).into_outcome(),
         }
     }
 }
