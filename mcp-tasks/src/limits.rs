@@ -249,9 +249,7 @@ impl Limits {
             .nth(self.max_status_chars.saturating_sub(1));
         match last_kept {
             Some((cut, _)) if message[cut..].chars().nth(1).is_some() => {
-                let mut clipped = message[..cut].to_owned();
-                clipped.push('…');
-                clipped
+                format!("{}…", &message[..cut])
             }
             _ => message,
         }
