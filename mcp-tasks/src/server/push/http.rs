@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use axum::{
     body::{Body, Bytes},
     extract::Request,
-    http::{HeaderValue, Method, StatusCode, header},
+    http::{Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use rmcp::transport::streamable_http_server::{
@@ -127,11 +127,8 @@ fn sse(subscription: Subscription, bounds: ListenBounds, presented: Option<Prese
         Some((Ok::<_, Infallible>(Bytes::from(event)), Some(stream)))
     });
     let headers = [
-        (
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        ),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        (header::CONTENT_TYPE, "text/event-stream"),
+        (header::CACHE_CONTROL, "no-cache"),
     ];
     (headers, Body::from_stream(events)).into_response()
 }
