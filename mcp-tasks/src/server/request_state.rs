@@ -84,13 +84,12 @@ impl RequestStateKey {
     pub fn new(secret: impl Into<Vec<u8>>) -> Result<Self, RequestStateKeyError> {
         let secret = secret.into();
         let actual = secret.len();
-        match RequestStateCodec::try_new(secret) {
-            Ok(codec) => Ok(Self { codec }),
-            Err(_) => Err(RequestStateKeyError::TooShort {
+        RequestStateCodec::try_new(secret)
+            .map(|codec| Self { codec })
+            .map_err(|_| RequestStateKeyError::TooShort {
                 minimum: Self::MIN_LEN,
                 actual,
-            }),
-        }
+            })
     }
 
     /// A key of 32 bytes from the operating system's CSPRNG.
