@@ -75,8 +75,7 @@ where
     };
     let service = async move {
         let running = server.serve(transport).await.map_err(io::Error::other)?;
-        running.waiting().await.map_err(io::Error::other)?;
-        Ok::<(), io::Error>(())
+        running.waiting().await.map(drop).map_err(io::Error::other)
     };
     let filter = async move {
         if let Err(error) = filter_input(BufReader::new(read), to_rmcp, lines, engine).await {
