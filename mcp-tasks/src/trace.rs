@@ -57,9 +57,8 @@ impl TraceContext {
     /// characters (the fields this version knows).
     #[must_use]
     pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<Self> {
-        let traceparent = valid_traceparent(traceparent)?;
         Some(Self {
-            traceparent: Box::from(traceparent),
+            traceparent: Box::from(valid_traceparent(traceparent)?),
             tracestate: tracestate
                 .filter(|state| valid_tracestate(state))
                 .map(Box::from),
@@ -189,10 +188,9 @@ pub(crate) fn without_context(meta: &JsonObject) -> JsonObject {
 /// The first 55 characters of a valid `traceparent`, or `None`.
 fn valid_traceparent(text: &str) -> Option<&str> {
     let bytes = text.as_bytes();
-    let version = text.get(0..2)?;
     // Version ff is invalid; version 00 is exactly 55 characters; a later version may
     // append fields after a dash.
-    let fits = match version {
+    let fits = match text.get(0..2)? {
         "00" => bytes.len() == TRACEPARENT_LEN,
         "ff" => false,
         _ => {
