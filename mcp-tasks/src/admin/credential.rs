@@ -103,8 +103,7 @@ pub(super) fn presented(headers: &HeaderMap, basic: bool) -> Option<String> {
         return Some(rest.trim().to_owned());
     }
     if basic && scheme.eq_ignore_ascii_case("basic") {
-        let decoded = BASE64.decode(rest.trim()).ok()?;
-        let text = String::from_utf8(decoded).ok()?;
+        let text = String::from_utf8(BASE64.decode(rest.trim()).ok()?).ok()?;
         return text
             .split_once(':')
             .map(|(_, password)| password.to_owned());
