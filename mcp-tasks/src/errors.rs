@@ -363,12 +363,10 @@ pub fn too_many_listen_task_ids(count: usize, limit: usize) -> ErrorData {
 pub fn to_object(error: &ErrorData) -> JsonObject {
     match serde_json::to_value(error) {
         Ok(serde_json::Value::Object(map)) => map,
-        _ => {
-            let mut map = JsonObject::new();
-            map.insert("code".into(), json!(error.code.0));
-            map.insert("message".into(), json!(error.message));
-            map
-        }
+        _ => JsonObject::from_iter([
+            ("code".to_owned(), json!(error.code.0)),
+            ("message".to_owned(), json!(error.message)),
+        ]),
     }
 }
 
