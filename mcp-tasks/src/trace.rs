@@ -69,8 +69,7 @@ impl TraceContext {
     #[must_use]
     pub fn from_meta(meta: &JsonObject) -> Option<Self> {
         let traceparent = meta.get(TRACEPARENT)?.as_str()?;
-        let tracestate = meta.get(TRACESTATE).and_then(Value::as_str);
-        Self::parse(traceparent, tracestate)
+        Self::parse(traceparent, meta.get(TRACESTATE).and_then(Value::as_str))
     }
 
     /// The context of the current `tracing` span's OpenTelemetry span, when it has a valid
