@@ -63,7 +63,7 @@ where
     };
     match opened.await {
         Ok(subscription) => sse(subscription, bounds, presented),
-        Err(refusal) => refuse(refusal),
+        Err((id, error)) => guard::error_reply(StatusCode::BAD_REQUEST, id, error),
     }
 }
 
@@ -99,10 +99,6 @@ fn check_headers(headers: &axum::http::HeaderMap, message: &Value) -> Result<(),
         )));
     }
     Ok(())
-}
-
-fn refuse((id, error): Refusal) -> Response {
-    guard::error_reply(StatusCode::BAD_REQUEST, id, error)
 }
 
 /// The stream as server-sent events, one JSON-RPC message per event. Dropped when the
