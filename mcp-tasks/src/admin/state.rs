@@ -46,10 +46,9 @@ impl Admin {
     /// Checks the credential `request` presents (HTTP Basic's password too when `basic`),
     /// through the throttle.
     pub(super) fn check(&self, request: &axum::extract::Request, basic: bool) -> Checked {
-        let presented = presented(request.headers(), basic);
         self.throttle.check(
             &self.credential,
-            presented.as_deref(),
+            presented(request.headers(), basic).as_deref(),
             Client::of(request.extensions()),
             request.uri().path(),
         )
