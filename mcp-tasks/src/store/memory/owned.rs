@@ -173,15 +173,21 @@ mod tests {
 
     use super::ByOwner;
 
+    /// Owner `o` with `tasks` finished tasks, `t0` first, each created with a bound of 2.
+    fn finished_tasks(tasks: usize) -> ByOwner {
+        let by_owner = ByOwner::default();
+        for i in 0..tasks {
+            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
+            by_owner.ended("o");
+        }
+        by_owner
+    }
+
     /// An end while the sweep walks an owner waits for that walk: the owner is walked again
     /// at the next sweep, not by a second walk over the ids created meanwhile.
     #[test]
     fn changes_during_a_walk_wait_for_it() {
-        let by_owner = ByOwner::default();
-        for i in 0..3 {
-            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
-            by_owner.ended("o");
-        }
+        let by_owner = finished_tasks(3);
         let mut due = by_owner.take_due();
         assert_eq!(due.len(), 1, "the owner is due");
         let walk = due.pop().unwrap();
@@ -205,11 +211,7 @@ mod tests {
     /// the walk fewer tasks to remove: it never takes the owner below its bound.
     #[test]
     fn a_purge_during_a_walk_leaves_it_less_to_remove() {
-        let by_owner = ByOwner::default();
-        for i in 0..4 {
-            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
-            by_owner.ended("o");
-        }
+        let by_owner = finished_tasks(4);
         let walk = by_owner.take_due().pop().expect("the owner is due");
         assert_eq!(walk.excess, 2);
         by_owner.purged("o");
@@ -223,11 +225,7 @@ mod tests {
     /// bound) keeps its list, and is walked when it is past its bound again.
     #[test]
     fn an_owner_due_for_nothing_keeps_its_list() {
-        let by_owner = ByOwner::default();
-        for i in 0..3 {
-            by_owner.created(Arc::from("o"), Arc::from(format!("t{i}")), 2);
-            by_owner.ended("o");
-        }
+        let by_owner = finished_tasks(3);
         by_owner.purged("o");
         assert!(by_owner.take_due().is_empty(), "at its bound again");
         by_owner.created(Arc::from("o"), Arc::from("t3"), 2);
