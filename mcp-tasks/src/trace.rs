@@ -166,22 +166,13 @@ impl TraceContext {
 }
 
 /// The trace context of a `tools/call` whose `_meta` is `meta`: the one the client sent,
-/// else, under the `opentelemetry` feature, the current span's. The stored `_meta` goes
-/// without it ([`without_context`]), so it never holds a malformed one.
+/// else, under the `opentelemetry` feature, the current span's. The task stores it on its
+/// own, validated; the `_meta` it stores does not hold it, so it never holds a malformed one.
 pub(crate) fn of_call(meta: &JsonObject) -> Option<TraceContext> {
     let sent = TraceContext::from_meta(meta);
     #[cfg(feature = "opentelemetry")]
     let sent = sent.or_else(TraceContext::current);
     sent
-}
-
-/// A call's `_meta` as its task stores it: without the trace context, which is stored on its
-/// own, validated ([`of_call`]).
-pub(crate) fn without_context(meta: &JsonObject) -> JsonObject {
-    let mut meta = meta.clone();
-    meta.remove(TRACEPARENT);
-    meta.remove(TRACESTATE);
-    meta
 }
 
 /// The first 55 characters of a valid `traceparent`, or `None`.

@@ -40,7 +40,8 @@ pub struct TaskOrigin {
     pub tool_version: Arc<str>,
     /// The call's arguments.
     pub arguments: JsonObject,
-    /// The `_meta` of the creating request (protocol version, client capabilities).
+    /// What the task keeps of the creating request's `_meta`: its protocol version and client
+    /// capabilities, which a replay reads.
     pub request_meta: JsonObject,
     /// The W3C trace context of the creating call ([`crate::trace`]), continued by every run
     /// of the task's work.

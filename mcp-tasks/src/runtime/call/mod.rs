@@ -152,6 +152,17 @@ pub(crate) struct Call<'a> {
     pub(crate) trace: Option<TraceContext>,
 }
 
+/// What a task stores of its creating call's `_meta`: the protocol version and the client's
+/// capabilities, which a replay reads. The rest (the client's info, a progress token, the
+/// trace context, which is stored on its own, and any key of the client's) is not stored, so
+/// a client's `_meta` does not grow every task it creates.
+fn stored_meta(meta: &JsonObject) -> JsonObject {
+    rmcp::model::RequestMetaObject::DRAFT_REQUIRED_KEYS
+        .iter()
+        .filter_map(|key| Some(((*key).to_owned(), meta.get(*key)?.clone())))
+        .collect()
+}
+
 impl Call<'_> {
     fn parts(&mut self, id: Arc<str>, cancel: CancellationToken) -> CallParts {
         CallParts {
@@ -178,7 +189,7 @@ impl Call<'_> {
             .with_poll_interval(definition.poll_interval())
             .with_arguments(self.arguments.clone())
             .with_tool_version(Arc::from(definition.version()))
-            .with_request_meta(crate::trace::without_context(self.request_meta))
+            .with_request_meta(stored_meta(self.request_meta))
             .with_trace_context(self.trace.clone())
             .with_max_finished_per_owner(self.runtime.limits.max_finished_tasks_per_owner());
         if let Some(priority) = &self.runtime.priority {
@@ -484,5 +495,34 @@ fn inline_answer(tool: &str, ended: Ended) -> Result<Answer, ErrorData> {
             tracing::error!(tool, panic, "tool panicked");
             Err(errors::tool_panicked(tool, &panic))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_task_stores_only_what_a_replay_reads_of_the_meta() {
+        let capabilities = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": { "name": "c", "version": "1" },
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+            "progressToken": 7,
+            "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "com.example/large": "x".repeat(10_000),
+        });
+        let stored = stored_meta(meta.as_object().unwrap());
+        assert_eq!(
+            serde_json::Value::Object(stored),
+            json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": capabilities,
+            })
+        );
+        assert!(stored_meta(&JsonObject::new()).is_empty());
     }
 }
