@@ -277,12 +277,12 @@ pub(crate) fn task_created(tool: &Arc<str>) {
 }
 
 /// The outcome of task `id` of `tool` was stored with final `status`.
-pub(crate) fn task_finished(id: &str, tool: &str, status: TaskStatus) {
+pub(crate) fn task_finished(id: &str, tool: &Arc<str>, status: TaskStatus) {
     let status = crate::store::admin::status_word(status);
-    let tool = tool.to_owned();
-    counter!(TASKS_FINISHED, "tool" => tool.clone(), "status" => status).increment(1);
+    counter!(TASKS_FINISHED, "tool" => Arc::clone(tool), "status" => status).increment(1);
     if let Some(age) = age(id) {
-        ::metrics::histogram!(TASK_DURATION, "tool" => tool, "status" => status).record(age);
+        ::metrics::histogram!(TASK_DURATION, "tool" => Arc::clone(tool), "status" => status)
+            .record(age);
     }
 }
 

@@ -97,7 +97,7 @@ impl Runtime {
     /// the task stays as stored for the next start); a `fail` task ends `failed` saying the
     /// server was shut down. Work dropped because the last handle went away (no shutdown)
     /// leaves its task as stored, as a crash would.
-    async fn abandon(&self, id: &Arc<str>, tool: &str) {
+    async fn abandon(&self, id: &Arc<str>, tool: &Arc<str>) {
         let Some(live) = self.get_live(id) else {
             return;
         };
@@ -159,13 +159,13 @@ impl Runtime {
     }
 
     /// Stores how a task's work ended as its terminal state.
-    pub(crate) async fn finish(&self, id: &Arc<str>, tool: &str, ended: Ended) {
+    pub(crate) async fn finish(&self, id: &Arc<str>, tool: &Arc<str>, ended: Ended) {
         let outcome = match ended {
             Ended::Completed(result) => Outcome::Completed(result_object(&result)),
             Ended::Cancelled => Outcome::Cancelled,
             Ended::Failed(error) => Outcome::Failed(errors::to_object(&error)),
             Ended::Panicked(panic) => {
-                tracing::error!(task_id = %id, tool, panic, "tool panicked");
+                tracing::error!(task_id = %id, tool = &**tool, panic, "tool panicked");
                 Outcome::Failed(errors::to_object(&errors::tool_panicked(tool, &panic)))
             }
         };
