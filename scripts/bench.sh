@@ -19,6 +19,8 @@
 #   BENCH_OURS_ARGS="--keep-finished 1000000" ...   # more arguments for ours (not ours-ab):
 #                                  # here, keep every finished task for its TTL, as builds
 #                                  # before the finished-task bound (wave 4) did
+#   BENCH_AB_ARGS="--keep-finished 1000000" ...     # more arguments for ours-ab, when the
+#                                  # other build takes them too
 #
 # The Postgres servers use MCP_TASKS_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)
 # and a schema of their own, dropped (psql) before each measurement. Postgres itself is not
@@ -99,7 +101,7 @@ server_cmd() { # name port
     ours) echo "$BIN/bench-ours --port $2 ${BENCH_OURS_ARGS:-}" ;;
     ours-sqlite) echo "$BIN/bench-ours --port $2 --store sqlite" ;;
     ours-postgres) echo "$BIN/bench-ours --port $2 --store postgres" ;;
-    ours-ab) echo "$BENCH_AB_BIN/bench-ours --port $2" ;;
+    ours-ab) echo "$BENCH_AB_BIN/bench-ours --port $2 ${BENCH_AB_ARGS:-}" ;;
     ours-metrics) echo "$BIN/bench-ours --port $2 --metrics prometheus" ;;
     rmcp) echo "$BIN/bench-rmcp --port $2" ;;
     echo) echo "$BIN/bench-echo --port $2" ;;
@@ -179,6 +181,7 @@ measure() {
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "reps: $REPS, seconds per measurement: $SECS"
   echo "ours arguments: ${BENCH_OURS_ARGS:-none}"
+  echo "ours-ab arguments: ${BENCH_AB_ARGS:-none}"
   if [[ "$ONLY" == ab ]]; then
     echo "ours-ab: $BENCH_AB_BIN/bench-ours (commit $(git -C "$BENCH_AB_BIN/../.." rev-parse --short HEAD 2>/dev/null || echo unknown))"
   fi
