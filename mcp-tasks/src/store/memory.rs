@@ -397,37 +397,42 @@ impl MemoryStore {
     /// and, on a walk of the whole list, drops the ids of the tasks that are gone. Live
     /// tasks stay. Returns how many ids it read.
     fn trim_due(&self) -> usize {
-        let mut read = 0;
-        for mut walk in self.by_owner.take_due() {
-            let (mut removed, mut dropped) = (0, 0);
-            let mut kept = Vec::new();
-            while (walk.whole || removed < walk.excess)
-                && let Some(id) = walk.ids.pop_front()
-            {
-                read += 1;
-                let mut shard = self.shard(&id);
-                match shard.tasks.get(&id) {
-                    None => dropped += 1,
-                    // Not once a purge since the walk began brought the owner to its bound.
-                    Some(entry)
-                        if removed < walk.excess
-                            && entry.state.status.is_terminal()
-                            && self.by_owner.remove_one(&walk.owner) =>
-                    {
-                        let entry = shard.tasks.remove(&id);
-                        drop(shard);
-                        removed += 1;
-                        self.len.fetch_sub(1, Ordering::Relaxed);
-                        self.forget_keys(entry);
+        let walks = self.by_owner.take_due();
+        walks.into_iter().map(|walk| self.trim(walk)).sum()
+    }
+
+    /// One owner's part of [`MemoryStore::trim_due`]; returns how many ids it read. It
+    /// stops at the first finished task it may not remove (a purge since the walk began
+    /// brought the owner to its bound), unless it walks the whole list.
+    fn trim(&self, mut walk: owned::Walk) -> usize {
+        let (mut read, mut removed, mut dropped) = (0, 0, 0);
+        let mut kept = Vec::new();
+        while (walk.whole || removed < walk.excess)
+            && let Some(id) = walk.ids.pop_front()
+        {
+            read += 1;
+            let mut shard = self.shard(&id);
+            match shard.tasks.get(&id) {
+                None => dropped += 1,
+                Some(entry) if removed < walk.excess && entry.state.status.is_terminal() => {
+                    if !self.by_owner.remove_one(&walk.owner) {
+                        walk.excess = removed;
+                        kept.push(id);
+                        continue;
                     }
-                    Some(_) => kept.push(id),
+                    let entry = shard.tasks.remove(&id);
+                    drop(shard);
+                    removed += 1;
+                    self.len.fetch_sub(1, Ordering::Relaxed);
+                    self.forget_keys(entry);
                 }
+                Some(_) => kept.push(id),
             }
-            for id in kept.into_iter().rev() {
-                walk.ids.push_front(id);
-            }
-            self.by_owner.put_back(walk, dropped);
         }
+        for id in kept.into_iter().rev() {
+            walk.ids.push_front(id);
+        }
+        self.by_owner.put_back(walk, dropped);
         read
     }
 }
@@ -452,7 +457,7 @@ mod tests {
     use std::time::Duration;
 
     use super::MemoryStore;
-    use crate::store::{NewTask, Outcome, TaskStore, Transition};
+    use crate::store::{NewTask, Outcome, TaskStore, Transition, admin::AdminStore};
 
     fn task(id: &str, owner: &str) -> NewTask {
         NewTask::new(id.into(), owner.into(), "tool".into())
@@ -520,6 +525,44 @@ mod tests {
             "the live one stays"
         );
         assert_eq!(store.trim_due(), 0, "and the next sweep reads none");
+    }
+
+    /// A walk that a purge brought to the owner's bound since it began stops at the first
+    /// finished task it may not remove: it does not read the rest of the list.
+    #[tokio::test(start_paused = true)]
+    async fn a_walk_stops_where_a_purge_met_the_bound() {
+        let store = MemoryStore::new();
+        let bounded = |i: usize| {
+            NewTask::new(format!("t{i}").into(), "o".into(), "tool".into())
+                .with_max_finished_per_owner(2)
+        };
+        let end = || Transition::Finish(Outcome::Cancelled);
+        for i in 0..6 {
+            store.create(bounded(i)).await.unwrap();
+        }
+        store.apply("t5", None, end()).await.unwrap();
+        tokio::time::advance(Duration::from_secs(10)).await;
+        for i in 0..5 {
+            store.apply(&format!("t{i}"), None, end()).await.unwrap();
+        }
+        let walk = store.by_owner.take_due().pop().expect("past its bound");
+        assert_eq!(walk.excess, 4);
+        let before = store.clock.now_ms() - 5_000;
+        assert_eq!(store.purge_finished(Some(before)).await.unwrap(), 1);
+        assert_eq!(
+            store.trim(walk),
+            4,
+            "three removed, then the one it may not"
+        );
+        let left: Vec<_> = (0..6)
+            .filter(|i| {
+                store
+                    .shard(&format!("t{i}"))
+                    .tasks
+                    .contains_key(format!("t{i}").as_str())
+            })
+            .collect();
+        assert_eq!(left, [3, 4], "the owner keeps its bound");
     }
 
     /// An owner that created past its bound while its tasks ran, and then created no more,
