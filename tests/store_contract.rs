@@ -843,6 +843,61 @@ async fn sqlite_store_keeps_the_contract() {
     created_with_answers(SqliteStore::open(&db.0).expect("open a fresh database")).await;
 }
 
+/// A large bound on SQLite and Postgres, where a trim reads the owner's whole bound from an
+/// index: an owner that creates one task a sweep is not trimmed at every sweep, but once it
+/// created a sixteenth of its bound since its last trim; it never holds more than that past
+/// its bound, and a trim keeps its newest finished tasks.
+async fn a_large_bound_waits_for_a_worthwhile_trim(store: impl TaskStore) {
+    const BOUND: usize = 64;
+    let ids: Vec<String> = (0..BOUND + 12).map(|i| format!("o-{i:03}")).collect();
+    let mut held = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let task = NewTask::new(Arc::from(id.as_str()), Arc::from("olga"), Arc::from("tool"))
+            .with_ttl(Some(Duration::from_secs(3600)))
+            .with_max_finished_per_owner(BOUND);
+        store.create(task).await.unwrap();
+        store.finish(id, Outcome::Cancelled).await.unwrap();
+        if i + 1 >= BOUND {
+            store.expire_due().await.unwrap();
+            let kept = present(&store, &ids[..=i]).await;
+            if kept.len() == BOUND {
+                assert_eq!(kept, ids[i + 1 - BOUND..=i], "a trim keeps the newest");
+            }
+            held.push(kept.len());
+        }
+    }
+    assert!(
+        held.iter().all(|&n| n <= BOUND + BOUND / 16),
+        "at most a sixteenth past the bound: {held:?}"
+    );
+    assert!(
+        held.iter().any(|&n| n > BOUND),
+        "not trimmed at every sweep: {held:?}"
+    );
+    assert!(
+        held.iter().filter(|&&n| n == BOUND).count() > 1,
+        "but trimmed: {held:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn sqlite_store_waits_for_a_worthwhile_trim() {
+    let db = TempDb::new("large-bound");
+    a_large_bound_waits_for_a_worthwhile_trim(SqliteStore::open(&db.0).unwrap()).await;
+}
+
+/// [`a_large_bound_waits_for_a_worthwhile_trim`] on Postgres.
+#[tokio::test]
+async fn postgres_store_waits_for_a_worthwhile_trim() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let store = db.store().await.expect("connect");
+    tokio::time::pause();
+    a_large_bound_waits_for_a_worthwhile_trim(store).await;
+}
+
 /// The bound on an owner's finished tasks after a restart: a burst created past the bound
 /// before the file was closed, and ended after it was reopened, before any create brought
 /// the bound, is trimmed at the sweep after the first create (of any owner).

@@ -10,7 +10,7 @@
 //! | outstanding input requests of one task | 32 ([`Limits::DEFAULT_MAX_INPUT_REQUESTS`]) | [`Limits::with_max_input_requests`] | the tool's `ctx.elicit(..)` (or `sample`, `roots`) past it fails with `-32603` naming the limit; the task's earlier questions stay outstanding |
 //! | `statusMessage` length | 4,096 characters ([`Limits::DEFAULT_MAX_STATUS_CHARS`]) | [`Limits::with_max_status_chars`] | `ctx.status(..)` keeps the first 4,095 characters and ends the text with `…` (a status cannot fail) |
 //! | live tasks of one owner: per server process, and across the cluster on a shared store | 10,000 ([`Limits::DEFAULT_MAX_LIVE_TASKS_PER_OWNER`]) | [`Limits::with_max_live_tasks_per_owner`] | `tools/call` answers `-32603` with `data.quota` naming the owner's quota; no task is created; the owner's other tasks and other owners are unaffected |
-//! | finished tasks one owner keeps in the store (`completed`, `failed`, `cancelled`, until each is purged at its TTL) | 10,000 ([`Limits::DEFAULT_MAX_FINISHED_TASKS_PER_OWNER`]) | [`Limits::with_max_finished_tasks_per_owner`] | nothing is refused: at the store's next expiry sweep (about once a second) the owner's oldest finished tasks past the limit are removed early (at most 1,000 of them a sweep) (their TTL is cut short; a `tasks/get` of one answers as for a purged task); other owners' tasks and the owner's live tasks are never touched |
+//! | finished tasks one owner keeps in the store (`completed`, `failed`, `cancelled`, until each is purged at its TTL) | 10,000 ([`Limits::DEFAULT_MAX_FINISHED_TASKS_PER_OWNER`]) | [`Limits::with_max_finished_tasks_per_owner`] | nothing is refused: at the store's next expiry sweep (about once a second) the owner's oldest finished tasks past the limit are removed early (at most 1,000 of them a sweep) (their TTL is cut short; a `tasks/get` of one answers as for a purged task); other owners' tasks and the owner's live tasks are never touched; on SQLite and Postgres a limit of 16 or more is kept to within a sixteenth of it for up to 30 s (a trim reads the whole limit from an index, so it waits until it has that much to remove) |
 //! | how deep a task's result, its error or a step's value nests (`[]` is one level) | 100 levels ([`Limits::MAX_VALUE_DEPTH`]), fixed: a client's JSON reader stops at 128 (serde_json's), and the answer wraps the value in a few more | the task fails with `-32603` naming the result, error or step and the limit (`data.maxDepth`), instead of storing what no reader could read back; an inline call answers that error |
 //! | task ids one `subscriptions/listen` may name | 256 ([`Limits::DEFAULT_MAX_LISTEN_TASK_IDS`]) | [`Limits::with_max_listen_task_ids`] | `-32602` naming `params.notifications.taskIds`, how many it named and the limit (`data.maxTaskIds`); no stream is opened |
 //! | task listen streams one owner may hold open on one server | 64 ([`Limits::DEFAULT_MAX_LISTEN_STREAMS_PER_OWNER`]) | [`Limits::with_max_listen_streams_per_owner`] | `-32603` naming the owner and the limit (`data.maxListenStreams`); the owner's open streams go on, and a closed one gives its place back |
@@ -182,7 +182,9 @@ impl Limits {
     /// store's next expiry sweep removes the owner's oldest finished tasks early, cutting
     /// their TTL short (see the [module docs](self)). Nothing is refused. A starting server
     /// also trims, over its first sweeps, every owner a process that stopped (or a higher
-    /// bound before a restart) left past it in a SQLite or Postgres store.
+    /// bound before a restart) left past it in a SQLite or Postgres store. Those two stores
+    /// trim an owner whose bound is 16 or more once a sixteenth of it is past it, or 30 s
+    /// after it was first past it.
     #[must_use]
     pub const fn with_max_finished_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_finished_tasks_per_owner = if tasks == 0 { 1 } else { tasks };

@@ -8,6 +8,13 @@
 //! sweep removes at most [`TRIM_ROWS`] of one owner's tasks; an owner with more past its
 //! bound is noted again for the next sweep.
 //!
+//! A trim reads the owner's bound's worth of index entries whatever it removes, so an
+//! owner is not trimmed at every sweep while it creates: it is trimmed once it was noted a
+//! [`SLACK`]th of its bound times since its last trim, or [`LAG`] after the first of those
+//! notes. Its cost is then at most about `SLACK` entries read for each task noted, and an
+//! owner holds at most about a `SLACK`th more than its bound (for each instance that noted
+//! it) for at most `LAG`. A bound under `SLACK` trims at every sweep, as before.
+//!
 //! What a process noted is lost when it stops, so a runtime tells its store the bound when
 //! it starts ([`TaskStore::set_max_finished_per_owner`](super::TaskStore::set_max_finished_per_owner)):
 //! the store's sweeps then make a pass over every owner's finished tasks, by the same index,
@@ -45,13 +52,44 @@ pub(crate) const PASS_ROWS: u64 = 10_000;
 /// each of bounded work.
 pub(crate) const TRIM_ROWS: u64 = 1_000;
 
+/// An owner noted this many times per task of its bound is trimmed at the next sweep.
+pub(crate) const SLACK: usize = 16;
+
+/// How long after it is first noted an owner is trimmed at the latest.
+pub(crate) const LAG: Duration = Duration::from_secs(30);
+
 /// Owners to trim, each with the bound to trim it to.
 pub(crate) type ToTrim = Vec<(Arc<str>, usize)>;
+
+/// An owner noted since its last trim.
+struct Noted {
+    /// The bound its latest note carried; 0 before one did.
+    keep: usize,
+    /// How many tasks were noted (created, ended, or held past the bound at a trim).
+    notes: usize,
+    /// When the first of them was.
+    since: Instant,
+}
+
+impl Noted {
+    fn new(keep: usize, notes: usize) -> Self {
+        Self {
+            keep,
+            notes,
+            since: Instant::now(),
+        }
+    }
+
+    /// Whether a sweep at `now` trims it to `keep`.
+    fn due(&self, keep: usize, now: Instant) -> bool {
+        self.notes >= (keep / SLACK).max(1) || now.duration_since(self.since) >= LAG
+    }
+}
 
 /// Owners to trim, with the bound their latest create carried.
 #[derive(Default)]
 pub(crate) struct Owners {
-    due: Mutex<HashMap<Arc<str>, usize>>,
+    due: Mutex<HashMap<Arc<str>, Noted>>,
     /// The bound the latest create carried (or a runtime told at its start); 0 before one
     /// did (and in `due`, an owner waiting for one).
     latest: AtomicUsize,
@@ -182,13 +220,14 @@ impl Owners {
         if let Some(keep) = task.max_finished_per_owner {
             let keep = keep.max(1);
             self.latest.store(keep, Ordering::Relaxed);
-            self.due.lock().insert(Arc::clone(&task.owner), keep);
+            count(&mut self.due.lock(), &task.owner, keep, 1);
         }
     }
 
-    /// Notes `owner` again, with `keep`, unless a create noted it since the sweep took it.
-    pub(crate) fn again(&self, owner: &Arc<str>, keep: usize) {
-        self.due.lock().entry(Arc::clone(owner)).or_insert(keep);
+    /// Notes `owner` again, with `keep`, as `excess` tasks more than its bound (the tasks it
+    /// still held past it at a trim; `usize::MAX`, trim it at the next sweep).
+    pub(crate) fn again(&self, owner: &Arc<str>, keep: usize, excess: usize) {
+        count(&mut self.due.lock(), owner, keep, excess);
     }
 
     /// Notes the owner of a task that ended, with the bound the latest create carried; before
@@ -199,32 +238,57 @@ impl Owners {
         allow(dead_code, reason = "only the SQLite store notes ends")
     )]
     pub(crate) fn ended(&self, owner: &Arc<str>) {
-        let keep = self.latest.load(Ordering::Relaxed);
+        let known = self.latest.load(Ordering::Relaxed) > 0;
         let mut due = self.due.lock();
-        if keep > 0 || due.len() < MAX_WAITING {
-            due.entry(Arc::clone(owner)).or_insert(keep);
+        if known || due.len() < MAX_WAITING {
+            count(&mut due, owner, 0, 1);
         }
     }
 
-    /// The owners noted since the last call, with their bounds; an owner noted before any
-    /// bound was known stays noted until one is.
+    /// The owners due for a trim, with their bounds: those noted a [`SLACK`]th of their
+    /// bound times, or first noted [`LAG`] ago. The others stay noted, as does an owner
+    /// noted before any bound was known, until one is.
     pub(crate) fn take(&self) -> ToTrim {
+        self.take_at(Instant::now())
+    }
+
+    fn take_at(&self, now: Instant) -> ToTrim {
         let latest = self.latest.load(Ordering::Relaxed);
         if latest == 0 {
             return Vec::new();
         }
-        std::mem::take(&mut *self.due.lock())
-            .into_iter()
-            .map(|(owner, keep)| (owner, if keep == 0 { latest } else { keep }))
-            .collect()
+        let mut taken = Vec::new();
+        self.due.lock().retain(|owner, noted| {
+            let keep = if noted.keep == 0 { latest } else { noted.keep };
+            let due = noted.due(keep, now);
+            if due {
+                taken.push((Arc::clone(owner), keep));
+            }
+            !due
+        });
+        taken
+    }
+}
+
+/// Counts `notes` more for `owner` in `due`; `keep`, when not 0, is its bound from now on.
+fn count(due: &mut HashMap<Arc<str>, Noted>, owner: &Arc<str>, keep: usize, notes: usize) {
+    let noted = due
+        .entry(Arc::clone(owner))
+        .or_insert_with(|| Noted::new(keep, 0));
+    noted.notes = noted.notes.saturating_add(notes);
+    if keep > 0 {
+        noted.keep = keep;
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use std::{
+        sync::Arc,
+        time::{Duration, Instant},
+    };
 
-    use super::{MAX_WAITING, NewTask, Owners, PASS_ROWS};
+    use super::{LAG, MAX_WAITING, NewTask, Owners, PASS_ROWS, SLACK};
 
     fn found(pages: &[(&str, u64)]) -> Vec<(Arc<str>, u64)> {
         pages.iter().map(|(o, n)| (Arc::from(*o), *n)).collect()
@@ -314,6 +378,48 @@ mod tests {
         let first = owners.pass().expect("a start begins a pass");
         owners.passed(&first, None);
         assert!(owners.pass().is_none(), "an hour away");
+    }
+
+    /// An owner whose bound is large is trimmed once it was noted a [`SLACK`]th of its bound
+    /// times, or [`LAG`] after the first note, so a trim's read of the bound's worth of
+    /// index entries is shared by that many tasks; a bound under `SLACK`, at every sweep.
+    #[test]
+    fn a_large_bound_is_trimmed_once_the_read_is_worth_it() {
+        let owners = Owners::default();
+        let note = |owner: &str, keep: usize| {
+            let task = NewTask::new(Arc::from("t"), Arc::from(owner), Arc::from("tool"));
+            owners.note(&task.with_max_finished_per_owner(keep));
+        };
+        let now = Instant::now();
+        note("small", SLACK - 1);
+        for _ in 1..100 {
+            note("large", 100 * SLACK);
+        }
+        assert_eq!(
+            owners.take_at(now),
+            vec![(Arc::from("small"), SLACK - 1)],
+            "a small bound at once, a large one not after 99 notes"
+        );
+        note("large", 100 * SLACK);
+        assert_eq!(owners.take_at(now), vec![(Arc::from("large"), 100 * SLACK)]);
+        note("large", 100 * SLACK);
+        owners.again(&Arc::from("held"), 100 * SLACK, 3);
+        owners.again(&Arc::from("far"), 100 * SLACK, usize::MAX);
+        assert_eq!(
+            owners.take_at(now),
+            vec![(Arc::from("far"), 100 * SLACK)],
+            "more past its bound than a trim removes: at once"
+        );
+        let before = now + LAG - Duration::from_millis(1);
+        assert!(owners.take_at(before).is_empty(), "not before the lag");
+        let mut late = owners.take_at(now + LAG + Duration::from_secs(1));
+        late.sort();
+        let keep = 100 * SLACK;
+        assert_eq!(
+            late,
+            vec![(Arc::from("held"), keep), (Arc::from("large"), keep)]
+        );
+        assert!(owners.due.lock().is_empty(), "none noted since");
     }
 
     /// Owners whose tasks end before any bound is known wait for one, at most

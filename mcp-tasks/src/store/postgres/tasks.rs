@@ -403,7 +403,7 @@ impl TaskStore for PostgresStore {
         // finished tasks past its bound, counted in the store (every instance's), by the
         // index of the owner's finished tasks, at most `TRIM_ROWS` of them, oldest first. An
         // owner whose live and kept tasks are still more than its bound (it created past it
-        // while they ran, or had more past it) is looked at again by the next sweep.
+        // while they ran, or had more past it) is noted again for as many (`trim.rs`).
         let mut pass = self.trim.pass();
         if let Some(first) = &pass
             && first.after.is_none()
@@ -435,7 +435,8 @@ impl TaskStore for PostgresStore {
             let rows = super::pool::write_one(&self.pool, sql, &params, context).await?;
             let held: i64 = rows.first().map_or(0, |row| row.get(0));
             if held > bound {
-                self.trim.again(&owner, keep);
+                let excess = usize::try_from(held - bound).unwrap_or(usize::MAX);
+                self.trim.again(&owner, keep, excess);
             }
         }
         if let (Some(pass), Some(next)) = (pass, next) {
