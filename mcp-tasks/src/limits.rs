@@ -183,8 +183,8 @@ impl Limits {
     /// their TTL short (see the [module docs](self)). Nothing is refused. A starting server
     /// also trims, over its first sweeps, every owner a process that stopped (or a higher
     /// bound before a restart) left past it in a SQLite or Postgres store. Those two stores
-    /// trim an owner whose bound is 16 or more once a sixteenth of it is past it, or 30 s
-    /// after it was first past it.
+    /// trim an owner whose bound is 16 or more once it created a sixteenth of its bound since
+    /// its last trim, or 30 s after the first of those creates.
     #[must_use]
     pub const fn with_max_finished_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_finished_tasks_per_owner = if tasks == 0 { 1 } else { tasks };

@@ -403,7 +403,8 @@ impl TaskStore for PostgresStore {
         // finished tasks past its bound, counted in the store (every instance's), by the
         // index of the owner's finished tasks, at most `TRIM_ROWS` of them, oldest first. An
         // owner whose live and kept tasks are still more than its bound (it created past it
-        // while they ran, or had more past it) is noted again for as many (`trim.rs`).
+        // while they ran, or had more past it) is noted again, as that many tasks past it
+        // (`trim.rs`).
         let mut pass = self.trim.pass();
         if let Some(first) = &pass
             && first.after.is_none()
