@@ -459,6 +459,11 @@ mod tests {
     use super::MemoryStore;
     use crate::store::{NewTask, Outcome, TaskStore, Transition, admin::AdminStore};
 
+    /// A task of owner `o`, which keeps `keep` finished tasks.
+    fn bounded(id: String, keep: usize) -> NewTask {
+        NewTask::new(id.into(), "o".into(), "tool".into()).with_max_finished_per_owner(keep)
+    }
+
     fn task(id: &str, owner: &str) -> NewTask {
         NewTask::new(id.into(), owner.into(), "tool".into())
             .with_ttl(Some(Duration::from_secs(1)))
@@ -497,10 +502,7 @@ mod tests {
     #[tokio::test]
     async fn a_trim_reads_what_it_removes() {
         let store = MemoryStore::new();
-        let bounded = |i: usize| {
-            NewTask::new(format!("t{i:04}").into(), "o".into(), "tool".into())
-                .with_max_finished_per_owner(1_000)
-        };
+        let bounded = |i: usize| bounded(format!("t{i:04}"), 1_000);
         let end = || Transition::Finish(Outcome::Cancelled);
         store.create(bounded(9_999)).await.unwrap();
         for i in 0..1_001 {
@@ -532,10 +534,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_walk_stops_where_a_purge_met_the_bound() {
         let store = MemoryStore::new();
-        let bounded = |i: usize| {
-            NewTask::new(format!("t{i}").into(), "o".into(), "tool".into())
-                .with_max_finished_per_owner(2)
-        };
+        let bounded = |i: usize| bounded(format!("t{i}"), 2);
         let end = || Transition::Finish(Outcome::Cancelled);
         for i in 0..6 {
             store.create(bounded(i)).await.unwrap();

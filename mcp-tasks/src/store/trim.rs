@@ -72,14 +72,6 @@ struct Noted {
 }
 
 impl Noted {
-    fn new(keep: usize, notes: usize) -> Self {
-        Self {
-            keep,
-            notes,
-            since: Instant::now(),
-        }
-    }
-
     /// Whether a sweep at `now` trims it to `keep`.
     fn due(&self, keep: usize, now: Instant) -> bool {
         self.notes >= (keep / SLACK).max(1) || now.duration_since(self.since) >= LAG
@@ -272,9 +264,11 @@ impl Owners {
 
 /// Counts `notes` more for `owner` in `due`; `keep`, when not 0, is its bound from now on.
 fn count(due: &mut HashMap<Arc<str>, Noted>, owner: &Arc<str>, keep: usize, notes: usize) {
-    let noted = due
-        .entry(Arc::clone(owner))
-        .or_insert_with(|| Noted::new(keep, 0));
+    let noted = due.entry(Arc::clone(owner)).or_insert_with(|| Noted {
+        keep,
+        notes: 0,
+        since: Instant::now(),
+    });
     noted.notes = noted.notes.saturating_add(notes);
     if keep > 0 {
         noted.keep = keep;
