@@ -200,7 +200,7 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The stores of this crate also remove, for each owner that created a task with
     /// [`NewTask::max_finished_per_owner`] since the last sweep (or that held more tasks
     /// than the bound then and has finished some since), that owner's oldest finished tasks
-    /// past the bound (SQLite and Postgres wait, for a bound of 16 or more, until the owner
+    /// past the bound (SQLite and Postgres wait, for a bound of 32 or more, until the owner
     /// created a sixteenth of it since its last trim, or 30 s); and, after
     /// [`TaskStore::set_max_finished_per_owner`], the owners of the next page of their pass
     /// over every owner.

@@ -13,7 +13,8 @@
 //! [`SLACK`]th of its bound times since its last trim, or [`LAG`] after the first of those
 //! notes. Its cost is then at most about `SLACK` entries read for each task noted, and an
 //! owner holds at most about a `SLACK`th more than its bound (for each instance that noted
-//! it) for at most `LAG`. A bound under `SLACK` trims at every sweep, as before.
+//! it) for at most `LAG`. A bound under twice `SLACK` trims at every sweep, as before (a
+//! `SLACK`th of it rounds down to one note).
 //!
 //! What a process noted is lost when it stops, so a runtime tells its store the bound when
 //! it starts ([`TaskStore::set_max_finished_per_owner`](super::TaskStore::set_max_finished_per_owner)):
@@ -376,7 +377,8 @@ mod tests {
 
     /// An owner whose bound is large is trimmed once it was noted a [`SLACK`]th of its bound
     /// times, or [`LAG`] after the first note, so a trim's read of the bound's worth of
-    /// index entries is shared by that many tasks; a bound under `SLACK`, at every sweep.
+    /// index entries is shared by that many tasks; a bound under twice `SLACK` (a `SLACK`th
+    /// of it rounds down to one note), at every sweep.
     #[test]
     fn a_large_bound_is_trimmed_once_the_read_is_worth_it() {
         let owners = Owners::default();
@@ -385,14 +387,16 @@ mod tests {
             owners.note(&task.with_max_finished_per_owner(keep));
         };
         let now = Instant::now();
-        note("small", SLACK - 1);
+        note("small", 2 * SLACK - 1);
+        note("edge", 2 * SLACK);
         for _ in 1..100 {
             note("large", 100 * SLACK);
         }
         assert_eq!(
             owners.take_at(now),
-            vec![(Arc::from("small"), SLACK - 1)],
-            "a small bound at once, a large one not after 99 notes"
+            vec![(Arc::from("small"), 2 * SLACK - 1)],
+            "a bound under twice SLACK at once; twice SLACK not after one note, a large one \
+             not after 99"
         );
         note("large", 100 * SLACK);
         assert_eq!(owners.take_at(now), vec![(Arc::from("large"), 100 * SLACK)]);
@@ -411,7 +415,11 @@ mod tests {
         let keep = 100 * SLACK;
         assert_eq!(
             late,
-            vec![(Arc::from("held"), keep), (Arc::from("large"), keep)]
+            vec![
+                (Arc::from("edge"), 2 * SLACK),
+                (Arc::from("held"), keep),
+                (Arc::from("large"), keep)
+            ]
         );
         assert!(owners.due.lock().is_empty(), "none noted since");
     }
