@@ -17,6 +17,11 @@
 //!   file).
 //! - **Checkpoints** (copying the log into the database) run on a thread of their own, not
 //!   inside the writer's commits.
+//! - **The writer's page cache** is 64 MiB, not SQLite's 2 MB
+//!   ([`SqliteStore::with_writer_cache`]): the newest rows and each owner's newest and
+//!   oldest finished tasks (the index the finished-task bound trims) are pages a busy writer
+//!   reads again and again, and each one the cache dropped is read back from the file. The
+//!   cache grows as pages are read, so a small file costs what it holds.
 //! - **Reads** use their own connections (WAL readers never wait for the writer) and see
 //!   only committed changes, so a task is readable as soon as its creation is acknowledged.
 //! - **Schema** is created and migrated by the store itself, one step per version in one
@@ -75,6 +80,11 @@ const READERS: usize = 4;
 /// The page size of a new database file, in bytes.
 const PAGE_SIZE: i64 = 8192;
 
+/// SQLite's `cache_size` for a cache of `bytes` (negative: KiB), at least one KiB.
+fn cache_size(bytes: usize) -> i64 {
+    -i64::try_from(bytes / 1024).unwrap_or(i64::MAX).max(1)
+}
+
 /// The durable task store on one SQLite file. See the [module docs](self).
 pub struct SqliteStore {
     writer: mpsc::Sender<Job>,
@@ -124,6 +134,13 @@ fn open(path: &Path) -> rusqlite::Result<Connection> {
 }
 
 impl SqliteStore {
+    /// The bytes of the file's pages the writer caches unless
+    /// [`with_writer_cache`](Self::with_writer_cache) says otherwise: 64 MiB. SQLite's
+    /// default, 2,000 KiB, which the readers keep, is smaller than the pages a busy writer
+    /// keeps going back to once the file holds some ten thousand tasks. SQLite fills the
+    /// cache as pages are read, so a small file costs only what it holds.
+    pub const DEFAULT_WRITER_CACHE: usize = 64 << 20;
+
     /// Opens (creating if needed) the store at `path`, migrating its schema to this build's.
     ///
     /// # Errors
@@ -131,6 +148,9 @@ impl SqliteStore {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
         let path = path.as_ref().to_owned();
         let writer = connect(&path).map_err(backend)?;
+        writer
+            .pragma_update(None, "cache_size", cache_size(Self::DEFAULT_WRITER_CACHE))
+            .map_err(backend)?;
         // For a new file only (an existing one keeps its page size): a commit of 64 creates
         // writes about 6 pages of 8 KiB instead of 8 of 4 KiB, each page two writes to the
         // log. It takes effect with the first write, the schema's.
@@ -202,6 +222,23 @@ impl SqliteStore {
         self
     }
 
+    /// Sets how many bytes of the file's pages the writer caches (SQLite's `cache_size`).
+    /// The default is [`DEFAULT_WRITER_CACHE`](Self::DEFAULT_WRITER_CACHE): less saves
+    /// memory on a large file, at the cost of the writer reading pages back from the file;
+    /// under 1 KiB asks for the smallest cache SQLite keeps. It applies from the writer's
+    /// next change on.
+    #[must_use]
+    pub fn with_writer_cache(self, bytes: usize) -> Self {
+        let kib = cache_size(bytes);
+        // Queued before any change that follows; a writer that stopped fails those too.
+        let _ = self.enqueue(false, move |tx: &mut Tx<'_>| {
+            tx.conn
+                .pragma_update(None, "cache_size", kib)
+                .map_err(backend)
+        });
+        self
+    }
+
     /// The file.
     #[must_use]
     pub fn path(&self) -> &Path {
@@ -223,6 +260,18 @@ impl SqliteStore {
         savepoint: bool,
         change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
+        let stopped = || StoreError::backend("the SQLite writer thread has stopped");
+        let answer = self.enqueue(savepoint, change).map_err(|()| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// Queues `change` for the writer; its answer comes on the receiver. `Err` when the
+    /// writer thread has stopped.
+    fn enqueue<R: Send + 'static>(
+        &self,
+        savepoint: bool,
+        change: impl FnOnce(&mut Tx<'_>) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<oneshot::Receiver<Result<R, StoreError>>, ()> {
         let (tx, rx) = oneshot::channel();
         let job = Job {
             savepoint,
@@ -234,9 +283,8 @@ impl SqliteStore {
                 tx,
             }),
         };
-        let stopped = || StoreError::backend("the SQLite writer thread has stopped");
-        self.writer.send(job).map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        self.writer.send(job).map_err(|_| ())?;
+        Ok(rx)
     }
 
     /// Runs `query` on a reader connection. A point read takes microseconds and, in WAL
@@ -337,5 +385,33 @@ mod tests {
             assert_eq!(reader.0, "wal");
         }
         clean();
+    }
+
+    /// The writer caches [`SqliteStore::DEFAULT_WRITER_CACHE`] of pages (a negative
+    /// `cache_size` is KiB) or what [`SqliteStore::with_writer_cache`] set; the readers keep
+    /// SQLite's default.
+    #[tokio::test]
+    async fn the_writer_has_the_larger_page_cache() {
+        fn cached(conn: &Connection) -> i64 {
+            conn.pragma_query_value(None, "cache_size", |r| r.get(0))
+                .unwrap()
+        }
+        let path =
+            std::env::temp_dir().join(format!("mcp-tasks-unit-cache-{}.db", std::process::id()));
+        let store = SqliteStore::open(&path).unwrap();
+        let writer = store.write(|tx: &mut Tx<'_>| Ok(cached(tx.conn)));
+        assert_eq!(writer.await.unwrap(), -64 * 1024, "64 MiB");
+        let reader = store.read(|conn| Ok(cached(conn))).await.unwrap();
+        assert_eq!(reader, -2000, "SQLite's default");
+        let store = store.with_writer_cache(8 << 20);
+        let writer = store.write(|tx: &mut Tx<'_>| Ok(cached(tx.conn)));
+        assert_eq!(writer.await.unwrap(), -8192, "set: 8 MiB");
+        let store = store.with_writer_cache(0);
+        let writer = store.write(|tx: &mut Tx<'_>| Ok(cached(tx.conn)));
+        assert_eq!(writer.await.unwrap(), -1, "at least some");
+        drop(store);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
     }
 }
