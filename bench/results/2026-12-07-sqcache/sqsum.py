@@ -1,6 +1,6 @@
-"""sqsum.py FILE...: one line a run of sqsteady.sh / sqsteady2.sh: label, rows left, file size,
-peak RSS, tasks done, tasks/s, create p99 (us), get p99 (us), server CPU a task (us), and the
-anonymous memory at the end where sqsteady2.sh recorded it."""
+"""sqsum.py FILE...: one line a run of sqsteady.sh: label, rows left, file size, peak RSS,
+tasks done, tasks/s, create p99 (us), get p99 (us), server CPU a task (us), and the anonymous
+memory at the end where the run recorded it (ab2.txt and rss.txt)."""
 import re, sys
 
 for f in sys.argv[1:]:

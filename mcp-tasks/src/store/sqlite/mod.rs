@@ -354,11 +354,7 @@ mod tests {
     async fn every_writing_connection_syncs() {
         let path =
             std::env::temp_dir().join(format!("mcp-tasks-unit-sync-{}.db", std::process::id()));
-        let clean = || {
-            for suffix in ["", "-wal", "-shm"] {
-                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-            }
-        };
+        let clean = || remove_db(&path);
         clean();
         for _reopen in 0..2 {
             let store = SqliteStore::open(&path).unwrap();
@@ -410,6 +406,11 @@ mod tests {
         let writer = store.write(|tx: &mut Tx<'_>| Ok(cached(tx.conn)));
         assert_eq!(writer.await.unwrap(), -1, "at least some");
         drop(store);
+        remove_db(&path);
+    }
+
+    /// Removes the database file at `path` with its log and shared-memory files.
+    fn remove_db(path: &Path) {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
