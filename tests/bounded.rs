@@ -1,5 +1,6 @@
 //! Bounded work: `max_running` on a worker (claims take only free slots) and on an instance
-//! (a task call over the limit is refused, retryably).
+//! (a task call over the limit is refused, retryably); an answered parked task takes a free
+//! slot before the queued tasks.
 
 mod common;
 #[path = "support/postgres.rs"]
@@ -184,4 +185,119 @@ async fn an_instance_at_its_limit_refuses_task_calls_retryably() {
         3,
         "the two tasks and the one taken once a slot was free"
     );
+}
+
+/// Asks a name, and is parked while the question waits.
+#[task_tool(
+    mode = "required",
+    restart = "resume",
+    park_after = "100ms",
+    poll_interval = "50ms"
+)]
+async fn ask(ctx: TaskContext) -> Result<String, ToolError> {
+    let name = common::ask_name(&ctx).await?;
+    Ok(format!("answered by {name}"))
+}
+
+/// Works for 150 ms.
+#[task_tool(mode = "required", poll_interval = "50ms")]
+async fn chore(n: u32) -> Result<u32, ToolError> {
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    Ok(n)
+}
+
+/// A parked task that is answered while queued work fills every slot (`max_running = 2`, 40
+/// tasks of 150 ms queued) takes the next free slot: work already begun goes before the queue,
+/// and is not left waiting until the queue is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answered_parked_task_runs_before_the_queue_drains() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let store = Arc::new(db.store().await.expect("connect"));
+    let tools = toolkit![ask, chore].expect("toolkit");
+    let version = tools
+        .definitions()
+        .find(|tool| tool.name() == "chore")
+        .expect("chore")
+        .version()
+        .to_owned();
+    let engine = Engine::builder(tools)
+        .with_shared_store(store.clone())
+        .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_millis(20)))
+        .with_max_running(2)
+        .build();
+    let mut http = Http::start(TaskServer::from_engine(engine.clone())).await;
+    let (_, created) = http
+        .rpc(
+            "tools/call",
+            json!({ "name": "ask", "arguments": {} }),
+            TASKS,
+        )
+        .await;
+    let id = created["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let patience = common::Patience::new("the question is parked");
+    loop {
+        let task = store.get(&id).await.unwrap().expect("the task");
+        if task.parked_until_ms.is_some() && engine.running_tasks() == 0 {
+            break;
+        }
+        patience.wait().await;
+    }
+
+    let chores: Vec<String> = (0..40).map(|i| format!("chore-{i:02}")).collect();
+    for (n, chore) in chores.iter().enumerate() {
+        store
+            .create(
+                NewTask::new(
+                    Arc::from(chore.as_str()),
+                    Arc::from("anonymous"),
+                    Arc::from("chore"),
+                )
+                .with_arguments(json!({ "n": n }).as_object().cloned().unwrap_or_default())
+                .with_tool_version(Arc::from(version.as_str())),
+            )
+            .await
+            .expect("queue a chore");
+    }
+    let patience = common::Patience::new("the queue fills both slots");
+    while engine.running_tasks() < 2 {
+        patience.wait().await;
+    }
+
+    let (_, task) = http.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
+    let key = common::first_input_key(&task["result"]);
+    let answer = json!({ "action": "accept", "content": { "name": "ada" } });
+    let (_, updated) = http
+        .rpc(
+            "tasks/update",
+            json!({ "taskId": id, "inputResponses": { key: answer } }),
+            TASKS,
+        )
+        .await;
+    assert!(updated.get("error").is_none(), "{updated}");
+    let patience = common::Patience::new("the answered task completed");
+    loop {
+        let task = store.get(&id).await.unwrap().expect("the task");
+        if task.status == TaskStatus::Completed {
+            break;
+        }
+        patience.wait().await;
+    }
+    let mut left = 0;
+    for chore in &chores {
+        let task = store.get(chore).await.unwrap().expect("the chore");
+        if task.status != TaskStatus::Completed {
+            left += 1;
+        }
+    }
+    eprintln!("{left} of 40 chores not yet done when the answered task completed");
+    assert!(
+        left >= 20,
+        "the answered task waited for the queue: {left} of 40 chores left when it completed"
+    );
+    engine.shutdown(Duration::from_secs(1)).await;
 }

@@ -276,15 +276,17 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
     }
 }
 
-/// One claim pass: every queued task, then every lapsed one, in batches; no further batch
-/// once intake stopped (a shutdown began): what a batch claimed is always taken.
+/// One claim pass: every lapsed task (woken parked ones among them), then every queued one,
+/// in batches; no further batch once intake stopped (a shutdown began): what a batch claimed
+/// is always taken. Work already begun goes first: a task woken by an answer is not held up
+/// behind the queue's batches (nor left without a slot by them).
 pub(crate) async fn claim(
     runtime: &Arc<Runtime>,
     instance: &Cluster,
 ) -> Result<RecoveryReport, StoreError> {
     let mut report = RecoveryReport::default();
     let cluster = &*instance.store;
-    for cause in [Cause::Queued, Cause::Lapsed] {
+    for cause in [Cause::Lapsed, Cause::Queued] {
         loop {
             if runtime.lifecycle.intake.is_cancelled() {
                 return Ok(report);
