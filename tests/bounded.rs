@@ -301,3 +301,64 @@ async fn an_answered_parked_task_runs_before_the_queue_drains() {
     );
     engine.shutdown(Duration::from_secs(1)).await;
 }
+
+/// A worker at its `max_running` claims the next queued task as soon as a slot is free, not
+/// at its next claim interval (a minute here): 10 tasks of 150 ms on 2 slots all complete
+/// within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_free_slot_is_filled_at_once_not_at_the_next_claim_interval() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let store = Arc::new(db.store().await.expect("connect"));
+    let tools = toolkit![chore].expect("toolkit");
+    let version = tools
+        .definitions()
+        .next()
+        .expect("one tool")
+        .version()
+        .to_owned();
+    let chores: Vec<String> = (0..10).map(|i| format!("chore-{i:02}")).collect();
+    for (n, chore) in chores.iter().enumerate() {
+        store
+            .create(
+                NewTask::new(
+                    Arc::from(chore.as_str()),
+                    Arc::from("anonymous"),
+                    Arc::from("chore"),
+                )
+                .with_arguments(json!({ "n": n }).as_object().cloned().unwrap_or_default())
+                .with_tool_version(Arc::from(version.as_str())),
+            )
+            .await
+            .expect("queue a chore");
+    }
+    let started = std::time::Instant::now();
+    let worker = Engine::builder(tools)
+        .with_shared_store(store.clone())
+        .with_cluster(ClusterConfig::default().with_claim_interval(Duration::from_secs(60)))
+        .with_max_running(2)
+        .build_worker()
+        .start()
+        .expect("the worker starts");
+    let mut done = 0;
+    while started.elapsed() < Duration::from_secs(10) {
+        done = 0;
+        for chore in &chores {
+            let task = store.get(chore).await.unwrap().expect("the chore");
+            if task.status == TaskStatus::Completed {
+                done += 1;
+            }
+        }
+        if done == chores.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("{done} of 10 done in {:?}", started.elapsed());
+    worker.shutdown(Duration::from_secs(1)).await;
+    assert_eq!(
+        done, 10,
+        "the queued tasks waited for the claim interval: {done} of 10 done within 10 s"
+    );
+}

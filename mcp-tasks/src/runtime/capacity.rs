@@ -5,7 +5,7 @@ use std::{
     collections::{BTreeMap, HashMap},
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering, fence},
     },
     time::Duration,
 };
@@ -62,6 +62,11 @@ pub(crate) struct Capacity {
     /// Told when a claim gives its slots back: a call that found every slot taken while a
     /// claim held some tries again.
     claim_ended: tokio::sync::Notify,
+    /// Set when a claim found no free slot: the next slot given back tells `freed`.
+    short: AtomicBool,
+    /// The claim loop's wake-up: queued tasks a claim had no slot for are claimed as soon
+    /// as one is free, not at the next claim interval.
+    freed: Arc<tokio::sync::Notify>,
 }
 
 /// How long a call waits for the claims in flight to give their slots back before it is
@@ -69,12 +74,15 @@ pub(crate) struct Capacity {
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Capacity {
-    pub(super) fn new(max: Option<usize>) -> Arc<Self> {
+    /// `max` slots (`None`: no limit); `freed`: the claim loop's wake-up.
+    pub(super) fn new(max: Option<usize>, freed: Arc<tokio::sync::Notify>) -> Arc<Self> {
         Arc::new(Self {
             max: max.map(|max| max.max(1)),
             taken: AtomicUsize::new(0),
             claiming: AtomicUsize::new(0),
             claim_ended: tokio::sync::Notify::new(),
+            short: AtomicBool::new(false),
+            freed,
         })
     }
 
@@ -118,7 +126,17 @@ impl Capacity {
     /// Takes up to `wanted` free slots for a claim about to take tasks; how many it took.
     /// Give them back with [`Capacity::end_claim`].
     pub(crate) fn hold_for_claim(&self, wanted: usize) -> usize {
-        let n = self.take_up_to(wanted);
+        let mut n = self.take_up_to(wanted);
+        if n == 0 && self.max.is_some() {
+            // Marked before a second look: a slot given back meanwhile is taken now, or its
+            // `give` sees the mark.
+            self.short.store(true, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            n = self.take_up_to(wanted);
+            if n > 0 {
+                self.short.store(false, Ordering::SeqCst);
+            }
+        }
         if self.max.is_some() {
             self.claiming.fetch_add(n, Ordering::AcqRel);
         }
@@ -159,10 +177,19 @@ impl Capacity {
         }
     }
 
-    /// Gives back `n` slots taken by [`Capacity::take_up_to`].
+    /// Gives back `n` slots taken by [`Capacity::take_up_to`]; the first slot free after a
+    /// claim found none wakes the claim loop.
     fn give(&self, n: usize) {
-        if n > 0 && self.max.is_some() {
-            self.taken.fetch_sub(n, Ordering::AcqRel);
+        let Some(max) = self.max.filter(|_| n > 0) else {
+            return;
+        };
+        let left = self.taken.fetch_sub(n, Ordering::SeqCst).saturating_sub(n);
+        fence(Ordering::SeqCst);
+        if left < max
+            && self.short.load(Ordering::SeqCst)
+            && self.short.swap(false, Ordering::SeqCst)
+        {
+            self.freed.notify_one();
         }
     }
 
@@ -573,37 +600,13 @@ impl ToolLimits {
     }
 }
 
-/// What a task's priority is derived from
-/// ([`EngineBuilder::with_priority`](crate::EngineBuilder::with_priority)): the call that
-/// creates it.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct PriorityInput<'a> {
-    /// Who calls (the authenticated owner).
-    pub owner: &'a str,
-    /// The tool's wire name.
-    pub tool: &'a str,
-    /// The call's arguments.
-    pub arguments: &'a JsonObject,
-}
-
-/// The application's function from a call to its task's priority.
-#[derive(Clone)]
-pub(crate) struct Priority(pub(crate) Arc<dyn Fn(&PriorityInput<'_>) -> i16 + Send + Sync>);
-
-impl std::fmt::Debug for Priority {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Priority(..)")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
     async fn a_call_waits_for_the_slots_a_claim_holds() {
-        let capacity = Capacity::new(Some(2));
+        let capacity = Capacity::new(Some(2), Arc::default());
         assert_eq!(
             capacity.hold_for_claim(32),
             2,
@@ -631,9 +634,35 @@ mod tests {
         drop(call);
     }
 
+    #[test]
+    fn a_slot_given_back_after_a_claim_found_none_wakes_the_claim_loop() {
+        use futures::FutureExt as _;
+        let freed = Arc::new(tokio::sync::Notify::new());
+        let capacity = Capacity::new(Some(1), Arc::clone(&freed));
+        let running = capacity.take_over();
+        let first = capacity.take_over();
+        assert_eq!(capacity.hold_for_claim(32), 0, "no free slot");
+        drop(first);
+        assert!(
+            freed.notified().now_or_never().is_none(),
+            "every slot is still taken: nothing to claim yet"
+        );
+        drop(running);
+        assert!(
+            freed.notified().now_or_never().is_some(),
+            "the free slot wakes the claim loop"
+        );
+        let slot = capacity.take_over();
+        drop(slot);
+        assert!(
+            freed.notified().now_or_never().is_none(),
+            "no claim waits for a slot: a slot given back wakes nothing"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_call_is_refused_when_the_claim_keeps_every_slot() {
-        let capacity = Capacity::new(Some(1));
+        let capacity = Capacity::new(Some(1), Arc::default());
         assert_eq!(capacity.hold_for_claim(32), 1);
         let waiting = tokio::spawn({
             let capacity = Arc::clone(&capacity);

@@ -69,8 +69,7 @@ pub use worker::{Worker, WorkerHandle};
 use lifecycle::Lifecycle;
 use placement::Placement;
 
-pub use capacity::PriorityInput;
-pub(crate) use capacity::{Capacity, OwnerSlot, Priority, unhold};
+pub(crate) use capacity::{Capacity, OwnerSlot, unhold};
 use capacity::{ToolLimits, at_capacity};
 pub(crate) use write::WriteError;
 
@@ -139,6 +138,30 @@ impl LiveTask {
 pub(crate) struct Tools {
     pub(crate) toolkit: Arc<Toolkit>,
     pub(crate) state: Arc<StateMap>,
+}
+
+/// What a task's priority is derived from
+/// ([`EngineBuilder::with_priority`](crate::EngineBuilder::with_priority)): the call that
+/// creates it.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PriorityInput<'a> {
+    /// Who calls (the authenticated owner).
+    pub owner: &'a str,
+    /// The tool's wire name.
+    pub tool: &'a str,
+    /// The call's arguments.
+    pub arguments: &'a JsonObject,
+}
+
+/// The application's function from a call to its task's priority.
+#[derive(Clone)]
+pub(crate) struct Priority(pub(crate) Arc<dyn Fn(&PriorityInput<'_>) -> i16 + Send + Sync>);
+
+impl std::fmt::Debug for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Priority(..)")
+    }
 }
 
 /// How the engine set the runtime up.
@@ -226,6 +249,7 @@ impl Runtime {
         let definitions = tools.toolkit.definitions();
         let versions = ToolVersions::new(definitions.map(|d| (d.name(), d.version())));
         let (store, placement) = Placement::new(store, &instance, config);
+        let parking = parking::Parking::default();
         Arc::new(Self {
             store,
             live: Mutex::new(HashMap::new()),
@@ -233,14 +257,14 @@ impl Runtime {
             limits: settings.limits,
             #[cfg(feature = "http")]
             shutdown_grace: settings.shutdown_grace,
-            capacity: Capacity::new(settings.max_running),
+            capacity: Capacity::new(settings.max_running, Arc::clone(&parking.claim_now)),
             owners: Arc::default(),
             id: instance,
             placement,
             tools,
             lifecycle: Lifecycle::new(),
             changes: tokio::sync::broadcast::channel(CHANGE_FEED_CAPACITY).0,
-            parking: parking::Parking::default(),
+            parking,
             limited,
             priority: settings.priority,
             versions,

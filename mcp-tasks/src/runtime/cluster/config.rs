@@ -154,8 +154,9 @@ impl ClusterConfig {
         self
     }
 
-    /// Sets how often the instance claims lapsed and queued tasks (default
-    /// [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
+    /// Sets how often the instance claims lapsed and queued tasks when nothing started a
+    /// claim sooner (a task queued, a parked task answered, a slot of `max_running` freed)
+    /// (default [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
     pub fn with_claim_interval(mut self, interval: Duration) -> Self {
         self.claim_interval = interval.max(Duration::from_millis(1));
         self
