@@ -129,13 +129,10 @@ impl Capacity {
         let mut n = self.take_up_to(wanted);
         if n == 0 && self.max.is_some() {
             // Marked before a second look: a slot given back meanwhile is taken now, or its
-            // `give` sees the mark.
+            // `give` sees the mark (which a claim that took slots leaves: one spare pass).
             self.short.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             n = self.take_up_to(wanted);
-            if n > 0 {
-                self.short.store(false, Ordering::SeqCst);
-            }
         }
         if self.max.is_some() {
             self.claiming.fetch_add(n, Ordering::AcqRel);
@@ -185,10 +182,7 @@ impl Capacity {
         };
         let left = self.taken.fetch_sub(n, Ordering::SeqCst).saturating_sub(n);
         fence(Ordering::SeqCst);
-        if left < max
-            && self.short.load(Ordering::SeqCst)
-            && self.short.swap(false, Ordering::SeqCst)
-        {
+        if left < max && self.short.swap(false, Ordering::SeqCst) {
             self.freed.notify_one();
         }
     }
