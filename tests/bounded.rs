@@ -206,6 +206,34 @@ async fn chore(n: u32) -> Result<u32, ToolError> {
     Ok(n)
 }
 
+/// Queues `n` tasks of `chore` (of its `version`) in `store`, with no runner; their ids.
+async fn queue_chores(store: &dyn TaskStore, version: &str, n: u32) -> Vec<String> {
+    let mut chores = Vec::new();
+    for n in 0..n {
+        let id = format!("chore-{n:02}");
+        let task = NewTask::new(
+            Arc::from(id.as_str()),
+            Arc::from("anonymous"),
+            Arc::from("chore"),
+        )
+        .with_arguments(json!({ "n": n }).as_object().cloned().unwrap_or_default())
+        .with_tool_version(Arc::from(version));
+        store.create(task).await.expect("queue a chore");
+        chores.push(id);
+    }
+    chores
+}
+
+/// How many of the tasks `ids` completed.
+async fn completed(store: &dyn TaskStore, ids: &[String]) -> usize {
+    let mut done = 0;
+    for id in ids {
+        let task = store.get(id).await.unwrap().expect("the task");
+        done += usize::from(task.status == TaskStatus::Completed);
+    }
+    done
+}
+
 /// A parked task that is answered while queued work fills every slot (`max_running = 2`, 40
 /// tasks of 150 ms queued) takes the next free slot: work already begun goes before the queue,
 /// and is not left waiting until the queue is empty.
@@ -228,17 +256,7 @@ async fn an_answered_parked_task_runs_before_the_queue_drains() {
         .with_max_running(2)
         .build();
     let mut http = Http::start(TaskServer::from_engine(engine.clone())).await;
-    let (_, created) = http
-        .rpc(
-            "tools/call",
-            json!({ "name": "ask", "arguments": {} }),
-            TASKS,
-        )
-        .await;
-    let id = created["result"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a task: {created}"))
-        .to_owned();
+    let id = http.call_task("ask", json!({})).await;
     let patience = common::Patience::new("the question is parked");
     loop {
         let task = store.get(&id).await.unwrap().expect("the task");
@@ -248,21 +266,7 @@ async fn an_answered_parked_task_runs_before_the_queue_drains() {
         patience.wait().await;
     }
 
-    let chores: Vec<String> = (0..40).map(|i| format!("chore-{i:02}")).collect();
-    for (n, chore) in chores.iter().enumerate() {
-        store
-            .create(
-                NewTask::new(
-                    Arc::from(chore.as_str()),
-                    Arc::from("anonymous"),
-                    Arc::from("chore"),
-                )
-                .with_arguments(json!({ "n": n }).as_object().cloned().unwrap_or_default())
-                .with_tool_version(Arc::from(version.as_str())),
-            )
-            .await
-            .expect("queue a chore");
-    }
+    let chores = queue_chores(&*store, &version, 40).await;
     let patience = common::Patience::new("the queue fills both slots");
     while engine.running_tasks() < 2 {
         patience.wait().await;
@@ -287,13 +291,7 @@ async fn an_answered_parked_task_runs_before_the_queue_drains() {
         }
         patience.wait().await;
     }
-    let mut left = 0;
-    for chore in &chores {
-        let task = store.get(chore).await.unwrap().expect("the chore");
-        if task.status != TaskStatus::Completed {
-            left += 1;
-        }
-    }
+    let left = chores.len() - completed(&*store, &chores).await;
     eprintln!("{left} of 40 chores not yet done when the answered task completed");
     assert!(
         left >= 20,
@@ -318,21 +316,7 @@ async fn a_free_slot_is_filled_at_once_not_at_the_next_claim_interval() {
         .expect("one tool")
         .version()
         .to_owned();
-    let chores: Vec<String> = (0..10).map(|i| format!("chore-{i:02}")).collect();
-    for (n, chore) in chores.iter().enumerate() {
-        store
-            .create(
-                NewTask::new(
-                    Arc::from(chore.as_str()),
-                    Arc::from("anonymous"),
-                    Arc::from("chore"),
-                )
-                .with_arguments(json!({ "n": n }).as_object().cloned().unwrap_or_default())
-                .with_tool_version(Arc::from(version.as_str())),
-            )
-            .await
-            .expect("queue a chore");
-    }
+    let chores = queue_chores(&*store, &version, 10).await;
     let started = std::time::Instant::now();
     let worker = Engine::builder(tools)
         .with_shared_store(store.clone())
@@ -343,13 +327,7 @@ async fn a_free_slot_is_filled_at_once_not_at_the_next_claim_interval() {
         .expect("the worker starts");
     let mut done = 0;
     while started.elapsed() < Duration::from_secs(10) {
-        done = 0;
-        for chore in &chores {
-            let task = store.get(chore).await.unwrap().expect("the chore");
-            if task.status == TaskStatus::Completed {
-                done += 1;
-            }
-        }
+        done = completed(&*store, &chores).await;
         if done == chores.len() {
             break;
         }
