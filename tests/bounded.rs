@@ -1,6 +1,6 @@
 //! Bounded work: `max_running` on a worker (claims take only free slots) and on an instance
-//! (a task call over the limit is refused, retryably); an answered parked task takes a free
-//! slot before the queued tasks.
+//! (a task call over the limit is refused, retryably); in a cluster, a slot freed at the
+//! limit is claimed at once, and an answered parked task takes it before the queued tasks.
 
 mod common;
 #[path = "support/postgres.rs"]
