@@ -126,17 +126,18 @@ impl Capacity {
     /// Takes up to `wanted` free slots for a claim about to take tasks; how many it took.
     /// Give them back with [`Capacity::end_claim`].
     pub(crate) fn hold_for_claim(&self, wanted: usize) -> usize {
+        if self.max.is_none() {
+            return wanted;
+        }
         let mut n = self.take_up_to(wanted);
-        if n == 0 && self.max.is_some() {
+        if n == 0 {
             // Marked before a second look: a slot given back meanwhile is taken now, or its
             // `give` sees the mark (which a claim that took slots leaves: one spare pass).
             self.short.store(true, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             n = self.take_up_to(wanted);
         }
-        if self.max.is_some() {
-            self.claiming.fetch_add(n, Ordering::AcqRel);
-        }
+        self.claiming.fetch_add(n, Ordering::AcqRel);
         n
     }
 
