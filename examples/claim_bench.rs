@@ -154,7 +154,7 @@ async fn measure(
                 if routed {
                     claim = claim.with_versions(&versions);
                 }
-                let got = cluster.claim(claim).await?.len();
+                let got = cluster.claim(claim).await?.tasks.len();
                 if got == 0 {
                     return Ok::<usize, mcp_tasks::store::StoreError>(claimed);
                 }

@@ -526,7 +526,8 @@ async fn instances(store: impl TaskStore) {
     let claimed = cluster
         .claim(Claim::queued("node-1", Duration::from_secs(30), 1))
         .await
-        .unwrap();
+        .unwrap()
+        .tasks;
     assert_eq!(claimed.len(), 1);
     let (held, lease) = &claimed[0];
     let other = if &*held.id == "q1" { "q2" } else { "q1" };

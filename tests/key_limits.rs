@@ -174,9 +174,16 @@ async fn one_task_per_key_at_once_across_instances() {
 /// Three instances (`a`, `b`, `c`) over `db`'s task space, each serving `tools()` with at
 /// most 4 tasks at once and claiming every 50 ms; their urls.
 async fn cluster(db: &pg::Db, tools: impl Fn() -> mcp_tasks::Toolkit) -> Vec<String> {
-    let engines = db
-        .three_instances(tools, 4, Duration::from_millis(50))
-        .await;
+    cluster_claiming_every(db, tools, Duration::from_millis(50)).await
+}
+
+/// [`cluster`], claiming every `interval`.
+async fn cluster_claiming_every(
+    db: &pg::Db,
+    tools: impl Fn() -> mcp_tasks::Toolkit,
+    interval: Duration,
+) -> Vec<String> {
+    let engines = db.three_instances(tools, 4, interval).await;
     Http::serve_all(engines).await
 }
 
@@ -280,10 +287,10 @@ async fn a_rate_per_key_across_instances() {
         return;
     };
     let starts = Starts::default();
-    let urls = cluster(&db, || {
-        toolkit![pull].expect("toolkit").with_state(starts.clone())
-    })
-    .await;
+    // A key whose window has room is claimed then, not at the claim interval (30 s here).
+    let tools = || toolkit![pull].expect("toolkit").with_state(starts.clone());
+    let urls = cluster_claiming_every(&db, tools, Duration::from_secs(30)).await;
+    let begun = std::time::Instant::now();
     let (url, last) = pulls(&urls).await;
     let (_, got) = Http::to(&url)
         .rpc("tasks/get", json!({ "taskId": last }), TASKS)
@@ -295,6 +302,13 @@ async fn a_rate_per_key_across_instances() {
     );
     let starts = starts.after(WORKSPACES.len() * PER_WORKSPACE).await;
     assert_rate_held(&starts, Duration::from_millis(300));
+    // Each workspace's fifth pull starts two windows after its first.
+    let last = (starts.values().flatten().max()).expect("starts");
+    assert!(
+        *last - begun < 2 * WINDOW + Duration::from_secs(2),
+        "the last pull started {:?} after the calls: rooms that open are claimed then",
+        *last - begun
+    );
 }
 
 /// Keyed by an argument the schema renames: the key is read from the property's name.

@@ -800,7 +800,8 @@ async fn batches_do_not_scan_the_table_as_it_grows() {
         let claimed = cluster(&store)
             .claim(Claim::queued("other", Duration::from_secs(300), 1000))
             .await
-            .unwrap();
+            .unwrap()
+            .tasks;
         assert!(
             !claimed.is_empty(),
             "only {held} of the 5,000 tasks were queued"
@@ -863,7 +864,7 @@ fn cluster(store: &PostgresStore) -> &dyn ClusterStore {
 
 /// The ids of the tasks `claim` takes on `store`, sorted.
 async fn claimed_ids(store: &PostgresStore, claim: Claim<'_>) -> Vec<String> {
-    let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().into_iter())
+    let mut ids: Vec<String> = (cluster(store).claim(claim).await.unwrap().tasks.into_iter())
         .map(|(task, _)| task.id.to_string())
         .collect();
     ids.sort();
@@ -885,7 +886,8 @@ async fn create_leased(
     let claimed = cluster(store)
         .claim(Claim::queued(instance, length, 1))
         .await
-        .unwrap();
+        .unwrap()
+        .tasks;
     assert_eq!(claimed.len(), 1, "{claimed:?}");
     assert_eq!(
         claimed[0].0.id, id,
@@ -917,6 +919,7 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
             .claim(Claim::lapsed("b", SHORT, 10))
             .await
             .unwrap()
+            .tasks
             .is_empty(),
         "a live lease is not claimed"
     );
@@ -934,6 +937,7 @@ async fn a_lapsed_lease_goes_to_exactly_one_claimer_and_fences_the_old_holder() 
                 ))
                 .await
                 .unwrap()
+                .tasks
         }));
     }
     let mut won = Vec::new();
@@ -1035,7 +1039,8 @@ async fn claims_and_sweeps_skip_locked_rows() {
     )
     .await
     .expect("the claim does not wait for the locked row")
-    .unwrap();
+    .unwrap()
+    .tasks;
     let ids: Vec<&str> = claimed.iter().map(|(r, _)| &*r.id).collect();
     assert_eq!(ids, ["free"]);
     let expired = tokio::time::timeout(Duration::from_secs(3), store.expire_due())
@@ -1052,7 +1057,8 @@ async fn claims_and_sweeps_skip_locked_rows() {
     )
     .await
     .expect("the worker's claim does not wait for the locked row")
-    .unwrap();
+    .unwrap()
+    .tasks;
     assert_eq!(
         queued.iter().map(|(r, _)| &*r.id).collect::<Vec<_>>(),
         ["queued-free"]
@@ -1062,7 +1068,8 @@ async fn claims_and_sweeps_skip_locked_rows() {
     let claimed = cluster(&store)
         .claim(Claim::lapsed("b", Duration::from_secs(30), 10))
         .await
-        .unwrap();
+        .unwrap()
+        .tasks;
     assert_eq!(
         claimed.iter().map(|(r, _)| &*r.id).collect::<Vec<_>>(),
         ["locked"]
@@ -1165,7 +1172,9 @@ async fn notifications_reach_the_instance_holding_the_lease() {
         cluster(&a).claim(Claim::queued("a", Duration::from_secs(30), 10)),
         cluster(&b).claim(Claim::queued("b", Duration::from_secs(30), 10)),
     );
-    let claimed: Vec<_> = x.unwrap().into_iter().chain(y.unwrap()).collect();
+    let claimed: Vec<_> = (x.unwrap().tasks.into_iter())
+        .chain(y.unwrap().tasks)
+        .collect();
     assert_eq!(claimed.len(), 1, "{claimed:?}");
     assert_eq!((&*claimed[0].0.id, claimed[0].1.epoch), ("queued", 1));
 }

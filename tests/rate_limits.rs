@@ -1,7 +1,8 @@
 //! Rate limits: a tool's (`#[task_tool(rate = "10/1m")]`) and a step limiter's
 //! (`TaskContext::step_limited`). No window of the rate's length ever holds more starts than
 //! its count: in one process over the memory store, and (a step limiter) across three
-//! instances over one Postgres task space. The starts are read from the tools' own journal.
+//! instances over one Postgres task space, where a tool's rate that held tasks back starts
+//! them as soon as its window has room. The starts are read from the tools' own journal.
 //! A tool's rate across processes, 10 a minute for two minutes: `tests/limits_processes.rs`.
 
 mod common;
@@ -166,6 +167,43 @@ async fn steps_under_a_limiter_keep_its_rate_across_instances() {
         4,
         Duration::from_secs(2),
         Duration::from_millis(400),
+    );
+    for (url, id) in tasks {
+        let done = Peer::Http(Http::to(&url)).wait_terminal(&id).await;
+        assert_eq!(done["status"], "completed", "{done}");
+    }
+}
+
+/// A cluster starts the tasks a tool's rate held back when the rate's window has room, not
+/// at its next claim interval (here 30 s): 9 tasks of a tool of 3 a second, called across
+/// three instances, all start within about two seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_starts_what_a_rate_held_back_once_its_window_has_room() {
+    let Some(db) = pg::Db::new().await else {
+        return;
+    };
+    let journal = Journal::default();
+    let tools = || {
+        toolkit![report]
+            .expect("toolkit")
+            .with_state(journal.clone())
+    };
+    let engines = db.three_instances(tools, 8, Duration::from_secs(30)).await;
+    let urls = Http::serve_all(engines).await;
+    let begun = Instant::now();
+    let tasks = call(&urls, "report", 9).await;
+    // Waiting for the claim interval would take 30 s.
+    journal.until(9, Duration::from_secs(8)).await;
+    let took = begun.elapsed();
+    assert_rate_held(
+        &journal.times(),
+        3,
+        Duration::from_secs(1),
+        Duration::from_millis(400),
+    );
+    assert!(
+        took >= Duration::from_millis(1600),
+        "9 starts at 3 a second take two windows, not {took:?}"
     );
     for (url, id) in tasks {
         let done = Peer::Http(Http::to(&url)).wait_terminal(&id).await;

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use rmcp::model::InputResponses;
 
 use crate::store::{
-    AdminStore, Claim, ClusterStore, Created, Lease, NewTask, Notice, QueueDepth, Recovery,
-    StoreError, TaskSnapshot, TaskStore, Transition,
+    AdminStore, Claim, Claimed, ClusterStore, Created, Lease, NewTask, Notice, QueueDepth,
+    Recovery, StoreError, TaskSnapshot, TaskStore, Transition,
 };
 
 /// `store`, timed, and its cluster operations, timed too, when it has some
@@ -143,7 +143,7 @@ impl ClusterStore for TimedCluster {
         time("renew", self.inner()?.renew(lease)).await
     }
 
-    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+    async fn claim(&self, claim: Claim<'_>) -> Result<Claimed, StoreError> {
         let operation = if claim.queued {
             "claim_queued"
         } else {

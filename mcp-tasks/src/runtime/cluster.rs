@@ -247,9 +247,10 @@ impl Runtime {
     }
 }
 
-/// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`] and at once on a
-/// queued wake-up, until intake stops. A pass under way is not cut short: it ends after
-/// its batch (see [`claim`]).
+/// Claims lapsed and queued tasks, each [`ClusterConfig::claim_interval`], at once on a
+/// queued wake-up, and when a rate-limited tool whose rate held tasks back has room again,
+/// until intake stops. A pass under way is not cut short: it ends after its batch (see
+/// [`claim`]).
 async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
     let stop = runtime.lifecycle.intake.clone();
     let mut tick = tokio::time::interval(instance.config.claim_interval);
@@ -257,7 +258,15 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
     let mut sampled = HashSet::new();
     let mut versions = HashSet::new();
     let mut versions_sampled: Option<Instant> = None;
+    // When the soonest rate that held tasks back in the last pass has room again.
+    let mut room_at: Option<Instant> = None;
     loop {
+        let room = async {
+            match room_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             () = stop.cancelled() => return,
@@ -269,10 +278,21 @@ async fn claim_loop(runtime: Arc<Runtime>, instance: Arc<Cluster>) {
                 }
             }
             () = runtime.parking.claim_now.notified() => {}
+            () = room => {}
         }
-        if let Err(error) = claim(&runtime, &instance).await {
-            tracing::warn!(%error, "claiming tasks failed; retrying");
-        }
+        let room_in = match pass(&runtime, &instance).await {
+            Ok((_, room_in)) => room_in,
+            Err(error) => {
+                tracing::warn!(%error, "claiming tasks failed; retrying");
+                None
+            }
+        };
+        // A pass that claimed no queued tasks (no free slot, intake stopping) or failed
+        // knows of no rate: a room still to come stays awaited.
+        let now = Instant::now();
+        room_at = room_in
+            .map(|wait| now + wait)
+            .or(room_at.filter(|at| *at > now));
     }
 }
 
@@ -284,18 +304,28 @@ pub(crate) async fn claim(
     runtime: &Arc<Runtime>,
     instance: &Cluster,
 ) -> Result<RecoveryReport, StoreError> {
+    pass(runtime, instance).await.map(|(report, _)| report)
+}
+
+/// One claim pass ([`claim`]), and how long until the soonest rate-limited tool whose rate
+/// held tasks back has room again ([`Claimed::rate_room_in`](crate::store::Claimed)).
+async fn pass(
+    runtime: &Arc<Runtime>,
+    instance: &Cluster,
+) -> Result<(RecoveryReport, Option<Duration>), StoreError> {
     let mut report = RecoveryReport::default();
+    let mut room_in: Option<Duration> = None;
     let cluster = &*instance.store;
     for cause in [Cause::Lapsed, Cause::Queued] {
         loop {
             if runtime.lifecycle.intake.is_cancelled() {
-                return Ok(report);
+                return Ok((report, room_in));
             }
             // Only free slots are claimed (`max_running`): held for the batch, then handed
             // to the tasks it took (each takes its own slot as its work starts).
             let slots = runtime.capacity.hold_for_claim(CLAIM_BATCH);
             if slots == 0 {
-                return Ok(report);
+                return Ok((report, room_in));
             }
             let sent = Instant::now();
             let (id, lease) = (&*instance.id, instance.config.lease);
@@ -316,6 +346,8 @@ pub(crate) async fn claim(
             }
             let claimed = cluster.claim(claim).await;
             let claimed = claimed.inspect_err(|_| runtime.capacity.end_claim(slots))?;
+            room_in = room_in.into_iter().chain(claimed.rate_room_in).min();
+            let claimed = claimed.tasks;
             if matches!(cause, Cause::Queued) {
                 for (task, _) in &claimed {
                     let bucket = instance.config.owner_buckets.of(&task.owner);
@@ -331,7 +363,7 @@ pub(crate) async fn claim(
             }
         }
     }
-    Ok(report)
+    Ok((report, room_in))
 }
 
 /// Starts (or fails, by the restart policy) every task of one claimed batch.
@@ -444,7 +476,7 @@ mod tests {
     use super::*;
     use crate::{
         runtime::{Settings, Tools},
-        store::{ClusterStore, Lease, MemoryStore, Notice, Recovery},
+        store::{ClusterStore, Lease, MemoryStore, Notice},
         toolkit::{StateMap, Toolkit},
     };
     use rmcp::model::InputResponses;
@@ -459,7 +491,7 @@ mod tests {
         async fn renew(&self, _: &Lease) -> Result<Lease, StoreError> {
             Err(StoreError::NotFound)
         }
-        async fn claim(&self, _: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+        async fn claim(&self, _: Claim<'_>) -> Result<crate::store::Claimed, StoreError> {
             Err(StoreError::NotFound)
         }
         async fn release(&self, _: &Lease) -> Result<(), StoreError> {

@@ -275,6 +275,31 @@ impl<'a> Claim<'a> {
     }
 }
 
+/// What one [`ClusterStore::claim`] took, and when a claim again can take what a rate held
+/// back.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    /// The tasks claimed, each with its lease (at most [`Claim::limit`]).
+    pub tasks: Vec<(Recovery, Lease)>,
+    /// How long until a rate this claim found used up, or used up itself, has room again:
+    /// the soonest of a tool's rate ([`Claim::with_rates`]) and of the keys of a per-key
+    /// rate ([`Claim::with_key_rates`]) that have tasks queued. The runtime claims again then,
+    /// not at its next claim interval. `None` when no rate was used up (and always for a
+    /// claim of lapsed tasks).
+    pub rate_room_in: Option<Duration>,
+}
+
+impl Claimed {
+    /// A claim that took `tasks` and found no rate used up.
+    #[must_use]
+    pub fn of(tasks: Vec<(Recovery, Lease)>) -> Self {
+        Self {
+            tasks,
+            rate_room_in: None,
+        }
+    }
+}
+
 /// The queued tasks of one tool, or of one tool and owner
 /// ([`ClusterStore::queue_depth`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -323,8 +348,9 @@ pub trait ClusterStore: Send + Sync {
     /// Claims up to [`Claim::limit`] tasks of its kind, each for exactly one of the instances
     /// asking, at the next epoch, with what a replay needs: live tasks whose lease lapsed
     /// ([`Claim::lapsed`]), or tasks recorded with no runner (worker mode), in the claim's
-    /// [`order`](Claim::order) ([`Claim::queued`]).
-    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError>;
+    /// [`order`](Claim::order) ([`Claim::queued`]); and, when a tool's rate held tasks
+    /// back, when it has room again ([`Claimed::rate_room_in`]).
+    async fn claim(&self, claim: Claim<'_>) -> Result<Claimed, StoreError>;
 
     /// Gives up `lease` while its task is still live: the lease lapses at once (and the
     /// epoch moves on, so nothing more is written under it), and the task space is woken

@@ -50,7 +50,8 @@ pub(crate) mod unreported;
 
 pub use admin::AdminStore;
 pub use cluster::{
-    Claim, ClaimOrder, ClusterStore, DEFAULT_CANCEL_GRACE, Lease, Notice, QueueDepth, ToolVersions,
+    Claim, ClaimOrder, Claimed, ClusterStore, DEFAULT_CANCEL_GRACE, Lease, Notice, QueueDepth,
+    ToolVersions,
 };
 pub use error::{BackendError, ConfigError, StoreError};
 pub use memory::MemoryStore;

@@ -155,8 +155,9 @@ impl ClusterConfig {
     }
 
     /// Sets how often the instance claims lapsed and queued tasks when nothing started a
-    /// claim sooner (a task queued, a parked task answered, a slot of `max_running` freed)
-    /// (default [`DEFAULT_CLAIM_INTERVAL`]). At least 1 ms.
+    /// claim sooner (a task queued, a parked task answered, a slot of `max_running` freed, a
+    /// rate that held tasks back having room again) (default [`DEFAULT_CLAIM_INTERVAL`]).
+    /// At least 1 ms.
     pub fn with_claim_interval(mut self, interval: Duration) -> Self {
         self.claim_interval = interval.max(Duration::from_millis(1));
         self

@@ -2,12 +2,12 @@
 //! queued tasks in either [`ClaimOrder`], keeping the tools' concurrency and rate limits
 //! (counted in the rate log, `rate_log.rs`).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Duration};
 
 use super::{
     PostgresStore,
     pool::Tx,
-    rate_log::{LOCK_TOOLS, LOG_STARTS, PRUNE_KEYS, RECENT, window_ms},
+    rate_log::{LOCK_TOOLS, LOG_STARTS, PRUNE_KEYS, RECENT, RateWindow, key_room_in, window_ms},
     row::{PgRow, db_now_ms, int, text},
 };
 use crate::store::{Claim, ClaimOrder, StoreError, codec::Columns};
@@ -261,19 +261,21 @@ impl PostgresStore {
     /// [`Claim::rates`]), within each priority first the tasks of every other tool, then, for
     /// each limited tool, as many of its tasks as it has free places across the cluster
     /// (below its concurrency limit and its rate, counted under the tool's lock); the starts
-    /// of the rate-limited tools are logged in the same transaction.
+    /// of the rate-limited tools are logged in the same transaction. With the rows, when a
+    /// tool's rate is used up (it was, or this claim used it up): how long until it has room
+    /// ([`Claimed::rate_room_in`](crate::store::Claimed::rate_room_in)).
     pub(super) async fn claim_queued(
         &self,
         tx: &Tx,
         claim: &Claim<'_>,
         bound: &Bound<'_>,
-    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+    ) -> Result<(Vec<tokio_postgres::Row>, Option<Duration>), StoreError> {
         let wanted = i64::try_from(claim.limit).unwrap_or(i64::MAX);
         let levels = match claim.priority_aging {
             None => vec![None],
             Some(aging) => self.levels(tx, bound.now, aging).await?,
         };
-        let free = self.free_places(tx, claim).await?;
+        let (free, mut windows) = self.free_places(tx, claim).await?;
         let tools: Vec<&str> = free.iter().map(|(tool, _)| *tool).collect();
         let mut free: HashMap<&str, i64> = free.into_iter().collect();
         // The rate log keys of the starts made, one per start.
@@ -331,7 +333,11 @@ impl PostgresStore {
                         self.pick(tx, claim, bound, wanted, filter).await?
                     }
                 };
-                *places -= i64::try_from(more.len()).unwrap_or(i64::MAX);
+                let taken = i64::try_from(more.len()).unwrap_or(i64::MAX);
+                *places -= taken;
+                if let Some(window) = windows.iter_mut().find(|w| w.tool == *tool) {
+                    window.room -= taken;
+                }
                 if claim.rates.iter().any(|(rated, _)| &**rated == *tool) {
                     let key = crate::rate::tool_key(tool);
                     started.extend(std::iter::repeat_n(key, more.len()));
@@ -355,18 +361,21 @@ impl PostgresStore {
             let context = "could not log the rate-limited tools' starts";
             tx.execute(LOG_STARTS, &[&started], context).await?;
         }
-        Ok(rows)
+        // After the starts were logged: a key this claim used up counts.
+        let key_room = key_room_in(tx, claim.key_rates).await?;
+        let room_in = windows.iter().filter_map(RateWindow::room_in);
+        Ok((rows, room_in.chain(key_room).min()))
     }
 
     /// Locks the limited tools of `claim` (sorted, so every claim takes the locks in one
     /// order) and counts how many of each one's tasks it may start: below its concurrency
     /// limit by the tasks that hold a runner, and below its rate by the starts within its
-    /// window; `(tool, places)` sorted by tool.
+    /// window; `(tool, places)` sorted by tool, and the window of each rate-limited tool.
     async fn free_places<'c>(
         &self,
         tx: &Tx,
         claim: &Claim<'c>,
-    ) -> Result<Vec<(&'c str, i64)>, StoreError> {
+    ) -> Result<(Vec<(&'c str, i64)>, Vec<RateWindow<'c>>), StoreError> {
         let mut places: Vec<(&str, i64)> = claim
             .limits
             .iter()
@@ -377,8 +386,9 @@ impl PostgresStore {
             .collect();
         places.sort_unstable();
         places.dedup_by_key(|(tool, _)| *tool);
+        let mut windows = Vec::new();
         if places.is_empty() {
-            return Ok(places);
+            return Ok((places, windows));
         }
         let tools: Vec<&str> = places.iter().map(|(tool, _)| *tool).collect();
         let context = "could not lock the limited tools for a claim";
@@ -404,16 +414,30 @@ impl PostgresStore {
                 .iter()
                 .map(|(tool, _)| crate::rate::tool_key(tool))
                 .collect();
-            let windows: Vec<i64> = claim
+            let pers: Vec<i64> = claim
                 .rates
                 .iter()
                 .map(|(_, rate)| window_ms(*rate))
                 .collect();
             let context = "could not count the rate-limited tools' starts";
-            let recent = counts(tx, RECENT, &[&keys, &windows], context).await?;
-            for ((tool, rate), key) in claim.rates.iter().zip(&keys) {
-                let count = recent.get(key).copied().unwrap_or(0);
-                lower(tool, i64::from(rate.count()) - count);
+            let rows = tx.query(RECENT, &[&keys, &pers], context).await?;
+            let mut recent = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                let oldest = PgRow(row).opt_int(2)?;
+                recent.insert(text(row, 0)?, (int(row, 1)?, oldest, int(row, 3)?));
+            }
+            for (((tool, rate), key), per) in claim.rates.iter().zip(&keys).zip(&pers) {
+                let (count, oldest, now) = recent.get(key).copied().unwrap_or((0, None, 0));
+                let room = i64::from(rate.count()) - count;
+                lower(tool, room);
+                let (tool, per) = (&**tool, *per);
+                windows.push(RateWindow {
+                    tool,
+                    room,
+                    oldest,
+                    now,
+                    per,
+                });
             }
         }
         for (tool, rate) in claim.key_rates {
@@ -422,7 +446,7 @@ impl PostgresStore {
             tx.execute(PRUNE_KEYS, &[&prefix, &window_ms(*rate)], context)
                 .await?;
         }
-        Ok(places)
+        Ok((places, windows))
     }
 
     /// Up to `wanted` queued tasks of `tool` (of priority `level`, if given) that its

@@ -17,7 +17,7 @@ use crate::{
     clock::millis,
     rate::Rate,
     store::{
-        Claim, ClaimOrder, ClusterStore, Lease, Notice, QueueDepth, Recovery, StoreError,
+        Claim, ClaimOrder, Claimed, ClusterStore, Lease, Notice, QueueDepth, StoreError,
         codec::{self, Columns, to_i64, to_u64},
     },
 };
@@ -66,7 +66,7 @@ impl ClusterStore for PostgresStore {
 
     /// A claim (lapsed or queued): the statements that pick and take the rows
     /// (`claim.rs`), then their steps, in one transaction.
-    async fn claim(&self, claim: Claim<'_>) -> Result<Vec<(Recovery, Lease)>, StoreError> {
+    async fn claim(&self, claim: Claim<'_>) -> Result<Claimed, StoreError> {
         let (instance, lease) = (claim.instance, claim.lease);
         let now = to_i64(self.clock.now_ms());
         let limit = i64::try_from(claim.limit).unwrap_or(i64::MAX);
@@ -80,7 +80,7 @@ impl ClusterStore for PostgresStore {
             "BEGIN"
         };
         let tx = Tx::begin_with(&self.pool, begin).await?;
-        let rows = if claim.queued {
+        let (rows, rate_room_in) = if claim.queued {
             let bound = claim::Bound {
                 instance,
                 lease_ms,
@@ -91,8 +91,8 @@ impl ClusterStore for PostgresStore {
             let routing = claim::Routing::of(&claim);
             let mut params: claim::Params<'_> = vec![&instance, &lease_ms, &now, &limit];
             params.extend(routing.params());
-            tx.query(claim::CLAIM_LAPSED, &params, "could not claim tasks")
-                .await?
+            let context = "could not claim tasks";
+            (tx.query(claim::CLAIM_LAPSED, &params, context).await?, None)
         };
         let ids = rows
             .iter()
@@ -131,7 +131,10 @@ impl ClusterStore for PostgresStore {
             );
             claimed.push((recovery, granted));
         }
-        Ok(claimed)
+        Ok(Claimed {
+            tasks: claimed,
+            rate_room_in,
+        })
     }
 
     /// One start of the step limiter `limiter`, under its lock, logged when its window has
@@ -243,7 +246,7 @@ mod tests {
         let task = NewTask::new(id.into(), "owner".into(), "tool".into());
         assert!(store.create(task).await.unwrap().is_new());
         let claim = Claim::queued(instance, Duration::from_secs(30), 1);
-        let mut claimed = store.claim(claim).await.unwrap();
+        let mut claimed = store.claim(claim).await.unwrap().tasks;
         assert_eq!(claimed.len(), 1, "{claimed:?}");
         claimed.pop().unwrap().1
     }

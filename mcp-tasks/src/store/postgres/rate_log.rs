@@ -1,9 +1,19 @@
 //! The rate log of [`PostgresStore`](super::PostgresStore) (`rate_log`, schema 7): the
 //! starts of the rate-limited tools, of each key of a per-key rate, and of the step
 //! limiters, each counted within its window by the database's clock under an advisory lock;
-//! and that lock, which every claim taking a limited tool's tasks holds too.
+//! that lock, which every claim taking a limited tool's tasks holds too; and when a window
+//! a claim found used up has room again.
 
-use super::row::db_now_ms;
+use std::time::Duration;
+
+use super::{
+    pool::Tx,
+    row::{PgRow, db_now_ms},
+};
+use crate::{
+    rate::Rate,
+    store::{StoreError, codec::Columns},
+};
 
 /// Locks the limited tools `$2` (sorted, so every claim takes the locks in one order) until
 /// the claim commits: claims that take tasks of a limited tool run one at a time across the
@@ -41,7 +51,75 @@ pub(super) const PRUNE_KEYS: &str = concat!(
     " - $2::int8"
 );
 
+/// For the tool `$1` of a per-key rate of `$4` starts in `$3` milliseconds (its starts
+/// logged under the prefix `$2`, followed by the key): how long until the soonest of the
+/// keys whose window is used up and that have tasks still queued has room, in milliseconds
+/// (NULL when no key waits for room).
+pub(super) const KEY_ROOM: &str = concat!(
+    "SELECT min(u.first_ms) + $3::int8 - ",
+    db_now_ms!(),
+    " FROM (SELECT k.k, min(r.at_ms) AS first_ms FROM \
+       (SELECT DISTINCT coalesce(limit_key, '') AS k FROM tasks \
+        WHERE tool = $1 AND purge_at_ms IS NULL AND runner IS NULL) k \
+       JOIN rate_log r ON r.limiter = $2 || k.k AND r.at_ms > ",
+    db_now_ms!(),
+    " - $3::int8 GROUP BY k.k HAVING count(*) >= $4::int8) u"
+);
+
+/// One rate-limited tool's window as a claim counted it (by the database's clock, in
+/// milliseconds): the starts it has room for, less those the claim made.
+pub(super) struct RateWindow<'c> {
+    pub(super) tool: &'c str,
+    pub(super) room: i64,
+    /// The oldest start within the window, if any.
+    pub(super) oldest: Option<i64>,
+    pub(super) now: i64,
+    pub(super) per: i64,
+}
+
+impl RateWindow<'_> {
+    /// When the window is used up: how long until its oldest start leaves it (the starts
+    /// this claim made, when it held none before). A claim then finds room, or, when more
+    /// starts than the count stay in the window (a rate lowered since), a later time.
+    pub(super) fn room_in(&self) -> Option<Duration> {
+        if self.room > 0 {
+            return None;
+        }
+        let oldest = self.oldest.unwrap_or(self.now);
+        let left = oldest
+            .saturating_add(self.per)
+            .saturating_sub(self.now)
+            .max(1);
+        Some(Duration::from_millis(
+            u64::try_from(left).unwrap_or(u64::MAX),
+        ))
+    }
+}
+
+/// How long until the soonest key of a per-key rate of `rates` (`(tool, rate)`) whose window
+/// is used up and that has tasks still queued has room ([`KEY_ROOM`], inside `tx`).
+pub(super) async fn key_room_in(
+    tx: &Tx,
+    rates: &[(std::sync::Arc<str>, Rate)],
+) -> Result<Option<Duration>, StoreError> {
+    let mut soonest: Option<Duration> = None;
+    for (tool, rate) in rates {
+        let (prefix, per) = (crate::rate::tool_key_prefix(tool), window_ms(*rate));
+        let count = i64::from(rate.count());
+        let context = "could not read when the per-key rates have room";
+        let rows = tx
+            .query(KEY_ROOM, &[&&**tool, &prefix, &per, &count], context)
+            .await?;
+        let left = rows.first().map(|row| PgRow(row).opt_int(0)).transpose()?;
+        let room = left
+            .flatten()
+            .map(|left| Duration::from_millis(u64::try_from(left.max(1)).unwrap_or(u64::MAX)));
+        soonest = soonest.into_iter().chain(room).min();
+    }
+    Ok(soonest)
+}
+
 /// A rate's window in milliseconds, as the rate log's statements bind it.
-pub(super) fn window_ms(rate: crate::rate::Rate) -> i64 {
+pub(super) fn window_ms(rate: Rate) -> i64 {
     i64::try_from(crate::clock::millis(rate.per())).unwrap_or(i64::MAX)
 }
