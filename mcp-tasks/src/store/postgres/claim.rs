@@ -280,6 +280,8 @@ impl PostgresStore {
         let mut free: HashMap<&str, i64> = free.into_iter().collect();
         // The rate log keys of the starts made, one per start.
         let mut started: Vec<String> = Vec::new();
+        // The tools of a per-key rate whose keys let fewer tasks start than were wanted.
+        let mut held_back: Vec<&str> = Vec::new();
         let mut rows = Vec::new();
         let left = |rows: &Vec<_>| wanted - i64::try_from(rows.len()).unwrap_or(i64::MAX);
         for level in levels {
@@ -312,6 +314,11 @@ impl PostgresStore {
                 } else {
                     None
                 };
+                let fewer = |e: &Vec<_>| i64::try_from(e.len()).unwrap_or(i64::MAX) < wanted;
+                if key_rated && eligible.as_ref().is_some_and(fewer) {
+                    // Fewer than wanted: a key's rate may have held tasks back.
+                    held_back.push(*tool);
+                }
                 let more = match &eligible {
                     Some(eligible) if eligible.is_empty() => continue,
                     // Few, and chosen: taken in their order (each key's oldest first).
@@ -362,7 +369,8 @@ impl PostgresStore {
             tx.execute(LOG_STARTS, &[&started], context).await?;
         }
         // After the starts were logged: a key this claim used up counts.
-        let key_room = key_room_in(tx, claim.key_rates).await?;
+        let key_rates = (claim.key_rates.iter()).filter(|(tool, _)| held_back.contains(&&**tool));
+        let key_room = key_room_in(tx, key_rates).await?;
         let room_in = windows.iter().filter_map(RateWindow::room_in);
         Ok((rows, room_in.chain(key_room).min()))
     }

@@ -100,7 +100,7 @@ impl RateWindow<'_> {
 /// is used up and that has tasks still queued has room ([`KEY_ROOM`], inside `tx`).
 pub(super) async fn key_room_in(
     tx: &Tx,
-    rates: &[(std::sync::Arc<str>, Rate)],
+    rates: impl Iterator<Item = &(std::sync::Arc<str>, Rate)>,
 ) -> Result<Option<Duration>, StoreError> {
     let mut soonest: Option<Duration> = None;
     for (tool, rate) in rates {
