@@ -348,8 +348,8 @@ pub trait ClusterStore: Send + Sync {
     /// Claims up to [`Claim::limit`] tasks of its kind, each for exactly one of the instances
     /// asking, at the next epoch, with what a replay needs: live tasks whose lease lapsed
     /// ([`Claim::lapsed`]), or tasks recorded with no runner (worker mode), in the claim's
-    /// [`order`](Claim::order) ([`Claim::queued`]); and, when a tool's rate held tasks
-    /// back, when it has room again ([`Claimed::rate_room_in`]).
+    /// [`order`](Claim::order) ([`Claim::queued`]); and, when a tool's or a key's rate held
+    /// tasks back, when it has room again ([`Claimed::rate_room_in`]).
     async fn claim(&self, claim: Claim<'_>) -> Result<Claimed, StoreError>;
 
     /// Gives up `lease` while its task is still live: the lease lapses at once (and the

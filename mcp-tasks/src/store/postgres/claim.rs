@@ -262,8 +262,8 @@ impl PostgresStore {
     /// each limited tool, as many of its tasks as it has free places across the cluster
     /// (below its concurrency limit and its rate, counted under the tool's lock); the starts
     /// of the rate-limited tools are logged in the same transaction. With the rows, when a
-    /// tool's rate is used up (it was, or this claim used it up): how long until it has room
-    /// ([`Claimed::rate_room_in`](crate::store::Claimed::rate_room_in)).
+    /// tool's rate or a key's is used up (it was, or this claim used it up): how long until
+    /// it has room ([`Claimed::rate_room_in`](crate::store::Claimed::rate_room_in)).
     pub(super) async fn claim_queued(
         &self,
         tx: &Tx,
