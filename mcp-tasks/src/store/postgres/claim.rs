@@ -342,10 +342,9 @@ impl PostgresStore {
                 };
                 let taken = i64::try_from(more.len()).unwrap_or(i64::MAX);
                 *places -= taken;
+                // A rate-limited tool (its window): the starts used its room, and are logged.
                 if let Some(window) = windows.iter_mut().find(|w| w.tool == *tool) {
                     window.room -= taken;
-                }
-                if claim.rates.iter().any(|(rated, _)| &**rated == *tool) {
                     let key = crate::rate::tool_key(tool);
                     started.extend(std::iter::repeat_n(key, more.len()));
                 }

@@ -10,7 +10,7 @@ use tokio_postgres::types::ToSql;
 use super::{
     PostgresStore, claim, listener, notice,
     pool::{Tx, read, write_one},
-    rate_log::{LOCK_TOOLS, LOG_STARTS, RECENT, window_ms},
+    rate_log::{LOCK_TOOLS, LOG_STARTS, RECENT, room_after, window_ms},
     row::{PgRow, db_now_ms, int, text},
 };
 use crate::{
@@ -165,9 +165,7 @@ impl ClusterStore for PostgresStore {
         }
         // Nothing logged; what was pruned stays pruned.
         tx.commit().await?;
-        let oldest = int(row, 2).unwrap_or(now);
-        let left = oldest.saturating_add(per).saturating_sub(now).max(1);
-        Ok(Some(Duration::from_millis(to_u64(left))))
+        Ok(Some(room_after(int(row, 2).ok(), now, per)))
     }
 
     async fn unclaimed_versions(&self) -> Result<Option<Vec<(String, String, u64)>>, StoreError> {

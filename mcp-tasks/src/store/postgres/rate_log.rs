@@ -82,18 +82,23 @@ impl RateWindow<'_> {
     /// this claim made, when it held none before). A claim then finds room, or, when more
     /// starts than the count stay in the window (a rate lowered since), a later time.
     pub(super) fn room_in(&self) -> Option<Duration> {
-        if self.room > 0 {
-            return None;
-        }
-        let oldest = self.oldest.unwrap_or(self.now);
-        let left = oldest
-            .saturating_add(self.per)
-            .saturating_sub(self.now)
-            .max(1);
-        Some(Duration::from_millis(
-            u64::try_from(left).unwrap_or(u64::MAX),
-        ))
+        (self.room <= 0).then(|| room_after(self.oldest, self.now, self.per))
     }
+}
+
+/// How long until a window of `per` milliseconds whose oldest start is `oldest` (`None`: a
+/// start made at `now`) has room, at `now` (the database's clock): at least 1 ms.
+pub(super) fn room_after(oldest: Option<i64>, now: i64, per: i64) -> Duration {
+    let left = oldest
+        .unwrap_or(now)
+        .saturating_add(per)
+        .saturating_sub(now);
+    at_least_1ms(left)
+}
+
+/// `left` milliseconds as a wait, at least 1 ms.
+fn at_least_1ms(left: i64) -> Duration {
+    Duration::from_millis(u64::try_from(left.max(1)).unwrap_or(u64::MAX))
 }
 
 /// How long until the soonest key of a per-key rate of `rates` (`(tool, rate)`) whose window
@@ -111,9 +116,7 @@ pub(super) async fn key_room_in(
             .query(KEY_ROOM, &[&&**tool, &prefix, &per, &count], context)
             .await?;
         let left = rows.first().map(|row| PgRow(row).opt_int(0)).transpose()?;
-        let room = left
-            .flatten()
-            .map(|left| Duration::from_millis(u64::try_from(left.max(1)).unwrap_or(u64::MAX)));
+        let room = left.flatten().map(at_least_1ms);
         soonest = soonest.into_iter().chain(room).min();
     }
     Ok(soonest)
