@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Http, PLAIN, Peer, TASKS, first_text};
+use common::{Http, PLAIN, Peer, Stdio, TASKS, first_text};
 use mcp_tasks::{Engine, TaskContext, TaskServer, ToolError, task_tool, toolkit};
 use serde_json::{Value, json};
 
@@ -234,32 +234,50 @@ fn server_info(result: &Value) -> &Value {
     &result["_meta"]["io.modelcontextprotocol/serverInfo"]
 }
 
-/// C9: every result the SDK builds carries `_meta["io.modelcontextprotocol/serverInfo"]`
-/// (tools/list, an inline tools/call, a task handle, an input_required round, tasks/get).
-/// `tasks/update` and `tasks/cancel` answer rmcp's empty result, which has no `_meta` seam.
+/// C9: every result carries `_meta["io.modelcontextprotocol/serverInfo"]` (tools/list, an
+/// inline tools/call, a task handle, an input_required round, tasks/get, and the
+/// acknowledgements of tasks/update and tasks/cancel), on HTTP and on stdio.
 #[tokio::test]
 async fn results_carry_the_server_info() {
-    let tools = toolkit![hello, ends].expect("toolkit");
-    let server = TaskServer::from_engine(
-        Engine::builder(tools)
-            .with_server_info(rmcp::model::Implementation::new("report-server", "2.1.0"))
-            .build(),
-    );
-    let mut peer = Peer::Http(Http::start(server).await);
+    let server = || {
+        let tools = toolkit![hello, ends].expect("toolkit");
+        TaskServer::from_engine(
+            Engine::builder(tools)
+                .with_server_info(rmcp::model::Implementation::new("report-server", "2.1.0"))
+                .build(),
+        )
+    };
     let expected = json!({ "name": "report-server", "version": "2.1.0" });
+    for mut peer in [
+        Peer::Http(Http::start(server()).await),
+        Peer::Stdio(Stdio::framed(server())),
+    ] {
+        every_result_carries(&mut peer, &expected).await;
+    }
+}
 
+async fn every_result_carries(peer: &mut Peer, expected: &Value) {
     let listed = peer.rpc("tools/list", json!({}), PLAIN).await;
-    assert_eq!(server_info(&listed["result"]), &expected, "{listed}");
+    assert_eq!(server_info(&listed["result"]), expected, "{listed}");
     let inline = peer.call("hello", json!({}), PLAIN).await;
-    assert_eq!(server_info(&inline["result"]), &expected, "{inline}");
+    assert_eq!(server_info(&inline["result"]), expected, "{inline}");
     let created = peer.call("ends", json!({ "how": "fine" }), TASKS).await;
-    assert_eq!(server_info(&created["result"]), &expected, "{created}");
+    assert_eq!(server_info(&created["result"]), expected, "{created}");
     let id = created["result"]["taskId"]
         .as_str()
         .expect("a task")
         .to_owned();
     let got = peer.get(&id).await;
-    assert_eq!(server_info(&got["result"]), &expected, "{got}");
+    assert_eq!(server_info(&got["result"]), expected, "{got}");
+    let params = json!({ "taskId": id, "inputResponses": {} });
+    let updated = peer.rpc("tasks/update", params, TASKS).await;
+    assert_eq!(updated["result"]["resultType"], "complete", "{updated}");
+    assert_eq!(server_info(&updated["result"]), expected, "{updated}");
+    let cancelled = peer
+        .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
+        .await;
+    assert_eq!(cancelled["result"]["resultType"], "complete", "{cancelled}");
+    assert_eq!(server_info(&cancelled["result"]), expected, "{cancelled}");
 }
 
 /// C9 on an input_required round: the tool of tests/common asks before any task exists.

@@ -429,6 +429,20 @@ impl Stdio {
         }
     }
 
+    /// The same over this crate's stdio layer (`serve_io`: the request guard in front of
+    /// rmcp), not rmcp's own.
+    pub fn framed(server: TaskServer) -> Self {
+        let (client, server_io) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(server_io);
+        tokio::spawn(mcp_tasks::serve_io(server, read, write));
+        let (read, write) = tokio::io::split(client);
+        Self {
+            writer: write,
+            reader: BufReader::new(read).lines(),
+            next_id: 0,
+        }
+    }
+
     pub async fn send(&mut self, message: &Value) {
         let mut line = message.to_string();
         line.push('\n');

@@ -180,6 +180,11 @@ impl EngineBuilder {
     /// Sets the name and version put in `_meta["io.modelcontextprotocol/serverInfo"]` of
     /// every result the engine builds, and reported by a [`TaskServer`](super::TaskServer)
     /// over it. Default: `mcp-tasks` and this crate's version.
+    ///
+    /// rmcp builds the acknowledgements of `tasks/update` and `tasks/cancel` (a handler
+    /// returns `()` for them): [`serve_http`](super::serve_http),
+    /// [`http_router`](super::http_router) and [`serve_io`](super::serve_io) put the info in
+    /// those too; an rmcp transport of your own leaves them without it.
     pub fn with_server_info(mut self, info: Implementation) -> Self {
         self.server_info = info;
         self

@@ -284,10 +284,7 @@ impl Engine {
         Ok(match answer {
             Answer::Result(mut result) => {
                 // The server's info joins what the tool put in `_meta` (usually nothing).
-                let meta = result.meta.get_or_insert_with(MetaObject::new);
-                for (key, value) in &self.result_meta.0 {
-                    meta.0.entry(key.clone()).or_insert_with(|| value.clone());
-                }
+                self.join_info(&mut result.meta.get_or_insert_with(MetaObject::new).0);
                 CallToolResponse::Complete(result)
             }
             Answer::Task(task) => {
@@ -425,6 +422,15 @@ impl Engine {
     // docs/protocol.md C9.
     fn meta(&self) -> MetaObject {
         (*self.result_meta).clone()
+    }
+
+    /// Puts the server's info into `meta` where it lacks it (a tool's result, or an
+    /// acknowledgement rmcp built).
+    // docs/protocol.md C9.
+    pub(super) fn join_info(&self, meta: &mut rmcp::model::JsonObject) {
+        for (key, value) in &self.result_meta.0 {
+            meta.entry(key.clone()).or_insert_with(|| value.clone());
+        }
     }
 }
 

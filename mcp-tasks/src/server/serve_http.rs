@@ -4,7 +4,7 @@ use std::{
     future::Future,
     io,
     sync::{
-        Arc,
+        Arc, LazyLock,
         atomic::{AtomicBool, Ordering},
     },
     task::{Context, Poll},
@@ -227,6 +227,56 @@ fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     ([(header::RETRY_AFTER, DRAIN_RETRY_AFTER)], response).into_response()
 }
 
+/// Whether the request in `bytes` names `tasks/update` or `tasks/cancel`, whose results rmcp
+/// builds: [`with_info`] puts the server's info in them.
+fn acknowledged(bytes: &[u8]) -> bool {
+    static TASKS: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\"tasks/"));
+    TASKS.find_iter(bytes).any(|at| {
+        let method = &bytes[at + b"\"tasks/".len()..];
+        method.starts_with(b"update\"") || method.starts_with(b"cancel\"")
+    })
+}
+
+/// `response` with the engine's server info in its result's `_meta` where it lacks it
+/// (docs/protocol.md C9). A handler returns `()` for `tasks/update` and `tasks/cancel`, so
+/// rmcp builds those acknowledgements and the engine cannot put it there. Reads only a
+/// whole small JSON body (an acknowledgement is under 200 bytes); any other is unchanged.
+async fn with_info(response: Response, engine: &Engine) -> Response {
+    const ACK_BYTES: u64 = 1024;
+    let size = axum::body::HttpBody::size_hint(response.body()).exact();
+    let small = size.is_some_and(|n| n <= ACK_BYTES);
+    if response.status() != StatusCode::OK || !small || !guard::is_json(response.headers()) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // A body of an exact size within the limit: a failure would be the body's own.
+    let Ok(bytes) = axum::body::to_bytes(body, ACK_BYTES as usize).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let mut message = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+    let result = message
+        .as_mut()
+        .and_then(|message| message.get_mut("result"));
+    let meta = result
+        .and_then(serde_json::Value::as_object_mut)
+        .map(|result| {
+            result
+                .entry("_meta")
+                .or_insert_with(|| serde_json::json!({}))
+        })
+        .and_then(serde_json::Value::as_object_mut);
+    let Some(meta) = meta else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    engine.join_info(meta);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let body = message
+        .map(|message| message.to_string())
+        .unwrap_or_default();
+    Response::from_parts(parts, Body::from(body))
+}
+
 /// A JSON body (axum's `json` feature is off).
 fn json_body(value: &serde_json::Value) -> impl IntoResponse + use<> {
     ([(header::CONTENT_TYPE, guard::JSON)], value.to_string())
@@ -393,21 +443,27 @@ where
             let request = Request::from_parts(parts, Body::from(bytes));
             return self.service.handle(request).await.into_response();
         }
-        if guard::rmcp_first(&parts.headers, &bytes, &self.limits) {
+        let acknowledged = acknowledged(&bytes);
+        let response = if guard::rmcp_first(&parts.headers, &bytes, &self.limits) {
             // One parse, rmcp's; the guard reads the body only when rmcp refused it.
             let request = Request::from_parts(parts, Body::from(bytes.clone()));
             let response = self.service.handle(request).await.into_response();
-            return guard::recheck(response.status(), &bytes, &self.limits).unwrap_or(response);
-        }
-        let request = match guard::admit(&self.limits, parts, bytes) {
-            Ok(request) => request,
-            Err(refusal) => return *refusal,
+            guard::recheck(response.status(), &bytes, &self.limits).unwrap_or(response)
+        } else {
+            let request = match guard::admit(&self.limits, parts, bytes) {
+                Ok(request) => request,
+                Err(refusal) => return *refusal,
+            };
+            let checked = request.extensions().get::<Checked>();
+            if checked.is_some_and(|checked| checked.task_listen) {
+                return serve_http_listen(&self.engine, &self.service, request, self.listen).await;
+            }
+            self.service.handle(request).await.into_response()
         };
-        let checked = request.extensions().get::<Checked>();
-        if checked.is_some_and(|checked| checked.task_listen) {
-            return serve_http_listen(&self.engine, &self.service, request, self.listen).await;
+        if !acknowledged {
+            return response;
         }
-        self.service.handle(request).await.into_response()
+        with_info(response, &self.engine).await
     }
 
     /// `body` in full within the body timeout; one that is here already (most are) is read

@@ -17,7 +17,10 @@ use std::io;
 
 use rmcp::{
     RoleServer, ServiceExt,
-    model::{ClientJsonRpcMessage, ClientNotification, GetExtensions, ServerJsonRpcMessage},
+    model::{
+        ClientJsonRpcMessage, ClientNotification, GetExtensions, JsonRpcMessage, MetaObject,
+        ServerJsonRpcMessage, ServerResult,
+    },
     transport::Transport,
 };
 use tokio::{
@@ -25,7 +28,7 @@ use tokio::{
     sync::mpsc,
 };
 
-use super::{TaskServer, push, shape};
+use super::{Engine, TaskServer, push, shape};
 
 /// How many decoded messages wait for rmcp, and how many lines for the writer.
 const QUEUE: usize = 64;
@@ -72,6 +75,7 @@ where
     let transport = Filtered {
         incoming: from_filter,
         output: lines.clone(),
+        engine: engine.clone(),
     };
     let service = async move {
         let running = server.serve(transport).await.map_err(io::Error::other)?;
@@ -97,6 +101,9 @@ where
 struct Filtered {
     incoming: mpsc::Receiver<ClientJsonRpcMessage>,
     output: mpsc::Sender<Vec<u8>>,
+    /// Puts the server's info into the acknowledgements rmcp builds for `tasks/update` and
+    /// `tasks/cancel` (a handler returns `()` for those, so the engine cannot).
+    engine: Engine,
 }
 
 impl Transport<RoleServer> for Filtered {
@@ -104,8 +111,14 @@ impl Transport<RoleServer> for Filtered {
 
     fn send(
         &mut self,
-        item: ServerJsonRpcMessage,
+        mut item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Response(response) = &mut item
+            && let ServerResult::TaskAckResult(ack) = &mut response.result
+        {
+            self.engine
+                .join_info(&mut ack.meta.get_or_insert_with(MetaObject::new).0);
+        }
         let output = self.output.clone();
         async move {
             let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
