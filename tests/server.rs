@@ -458,7 +458,7 @@ async fn cancel_honoured_and_ignored() {
         let ack = peer
             .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
             .await;
-        assert_eq!(ack["result"], json!({ "resultType": "complete" }));
+        assert_ack(&ack);
         assert_eq!(peer.wait_terminal(&id).await["status"], "cancelled");
         assert!(
             fx.probes.saw_cancel.load(Ordering::SeqCst),
@@ -472,7 +472,7 @@ async fn cancel_honoured_and_ignored() {
         let ack = peer
             .rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
             .await;
-        assert_eq!(ack["result"], json!({ "resultType": "complete" }));
+        assert_ack(&ack);
         let done = peer.wait_terminal(&id).await;
         assert!(fx.probes.stubborn_saw_cancel.load(Ordering::SeqCst));
         assert_eq!(done["status"], "completed", "{done}");
@@ -530,7 +530,7 @@ async fn input_required_partial_answers() {
                 TASKS,
             )
             .await;
-        assert_eq!(ack["result"], json!({ "resultType": "complete" }), "R23");
+        assert_ack(&ack);
         let partial = peer.get(&id).await["result"].clone();
         assert_eq!(partial["status"], "input_required", "R27");
         let outstanding: Vec<&String> = partial["inputRequests"]
@@ -779,7 +779,7 @@ async fn another_owner_sees_nothing() {
             TASKS,
         )
         .await;
-    assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+    assert_ack(&ack);
     patience = Patience::new("alice's task to end");
     let done = loop {
         let (_, mine) = alice.rpc("tasks/get", json!({ "taskId": id }), TASKS).await;
@@ -1197,7 +1197,7 @@ async fn sampling_and_roots_inside_a_task() {
                 TASKS,
             )
             .await;
-        assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+        assert_ack(&ack);
 
         task = peer
             .wait_for(&id, "the sampling request", |task| {
@@ -1234,7 +1234,7 @@ async fn sampling_and_roots_inside_a_task() {
                 TASKS,
             )
             .await;
-        assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{ack}");
+        assert_ack(&ack);
         let done = peer.wait_terminal(&id).await;
         assert_eq!(done["status"], "completed", "{done}");
         assert_eq!(
@@ -1266,5 +1266,18 @@ async fn sampling_and_roots_inside_a_task() {
             done["error"]["data"],
             json!({ "requiredCapabilities": { "sampling": {} } })
         );
+    }
+}
+
+/// An acknowledgement of `tasks/update` or `tasks/cancel` (R23, R35): `resultType`
+/// `"complete"`, and in `_meta`, where this crate's transports put it, only the server's info.
+#[track_caller]
+fn assert_ack(ack: &Value) {
+    let mut result = ack["result"].clone();
+    let meta = result.as_object_mut().and_then(|result| result.remove("_meta"));
+    assert_eq!(result, json!({ "resultType": "complete" }), "{ack}");
+    if let Some(meta) = meta {
+        let keys: Vec<_> = meta.as_object().into_iter().flat_map(|m| m.keys()).collect();
+        assert_eq!(keys, ["io.modelcontextprotocol/serverInfo"], "{ack}");
     }
 }

@@ -4,7 +4,7 @@ use std::{
     future::Future,
     io,
     sync::{
-        Arc, LazyLock,
+        Arc,
         atomic::{AtomicBool, Ordering},
     },
     task::{Context, Poll},
@@ -227,28 +227,25 @@ fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     ([(header::RETRY_AFTER, DRAIN_RETRY_AFTER)], response).into_response()
 }
 
-/// Whether the request in `bytes` names `tasks/update` or `tasks/cancel`, whose results rmcp
-/// builds: [`with_info`] puts the server's info in them.
-fn acknowledged(bytes: &[u8]) -> bool {
-    static TASKS: LazyLock<memchr::memmem::Finder<'static>> =
-        LazyLock::new(|| memchr::memmem::Finder::new(b"\"tasks/"));
-    TASKS.find_iter(bytes).any(|at| {
-        let method = &bytes[at + b"\"tasks/".len()..];
-        method.starts_with(b"update\"") || method.starts_with(b"cancel\"")
-    })
+/// The largest answer [`with_info`] reads.
+const ACK_BYTES: u64 = 128;
+
+/// Whether `response` is one [`with_info`] reads: a whole JSON result of at most
+/// [`ACK_BYTES`]. Not async: the answers it passes on (nearly all) await nothing more.
+fn may_lack_info(response: &Response) -> bool {
+    let size = axum::body::HttpBody::size_hint(response.body()).exact();
+    size.is_some_and(|n| n <= ACK_BYTES)
+        && response.status() == StatusCode::OK
+        && guard::is_json(response.headers())
 }
 
 /// `response` with the engine's server info in its result's `_meta` where it lacks it
 /// (docs/protocol.md C9). A handler returns `()` for `tasks/update` and `tasks/cancel`, so
-/// rmcp builds those acknowledgements and the engine cannot put it there. Reads only a
-/// whole small JSON body (an acknowledgement is under 200 bytes); any other is unchanged.
+/// rmcp builds those acknowledgements and the engine cannot put it there. An
+/// acknowledgement is 58 bytes and its id: only a JSON body of at most [`ACK_BYTES`] is
+/// read (one with an id of up to 70 characters); any larger body is passed on untouched,
+/// and the engine's own results carry the info already.
 async fn with_info(response: Response, engine: &Engine) -> Response {
-    const ACK_BYTES: u64 = 1024;
-    let size = axum::body::HttpBody::size_hint(response.body()).exact();
-    let small = size.is_some_and(|n| n <= ACK_BYTES);
-    if response.status() != StatusCode::OK || !small || !guard::is_json(response.headers()) {
-        return response;
-    }
     let (mut parts, body) = response.into_parts();
     // A body of an exact size within the limit: a failure would be the body's own.
     let Ok(bytes) = axum::body::to_bytes(body, ACK_BYTES as usize).await else {
@@ -269,7 +266,11 @@ async fn with_info(response: Response, engine: &Engine) -> Response {
     let Some(meta) = meta else {
         return Response::from_parts(parts, Body::from(bytes));
     };
+    let held = meta.len();
     engine.join_info(meta);
+    if meta.len() == held {
+        return Response::from_parts(parts, Body::from(bytes));
+    }
     parts.headers.remove(header::CONTENT_LENGTH);
     let body = message
         .map(|message| message.to_string())
@@ -407,7 +408,13 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let inner = self.0.clone();
-        Box::pin(async move { Ok(inner.serve(request).await) })
+        Box::pin(async move {
+            let response = inner.serve(request).await;
+            if !may_lack_info(&response) {
+                return Ok(response);
+            }
+            Ok(with_info(response, &inner.engine).await)
+        })
     }
 }
 
@@ -443,27 +450,21 @@ where
             let request = Request::from_parts(parts, Body::from(bytes));
             return self.service.handle(request).await.into_response();
         }
-        let acknowledged = acknowledged(&bytes);
-        let response = if guard::rmcp_first(&parts.headers, &bytes, &self.limits) {
+        if guard::rmcp_first(&parts.headers, &bytes, &self.limits) {
             // One parse, rmcp's; the guard reads the body only when rmcp refused it.
             let request = Request::from_parts(parts, Body::from(bytes.clone()));
             let response = self.service.handle(request).await.into_response();
-            guard::recheck(response.status(), &bytes, &self.limits).unwrap_or(response)
-        } else {
-            let request = match guard::admit(&self.limits, parts, bytes) {
-                Ok(request) => request,
-                Err(refusal) => return *refusal,
-            };
-            let checked = request.extensions().get::<Checked>();
-            if checked.is_some_and(|checked| checked.task_listen) {
-                return serve_http_listen(&self.engine, &self.service, request, self.listen).await;
-            }
-            self.service.handle(request).await.into_response()
-        };
-        if !acknowledged {
-            return response;
+            return guard::recheck(response.status(), &bytes, &self.limits).unwrap_or(response);
         }
-        with_info(response, &self.engine).await
+        let request = match guard::admit(&self.limits, parts, bytes) {
+            Ok(request) => request,
+            Err(refusal) => return *refusal,
+        };
+        let checked = request.extensions().get::<Checked>();
+        if checked.is_some_and(|checked| checked.task_listen) {
+            return serve_http_listen(&self.engine, &self.service, request, self.listen).await;
+        }
+        self.service.handle(request).await.into_response()
     }
 
     /// `body` in full within the body timeout; one that is here already (most are) is read
