@@ -1274,10 +1274,16 @@ async fn sampling_and_roots_inside_a_task() {
 #[track_caller]
 fn assert_ack(ack: &Value) {
     let mut result = ack["result"].clone();
-    let meta = result.as_object_mut().and_then(|result| result.remove("_meta"));
+    let meta = result
+        .as_object_mut()
+        .and_then(|result| result.remove("_meta"));
     assert_eq!(result, json!({ "resultType": "complete" }), "{ack}");
     if let Some(meta) = meta {
-        let keys: Vec<_> = meta.as_object().into_iter().flat_map(|m| m.keys()).collect();
+        let keys: Vec<_> = meta
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.keys())
+            .collect();
         assert_eq!(keys, ["io.modelcontextprotocol/serverInfo"], "{ack}");
     }
 }

@@ -227,28 +227,34 @@ fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
     ([(header::RETRY_AFTER, DRAIN_RETRY_AFTER)], response).into_response()
 }
 
-/// The largest answer [`with_info`] reads.
-const ACK_BYTES: u64 = 128;
-
-/// Whether `response` is one [`with_info`] reads: a whole JSON result of at most
-/// [`ACK_BYTES`]. Not async: the answers it passes on (nearly all) await nothing more.
-fn may_lack_info(response: &Response) -> bool {
-    let size = axum::body::HttpBody::size_hint(response.body()).exact();
-    size.is_some_and(|n| n <= ACK_BYTES)
-        && response.status() == StatusCode::OK
-        && guard::is_json(response.headers())
+/// Whether the request names `tasks/update` or `tasks/cancel` in its `Mcp-Method` header
+/// (every request on the 2026-07-28 wire has one, and rmcp holds it to the body's method):
+/// rmcp builds their answers, and [`with_info`] puts the server's info in them.
+fn acknowledged(request: &Request) -> bool {
+    // A name, not a `&str`: a `&str` is parsed into a header name on every lookup.
+    const MCP_METHOD: header::HeaderName = header::HeaderName::from_static("mcp-method");
+    request
+        .headers()
+        .get(MCP_METHOD)
+        .is_some_and(|method| method == "tasks/update" || method == "tasks/cancel")
 }
+
+/// The largest answer [`with_info`] reads: an acknowledgement is 58 bytes and its id.
+const ACK_BYTES: usize = 4096;
 
 /// `response` with the engine's server info in its result's `_meta` where it lacks it
 /// (docs/protocol.md C9). A handler returns `()` for `tasks/update` and `tasks/cancel`, so
-/// rmcp builds those acknowledgements and the engine cannot put it there. An
-/// acknowledgement is 58 bytes and its id: only a JSON body of at most [`ACK_BYTES`] is
-/// read (one with an id of up to 70 characters); any larger body is passed on untouched,
-/// and the engine's own results carry the info already.
+/// rmcp builds those acknowledgements and the engine cannot put it there. Reads a whole
+/// JSON body of at most [`ACK_BYTES`]; any other answer (an error, a stream) is passed on.
 async fn with_info(response: Response, engine: &Engine) -> Response {
+    let size = axum::body::HttpBody::size_hint(response.body()).exact();
+    let small = size.is_some_and(|n| n <= ACK_BYTES as u64);
+    if !small || response.status() != StatusCode::OK || !guard::is_json(response.headers()) {
+        return response;
+    }
     let (mut parts, body) = response.into_parts();
     // A body of an exact size within the limit: a failure would be the body's own.
-    let Ok(bytes) = axum::body::to_bytes(body, ACK_BYTES as usize).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, ACK_BYTES).await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
     let mut message = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
@@ -408,13 +414,14 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let inner = self.0.clone();
-        Box::pin(async move {
-            let response = inner.serve(request).await;
-            if !may_lack_info(&response) {
-                return Ok(response);
-            }
-            Ok(with_info(response, &inner.engine).await)
-        })
+        if acknowledged(&request) {
+            // A future of its own: every other request's stays as it was.
+            return Box::pin(async move {
+                let response = inner.serve(request).await;
+                Ok(with_info(response, &inner.engine).await)
+            });
+        }
+        Box::pin(async move { Ok(inner.serve(request).await) })
     }
 }
 
