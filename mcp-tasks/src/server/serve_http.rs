@@ -242,10 +242,11 @@ fn acknowledged(request: &Request) -> bool {
 /// The largest answer [`with_info`] reads: an acknowledgement is 58 bytes and its id.
 const ACK_BYTES: usize = 4096;
 
-/// `response` with the engine's server info in its result's `_meta` where it lacks it
-/// (docs/protocol.md C9). A handler returns `()` for `tasks/update` and `tasks/cancel`, so
-/// rmcp builds those acknowledgements and the engine cannot put it there. Reads a whole
-/// JSON body of at most [`ACK_BYTES`]; any other answer (an error, a stream) is passed on.
+/// `response` with the engine's server info in its result's `_meta` where it lacks it. A
+/// handler returns `()` for `tasks/update` and `tasks/cancel`, so rmcp builds those
+/// acknowledgements and the engine cannot put it there. Reads a whole JSON body of at most
+/// [`ACK_BYTES`]; any other answer (an error, a stream) is passed on.
+// docs/protocol.md C9.
 async fn with_info(response: Response, engine: &Engine) -> Response {
     let size = axum::body::HttpBody::size_hint(response.body()).exact();
     let small = size.is_some_and(|n| n <= ACK_BYTES as u64);
