@@ -37,6 +37,10 @@ use crate::{Limits, errors};
 /// The header of a legacy (`initialize`) session.
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
+/// The header that names a request's method (2026-07-28). A constant name: a `&str` is
+/// parsed into a header name on every lookup.
+pub(crate) const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// The guard on HTTP: a `POST` with a JSON body, read already (`bytes`, at most the

@@ -231,11 +231,9 @@ fn drain_refusal(id: Option<rmcp::model::RequestId>) -> Response {
 /// (every request on the 2026-07-28 wire has one, and rmcp holds it to the body's method):
 /// rmcp builds their answers, and [`with_info`] puts the server's info in them.
 fn acknowledged(request: &Request) -> bool {
-    // A name, not a `&str`: a `&str` is parsed into a header name on every lookup.
-    const MCP_METHOD: header::HeaderName = header::HeaderName::from_static("mcp-method");
     request
         .headers()
-        .get(MCP_METHOD)
+        .get(guard::MCP_METHOD)
         .is_some_and(|method| method == "tasks/update" || method == "tasks/cancel")
 }
 
@@ -258,11 +256,10 @@ async fn with_info(response: Response, engine: &Engine) -> Response {
     let Ok(bytes) = axum::body::to_bytes(body, ACK_BYTES).await else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let mut message = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
-    let result = message
-        .as_mut()
-        .and_then(|message| message.get_mut("result"));
-    let meta = result
+    let Ok(mut message) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let meta = (message.get_mut("result"))
         .and_then(serde_json::Value::as_object_mut)
         .map(|result| {
             result
@@ -279,10 +276,7 @@ async fn with_info(response: Response, engine: &Engine) -> Response {
         return Response::from_parts(parts, Body::from(bytes));
     }
     parts.headers.remove(header::CONTENT_LENGTH);
-    let body = message
-        .map(|message| message.to_string())
-        .unwrap_or_default();
-    Response::from_parts(parts, Body::from(body))
+    Response::from_parts(parts, Body::from(message.to_string()))
 }
 
 /// A JSON body (axum's `json` feature is off).

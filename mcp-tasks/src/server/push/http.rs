@@ -77,7 +77,7 @@ fn check_headers(headers: &axum::http::HeaderMap, message: &Value) -> Result<(),
             rmcp::model::ErrorData::header_mismatch(format!("Header mismatch: {what}"), None);
         (id.clone(), error)
     };
-    if let Some(method) = headers.get("mcp-method")
+    if let Some(method) = headers.get(guard::MCP_METHOD)
         && method.as_bytes() != b"subscriptions/listen"
     {
         return Err(mismatch(format!(
