@@ -13,10 +13,9 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use common::{Http, PLAIN, TASKS, meta};
+use common::{Http, PLAIN, Stdio, TASKS, meta};
 use mcp_tasks::{Limits, State, TaskServer, task_tool, toolkit};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Counts the starts of `count`'s work.
 #[derive(Clone, Default)]
@@ -351,82 +350,24 @@ async fn http_size_limits() {
     assert_eq!(runs.0.load(Ordering::SeqCst), 1);
 }
 
-/// Raw stdio framing over an in-process pipe, served by `mcp_tasks::serve_io`.
-struct Lines {
-    write: Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
-    read: tokio::io::Lines<BufReader<Box<dyn tokio::io::AsyncRead + Unpin + Send>>>,
-}
-
-impl Lines {
-    fn serve(server: TaskServer) -> Self {
-        let (client, server_io) = tokio::io::duplex(1 << 16);
-        let (read, write) = tokio::io::split(server_io);
-        tokio::spawn(mcp_tasks::serve_io(server, read, write));
-        let (read, write) = tokio::io::split(client);
-        Self {
-            write: Box::new(write),
-            read: BufReader::new(Box::new(read) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)
-                .lines(),
-        }
-    }
-
-    fn child() -> (Self, tokio::process::Child) {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks-example-stdio"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let write = child.stdin.take().unwrap();
-        let read = child.stdout.take().unwrap();
-        let lines = Self {
-            write: Box::new(write),
-            read: BufReader::new(Box::new(read) as Box<dyn tokio::io::AsyncRead + Unpin + Send>)
-                .lines(),
-        };
-        (lines, child)
-    }
-
-    async fn send(&mut self, bytes: &[u8]) {
-        self.write.write_all(bytes).await.unwrap();
-        self.write.write_all(b"\n").await.unwrap();
-        self.write.flush().await.unwrap();
-    }
-
-    /// The next line that is a response (skipping notifications), bounded in time.
-    async fn answer(&mut self) -> Value {
-        loop {
-            let line =
-                tokio::time::timeout(std::time::Duration::from_secs(10), self.read.next_line())
-                    .await
-                    .expect("no answer within 10 s")
-                    .unwrap()
-                    .expect("the server closed its output");
-            let value: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("not one JSON line ({e}): {line:?}"));
-            if value.get("result").is_some() || value.get("error").is_some() {
-                return value;
-            }
-        }
-    }
-}
-
 /// Every malformed request and unparseable line over one stdio stream: one error line each,
 /// and the stream keeps going.
-async fn stdio_rejects_every_bad_line(lines: &mut Lines, tool_args: Value) {
+async fn stdio_rejects_every_bad_line(lines: &mut Stdio, tool_args: Value) {
     for (i, case) in cases().iter().enumerate() {
         let id = 100 + i as u64;
-        lines.send(request(id, case).to_string().as_bytes()).await;
+        lines
+            .send_line(request(id, case).to_string().as_bytes())
+            .await;
         let answer = lines.answer().await;
         check_error(&answer, Some(id), case.code, case.names, case.what);
     }
     for (what, body, names) in unparseable() {
-        lines.send(&body).await;
+        lines.send_line(&body).await;
         check_error(&lines.answer().await, None, -32700, names, what);
     }
     let good = json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": { "name": tool_args["name"], "arguments": tool_args["arguments"], "_meta": meta(PLAIN) } });
-    lines.send(good.to_string().as_bytes()).await;
+    lines.send_line(good.to_string().as_bytes()).await;
     let ok = lines.answer().await;
     assert_eq!(ok["id"], 7, "{ok}");
     assert!(ok.get("result").is_some(), "{ok}");
@@ -435,7 +376,7 @@ async fn stdio_rejects_every_bad_line(lines: &mut Lines, tool_args: Value) {
 #[tokio::test]
 async fn stdio_malformed_requests_get_one_error_line_each() {
     let runs = Runs::default();
-    let mut lines = Lines::serve(server(&runs, Limits::default()));
+    let mut lines = Stdio::framed(server(&runs, Limits::default()));
     stdio_rejects_every_bad_line(
         &mut lines,
         json!({ "name": "count", "arguments": { "n": 1 } }),
@@ -446,7 +387,7 @@ async fn stdio_malformed_requests_get_one_error_line_each() {
 
 #[tokio::test]
 async fn stdio_child_process_rejects_bad_lines() {
-    let (mut lines, mut child) = Lines::child();
+    let (mut lines, mut child) = Stdio::child(env!("CARGO_BIN_EXE_mcp-tasks-example-stdio"));
     stdio_rejects_every_bad_line(
         &mut lines,
         json!({ "name": "greet", "arguments": { "name": "Ada" } }),
@@ -466,11 +407,11 @@ async fn stdio_size_limits() {
     let limits = Limits::default()
         .with_max_request_bytes(4096)
         .with_max_arguments_bytes(512);
-    let mut lines = Lines::serve(server(&runs, limits));
+    let mut lines = Stdio::framed(server(&runs, limits));
     // A line over the request limit: one -32600 line, without an id (it was never read).
     let big = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": { "name": "count", "arguments": { "n": 1, "pad": "x".repeat(100_000) }, "_meta": meta(TASKS) } });
-    lines.send(big.to_string().as_bytes()).await;
+    lines.send_line(big.to_string().as_bytes()).await;
     check_error(
         &lines.answer().await,
         None,
@@ -481,7 +422,7 @@ async fn stdio_size_limits() {
     // Arguments over their limit.
     let body = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": { "name": "count", "arguments": { "n": 1, "pad": "x".repeat(600) }, "_meta": meta(TASKS) } });
-    lines.send(body.to_string().as_bytes()).await;
+    lines.send_line(body.to_string().as_bytes()).await;
     check_error(
         &lines.answer().await,
         Some(2),
@@ -495,7 +436,7 @@ async fn stdio_size_limits() {
     let short = call.to_string().len();
     call["params"]["pad"] = json!("y".repeat(4096 - short));
     assert_eq!(call.to_string().len(), 4096);
-    lines.send(call.to_string().as_bytes()).await;
+    lines.send_line(call.to_string().as_bytes()).await;
     let ok = lines.answer().await;
     assert_eq!(ok["id"], 3, "{ok}");
     assert_eq!(ok["result"]["structuredContent"]["result"], 2, "{ok}");
@@ -508,18 +449,18 @@ async fn stdio_size_limits() {
 #[tokio::test]
 async fn stdio_undecodable_messages() {
     let runs = Runs::default();
-    let mut lines = Lines::serve(server(&runs, Limits::default()));
+    let mut lines = Stdio::framed(server(&runs, Limits::default()));
     let first = json!({ "jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": { "name": "count", "arguments": { "n": 1 }, "_meta": meta(PLAIN) } });
-    lines.send(first.to_string().as_bytes()).await;
+    lines.send_line(first.to_string().as_bytes()).await;
     assert_eq!(lines.answer().await["id"], 8);
     // `_meta` that is not an object: the guard checks only the params of the methods this
     // crate owns, and rmcp's types decode neither message.
     lines
-        .send(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":5}}"#)
+        .send_line(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":5}}"#)
         .await;
     lines
-        .send(br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":5}}"#)
+        .send_line(br#"{"jsonrpc":"2.0","id":9,"method":"ping","params":{"_meta":5}}"#)
         .await;
     let answer = lines.answer().await;
     assert_eq!(answer["id"], 9, "{answer}");
@@ -528,7 +469,7 @@ async fn stdio_undecodable_messages() {
     assert!(message.contains("not a JSON-RPC 2.0 message"), "{answer}");
     let good = json!({ "jsonrpc": "2.0", "id": 10, "method": "tools/call",
         "params": { "name": "count", "arguments": { "n": 1 }, "_meta": meta(PLAIN) } });
-    lines.send(good.to_string().as_bytes()).await;
+    lines.send_line(good.to_string().as_bytes()).await;
     let ok = lines.answer().await;
     assert_eq!(ok["id"], 10, "{ok}");
     assert!(ok.get("result").is_some(), "{ok}");

@@ -47,7 +47,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{Http, PLAIN, TASKS, V2026, meta, parse_body};
+use common::{Http, PLAIN, Stdio, TASKS, V2026, meta, parse_body};
 use mcp_tasks::{
     Engine, MemoryStore, State, TaskContext, TaskServer, ToolError,
     store::{TaskSnapshot, TaskStore},
@@ -59,7 +59,6 @@ use proptest::{
 };
 use rmcp::model::{ElicitationSchema, InputResponses, TaskStatus};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// Starts of every tool's work.
 #[derive(Clone, Default)]
@@ -950,22 +949,12 @@ async fn quiet(fixture: &Fixture, known: &BTreeSet<String>) -> ((usize, usize), 
 /// A transport to fuzz.
 enum Peer {
     Http(Http),
-    Stdio {
-        write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-        read: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-    },
+    Stdio(Stdio),
 }
 
 impl Peer {
     fn stdio(server: TaskServer) -> Self {
-        let (client, server_io) = tokio::io::duplex(1 << 16);
-        let (read, write) = tokio::io::split(server_io);
-        tokio::spawn(mcp_tasks::serve_io(server, read, write));
-        let (read, write) = tokio::io::split(client);
-        Self::Stdio {
-            write,
-            read: BufReader::new(read).lines(),
-        }
+        Self::Stdio(Stdio::framed(server))
     }
 
     /// Sends one case; returns its answer (`None`: none, for a notification), or `Err` when
@@ -1036,37 +1025,18 @@ impl Peer {
                     status: Some(status),
                 }))
             }
-            Self::Stdio { write, read } => {
-                let mut line = message.bytes();
-                line.push(b'\n');
-                write
-                    .write_all(&line)
-                    .await
-                    .map_err(|e| format!("stdio write: {e}"))?;
-                write
-                    .flush()
-                    .await
-                    .map_err(|e| format!("stdio flush: {e}"))?;
+            Self::Stdio(stdio) => {
+                stdio.try_send_line(&message.bytes()).await?;
                 // A notification gets no answer; one sent anyway is read by `alive` in the
                 // place of its ping's, and fails it.
                 if matches!(case.stdio, Expect::Nothing) {
                     return Ok(None);
                 }
-                loop {
-                    let line = tokio::time::timeout(Duration::from_secs(10), read.next_line())
-                        .await
-                        .map_err(|_| "no stdio answer within 10 s".to_owned())?
-                        .map_err(|e| format!("stdio read: {e}"))?
-                        .ok_or_else(|| "the server closed its output".to_owned())?;
-                    let value: Value = serde_json::from_str(&line)
-                        .map_err(|e| format!("not one JSON line ({e}): {line}"))?;
-                    if value.get("result").is_some() || value.get("error").is_some() {
-                        return Ok(Some(Answer {
-                            value,
-                            status: None,
-                        }));
-                    }
-                }
+                let value = stdio.try_answer().await?;
+                Ok(Some(Answer {
+                    value,
+                    status: None,
+                }))
             }
         }
     }

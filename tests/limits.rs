@@ -10,7 +10,7 @@ mod temp_db;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{Http, Peer, TASKS, first_input_key};
+use common::{Http, Peer, Stdio, TASKS, first_input_key};
 use mcp_tasks::{
     Engine, Limits, MemoryStore, Owner, SqliteStore, TaskContext, TaskServer, TaskStore, ToolError,
     task_tool, toolkit,
@@ -201,7 +201,7 @@ async fn a_call_with_meta_over_its_limits_is_refused_and_creates_no_task() {
     deep["deep"] = nested; // 39 levels, 40 with `_meta` itself
     let call = json!({ "name": "park", "arguments": {} });
     let mut http = Http::start(server()).await;
-    let mut stdio = Stdio::serve(server());
+    let mut stdio = Stdio::framed(server());
     for (meta, names) in [
         (
             &padded,
@@ -225,9 +225,7 @@ async fn a_call_with_meta_over_its_limits_is_refused_and_creates_no_task() {
         let mut params = call.clone();
         params["_meta"] = meta.clone();
         let over_stdio = stdio
-            .request(
-                &json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params }),
-            )
+            .request(json!({ "jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params }))
             .await;
         for refused in [over_http, over_stdio] {
             assert_eq!(refused["error"]["code"], -32602, "{refused}");
@@ -253,46 +251,6 @@ async fn a_call_with_meta_over_its_limits_is_refused_and_creates_no_task() {
     );
     peer.rpc("tasks/cancel", json!({ "taskId": id }), TASKS)
         .await;
-}
-
-/// Raw stdio framing over an in-process pipe, served by `mcp_tasks::serve_io` (the guard of
-/// the stdio transport).
-struct Stdio {
-    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    read: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
-}
-
-impl Stdio {
-    fn serve(server: TaskServer) -> Self {
-        use tokio::io::AsyncBufReadExt;
-        let (client, server_io) = tokio::io::duplex(1 << 16);
-        let (read, write) = tokio::io::split(server_io);
-        tokio::spawn(mcp_tasks::serve_io(server, read, write));
-        let (read, write) = tokio::io::split(client);
-        Self {
-            write,
-            read: tokio::io::BufReader::new(read).lines(),
-        }
-    }
-
-    /// Sends one request line; the response line with its id.
-    async fn request(&mut self, message: &Value) -> Value {
-        use tokio::io::AsyncWriteExt;
-        let line = format!("{message}\n");
-        self.write.write_all(line.as_bytes()).await.unwrap();
-        self.write.flush().await.unwrap();
-        loop {
-            let line = tokio::time::timeout(Duration::from_secs(10), self.read.next_line())
-                .await
-                .expect("an answer within 10 s")
-                .unwrap()
-                .expect("the server closed stdio");
-            let answer: Value = serde_json::from_str(&line).unwrap();
-            if answer["id"] == message["id"] {
-                return answer;
-            }
-        }
-    }
 }
 
 /// One owner creating far more instant tasks than its bound of finished tasks: the other

@@ -26,7 +26,6 @@ use mcp_tasks::{
 };
 use rmcp::model::LoggingLevel;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 // ---------------------------------------------------------------------------------------
 // Tools paced by the test: each step waits for one permit of its gate.
@@ -136,9 +135,9 @@ enum Stream {
     Stdio { id: Value },
 }
 
+/// A stdio peer ([`common::Stdio`]) that keeps what it read while looking for other messages.
 struct Stdio {
-    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    reader: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    peer: common::Stdio,
     /// Messages read while looking for others.
     seen: Vec<Value>,
     next_id: u64,
@@ -146,10 +145,7 @@ struct Stdio {
 
 impl Stdio {
     async fn send(&mut self, message: &Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.unwrap();
-        self.writer.flush().await.unwrap();
+        self.peer.send(message).await;
     }
 
     /// The next message matching `wanted`, from what was read already or from the pipe;
@@ -160,11 +156,7 @@ impl Stdio {
         }
         let deadline = tokio::time::Instant::now() + within;
         loop {
-            let line = tokio::time::timeout_at(deadline, self.reader.next_line())
-                .await
-                .ok()?
-                .unwrap()?;
-            let value: Value = serde_json::from_str(&line).unwrap();
+            let value = self.peer.next_before(deadline).await?;
             if wanted(&value) {
                 return Some(value);
             }
@@ -195,15 +187,8 @@ impl Client {
     }
 
     fn stdio(server: TaskServer) -> Self {
-        let (client, server_io) = tokio::io::duplex(1 << 20);
-        tokio::spawn(async move {
-            let (read, write) = tokio::io::split(server_io);
-            let _ = mcp_tasks::serve_io(server, read, write).await;
-        });
-        let (read, write) = tokio::io::split(client);
         Self::Stdio(Stdio {
-            writer: write,
-            reader: BufReader::new(read).lines(),
+            peer: common::Stdio::framed(server),
             seen: Vec::new(),
             next_id: 0,
         })

@@ -412,21 +412,36 @@ pub fn parse_body(text: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// stdio framing (newline-delimited JSON) over an in-process pipe to a served `TaskServer`.
+/// The writing half of a [`Stdio`] peer.
+type LineWriter = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+/// The reading half of a [`Stdio`] peer, a line at a time.
+type LineReader = tokio::io::Lines<BufReader<Box<dyn tokio::io::AsyncRead + Unpin + Send>>>;
+
+/// stdio framing (newline-delimited JSON) to a served `TaskServer`, over an in-process pipe
+/// or a child process's standard input and output. Every read is bounded by 10 s.
 pub struct Stdio {
-    writer: tokio::io::WriteHalf<tokio::io::DuplexStream>,
-    reader: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+    writer: LineWriter,
+    reader: LineReader,
     next_id: u64,
 }
 
 impl Stdio {
-    pub fn start(server: TaskServer) -> Self {
-        let (read, write) = tokio::io::split(serve_duplex(server));
+    fn over(
+        read: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+        write: impl tokio::io::AsyncWrite + Unpin + Send + 'static,
+    ) -> Self {
+        let read: Box<dyn tokio::io::AsyncRead + Unpin + Send> = Box::new(read);
         Self {
-            writer: write,
+            writer: Box::new(write),
             reader: BufReader::new(read).lines(),
             next_id: 0,
         }
+    }
+
+    /// Served by rmcp's own stdio transport.
+    pub fn start(server: TaskServer) -> Self {
+        let (read, write) = tokio::io::split(serve_duplex(server));
+        Self::over(read, write)
     }
 
     /// The same over this crate's stdio layer (`serve_io`: the request guard in front of
@@ -436,18 +451,81 @@ impl Stdio {
         let (read, write) = tokio::io::split(server_io);
         tokio::spawn(mcp_tasks::serve_io(server, read, write));
         let (read, write) = tokio::io::split(client);
-        Self {
-            writer: write,
-            reader: BufReader::new(read).lines(),
-            next_id: 0,
-        }
+        Self::over(read, write)
+    }
+
+    /// The standard input and output of `program`, started now (and killed when the child
+    /// is dropped).
+    pub fn child(program: &str) -> (Self, tokio::process::Child) {
+        let mut child = tokio::process::Command::new(program)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start {program}: {e}"));
+        let write = child.stdin.take().unwrap();
+        let read = child.stdout.take().unwrap();
+        (Self::over(read, write), child)
     }
 
     pub async fn send(&mut self, message: &Value) {
-        let mut line = message.to_string();
-        line.push('\n');
-        self.writer.write_all(line.as_bytes()).await.unwrap();
-        self.writer.flush().await.unwrap();
+        self.send_line(message.to_string().as_bytes()).await;
+    }
+
+    /// Sends `bytes` as one line, as they are (they need not be JSON).
+    pub async fn send_line(&mut self, bytes: &[u8]) {
+        self.try_send_line(bytes).await.unwrap();
+    }
+
+    /// [`Stdio::send_line`], its failure as a message.
+    pub async fn try_send_line(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let mut line = Vec::with_capacity(bytes.len() + 1);
+        line.extend_from_slice(bytes);
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .await
+            .map_err(|e| format!("stdio write: {e}"))?;
+        self.writer
+            .flush()
+            .await
+            .map_err(|e| format!("stdio flush: {e}"))
+    }
+
+    /// The next message the server sent, or what went wrong: no line within 10 s, the
+    /// output closed, or a line that is not one JSON value.
+    pub async fn try_next(&mut self) -> Result<Value, String> {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.reader.next_line())
+            .await
+            .map_err(|_| "no stdio answer within 10 s".to_owned())?
+            .map_err(|e| format!("stdio read: {e}"))?
+            .ok_or_else(|| "the server closed its output".to_owned())?;
+        serde_json::from_str(&line).map_err(|e| format!("not one JSON line ({e}): {line:?}"))
+    }
+
+    /// The next message the server sent, `None` when `deadline` passes first or the server
+    /// closed its output.
+    pub async fn next_before(&mut self, deadline: tokio::time::Instant) -> Option<Value> {
+        let line = tokio::time::timeout_at(deadline, self.reader.next_line())
+            .await
+            .ok()?
+            .unwrap()?;
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}")))
+    }
+
+    /// The next response (skipping notifications), or what went wrong.
+    pub async fn try_answer(&mut self) -> Result<Value, String> {
+        loop {
+            let value = self.try_next().await?;
+            if value.get("result").is_some() || value.get("error").is_some() {
+                return Ok(value);
+            }
+        }
+    }
+
+    /// The next response (skipping notifications).
+    pub async fn answer(&mut self) -> Value {
+        self.try_answer().await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Sends a request and returns the response with its id (skipping notifications).
@@ -462,13 +540,7 @@ impl Stdio {
         self.send(&message).await;
         let mut before = Vec::new();
         loop {
-            let line = self
-                .reader
-                .next_line()
-                .await
-                .unwrap()
-                .expect("server closed stdio");
-            let value: Value = serde_json::from_str(&line).unwrap();
+            let value = self.try_next().await.unwrap_or_else(|e| panic!("{e}"));
             if value["id"] == id {
                 return (value, before);
             }
