@@ -582,15 +582,10 @@ mod pg;
 /// Every check on a schema of its own; the stores connect before time is paused.
 #[tokio::test]
 async fn postgres_store_keeps_the_admin_contract() {
-    let (mut dbs, mut stores) = (Vec::new(), Vec::new());
     // One store for each check of `contract`.
-    for _ in 0..8 {
-        let Some(db) = pg::Db::new().await else {
-            return;
-        };
-        stores.push(db.store().await.expect("connect to a fresh schema"));
-        dbs.push(db);
-    }
+    let Some((_dbs, stores)) = pg::Db::stores(8).await else {
+        return;
+    };
     tokio::time::pause();
     let stores = std::sync::Mutex::new(stores);
     contract(|| stores.lock().unwrap().pop().expect("a store per check")).await;

@@ -798,19 +798,13 @@ async fn memory_store_keeps_the_contract() {
 #[path = "support/postgres.rs"]
 mod pg;
 
-/// Every check on a schema of its own. The stores connect before time is paused: a paused
-/// clock jumps ahead while a connection handshake waits on the socket (and so would time a
-/// connect out); once connected, each store reuses its one connection.
+/// Every check on a schema of its own; the stores connect before time is paused
+/// ([`pg::Db::stores`]).
 #[tokio::test]
 async fn postgres_store_keeps_the_contract() {
-    let (mut dbs, mut stores) = (Vec::new(), Vec::new());
-    for _ in 0..15 {
-        let Some(db) = pg::Db::new().await else {
-            return;
-        };
-        stores.push(db.store().await.expect("connect to a fresh schema"));
-        dbs.push(db);
-    }
+    let Some((_dbs, stores)) = pg::Db::stores(15).await else {
+        return;
+    };
     tokio::time::pause();
     let stores = std::sync::Mutex::new(stores);
     contract(|| stores.lock().unwrap().pop().expect("a store per check")).await;

@@ -200,6 +200,21 @@ impl Db {
         self.builder().connect().await
     }
 
+    /// `n` stores, each on a schema of its own and connected now, with their schemas
+    /// (dropped on drop); `None` when the Postgres tests cannot run here. A test that pauses
+    /// time connects first: a paused clock jumps ahead while a connection handshake waits on
+    /// the socket (and so would time a connect out); once connected, each store reuses its
+    /// one connection.
+    pub async fn stores(n: usize) -> Option<(Vec<Self>, Vec<PostgresStore>)> {
+        let (mut dbs, mut stores) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let db = Self::new().await?;
+            stores.push(db.store().await.expect("connect to a fresh schema"));
+            dbs.push(db);
+        }
+        Some((dbs, stores))
+    }
+
     /// Three instances (`a`, `b`, `c`) over this schema, each serving `tools()` with at most
     /// `max_running` tasks at once and claiming every `claim_interval`; not started (serving
     /// starts them).
