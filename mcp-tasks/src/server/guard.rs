@@ -41,6 +41,10 @@ const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 /// parsed into a header name on every lookup.
 pub(crate) const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 
+/// The header that names a request's protocol version (2026-07-28), a constant name as
+/// [`MCP_METHOD`] is.
+pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+
 pub(crate) const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
 /// The guard on HTTP: a `POST` with a JSON body, read already (`bytes`, at most the
@@ -97,7 +101,6 @@ pub(crate) fn verdict(
 pub(crate) fn rmcp_first(headers: &HeaderMap, bytes: &[u8], limits: &Limits) -> bool {
     static LISTEN: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
         std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"subscriptions/listen"));
-    const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
     !headers.contains_key(SESSION_ID)
         && headers
             .get(PROTOCOL_VERSION)

@@ -90,7 +90,7 @@ fn check_headers(headers: &axum::http::HeaderMap, message: &Value) -> Result<(),
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
         .and_then(Value::as_str);
-    if let (Some(header), Some(meta)) = (headers.get("mcp-protocol-version"), meta_version)
+    if let (Some(header), Some(meta)) = (headers.get(guard::PROTOCOL_VERSION), meta_version)
         && header.as_bytes() != meta.as_bytes()
     {
         return Err(mismatch(format!(
