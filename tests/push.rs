@@ -482,6 +482,49 @@ async fn without_the_extension_a_task_listen_is_32021() {
     }
 }
 
+/// C31-C36: a task listen whose `Mcp-Method` header names another method, or whose
+/// `MCP-Protocol-Version` header is not the version of its `_meta`, is refused with HTTP 400
+/// and `-32020` naming the header; with both headers right it is served.
+#[tokio::test]
+async fn a_task_listen_whose_headers_disagree_with_its_body_is_32020() {
+    let url = http_server(TaskServer::from_engine(engine()), HttpOptions::new()).await;
+    let client = reqwest::Client::new();
+    let body = json!({ "jsonrpc": "2.0", "id": 4, "method": "subscriptions/listen",
+        "params": { "_meta": meta(TASKS), "notifications": { "taskIds": ["x"] } } });
+    for (method, version, named) in [
+        ("tasks/get", V2026, Some("Mcp-Method")),
+        (
+            "subscriptions/listen",
+            "2025-11-25",
+            Some("MCP-Protocol-Version"),
+        ),
+        ("subscriptions/listen", V2026, None),
+    ] {
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", method)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        // The status before the body: a served listen's body is a stream that stays open.
+        let status = response.status().as_u16();
+        let Some(named) = named else {
+            assert_eq!(status, 200, "{method} {version}");
+            continue;
+        };
+        assert_eq!(status, 400, "{method} {version}");
+        let refused: Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+        assert_eq!(refused["error"]["code"], -32020, "{refused}");
+        assert_eq!(refused["id"], 4, "{refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(named), "{message}");
+    }
+}
+
 /// R40, R44, C23, C24: the acknowledgement first, with the subscription id and only the
 /// caller's known tasks; then the task's state at once, and one notification per status
 /// message change, each equal to what `tasks/get` answers at that moment, each with the
