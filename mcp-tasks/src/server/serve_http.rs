@@ -259,7 +259,8 @@ async fn with_info(response: Response, engine: &Engine) -> Response {
     let Ok(mut message) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
-    let meta = (message.get_mut("result"))
+    let meta = message
+        .get_mut("result")
         .and_then(serde_json::Value::as_object_mut)
         .map(|result| {
             result
