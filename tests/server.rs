@@ -519,6 +519,34 @@ async fn input_required_partial_answers() {
             )
             .await;
         assert_eq!(error_code(&bad), -32602);
+        // So is an answer that does not fill in the form (C21): the message says which field
+        // and why, and the question stays open for a good answer.
+        for (content, why) in [
+            (
+                json!({ "name": 5 }),
+                "content.name must be a string, got a number",
+            ),
+            (json!({ "city": "Turin" }), "content.name is missing"),
+        ] {
+            let misfit = peer
+                .rpc(
+                    "tasks/update",
+                    json!({ "taskId": id, "inputResponses": {
+                        name_key.clone(): { "action": "accept", "content": content } } }),
+                    TASKS,
+                )
+                .await;
+            assert_eq!(error_code(&misfit), -32602, "{misfit}");
+            let message = misfit["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(&name_key) && message.contains(why),
+                "{message}"
+            );
+        }
+        assert_eq!(
+            peer.get(&id).await["result"]["inputRequests"],
+            snapshot["inputRequests"]
+        );
 
         let ack = peer
             .rpc(
@@ -963,10 +991,26 @@ async fn inline_call_asks_by_round_trip() {
         let (key, request) = requests.iter().next().unwrap();
         assert_eq!(request["method"], "elicitation/create");
         assert_eq!(request["params"]["message"], "Your name?");
-        let round2 = peer
+        // An answer that does not fill in the form is not handed to the tool: the retry is
+        // asked the same question again (C21).
+        let misfit = peer
             .rpc(
                 "tools/call",
                 json!({ "name": "ask_name", "arguments": {}, "requestState": result["requestState"],
+                    "inputResponses": { key.clone(): { "action": "accept", "content": { "name": 7 } } } }),
+                PLAIN,
+            )
+            .await;
+        let asked_again = &misfit["result"];
+        assert_eq!(asked_again["resultType"], "input_required", "{misfit}");
+        assert_eq!(
+            asked_again["inputRequests"], result["inputRequests"],
+            "{misfit}"
+        );
+        let round2 = peer
+            .rpc(
+                "tools/call",
+                json!({ "name": "ask_name", "arguments": {}, "requestState": asked_again["requestState"],
                     "inputResponses": { key.clone(): { "action": "accept", "content": { "name": "Ada" } } } }),
                 PLAIN,
             )

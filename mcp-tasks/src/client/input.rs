@@ -31,6 +31,7 @@ use rmcp::model::{
     ElicitResult, ElicitationAction, ElicitationCapability, FormElicitationCapability,
     InputRequest, ListRootsResult, RootsCapabilities, SamplingCapability,
 };
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::ClientError;
@@ -38,6 +39,16 @@ pub use super::error::InputError;
 
 /// What a handler returns: `Some` answers now, `None` leaves the request for a later poll.
 pub type InputAnswer<T> = Result<Option<T>, InputError>;
+
+/// Why `value` is not a value of the form field `property` (one of the `properties` of an
+/// elicitation's `requestedSchema`), if it is not, as "must be ..." words: the check the
+/// server makes of each field of an accepted answer. A `property` that is not the schema of
+/// a form's field is no check.
+#[must_use]
+pub fn form_field_problem(property: &Value, value: &Value) -> Option<String> {
+    let field = rmcp::model::PrimitiveSchemaDefinition::deserialize(property).ok()?;
+    crate::context::answer::field_problem(&field, value)
+}
 
 /// Where an input request came from.
 #[derive(Debug, Clone, PartialEq, Eq)]

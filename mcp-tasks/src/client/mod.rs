@@ -108,5 +108,5 @@ pub use call::{CALL_RETRIES, Call};
 pub use connection::TaskClient;
 pub use endpoint::{Endpoint, TaskReference};
 pub use error::ClientError;
-pub use input::{InputAnswer, InputContext, InputError, InputScope};
+pub use input::{InputAnswer, InputContext, InputError, InputScope, form_field_problem};
 pub use task::{TaskEnd, TaskHandle};

@@ -22,6 +22,7 @@ use tracing::Instrument as _;
 
 use crate::errors;
 
+pub(crate) mod answer;
 mod failure;
 mod handle;
 mod host;
@@ -114,6 +115,12 @@ impl TaskContext {
 
     /// Asks the client for input with an elicitation (`elicitation/create`). The task waits
     /// in `input_required` under a fresh key until `tasks/update` brings the answer.
+    ///
+    /// An accepted answer to a form has every field the form requires, each of the type,
+    /// range, length, format (email, URI, date, date and time) or choices its schema gives.
+    /// An answer that does not fit never reaches the tool: `tasks/update` refuses it with
+    /// `-32602` naming the field and why, and the question stays open; a multi round-trip
+    /// retry is asked the question again. Fields the form does not name are passed on as sent.
     ///
     /// # Errors
     /// - [`Failure::Cancelled`] if the task is cancelled while waiting;

@@ -1,19 +1,11 @@
 //! What a request carries besides its params: the idempotency key, and the checks of
 //! `tasks/update` answers.
 
-#![allow(
-    deprecated,
-    reason = "sampling and roots are deprecated by SEP-2577 yet still part of the 2026-07-28 wire"
-)]
-
 use std::sync::Arc;
 
-use rmcp::{
-    ErrorData,
-    model::{ElicitResult, InputRequest, InputResponses, ListRootsResult},
-};
+use rmcp::{ErrorData, model::InputResponses};
 
-use crate::{errors, store::TaskSnapshot};
+use crate::{context::answer, errors, store::TaskSnapshot};
 
 /// The key of a `tools/call` request's `_meta` that carries the client's idempotency key (a
 /// string of 1 to 200 characters): a retry of a call with the same owner, tool and key,
@@ -40,29 +32,18 @@ pub(super) fn idempotency_key(
         .ok_or_else(|| errors::bad_idempotency_key(IDEMPOTENCY_KEY, MAX_IDEMPOTENCY_KEY))
 }
 
-/// Checks that each answer for an outstanding key has the shape its request asks for.
+/// Checks that each answer for an outstanding key answers its request: of the result type
+/// its request asks for and, for an accepted form, filling in the form.
 pub(super) fn validate_responses(
     snapshot: &TaskSnapshot,
     responses: &InputResponses,
 ) -> Result<(), ErrorData> {
-    /// Why `value` is not a `T`, if it is not.
-    fn mismatch<T: serde::de::DeserializeOwned>(value: &serde_json::Value) -> Option<String> {
-        T::deserialize(value).err().map(|error| error.to_string())
-    }
     for (key, value) in responses {
-        let (expected, error) = match snapshot.input_requests.get(key) {
-            Some(InputRequest::Elicitation(_)) => ("ElicitResult", mismatch::<ElicitResult>(value)),
-            Some(InputRequest::CreateMessage(_)) => (
-                "CreateMessageResult",
-                mismatch::<rmcp::model::CreateMessageResult>(value),
-            ),
-            Some(InputRequest::ListRoots(_)) => {
-                ("ListRootsResult", mismatch::<ListRootsResult>(value))
-            }
-            _ => continue,
+        let Some(request) = snapshot.input_requests.get(key) else {
+            continue;
         };
-        if let Some(error) = error {
-            return Err(errors::bad_input_response(key, expected, &error));
+        if let Some((expected, problem)) = answer::problem(request, value) {
+            return Err(errors::bad_input_response(key, expected, &problem));
         }
     }
     Ok(())

@@ -24,6 +24,7 @@ pub(crate) use meta::MAX_GROWTH;
 use meta::{brackets, meta_within};
 
 use super::negotiation::{Checked, Negotiation};
+use crate::context::answer::kind;
 use crate::{Limits, errors};
 
 /// How deep JSON may nest: serde_json's recursion limit.
@@ -136,18 +137,6 @@ fn parse_value(text: &str) -> Result<Value, Refusal> {
             not_json(&e)
         })
     })
-}
-
-/// What a JSON value is, for messages.
-pub(crate) fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The `id` of a request, when it has a valid one (a string or an integer).

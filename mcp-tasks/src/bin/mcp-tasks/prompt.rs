@@ -4,7 +4,7 @@
 use std::{io::Write, sync::Arc};
 
 use crate::printable::printable;
-use mcp_tasks::client::{InputAnswer, InputContext};
+use mcp_tasks::client::{InputAnswer, InputContext, form_field_problem};
 use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
 use tokio::{
@@ -154,69 +154,33 @@ fn describe(property: &Value) -> String {
     }
 }
 
-/// The typed value of `text` for `property`, or why it does not fit.
+/// The typed value of `text` for `property`, or why it does not fit: the text read as the
+/// property's type, then held to the property's schema as the server holds an answer.
 pub fn check(property: &Value, text: &str) -> Result<Value, String> {
-    let number_bounds = |n: f64| -> Result<(), String> {
-        if let Some(min) = property["minimum"].as_f64().filter(|m| n < *m) {
-            return Err(format!("at least {min}"));
-        }
-        if let Some(max) = property["maximum"].as_f64().filter(|m| n > *m) {
-            return Err(format!("at most {max}"));
-        }
-        Ok(())
-    };
-    match property["type"].as_str().unwrap_or("string") {
+    let value = match property["type"].as_str().unwrap_or("string") {
         "boolean" => match text.to_ascii_lowercase().as_str() {
-            "y" | "yes" | "true" | "1" => Ok(Value::Bool(true)),
-            "n" | "no" | "false" | "0" => Ok(Value::Bool(false)),
-            _ => Err("answer yes or no".to_owned()),
+            "y" | "yes" | "true" | "1" => Value::Bool(true),
+            "n" | "no" | "false" | "0" => Value::Bool(false),
+            _ => return Err("answer yes or no".to_owned()),
         },
-        "integer" => {
-            let n: i64 = text
-                .parse()
-                .map_err(|_| format!("`{text}` is not an integer"))?;
-            #[allow(clippy::cast_precision_loss, reason = "bounds checks only")]
-            number_bounds(n as f64)?;
-            Ok(Value::from(n))
-        }
-        "number" => {
-            let n: f64 = text
-                .parse()
-                .map_err(|_| format!("`{text}` is not a number"))?;
-            if !n.is_finite() {
-                return Err(format!("`{text}` is not a finite number"));
-            }
-            number_bounds(n)?;
-            Ok(Value::from(n))
-        }
-        "array" => {
-            let items: Vec<String> = text
-                .split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect();
-            if let Some(options) = choices(&property["items"])
-                && let Some(bad) = items.iter().find(|i| !options.contains(i))
-            {
-                return Err(format!("`{bad}` is not one of {}", options.join("|")));
-            }
-            Ok(Value::from(items))
-        }
-        _ => {
-            if let Some(options) = choices(property)
-                && !options.iter().any(|o| o == text)
-            {
-                return Err(format!("expected one of {}", options.join("|")));
-            }
-            let chars = text.chars().count() as u64;
-            if let Some(min) = property["minLength"].as_u64().filter(|m| chars < *m) {
-                return Err(format!("at least {min} characters"));
-            }
-            if let Some(max) = property["maxLength"].as_u64().filter(|m| chars > *m) {
-                return Err(format!("at most {max} characters"));
-            }
-            Ok(Value::String(text.to_owned()))
-        }
+        "integer" => Value::from(
+            text.parse::<i64>()
+                .map_err(|_| format!("`{text}` is not an integer"))?,
+        ),
+        "number" => match text.parse::<f64>() {
+            Ok(n) if n.is_finite() => Value::from(n),
+            _ => return Err(format!("`{text}` is not a finite number")),
+        },
+        "array" => text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect(),
+        _ => Value::String(text.to_owned()),
+    };
+    match form_field_problem(property, &value) {
+        Some(problem) => Err(problem),
+        None => Ok(value),
     }
 }
 
@@ -242,11 +206,26 @@ mod tests {
         assert!(check(&json!({"type": "string", "minLength": 3}), "ab").is_err());
         assert_eq!(
             check(
-                &json!({"type": "array", "items": {"enum": ["x", "y"]}}),
+                &json!({"type": "array", "items": {"type": "string", "enum": ["x", "y"]}}),
                 "x, y"
             ),
             Ok(json!(["x", "y"]))
         );
-        assert!(check(&json!({"type": "array", "items": {"enum": ["x"]}}), "z").is_err());
+        assert!(
+            check(
+                &json!({"type": "array", "items": {"type": "string", "enum": ["x"]}}),
+                "z"
+            )
+            .is_err()
+        );
+        // What the server refuses, the prompt refuses first: a format, a count of choices.
+        let email = json!({"type": "string", "format": "email"});
+        assert_eq!(
+            check(&email, "nobody"),
+            Err("must be an email address (name@domain)".to_owned())
+        );
+        assert_eq!(check(&email, "a@b.example"), Ok(json!("a@b.example")));
+        let two = json!({"type": "array", "items": {"type": "string", "enum": ["x", "y"]}, "maxItems": 1});
+        assert!(check(&two, "x, y").is_err());
     }
 }

@@ -32,7 +32,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    context::{Ask, Failure, Host, Progress, ProgressError, TaskContext},
+    context::{Ask, Failure, Host, Progress, ProgressError, TaskContext, answer},
     errors,
     runtime::Runtime,
     store::{Step, StoreError, Transition, Wait},
@@ -243,16 +243,23 @@ impl CallState {
         Answer::InputRequired { requests, answers }
     }
 
-    /// Input by multi round-trip request: the answer if the client sent it, else the request
-    /// is recorded for the `input_required` answer and this call waits until the work is
-    /// dropped with the round.
+    /// Input by multi round-trip request: the answer if the client sent one that answers the
+    /// request, else the request is recorded for the `input_required` answer (asked again,
+    /// when the answer did not fit) and this call waits until the work is dropped with the
+    /// round.
+    // docs/protocol.md C21.
     async fn round_trip(&self, request: InputRequest, key: String) -> Result<Value, Failure> {
         let Some(mrtr) = &self.parts.mrtr else {
             return Err(Failure::Cancelled);
         };
         if let Some(answer) = mrtr.answers.get(&key) {
-            mrtr.taken.lock().insert(key, answer.clone());
-            return Ok(answer.clone());
+            match answer::problem(&request, answer) {
+                None => {
+                    mrtr.taken.lock().insert(key, answer.clone());
+                    return Ok(answer.clone());
+                }
+                Some((_, problem)) => tracing::debug!(key, problem, "asking again"),
+            }
         }
         mrtr.requested.lock().insert(key, request);
         mrtr.asked.notify_one();

@@ -72,8 +72,8 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use self::hub::{Register, Shared, StreamSlot, reserve};
-use super::{Engine, negotiation::Checked, shape::kind};
-use crate::{Limits, errors};
+use super::{Engine, negotiation::Checked};
+use crate::{Limits, context::answer::kind, errors};
 
 /// How many task ids one `subscriptions/listen` may name by default
 /// ([`Limits::DEFAULT_MAX_LISTEN_TASK_IDS`]; set with [`Limits::with_max_listen_task_ids`]).
