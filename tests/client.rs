@@ -472,6 +472,41 @@ async fn without_a_handler_elicitation_is_cancelled() {
     }
 }
 
+/// A handler that accepts with content that does not fit the form (`ok` is a boolean) is
+/// answered `cancel`, as a failing handler is: the server would refuse the answer, and the
+/// tool never sees it; one that fits reaches the tool.
+#[tokio::test]
+async fn an_answer_that_does_not_fit_the_form_is_cancelled() {
+    for transport in BOTH {
+        let running = Running::start(transport, server(Duration::from_millis(10))).await;
+        for (content, seen) in [
+            (json!({ "ok": "yes" }), "Cancel None"),
+            (json!({}), "Cancel None"),
+            (
+                json!({ "ok": true }),
+                "Accept Some(Object {\"ok\": Bool(true)})",
+            ),
+        ] {
+            let answer = content.clone();
+            let builder = TaskClient::builder().with_elicitation(move |_params, _cx| {
+                let answer = answer.clone();
+                async move {
+                    Ok(Some(
+                        ElicitResult::new(ElicitationAction::Accept).with_content(answer),
+                    ))
+                }
+            });
+            let client = running.connect(builder).await;
+            let call = client.call_tool("what_action", ());
+            let result = tokio::time::timeout(common::PATIENCE, call)
+                .await
+                .expect("answered, not left hanging")
+                .unwrap();
+            assert_eq!(text(&result), seen, "{transport:?} {content}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // What goes on the wire over HTTP
 

@@ -76,7 +76,9 @@ impl TaskClientBuilder {
     }
 
     /// Answers `elicitation/create` requests. Without it they are declined with
-    /// `{"action":"cancel"}`.
+    /// `{"action":"cancel"}`, and so are those it fails to answer (an error) and those it
+    /// accepts with content that does not fit the form (a field the form requires is missing,
+    /// or one is not of its type, range, length, format or choices), with a warning logged.
     pub fn with_elicitation<F, Fut>(mut self, handler: F) -> Self
     where
         F: Fn(ElicitRequestParams, InputContext) -> Fut + Send + Sync + 'static,

@@ -123,7 +123,8 @@ impl InputHandlers {
         capabilities
     }
 
-    /// An elicitation answer (declined with cancel when there is no handler or it fails).
+    /// An elicitation answer (declined with cancel when there is no handler or it fails; see
+    /// also [`Self::answer`] for an answer that does not fit its form).
     pub(crate) async fn elicit(
         &self,
         params: ElicitRequestParams,
@@ -189,12 +190,25 @@ impl InputHandlers {
                 });
             }
         };
-        value
+        let value = value
             .transpose()
             .map_err(|error| ClientError::InvalidResponse {
                 method: "tasks/update",
                 reason: format!("the answer to `{key}` does not serialize: {error}"),
-            })
+            })?;
+        // A form's answer that does not fit the form, which the server would refuse (or ask
+        // again, round after round), is answered `cancel` as a failed handler is.
+        if let Some(answer) = &value
+            && let Some((_, problem)) = crate::context::answer::problem(request, answer)
+        {
+            tracing::warn!(
+                key,
+                problem,
+                "elicitation handler's answer does not fit the form; answering cancel"
+            );
+            return Ok(Some(serde_json::json!({ "action": "cancel" })));
+        }
+        Ok(value)
     }
 }
 
