@@ -198,7 +198,7 @@ impl InputHandlers {
             })?;
         // A form's answer that does not fit the form, which the server would refuse (or ask
         // again, round after round), is answered `cancel` as a failed handler is.
-        if let Some(answer) = &value
+        if let (Some(answer), InputRequest::Elicitation(_)) = (&value, request)
             && let Some((_, problem)) = crate::context::answer::problem(request, answer)
         {
             tracing::warn!(
