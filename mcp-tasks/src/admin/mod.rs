@@ -41,7 +41,9 @@
 //! `90s`, `1h30m`, `7d`), `parked` (`true`: only tasks parked while they wait, each listed
 //! with `parked: {waitsFor, untilMs, until}`), and for lists `limit` (1 to 500) and `cursor` (a page's
 //! `nextCursor`, with the same filters). A bad or unknown parameter answers `400` with
-//! `{"error": {"parameter": ..., "message": ...}}`.
+//! `{"error": {"parameter": ..., "message": ...}}`. Every parameter goes in the query string:
+//! the API reads no body, and a request with one answers `400` (a purge's filter sent in a
+//! body would otherwise be left out, and every finished task purged).
 //!
 //! ```no_run
 //! # async fn run(toolkit: mcp_tasks::Toolkit) -> std::io::Result<()> {
@@ -66,7 +68,7 @@ use std::sync::Arc;
 use axum::{
     Router,
     extract::{Path, RawQuery, Request, State},
-    http::{StatusCode, Uri},
+    http::{StatusCode, Uri, header},
     middleware::{Next, from_fn_with_state},
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -128,9 +130,17 @@ pub fn router(engine: &Engine, credential: AdminCredential) -> Router {
 }
 
 /// The JSON API takes the bearer credential only: a browser sends HTTP Basic on its own to
-/// any page of the site, which would let another site's form reach the API.
+/// any page of the site, which would let another site's form reach the API. It reads no
+/// body: one sent is refused, so that a filter put there (a purge's `older_than`) is not
+/// silently left out.
 async fn bearer_only(State(admin): State<Admin>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length != "0");
     match admin.check(&request, false) {
+        Checked::Accepted if body => Failure::Body.into_response(),
         Checked::Accepted => next.run(request).await,
         Checked::Refused => Failure::Unauthorized.into_response(),
         Checked::Throttled(wait) => Failure::Throttled(wait).into_response(),

@@ -210,6 +210,8 @@ pub(crate) enum Failure {
     Conflict(String),
     Unauthorized,
     BadParam(BadParam),
+    /// A request to the JSON API came with a body, which it does not read.
+    Body,
     NotFound,
     Unsupported,
     Forbidden(&'static str),
@@ -239,7 +241,7 @@ impl Failure {
         match self {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Ended(_) | Self::Conflict(_) => StatusCode::CONFLICT,
-            Self::BadParam(_) => StatusCode::BAD_REQUEST,
+            Self::BadParam(_) | Self::Body => StatusCode::BAD_REQUEST,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::Unsupported => StatusCode::NOT_IMPLEMENTED,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
@@ -255,6 +257,9 @@ impl Failure {
                                    `Authorization: Bearer <admin credential>`"
                 .to_owned(),
             Self::BadParam(error) => format!("query parameter `{}`: {}", error.name, error.message),
+            Self::Body => "the admin API reads no body: send the parameters in the query \
+                           string (for example `/admin/api/purge?older_than=7d`) and no body"
+                .to_owned(),
             Self::NotFound => "no task has this id (never created, or purged)".to_owned(),
             Self::Conflict(why) => why.clone(),
             Self::Ended(status) => format!(
