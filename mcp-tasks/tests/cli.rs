@@ -419,8 +419,11 @@ async fn usage_errors_exit_4_with_a_reason() {
     // A server that is not there: a connection error, exit 5.
     let unreachable = run(&["tools", nobody.as_str()], "").await;
     assert_eq!(unreachable.code, 5, "{}", unreachable.stderr);
+    // One line: what failed and why, without the client library's type names.
     assert!(
-        unreachable.stderr.contains("cannot connect"),
+        unreachable.stderr.contains("cannot connect")
+            && unreachable.stderr.contains("error sending request")
+            && !unreachable.stderr.contains("rmcp::"),
         "{}",
         unreachable.stderr
     );

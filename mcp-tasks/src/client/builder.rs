@@ -10,7 +10,7 @@ use rmcp::{
         ElicitResult, Implementation, JsonObject, ListRootsResult, ProtocolVersion,
         RequestMetaObject,
     },
-    service::{ClientLifecycleMode, ClientServiceExt},
+    service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt},
     transport::IntoTransport,
 };
 use tokio::{process::Command, sync::Mutex};
@@ -233,7 +233,13 @@ impl TaskClientBuilder {
         let served = handler.serve_with_lifecycle(transport, lifecycle).await;
         let service = served.map_err(|source| ClientError::Connect {
             endpoint: endpoint.to_string(),
-            source: Box::new(source),
+            // rmcp's initialization error writes the transport's error into its text, with
+            // the transport's type names, and ends the source chain there: the transport's
+            // error is the cause a person can read ("error sending request for url ...").
+            source: match source {
+                ClientInitializeError::TransportError { error, .. } => Box::new(error),
+                other => Box::new(other),
+            },
         })?;
         let peer = service.peer().clone();
         let info = peer.peer_info();
