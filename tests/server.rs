@@ -652,7 +652,7 @@ async fn bad_arguments_answer_at_once() {
 }
 
 /// §2.8, R43-style gate: tasks/* without the capability answer -32021; `tasks/result` and
-/// `tasks/list` are not methods of this extension (R51, R54): -32601.
+/// `tasks/list` are not methods of this extension (R51, R54): -32601, as an unknown method.
 #[tokio::test]
 async fn tasks_methods_need_the_capability() {
     let fx = Fixture::new();
@@ -673,9 +673,20 @@ async fn tasks_methods_need_the_capability() {
                 json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } })
             );
         }
-        for method in ["tasks/result", "tasks/list"] {
+        // Each says it is not served and, for the earlier revision's methods, where their
+        // answers went.
+        for (method, says) in [
+            ("tasks/result", "is in the tasks/get answer"),
+            ("tasks/list", "asks tasks/get"),
+            ("nope/nope", "does not serve `nope/nope`"),
+        ] {
             let response = peer.rpc(method, json!({ "taskId": id }), TASKS).await;
             assert_eq!(error_code(&response), -32601, "{method}: {response}");
+            let message = response["error"]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("Method not found") && message.contains(says),
+                "{message}"
+            );
         }
     }
 }

@@ -71,6 +71,24 @@ pub fn bad_request_state(reason: &str) -> ErrorData {
     )
 }
 
+/// `-32601` for a method this server does not serve; `tasks/result` and `tasks/list`, methods
+/// of the tasks extension's earlier revision, say where their answers went.
+#[must_use]
+pub fn method_not_found(method: &str) -> ErrorData {
+    let hint = match method {
+        "tasks/result" => {
+            ": a task's result (or error) is in the tasks/get answer once the task has ended"
+        }
+        "tasks/list" => ": a client keeps the ids of the tasks it started and asks tasks/get",
+        _ => "",
+    };
+    ErrorData::new(
+        ErrorCode::METHOD_NOT_FOUND,
+        format!("Method not found: this server does not serve `{method}`{hint}"),
+        None,
+    )
+}
+
 /// `-32603` when the store cannot take another task.
 #[must_use]
 pub fn store_full(max_tasks: usize) -> ErrorData {

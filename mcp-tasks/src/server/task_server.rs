@@ -134,5 +134,15 @@ impl ServerHandler for TaskServer {
         self.engine.call_tool(request, &context).await
     }
 
+    /// A method this server does not know: `-32601` saying so, where rmcp's answer is the
+    /// method's name alone.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(crate::errors::method_not_found(&request.method))
+    }
+
     crate::task_methods!(engine);
 }
