@@ -134,8 +134,9 @@ fn enum_problem(schema: &EnumSchema, value: &Value) -> Option<String> {
     let one_of = |allowed: Vec<&str>| match value.as_str() {
         Some(choice) if allowed.contains(&choice) => None,
         _ => Some(format!(
-            "must be one of {}, got {value}",
-            allowed.join(", ")
+            "must be one of {}, got {}",
+            allowed.join(", "),
+            shown(value)
         )),
     };
     let (allowed, min, max): (Vec<&str>, _, _) = match schema {
@@ -173,8 +174,9 @@ fn enum_problem(schema: &EnumSchema, value: &Value) -> Option<String> {
         .find(|choice| choice.as_str().is_none_or(|c| !allowed.contains(&c)))
     {
         return Some(format!(
-            "must list only choices of {}, got {bad}",
-            allowed.join(", ")
+            "must list only choices of {}, got {}",
+            allowed.join(", "),
+            shown(bad)
         ));
     }
     let count = choices.len() as u64;
@@ -273,6 +275,16 @@ fn is_time(text: &str) -> bool {
                 && number(s, 2).is_some_and(|s| s <= 60)
     );
     offset_ok && clock_ok && !fraction.is_empty() && fraction.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// `value` as JSON for a message, cut after 40 characters: the client sent it, and its
+/// answer need not carry it back whole.
+fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text,
+    }
 }
 
 /// What kind of JSON value `value` is, for a message.
@@ -466,6 +478,18 @@ mod tests {
             assert!(
                 message.starts_with("answer to its form: ") && message.contains(expected),
                 "{content}: {message:?} does not say {expected:?}"
+            );
+        }
+        // A long value is quoted only in part.
+        let long = "x".repeat(10_000);
+        for content in [
+            json!({ "go": true, "color": long }),
+            json!({ "go": true, "tags": [long] }),
+        ] {
+            let message = accepted(content).unwrap();
+            assert!(
+                message.len() < 200 && message.ends_with("xxx..."),
+                "{message}"
             );
         }
         // An accepted answer without content misses the required field.
