@@ -100,12 +100,18 @@ async fn confirm_delete(ctx: TaskContext, filename: String) -> Result<String, To
     })
 }
 
-/// Asks two questions at once during the task.
+/// Asks two questions at once during the task. The suite answers both with the same content,
+/// `{"name": .., "confirm": true}`, so the colour is not required: an answer without a field
+/// the form requires is refused.
 #[task_tool(mode = "required", poll_interval = "200ms")]
 async fn multi_input(ctx: TaskContext) -> Result<String, ToolError> {
+    let colour = ElicitationSchema::builder()
+        .optional_string("color")
+        .build()
+        .map_err(|e| ToolError::rpc(ErrorData::internal_error(e.to_string(), None)))?;
     let (name, color) = tokio::try_join!(
         ctx.elicit_form("Your name?", schema("name", false)?),
-        ctx.elicit_form("Your favourite colour?", schema("color", false)?),
+        ctx.elicit_form("Your favourite colour?", colour),
     )?;
     let text = |a: &ElicitResult, f: &str| {
         accepted(a, f)
