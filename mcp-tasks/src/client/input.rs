@@ -123,8 +123,9 @@ impl InputHandlers {
         capabilities
     }
 
-    /// An elicitation answer (declined with cancel when there is no handler or it fails; see
-    /// also [`Self::answer`] for an answer that does not fit its form).
+    /// An elicitation answer: declined with cancel when there is no handler, when it fails,
+    /// and when it accepts a form with content that does not fit the form (which the server
+    /// would refuse, or ask again round after round).
     pub(crate) async fn elicit(
         &self,
         params: ElicitRequestParams,
@@ -132,7 +133,27 @@ impl InputHandlers {
     ) -> Option<ElicitResult> {
         if let Some(handler) = &self.elicitation {
             let key = cx.key.clone();
+            let schema = match &params {
+                ElicitRequestParams::FormElicitationParams {
+                    requested_schema, ..
+                } => Some(requested_schema.clone()),
+                _ => None,
+            };
             match handler(params, cx).await {
+                Ok(Some(answer))
+                    if answer.action == ElicitationAction::Accept
+                        && let Some(schema) = &schema
+                        && let Some(problem) = crate::context::answer::form_problem(
+                            schema,
+                            answer.content.as_ref(),
+                        ) =>
+                {
+                    tracing::warn!(
+                        key,
+                        problem,
+                        "elicitation handler's answer does not fit the form; answering cancel"
+                    );
+                }
                 Ok(answer) => return answer,
                 Err(error) => {
                     tracing::warn!(key, %error, "elicitation handler failed; answering cancel");
@@ -190,25 +211,12 @@ impl InputHandlers {
                 });
             }
         };
-        let value = value
+        value
             .transpose()
             .map_err(|error| ClientError::InvalidResponse {
                 method: "tasks/update",
                 reason: format!("the answer to `{key}` does not serialize: {error}"),
-            })?;
-        // A form's answer that does not fit the form, which the server would refuse (or ask
-        // again, round after round), is answered `cancel` as a failed handler is.
-        if let (Some(answer), InputRequest::Elicitation(_)) = (&value, request)
-            && let Some((_, problem)) = crate::context::answer::problem(request, answer)
-        {
-            tracing::warn!(
-                key,
-                problem,
-                "elicitation handler's answer does not fit the form; answering cancel"
-            );
-            return Ok(Some(serde_json::json!({ "action": "cancel" })));
-        }
-        Ok(value)
+            })
     }
 }
 

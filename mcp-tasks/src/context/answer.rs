@@ -48,7 +48,7 @@ pub(crate) fn problem(request: &InputRequest, answer: &Value) -> Option<(&'stati
 }
 
 /// Why `content` does not fill in the form `schema`, if it does not.
-fn form_problem(schema: &ElicitationSchema, content: Option<&Value>) -> Option<String> {
+pub(crate) fn form_problem(schema: &ElicitationSchema, content: Option<&Value>) -> Option<String> {
     let empty = serde_json::Map::new();
     let fields = match content {
         None => &empty,
